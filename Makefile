@@ -1,0 +1,98 @@
+# qkv build. `make test` and `make demo` work on a fresh Debian 12 machine:
+# both first run .ci/deps, which apt-installs whatever is missing.
+#
+#   make            library + programs (float32, -O3, OpenMP)
+#   make test       both test binaries: float32 tests and float64 gradient checks
+#   make test SANITIZE=1   the same under AddressSanitizer + UBSan
+#   make demo       train the reverse task (examples/train)
+#   make bench      benchmarks -> BENCHMARKS.md
+
+CXX      ?= g++
+SANITIZE ?= 0
+MULTIARCH := $(shell $(CXX) -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+# The OpenMP build of OpenBLAS: sgemm shares our OpenMP threads (one pool).
+BLAS_INC := /usr/include/$(MULTIARCH)/openblas-openmp
+BLAS_LIB := /usr/lib/$(MULTIARCH)/openblas-openmp
+
+ifeq ($(SANITIZE),1)
+  MODE   := san
+  OPT    := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+            -fno-sanitize-recover=undefined -DQKV_NO_ALLOC_CACHE
+  LDOPT  := -fsanitize=address,undefined
+else
+  MODE   := rel
+  OPT    := -O3 -march=native -g1
+  LDOPT  :=
+endif
+
+CXXFLAGS := -std=c++17 -Wall -Wextra -Wno-unused-parameter -fopenmp $(OPT) -I. -I$(BLAS_INC) -MMD -MP
+LDFLAGS  := -fopenmp $(LDOPT) -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB)
+LDLIBS   := -lopenblas -lpthread -lm
+
+LIB_SRC  := $(wildcard core/*.cpp autograd/*.cpp nn/*.cpp optim/*.cpp)
+TEST_SRC := $(filter-out %_grad.cpp tests/main.cpp,$(wildcard tests/test_*.cpp))
+GRAD_SRC := $(wildcard tests/test_*_grad.cpp)
+
+BUILD    ?= build
+B32 := $(BUILD)/$(MODE)-f32
+B64 := $(BUILD)/$(MODE)-f64
+LIB32 := $(B32)/libqkv.a
+LIB64 := $(B64)/libqkv.a
+
+EXAMPLES := $(patsubst examples/%.cpp,$(B32)/%,$(wildcard examples/*.cpp))
+BENCHES  := $(patsubst bench/%.cpp,$(B32)/%,$(wildcard bench/*.cpp))
+
+.PHONY: all deps test demo step bench bench-torch lib clean fixtures
+all: $(LIB32) $(EXAMPLES)
+
+deps:
+	@bash .ci/deps
+
+lib: $(LIB32)
+
+# ---- objects: float32 in $(B32), float64 (-DQKV_DOUBLE) in $(B64) ----------
+$(B32)/%.o: %.cpp | deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+$(B64)/%.o: %.cpp | deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -DQKV_DOUBLE -c $< -o $@
+
+$(LIB32): $(LIB_SRC:%.cpp=$(B32)/%.o)
+	@rm -f $@; ar rcs $@ $^
+$(LIB64): $(LIB_SRC:%.cpp=$(B64)/%.o)
+	@rm -f $@; ar rcs $@ $^
+
+$(B32)/qkv_tests: $(B32)/tests/main.o $(TEST_SRC:%.cpp=$(B32)/%.o) $(LIB32)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+$(B64)/qkv_grad_tests: $(B64)/tests/main.o $(GRAD_SRC:%.cpp=$(B64)/%.o) $(LIB64)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(B32)/%: $(B32)/examples/%.o $(LIB32)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+$(B32)/%: $(B32)/bench/%.o $(LIB32)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+# ---- running ----------------------------------------------------------------
+test: $(B32)/qkv_tests $(B64)/qkv_grad_tests
+	@bash tests/run_all.sh $(B32)/qkv_tests $(B64)/qkv_grad_tests
+
+demo: $(B32)/train
+	$(B32)/train --task reverse
+
+step: $(B32)/step_through
+	$(B32)/step_through
+
+bench: $(BENCHES)
+	bash bench/run.sh $(B32)
+
+bench-torch: $(BENCHES)
+	bash bench/run.sh $(B32) --torch
+
+fixtures:
+	/usr/bin/python3 tests/pytorch/make_fixtures.py
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

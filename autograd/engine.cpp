@@ -1,0 +1,102 @@
+#include "autograd/engine.h"
+
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "autograd/node.h"
+#include "core/elementwise.h"
+#include "core/error.h"
+
+namespace qkv {
+
+std::vector<Var> topological_order(const Var& root) {
+  // Iterative depth-first search (deep graphs must not overflow the stack):
+  // a variable is emitted after all the variables its op read.
+  std::vector<Var> order;
+  std::unordered_set<VarImpl*> visited;
+  std::vector<std::pair<Var, size_t>> stack;  // (variable, next input to visit)
+  stack.push_back({root, 0});
+  visited.insert(root.impl());
+  while (!stack.empty()) {
+    auto& [v, next] = stack.back();
+    const auto& fn = v.impl()->grad_fn;
+    if (fn && next < fn->inputs.size()) {
+      const Var& in = fn->inputs[next++];
+      if (in.requires_grad() && visited.insert(in.impl()).second) stack.push_back({in, 0});
+      continue;
+    }
+    order.push_back(v);
+    stack.pop_back();
+  }
+  return order;
+}
+
+namespace {
+// Adds g into a leaf's (or retaining non-leaf's) .grad. The first time, the
+// gradient is copied: g may be shared with other tensors of the graph.
+void accumulate_into(VarImpl* v, const Tensor& g) {
+  if (!v->grad.defined() || v->grad.shape() != g.shape())
+    v->grad = g.clone();
+  else
+    v->grad.add_(g);
+}
+}  // namespace
+
+void run_backward(const Var& root, const Tensor& grad, bool retain_graph) {
+  check_defined(grad, "backward");
+  if (!root.requires_grad())
+    throw Error("backward: this Var does not require grad and has no grad_fn "
+                "(no input of the computation had requires_grad = true)");
+  if (grad.shape() != root.shape())
+    throw Error("backward: gradient of shape " + to_string(grad.shape()) +
+                " does not match output of shape " + to_string(root.shape()));
+
+  const std::vector<Var> order = topological_order(root);
+  // Gradients flowing into each variable, summed over its uses.
+  std::unordered_map<VarImpl*, Tensor> grads;
+  grads.reserve(order.size() * 2);
+  grads[root.impl()] = grad;
+
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    VarImpl* v = it->impl();
+    auto found = grads.find(v);
+    if (found == grads.end()) continue;
+    Tensor g = std::move(found->second);
+    grads.erase(found);
+    if (!v->grad_fn) {  // a leaf
+      if (v->requires_grad) accumulate_into(v, g);
+      continue;
+    }
+    if (v->retains_grad) accumulate_into(v, g);
+    Node& node = *v->grad_fn;
+    if (node.released)
+      throw Error(std::string("backward: trying to backward through ") + node.name() +
+                  " a second time, but its saved tensors were freed by the first backward; "
+                  "pass retain_graph = true to the first backward(grad, true)");
+    std::vector<Tensor> in_grads = node.backward(g);
+    if (in_grads.size() != node.inputs.size())
+      throw Error(std::string("backward: ") + node.name() + " returned " +
+                  std::to_string(in_grads.size()) + " gradients for " +
+                  std::to_string(node.inputs.size()) + " inputs");
+    for (size_t i = 0; i < in_grads.size(); ++i) {
+      const Var& in = node.inputs[i];
+      if (!in.requires_grad() || !in_grads[i].defined()) continue;
+      if (in_grads[i].shape() != in.shape())
+        throw Error(std::string("backward: ") + node.name() + " produced a gradient of shape " +
+                    to_string(in_grads[i].shape()) + " for input " + std::to_string(i) +
+                    " of shape " + to_string(in.shape()));
+      Tensor& slot = grads[in.impl()];
+      // Sum over uses. Out of place: the earlier gradient may be shared.
+      slot = slot.defined() ? add(slot, in_grads[i]) : std::move(in_grads[i]);
+    }
+    if (!retain_graph) {
+      node.release_saved();
+      node.released = true;
+    }
+  }
+}
+
+}  // namespace qkv

@@ -1,0 +1,40 @@
+// qkv::Node: one recorded application of a differentiable op. It keeps its
+// inputs (the graph's edges) and whatever its backward needs (saved tensors).
+// Every op in qkv is a small struct deriving from Node, with the forward
+// function written right beside it; see autograd/ops_*.cpp.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "autograd/var.h"
+
+namespace qkv {
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  // The op's name, for error messages and graph dumps ("matmul", "layer_norm").
+  virtual const char* name() const = 0;
+  // Given dL/d(output), return dL/d(input i) for every input, in order. An
+  // entry may be left undefined when needs_grad(i) is false.
+  virtual std::vector<Tensor> backward(const Tensor& grad_out) = 0;
+  // Frees what forward saved for backward. Called after backward unless the
+  // graph is retained.
+  virtual void release_saved() {}
+
+  bool needs_grad(size_t i) const { return i < inputs.size() && inputs[i].requires_grad(); }
+
+  std::vector<Var> inputs;  // the variables this op read
+  Shape out_shape;          // the shape of the op's output (checked against grad_out)
+  bool released = false;    // saved tensors already freed by a backward
+};
+
+// Makes the output Var of an op. When grad mode is on and some input requires
+// grad, `node` is recorded (its inputs set) and the result requires grad;
+// otherwise the result is a plain leaf and the node is dropped.
+Var make_result(Tensor out, std::shared_ptr<Node> node, std::vector<Var> inputs);
+
+// True when an op applied to these inputs must record a node.
+bool should_record(const std::vector<Var>& inputs);
+
+}  // namespace qkv

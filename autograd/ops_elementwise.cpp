@@ -1,0 +1,237 @@
+// Elementwise ops: forward and backward side by side. Binary ops broadcast;
+// their backward sums the gradient back to each input's shape (sum_to).
+#include <cmath>
+#include <memory>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/elementwise.h"
+
+namespace qkv {
+
+// ---- a + b -------------------------------------------------------------------
+struct AddNode : Node {
+  Shape a_shape, b_shape;
+  const char* name() const override { return "add"; }
+  // d(a+b)/da = 1, d(a+b)/db = 1
+  std::vector<Tensor> backward(const Tensor& g) override {
+    return {needs_grad(0) ? sum_to(g, a_shape) : Tensor(),
+            needs_grad(1) ? sum_to(g, b_shape) : Tensor()};
+  }
+};
+Var add(const Var& a, const Var& b) {
+  auto n = std::make_shared<AddNode>();
+  n->a_shape = a.shape();
+  n->b_shape = b.shape();
+  return make_result(add(a.data(), b.data()), n, {a, b});
+}
+
+// ---- a - b -------------------------------------------------------------------
+struct SubNode : Node {
+  Shape a_shape, b_shape;
+  const char* name() const override { return "sub"; }
+  // d(a-b)/da = 1, d(a-b)/db = -1
+  std::vector<Tensor> backward(const Tensor& g) override {
+    return {needs_grad(0) ? sum_to(g, a_shape) : Tensor(),
+            needs_grad(1) ? sum_to(neg(g), b_shape) : Tensor()};
+  }
+};
+Var sub(const Var& a, const Var& b) {
+  auto n = std::make_shared<SubNode>();
+  n->a_shape = a.shape();
+  n->b_shape = b.shape();
+  return make_result(sub(a.data(), b.data()), n, {a, b});
+}
+
+// ---- a * b -------------------------------------------------------------------
+struct MulNode : Node {
+  Tensor a, b;
+  const char* name() const override { return "mul"; }
+  // d(ab)/da = b, d(ab)/db = a
+  std::vector<Tensor> backward(const Tensor& g) override {
+    return {needs_grad(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
+            needs_grad(1) ? sum_to(mul(g, a), b.shape()) : Tensor()};
+  }
+  void release_saved() override { a = b = Tensor(); }
+};
+Var mul(const Var& a, const Var& b) {
+  auto n = std::make_shared<MulNode>();
+  n->a = a.data();
+  n->b = b.data();
+  return make_result(mul(a.data(), b.data()), n, {a, b});
+}
+
+// ---- a / b -------------------------------------------------------------------
+struct DivNode : Node {
+  Tensor a, b;
+  const char* name() const override { return "div"; }
+  // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
+  std::vector<Tensor> backward(const Tensor& g) override {
+    return {needs_grad(0) ? sum_to(div(g, b), a.shape()) : Tensor(),
+            needs_grad(1) ? sum_to(neg(div(mul(g, a), mul(b, b))), b.shape()) : Tensor()};
+  }
+  void release_saved() override { a = b = Tensor(); }
+};
+Var div(const Var& a, const Var& b) {
+  auto n = std::make_shared<DivNode>();
+  n->a = a.data();
+  n->b = b.data();
+  return make_result(div(a.data(), b.data()), n, {a, b});
+}
+
+// ---- scalar forms ---------------------------------------------------------------
+struct AddScalarNode : Node {
+  const char* name() const override { return "add_scalar"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {g}; }  // d(a+s)/da = 1
+};
+Var add(const Var& a, real s) {
+  return make_result(add(a.data(), s), std::make_shared<AddScalarNode>(), {a});
+}
+
+struct MulScalarNode : Node {
+  real s = 1;
+  const char* name() const override { return "mul_scalar"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {mul(g, s)}; }  // d(sa)/da = s
+};
+Var mul(const Var& a, real s) {
+  auto n = std::make_shared<MulScalarNode>();
+  n->s = s;
+  return make_result(mul(a.data(), s), n, {a});
+}
+
+struct RsubNode : Node {
+  const char* name() const override { return "rsub"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {neg(g)}; }  // d(s-a)/da = -1
+};
+Var rsub(real s, const Var& a) {
+  return make_result(rsub(s, a.data()), std::make_shared<RsubNode>(), {a});
+}
+
+struct RdivNode : Node {
+  Tensor a;
+  real s = 1;
+  const char* name() const override { return "rdiv"; }
+  // d(s/a)/da = -s / a^2
+  std::vector<Tensor> backward(const Tensor& g) override {
+    return {mul(div(g, mul(a, a)), -s)};
+  }
+  void release_saved() override { a = Tensor(); }
+};
+Var rdiv(real s, const Var& a) {
+  auto n = std::make_shared<RdivNode>();
+  n->a = a.data();
+  n->s = s;
+  return make_result(rdiv(s, a.data()), n, {a});
+}
+
+// ---- unary ------------------------------------------------------------------------
+struct NegNode : Node {
+  const char* name() const override { return "neg"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {neg(g)}; }
+};
+Var neg(const Var& a) { return make_result(neg(a.data()), std::make_shared<NegNode>(), {a}); }
+
+struct ExpNode : Node {
+  Tensor y;  // exp(a): its own derivative
+  const char* name() const override { return "exp"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {mul(g, y)}; }  // dy/da = y
+  void release_saved() override { y = Tensor(); }
+};
+Var exp(const Var& a) {
+  auto n = std::make_shared<ExpNode>();
+  Tensor y = exp(a.data());
+  n->y = y;
+  return make_result(y, n, {a});
+}
+
+struct LogNode : Node {
+  Tensor a;
+  const char* name() const override { return "log"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {div(g, a)}; }  // d log a = 1/a
+  void release_saved() override { a = Tensor(); }
+};
+Var log(const Var& a) {
+  auto n = std::make_shared<LogNode>();
+  n->a = a.data();
+  return make_result(log(a.data()), n, {a});
+}
+
+struct SqrtNode : Node {
+  Tensor y;
+  const char* name() const override { return "sqrt"; }
+  // d sqrt(a) = 1 / (2 sqrt(a))
+  std::vector<Tensor> backward(const Tensor& g) override { return {div(mul(g, real(0.5)), y)}; }
+  void release_saved() override { y = Tensor(); }
+};
+Var sqrt(const Var& a) {
+  auto n = std::make_shared<SqrtNode>();
+  Tensor y = sqrt(a.data());
+  n->y = y;
+  return make_result(y, n, {a});
+}
+
+struct PowNode : Node {
+  Tensor a;
+  real p = 1;
+  const char* name() const override { return "pow"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {pow_backward(g, a, p)}; }  // p a^(p-1)
+  void release_saved() override { a = Tensor(); }
+};
+Var pow(const Var& a, real p) {
+  auto n = std::make_shared<PowNode>();
+  n->a = a.data();
+  n->p = p;
+  return make_result(pow(a.data(), p), n, {a});
+}
+
+struct ReluNode : Node {
+  Tensor a;
+  const char* name() const override { return "relu"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {relu_backward(g, a)}; }  // 1[a > 0]
+  void release_saved() override { a = Tensor(); }
+};
+Var relu(const Var& a) {
+  auto n = std::make_shared<ReluNode>();
+  n->a = a.data();
+  return make_result(relu(a.data()), n, {a});
+}
+
+struct GeluNode : Node {
+  Tensor a;
+  const char* name() const override { return "gelu"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {gelu_backward(g, a)}; }  // Phi + a phi
+  void release_saved() override { a = Tensor(); }
+};
+Var gelu(const Var& a) {
+  auto n = std::make_shared<GeluNode>();
+  n->a = a.data();
+  return make_result(gelu(a.data()), n, {a});
+}
+
+struct TanhNode : Node {
+  Tensor y;
+  const char* name() const override { return "tanh"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {tanh_backward(g, y)}; }  // 1 - y^2
+  void release_saved() override { y = Tensor(); }
+};
+Var tanh(const Var& a) {
+  auto n = std::make_shared<TanhNode>();
+  Tensor y = tanh(a.data());
+  n->y = y;
+  return make_result(y, n, {a});
+}
+
+struct SigmoidNode : Node {
+  Tensor y;
+  const char* name() const override { return "sigmoid"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {sigmoid_backward(g, y)}; }  // y(1-y)
+  void release_saved() override { y = Tensor(); }
+};
+Var sigmoid(const Var& a) {
+  auto n = std::make_shared<SigmoidNode>();
+  Tensor y = sigmoid(a.data());
+  n->y = y;
+  return make_result(y, n, {a});
+}
+
+}  // namespace qkv

@@ -1,0 +1,45 @@
+// Shape ops. reshape shares storage; transpose/permute copy (core/layout.h).
+// Their backward undoes the move.
+#include <memory>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/layout.h"
+
+namespace qkv {
+
+struct ReshapeNode : Node {
+  Shape in_shape;
+  const char* name() const override { return "reshape"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {g.reshape(in_shape)}; }
+};
+Var reshape(const Var& a, const Shape& shape) {
+  auto n = std::make_shared<ReshapeNode>();
+  n->in_shape = a.shape();
+  return make_result(a.data().reshape(shape), n, {a});
+}
+
+struct PermuteNode : Node {
+  std::vector<int> inverse;
+  const char* name() const override { return "permute"; }
+  // The gradient moves back through the inverse permutation.
+  std::vector<Tensor> backward(const Tensor& g) override { return {permute(g, inverse)}; }
+};
+Var permute(const Var& a, const std::vector<int>& dims) {
+  auto n = std::make_shared<PermuteNode>();
+  Tensor y = permute(a.data(), dims);  // validates dims
+  n->inverse = inverse_permutation(dims);
+  return make_result(y, n, {a});
+}
+
+Var transpose(const Var& a, int d0, int d1) {
+  const int r = a.dim();
+  const int x0 = normalize_axis(d0, r, "transpose", a.shape());
+  const int x1 = normalize_axis(d1, r, "transpose", a.shape());
+  std::vector<int> dims(r);
+  for (int i = 0; i < r; ++i) dims[i] = i;
+  std::swap(dims[x0], dims[x1]);
+  return permute(a, dims);
+}
+
+}  // namespace qkv

@@ -1,0 +1,37 @@
+// Softmax and log-softmax over the last axis. Both save their output, which
+// is all their backward needs.
+#include <memory>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/reduce.h"
+
+namespace qkv {
+
+struct SoftmaxNode : Node {
+  Tensor y;
+  const char* name() const override { return "softmax"; }
+  // dx = y * (g - sum(g * y))   (sums over the last axis)
+  std::vector<Tensor> backward(const Tensor& g) override { return {softmax_backward(g, y)}; }
+  void release_saved() override { y = Tensor(); }
+};
+Var softmax(const Var& a) {
+  auto n = std::make_shared<SoftmaxNode>();
+  n->y = softmax(a.data());
+  return make_result(n->y, n, {a});
+}
+
+struct LogSoftmaxNode : Node {
+  Tensor y;
+  const char* name() const override { return "log_softmax"; }
+  // dx = g - softmax(x) * sum(g),  softmax(x) = exp(y)
+  std::vector<Tensor> backward(const Tensor& g) override { return {log_softmax_backward(g, y)}; }
+  void release_saved() override { y = Tensor(); }
+};
+Var log_softmax(const Var& a) {
+  auto n = std::make_shared<LogSoftmaxNode>();
+  n->y = log_softmax(a.data());
+  return make_result(n->y, n, {a});
+}
+
+}  // namespace qkv

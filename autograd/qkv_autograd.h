@@ -1,0 +1,8 @@
+// Everything in autograd/ (and core/), for convenience.
+#pragma once
+#include "autograd/engine.h"
+#include "autograd/gradcheck.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "autograd/var.h"
+#include "core/qkv_core.h"

@@ -1,0 +1,98 @@
+#include "autograd/var.h"
+
+#include "autograd/engine.h"
+#include "autograd/node.h"
+#include "core/error.h"
+
+namespace qkv {
+
+Var::Var(Tensor data, bool requires_grad) : impl_(std::make_shared<VarImpl>()) {
+  check_defined(data, "Var");
+  impl_->data = std::move(data);
+  impl_->requires_grad = requires_grad;
+}
+
+namespace {
+VarImpl* checked(const std::shared_ptr<VarImpl>& p, const char* op) {
+  if (!p) throw Error(std::string(op) + ": Var is undefined");
+  return p.get();
+}
+}  // namespace
+
+const Tensor& Var::data() const { return checked(impl_, "data")->data; }
+Tensor& Var::data() { return checked(impl_, "data")->data; }
+const Tensor& Var::grad() const { return checked(impl_, "grad")->grad; }
+bool Var::requires_grad() const { return impl_ && impl_->requires_grad; }
+
+Var& Var::requires_grad_(bool on) {
+  checked(impl_, "requires_grad_");
+  if (impl_->grad_fn && !on)
+    throw Error("requires_grad_: cannot turn off tracking of a non-leaf (made by " +
+                std::string(impl_->grad_fn ? "an op" : "") + "); use detach()");
+  impl_->requires_grad = on;
+  return *this;
+}
+
+bool Var::is_leaf() const { return checked(impl_, "is_leaf")->grad_fn == nullptr; }
+const std::shared_ptr<Node>& Var::grad_fn() const { return checked(impl_, "grad_fn")->grad_fn; }
+
+Var& Var::retain_grad() {
+  checked(impl_, "retain_grad")->retains_grad = true;
+  return *this;
+}
+
+void Var::backward() {
+  checked(impl_, "backward");
+  if (impl_->data.numel() != 1)
+    throw Error("backward: output of shape " + to_string(shape()) +
+                " is not a scalar; pass the upstream gradient: backward(grad)");
+  backward(Tensor::ones(shape()));
+}
+
+void Var::backward(const Tensor& grad, bool retain_graph) {
+  checked(impl_, "backward");
+  run_backward(*this, grad, retain_graph);
+}
+
+void Var::zero_grad() {
+  if (impl_ && impl_->grad.defined()) impl_->grad.zero_();
+}
+void Var::clear_grad() {
+  if (impl_) impl_->grad = Tensor();
+}
+
+Var Var::detach() const { return Var(data(), false); }
+
+Var& Var::set_name(const std::string& name) {
+  checked(impl_, "set_name")->name = name;
+  return *this;
+}
+const std::string& Var::name() const { return checked(impl_, "name")->name; }
+
+// ---- grad mode ----------------------------------------------------------------
+namespace {
+thread_local bool t_grad_enabled = true;
+}
+bool grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool on) { t_grad_enabled = on; }
+
+// ---- recording ------------------------------------------------------------------
+bool should_record(const std::vector<Var>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const Var& v : inputs)
+    if (v.requires_grad()) return true;
+  return false;
+}
+
+Var make_result(Tensor out, std::shared_ptr<Node> node, std::vector<Var> inputs) {
+  Var v(std::move(out), false);
+  if (node && should_record(inputs)) {
+    node->out_shape = v.shape();
+    node->inputs = std::move(inputs);
+    v.impl()->grad_fn = std::move(node);
+    v.impl()->requires_grad = true;
+  }
+  return v;
+}
+
+}  // namespace qkv

@@ -1,0 +1,95 @@
+// qkv::Var: what users build graphs with. A Var is a core::Tensor (the
+// numbers) plus a gradient plus the Node (function) that made it. Kernels
+// compute numbers; the graph remembers how.
+//
+//   Var w(Tensor::normal({3, 2}, 0, 1), /*requires_grad=*/true);
+//   Var loss = sum(relu(matmul(x, w)));
+//   loss.backward();          // w.grad() now holds dloss/dw
+//
+// Like a PyTorch tensor, a Var is a handle: copies share the same variable.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace qkv {
+
+class Node;
+
+struct VarImpl {
+  Tensor data;
+  Tensor grad;                    // undefined until a backward reaches this variable
+  bool requires_grad = false;
+  bool retains_grad = false;      // non-leaves keep .grad only when asked (as in PyTorch)
+  std::shared_ptr<Node> grad_fn;  // null for leaves
+  std::string name;               // optional label, shown in graph dumps
+};
+
+class Var {
+ public:
+  Var() = default;
+  explicit Var(Tensor data, bool requires_grad = false);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Tensor& data() const;
+  Tensor& data();
+  const Shape& shape() const { return data().shape(); }
+  int dim() const { return data().dim(); }
+  int64_t size(int axis) const { return data().size(axis); }
+  int64_t numel() const { return data().numel(); }
+  real item() const { return data().item(); }
+
+  // The accumulated gradient; undefined (check .defined()) before any backward.
+  const Tensor& grad() const;
+  bool requires_grad() const;
+  // Leaves only: start or stop tracking this variable.
+  Var& requires_grad_(bool on = true);
+  // A leaf was made by the user, not by an op. Non-leaves have a grad_fn.
+  bool is_leaf() const;
+  const std::shared_ptr<Node>& grad_fn() const;
+  // Ask a non-leaf to keep its gradient in .grad() during backward.
+  Var& retain_grad();
+
+  // Backpropagate from a one-element Var (dL/dL = 1).
+  void backward();
+  // Backpropagate with an explicit upstream gradient of this Var's shape. The
+  // graph's saved tensors are freed unless retain_graph is true; a second
+  // backward through a freed graph throws.
+  void backward(const Tensor& grad, bool retain_graph = false);
+  // Zero the gradient (keeps its buffer so training steps reuse memory).
+  void zero_grad();
+  // Drops the gradient buffer entirely.
+  void clear_grad();
+
+  // The same numbers, cut from the graph: a leaf that does not require grad.
+  Var detach() const;
+
+  Var& set_name(const std::string& name);
+  const std::string& name() const;
+
+  VarImpl* impl() const { return impl_.get(); }
+  bool same_as(const Var& o) const { return impl_ == o.impl_; }
+
+ private:
+  std::shared_ptr<VarImpl> impl_;
+};
+
+// ---- grad mode ---------------------------------------------------------------
+// Ops record nodes only while grad mode is on (the default, per thread).
+bool grad_enabled();
+void set_grad_enabled(bool on);
+
+// Within its scope no op records a node (inference, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+}  // namespace qkv

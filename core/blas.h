@@ -1,0 +1,29 @@
+// The BLAS boundary. Every matrix product in qkv goes through gemm(), which
+// calls OpenBLAS sgemm (dgemm in the float64 build), row-major, using the
+// transpose flags instead of copying.
+#pragma once
+#include <cstdint>
+
+#include "core/real.h"
+
+namespace qkv {
+
+// C (M,N) = alpha * op(A) (M,K) * op(B) (K,N) + beta * C, all row-major.
+// op(A) = A^T when transA (then A is stored (K,M)); likewise for B.
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha, const real* A,
+          int64_t lda, const real* B, int64_t ldb, real beta, real* C, int64_t ldc);
+
+// `batch` independent products; matrix i of A starts at A + i * strideA (stride 0
+// broadcasts one matrix to every product), likewise B and C. Small products are
+// spread over threads one whole gemm each; big ones use BLAS's own threading.
+void gemm_batched(bool transA, bool transB, int64_t batch, int64_t M, int64_t N, int64_t K,
+                  real alpha, const real* A, int64_t strideA, int64_t lda, const real* B,
+                  int64_t strideB, int64_t ldb, real beta, real* C, int64_t strideC, int64_t ldc);
+
+void blas_set_num_threads(int n);
+
+// Floating-point operations done by gemm since start (2*M*N*K per product).
+// Benchmarks read it to report achieved GFLOP/s.
+int64_t gemm_flop_count();
+
+}  // namespace qkv

@@ -1,0 +1,36 @@
+// qkv::Generator: the one source of randomness. xoshiro256** seeded through
+// splitmix64, with our own uniform and normal transforms, so a seed gives the
+// same numbers on every machine and standard library.
+#pragma once
+#include <cstdint>
+
+namespace qkv {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0x5eed) { manual_seed(seed); }
+  void manual_seed(uint64_t seed);
+  uint64_t next_u64();
+  double uniform();                       // [0, 1), 53 random bits
+  double normal();                        // standard normal (Box-Muller)
+  int64_t randint(int64_t lo, int64_t hi);  // uniform in [lo, hi)
+  // The full state, so a checkpoint can resume the exact random stream.
+  struct State {
+    uint64_t s[4];
+    double cached_normal;
+    bool has_cached;
+  };
+  State state() const;
+  void set_state(const State& st);
+
+ private:
+  uint64_t s_[4];
+  double cached_normal_ = 0;
+  bool has_cached_ = false;
+};
+
+// The process-wide default generator used when none is passed.
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+}  // namespace qkv

@@ -1,0 +1,241 @@
+#include "core/reduce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace qkv {
+namespace {
+
+// Views `a` as (outer, n, inner) around `axis`.
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+  Shape out_shape;
+};
+
+AxisView axis_view(const Tensor& a, int axis, bool keepdim, const char* op) {
+  check_defined(a, op);
+  if (a.dim() == 0) throw Error(std::string(op) + ": cannot reduce a scalar over an axis");
+  const int ax = normalize_axis(axis, a.dim(), op, a.shape());
+  AxisView v;
+  for (int d = 0; d < ax; ++d) v.outer *= a.shape()[d];
+  v.n = a.shape()[ax];
+  for (int d = ax + 1; d < a.dim(); ++d) v.inner *= a.shape()[d];
+  v.out_shape = a.shape();
+  if (keepdim)
+    v.out_shape[ax] = 1;
+  else
+    v.out_shape.erase(v.out_shape.begin() + ax);
+  return v;
+}
+
+int64_t grain_for(int64_t work_per_item) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(work_per_item, 1));
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& a, int axis, bool keepdim) {
+  const AxisView v = axis_view(a, axis, keepdim, "sum");
+  Tensor out = Tensor::empty(v.out_shape);
+  const real* __restrict x = a.data();
+  real* __restrict y = out.data();
+  if (v.inner == 1) {
+    parallel_for(
+        v.outer,
+        [&](int64_t o0, int64_t o1) {
+          for (int64_t o = o0; o < o1; ++o) {
+            const real* row = x + o * v.n;
+            real s = 0;
+#pragma omp simd reduction(+ : s)
+            for (int64_t k = 0; k < v.n; ++k) s += row[k];
+            y[o] = s;
+          }
+        },
+        grain_for(v.n));
+  } else {
+    parallel_for(
+        v.outer,
+        [&](int64_t o0, int64_t o1) {
+          for (int64_t o = o0; o < o1; ++o) {
+            real* yo = y + o * v.inner;
+            for (int64_t i = 0; i < v.inner; ++i) yo[i] = 0;
+            for (int64_t k = 0; k < v.n; ++k) {
+              const real* xk = x + (o * v.n + k) * v.inner;
+              for (int64_t i = 0; i < v.inner; ++i) yo[i] += xk[i];
+            }
+          }
+        },
+        grain_for(v.n * v.inner));
+  }
+  return out;
+}
+
+Tensor mean(const Tensor& a, int axis, bool keepdim) {
+  const AxisView v = axis_view(a, axis, keepdim, "mean");
+  if (v.n == 0) throw Error("mean: axis of size 0 in shape " + to_string(a.shape()));
+  Tensor s = sum(a, axis, keepdim);
+  return s.mul_(real(1) / static_cast<real>(v.n));
+}
+
+Tensor max_with_index(const Tensor& a, int axis, bool keepdim, std::vector<int64_t>& index) {
+  const AxisView v = axis_view(a, axis, keepdim, "max");
+  if (v.n == 0) throw Error("max: axis of size 0 in shape " + to_string(a.shape()));
+  Tensor out = Tensor::empty(v.out_shape);
+  index.assign(static_cast<size_t>(out.numel()), 0);
+  const real* x = a.data();
+  real* y = out.data();
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t i = 0; i < v.inner; ++i) {
+      int64_t best = o * v.n * v.inner + i;
+      for (int64_t k = 1; k < v.n; ++k) {
+        const int64_t at = (o * v.n + k) * v.inner + i;
+        if (x[at] > x[best] || (std::isnan(x[at]) && !std::isnan(x[best]))) best = at;
+      }
+      y[o * v.inner + i] = x[best];
+      index[static_cast<size_t>(o * v.inner + i)] = best;
+    }
+  return out;
+}
+
+Tensor max(const Tensor& a, int axis, bool keepdim) {
+  std::vector<int64_t> idx;
+  return max_with_index(a, axis, keepdim, idx);
+}
+
+Tensor sum(const Tensor& a) {
+  check_defined(a, "sum");
+  return sum(a.reshape({a.numel()}), 0, false);
+}
+Tensor mean(const Tensor& a) {
+  check_defined(a, "mean");
+  if (a.numel() == 0) throw Error("mean: empty tensor of shape " + to_string(a.shape()));
+  return sum(a).mul_(real(1) / static_cast<real>(a.numel()));
+}
+Tensor max(const Tensor& a) {
+  check_defined(a, "max");
+  if (a.numel() == 0) throw Error("max: empty tensor of shape " + to_string(a.shape()));
+  return max(a.reshape({a.numel()}), 0, false);
+}
+
+// ---- softmax family --------------------------------------------------------
+
+void softmax_rows(real* x, int64_t rows, int64_t n) {
+  parallel_for(
+      rows,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          real* row = x + r * n;
+          real m = -std::numeric_limits<real>::infinity();
+          for (int64_t k = 0; k < n; ++k) m = std::max(m, row[k]);
+          if (m == -std::numeric_limits<real>::infinity()) {
+            // Every entry is -inf (a fully masked row): define the result as 0.
+            for (int64_t k = 0; k < n; ++k) row[k] = 0;
+            continue;
+          }
+          real s = 0;
+          for (int64_t k = 0; k < n; ++k) {
+            row[k] = std::exp(row[k] - m);
+            s += row[k];
+          }
+          const real inv = real(1) / s;
+          for (int64_t k = 0; k < n; ++k) row[k] *= inv;
+        }
+      },
+      grain_for(n));
+}
+
+void log_softmax_rows(real* x, int64_t rows, int64_t n) {
+  parallel_for(
+      rows,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          real* row = x + r * n;
+          real m = -std::numeric_limits<real>::infinity();
+          for (int64_t k = 0; k < n; ++k) m = std::max(m, row[k]);
+          real s = 0;
+          for (int64_t k = 0; k < n; ++k) s += std::exp(row[k] - m);
+          const real lse = m + std::log(s);  // log(sum(exp(x)))
+          for (int64_t k = 0; k < n; ++k) row[k] -= lse;
+        }
+      },
+      grain_for(n));
+}
+
+namespace {
+void check_rowwise(const Tensor& a, const char* op) {
+  check_defined(a, op);
+  if (a.dim() == 0) throw Error(std::string(op) + ": needs rank >= 1, got a scalar");
+}
+}  // namespace
+
+Tensor softmax(const Tensor& a) {
+  check_rowwise(a, "softmax");
+  Tensor out = a.clone();
+  const int64_t n = a.size(-1);
+  if (n > 0) softmax_rows(out.data(), a.numel() / n, n);
+  return out;
+}
+
+Tensor log_softmax(const Tensor& a) {
+  check_rowwise(a, "log_softmax");
+  Tensor out = a.clone();
+  const int64_t n = a.size(-1);
+  if (n > 0) log_softmax_rows(out.data(), a.numel() / n, n);
+  return out;
+}
+
+Tensor softmax_backward(const Tensor& g, const Tensor& y) {
+  check_rowwise(y, "softmax_backward");
+  if (g.shape() != y.shape())
+    throw Error("softmax_backward: grad " + to_string(g.shape()) + " vs output " +
+                to_string(y.shape()));
+  Tensor dx = Tensor::empty(y.shape());
+  const int64_t n = y.size(-1), rows = n ? y.numel() / n : 0;
+  const real* gp = g.data();
+  const real* yp = y.data();
+  real* dp = dx.data();
+  parallel_for(
+      rows,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const real* gr = gp + r * n;
+          const real* yr = yp + r * n;
+          real dot = 0;
+          for (int64_t k = 0; k < n; ++k) dot += gr[k] * yr[k];
+          for (int64_t k = 0; k < n; ++k) dp[r * n + k] = yr[k] * (gr[k] - dot);
+        }
+      },
+      grain_for(n));
+  return dx;
+}
+
+Tensor log_softmax_backward(const Tensor& g, const Tensor& y) {
+  check_rowwise(y, "log_softmax_backward");
+  if (g.shape() != y.shape())
+    throw Error("log_softmax_backward: grad " + to_string(g.shape()) + " vs output " +
+                to_string(y.shape()));
+  Tensor dx = Tensor::empty(y.shape());
+  const int64_t n = y.size(-1), rows = n ? y.numel() / n : 0;
+  const real* gp = g.data();
+  const real* yp = y.data();
+  real* dp = dx.data();
+  parallel_for(
+      rows,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          real gs = 0;
+          for (int64_t k = 0; k < n; ++k) gs += gp[r * n + k];
+          for (int64_t k = 0; k < n; ++k)
+            dp[r * n + k] = gp[r * n + k] - std::exp(yp[r * n + k]) * gs;
+        }
+      },
+      grain_for(n));
+  return dx;
+}
+
+}  // namespace qkv

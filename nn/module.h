@@ -1,0 +1,55 @@
+// nn::Module: the base of every layer and model. A module owns parameters
+// (leaf Vars that require grad) and child modules, both registered by name, so
+// that a model's parameters have hierarchical names like PyTorch's:
+//   encoder.layers.0.self_attn.w_q.weight
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/var.h"
+
+namespace qkv::nn {
+
+// A parameter is a leaf Var that requires grad; the alias documents intent.
+using Parameter = Var;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  // Every parameter with its dotted name, in registration order. A parameter
+  // shared by two modules (tied weights) is listed once, under its first name.
+  std::vector<std::pair<std::string, Var>> named_parameters() const;
+  std::vector<Var> parameters() const;
+  // Direct children, in registration order.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
+    return children_;
+  }
+  int64_t num_parameters() const;  // total number of scalars
+
+  void zero_grad();
+  // Training mode (dropout active) or evaluation mode; applies to all children.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+ protected:
+  Parameter register_parameter(const std::string& name, Tensor init);
+  // Registers an existing Var (e.g. a weight tied to another module's).
+  Parameter register_parameter(const std::string& name, Var shared);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    children_.emplace_back(name, m);
+    return m;
+  }
+
+ private:
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Var>>& out) const;
+  std::vector<std::pair<std::string, Var>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,671 @@
+#!/usr/bin/python3
+"""Write PyTorch reference fixtures for qkv into tests/fixtures/.
+
+Run from anywhere with the Python that has Debian's python3-torch (1.13):
+
+    /usr/bin/python3 tests/pytorch/make_fixtures.py
+
+Precision: every reference computation runs in float64 (torch default dtype is
+set to float64 below), and the results are rounded to float32 only when they
+are written. A fixture therefore holds the exact answer, correctly rounded to
+F32, not the answer of some float32 kernel; the C++ side should compare with a
+tolerance suited to its own float32 arithmetic.
+
+The reference is PyTorch's own code: nn.MultiheadAttention,
+nn.TransformerEncoderLayer / nn.TransformerDecoderLayer (batch_first, dropout
+0, norm_first for Pre-LN), nn.LayerNorm, nn.Linear, F.cross_entropy and
+torch.optim. Parameters are drawn under qkv's names (see SPEC.md) and copied
+into the PyTorch modules; gradients are read back from the same places. The
+`Binding` class below is the one spot that maps qkv names onto PyTorch
+parameters (e.g. qkv `w_k.weight` = rows D..2D of `in_proj_weight`).
+
+Everything is seeded, so re-running gives byte-identical files.
+"""
+
+import math
+import os
+import sys
+
+import numpy as np
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError:  # pyenv's python3 shadows /usr/bin/python3 on some machines
+    sys.exit("make_fixtures.py needs torch: run it with /usr/bin/python3 "
+             "(Debian's python3-torch)")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import st  # noqa: E402  (our own safetensors reader/writer)
+
+OUT_DIR = os.path.normpath(os.path.join(HERE, "..", "fixtures"))
+
+# All modules and tensors below are created in float64.
+torch.set_default_dtype(torch.float64)
+
+COMMON_META = {
+    "generator": "tests/pytorch/make_fixtures.py",
+    "torch_version": torch.__version__,
+    "reference_dtype": "float64",
+    "stored_dtype": "float32",
+}
+
+
+def f32_exact(t):
+    """Round a float64 tensor to the nearest float32 value (kept as float64).
+
+    Parameters and float inputs are drawn this way so that the values stored
+    in F32 are exactly the values the float64 reference computed with.
+    """
+    return t.to(torch.float32).to(torch.float64)
+
+
+def join(prefix, name):
+    """Dotted parameter name; an empty prefix gives the bare name."""
+    return f"{prefix}.{name}" if prefix else name
+
+
+# ---------------------------------------------------------------------------
+# Random parameters under qkv names
+# ---------------------------------------------------------------------------
+
+class Init:
+    """Seeded parameter factory. Every draw is a float64 tensor.
+
+    Weights are Xavier-uniform; biases and LayerNorm gamma/beta are random too
+    (gamma around 1, beta around 0) so that a wrong bias or gamma gradient
+    cannot hide behind a zero or a one.
+    """
+
+    def __init__(self, seed):
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def uniform(self, shape, a):
+        """U(-a, a), rounded to float32."""
+        return f32_exact((torch.rand(shape, generator=self.gen) * 2.0 - 1.0) * a)
+
+    def normal(self, shape, std=1.0):
+        """N(0, std^2), rounded to float32."""
+        return f32_exact(torch.randn(shape, generator=self.gen) * std)
+
+    def ints(self, low, high, shape):
+        """Integers in [low, high)."""
+        return torch.randint(low, high, shape, generator=self.gen)
+
+    # --- building blocks, each adds "<prefix>.<name>" entries to `p` ---
+
+    def linear(self, p, prefix, n_in, n_out, bias=True):
+        p[join(prefix, "weight")] = self.uniform((n_out, n_in), math.sqrt(6.0 / (n_in + n_out)))
+        if bias:
+            p[join(prefix, "bias")] = self.uniform((n_out,), 0.2)
+
+    def layer_norm(self, p, prefix, d):
+        p[join(prefix, "weight")] = f32_exact(1.0 + self.uniform((d,), 0.3))
+        p[join(prefix, "bias")] = self.uniform((d,), 0.2)
+
+    def embedding(self, p, prefix, v, d):
+        p[join(prefix, "weight")] = self.uniform((v, d), math.sqrt(6.0 / (v + d)))
+
+    def mha(self, p, prefix, d):
+        for w in ("w_q", "w_k", "w_v", "w_o"):
+            self.linear(p, join(prefix, w), d, d)
+
+    def ffn(self, p, prefix, d, f):
+        self.linear(p, join(prefix, "linear1"), d, f)
+        self.linear(p, join(prefix, "linear2"), f, d)
+
+    def encoder_layer(self, p, prefix, d, f):
+        self.mha(p, join(prefix, "self_attn"), d)
+        self.layer_norm(p, join(prefix, "norm1"), d)
+        self.ffn(p, join(prefix, "ffn"), d, f)
+        self.layer_norm(p, join(prefix, "norm2"), d)
+
+    def decoder_layer(self, p, prefix, d, f):
+        self.mha(p, join(prefix, "self_attn"), d)
+        self.layer_norm(p, join(prefix, "norm1"), d)
+        self.mha(p, join(prefix, "cross_attn"), d)
+        self.layer_norm(p, join(prefix, "norm2"), d)
+        self.ffn(p, join(prefix, "ffn"), d, f)
+        self.layer_norm(p, join(prefix, "norm3"), d)
+
+
+# ---------------------------------------------------------------------------
+# qkv name <-> PyTorch parameter mapping
+# ---------------------------------------------------------------------------
+
+class Binding:
+    """Maps each qkv parameter name onto (a row range of) a PyTorch parameter.
+
+    load() copies qkv values into the module, grads() reads the gradients back
+    under qkv names. check_covers() asserts that every parameter of the module
+    is bound exactly once, so nothing is silently left at PyTorch's init.
+    """
+
+    def __init__(self):
+        self.items = []  # (qkv_name, torch_parameter, row_slice)
+
+    def add(self, name, param, rows=slice(None)):
+        self.items.append((name, param, rows))
+
+    def names(self):
+        return [name for name, _, _ in self.items]
+
+    def load(self, values):
+        assert sorted(values) == sorted(self.names()), (
+            "qkv parameters and bound PyTorch parameters differ: "
+            f"{sorted(set(values) ^ set(self.names()))}")
+        with torch.no_grad():
+            for name, param, rows in self.items:
+                assert param[rows].shape == values[name].shape, name
+                param[rows] = values[name]
+
+    def grads(self):
+        return {name: param.grad[rows].detach().clone() for name, param, rows in self.items}
+
+    def check_covers(self, module):
+        bound = {}
+        for _, param, rows in self.items:
+            bound[id(param)] = bound.get(id(param), 0) + param[rows].numel()
+        for pname, param in module.named_parameters():
+            assert bound.get(id(param)) == param.numel(), f"{pname} not fully bound"
+
+    # --- mappings for PyTorch building blocks ---
+
+    def linear(self, prefix, lin):
+        self.add(join(prefix, "weight"), lin.weight)
+        if lin.bias is not None:
+            self.add(join(prefix, "bias"), lin.bias)
+
+    def layer_norm(self, prefix, ln):
+        self.add(join(prefix, "weight"), ln.weight)
+        self.add(join(prefix, "bias"), ln.bias)
+
+    def mha(self, prefix, mha):
+        # PyTorch packs the three input projections: in_proj_weight = cat(Wq, Wk, Wv)
+        # along rows, in_proj_bias = cat(bq, bk, bv); out_proj is qkv's w_o.
+        d = mha.embed_dim
+        for i, w in enumerate(("w_q", "w_k", "w_v")):
+            rows = slice(i * d, (i + 1) * d)
+            self.add(join(prefix, w + ".weight"), mha.in_proj_weight, rows)
+            self.add(join(prefix, w + ".bias"), mha.in_proj_bias, rows)
+        self.linear(join(prefix, "w_o"), mha.out_proj)
+
+    def encoder_layer(self, prefix, layer):
+        # nn.TransformerEncoderLayer keeps linear1/linear2 on the layer itself;
+        # qkv groups them under "ffn".
+        self.mha(join(prefix, "self_attn"), layer.self_attn)
+        self.layer_norm(join(prefix, "norm1"), layer.norm1)
+        self.linear(join(prefix, "ffn.linear1"), layer.linear1)
+        self.linear(join(prefix, "ffn.linear2"), layer.linear2)
+        self.layer_norm(join(prefix, "norm2"), layer.norm2)
+
+    def decoder_layer(self, prefix, layer):
+        # PyTorch calls the cross attention "multihead_attn".
+        self.mha(join(prefix, "self_attn"), layer.self_attn)
+        self.layer_norm(join(prefix, "norm1"), layer.norm1)
+        self.mha(join(prefix, "cross_attn"), layer.multihead_attn)
+        self.layer_norm(join(prefix, "norm2"), layer.norm2)
+        self.linear(join(prefix, "ffn.linear1"), layer.linear1)
+        self.linear(join(prefix, "ffn.linear2"), layer.linear2)
+        self.layer_norm(join(prefix, "norm3"), layer.norm3)
+
+
+# ---------------------------------------------------------------------------
+# Masks, positions, token batches
+# ---------------------------------------------------------------------------
+
+def key_padding_mask(lens, n):
+    """(B, n) bool, True = padded key (PyTorch convention): key j masked when j >= len[b]."""
+    return torch.arange(n)[None, :] >= torch.as_tensor(lens)[:, None]
+
+
+def causal_mask(t):
+    """(t, t) bool, True = masked: query i may not see key j > i."""
+    return torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+
+
+def sinusoidal(n, d):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same); (n, d)."""
+    pos = torch.arange(n, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, d, 2, dtype=torch.float64)[None, :]
+    angle = pos / torch.pow(10000.0, two_i / d)
+    pe = torch.zeros(n, d)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)
+    return pe
+
+
+def padded_tokens(init, lens, n, vocab, pad_id=0):
+    """(B, n) int64 ids: random real tokens (never pad_id) before len[b], pad_id after."""
+    ids = init.ints(1, vocab, (len(lens), n))
+    ids[key_padding_mask(lens, n)] = pad_id
+    return ids
+
+
+def f32(t):
+    """float64 torch tensor (or int tensor) -> float32 numpy array for storage."""
+    return t.detach().to(torch.float64).cpu().numpy().astype(np.float32)
+
+
+def is_input(key):
+    """Keys whose values were fed to the reference (params, inputs, optimizer start)."""
+    parts = key.split(".")
+    return "param" in parts or "in" in parts or key == "p0" or key in ("g1", "g2", "g3")
+
+
+def write(name, tensors, meta):
+    path = os.path.join(OUT_DIR, name)
+    for k, v in tensors.items():
+        if is_input(k):  # what the fixture stores is exactly what the reference used
+            assert torch.equal(v.detach().double(), f32_exact(v.detach().double())), k
+    st.save_file({k: f32(v) for k, v in tensors.items()}, path,
+                 {**COMMON_META, **{k: str(v) for k, v in meta.items()}})
+    print(f"wrote {path}: {len(tensors)} tensors, {os.path.getsize(path)} bytes")
+
+
+def model_record(params, grads, inputs, outputs):
+    """Prefix a model's tensors with param./grad./in./out."""
+    rec = {}
+    for prefix, group in (("param", params), ("grad", grads), ("in", inputs), ("out", outputs)):
+        for k, v in group.items():
+            rec[f"{prefix}.{k}"] = v
+    return rec
+
+
+# ---------------------------------------------------------------------------
+# 1 + 2: Seq2SeqTransformer
+# ---------------------------------------------------------------------------
+
+class TorchSeq2Seq(nn.Module):
+    """Seq2SeqTransformer of SPEC.md built from PyTorch's own layers.
+
+    Layers are called one by one (rather than through nn.TransformerEncoder)
+    so the optional final norm is explicit and no nested-tensor fast path is
+    ever considered.
+    """
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, h, f, act, pre = cfg["d_model"], cfg["heads"], cfg["d_ff"], cfg["activation"], cfg["norm_first"]
+        self.d = d
+        self.tied = cfg["tied"]
+        self.src_embed = nn.Embedding(cfg["src_vocab"], d)
+        self.tgt_embed = nn.Embedding(cfg["tgt_vocab"], d)
+        self.enc_layers = nn.ModuleList([
+            nn.TransformerEncoderLayer(d, h, f, dropout=0.0, activation=act,
+                                       batch_first=True, norm_first=pre)
+            for _ in range(cfg["enc_layers"])])
+        self.dec_layers = nn.ModuleList([
+            nn.TransformerDecoderLayer(d, h, f, dropout=0.0, activation=act,
+                                       batch_first=True, norm_first=pre)
+            for _ in range(cfg["dec_layers"])])
+        self.enc_norm = nn.LayerNorm(d) if pre else None
+        self.dec_norm = nn.LayerNorm(d) if pre else None
+        self.gen_weight = None if self.tied else nn.Parameter(torch.empty(cfg["tgt_vocab"], d))
+        self.gen_bias = nn.Parameter(torch.empty(cfg["tgt_vocab"]))
+
+    def binding(self):
+        b = Binding()
+        b.add("src_embed.weight", self.src_embed.weight)
+        b.add("tgt_embed.weight", self.tgt_embed.weight)
+        for i, layer in enumerate(self.enc_layers):
+            b.encoder_layer(f"encoder.layers.{i}", layer)
+        for i, layer in enumerate(self.dec_layers):
+            b.decoder_layer(f"decoder.layers.{i}", layer)
+        if self.enc_norm is not None:
+            b.layer_norm("encoder.norm", self.enc_norm)
+            b.layer_norm("decoder.norm", self.dec_norm)
+        if not self.tied:
+            b.add("generator.weight", self.gen_weight)
+        b.add("generator.bias", self.gen_bias)
+        b.check_covers(self)
+        return b
+
+    def forward(self, src, src_lens, tgt_in, tgt_lens):
+        s, t = src.shape[1], tgt_in.shape[1]
+        src_pad = key_padding_mask(src_lens, s)
+        tgt_pad = key_padding_mask(tgt_lens, t)
+        scale = math.sqrt(self.d)
+
+        x = self.src_embed(src) * scale + sinusoidal(s, self.d)
+        for layer in self.enc_layers:
+            x = layer(x, src_key_padding_mask=src_pad)
+        if self.enc_norm is not None:
+            x = self.enc_norm(x)
+        mem = x
+
+        y = self.tgt_embed(tgt_in) * scale + sinusoidal(t, self.d)
+        for layer in self.dec_layers:
+            y = layer(y, mem, tgt_mask=causal_mask(t), tgt_key_padding_mask=tgt_pad,
+                      memory_key_padding_mask=src_pad)
+        if self.dec_norm is not None:
+            y = self.dec_norm(y)
+
+        w = self.tgt_embed.weight if self.tied else self.gen_weight
+        logits = F.linear(y, w, self.gen_bias)
+        return logits, mem, y
+
+
+def make_seq2seq(filename, seed, norm_first, activation, tied, label_smoothing):
+    cfg = dict(d_model=16, heads=2, enc_layers=1, dec_layers=1, d_ff=32,
+               src_vocab=11, tgt_vocab=11, pad_id=0, norm_first=norm_first,
+               activation=activation, tied=tied, label_smoothing=label_smoothing)
+    init = Init(seed)
+    d, f = cfg["d_model"], cfg["d_ff"]
+
+    # Parameters under qkv names.
+    params = {}
+    init.embedding(params, "src_embed", cfg["src_vocab"], d)
+    init.embedding(params, "tgt_embed", cfg["tgt_vocab"], d)
+    for i in range(cfg["enc_layers"]):
+        init.encoder_layer(params, f"encoder.layers.{i}", d, f)
+    for i in range(cfg["dec_layers"]):
+        init.decoder_layer(params, f"decoder.layers.{i}", d, f)
+    if norm_first:
+        init.layer_norm(params, "encoder.norm", d)
+        init.layer_norm(params, "decoder.norm", d)
+    if not tied:
+        init.linear(params, "generator", d, cfg["tgt_vocab"])
+    else:
+        params["generator.bias"] = init.uniform((cfg["tgt_vocab"],), 0.2)
+
+    # Batch: B=3, S=7, T=6. tgt_in starts with BOS=1, tgt_out is tgt_in shifted
+    # left by one; both are pad (0) from the target length on.
+    src_lens, tgt_lens = [7, 5, 3], [6, 4, 2]
+    S, T = 7, 6
+    src = padded_tokens(init, src_lens, S, cfg["src_vocab"])
+    full = padded_tokens(init, [n + 1 for n in tgt_lens], T + 1, cfg["tgt_vocab"])
+    full[:, 0] = 1
+    tgt_in = full[:, :T].clone()
+    tgt_out = full[:, 1:].clone()
+    pad = key_padding_mask(tgt_lens, T)
+    tgt_in[pad] = 0
+    tgt_out[pad] = 0
+
+    model = TorchSeq2Seq(cfg)
+    model.train()  # dropout is 0 anyway; train mode keeps PyTorch off its inference fast path
+    binding = model.binding()
+    binding.load(params)
+
+    logits, mem, dec = model(src, src_lens, tgt_in, tgt_lens)
+    v = cfg["tgt_vocab"]
+    loss = F.cross_entropy(logits.reshape(-1, v), tgt_out.reshape(-1),
+                           ignore_index=cfg["pad_id"], label_smoothing=label_smoothing)
+    loss.backward()
+
+    inputs = {"src": src, "src_lens": torch.tensor(src_lens), "tgt_in": tgt_in,
+              "tgt_out": tgt_out, "tgt_lens": torch.tensor(tgt_lens)}
+    outputs = {"logits": logits, "loss": loss.reshape(1), "enc": mem, "dec": dec}
+    meta = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in cfg.items()}
+    meta.update(model="seq2seq", positions="sinusoidal", embed_scale="sqrt(d_model)",
+                generator_bias="true", ignore_index=cfg["pad_id"], dropout=0.0,
+                layer_norm_eps=1e-5, batch=3, src_len=S, tgt_len=T,
+                loss="cross_entropy(logits.reshape(-1,V), tgt_out.reshape(-1), "
+                     f"ignore_index=0, label_smoothing={label_smoothing}), mean over non-pad",
+                **{"out.enc": "encoder output incl. final norm (B,S,D)",
+                   "out.dec": "decoder output incl. final norm, before generator (B,T,D)"})
+    write(filename, model_record(params, binding.grads(), inputs, outputs), meta)
+
+
+# ---------------------------------------------------------------------------
+# 3: decoder-only LM
+# ---------------------------------------------------------------------------
+
+class TorchGPT(nn.Module):
+    """Decoder-only LM of SPEC.md: learned positions, EncoderLayer blocks with
+    causal + key padding masks, final LayerNorm, tied lm head without bias."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.tok_embed = nn.Embedding(cfg["vocab"], d)
+        self.pos_embed = nn.Embedding(cfg["max_len"], d)
+        self.layers = nn.ModuleList([
+            nn.TransformerEncoderLayer(d, cfg["heads"], cfg["d_ff"], dropout=0.0,
+                                       activation=cfg["activation"], batch_first=True,
+                                       norm_first=cfg["norm_first"])
+            for _ in range(cfg["layers"])])
+        self.norm = nn.LayerNorm(d)
+
+    def binding(self):
+        b = Binding()
+        b.add("tok_embed.weight", self.tok_embed.weight)
+        b.add("pos_embed.weight", self.pos_embed.weight)
+        for i, layer in enumerate(self.layers):
+            b.encoder_layer(f"layers.{i}", layer)
+        b.layer_norm("norm", self.norm)
+        b.check_covers(self)
+        return b
+
+    def forward(self, ids, lens):
+        t = ids.shape[1]
+        x = self.tok_embed(ids) + self.pos_embed.weight[:t]  # no sqrt(D) scaling
+        for layer in self.layers:
+            x = layer(x, src_mask=causal_mask(t), src_key_padding_mask=key_padding_mask(lens, t))
+        x = self.norm(x)
+        return F.linear(x, self.tok_embed.weight)  # tied head, no bias
+
+
+def make_gpt(filename, seed):
+    cfg = dict(vocab=13, d_model=16, heads=2, layers=2, d_ff=64, max_len=16,
+               norm_first=True, activation="gelu", pad_id=0, label_smoothing=0.0)
+    init = Init(seed)
+    d = cfg["d_model"]
+    params = {}
+    init.embedding(params, "tok_embed", cfg["vocab"], d)
+    params["pos_embed.weight"] = init.normal((cfg["max_len"], d), 0.3)
+    for i in range(cfg["layers"]):
+        init.encoder_layer(params, f"layers.{i}", d, cfg["d_ff"])
+    init.layer_norm(params, "norm", d)
+
+    # B=2, T=8, lengths [8, 6]; targets[b, t] = ids[b, t+1] for t+1 < len[b], else 0 (ignored).
+    lens, T = [8, 6], 8
+    ids = padded_tokens(init, lens, T, cfg["vocab"])
+    targets = torch.zeros_like(ids)
+    targets[:, :-1] = ids[:, 1:]  # already 0 wherever t+1 >= len
+
+    model = TorchGPT(cfg)
+    model.train()
+    binding = model.binding()
+    binding.load(params)
+    logits = model(ids, lens)
+    loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]), targets.reshape(-1),
+                           ignore_index=cfg["pad_id"])
+    loss.backward()
+
+    inputs = {"ids": ids, "lens": torch.tensor(lens), "targets": targets}
+    outputs = {"logits": logits, "loss": loss.reshape(1)}
+    meta = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in cfg.items()}
+    meta.update(model="gpt", positions="learned", embed_scale="1", tied="true",
+                lm_head_bias="false", final_norm="true", ignore_index=0, dropout=0.0,
+                layer_norm_eps=1e-5, batch=2, seq_len=T, mask="causal+key_padding",
+                loss="cross_entropy(logits.reshape(-1,V), targets.reshape(-1), ignore_index=0)")
+    write(filename, model_record(params, binding.grads(), inputs, outputs), meta)
+
+
+# ---------------------------------------------------------------------------
+# 4: standalone layers
+# ---------------------------------------------------------------------------
+
+def layer_case(case, module_binding, params, inputs, outputs, input_grads):
+    """Record one layer case as <case>.param.*, <case>.in.*, <case>.out.*, <case>.grad.*."""
+    rec = {}
+    for k, v in params.items():
+        rec[f"{case}.param.{k}"] = v
+    for k, v in inputs.items():
+        rec[f"{case}.in.{k}"] = v
+    for k, v in outputs.items():
+        rec[f"{case}.out.{k}"] = v
+    grads = dict(input_grads)
+    if module_binding is not None:
+        grads.update(module_binding.grads())
+    for k, v in grads.items():
+        rec[f"{case}.grad.{k}"] = v
+    return rec
+
+
+def make_layers(filename, seed):
+    init = Init(seed)
+    rec, meta = {}, {}
+
+    # --- LayerNorm(8) on (3, 4, 8); loss = sum(y * upstream) ---
+    params = {}
+    init.layer_norm(params, "", 8)  # "weight", "bias"
+    ln = nn.LayerNorm(8)  # eps 1e-5
+    b = Binding()
+    b.layer_norm("", ln)
+    b.check_covers(ln)
+    b.load(params)
+    x = init.normal((3, 4, 8), 1.5).requires_grad_()
+    up = init.normal((3, 4, 8))
+    y = ln(x)
+    (y * up).sum().backward()
+    rec.update(layer_case("ln", b, params, {"x": x, "upstream": up}, {"y": y}, {"x": x.grad}))
+    meta.update({"ln.d": 8, "ln.eps": 1e-5, "ln.loss": "sum(out.y * in.upstream)"})
+
+    # --- MultiheadAttention cases ---
+    def mha_module(d, h):
+        m = nn.MultiheadAttention(d, h, dropout=0.0, bias=True, batch_first=True)
+        b = Binding()
+        b.mha("", m)
+        b.check_covers(m)
+        return m, b
+
+    def mha_params(d):
+        p = {}
+        init.mha(p, "", d)  # "w_q.weight", "w_q.bias", ...
+        return p
+
+    # Self-attention: D=8, H=2, B=2, T=5, causal + key padding lengths [5, 3].
+    d, h, B, T, lens = 8, 2, 2, 5, [5, 3]
+    m, b = mha_module(d, h)
+    params = mha_params(d)
+    b.load(params)
+    x = init.normal((B, T, d)).requires_grad_()
+    up = init.normal((B, T, d))
+    y, attn = m(x, x, x, key_padding_mask=key_padding_mask(lens, T), attn_mask=causal_mask(T),
+                need_weights=True, average_attn_weights=False)
+    (y * up).sum().backward()
+    rec.update(layer_case("mha_self", b, params,
+                          {"x": x, "lens": torch.tensor(lens), "upstream": up},
+                          {"y": y, "attn": attn}, {"x": x.grad}))
+    meta.update({"mha_self.d_model": d, "mha_self.heads": h, "mha_self.mask": "causal+key_padding",
+                 "mha_self.lens": "key padding lengths (key j of batch b masked when j >= lens[b])",
+                 "mha_self.attn": "per-head probabilities (B,H,T,T), not averaged",
+                 "mha_self.loss": "sum(out.y * in.upstream)"})
+
+    # Cross-attention: D=8, H=2, B=2, T=4 queries, S=6 keys, source key padding [6, 2].
+    d, h, B, T, S, lens = 8, 2, 2, 4, 6, [6, 2]
+    m, b = mha_module(d, h)
+    params = mha_params(d)
+    b.load(params)
+    xq = init.normal((B, T, d)).requires_grad_()
+    xkv = init.normal((B, S, d)).requires_grad_()
+    up = init.normal((B, T, d))
+    y, attn = m(xq, xkv, xkv, key_padding_mask=key_padding_mask(lens, S),
+                need_weights=True, average_attn_weights=False)
+    (y * up).sum().backward()
+    rec.update(layer_case("mha_cross", b, params,
+                          {"xq": xq, "xkv": xkv, "lens": torch.tensor(lens), "upstream": up},
+                          {"y": y, "attn": attn}, {"xq": xq.grad, "xkv": xkv.grad}))
+    meta.update({"mha_cross.d_model": d, "mha_cross.heads": h, "mha_cross.mask": "key_padding",
+                 "mha_cross.lens": "source key padding lengths",
+                 "mha_cross.attn": "per-head probabilities (B,H,T,S), not averaged",
+                 "mha_cross.loss": "sum(out.y * in.upstream)"})
+
+    # --- FeedForward D=8, F=16 on (2, 3, 8), ReLU and exact GELU ---
+    for case, act in (("ffn_relu", nn.ReLU()), ("ffn_gelu", nn.GELU(approximate="none"))):
+        ffn = nn.Sequential(nn.Linear(8, 16), act, nn.Linear(16, 8))
+        b = Binding()
+        b.linear("linear1", ffn[0])
+        b.linear("linear2", ffn[2])
+        b.check_covers(ffn)
+        params = {}
+        init.ffn(params, "", 8, 16)  # "linear1.weight", ...
+        b.load(params)
+        x = init.normal((2, 3, 8)).requires_grad_()
+        up = init.normal((2, 3, 8))
+        y = ffn(x)
+        (y * up).sum().backward()
+        rec.update(layer_case(case, b, params, {"x": x, "upstream": up}, {"y": y}, {"x": x.grad}))
+        meta.update({f"{case}.d": 8, f"{case}.f": 16,
+                     f"{case}.activation": "relu" if case == "ffn_relu" else "gelu (exact erf)",
+                     f"{case}.loss": "sum(out.y * in.upstream)"})
+
+    # --- Cross-entropy: logits (6, 5); ignore_index 0 (two rows), label smoothing 0.2 ---
+    logits = init.normal((6, 5), 2.0).requires_grad_()
+    targets = torch.tensor([3, 0, 1, 4, 0, 2])
+    loss = F.cross_entropy(logits, targets, ignore_index=0, label_smoothing=0.2)
+    loss.backward()
+    rec.update(layer_case("ce", None, {}, {"logits": logits, "targets": targets},
+                          {"loss": loss.reshape(1)}, {"logits": logits.grad}))
+    meta.update({"ce.ignore_index": 0, "ce.label_smoothing": 0.2, "ce.reduction": "mean",
+                 "ce.loss": "out.loss itself (upstream gradient 1)"})
+
+    # Plain cross-entropy (no smoothing, nothing ignored, class 0 is a real target).
+    logits = init.normal((6, 5), 2.0).requires_grad_()
+    targets = torch.tensor([0, 4, 2, 2, 1, 3])
+    loss = F.cross_entropy(logits, targets)
+    loss.backward()
+    rec.update(layer_case("ce_plain", None, {}, {"logits": logits, "targets": targets},
+                          {"loss": loss.reshape(1)}, {"logits": logits.grad}))
+    meta.update({"ce_plain.ignore_index": "none", "ce_plain.label_smoothing": 0.0,
+                 "ce_plain.reduction": "mean"})
+
+    meta["cases"] = "ln,mha_self,mha_cross,ffn_relu,ffn_gelu,ce,ce_plain"
+    write(filename, rec, meta)
+
+
+# ---------------------------------------------------------------------------
+# 5: optimizers
+# ---------------------------------------------------------------------------
+
+OPTIMIZERS = {
+    # key: (torch.optim class, keyword arguments)
+    "adam": (torch.optim.Adam, dict(lr=0.01, betas=(0.9, 0.98), eps=1e-9)),
+    "adam_l2": (torch.optim.Adam, dict(lr=0.01, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.1)),
+    "adamw": (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1)),  # betas (0.9, 0.999), eps 1e-8
+    "sgd_mom": (torch.optim.SGD, dict(lr=0.1, momentum=0.9)),
+    "sgd_nesterov": (torch.optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
+}
+
+
+def make_adam(filename, seed):
+    init = Init(seed)
+    p0 = init.normal((2, 3))
+    gs = [init.normal((2, 3)) for _ in range(3)]
+    rec = {"p0": p0, "g1": gs[0], "g2": gs[1], "g3": gs[2]}
+    meta = {"steps": 3, "protocol": "p = p0; for k in 1..3: p.grad = g_k; opt.step(); <key>.p<k> = p"}
+    for key, (cls, kw) in OPTIMIZERS.items():
+        p = p0.clone().requires_grad_()
+        opt = cls([p], **kw)
+        # Record every hyperparameter PyTorch actually used (defaults included).
+        group = opt.param_groups[0]
+        meta[f"{key}.optimizer"] = cls.__name__
+        for hp in ("lr", "betas", "eps", "weight_decay", "amsgrad",
+                   "momentum", "dampening", "nesterov"):
+            if hp in group:
+                val = group[hp]
+                meta[f"{key}.{hp}"] = ",".join(map(str, val)) if isinstance(val, tuple) else val
+        for k, g in enumerate(gs, start=1):
+            p.grad = g.clone()
+            opt.step()
+            rec[f"{key}.p{k}"] = p.detach().clone()
+    write(filename, rec, meta)
+
+
+def main():
+    os.makedirs(OUT_DIR, exist_ok=True)
+    make_seq2seq("seq2seq_postln.safetensors", seed=1, norm_first=False,
+                 activation="relu", tied=False, label_smoothing=0.1)
+    make_seq2seq("seq2seq_preln_tied.safetensors", seed=2, norm_first=True,
+                 activation="gelu", tied=True, label_smoothing=0.0)
+    make_gpt("gpt.safetensors", seed=3)
+    make_layers("layers.safetensors", seed=4)
+    make_adam("adam.safetensors", seed=5)
+
+
+if __name__ == "__main__":
+    main()
