@@ -25,10 +25,17 @@ GradcheckResult gradcheck(const std::function<Var(const std::vector<Var>&)>& f,
     if (!inputs[i].defined() || !inputs[i].is_leaf())
       throw Error("gradcheck: input " + std::to_string(i) + " must be a defined leaf Var");
 
-  // Keep the callers' gradients; check with fresh ones.
-  std::vector<Tensor> saved_grads;
+  // Keep the callers' gradients; check with fresh ones. The guard puts them
+  // back however we leave (also when f or a backward throws).
+  struct GradStash {
+    const std::vector<Var>& inputs;
+    std::vector<Tensor> saved;
+    ~GradStash() {
+      for (size_t i = 0; i < saved.size(); ++i) inputs[i].impl()->grad = saved[i];
+    }
+  } stash{inputs, {}};
   for (const Var& v : inputs) {
-    saved_grads.push_back(v.grad());
+    stash.saved.push_back(v.grad());
     v.impl()->grad = Tensor();
   }
 
@@ -75,12 +82,6 @@ GradcheckResult gradcheck(const std::function<Var(const std::vector<Var>&)>& f,
       }
     }
   }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    Var v = inputs[i];
-    v.clear_grad();
-    if (saved_grads[i].defined()) v.impl()->grad = saved_grads[i];
-  }
-
   std::ostringstream os;
   char buf[256];
   std::snprintf(buf, sizeof buf,

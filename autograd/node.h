@@ -12,7 +12,9 @@ namespace qkv {
 
 class Node {
  public:
-  virtual ~Node() = default;
+  // Frees the inputs iteratively, so dropping a very deep graph does not
+  // recurse Node -> Var -> Node ... once per op (see var.cpp).
+  virtual ~Node();
   // The op's name, for error messages and graph dumps ("matmul", "layer_norm").
   virtual const char* name() const = 0;
   // Given dL/d(output), return dL/d(input i) for every input, in order. An

@@ -69,6 +69,27 @@ Var& Var::set_name(const std::string& name) {
 }
 const std::string& Var::name() const { return checked(impl_, "name")->name; }
 
+// ---- tearing down a graph -----------------------------------------------------------
+// Left to the default destructors, dropping the last handle of a chain of N ops
+// would recurse Var -> Node -> Var ... N levels deep and overflow the stack
+// (a 300000-op chain did). Instead a dying node moves its inputs onto a local
+// stack; each input it held the last handle of gives up its own node, whose
+// inputs join the stack. Every destructor that then runs has nothing left to
+// recurse into.
+Node::~Node() {
+  std::vector<Var> stack = std::move(inputs);
+  while (!stack.empty()) {
+    Var v = std::move(stack.back());
+    stack.pop_back();
+    VarImpl* p = v.impl();
+    if (p && v.impl_.use_count() == 1 && p->grad_fn && p->grad_fn.use_count() == 1) {
+      std::shared_ptr<Node> fn = std::move(p->grad_fn);
+      for (Var& in : fn->inputs) stack.push_back(std::move(in));
+      fn->inputs.clear();
+    }  // fn (no inputs left) and then v (no grad_fn left) are destroyed here
+  }
+}
+
 // ---- grad mode ----------------------------------------------------------------
 namespace {
 thread_local bool t_grad_enabled = true;

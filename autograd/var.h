@@ -72,6 +72,7 @@ class Var {
   bool same_as(const Var& o) const { return impl_ == o.impl_; }
 
  private:
+  friend class Node;  // ~Node checks whether it holds a variable's last handle
   std::shared_ptr<VarImpl> impl_;
 };
 

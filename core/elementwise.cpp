@@ -245,7 +245,8 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   double m = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
     const double d = std::fabs(static_cast<double>(a.data()[i]) - b.data()[i]);
-    if (!(d <= m)) m = d;  // NaN propagates
+    if (std::isnan(d)) return d;  // NaN propagates (a later finite d must not hide it)
+    if (d > m) m = d;
   }
   return m;
 }

@@ -159,8 +159,10 @@ void log_softmax_rows(real* x, int64_t rows, int64_t n) {
           for (int64_t k = 0; k < n; ++k) m = std::max(m, row[k]);
           real s = 0;
           for (int64_t k = 0; k < n; ++k) s += std::exp(row[k] - m);
-          const real lse = m + std::log(s);  // log(sum(exp(x)))
-          for (int64_t k = 0; k < n; ++k) row[k] -= lse;
+          // x - logsumexp(x) = (x - m) - log(s). Subtracting m first keeps large
+          // logits exact: m + log(s) would round to the spacing of m (6e-5 at 1000).
+          const real log_s = std::log(s);
+          for (int64_t k = 0; k < n; ++k) row[k] = (row[k] - m) - log_s;
         }
       },
       grain_for(n));

@@ -1,0 +1,434 @@
+// bench_train: times one full training step of a Transformer (zero grads,
+// forward, loss, backward, Adam step) and a forward-only pass, and measures
+// the sgemm ceiling on the step's own matrix shapes in the same process.
+//
+//   build/rel-f32/bench_train --config tiny --threads 1
+//   build/rel-f32/bench_train --config gpt --threads 2 --steps 20 --warmup 3 --json
+//
+// One configuration and thread count per process, so the peak RSS (VmHWM)
+// belongs to that configuration alone. bench/run.sh runs them all and writes
+// BENCHMARKS.md; with --save-init/--save-batch it hands the initial weights and
+// the token batch to bench/bench_torch.py, which times the same step in PyTorch.
+//
+// What is reported:
+//   step ms      median over --steps timed steps, after --warmup untimed ones
+//   forward ms   median of forward + loss under NoGradGuard (no graph)
+//   tokens/s     B*T / step time: the target tokens (those that carry a loss)
+//   GFLOP/s      matmul FLOPs of one step (gemm_flop_count() delta) / step time
+//   ceiling      the same FLOPs / the time sgemm alone needs for the step's
+//                products, each timed on its own (see derive_step_shapes)
+//   allocs       tensor-allocator cache misses during the timed steps (0 when
+//                steady-state training reuses every buffer)
+//   peak RSS     VmHWM from /proc/self/status, read before the ceiling runs
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "autograd/var.h"
+#include "core/allocator.h"
+#include "core/blas.h"
+#include "core/error.h"
+#include "core/generator.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
+#include "nn/checkpoint.h"
+#include "nn/cross_entropy.h"
+#include "nn/safetensors.h"
+#include "nn/transformer.h"
+#include "optim/adam.h"
+
+using namespace qkv;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// ---- the four configurations of the issue ----------------------------------------
+struct BenchCase {
+  std::string name;
+  bool gpt = false;       // decoder-only GPT-2 shape, else encoder-decoder
+  int64_t B = 0, T = 0;   // batch, sequence length (source length S = T)
+  int64_t D = 0, H = 0, F = 0, enc = 0, dec = 0, V = 0;  // dec = layers for gpt
+};
+
+BenchCase make_case(const std::string& name) {
+  // Encoder-decoder: post-LN, ReLU, sinusoidal positions, dropout 0, vocab 16.
+  // GPT: pre-LN, GELU, learned positions, tied embedding/output, biases.
+  if (name == "tiny") return {name, false, 64, 12, 64, 4, 256, 2, 2, 16};
+  if (name == "small") return {name, false, 64, 32, 128, 4, 512, 2, 2, 16};
+  if (name == "base") return {name, false, 32, 32, 512, 8, 2048, 6, 6, 16};
+  if (name == "gpt") return {name, true, 8, 64, 128, 4, 512, 0, 2, 512};
+  throw Error("bench_train: unknown config '" + name + "' (tiny, small, base, gpt)");
+}
+
+// ---- the matrix products of one training step ----------------------------------------
+// Each distinct sgemm shape (transA, transB, M, N, K, batch) with how many times
+// the forward and the backward pass run it. batch > 1 stands for the per-head
+// attention products: B*H independent (T,S)-sized products.
+struct GemmShape {
+  bool ta = false, tb = false;
+  int64_t M = 0, N = 0, K = 0, batch = 1;
+  int64_t fwd = 0, bwd = 0;  // uses per forward pass / per backward pass
+  double flops() const { return 2.0 * M * N * K * batch; }
+};
+
+class ShapeList {
+ public:
+  void add(bool backward, bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t batch = 1,
+           int64_t times = 1) {
+    auto key = std::make_tuple(ta, tb, M, N, K, batch);
+    auto it = index_.find(key);
+    if (it == index_.end()) {
+      it = index_.emplace(key, shapes_.size()).first;
+      shapes_.push_back({ta, tb, M, N, K, batch, 0, 0});
+    }
+    (backward ? shapes_[it->second].bwd : shapes_[it->second].fwd) += times;
+  }
+  std::vector<GemmShape>& shapes() { return shapes_; }
+  double flops(bool with_backward) const {
+    double f = 0;
+    for (const auto& s : shapes_) f += s.flops() * (s.fwd + (with_backward ? s.bwd : 0));
+    return f;
+  }
+
+ private:
+  std::vector<GemmShape> shapes_;
+  std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t>, size_t> index_;
+};
+
+constexpr bool kFwd = false, kBwd = true;
+
+// Linear y = x W^T (+ b), x (N,in), W (out,in); nn/linear.cpp.
+//   forward  Y  = X W^T    (N,in)x(in,out):   gemm(F,T, N,out,in)
+//   backward dX = dY W     (N,out)x(out,in):  gemm(F,F, N,in,out)
+//            dW = dY^T X   (out,N)x(N,in):    gemm(T,F, out,in,N)
+void linear_shapes(ShapeList& s, int64_t N, int64_t in, int64_t out, int64_t times) {
+  s.add(kFwd, false, true, N, out, in, 1, times);
+  s.add(kBwd, false, false, N, in, out, 1, times);
+  s.add(kBwd, true, false, out, in, N, 1, times);
+}
+
+// Fused multi-head attention, nn/attention.cpp: query rows Nq = B*T, key/value
+// rows Nkv = B*S, per head (B*H of them) scores (T,S) over d_k = D/H.
+//   forward   Q, K, V, output projections: 4 linears (D -> D)
+//             scores = Q_h K_h^T  (T,d_k)x(d_k,S): gemm(F,T, T,S,d_k)   x B*H
+//             O_h    = P V_h      (T,S)x(S,d_k):   gemm(F,F, T,d_k,S)   x B*H
+//   backward  the 4 linears' dX and dW (xq and xkv both need their gradient)
+//             dP = dO V^T  gemm(F,T, T,S,d_k);  dV = P^T dO   gemm(T,F, S,d_k,T)
+//             dQ = dS K    gemm(F,F, T,d_k,S);  dK = dS^T Q   gemm(T,F, S,d_k,T)
+void attention_shapes(ShapeList& s, int64_t B, int64_t T, int64_t S, int64_t D, int64_t H,
+                      int64_t times) {
+  const int64_t dk = D / H, BH = B * H;
+  linear_shapes(s, B * T, D, D, 2 * times);  // w_q, w_o
+  linear_shapes(s, B * S, D, D, 2 * times);  // w_k, w_v
+  s.add(kFwd, false, true, T, S, dk, BH, times);
+  s.add(kFwd, false, false, T, dk, S, BH, times);
+  s.add(kBwd, false, true, T, S, dk, BH, times);
+  s.add(kBwd, true, false, S, dk, T, BH, 2 * times);
+  s.add(kBwd, false, false, T, dk, S, BH, times);
+}
+
+// Feed-forward net, nn/feedforward.cpp: two linears D -> F -> D on N rows.
+void ffn_shapes(ShapeList& s, int64_t N, int64_t D, int64_t F, int64_t times) {
+  linear_shapes(s, N, D, F, times);
+  linear_shapes(s, N, F, D, times);
+}
+
+// Every product of one step of the configuration. Embeddings, positions,
+// LayerNorm, softmax and the loss use no matrix product. The output
+// projection (generator, or the GPT's tied lm head) is a linear D -> V whose
+// weight gradient is taken even when tied (it adds onto the embedding's).
+ShapeList derive_step_shapes(const BenchCase& c) {
+  ShapeList s;
+  const int64_t N = c.B * c.T;
+  if (c.gpt) {
+    attention_shapes(s, c.B, c.T, c.T, c.D, c.H, c.dec);  // causal self-attention
+    ffn_shapes(s, N, c.D, c.F, c.dec);
+  } else {
+    const int64_t S = c.T;
+    attention_shapes(s, c.B, S, S, c.D, c.H, c.enc);       // encoder self-attention
+    ffn_shapes(s, c.B * S, c.D, c.F, c.enc);
+    attention_shapes(s, c.B, c.T, c.T, c.D, c.H, c.dec);  // decoder self-attention
+    attention_shapes(s, c.B, c.T, S, c.D, c.H, c.dec);    // cross-attention over memory
+    ffn_shapes(s, N, c.D, c.F, c.dec);
+  }
+  linear_shapes(s, N, c.D, c.V, 1);
+  return s;
+}
+
+// Times one shape alone on contiguous operands (leading dimension = row
+// length) that stay in cache between calls: an upper bound on what sgemm can
+// do for that shape. best() is seconds per call, the best of all rounds.
+class GemmTimer {
+ public:
+  explicit GemmTimer(const GemmShape& g) : g_(g) {
+    a_cols_ = g.ta ? g.M : g.K;
+    b_cols_ = g.tb ? g.K : g.N;
+    sa_ = g.M * g.K;
+    sb_ = g.K * g.N;
+    sc_ = g.M * g.N;
+    Generator gen(7);
+    A_ = Tensor::uniform({g.batch * sa_}, -1, 1, gen);
+    B_ = Tensor::uniform({g.batch * sb_}, -1, 1, gen);
+    C_ = Tensor::zeros({g.batch * sc_});
+    call();  // warm caches and threads
+    best_ = per_call(1);
+    // Enough calls per round to last ~2 ms (timer and thread wake-up noise).
+    reps_ = std::clamp<int64_t>(static_cast<int64_t>(2e-3 / std::max(best_, 1e-7)), 1, 20000);
+  }
+  void round() { best_ = std::min(best_, per_call(reps_)); }
+  double best() const { return best_; }
+
+ private:
+  void call() {
+    if (g_.batch == 1)
+      gemm(g_.ta, g_.tb, g_.M, g_.N, g_.K, 1, A_.data(), a_cols_, B_.data(), b_cols_, 0,
+           C_.data(), g_.N);
+    else  // B*H products, as the attention's per-head loop (one whole gemm per thread)
+      gemm_batched(g_.ta, g_.tb, g_.batch, g_.M, g_.N, g_.K, 1, A_.data(), sa_, a_cols_,
+                   B_.data(), sb_, b_cols_, 0, C_.data(), sc_, g_.N);
+  }
+  double per_call(int64_t reps) {
+    const auto t0 = Clock::now();
+    for (int64_t r = 0; r < reps; ++r) call();
+    return std::chrono::duration<double>(Clock::now() - t0).count() / reps;
+  }
+  GemmShape g_;
+  Tensor A_, B_, C_;
+  int64_t a_cols_, b_cols_, sa_, sb_, sc_, reps_ = 1;
+  double best_ = 0;
+};
+
+// ---- measurement helpers ---------------------------------------------------------------
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double peak_rss_mb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB -> MB
+  return -1;
+}
+
+std::vector<int64_t> random_ids(Generator& g, int64_t n, int64_t vocab) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = g.randint(0, vocab);
+  return v;
+}
+
+Tensor ids_tensor(const std::vector<int64_t>& ids, int64_t B, int64_t T) {
+  std::vector<real> v(ids.begin(), ids.end());  // small integers: exact in F32
+  return Tensor::from_vector(v, {B, T});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config = "tiny", save_init, save_batch;
+  int threads = 1, steps = 20, warmup = 3;
+  uint64_t seed = 1;
+  bool json = false, no_ceiling = false;
+  CLI::App app{"bench_train: time a Transformer training step and its sgemm ceiling (qkv)"};
+  app.add_option("--config", config, "tiny, small, base or gpt")
+      ->check(CLI::IsMember({"tiny", "small", "base", "gpt"}));
+  app.add_option("--threads", threads, "threads for our kernels and OpenBLAS")->check(CLI::Range(1, 256));
+  app.add_option("--steps", steps, "timed steps (the median is reported)")->check(CLI::Range(1, 100000));
+  app.add_option("--warmup", warmup, "untimed steps first")->check(CLI::Range(0, 100000));
+  app.add_option("--seed", seed, "seed of the weights and the token batch");
+  app.add_option("--save-init", save_init, "write the initial weights here (safetensors, qkv names)");
+  app.add_option("--save-batch", save_batch, "write the token batch here (src, tgt, targets as F32)");
+  app.add_flag("--no-ceiling", no_ceiling, "skip the sgemm ceiling measurement");
+  app.add_flag("--json", json, "print one JSON line instead of the readable report");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const BenchCase c = make_case(config);
+    set_num_threads(threads);
+
+    // ---- model, optimizer, batch -------------------------------------------------
+    std::shared_ptr<nn::Module> model;
+    std::function<Var()> forward_loss;  // logits -> cross-entropy, (B,T,V) vs (B*T)
+    Generator data_gen(seed * 7919 + 17);
+    nn::Tokens src{random_ids(data_gen, c.B * c.T, c.V), c.B, c.T, {}};
+    nn::Tokens tgt{random_ids(data_gen, c.B * c.T, c.V), c.B, c.T, {}};
+    const std::vector<int64_t> targets = random_ids(data_gen, c.B * c.T, c.V);
+    Metadata meta{{"config", c.name}, {"batch", std::to_string(c.B)}, {"seq_len", std::to_string(c.T)},
+                  {"d_model", std::to_string(c.D)}, {"heads", std::to_string(c.H)},
+                  {"d_ff", std::to_string(c.F)}, {"vocab", std::to_string(c.V)},
+                  {"seed", std::to_string(seed)}};
+    if (c.gpt) {
+      nn::GPTConfig g;
+      g.vocab = c.V; g.d_model = c.D; g.heads = c.H; g.layers = c.dec; g.d_ff = c.F;
+      g.max_len = c.T; g.dropout = 0; g.activation = nn::Activation::GELU;
+      g.pre_norm = true; g.tie_weights = true; g.seed = seed;
+      auto m = std::make_shared<nn::GPT>(g);
+      forward_loss = [m, &tgt, &targets] { return nn::cross_entropy(m->forward(tgt), targets); };
+      model = m;
+      meta.insert({{"model", "gpt"}, {"layers", std::to_string(c.dec)}, {"norm_first", "true"},
+                   {"activation", "gelu"}, {"positions", "learned"}, {"tied", "true"}});
+    } else {
+      nn::TransformerConfig t;
+      t.src_vocab = t.tgt_vocab = c.V; t.d_model = c.D; t.heads = c.H;
+      t.encoder_layers = c.enc; t.decoder_layers = c.dec; t.d_ff = c.F; t.dropout = 0;
+      t.activation = nn::Activation::ReLU; t.pre_norm = false; t.tie_weights = false;
+      t.learned_positions = false; t.seed = seed;
+      auto m = std::make_shared<nn::Seq2SeqTransformer>(t);
+      forward_loss = [m, &src, &tgt, &targets] {
+        return nn::cross_entropy(m->forward(src, tgt), targets);
+      };
+      model = m;
+      meta.insert({{"model", "seq2seq"}, {"encoder_layers", std::to_string(c.enc)},
+                   {"decoder_layers", std::to_string(c.dec)}, {"norm_first", "false"},
+                   {"activation", "relu"}, {"positions", "sinusoidal"}, {"tied", "false"}});
+    }
+    if (!save_init.empty()) nn::save(*model, save_init, meta);
+    if (!save_batch.empty())
+      write_safetensors(save_batch,
+                        {{"src", ids_tensor(src.ids, c.B, c.T)},
+                         {"tgt", ids_tensor(tgt.ids, c.B, c.T)},
+                         {"targets", ids_tensor(targets, c.B, c.T)}},
+                        meta);
+    optim::Adam opt(model->parameters(), optim::AdamOptions{});  // lr 1e-3, PyTorch defaults
+
+    auto train_step = [&]() -> real {
+      opt.zero_grad();
+      Var loss = forward_loss();
+      loss.backward();
+      opt.step();
+      return loss.item();
+    };
+
+    // ---- training steps --------------------------------------------------------------
+    real loss_first = 0, loss_last = 0;
+    for (int i = 0; i < warmup; ++i) {
+      const real l = train_step();
+      if (i == 0) loss_first = l;
+    }
+    const AllocatorStats a0 = allocator_stats();
+    const int64_t flops0 = gemm_flop_count();
+    std::vector<double> step_s;
+    for (int i = 0; i < steps; ++i) {
+      const auto t0 = Clock::now();
+      const real l = train_step();
+      step_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      if (warmup == 0 && i == 0) loss_first = l;
+      loss_last = l;
+    }
+    const int64_t step_flops = (gemm_flop_count() - flops0) / steps;
+    const int64_t train_allocs = allocator_stats().system_allocs - a0.system_allocs;
+
+    // ---- forward only (forward + loss, no graph) ---------------------------------------
+    std::vector<double> fwd_s;
+    int64_t fwd_flops = 0, fwd_allocs = 0;
+    {
+      NoGradGuard no_grad;
+      for (int i = 0; i < std::max(1, warmup); ++i) forward_loss();
+      const int64_t f0 = gemm_flop_count();
+      const int64_t s0 = allocator_stats().system_allocs;
+      for (int i = 0; i < steps; ++i) {
+        const auto t0 = Clock::now();
+        forward_loss();
+        fwd_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      fwd_flops = (gemm_flop_count() - f0) / steps;
+      fwd_allocs = allocator_stats().system_allocs - s0;
+    }
+    const double rss_mb = peak_rss_mb();  // before the ceiling's own buffers
+
+    // ---- sgemm ceiling on the step's shapes ---------------------------------------------
+    ShapeList shapes = derive_step_shapes(c);
+    const double derived_step = shapes.flops(true), derived_fwd = shapes.flops(false);
+    double ideal_step_s = 0, ideal_fwd_s = 0;
+    if (!no_ceiling) {
+      // Rounds over all shapes, best per shape: a burst of load from elsewhere
+      // spoils one round of many shapes rather than every round of one.
+      std::vector<std::unique_ptr<GemmTimer>> timers;
+      for (const GemmShape& g : shapes.shapes()) timers.push_back(std::make_unique<GemmTimer>(g));
+      for (int round = 0; round < 7; ++round)
+        for (auto& t : timers) t->round();
+      for (size_t i = 0; i < timers.size(); ++i) {
+        const GemmShape& g = shapes.shapes()[i];
+        ideal_step_s += timers[i]->best() * (g.fwd + g.bwd);
+        ideal_fwd_s += timers[i]->best() * g.fwd;
+      }
+    }
+    const double mismatch = std::fabs(derived_step - step_flops) / std::max<double>(step_flops, 1);
+    const double mismatch_fwd = std::fabs(derived_fwd - fwd_flops) / std::max<double>(fwd_flops, 1);
+
+    const double step_ms = median(step_s) * 1e3, fwd_ms = median(fwd_s) * 1e3;
+    const double tokens = static_cast<double>(c.B * c.T);
+    const double gflops = step_flops / (step_ms * 1e-3) / 1e9;
+    const double fwd_gflops = fwd_flops / (fwd_ms * 1e-3) / 1e9;
+    const double ceiling = ideal_step_s > 0 ? derived_step / ideal_step_s / 1e9 : 0;
+    const double ceiling_fwd = ideal_fwd_s > 0 ? derived_fwd / ideal_fwd_s / 1e9 : 0;
+
+    if (mismatch > 0.03 || mismatch_fwd > 0.03)
+      std::fprintf(stderr,
+                   "bench_train: warning: %s: derived matmul FLOPs per step %.4g (forward %.4g) "
+                   "but gemm_flop_count() counted %.4g (forward %.4g): the shape list in "
+                   "derive_step_shapes is out of date, the ceiling is not the step's\n",
+                   c.name.c_str(), derived_step, derived_fwd, static_cast<double>(step_flops),
+                   static_cast<double>(fwd_flops));
+
+    if (json) {
+      nlohmann::json j = {
+          {"impl", "qkv"}, {"config", c.name}, {"threads", threads}, {"steps", steps},
+          {"warmup", warmup}, {"batch", c.B}, {"seq_len", c.T},
+          {"params", model->num_parameters()},
+          {"step_ms", step_ms}, {"step_ms_min", *std::min_element(step_s.begin(), step_s.end()) * 1e3},
+          {"fwd_ms", fwd_ms}, {"tokens_per_s", tokens / (step_ms * 1e-3)},
+          {"step_gflop", step_flops / 1e9}, {"fwd_gflop", fwd_flops / 1e9},
+          {"gflops", gflops}, {"fwd_gflops", fwd_gflops},
+          {"ceiling_gflops", ceiling}, {"ceiling_frac", ceiling > 0 ? gflops / ceiling : 0.0},
+          {"ceiling_fwd_gflops", ceiling_fwd},
+          {"gemm_shapes", static_cast<int64_t>(shapes.shapes().size())},
+          {"flop_mismatch", mismatch},
+          {"peak_rss_mb", rss_mb},
+          {"allocs_timed", train_allocs}, {"allocs_per_step", static_cast<double>(train_allocs) / steps},
+          {"fwd_allocs_timed", fwd_allocs},
+          {"loss_first", loss_first}, {"loss_last", loss_last}};
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      const std::string layers = c.gpt ? std::to_string(c.dec)
+                                       : std::to_string(c.enc) + "+" + std::to_string(c.dec);
+      std::printf("qkv %s (B %lld, T %lld, D %lld, H %lld, F %lld, layers %s, V %lld), "
+                  "%d thread(s), %lld parameters\n",
+                  c.name.c_str(), (long long)c.B, (long long)c.T, (long long)c.D, (long long)c.H,
+                  (long long)c.F, layers.c_str(), (long long)c.V, threads,
+                  (long long)model->num_parameters());
+      std::printf("  train step   %9.3f ms median of %d (min %.3f), %.0f tokens/s\n", step_ms, steps,
+                  *std::min_element(step_s.begin(), step_s.end()) * 1e3, tokens / (step_ms * 1e-3));
+      std::printf("  forward      %9.3f ms median (forward + loss, no graph)\n", fwd_ms);
+      std::printf("  matmul       %.4f GFLOP/step -> %.2f GFLOP/s; forward %.2f GFLOP/s\n",
+                  step_flops / 1e9, gflops, fwd_gflops);
+      if (ceiling > 0)
+        std::printf("  sgemm ceiling %.2f GFLOP/s on the step's %zu shapes -> %.1f%% of it "
+                    "(forward ceiling %.2f)\n",
+                    ceiling, shapes.shapes().size(), 100 * gflops / ceiling, ceiling_fwd);
+      std::printf("  peak RSS     %.1f MB\n", rss_mb);
+      std::printf("  allocations  %lld system allocs in %d timed steps (%.2f per step); "
+                  "forward-only %lld\n",
+                  (long long)train_allocs, steps, static_cast<double>(train_allocs) / steps,
+                  (long long)fwd_allocs);
+      std::printf("  loss         %.5f at the first step, %.5f at the last\n",
+                  static_cast<double>(loss_first), static_cast<double>(loss_last));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

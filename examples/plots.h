@@ -1,0 +1,161 @@
+// Small SVG writers for the training program: a loss/accuracy curve and
+// attention heatmaps with token labels on the axes. SVG is plain text, so no
+// image library is needed and the files open in any browser.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace qkv::plots {
+
+inline std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else o += c;
+  }
+  return o;
+}
+
+inline std::ofstream open_out(const std::string& path) {
+  std::ofstream f(path);
+  if (!f) throw Error("plot: cannot write " + path);
+  return f;
+}
+
+// Loss per step (log scale) with optional held-out accuracy points on a right axis.
+inline void write_loss_svg(const std::string& path, const std::vector<double>& steps,
+                           const std::vector<double>& loss, const std::vector<double>& eval_steps,
+                           const std::vector<double>& eval_acc, const std::string& title) {
+  const double W = 720, H = 420, L = 70, R = 60, T = 40, Bm = 50;
+  const double pw = W - L - R, ph = H - T - Bm;
+  if (steps.empty()) return;
+  const double x0 = steps.front(), x1 = std::max(steps.back(), x0 + 1);
+  double lo = 1e300, hi = -1e300;
+  for (double v : loss)
+    if (v > 0) { lo = std::min(lo, v); hi = std::max(hi, v); }
+  if (!(lo < hi)) { lo = lo > 0 && lo < 1e300 ? lo / 2 : 1e-3; hi = lo * 4; }
+  const double llo = std::floor(std::log10(lo)), lhi = std::ceil(std::log10(hi));
+  auto X = [&](double s) { return L + (s - x0) / (x1 - x0) * pw; };
+  auto Y = [&](double v) { return T + (lhi - std::log10(std::max(v, 1e-30))) / std::max(lhi - llo, 1.0) * ph; };
+  auto Ya = [&](double a) { return T + (1 - a) * ph; };
+  std::ofstream f = open_out(path);
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' font-family='sans-serif' font-size='12'>\n", W, H);
+  f << buf << "<rect width='100%' height='100%' fill='white'/>\n";
+  f << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>" << xml_escape(title) << "</text>\n";
+  // Axes and decade grid lines.
+  for (double d = llo; d <= lhi; d += 1) {
+    std::snprintf(buf, sizeof buf, "<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='#ddd'/><text x='%g' y='%g' text-anchor='end'>1e%d</text>\n",
+                  L, Y(std::pow(10, d)), L + pw, Y(std::pow(10, d)), L - 6, Y(std::pow(10, d)) + 4, static_cast<int>(d));
+    f << buf;
+  }
+  for (int i = 0; i <= 5; ++i) {
+    const double s = x0 + (x1 - x0) * i / 5;
+    std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' text-anchor='middle'>%.0f</text>\n", X(s), T + ph + 18, s);
+    f << buf;
+  }
+  std::snprintf(buf, sizeof buf, "<rect x='%g' y='%g' width='%g' height='%g' fill='none' stroke='black'/>\n", L, T, pw, ph);
+  f << buf;
+  f << "<text x='" << L + pw / 2 << "' y='" << H - 10 << "' text-anchor='middle'>step</text>\n";
+  f << "<text x='16' y='" << T + ph / 2 << "' transform='rotate(-90 16 " << T + ph / 2 << ")' text-anchor='middle' fill='#1f77b4'>training loss (log)</text>\n";
+  f << "<polyline fill='none' stroke='#1f77b4' stroke-width='1.2' points='";
+  for (size_t i = 0; i < steps.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%.1f,%.1f ", X(steps[i]), Y(loss[i]));
+    f << buf;
+  }
+  f << "'/>\n";
+  if (!eval_steps.empty()) {
+    for (int i = 0; i <= 4; ++i) {
+      std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' fill='#d62728'>%d%%</text>\n", L + pw + 6, Ya(i / 4.0) + 4, i * 25);
+      f << buf;
+    }
+    f << "<polyline fill='none' stroke='#d62728' stroke-width='1.5' points='";
+    for (size_t i = 0; i < eval_steps.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%.1f,%.1f ", X(eval_steps[i]), Ya(eval_acc[i]));
+      f << buf;
+    }
+    f << "'/>\n<text x='" << L + pw - 4 << "' y='" << T + 14 << "' text-anchor='end' fill='#d62728'>held-out exact-sequence accuracy</text>\n";
+  }
+  f << "</svg>\n";
+}
+
+// One heatmap per (layer, head): rows are target positions, columns source
+// positions; darker = more attention. weights[l] is (H, T, S) for one example.
+inline void write_attention_svg(const std::string& path, const std::vector<Tensor>& weights,
+                                const std::vector<std::string>& src_labels,
+                                const std::vector<std::string>& tgt_labels, const std::string& title) {
+  if (weights.empty()) return;
+  const int64_t H = weights[0].size(0), T = weights[0].size(1), S = weights[0].size(2);
+  const double cell = 22, pad = 40, label = 46;
+  const double pw = label + S * cell, ph = label + T * cell + 20;
+  const double W = pad + H * (pw + pad), Ht = 50 + weights.size() * (ph + pad);
+  std::ofstream f = open_out(path);
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' font-family='monospace' font-size='11'>\n", W, Ht);
+  f << buf << "<rect width='100%' height='100%' fill='white'/>\n";
+  f << "<text x='" << pad << "' y='24' font-family='sans-serif' font-size='15'>" << xml_escape(title) << "</text>\n";
+  for (size_t l = 0; l < weights.size(); ++l)
+    for (int64_t h = 0; h < H; ++h) {
+      const double ox = pad + h * (pw + pad), oy = 50 + l * (ph + pad);
+      std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' font-family='sans-serif'>layer %zu, head %lld</text>\n", ox, oy + 10, l, static_cast<long long>(h));
+      f << buf;
+      const real* w = weights[l].data() + h * T * S;
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < S; ++j) {
+          const double v = std::clamp(static_cast<double>(w[i * S + j]), 0.0, 1.0);
+          const int shade = static_cast<int>(255 * (1 - v));
+          std::snprintf(buf, sizeof buf, "<rect x='%g' y='%g' width='%g' height='%g' fill='rgb(%d,%d,255)'/>\n",
+                        ox + label + j * cell, oy + 20 + label + i * cell, cell, cell, shade, shade);
+          f << buf;
+        }
+      for (int64_t j = 0; j < S && j < static_cast<int64_t>(src_labels.size()); ++j) {
+        std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' text-anchor='middle'>%s</text>\n",
+                      ox + label + (j + 0.5) * cell, oy + 20 + label - 6, xml_escape(src_labels[j]).c_str());
+        f << buf;
+      }
+      for (int64_t i = 0; i < T && i < static_cast<int64_t>(tgt_labels.size()); ++i) {
+        std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' text-anchor='end'>%s</text>\n",
+                      ox + label - 6, oy + 20 + label + (i + 0.65) * cell, xml_escape(tgt_labels[i]).c_str());
+        f << buf;
+      }
+      std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' font-size='9' fill='#555'>source &#8594;</text>\n", ox + label, oy + 32);
+      f << buf;
+    }
+  f << "</svg>\n";
+}
+
+// A coarse terminal rendering of one (T, S) attention map with shade characters.
+inline std::string ascii_heatmap(const real* w, int64_t T, int64_t S,
+                                 const std::vector<std::string>& src_labels,
+                                 const std::vector<std::string>& tgt_labels) {
+  static const char* shades[] = {" ", ".", ":", "+", "#", "@"};
+  std::string out = "      ";
+  for (int64_t j = 0; j < S; ++j) {
+    std::string l = j < static_cast<int64_t>(src_labels.size()) ? src_labels[j] : "?";
+    out += l.substr(0, 2) + std::string(3 - std::min<size_t>(2, l.size()), ' ');
+  }
+  out += "\n";
+  for (int64_t i = 0; i < T; ++i) {
+    std::string l = i < static_cast<int64_t>(tgt_labels.size()) ? tgt_labels[i] : "?";
+    char head[16];
+    std::snprintf(head, sizeof head, "%5s ", l.substr(0, 5).c_str());
+    out += head;
+    for (int64_t j = 0; j < S; ++j) {
+      const int k = std::clamp(static_cast<int>(w[i * S + j] * 5.999), 0, 5);
+      out += std::string(2, shades[k][0]) + " ";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace qkv::plots

@@ -1,0 +1,344 @@
+// step_through: watch a gradient flow, step by step.
+//
+//   make step                          runs both parts
+//   step_through --part 1              the worked attention example only
+//   step_through --dot graph.dot       also write the Transformer's autograd
+//                                      graph (and graph.dot.svg if `dot` exists)
+//   step_through --no-fd               skip the finite differences
+//
+// Part 1 follows one query through attention over four keys, forward and then
+// backward, printing every intermediate's gradient as qkv's engine computed
+// it, the hand formula that predicts it, and a finite-difference check.
+// Part 2 does the same for a real (tiny) Transformer: gradient norms of every
+// parameter, then the LayerNorm and softmax backward formulas applied by hand
+// to the numbers flowing through the model, compared with the engine.
+// The computations live in examples/step_through.h; this file prints them.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "autograd/graphviz.h"
+#include "examples/step_through.h"
+
+namespace {
+
+using namespace qkv;
+using namespace qkv::step;
+
+// ---- printing: every line fits an 80-column terminal -------------------------
+
+void banner(const std::string& title) {
+  const std::string bar(78, '=');
+  std::printf("\n%s\n %s\n%s\n", bar.c_str(), title.c_str(), bar.c_str());
+}
+
+void section(const std::string& title) {
+  std::string line = "--- " + title + " ";
+  if (line.size() < 78) line += std::string(78 - line.size(), '-');
+  std::printf("\n%s\n", line.c_str());
+}
+
+// One row of numbers: "[ 0.3655 -0.1345]".
+std::string row_text(const real* p, int64_t n, int prec) {
+  std::string s = "[";
+  char buf[32];
+  for (int64_t i = 0; i < n; ++i) {
+    std::snprintf(buf, sizeof buf, "%*.*f", prec + 3, prec, static_cast<double>(p[i]));
+    s += (i ? " " : "") + std::string(buf);
+  }
+  return s + "]";
+}
+
+// A tensor as lines of rows (its last dimension across, the rest down).
+std::vector<std::string> rows_of(const Tensor& t, int prec) {
+  const int64_t cols = t.dim() == 0 ? 1 : t.size(-1);
+  std::vector<std::string> lines;
+  for (int64_t r = 0; r < t.numel() / std::max<int64_t>(cols, 1); ++r)
+    lines.push_back(row_text(t.data() + r * cols, cols, prec));
+  return lines;
+}
+
+// "   label              (1,4)  [ ... ]" (further rows aligned below).
+void show(const std::string& label, const Tensor& t, int prec = 4) {
+  const std::vector<std::string> lines = rows_of(t, prec);
+  for (size_t i = 0; i < lines.size(); ++i)
+    std::printf("   %-22s %-7s %s\n", i ? "" : label.c_str(),
+                i ? "" : to_string(t.shape()).c_str(), lines[i].c_str());
+}
+
+// The engine's gradient beside another value of it (finite difference, or a
+// formula): side by side when two columns fit, else one above the other.
+void compare(const std::string& a_name, const Tensor& a, const std::string& b_name,
+             const Tensor* b, int prec = 4) {
+  const std::vector<std::string> la = rows_of(a, prec);
+  const std::string shape = to_string(a.shape());
+  if (!b) {
+    for (size_t i = 0; i < la.size(); ++i)
+      std::printf("     %-7s %-8s %s\n", i ? "" : shape.c_str(), i ? "" : a_name.c_str(),
+                  la[i].c_str());
+    return;
+  }
+  const std::vector<std::string> lb = rows_of(*b, prec);
+  if (la[0].size() * 2 + 30 <= 80) {
+    std::printf("     %-7s %-*s   %s\n", "", static_cast<int>(la[0].size()), a_name.c_str(),
+                b_name.c_str());
+    for (size_t i = 0; i < la.size(); ++i)
+      std::printf("     %-7s %s   %s\n", i ? "" : shape.c_str(), la[i].c_str(), lb[i].c_str());
+  } else {
+    for (size_t i = 0; i < la.size(); ++i)
+      std::printf("     %-7s %-8s %s\n", i ? "" : shape.c_str(), i ? "" : a_name.c_str(),
+                  la[i].c_str());
+    for (size_t i = 0; i < lb.size(); ++i)
+      std::printf("     %-7s %-8s %s\n", "", i ? "" : "fin.diff", lb[i].c_str());
+  }
+}
+
+// ---- Part 1 ------------------------------------------------------------------
+
+// One gradient: the formula, a remark, then engine vs finite difference.
+void grad_step(const std::string& formula, const std::string& why, const Tensor& engine,
+               const Tensor* fd, double& worst) {
+  std::printf("\n   %s\n", formula.c_str());
+  if (!why.empty()) std::printf("     (%s)\n", why.c_str());
+  compare("engine", engine, "finite difference", fd);
+  if (fd) worst = std::max(worst, max_abs_diff(engine, *fd));
+}
+
+void part1_variant(const WorkedExample& ex, bool scaled, bool with_fd) {
+  const AttentionPass p = attention_pass(ex, scaled);
+  const FiniteDifferences fd = with_fd ? finite_differences(p) : FiniteDifferences{};
+  auto f = [&](const Tensor& t) { return with_fd ? &t : nullptr; };
+  char buf[128];
+
+  if (scaled)
+    section("1a. Scaled: z = s / sqrt(d_k), d_k = 2, scale = 0.7071");
+  else
+    section("1b. Unscaled: z = s (scale 1)");
+
+  std::printf(" Forward (each intermediate, its shape, its value)\n");
+  show("s   = q K^T", p.s.data());
+  if (scaled) show("z   = s * scale", p.z.data());
+  show(scaled ? "w   = softmax(z)" : "w   = softmax(s)", p.w.data());
+  show("out = w V", p.out.data());
+  const real e = std::exp(scaled ? p.scale : real(1));
+  std::snprintf(buf, sizeof buf, "w = [E, 1, E, 1] / (2E + 2) with E = exp(%s) = %.4f",
+                scaled ? "0.7071" : "1", static_cast<double>(e));
+  std::printf("     %s\n", buf);
+
+  std::printf("\n Backward from dL/dout = 1 (L = out). \"engine\" is qkv's autograd, read\n"
+              " from .grad() after retain_grad().\n");
+  if (with_fd)
+    std::printf(" \"finite difference\" (fin.diff) nudges one number by +-h, reruns the\n"
+                " forward and takes (L+ - L-) / 2h, h = %g.\n",
+                static_cast<double>(kFdStep));
+  double worst = 0;
+  const real out = p.out.item();
+  grad_step("dL/dw_j = v_j", "out = sum_j w_j v_j", p.w.grad(), f(fd.w), worst);
+  std::snprintf(buf, sizeof buf, "softmax backward; here sum(w * dL/dw) = out = %.4f",
+                static_cast<double>(out));
+  if (scaled) {
+    grad_step("dL/dz = w * (dL/dw - sum(w * dL/dw))", buf, p.z.grad(), f(fd.z), worst);
+    grad_step("dL/ds = scale * dL/dz", "z = s * scale", p.s.grad(), f(fd.s), worst);
+  } else {
+    grad_step("dL/ds = w * (dL/dw - sum(w * dL/dw))", buf, p.s.grad(), f(fd.s), worst);
+  }
+  grad_step(scaled ? "dL/dq = scale * sum_j dL/dz_j k_j  (= sum_j dL/ds_j k_j)"
+                   : "dL/dq = sum_j dL/ds_j k_j",
+            "s_j = q . k_j", p.q.grad(), f(fd.q), worst);
+  grad_step("dL/dk_j = dL/ds_j q", "q = [1, 0], so only column 0 of K gets gradient",
+            p.K.grad(), f(fd.K), worst);
+  grad_step("dL/dv_j = w_j", "out = sum_j w_j v_j", p.V.grad(), f(fd.V), worst);
+  if (with_fd)
+    std::printf("\n   max |engine - finite difference| over all of the above: %.1e\n", worst);
+}
+
+void part1(bool with_fd) {
+  banner("Part 1. One query attends over four keys: forward, then backward");
+  const WorkedExample ex = worked_example();
+  std::printf(" q = [1, 0]                        (1,2)  the query\n"
+              " K = [[1,0], [0,1], [1,1], [0,0]]  (4,2)  one key k_j per row\n"
+              " V = [[1], [2], [3], [4]]          (4,1)  one value v_j per row\n"
+              " out = softmax(q K^T * scale) V: a weighted average of the values.\n");
+  part1_variant(ex, /*scaled=*/true, with_fd);
+  part1_variant(ex, /*scaled=*/false, with_fd);
+  std::printf("\n Note: unscaled, softmax([1, 0, 1, 0]) = [0.3655, 0.1345, 0.3655, 0.1345]\n"
+              " (e / (2e + 2) and 1 / (2e + 2)) and out = 2.2689. A widely copied write-up\n"
+              " of this example prints other numbers; tests/test_step_through.cpp pins these.\n");
+}
+
+// ---- Part 2 ------------------------------------------------------------------
+
+std::string ids_text(const std::vector<int64_t>& ids) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? " " : "") + std::to_string(ids[i]);
+  return s + "]";
+}
+
+void grad_norm_table(const TinyRun& r) {
+  const std::vector<ParamGradNorm> rows = param_grad_norms(*r.model);
+  double top = 0;
+  for (const auto& row : rows) top = std::max(top, row.norm);
+  std::printf("\n Gradient norm |dL/dp| of every parameter, layer by layer. Bar: log10\n"
+              " scale, one # per decade above 1e-8.\n");
+  std::string group;
+  for (const auto& row : rows) {
+    if (row.group != group) {
+      group = row.group;
+      std::printf("   %s\n", group.c_str());
+    }
+    const int hashes = row.norm > 0 ? std::max(0, static_cast<int>(std::floor(std::log10(row.norm) + 8))) : 0;
+    std::printf("     %-24s %-7s %9.2e  %s\n", row.name.c_str(), to_string(row.shape).c_str(),
+                row.norm, std::string(static_cast<size_t>(std::min(hashes, 30)), '#').c_str());
+  }
+  std::printf(" The key biases (w_k.bias) get ~0: adding b to every key adds q.b to a\n"
+              " whole row of scores, and softmax ignores a shift of its row.\n");
+}
+
+void layer_norm_step(const TinyRun& r) {
+  const nn::LayerNorm& ln = *r.model->decoder->layers[0]->norm3;
+  const Tensor& x = r.ln_in.data();   // (1,T,D)
+  const Tensor& dy = r.ln_out.grad();  // (1,T,D): the gradient arriving at y
+  const int64_t D = ln.D;
+  const LayerNormRow row = layer_norm_row_backward(x.data(), dy.data(), ln.weight.data().data(), D, ln.eps);
+
+  section("2b. LayerNorm backward by hand: decoder.layers.0.norm3, row t = 0");
+  std::printf(" y = xhat * gamma + beta, xhat = (x - mean) * rstd, rstd = 1/sqrt(var+eps).\n"
+              " mean and rstd depend on every x of the row, hence the two extra terms:\n"
+              "   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),\n"
+              "   dxhat = dy * gamma  (gamma is all ones at initialisation)\n");
+  auto vec = [](const std::vector<double>& v) {
+    std::vector<real> f(v.begin(), v.end());
+    return Tensor::from_vector(f);
+  };
+  auto line = [](const char* label, const Tensor& t) {
+    std::printf("  %-11s %s\n", label, rows_of(t, 4)[0].c_str());
+  };
+  line("x", vec(row.x));
+  std::printf("  %-11s mean = %.4f, rstd = %.4f\n", "", row.mean, row.rstd);
+  line("xhat", vec(row.xhat));
+  line("dy (engine)", vec(row.dy));
+  line("dxhat", vec(row.dxhat));
+  std::printf("  %-11s mean(dxhat) = %.4f, mean(dxhat * xhat) = %.4f\n", "", row.mean_dxhat,
+              row.mean_dxhat_xhat);
+  line("dx formula", vec(row.dx));
+  const Tensor engine_dx = r.ln_in.grad();
+  line("dx engine", engine_dx.slice0(0, 1).reshape({-1}).slice0(0, D));
+  const Tensor all = layer_norm_backward_by_hand(x, dy, ln.weight.data(), ln.eps);
+  std::printf("  max |formula - engine| over all %lld rows: %.1e\n",
+              static_cast<long long>(x.numel() / D), max_abs_diff(all, engine_dx));
+}
+
+void attention_step(const TinyRun& r) {
+  const nn::MultiHeadAttention& m = *r.model->decoder->layers[0]->cross_attn;
+  const AttentionBackwardCheck c =
+      attention_backward_by_hand(m, r.att_q.data(), r.att_kv.data(), r.att_out.grad(), 0);
+
+  section("2c. Attention backward by hand: decoder.layers.0.cross_attn, head 0");
+  std::printf(" The T = %lld target positions (queries) attend over the S = %lld source\n"
+              " positions (keys); d_k = %lld.\n"
+              " The fused op saved P = softmax(scores) (B,H,T,S). Its backward, per head,\n"
+              " with dS = dL/d(scaled scores):\n"
+              "   dO_h = (dY Wo)[:, head columns]   dY: gradient at the sublayer output\n"
+              "   dP   = dO_h V_h^T                 (T,d_k) x (d_k,S) -> (T,S)\n"
+              "   dS   = P * (dP - rowsum(dP * P))  softmax backward, row by row\n"
+              "   dQ_h = dS K_h / sqrt(d_k), dK_h = dS^T Q_h / sqrt(d_k), dV_h = P^T dO_h\n",
+              static_cast<long long>(c.T), static_cast<long long>(c.S),
+              static_cast<long long>(c.d_k));
+  std::printf("\n   P (T,S)                            dP (T,S)\n");
+  const auto lp = rows_of(c.P, 4), ld = rows_of(c.dP, 4);
+  for (size_t i = 0; i < lp.size(); ++i)
+    std::printf("   %-34s %s\n", lp[i].c_str(), ld[i].c_str());
+  std::printf("   rowsum(dP * P) (T)  %s\n", rows_of(c.rowdot, 4)[0].c_str());
+  std::printf("\n   dS by the formula                  dS from the engine (softmax op)\n");
+  const auto lf = rows_of(c.dS, 4), le = rows_of(c.dS_engine, 4);
+  for (size_t i = 0; i < lf.size(); ++i)
+    std::printf("   %-34s %s\n", lf[i].c_str(), le[i].c_str());
+  std::printf("   max |formula - engine| for dS: %.1e\n", max_abs_diff(c.dS, c.dS_engine));
+  std::printf("\n Then through the input projections (all heads): dx_q = dQ Wq and\n"
+              " dx_kv = dK Wk + dV Wv, against the fused multi_head_attention backward:\n"
+              "   max |formula - engine|: dx_q %.1e, dx_kv (the encoder output) %.1e\n",
+              max_abs_diff(c.dxq, c.dxq_engine), max_abs_diff(c.dxkv, c.dxkv_engine));
+}
+
+void part2(const TinyRun& r) {
+  banner("Part 2. A tiny Transformer, one copy example, one backward pass");
+  const auto& c = r.cfg;
+  std::printf(" Seq2SeqTransformer with d_model %lld, %lld heads (d_k %lld), d_ff %lld,\n"
+              " %lld encoder and %lld decoder layer, dropout 0, seed %llu: %lld parameters.\n",
+              (long long)c.d_model, (long long)c.heads, (long long)(c.d_model / c.heads),
+              (long long)c.d_ff, (long long)c.encoder_layers, (long long)c.decoder_layers,
+              (unsigned long long)c.seed, (long long)r.model->num_parameters());
+  std::printf(" Tokens: 0 pad, 1 bos, 2 eos, symbols from 3. Copy the source:\n"
+              "   src %-10s tgt_in %-10s tgt_out %s\n",
+              ids_text(r.ex.src.ids).c_str(), ids_text(r.ex.tgt_in.ids).c_str(),
+              ids_text(r.ex.tgt_out).c_str());
+  std::printf(" loss = cross_entropy(logits %s, tgt_out) = %.4f\n"
+              " (a uniform guess over %lld tokens would give ln %lld = %.4f)\n",
+              to_string(r.logits.shape()).c_str(), static_cast<double>(r.loss.item()),
+              (long long)c.tgt_vocab, (long long)c.tgt_vocab,
+              std::log(static_cast<double>(c.tgt_vocab)));
+  section("2a. Gradient norms");
+  grad_norm_table(r);
+  layer_norm_step(r);
+  attention_step(r);
+}
+
+void write_graph(const TinyRun& r, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw Error("cannot open '" + path + "' for writing");
+  write_dot(r.loss, out);
+  out.close();
+  if (!out) throw Error("writing '" + path + "' failed");
+  section("The autograd graph");
+  std::printf(" Wrote %s: %zu variables (ops and parameters) with shapes and\n"
+              " gradient norms; arrows follow the forward pass.\n",
+              path.c_str(), topological_order(r.loss).size());
+  // Quote the path for the shell: '...' with each ' written as '\''.
+  std::string q = "'";
+  for (char ch : path) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  q += "'";
+  if (std::system("command -v dot >/dev/null 2>&1") == 0) {
+    const std::string cmd = "dot -Tsvg " + q + " -o " + q.substr(0, q.size() - 1) + ".svg'";
+    if (std::system(cmd.c_str()) == 0)
+      std::printf(" Rendered %s.svg with Graphviz (dot -Tsvg).\n", path.c_str());
+    else
+      std::printf(" `%s` failed.\n", cmd.c_str());
+  } else {
+    std::printf(" Graphviz `dot` is not installed. To render: apt-get install graphviz,\n"
+                " then dot -Tsvg %s -o %s.svg\n", path.c_str(), path.c_str());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"step_through: watch a gradient flow through attention and a tiny Transformer"};
+  std::string part = "all", dot_path;
+  bool no_fd = false;
+  app.add_option("--part", part, "1, 2 or all (default)")
+      ->type_name("N")
+      ->check(CLI::IsMember({"1", "2", "all"}));
+  app.add_option("--dot", dot_path, "write part 2's autograd graph (Graphviz DOT)")
+      ->type_name("PATH");
+  app.add_flag("--no-fd", no_fd, "skip the finite differences of part 1");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (part != "2") part1(!no_fd);
+    if (part != "1" || !dot_path.empty()) {
+      const TinyRun r = run_tiny_transformer(/*retain_all=*/!dot_path.empty());
+      if (part != "1") part2(r);
+      if (!dot_path.empty()) write_graph(r, dot_path);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "step_through: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,53 @@
+#include "nn/checkpoint.h"
+
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace qkv::nn {
+
+NamedTensors state_dict(const Module& m) {
+  NamedTensors out;
+  for (const auto& [name, v] : m.named_parameters()) out.emplace_back(name, v.data());
+  return out;
+}
+
+void load_state_dict(Module& m, const TensorFile& f, const std::string& prefix) {
+  auto fail = [&](const std::string& msg) { throw Error("load: " + f.path + ": " + msg); };
+  std::unordered_map<std::string, const Tensor*> in_file;  // full name in the file -> tensor
+  for (const auto& [name, t] : f.tensors)
+    if (name.compare(0, prefix.size(), prefix) == 0) in_file.emplace(name, &t);
+
+  // Check everything first: a failed load leaves every parameter untouched.
+  auto params = m.named_parameters();
+  std::vector<const Tensor*> src(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string full = prefix + params[i].first;
+    auto it = in_file.find(full);
+    if (it == in_file.end()) fail("missing tensor '" + full + "'");
+    const Tensor& t = *it->second;
+    if (t.shape() != params[i].second.shape())
+      fail("tensor '" + full + "' has shape " + to_string(t.shape()) + " but the model expects " +
+           to_string(params[i].second.shape()));
+    src[i] = &t;
+    in_file.erase(it);
+  }
+  if (!in_file.empty()) {
+    // Report the first left-over name in file order, so the message is stable.
+    for (const auto& [name, t] : f.tensors)
+      if (in_file.count(name)) fail("unexpected tensor '" + name + "'");
+  }
+  for (size_t i = 0; i < params.size(); ++i) params[i].second.data().copy_(*src[i]);
+}
+
+void save(const Module& m, const std::string& path, const Metadata& metadata) {
+  write_safetensors(path, state_dict(m), metadata);
+}
+
+Metadata load(Module& m, const std::string& path) {
+  TensorFile f = read_safetensors(path);
+  load_state_dict(m, f);
+  return std::move(f.metadata);
+}
+
+}  // namespace qkv::nn

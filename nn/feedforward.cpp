@@ -1,0 +1,167 @@
+#include "nn/feedforward.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "autograd/node.h"
+#include "core/blas.h"
+#include "core/elementwise.h"
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace qkv::nn {
+
+namespace {
+
+// out[c] = sum_n g[n, c] for g (N, C): the gradient of a bias broadcast over N rows.
+void sum_rows(const real* __restrict g, int64_t N, int64_t C, real* __restrict out) {
+  for (int64_t c = 0; c < C; ++c) out[c] = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const real* __restrict gr = g + n * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) out[c] += gr[c];
+  }
+}
+
+// y[n, c] = b[c]: the bias, broadcast so that a gemm with beta = 1 adds onto it.
+void fill_rows(real* __restrict y, int64_t N, int64_t C, const real* __restrict b) {
+  parallel_for(
+      N,
+      [&](int64_t n0, int64_t n1) {
+        for (int64_t n = n0; n < n1; ++n) {
+          real* __restrict yr = y + n * C;
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) yr[c] = b[c];
+        }
+      },
+      std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(C, 1)));
+}
+
+}  // namespace
+
+// Saved: x (N, D), W1 (F, D), W2 (D, F), and the hidden activations h = act(pre)
+// (N, F). ReLU's derivative is read off h (pre > 0 exactly where h > 0); GELU also
+// keeps the pre-activation pre (N, F), since gelu'(pre) cannot be read off h.
+struct FeedForwardNode : Node {
+  Tensor x, w1, w2, pre, h;
+  Activation act = Activation::ReLU;
+  const char* name() const override { return "feed_forward"; }
+
+  // y = h W2^T + b2 with h = act(pre), pre = x W1^T + b1. Chain rule, back to front:
+  // dW2 = dy^T h; db2 = sum_rows(dy); dh = dy W2; dpre = dh * act'(pre);
+  // dx = dpre W1; dW1 = dpre^T x; db1 = sum_rows(dpre).
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const int64_t F = w1.size(0), D = w1.size(1), N = x.numel() / D;
+    Tensor dx, dw1, db1, dw2, db2;
+    if (needs_grad(3)) {  // (D,N) x (N,F) -> (D,F)
+      dw2 = Tensor::empty(w2.shape());
+      gemm(true, false, D, F, N, 1, g.data(), D, h.data(), F, 0, dw2.data(), F);
+    }
+    if (needs_grad(4)) {
+      db2 = Tensor::empty({D});
+      sum_rows(g.data(), N, D, db2.data());
+    }
+    if (needs_grad(0) || needs_grad(1) || needs_grad(2)) {
+      Tensor dpre = Tensor::empty({N, F});  // first dh (N,D) x (D,F) -> (N,F), then dpre in place
+      gemm(false, false, N, F, D, 1, g.data(), D, w2.data(), F, 0, dpre.data(), F);
+      real* __restrict dp = dpre.data();
+      const int64_t NF = N * F;
+      if (act == Activation::ReLU) {
+        const real* __restrict hp = h.data();
+        parallel_for(NF, [&](int64_t b, int64_t e) {
+#pragma omp simd
+          for (int64_t i = b; i < e; ++i) dp[i] = hp[i] > 0 ? dp[i] : real(0);
+        });
+      } else {
+        const real* __restrict pp = pre.data();
+        parallel_for(NF, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) dp[i] *= gelu_grad_scalar(pp[i]);
+        }, kParallelGrain / 8);  // erf + exp per element: worth a thread sooner
+      }
+      if (needs_grad(0)) {  // (N,F) x (F,D) -> (N,D)
+        dx = Tensor::empty(x.shape());
+        gemm(false, false, N, D, F, 1, dp, F, w1.data(), D, 0, dx.data(), D);
+      }
+      if (needs_grad(1)) {  // (F,N) x (N,D) -> (F,D)
+        dw1 = Tensor::empty(w1.shape());
+        gemm(true, false, F, D, N, 1, dp, F, x.data(), D, 0, dw1.data(), D);
+      }
+      if (needs_grad(2)) {
+        db1 = Tensor::empty({F});
+        sum_rows(dp, N, F, db1.data());
+      }
+    }
+    return {dx, dw1, db1, dw2, db2};
+  }
+  void release_saved() override { x = w1 = w2 = pre = h = Tensor(); }
+};
+
+Var feed_forward(const Var& x, const Var& w1, const Var& b1, const Var& w2, const Var& b2,
+                 Activation act) {
+  const Tensor& X = x.data();
+  const Tensor& W1 = w1.data();
+  const Tensor& W2 = w2.data();
+  if (W1.dim() != 2 || W2.dim() != 2 || X.dim() < 1 || X.size(-1) != W1.size(1) ||
+      W2.size(0) != W1.size(1) || W2.size(1) != W1.size(0))
+    throw Error("feed_forward: input " + to_string(X.shape()) + ", w1 " + to_string(W1.shape()) +
+                ", w2 " + to_string(W2.shape()) +
+                ": expected input (..., D), w1 (F, D) and w2 (D, F)");
+  const int64_t F = W1.size(0), D = W1.size(1);
+  if (F == 0 || D == 0)
+    throw Error("feed_forward: w1 " + to_string(W1.shape()) + " has an empty dimension");
+  const int64_t N = X.numel() / D;
+  if (!b1.defined() || !b2.defined() || b1.shape() != Shape{F} || b2.shape() != Shape{D})
+    throw Error("feed_forward: biases must be b1 (" + std::to_string(F) + ") and b2 (" +
+                std::to_string(D) + "), got b1 " +
+                (b1.defined() ? to_string(b1.shape()) : std::string("undefined")) + " and b2 " +
+                (b2.defined() ? to_string(b2.shape()) : std::string("undefined")));
+
+  // pre (N,F) = b1 + x (N,D) W1^T (D,F)
+  Tensor pre = Tensor::empty({N, F});
+  fill_rows(pre.data(), N, F, b1.data().data());
+  gemm(false, true, N, F, D, 1, X.data(), D, W1.data(), D, 1, pre.data(), F);
+
+  // h (N,F) = act(pre)
+  Tensor h = Tensor::empty({N, F});
+  {
+    const real* __restrict pp = pre.data();
+    real* __restrict hp = h.data();
+    const int64_t NF = N * F;
+    if (act == Activation::ReLU) {
+      parallel_for(NF, [&](int64_t b, int64_t e) {
+#pragma omp simd
+        for (int64_t i = b; i < e; ++i) hp[i] = pp[i] > 0 ? pp[i] : real(0);
+      });
+    } else {
+      parallel_for(NF, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hp[i] = gelu_scalar(pp[i]);
+      }, kParallelGrain / 8);
+    }
+  }
+
+  // y (N,D) = b2 + h (N,F) W2^T (F,D)
+  Shape ys = X.shape();
+  Tensor Y = Tensor::empty(ys);
+  fill_rows(Y.data(), N, D, b2.data().data());
+  gemm(false, true, N, D, F, 1, h.data(), F, W2.data(), F, 1, Y.data(), D);
+
+  auto node = std::make_shared<FeedForwardNode>();
+  node->x = X;
+  node->w1 = W1;
+  node->w2 = W2;
+  node->h = h;
+  node->act = act;
+  if (act == Activation::GELU) node->pre = pre;  // ReLU reads its mask off h
+  return make_result(Y, node, {x, w1, b1, w2, b2});
+}
+
+FeedForward::FeedForward(int64_t D_, int64_t F_, Activation act_, Generator& g)
+    : D(D_), F(F_), act(act_) {
+  if (D <= 0 || F <= 0)
+    throw Error("FeedForward: D and F must be positive, got D " + std::to_string(D) + ", F " +
+                std::to_string(F));
+  linear1 = register_module("linear1", std::make_shared<Linear>(D, F, true, g));
+  linear2 = register_module("linear2", std::make_shared<Linear>(F, D, true, g));
+}
+
+}  // namespace qkv::nn

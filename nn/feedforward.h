@@ -1,0 +1,34 @@
+// nn::FeedForward: the Transformer's position-wise feed-forward block,
+//   y = act(x W1^T + b1) W2^T + b2,
+// x (..., D), W1 (F, D), W2 (D, F). The parameters live in two Linear children
+// (linear1, linear2) so their names match PyTorch's; the computation is one
+// fused op (nn::feed_forward) with its own backward.
+#pragma once
+#include <memory>
+
+#include "nn/activation.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace qkv::nn {
+
+// x (..., D), w1 (F, D), b1 (F), w2 (D, F), b2 (D) -> (..., D).
+Var feed_forward(const Var& x, const Var& w1, const Var& b1, const Var& w2, const Var& b2,
+                 Activation act = Activation::ReLU);
+
+class FeedForward : public Module {
+ public:
+  FeedForward(int64_t D, int64_t F, Activation act = Activation::ReLU,
+              Generator& g = default_generator());
+  Var forward(const Var& x) const {
+    return feed_forward(x, linear1->weight, linear1->bias, linear2->weight, linear2->bias, act);
+  }
+  Var operator()(const Var& x) const { return forward(x); }
+
+  int64_t D, F;
+  Activation act;
+  std::shared_ptr<Linear> linear1;  // D -> F
+  std::shared_ptr<Linear> linear2;  // F -> D
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,157 @@
+#include "nn/layernorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "autograd/node.h"
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace qkv::nn {
+
+namespace {
+// Row loops parallelise once the whole tensor is as big as one parallel grain.
+int64_t row_grain(int64_t D) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)); }
+}  // namespace
+
+// Saved: x (N, D) and gamma (D) as given, and per row the mean and rstd (N).
+// N = product of x's leading dims. xhat = (x - mean) * rstd is recomputed.
+struct LayerNormNode : Node {
+  Tensor x, gamma, mean, rstd;
+  const char* name() const override { return "layer_norm"; }
+
+  // With xhat = (x - mu) rstd and dxhat = dy * gamma, differentiating through mu and rstd:
+  // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))   (means over the row)
+  // dgamma = sum_rows(dy * xhat);  dbeta = sum_rows(dy)
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const int64_t D = gamma.numel(), N = x.numel() / D;
+    const bool want_dx = needs_grad(0), want_dg = needs_grad(1), want_db = needs_grad(2);
+    Tensor dx = want_dx ? Tensor::empty(x.shape()) : Tensor();
+    Tensor dgamma = want_dg ? Tensor::zeros({D}) : Tensor();
+    Tensor dbeta = want_db ? Tensor::zeros({D}) : Tensor();
+    const real* __restrict xp = x.data();
+    const real* __restrict gp = g.data();
+    const real* __restrict gam = gamma.data();
+    const real* __restrict mu = mean.data();
+    const real* __restrict rs = rstd.data();
+    real* dxp = want_dx ? dx.data() : nullptr;
+    real* dgp = want_dg ? dgamma.data() : nullptr;
+    real* dbp = want_db ? dbeta.data() : nullptr;
+    const real invD = real(1) / static_cast<real>(D);
+
+    parallel_for(
+        N,
+        [&](int64_t r0, int64_t r1) {
+          // Each thread sums its rows' dgamma/dbeta privately, then adds them in once.
+          std::vector<real> pg(want_dg ? D : 0, real(0)), pb(want_db ? D : 0, real(0));
+          real* __restrict lg = pg.data();
+          real* __restrict lb = pb.data();
+          for (int64_t r = r0; r < r1; ++r) {
+            const real* __restrict xr = xp + r * D;
+            const real* __restrict gr = gp + r * D;
+            const real m = mu[r], s = rs[r];
+            if (want_dg)
+#pragma omp simd
+              for (int64_t j = 0; j < D; ++j) lg[j] += gr[j] * (xr[j] - m) * s;
+            if (want_db)
+#pragma omp simd
+              for (int64_t j = 0; j < D; ++j) lb[j] += gr[j];
+            if (!want_dx) continue;
+            // a = mean(dxhat), b = mean(dxhat * xhat)
+            real a = 0, b = 0;
+#pragma omp simd reduction(+ : a, b)
+            for (int64_t j = 0; j < D; ++j) {
+              const real dxh = gr[j] * gam[j];
+              a += dxh;
+              b += dxh * (xr[j] - m) * s;
+            }
+            a *= invD;
+            b *= invD;
+            real* __restrict dr = dxp + r * D;
+#pragma omp simd
+            for (int64_t j = 0; j < D; ++j)
+              dr[j] = s * (gr[j] * gam[j] - a - (xr[j] - m) * s * b);
+          }
+          if (want_dg || want_db) {
+#pragma omp critical(qkv_layer_norm_backward)
+            {
+              for (int64_t j = 0; want_dg && j < D; ++j) dgp[j] += lg[j];
+              for (int64_t j = 0; want_db && j < D; ++j) dbp[j] += lb[j];
+            }
+          }
+        },
+        row_grain(D));
+    return {dx, dgamma, dbeta};
+  }
+  void release_saved() override { x = gamma = mean = rstd = Tensor(); }
+};
+
+Var layer_norm(const Var& x, const Var& gamma, const Var& beta, real eps) {
+  const Tensor& X = x.data();
+  const Tensor& G = gamma.data();
+  const Tensor& Bt = beta.data();
+  if (X.dim() < 1)
+    throw Error("layer_norm: input " + to_string(X.shape()) + " must have a last dimension D");
+  const int64_t D = X.size(-1);
+  if (G.shape() != Shape{D} || Bt.shape() != Shape{D})
+    throw Error("layer_norm: input " + to_string(X.shape()) + " needs gamma and beta of shape (" +
+                std::to_string(D) + "), got gamma " + to_string(G.shape()) + " and beta " +
+                to_string(Bt.shape()));
+  if (D == 0) throw Error("layer_norm: input " + to_string(X.shape()) + " has an empty last dim");
+  if (!(eps >= 0)) throw Error("layer_norm: eps must be >= 0, got " + std::to_string(eps));
+  const int64_t N = X.numel() / D;
+
+  Tensor Y = Tensor::empty(X.shape());
+  Tensor mean = Tensor::empty({N}), rstd = Tensor::empty({N});
+  const real* __restrict xp = X.data();
+  const real* __restrict gp = G.data();
+  const real* __restrict bp = Bt.data();
+  real* __restrict yp = Y.data();
+  real* __restrict mp = mean.data();
+  real* __restrict sp = rstd.data();
+  parallel_for(
+      N,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const real* __restrict xr = xp + r * D;
+          // One pass over the row for mean and variance. Shifting by the row's
+          // first element keeps sum(d^2) - sum(d)^2 / D from cancelling when the
+          // row sits far from zero (var = E[d^2] - E[d]^2 with d = x - x0).
+          const real shift = xr[0];
+          double s1 = 0, s2 = 0;
+#pragma omp simd reduction(+ : s1, s2)
+          for (int64_t j = 0; j < D; ++j) {
+            const double d = static_cast<double>(xr[j]) - shift;
+            s1 += d;
+            s2 += d * d;
+          }
+          const double md = s1 / D;
+          const double var = std::max(0.0, s2 / D - md * md);
+          const real m = static_cast<real>(shift + md);
+          const real s = static_cast<real>(1.0 / std::sqrt(var + eps));
+          mp[r] = m;
+          sp[r] = s;
+          real* __restrict yr = yp + r * D;
+#pragma omp simd
+          for (int64_t j = 0; j < D; ++j) yr[j] = (xr[j] - m) * s * gp[j] + bp[j];
+        }
+      },
+      row_grain(D));
+
+  auto node = std::make_shared<LayerNormNode>();
+  node->x = X;
+  node->gamma = G;
+  node->mean = mean;
+  node->rstd = rstd;
+  return make_result(Y, node, {x, gamma, beta});
+}
+
+LayerNorm::LayerNorm(int64_t D_, real eps_) : D(D_), eps(eps_) {
+  if (D <= 0) throw Error("LayerNorm: D must be positive, got " + std::to_string(D));
+  weight = register_parameter("weight", Tensor::ones({D}));
+  bias = register_parameter("bias", Tensor::zeros({D}));
+}
+
+}  // namespace qkv::nn

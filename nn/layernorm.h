@@ -1,0 +1,26 @@
+// nn::LayerNorm: normalise each row of the last dimension D to zero mean and
+// unit (biased) variance, then scale by gamma and shift by beta:
+//   y = (x - mean) * rstd * gamma + beta,   rstd = 1 / sqrt(var + eps).
+// One fused op (nn::layer_norm) with a hand-written backward; it saves only
+// the per-row mean and rstd (plus x and gamma, which it reads anyway).
+#pragma once
+#include "nn/module.h"
+
+namespace qkv::nn {
+
+// x (..., D), gamma (D), beta (D) -> (..., D).
+Var layer_norm(const Var& x, const Var& gamma, const Var& beta, real eps = 1e-5);
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t D, real eps = 1e-5);
+  Var forward(const Var& x) const { return layer_norm(x, weight, bias, eps); }
+  Var operator()(const Var& x) const { return forward(x); }
+
+  int64_t D;
+  real eps;
+  Parameter weight;  // gamma (D), ones
+  Parameter bias;    // beta (D), zeros
+};
+
+}  // namespace qkv::nn

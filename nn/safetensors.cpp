@@ -1,0 +1,457 @@
+#include "nn/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <numeric>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace qkv {
+
+namespace {
+
+using json = nlohmann::json;
+
+// The reference implementation refuses headers over 100 MB; so do we, before
+// allocating anything for them.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// ---- little-endian byte order, independent of the host's --------------------
+uint64_t load_le(const unsigned char* p, int nbytes) {
+  uint64_t v = 0;
+  for (int i = nbytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+void store_le(unsigned char* p, uint64_t v, int nbytes) {
+  for (int i = 0; i < nbytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+float float_from_bits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+double double_from_bits(uint64_t b) {
+  double d;
+  std::memcpy(&d, &b, 8);
+  return d;
+}
+
+// IEEE binary16: 1 sign bit, 5 exponent bits (bias 15), 10 mantissa bits.
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h >> 15) << 31;
+  const uint32_t exp = (h >> 10) & 0x1f;
+  const uint32_t mant = h & 0x3ff;
+  if (exp == 0) {  // zero or subnormal: mant * 2^-24, exact in float
+    const float mag = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -mag : mag;
+  }
+  if (exp == 31) return float_from_bits(sign | 0x7f800000u | (mant << 13));  // inf / NaN
+  return float_from_bits(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+}
+// bfloat16 is the top half of a float32.
+float bf16_to_float(uint16_t h) { return float_from_bits(static_cast<uint32_t>(h) << 16); }
+
+// ---- dtypes -------------------------------------------------------------------
+struct DtypeInfo {
+  const char* name;
+  int size;       // bytes per element
+  bool readable;  // converted to qkv::real by the reader
+};
+constexpr DtypeInfo kDtypes[] = {
+    {"F64", 8, true},   {"F32", 4, true},     {"F16", 2, true},     {"BF16", 2, true},
+    {"I64", 8, false},  {"I32", 4, false},    {"I16", 2, false},    {"I8", 1, false},
+    {"U64", 8, false},  {"U32", 4, false},    {"U16", 2, false},    {"U8", 1, false},
+    {"BOOL", 1, false}, {"F8_E4M3", 1, false}, {"F8_E5M2", 1, false},
+};
+const DtypeInfo* find_dtype(const std::string& name) {
+  for (const auto& d : kDtypes)
+    if (name == d.name) return &d;
+  return nullptr;
+}
+
+// One tensor's header entry, validated.
+struct Entry {
+  std::string name;
+  const DtypeInfo* dtype;
+  Shape shape;
+  uint64_t begin, end;  // byte range in the data section
+};
+
+std::string range_str(uint64_t b, uint64_t e) {
+  return "[" + std::to_string(b) + "," + std::to_string(e) + "]";
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::string& path) : path_(path) {}
+
+  TensorFile read() {
+    load_bytes();
+    const uint64_t size = bytes_.size();
+    if (size < 8)
+      fail("file is " + std::to_string(size) +
+           " bytes, too short for a safetensors file (the header length alone is 8)");
+    const uint64_t n = load_le(bytes_.data(), 8);
+    if (n > kMaxHeaderBytes)
+      fail("header length " + std::to_string(n) + " is absurd (limit " +
+           std::to_string(kMaxHeaderBytes) + " bytes)");
+    if (n > size - 8)
+      fail("header length " + std::to_string(n) + " is larger than the " +
+           std::to_string(size - 8) + " bytes that follow it (truncated file?)");
+    const unsigned char* data = bytes_.data() + 8 + n;  // the data section
+    const uint64_t data_size = size - 8 - n;
+
+    const json header = parse_header(reinterpret_cast<const char*>(bytes_.data() + 8), n);
+
+    TensorFile out;
+    out.path = path_;
+    std::vector<Entry> entries;
+    for (const auto& [key, value] : header.items()) {
+      if (key == "__metadata__")
+        out.metadata = parse_metadata(value);
+      else
+        entries.push_back(parse_entry(key, value, data_size));
+    }
+    check_layout(entries, data_size);
+
+    // Everything is checked: every range lies inside the data section.
+    out.tensors.reserve(entries.size());
+    for (const Entry& e : entries) out.tensors.emplace_back(e.name, decode(e, data + e.begin));
+    return out;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& msg) const {
+    throw Error("read_safetensors: " + path_ + ": " + msg);
+  }
+  [[noreturn]] void fail(const std::string& tensor, const std::string& msg) const {
+    fail("tensor '" + tensor + "': " + msg);
+  }
+
+  void load_bytes() {
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      fail("is a directory");
+    }
+    if (S_ISREG(st.st_mode)) bytes_.reserve(static_cast<size_t>(st.st_size));
+    unsigned char chunk[1 << 16];
+    for (;;) {
+      const ssize_t got = ::read(fd, chunk, sizeof chunk);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        const int err = errno;
+        ::close(fd);
+        fail(std::string("read failed: ") + std::strerror(err));
+      }
+      if (got == 0) break;
+      bytes_.insert(bytes_.end(), chunk, chunk + got);
+    }
+    ::close(fd);
+  }
+
+  json parse_header(const char* text, uint64_t n) const {
+    // nlohmann keeps the last of two equal keys; the callback sees every
+    // top-level key (depth 1) so that a duplicate tensor name is an error.
+    std::set<std::string> seen;
+    std::string duplicate;
+    json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+      if (event == json::parse_event_t::key && depth == 1 && duplicate.empty()) {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (!seen.insert(key).second) duplicate = key;
+      }
+      return true;
+    };
+    json header;
+    try {
+      header = json::parse(text, text + n, cb);
+    } catch (const json::exception& e) {
+      fail(std::string("header is not valid JSON: ") + e.what());
+    }
+    if (!header.is_object())
+      fail(std::string("header is not a JSON object (it is ") + header.type_name() + ")");
+    if (!duplicate.empty()) fail(duplicate, "duplicate tensor name in the header");
+    return header;
+  }
+
+  Metadata parse_metadata(const json& value) const {
+    Metadata md;
+    if (value.is_null()) return md;
+    if (!value.is_object())
+      fail(std::string("__metadata__ is not an object (it is ") + value.type_name() + ")");
+    for (const auto& [k, v] : value.items()) {
+      if (!v.is_string())
+        fail("__metadata__ value for '" + k + "' is not a string (it is " + v.type_name() + ")");
+      md[k] = v.get<std::string>();
+    }
+    return md;
+  }
+
+  Entry parse_entry(const std::string& name, const json& info, uint64_t data_size) const {
+    if (!info.is_object())
+      fail(name, std::string("entry is not an object (it is ") + info.type_name() + ")");
+    for (const char* field : {"dtype", "shape", "data_offsets"})
+      if (!info.contains(field)) fail(name, std::string("entry has no '") + field + "'");
+    Entry e;
+    e.name = name;
+
+    const json& dt = info["dtype"];
+    if (!dt.is_string()) fail(name, "dtype is not a string: " + dt.dump());
+    const std::string dtype = dt.get<std::string>();
+    e.dtype = find_dtype(dtype);
+    if (!e.dtype) fail(name, "unknown dtype '" + dtype + "'");
+    if (!e.dtype->readable)
+      fail(name, "dtype " + dtype + " is not supported (qkv reads F32, F64, F16 and BF16)");
+
+    const json& sh = info["shape"];
+    if (!sh.is_array()) fail(name, "shape is not a list: " + sh.dump());
+    if (sh.size() > static_cast<size_t>(kMaxRank))
+      fail(name, "shape " + sh.dump() + " has rank " + std::to_string(sh.size()) +
+                     " > " + std::to_string(kMaxRank));
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (const json& d : sh) {
+      if (d.is_number_integer() && !d.is_number_unsigned())
+        fail(name, "shape " + sh.dump() + " has a negative dimension");
+      if (!d.is_number_unsigned()) fail(name, "shape " + sh.dump() + " is not a list of integers");
+      const uint64_t v = d.get<uint64_t>();
+      if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        fail(name, "shape " + sh.dump() + " has a dimension too large");
+      e.shape.push_back(static_cast<int64_t>(v));
+      overflow |= __builtin_mul_overflow(numel, v, &numel);
+    }
+    uint64_t nbytes = 0;
+    overflow |= __builtin_mul_overflow(numel, static_cast<uint64_t>(e.dtype->size), &nbytes);
+
+    const json& off = info["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+        !off[1].is_number_unsigned())
+      fail(name, "data_offsets " + off.dump() + " is not [begin, end] of non-negative integers");
+    e.begin = off[0].get<uint64_t>();
+    e.end = off[1].get<uint64_t>();
+    if (e.begin > e.end) fail(name, "data_offsets " + off.dump() + " has begin > end");
+    if (e.end > data_size)
+      fail(name, "data_offsets " + off.dump() + " end beyond the data section (" +
+                     std::to_string(data_size) + " bytes)");
+    if (overflow || nbytes != e.end - e.begin)
+      fail(name, "data_offsets " + off.dump() + " hold " + std::to_string(e.end - e.begin) +
+                     " bytes but dtype " + dtype + " with shape " + to_string(e.shape) +
+                     " needs " + (overflow ? std::string("more than 2^64") : std::to_string(nbytes)));
+    return e;
+  }
+
+  // Ranges must tile the data section exactly: no overlap, no gap, no tail.
+  void check_layout(const std::vector<Entry>& entries, uint64_t data_size) const {
+    std::vector<const Entry*> by_offset;
+    for (const Entry& e : entries) by_offset.push_back(&e);
+    std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) {
+      if (a->begin != b->begin) return a->begin < b->begin;
+      return a->end != b->end ? a->end < b->end : a->name < b->name;
+    });
+    uint64_t cursor = 0;         // end of the bytes covered so far
+    const Entry* prev = nullptr;  // the tensor that ends at cursor
+    for (const Entry* e : by_offset) {
+      if (e->begin < cursor)
+        fail(e->name, "offsets overlap with tensor '" + prev->name + "' (data_offsets " +
+                          range_str(e->begin, e->end) + " and " +
+                          range_str(prev->begin, prev->end) + ")");
+      if (e->begin > cursor)
+        fail(e->name, "offsets leave a gap of " + std::to_string(e->begin - cursor) +
+                          " bytes before it (data_offsets " + range_str(e->begin, e->end) +
+                          (prev ? ", previous tensor '" + prev->name + "' ends at " +
+                                      std::to_string(cursor)
+                                : std::string(", the data section starts at 0")) +
+                          ")");
+      cursor = e->end;
+      prev = e;
+    }
+    if (cursor != data_size) {
+      const std::string tail = std::to_string(data_size - cursor) + " bytes after " +
+                               (prev ? "the last tensor" : "the header") +
+                               " belong to no tensor";
+      if (prev) fail(prev->name, tail);
+      fail(tail);
+    }
+  }
+
+  static Tensor decode(const Entry& e, const unsigned char* src) {
+    Tensor t = Tensor::empty(e.shape);
+    real* dst = t.data();
+    const int64_t n = t.numel();
+    const std::string& dt = e.dtype->name;
+    if (dt == "F32") {
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = static_cast<real>(float_from_bits(static_cast<uint32_t>(load_le(src + 4 * i, 4))));
+    } else if (dt == "F64") {
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = static_cast<real>(double_from_bits(load_le(src + 8 * i, 8)));
+    } else if (dt == "F16") {
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = static_cast<real>(half_to_float(static_cast<uint16_t>(load_le(src + 2 * i, 2))));
+    } else {  // BF16 (parse_entry let only readable dtypes through)
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = static_cast<real>(bf16_to_float(static_cast<uint16_t>(load_le(src + 2 * i, 2))));
+    }
+    return t;
+  }
+
+  std::string path_;
+  std::vector<unsigned char> bytes_;
+};
+
+// ---- writing ------------------------------------------------------------------
+class Writer {
+ public:
+  explicit Writer(const std::string& path) : path_(path) {}
+
+  [[noreturn]] void fail(const std::string& msg) const {
+    throw Error("write_safetensors: " + path_ + ": " + msg);
+  }
+
+  void write_all(int fd, const unsigned char* p, size_t n, const std::string& file) const {
+    while (n > 0) {
+      const ssize_t put = ::write(fd, p, n);
+      if (put < 0 && errno == EINTR) continue;
+      if (put < 0) fail("write to " + file + " failed: " + std::strerror(errno));
+      p += put;
+      n -= static_cast<size_t>(put);
+    }
+  }
+
+  void write(const NamedTensors& tensors, const Metadata& metadata, FileDtype dtype) {
+    // Validate and lay out everything before any file is created.
+    std::vector<size_t> order(tensors.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return tensors[a].first < tensors[b].first; });
+    for (size_t k = 0; k < order.size(); ++k) {
+      const auto& [name, t] = tensors[order[k]];
+      if (name.empty()) fail("a tensor has an empty name");
+      if (name == "__metadata__") fail("'__metadata__' is reserved and cannot name a tensor");
+      if (k > 0 && tensors[order[k - 1]].first == name) fail("duplicate tensor name '" + name + "'");
+      if (!t.defined()) fail("tensor '" + name + "' is undefined");
+    }
+    const int esize = dtype == FileDtype::F32 ? 4 : 8;
+    // ordered_json keeps insertion order: tensors sorted by name, each entry as
+    // dtype, shape, data_offsets, then __metadata__ (as tests/pytorch/st.py).
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();
+    uint64_t offset = 0;
+    for (size_t i : order) {
+      const auto& [name, t] = tensors[i];
+      const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * esize;
+      header[name] = {{"dtype", esize == 4 ? "F32" : "F64"},
+                      {"shape", t.shape()},
+                      {"data_offsets", {offset, offset + nbytes}}};
+      offset += nbytes;
+    }
+    if (!metadata.empty()) header["__metadata__"] = metadata;
+    std::string text;
+    try {
+      text = header.dump(-1, ' ', /*ensure_ascii=*/true);
+    } catch (const nlohmann::json::exception& e) {
+      fail(std::string("cannot encode the header (names must be UTF-8): ") + e.what());
+    }
+    text.append((8 - text.size() % 8) % 8, ' ');  // pad to a multiple of 8 bytes
+
+    const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) fail("cannot create " + tmp + ": " + std::strerror(errno));
+    try {
+      unsigned char len[8];
+      store_le(len, text.size(), 8);
+      write_all(fd, len, 8, tmp);
+      write_all(fd, reinterpret_cast<const unsigned char*>(text.data()), text.size(), tmp);
+      constexpr int64_t kChunk = 1 << 14;  // elements converted per write
+      std::vector<unsigned char> buf(static_cast<size_t>(kChunk) * esize);
+      for (size_t i : order) {
+        const Tensor& t = tensors[i].second;
+        const real* src = t.data();
+        for (int64_t start = 0; start < t.numel(); start += kChunk) {
+          const int64_t m = std::min(kChunk, t.numel() - start);
+          unsigned char* p = buf.data();
+          if (esize == 4) {
+            for (int64_t j = 0; j < m; ++j) {
+              const float f = static_cast<float>(src[start + j]);
+              uint32_t bits;
+              std::memcpy(&bits, &f, 4);
+              store_le(p + 4 * j, bits, 4);
+            }
+          } else {
+            for (int64_t j = 0; j < m; ++j) {
+              const double d = static_cast<double>(src[start + j]);
+              uint64_t bits;
+              std::memcpy(&bits, &d, 8);
+              store_le(p + 8 * j, bits, 8);
+            }
+          }
+          write_all(fd, p, static_cast<size_t>(m) * esize, tmp);
+        }
+      }
+      if (::fsync(fd) != 0) fail("fsync of " + tmp + " failed: " + std::strerror(errno));
+      const int rc = ::close(fd);
+      fd = -1;
+      if (rc != 0) fail("close of " + tmp + " failed: " + std::strerror(errno));
+      if (::rename(tmp.c_str(), path_.c_str()) != 0)
+        fail("rename of " + tmp + " failed: " + std::strerror(errno));
+    } catch (...) {
+      if (fd >= 0) ::close(fd);
+      ::unlink(tmp.c_str());
+      throw;
+    }
+    sync_directory();
+  }
+
+ private:
+  // Makes the rename itself durable. Filesystems that cannot fsync a
+  // directory (EINVAL) are fine: the file is in place either way.
+  void sync_directory() const {
+    std::string dir = std::filesystem::path(path_).parent_path().string();
+    if (dir.empty()) dir = ".";
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    const int rc = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0 && err != EINVAL && err != ENOTSUP)
+      fail("saved, but fsync of directory " + dir + " failed: " + std::strerror(err));
+  }
+
+  std::string path_;
+};
+
+}  // namespace
+
+bool TensorFile::has(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return true;
+  return false;
+}
+
+const Tensor& TensorFile::get(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return t;
+  throw Error("TensorFile: " + path + ": no tensor named '" + name + "'");
+}
+
+void write_safetensors(const std::string& path, const NamedTensors& tensors,
+                       const Metadata& metadata, FileDtype dtype) {
+  Writer(path).write(tensors, metadata, dtype);
+}
+
+TensorFile read_safetensors(const std::string& path) { return Reader(path).read(); }
+
+}  // namespace qkv

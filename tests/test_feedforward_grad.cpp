@@ -1,0 +1,96 @@
+// FeedForward in float64: the fused backward against finite differences, and
+// the fused op against the same block composed from primitive ops
+// (matmul, add, relu/gelu), for both activations.
+#include <doctest/doctest.h>
+
+#include "autograd/qkv_autograd.h"
+#include "fused_vs_composed.h"
+#include "nn/feedforward.h"
+
+using namespace qkv;
+using nn::Activation;
+
+namespace {
+
+// {x (B,T,D), w1 (F,D), b1 (F), w2 (D,F), b2 (D)}
+std::vector<Var> make_inputs(int64_t B, int64_t T, int64_t D, int64_t F, Generator& g) {
+  std::vector<Var> v{Var(Tensor::normal({B, T, D}, 0, 1, g), true),
+                     Var(Tensor::normal({F, D}, 0, 0.5, g), true),
+                     Var(Tensor::normal({F}, 0, 0.5, g), true),
+                     Var(Tensor::normal({D, F}, 0, 0.5, g), true),
+                     Var(Tensor::normal({D}, 0, 0.5, g), true)};
+  const char* names[] = {"x", "w1", "b1", "w2", "b2"};
+  for (int i = 0; i < 5; ++i) v[i].set_name(names[i]);
+  return v;
+}
+
+testing::VarFn fused(Activation act) {
+  return [act](const std::vector<Var>& v) { return nn::feed_forward(v[0], v[1], v[2], v[3], v[4], act); };
+}
+
+testing::VarFn composed(Activation act) {
+  return [act](const std::vector<Var>& v) {
+    Var pre = matmul(v[0], v[1], false, true) + v[2];  // (B,T,D) x (D,F) -> (B,T,F)
+    Var h = act == Activation::ReLU ? relu(pre) : gelu(pre);
+    return matmul(h, v[3], false, true) + v[4];  // (B,T,F) x (F,D) -> (B,T,D)
+  };
+}
+
+}  // namespace
+
+TEST_CASE("feed_forward (ReLU) backward matches finite differences for x, W1, b1, W2, b2") {
+  Generator g(11);
+  auto in = make_inputs(2, 3, 4, 6, g);
+  auto r = gradcheck(fused(Activation::ReLU), in);
+  INFO(r.report);
+  CHECK(r.ok);
+  CHECK(r.checked == 24 + 24 + 6 + 24 + 4);
+}
+
+TEST_CASE("feed_forward (GELU) backward matches finite differences for x, W1, b1, W2, b2") {
+  Generator g(12);
+  auto in = make_inputs(2, 3, 4, 6, g);
+  auto r = gradcheck(fused(Activation::GELU), in);
+  INFO(r.report);
+  CHECK(r.ok);
+}
+
+TEST_CASE("feed_forward with only the weights requiring grad checks out (x a constant)") {
+  Generator g(13);
+  auto in = make_inputs(1, 5, 3, 7, g);
+  in[0].requires_grad_(false);
+  auto r = gradcheck(fused(Activation::GELU), in);
+  INFO(r.report);
+  CHECK(r.ok);
+  CHECK(r.checked == 21 + 7 + 21 + 3);
+}
+
+TEST_CASE("feed_forward (ReLU) fused equals relu(x W1^T + b1) W2^T + b2 composed from ops") {
+  Generator g(14);
+  testing::check_fused_equals_composed(fused(Activation::ReLU), composed(Activation::ReLU),
+                                       make_inputs(3, 4, 8, 16, g));
+}
+
+TEST_CASE("feed_forward (GELU) fused equals gelu(x W1^T + b1) W2^T + b2 composed from ops") {
+  Generator g(15);
+  testing::check_fused_equals_composed(fused(Activation::GELU), composed(Activation::GELU),
+                                       make_inputs(3, 4, 8, 16, g));
+}
+
+TEST_CASE("FeedForward module: linear1/linear2 parameter names and shapes, forward is the fused op") {
+  Generator g(16);
+  nn::FeedForward ffn(4, 10, Activation::GELU, g);
+  auto named = ffn.named_parameters();
+  REQUIRE(named.size() == 4);
+  CHECK(named[0].first == "linear1.weight");
+  CHECK(named[0].second.shape() == Shape{10, 4});
+  CHECK(named[1].first == "linear1.bias");
+  CHECK(named[2].first == "linear2.weight");
+  CHECK(named[2].second.shape() == Shape{4, 10});
+  CHECK(named[3].first == "linear2.bias");
+  Var x(Tensor::normal({2, 4}, 0, 1, g), true);
+  auto r = gradcheck([&](const std::vector<Var>& v) { return ffn(v[0]); },
+                     {x, ffn.linear1->weight, ffn.linear1->bias, ffn.linear2->weight, ffn.linear2->bias});
+  INFO(r.report);
+  CHECK(r.ok);
+}

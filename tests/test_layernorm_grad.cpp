@@ -1,0 +1,91 @@
+// LayerNorm in float64: the fused backward against finite differences, and
+// the fused layer against LayerNorm composed from primitive ops
+// (mean, sub, mul, sqrt, div, add), outputs and every gradient.
+#include <doctest/doctest.h>
+
+#include "autograd/qkv_autograd.h"
+#include "fused_vs_composed.h"
+#include "nn/layernorm.h"
+
+using namespace qkv;
+
+namespace {
+
+Var fused_ln(const std::vector<Var>& v) { return nn::layer_norm(v[0], v[1], v[2], 1e-5); }
+
+// y = (x - mean) / sqrt(var + eps) * gamma + beta, var biased, over the last dim.
+Var composed_ln(const std::vector<Var>& v) {
+  Var mu = mean(v[0], -1, true);               // (..., 1)
+  Var xc = v[0] - mu;                          // (..., D)
+  Var var = mean(xc * xc, -1, true);           // (..., 1)
+  Var xhat = xc / sqrt(var + real(1e-5));      // (..., D)
+  return xhat * v[1] + v[2];
+}
+
+std::vector<Var> make_inputs(const Shape& xs, Generator& g, real offset = 0) {
+  const int64_t D = xs.back();
+  Var x(add(Tensor::normal(xs, 0, 1, g), offset), true);
+  Var gamma(Tensor::normal({D}, 1, 0.5, g), true);
+  Var beta(Tensor::normal({D}, 0, 0.5, g), true);
+  x.set_name("x");
+  gamma.set_name("gamma");
+  beta.set_name("beta");
+  return {x, gamma, beta};
+}
+
+}  // namespace
+
+TEST_CASE("layer_norm backward matches finite differences for x, gamma and beta on a 3-D input") {
+  Generator g(1);
+  auto in = make_inputs({2, 3, 5}, g);
+  auto r = gradcheck(fused_ln, in);
+  INFO(r.report);
+  CHECK(r.ok);
+  CHECK(r.checked == 2 * 3 * 5 + 5 + 5);
+}
+
+TEST_CASE("layer_norm backward matches finite differences on a 2-D input with one row") {
+  Generator g(2);
+  auto in = make_inputs({1, 7}, g);
+  auto r = gradcheck(fused_ln, in);
+  INFO(r.report);
+  CHECK(r.ok);
+}
+
+TEST_CASE("layer_norm gives only the requested gradients when just x requires grad") {
+  Generator g(3);
+  auto in = make_inputs({4, 6}, g);
+  in[1].requires_grad_(false);
+  in[2].requires_grad_(false);
+  auto r = gradcheck(fused_ln, in);
+  INFO(r.report);
+  CHECK(r.ok);
+  CHECK(r.checked == 24);
+  CHECK_FALSE(in[1].grad().defined());
+}
+
+TEST_CASE("layer_norm fused equals layer norm composed from primitive ops (3-D input)") {
+  Generator g(4);
+  testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({3, 4, 8}, g));
+}
+
+TEST_CASE("layer_norm stays exact on rows far from zero (the one-pass variance does not cancel)") {
+  Generator g(5);
+  // mean ~1000, spread ~1: a naive E[x^2] - E[x]^2 in float would lose every digit
+  testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({3, 16}, g, 1000), 1e-8);
+}
+
+TEST_CASE("LayerNorm module: weight ones, bias zeros, forward equals layer_norm with them") {
+  nn::LayerNorm ln(6);
+  auto named = ln.named_parameters();
+  REQUIRE(named.size() == 2);
+  CHECK(named[0].first == "weight");
+  CHECK(named[1].first == "bias");
+  CHECK(allclose(ln.weight.data(), Tensor::ones({6})));
+  CHECK(allclose(ln.bias.data(), Tensor::zeros({6})));
+  Generator g(6);
+  Var x(Tensor::normal({2, 6}, 0, 1, g), true);
+  auto r = gradcheck([&](const std::vector<Var>& v) { return ln(v[0]); }, {x, ln.weight, ln.bias});
+  INFO(r.report);
+  CHECK(r.ok);
+}

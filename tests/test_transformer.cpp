@@ -1,0 +1,186 @@
+// Whole models against PyTorch (float32): the committed fixtures were written
+// by tests/pytorch/make_fixtures.py from torch.nn.Transformer{Encoder,Decoder}Layer
+// with the same weights. Logits, loss and every parameter's gradient must agree.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <set>
+
+#include "autograd/qkv_autograd.h"
+#include "fixture.h"
+#include "nn/cross_entropy.h"
+#include "nn/transformer.h"
+
+using namespace qkv;
+using namespace qkv::nn;
+
+namespace {
+
+std::vector<int64_t> ids_of(const Tensor& t) {
+  std::vector<int64_t> v;
+  for (real x : t.to_vector()) v.push_back(static_cast<int64_t>(std::lround(x)));
+  return v;
+}
+
+Tokens tokens_of(const TensorFile& f, const std::string& ids, const std::string& lens) {
+  const Tensor& t = f.get(ids);
+  return Tokens{ids_of(t), t.size(0), t.size(1), ids_of(f.get(lens))};
+}
+
+// |a - b| <= atol + rtol |b| everywhere; reports the worst element.
+void check_close(const Tensor& got, const Tensor& want, const std::string& what,
+                 double rtol = 1e-4, double atol = 1e-5) {
+  REQUIRE_MESSAGE(got.shape() == want.shape(), what << ": shape " << to_string(got.shape())
+                                                   << " vs " << to_string(want.shape()));
+  double worst = 0;
+  int64_t at = -1;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double d = std::fabs(double(got.data()[i]) - want.data()[i]);
+    const double excess = d - (atol + rtol * std::fabs(double(want.data()[i])));
+    if (excess > worst || std::isnan(d)) { worst = excess; at = i; }
+  }
+  INFO(what << ": worst element " << at << " got " << (at >= 0 ? got.data()[at] : 0) << " want "
+            << (at >= 0 ? want.data()[at] : 0));
+  CHECK(at == -1);
+}
+
+// Every model parameter exists in the fixture and vice versa.
+void check_same_names(const Module& m, const TensorFile& f) {
+  std::set<std::string> ours, theirs;
+  for (auto& [n, v] : m.named_parameters()) ours.insert(n);
+  for (auto& [n, t] : f.tensors)
+    if (n.rfind("param.", 0) == 0) theirs.insert(n.substr(6));
+  CHECK(ours == theirs);
+}
+
+void check_grads(const Module& m, const TensorFile& f) {
+  for (auto& [n, v] : m.named_parameters()) {
+    REQUIRE_MESSAGE(v.grad().defined(), "no gradient for " << n);
+    check_close(v.grad(), f.get("grad." + n), "grad." + n);
+  }
+}
+
+TransformerConfig seq2seq_config(const TensorFile& f) {
+  const auto& m = f.metadata;
+  TransformerConfig c;
+  c.src_vocab = std::stoi(m.at("src_vocab"));
+  c.tgt_vocab = std::stoi(m.at("tgt_vocab"));
+  c.d_model = std::stoi(m.at("d_model"));
+  c.heads = std::stoi(m.at("heads"));
+  c.encoder_layers = std::stoi(m.at("enc_layers"));
+  c.decoder_layers = std::stoi(m.at("dec_layers"));
+  c.d_ff = std::stoi(m.at("d_ff"));
+  c.dropout = 0;
+  c.pre_norm = m.at("norm_first") == "true";
+  c.activation = m.at("activation") == "gelu" ? Activation::GELU : Activation::ReLU;
+  c.tie_weights = m.at("tied") == "true";
+  return c;
+}
+
+void seq2seq_parity(const char* file) {
+  TensorFile f = load_fixture(file);
+  Seq2SeqTransformer model(seq2seq_config(f));
+  check_same_names(model, f);
+  load_params(model, f, "");
+  Tokens src = tokens_of(f, "in.src", "in.src_lens");
+  Tokens tgt = tokens_of(f, "in.tgt_in", "in.tgt_lens");
+  Var memory = model.encode(src);
+  check_close(memory.data(), f.get("out.enc"), "encoder output");
+  Var logits = model.decode(tgt, memory, src);
+  check_close(logits.data(), f.get("out.logits"), "logits");
+  Var loss = cross_entropy(logits, ids_of(f.get("in.tgt_out")), /*ignore_index=*/0,
+                           std::stof(f.metadata.at("label_smoothing")));
+  check_close(loss.data().reshape({1}), f.get("out.loss"), "loss");
+  loss.backward();
+  check_grads(model, f);
+}
+
+}  // namespace
+
+TEST_CASE("Seq2SeqTransformer Post-LN ReLU matches PyTorch: encoder output, logits, loss, every gradient") {
+  seq2seq_parity("seq2seq_postln.safetensors");
+}
+
+TEST_CASE("Seq2SeqTransformer Pre-LN GELU with tied output weights matches PyTorch") {
+  seq2seq_parity("seq2seq_preln_tied.safetensors");
+}
+
+TEST_CASE("GPT decoder-only LM (Pre-LN, GELU, learned positions, tied head) matches PyTorch") {
+  TensorFile f = load_fixture("gpt.safetensors");
+  const auto& m = f.metadata;
+  GPTConfig c;
+  c.vocab = std::stoi(m.at("vocab"));
+  c.d_model = std::stoi(m.at("d_model"));
+  c.heads = std::stoi(m.at("heads"));
+  c.layers = std::stoi(m.at("layers"));
+  c.d_ff = std::stoi(m.at("d_ff"));
+  c.max_len = std::stoi(m.at("max_len"));
+  c.dropout = 0;
+  GPT model(c);
+  check_same_names(model, f);
+  load_params(model, f, "");
+  Var logits = model.forward(tokens_of(f, "in.ids", "in.lens"));
+  check_close(logits.data(), f.get("out.logits"), "logits");
+  Var loss = cross_entropy(logits, ids_of(f.get("in.targets")), 0, 0);
+  check_close(loss.data().reshape({1}), f.get("out.loss"), "loss");
+  loss.backward();
+  check_grads(model, f);
+}
+
+TEST_CASE("transformer parameter names follow PyTorch-style hierarchy and counts add up") {
+  TransformerConfig c;
+  c.src_vocab = 10; c.tgt_vocab = 12; c.d_model = 8; c.heads = 2;
+  c.encoder_layers = 2; c.decoder_layers = 1; c.d_ff = 16;
+  Seq2SeqTransformer m(c);
+  std::set<std::string> names;
+  for (auto& [n, v] : m.named_parameters()) names.insert(n);
+  CHECK(names.count("encoder.layers.1.self_attn.w_q.weight"));
+  CHECK(names.count("decoder.layers.0.cross_attn.w_o.bias"));
+  CHECK(names.count("decoder.layers.0.norm3.weight"));
+  CHECK(names.count("generator.weight"));
+  CHECK_FALSE(names.count("encoder.norm.weight"));  // Post-LN: no final norm
+  const int64_t D = 8, F = 16, attn = 4 * (D * D + D), ffn = D * F + F + F * D + D, ln = 2 * D;
+  const int64_t expect = 10 * D + 12 * D + 2 * (attn + ffn + 2 * ln) + (2 * attn + ffn + 3 * ln) +
+                         12 * D + 12;
+  CHECK(m.num_parameters() == expect);
+
+  c.pre_norm = true;
+  c.tie_weights = true;
+  Seq2SeqTransformer t(c);
+  names.clear();
+  for (auto& [n, v] : t.named_parameters()) names.insert(n);
+  CHECK(names.count("encoder.norm.weight"));
+  CHECK(names.count("decoder.norm.bias"));
+  CHECK_FALSE(names.count("generator.weight"));  // tied: the weight is tgt_embed.weight
+  CHECK(names.count("generator.bias"));
+  CHECK(t.num_parameters() == expect - 12 * D + 4 * D);
+}
+
+TEST_CASE("transformer inputs are validated with clear errors") {
+  TransformerConfig c;
+  c.src_vocab = 5; c.tgt_vocab = 5; c.d_model = 8; c.heads = 3;
+  CHECK_THROWS_WITH_AS(Seq2SeqTransformer{c}, doctest::Contains("not divisible by 3 heads"), Error);
+  c.heads = 2; c.encoder_layers = 1; c.decoder_layers = 1; c.d_ff = 8;
+  Seq2SeqTransformer m(c);
+  Tokens bad_len{{1, 2, 3, 4}, 2, 2, {2, 3}};
+  CHECK_THROWS_WITH_AS(m.encode(bad_len), doctest::Contains("length 3 of sequence 1"), Error);
+  Tokens bad_count{{1, 2, 3}, 2, 2, {}};
+  CHECK_THROWS_WITH_AS(m.encode(bad_count), doctest::Contains("3 token ids for (B,T) = (2,2)"), Error);
+  Tokens bad_id{{1, 7}, 1, 2, {}};
+  CHECK_THROWS_AS(m.encode(bad_id), Error);
+}
+
+TEST_CASE("train() and eval() reach every dropout in the model") {
+  TransformerConfig c;
+  c.src_vocab = 5; c.tgt_vocab = 5; c.d_model = 8; c.heads = 2;
+  c.encoder_layers = 1; c.decoder_layers = 1; c.d_ff = 8; c.dropout = 0.5;
+  Seq2SeqTransformer m(c);
+  Tokens src{{1, 2, 3}, 1, 3, {}};
+  m.eval();
+  Var a = m.encode(src), b = m.encode(src);
+  CHECK(max_abs_diff(a.data(), b.data()) == 0);  // deterministic in eval
+  CHECK_FALSE(m.encoder->layers[0]->drop1->is_training());
+  m.train();
+  Var x = m.encode(src), y = m.encode(src);
+  CHECK(max_abs_diff(x.data(), y.data()) > 0);  // fresh dropout masks in training
+}
