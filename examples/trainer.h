@@ -32,7 +32,7 @@ struct TrainConfig {
   int64_t batch = 64;
   int64_t steps = 3000;            // upper bound; training may stop early
   std::string schedule = "cosine";  // noam | cosine | constant
-  real lr = 1e-3;                  // peak lr (cosine/constant); factor for noam
+  real lr = 2e-3;                  // peak lr (cosine/constant); factor for noam
   int64_t warmup = 100;
   real label_smoothing = 0.0;
   real clip = 1.0;                 // global grad-norm clip; 0 = off

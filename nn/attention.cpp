@@ -47,52 +47,80 @@ void check_mask(const AttentionMask& m, int64_t B, int64_t T, int64_t S) {
   }
 }
 
-// Y (N, D) = X (N, D_in) W^T + b  (W is (D, D_in)).
-void project(const Tensor& X, const Tensor& W, const Tensor* b, Tensor& Y) {
-  const int64_t N = X.numel() / X.size(-1), in = W.size(1), out = W.size(0);
-  if (b) {
-    real* y = Y.data();
-    const real* bp = b->data();
+// Y (N, out) = X (N, in) W^T + b  (W is (out, in)).
+void project(const Tensor& X, const real* W, const real* b, int64_t out, real* Y) {
+  const int64_t in = X.size(-1), N = X.numel() / in;
+  if (b)
     for (int64_t n = 0; n < N; ++n)
-      for (int64_t o = 0; o < out; ++o) y[n * out + o] = bp[o];
-  }
-  gemm(false, true, N, out, in, 1, X.data(), in, W.data(), in, b ? 1 : 0, Y.data(), out);
+      for (int64_t o = 0; o < out; ++o) Y[n * out + o] = b[o];
+  gemm(false, true, N, out, in, 1, X.data(), in, W, in, b ? 1 : 0, Y, out);
 }
 
 // Backward of project: dX (+)= dY W, dW = dY^T X, db = column sums of dY.
-void project_backward(const Tensor& dY, const Tensor& X, const Tensor& W, Tensor* dX,
-                      bool accumulate_dx, Tensor* dW, Tensor* db) {
-  const int64_t N = X.numel() / X.size(-1), in = W.size(1), out = W.size(0);
-  if (dX) gemm(false, false, N, in, out, 1, dY.data(), out, W.data(), in, accumulate_dx ? 1 : 0, dX->data(), in);
-  if (dW) gemm(true, false, out, in, N, 1, dY.data(), out, X.data(), in, 0, dW->data(), in);
+void project_backward(const real* dY, const Tensor& X, const real* W, int64_t out, real* dX,
+                      bool accumulate_dx, real* dW, real* db) {
+  const int64_t in = X.size(-1), N = X.numel() / in;
+  if (dX) gemm(false, false, N, in, out, 1, dY, out, W, in, accumulate_dx ? 1 : 0, dX, in);
+  if (dW) gemm(true, false, out, in, N, 1, dY, out, X.data(), in, 0, dW, in);
   if (db) {
-    real* d = db->data();
-    const real* g = dY.data();
-    for (int64_t o = 0; o < out; ++o) d[o] = 0;
+    for (int64_t o = 0; o < out; ++o) db[o] = 0;
     for (int64_t n = 0; n < N; ++n)
-      for (int64_t o = 0; o < out; ++o) d[o] += g[n * out + o];
+      for (int64_t o = 0; o < out; ++o) db[o] += dY[n * out + o];
   }
+}
+
+// The projections that read the same input are stacked, so one sgemm computes
+// them all: [Wq; Wk; Wv] (3D, D) for self-attention, [Wk; Wv] (2D, D) for the
+// key/value side of cross-attention. MultiHeadAttention keeps its weights back
+// to back in one buffer, so the stack is the first weight's pointer; other
+// callers' tensors are copied into `scratch`.
+const real* stacked(const std::vector<const Var*>& parts, int64_t block, Tensor& scratch) {
+  const int64_t k = static_cast<int64_t>(parts.size());
+  const real* first = parts[0]->data().data();
+  bool contiguous = true;
+  for (int64_t i = 1; i < k; ++i) contiguous &= parts[i]->data().data() == first + i * block;
+  if (contiguous) return first;
+  scratch = Tensor::empty({k * block});
+  for (int64_t i = 0; i < k; ++i)
+    std::copy(parts[i]->data().data(), parts[i]->data().data() + block, scratch.data() + i * block);
+  return scratch.data();
 }
 
 }  // namespace
 
 struct AttentionNode : Node {
-  // Saved for backward: the inputs, the projections Q, K, V (B*T or B*S, D),
-  // the probabilities P (B,H,T,S) and the merged head outputs O (B*T, D).
-  Tensor xq, xkv, wq, wk, wv, wo, Q, K, V, P, O;
+  // Saved for backward: the inputs; the stacked projections, QKV (B*T, 3D)
+  // for self-attention, or Q (B*T, D) and KV (B*S, 2D) for cross-attention;
+  // the probabilities P (B,H,T,S); the merged head outputs O (B*T, D); and
+  // the (stacked) weights they were made with.
+  Tensor xq, xkv, Wqkv, Wkv, wq, wo, QKV, Q, KV, P, O;
   int64_t B = 0, T = 0, S = 0, D = 0, H = 0, dk = 0;
-  bool has_bias = false, same_input = false;
+  bool has_bias = false, self = false;
   const char* name() const override { return "multi_head_attention"; }
 
   std::vector<Tensor> backward(const Tensor& dY) override {
     const real scale = real(1) / std::sqrt(static_cast<real>(dk));
     // Output projection: out = O Wo^T + bo.
     Tensor dO = Tensor::empty({B * T, D});
-    Tensor dWo = Tensor::empty(wo.shape()), dbo = has_bias ? Tensor::empty({D}) : Tensor();
-    project_backward(dY, O, wo, &dO, false, &dWo, has_bias ? &dbo : nullptr);
+    Tensor dWo = Tensor::empty({D, D}), dbo = has_bias ? Tensor::empty({D}) : Tensor();
+    project_backward(dY.data(), O, wo.data(), D, dO.data(), false, dWo.data(),
+                     has_bias ? dbo.data() : nullptr);
 
-    Tensor dQ = Tensor::empty({B * T, D}), dK = Tensor::empty({B * S, D}),
-           dV = Tensor::empty({B * S, D});
+    // Gradients of the projections, in the same stacked layout as forward.
+    const int64_t ldq = self ? 3 * D : D, ldkv = self ? 3 * D : 2 * D;
+    Tensor dQKV, dQ, dKV;
+    real *dq, *dkp, *dvp;
+    const real *q, *k, *v;
+    if (self) {
+      dQKV = Tensor::empty({B * T, 3 * D});
+      dq = dQKV.data(); dkp = dq + D; dvp = dq + 2 * D;
+      q = QKV.data(); k = q + D; v = q + 2 * D;
+    } else {
+      dQ = Tensor::empty({B * T, D});
+      dKV = Tensor::empty({B * S, 2 * D});
+      dq = dQ.data(); dkp = dKV.data(); dvp = dkp + D;
+      q = Q.data(); k = KV.data(); v = k + D;
+    }
     const int threads = get_num_threads();
     // One (T,S) scratch block per thread for dP / dS.
     Tensor scratch = Tensor::empty({static_cast<int64_t>(threads), T, S});
@@ -106,15 +134,15 @@ struct AttentionNode : Node {
 #endif
           for (int64_t bh = p0; bh < p1; ++bh) {
             const int64_t b = bh / H, h = bh % H;
-            const real* Pb = P.data() + bh * T * S;                // (T,S)
-            const real* Qb = Q.data() + b * T * D + h * dk;        // (T,d_k), ld D
-            const real* Kb = K.data() + b * S * D + h * dk;        // (S,d_k), ld D
-            const real* Vb = V.data() + b * S * D + h * dk;        // (S,d_k), ld D
-            const real* dOb = dO.data() + b * T * D + h * dk;      // (T,d_k), ld D
+            const real* Pb = P.data() + bh * T * S;               // (T,S)
+            const real* Qb = q + b * T * ldq + h * dk;            // (T,d_k), ld ldq
+            const real* Kb = k + b * S * ldkv + h * dk;           // (S,d_k), ld ldkv
+            const real* Vb = v + b * S * ldkv + h * dk;           // (S,d_k), ld ldkv
+            const real* dOb = dO.data() + b * T * D + h * dk;     // (T,d_k), ld D
             // dP = dO V^T  (T,d_k) x (d_k,S) -> (T,S)
-            gemm(false, true, T, S, dk, 1, dOb, D, Vb, D, 0, dS, S);
+            gemm(false, true, T, S, dk, 1, dOb, D, Vb, ldkv, 0, dS, S);
             // dV = P^T dO  (S,T) x (T,d_k) -> (S,d_k)
-            gemm(true, false, S, dk, T, 1, Pb, S, dOb, D, 0, dV.data() + b * S * D + h * dk, D);
+            gemm(true, false, S, dk, T, 1, Pb, S, dOb, D, 0, dvp + b * S * ldkv + h * dk, ldkv);
             // Softmax backward per row: dS = P * (dP - rowsum(dP * P)).
             for (int64_t i = 0; i < T; ++i) {
               real* r = dS + i * S;
@@ -124,31 +152,41 @@ struct AttentionNode : Node {
               for (int64_t j = 0; j < S; ++j) r[j] = pr[j] * (r[j] - dot);
             }
             // scores = scale Q K^T:  dQ = scale dS K (T,S)x(S,d_k);  dK = scale dS^T Q (S,T)x(T,d_k)
-            gemm(false, false, T, dk, S, scale, dS, S, Kb, D, 0, dQ.data() + b * T * D + h * dk, D);
-            gemm(true, false, S, dk, T, scale, dS, S, Qb, D, 0, dK.data() + b * S * D + h * dk, D);
+            gemm(false, false, T, dk, S, scale, dS, S, Kb, ldkv, 0, dq + b * T * ldq + h * dk, ldq);
+            gemm(true, false, S, dk, T, scale, dS, S, Qb, ldq, 0, dkp + b * S * ldkv + h * dk, ldkv);
           }
         },
         /*grain=*/2);
 
-    // Input projections. With self-attention (xq and xkv the same Var) the
-    // engine adds the two input gradients; we return them separately.
+    // Input projections, one stacked gemm per input. The weight gradients of
+    // the stack are computed in one (k*D, D) block whose row blocks (views)
+    // are dWq, dWk, dWv.
     Tensor dxq = needs_grad(0) ? Tensor::empty(xq.shape()) : Tensor();
-    Tensor dxkv = needs_grad(1) ? Tensor::empty(xkv.shape()) : Tensor();
-    Tensor dWq = Tensor::empty(wq.shape()), dWk = Tensor::empty(wk.shape()),
-           dWv = Tensor::empty(wv.shape());
-    Tensor dbq, dbk, dbv;
-    if (has_bias) {
-      dbq = Tensor::empty({D});
-      dbk = Tensor::empty({D});
-      dbv = Tensor::empty({D});
+    Tensor dxkv = needs_grad(1) && !self ? Tensor::empty(xkv.shape()) : Tensor();
+    Tensor dWs, dbs;  // (3D, D) and (3D): rows [q | k | v]
+    dWs = Tensor::empty({3 * D, D});
+    if (has_bias) dbs = Tensor::empty({3 * D});
+    if (self) {
+      project_backward(dQKV.data(), xq, Wqkv.data(), 3 * D, needs_grad(0) ? dxq.data() : nullptr,
+                       false, dWs.data(), has_bias ? dbs.data() : nullptr);
+    } else {
+      project_backward(dQ.data(), xq, wq.data(), D, needs_grad(0) ? dxq.data() : nullptr, false,
+                       dWs.data(), has_bias ? dbs.data() : nullptr);
+      project_backward(dKV.data(), xkv, Wkv.data(), 2 * D, needs_grad(1) ? dxkv.data() : nullptr,
+                       false, dWs.data() + D * D, has_bias ? dbs.data() + D : nullptr);
     }
-    project_backward(dQ, xq, wq, needs_grad(0) ? &dxq : nullptr, false, &dWq, has_bias ? &dbq : nullptr);
-    project_backward(dK, xkv, wk, needs_grad(1) ? &dxkv : nullptr, false, &dWk, has_bias ? &dbk : nullptr);
-    project_backward(dV, xkv, wv, needs_grad(1) ? &dxkv : nullptr, true, &dWv, has_bias ? &dbv : nullptr);
-    if (has_bias) return {dxq, dxkv, dWq, dbq, dWk, dbk, dWv, dbv, dWo, dbo};
+    Tensor dWq = dWs.slice0(0, D), dWk = dWs.slice0(D, 2 * D), dWv = dWs.slice0(2 * D, 3 * D);
+    // With self-attention xq and xkv are the same Var: all of dx is returned
+    // for input 0 and none for input 1.
+    if (has_bias) {
+      Tensor dbq = dbs.slice0(0, D), dbk = dbs.slice0(D, 2 * D), dbv = dbs.slice0(2 * D, 3 * D);
+      return {dxq, dxkv, dWq, dbq, dWk, dbk, dWv, dbv, dWo, dbo};
+    }
     return {dxq, dxkv, dWq, dWk, dWv, dWo};
   }
-  void release_saved() override { xq = xkv = wq = wk = wv = wo = Q = K = V = P = O = Tensor(); }
+  void release_saved() override {
+    xq = xkv = Wqkv = Wkv = wq = wo = QKV = Q = KV = P = O = Tensor();
+  }
 };
 
 Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var& bq,
@@ -176,16 +214,38 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
   check_mask(mask, B, T, S);
   const int64_t H = heads, dk = D / H;
   const real scale = real(1) / std::sqrt(static_cast<real>(dk));
+  const bool self = xq.same_as(xkv);
 
-  // Projections, (B*T, D) and (B*S, D).
-  Tensor Q = Tensor::empty({B * T, D}), K = Tensor::empty({B * S, D}), V = Tensor::empty({B * S, D});
-  project(xq.data(), wq.data(), has_bias ? &bq.data() : nullptr, Q);
-  project(xkv.data(), wk.data(), has_bias ? &bk.data() : nullptr, K);
-  project(xkv.data(), wv.data(), has_bias ? &bv.data() : nullptr, V);
+  auto node = std::make_shared<AttentionNode>();
+  // Stacked projections: self-attention QKV (B*T, 3D); cross-attention
+  // Q (B*T, D) and KV (B*S, 2D). q/k/v point at each one's first column.
+  const real *q, *k, *v;
+  int64_t ldq, ldkv;
+  Tensor wscratch, bscratch;
+  if (self) {
+    const real* W = stacked({&wq, &wk, &wv}, D * D, wscratch);
+    const real* b = has_bias ? stacked({&bq, &bk, &bv}, D, bscratch) : nullptr;
+    node->QKV = Tensor::empty({B * T, 3 * D});
+    project(xq.data(), W, b, 3 * D, node->QKV.data());
+    // Keeps the stack alive. When it is the module's packed buffer, wq's
+    // storage holds all three weights and backward reads 3*D*D from its start.
+    node->Wqkv = wscratch.defined() ? wscratch : wq.data();
+    ldq = ldkv = 3 * D;
+    q = node->QKV.data(); k = q + D; v = q + 2 * D;
+  } else {
+    node->Q = Tensor::empty({B * T, D});
+    project(xq.data(), wq.data().data(), has_bias ? bq.data().data() : nullptr, D, node->Q.data());
+    const real* W = stacked({&wk, &wv}, D * D, wscratch);
+    const real* b = has_bias ? stacked({&bk, &bv}, D, bscratch) : nullptr;
+    node->KV = Tensor::empty({B * S, 2 * D});
+    project(xkv.data(), W, b, 2 * D, node->KV.data());
+    node->Wkv = wscratch.defined() ? wscratch : wk.data();
+    ldq = D; ldkv = 2 * D;
+    q = node->Q.data(); k = node->KV.data(); v = k + D;
+  }
 
   Tensor P = Tensor::empty({B, H, T, S});
   Tensor O = Tensor::empty({B * T, D});
-  const bool any_mask = mask.causal || !mask.key_lengths.empty() || mask.mask.defined();
   const real neg_inf = -std::numeric_limits<real>::infinity();
   parallel_for(
       B * H,
@@ -194,30 +254,37 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
           const int64_t b = bh / H, h = bh % H;
           real* Pb = P.data() + bh * T * S;
           // scores = scale Q_h K_h^T   (T,d_k) x (d_k,S) -> (T,S)
-          gemm(false, true, T, S, dk, scale, Q.data() + b * T * D + h * dk, D,
-               K.data() + b * S * D + h * dk, D, 0, Pb, S);
-          if (any_mask)
-            for (int64_t i = 0; i < T; ++i)
+          gemm(false, true, T, S, dk, scale, q + b * T * ldq + h * dk, ldq, k + b * S * ldkv + h * dk,
+               ldkv, 0, Pb, S);
+          // Masks: causal and key padding hide a suffix of each row; a boolean
+          // mask is checked element by element.
+          const int64_t len = mask.key_lengths.empty() ? S : mask.key_lengths[b];
+          for (int64_t i = 0; i < T; ++i) {
+            real* row = Pb + i * S;
+            const int64_t visible = std::min(len, mask.causal ? i + 1 : S);
+            for (int64_t j = std::max<int64_t>(visible, 0); j < S; ++j) row[j] = neg_inf;
+            if (mask.mask.defined())
               for (int64_t j = 0; j < S; ++j)
-                if (mask.hidden(b, i, j, T, S)) Pb[i * S + j] = neg_inf;
+                if (mask.hidden(b, i, j, T, S)) row[j] = neg_inf;
+          }
           softmax_rows(Pb, T, S);  // fully masked rows become zeros
           // O_h = P V_h   (T,S) x (S,d_k) -> (T,d_k), written into its head's columns
-          gemm(false, false, T, dk, S, 1, Pb, S, V.data() + b * S * D + h * dk, D, 0,
+          gemm(false, false, T, dk, S, 1, Pb, S, v + b * S * ldkv + h * dk, ldkv, 0,
                O.data() + b * T * D + h * dk, D);
         }
       },
       /*grain=*/2);
 
   Tensor Y = Tensor::empty({B, T, D});
-  project(O, wo.data(), has_bias ? &bo.data() : nullptr, Y);
+  project(O, wo.data().data(), has_bias ? bo.data().data() : nullptr, D, Y.data());
   if (probs_out) *probs_out = P;
 
-  auto node = std::make_shared<AttentionNode>();
   node->B = B; node->T = T; node->S = S; node->D = D; node->H = H; node->dk = dk;
   node->has_bias = has_bias;
+  node->self = self;
   node->xq = xq.data(); node->xkv = xkv.data();
-  node->wq = wq.data(); node->wk = wk.data(); node->wv = wv.data(); node->wo = wo.data();
-  node->Q = Q; node->K = K; node->V = V; node->P = P; node->O = O;
+  node->wq = wq.data(); node->wo = wo.data();
+  node->P = P; node->O = O;
   std::vector<Var> inputs{xq, xkv, wq};
   if (has_bias) inputs.push_back(bq);
   inputs.push_back(wk);
@@ -238,6 +305,25 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t heads_, bool bi
   w_k = register_module("w_k", std::make_shared<Linear>(d_model, d_model, bias, g));
   w_v = register_module("w_v", std::make_shared<Linear>(d_model, d_model, bias, g));
   w_o = register_module("w_o", std::make_shared<Linear>(d_model, d_model, bias, g));
+  // Keep W_Q, W_K, W_V (and their biases) back to back in one buffer, so the
+  // fused op computes the three projections of an input with one sgemm and
+  // no packing copy. Each parameter stays its own (D, D) view, by name.
+  const int64_t D = d_model;
+  Tensor W = Tensor::empty({3 * D, D});
+  Linear* parts[3] = {w_q.get(), w_k.get(), w_v.get()};
+  for (int i = 0; i < 3; ++i) {
+    Tensor view = W.slice0(i * D, (i + 1) * D);
+    view.copy_(parts[i]->weight.data());
+    parts[i]->weight.data() = view;
+  }
+  if (bias) {
+    Tensor b = Tensor::empty({3 * D});
+    for (int i = 0; i < 3; ++i) {
+      Tensor view = b.slice0(i * D, (i + 1) * D);
+      view.copy_(parts[i]->bias.data());
+      parts[i]->bias.data() = view;
+    }
+  }
 }
 
 Var MultiHeadAttention::forward(const Var& xq, const Var& xkv, const AttentionMask& mask) {

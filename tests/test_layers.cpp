@@ -8,6 +8,7 @@
 
 #include "autograd/qkv_autograd.h"
 #include "core/error.h"
+#include "compare.h"
 #include "fixture.h"
 #include "nn/cross_entropy.h"
 #include "nn/dropout.h"
@@ -18,21 +19,10 @@
 
 using namespace qkv;
 
+using qkv::testing::check_close;
+using qkv::testing::ids_of;
+
 namespace {
-
-// Float32 parity with a float64 reference rounded to float32.
-void check_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  REQUIRE_MESSAGE(got.shape() == want.shape(),
-                  what << ": shape " << to_string(got.shape()) << " vs " << to_string(want.shape()));
-  INFO(what << ": max |qkv - torch| = " << max_abs_diff(got, want));
-  CHECK(allclose(got, want, 1e-5, 1e-6));
-}
-
-std::vector<int64_t> to_ids(const Tensor& t) {
-  std::vector<int64_t> ids;
-  for (real v : t.to_vector()) ids.push_back(static_cast<int64_t>(std::lround(v)));
-  return ids;
-}
 
 // Runs `f`, expecting a qkv::Error whose message contains every one of `parts`.
 template <class F>
@@ -63,7 +53,7 @@ void ffn_fixture_case(const std::string& c, nn::Activation act) {
 void ce_fixture_case(const std::string& c, int64_t ignore_index, real eps) {
   TensorFile f = load_fixture("layers.safetensors");
   Var logits(f.get(c + ".in.logits").clone(), true);
-  Var loss = nn::cross_entropy(logits, to_ids(f.get(c + ".in.targets")), ignore_index, eps);
+  Var loss = nn::cross_entropy(logits, ids_of(f.get(c + ".in.targets")), ignore_index, eps);
   check_close(loss.data().reshape({1}), f.get(c + ".out.loss"), c + " out.loss");
   loss.backward();
   check_close(logits.grad(), f.get(c + ".grad.logits"), c + " grad.logits");

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "autograd/qkv_autograd.h"
+#include "compare.h"
 #include "fixture.h"
 #include "nn/cross_entropy.h"
 #include "nn/transformer.h"
@@ -14,34 +15,14 @@
 using namespace qkv;
 using namespace qkv::nn;
 
-namespace {
+using qkv::testing::check_close;
+using qkv::testing::ids_of;
 
-std::vector<int64_t> ids_of(const Tensor& t) {
-  std::vector<int64_t> v;
-  for (real x : t.to_vector()) v.push_back(static_cast<int64_t>(std::lround(x)));
-  return v;
-}
+namespace {
 
 Tokens tokens_of(const TensorFile& f, const std::string& ids, const std::string& lens) {
   const Tensor& t = f.get(ids);
   return Tokens{ids_of(t), t.size(0), t.size(1), ids_of(f.get(lens))};
-}
-
-// |a - b| <= atol + rtol |b| everywhere; reports the worst element.
-void check_close(const Tensor& got, const Tensor& want, const std::string& what,
-                 double rtol = 1e-4, double atol = 1e-5) {
-  REQUIRE_MESSAGE(got.shape() == want.shape(), what << ": shape " << to_string(got.shape())
-                                                   << " vs " << to_string(want.shape()));
-  double worst = 0;
-  int64_t at = -1;
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    const double d = std::fabs(double(got.data()[i]) - want.data()[i]);
-    const double excess = d - (atol + rtol * std::fabs(double(want.data()[i])));
-    if (excess > worst || std::isnan(d)) { worst = excess; at = i; }
-  }
-  INFO(what << ": worst element " << at << " got " << (at >= 0 ? got.data()[at] : 0) << " want "
-            << (at >= 0 ? want.data()[at] : 0));
-  CHECK(at == -1);
 }
 
 // Every model parameter exists in the fixture and vice versa.

@@ -1,0 +1,132 @@
+// Multi-head attention in float32: PyTorch parity (torch.nn.MultiheadAttention
+// with the same weights, per-head probabilities), the packed weight layout the
+// fast path relies on, masks and error messages.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autograd/qkv_autograd.h"
+#include "compare.h"
+#include "fixture.h"
+#include "nn/attention.h"
+
+using namespace qkv;
+using namespace qkv::nn;
+using qkv::testing::check_close;
+using qkv::testing::ids_of;
+
+namespace {
+// Loss = sum(out * upstream), as the fixture's reference.
+void parity_case(const std::string& c, bool cross) {
+  TensorFile f = load_fixture("layers.safetensors");
+  MultiHeadAttention mha(8, 2);
+  load_params(mha, f, c + ".");
+  mha.keep_attention(true);
+  Var xq(f.get(c + (cross ? ".in.xq" : ".in.x")).clone(), true);
+  Var xkv = cross ? Var(f.get(c + ".in.xkv").clone(), true) : xq;
+  Var y = mha.forward(xq, xkv, AttentionMask{!cross, ids_of(f.get(c + ".in.lens")), Tensor()});
+  check_close(y.data(), f.get(c + ".out.y"), c + " out.y");
+  check_close(mha.last_attention(), f.get(c + ".out.attn"), c + " out.attn");
+  y.backward(f.get(c + ".in.upstream"));
+  check_close(xq.grad(), f.get(c + (cross ? ".grad.xq" : ".grad.x")), c + " grad of the query input");
+  if (cross) check_close(xkv.grad(), f.get(c + ".grad.xkv"), c + " grad.xkv");
+  for (auto& [name, p] : mha.named_parameters()) check_close(p.grad(), f.get(c + ".grad." + name), c + " grad." + name);
+}
+}  // namespace
+
+TEST_CASE("causal + padded self-attention matches torch.nn.MultiheadAttention: output, per-head weights, every gradient") {
+  parity_case("mha_self", false);
+}
+
+TEST_CASE("padded cross-attention (T != S) matches torch.nn.MultiheadAttention") {
+  parity_case("mha_cross", true);
+}
+
+TEST_CASE("MultiHeadAttention keeps W_Q, W_K, W_V back to back, and the packed path equals the copying path") {
+  Generator g(2);
+  MultiHeadAttention mha(8, 2, true, g);
+  const real* q = mha.w_q->weight.data().data();
+  CHECK(mha.w_k->weight.data().data() == q + 64);
+  CHECK(mha.w_v->weight.data().data() == q + 128);
+  CHECK(mha.w_k->bias.data().data() == mha.w_q->bias.data().data() + 8);
+  // The same weights in separate tensors take the copying path: same numbers.
+  std::vector<Var> sep;
+  for (auto& [n, p] : mha.named_parameters()) sep.emplace_back(p.data().clone(), true);
+  Var x(Tensor::normal({2, 5, 8}, 0, 1, g), true);
+  Var m(Tensor::normal({2, 3, 8}, 0, 1, g), true);
+  for (bool cross : {false, true}) {
+    const Var& kv = cross ? m : x;
+    Var a = mha.forward(x, kv, AttentionMask::padding({cross ? 3 : 5, 2}));
+    Var b = multi_head_attention(x, kv, sep[0], sep[1], sep[2], sep[3], sep[4], sep[5], sep[6], sep[7], 2,
+                                 AttentionMask::padding({cross ? 3 : 5, 2}));
+    CHECK(max_abs_diff(a.data(), b.data()) == 0);
+    Tensor up = Tensor::normal({2, 5, 8}, 0, 1, g);
+    a.backward(up);
+    b.backward(up);
+    auto params = mha.named_parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      INFO(params[i].first);
+      CHECK(max_abs_diff(params[i].second.grad(), sep[i].grad()) < 1e-6);
+      params[i].second.clear_grad();
+      sep[i].clear_grad();
+    }
+  }
+}
+
+TEST_CASE("a query whose keys are all masked gets a zero output row and zero gradient, never NaN") {
+  Generator g(4);
+  MultiHeadAttention mha(4, 2, true, g);
+  Var x(Tensor::normal({2, 3, 4}, 0, 1, g), true);
+  // Sequence 1 has no valid keys at all.
+  Var y = mha.forward(x, x, AttentionMask::padding({3, 0}));
+  mha.keep_attention(true);
+  Var y2 = mha.forward(x, x, AttentionMask::padding({3, 0}));
+  const Tensor& P = mha.last_attention();  // (B,H,T,S)
+  for (int64_t i = 0; i < P.numel(); ++i) CHECK(std::isfinite(P.data()[i]));
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t t = 0; t < 3; ++t)
+      for (int64_t s = 0; s < 3; ++s) CHECK(P.at({1, h, t, s}) == 0);
+  // With all keys hidden, the attention output is just the output bias.
+  for (int64_t t = 0; t < 3; ++t)
+    for (int64_t d = 0; d < 4; ++d) CHECK(y2.data().at({1, t, d}) == doctest::Approx(mha.w_o->bias.data().at({d})));
+  sum(y2).backward();
+  for (int64_t i = 0; i < x.grad().numel(); ++i) CHECK(std::isfinite(x.grad().data()[i]));
+  (void)y;
+}
+
+TEST_CASE("attention errors name the op and the shapes") {
+  MultiHeadAttention mha(8, 2);
+  Var x(Tensor::zeros({2, 3, 8}));
+  CHECK_THROWS_WITH_AS(MultiHeadAttention(10, 3), doctest::Contains("d_model 10 is not divisible by 3 heads"), Error);
+  CHECK_THROWS_WITH_AS(mha.forward(x, Var(Tensor::zeros({3, 4, 8}))),
+                       doctest::Contains("query (2,3,8) and key/value (3,4,8)"), Error);
+  CHECK_THROWS_WITH_AS(mha.forward(Var(Tensor::zeros({2, 3, 6})), Var(Tensor::zeros({2, 3, 6}))),
+                       doctest::Contains("attention: weight (8,8) should be (6,6)"), Error);
+  CHECK_THROWS_WITH_AS(mha.forward(x, x, AttentionMask::padding({3})), doctest::Contains("1 key lengths for a batch of 2"), Error);
+  CHECK_THROWS_WITH_AS(mha.forward(x, x, AttentionMask::padding({3, 4})),
+                       doctest::Contains("key length 4 of sequence 1 is outside [0, 3]"), Error);
+  AttentionMask bad;
+  bad.mask = Tensor::zeros({3, 4});
+  CHECK_THROWS_WITH_AS(mha.forward(x, x, bad), doctest::Contains("mask of shape (3,4) does not match (T,S) = (3,3)"), Error);
+}
+
+TEST_CASE("a boolean mask hides exactly the marked scores") {
+  Generator g(6);
+  MultiHeadAttention mha(4, 1, true, g);
+  mha.keep_attention(true);
+  Var x(Tensor::normal({1, 3, 4}, 0, 1, g));
+  AttentionMask m;
+  m.mask = Tensor::zeros({3, 3});
+  m.mask.at({0, 2}) = 1;
+  m.mask.at({2, 0}) = 1;
+  mha.forward(x, x, m);
+  const Tensor& P = mha.last_attention();
+  CHECK(P.at({0, 0, 0, 2}) == 0);
+  CHECK(P.at({0, 0, 2, 0}) == 0);
+  CHECK(P.at({0, 0, 1, 0}) > 0);
+  for (int64_t i = 0; i < 3; ++i) {
+    real rs = 0;
+    for (int64_t j = 0; j < 3; ++j) rs += P.at({0, 0, i, j});
+    CHECK(rs == doctest::Approx(1));
+  }
+}
