@@ -88,6 +88,14 @@ void run_backward(const Var& root, const Tensor& grad, bool retain_graph) {
         throw Error(std::string("backward: ") + node.name() + " produced a gradient of shape " +
                     to_string(in_grads[i].shape()) + " for input " + std::to_string(i) +
                     " of shape " + to_string(in.shape()));
+      if (!in.impl()->grad_fn) {
+        // A leaf: add into its .grad() now rather than parking the gradient
+        // until the leaf's turn (leaves come last), which would hold a second
+        // copy of every parameter gradient at the peak of backward.
+        accumulate_into(in.impl(), in_grads[i]);
+        in_grads[i] = Tensor();
+        continue;
+      }
       Tensor& slot = grads[in.impl()];
       // Sum over uses. Out of place: the earlier gradient may be shared.
       slot = slot.defined() ? add(slot, in_grads[i]) : std::move(in_grads[i]);

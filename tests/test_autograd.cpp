@@ -3,6 +3,8 @@
 // tensors, and very deep graphs.
 #include <doctest/doctest.h>
 
+#include "errors.h"
+
 #include <cmath>
 #include <memory>
 #include <string>
@@ -14,16 +16,8 @@
 using namespace qkv;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no throw>";
-}
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+using qkv::testing::error_of;
+using qkv::testing::has;
 bool has_fn(const Var& v) { return v.grad_fn() != nullptr; }
 Var leaf(std::vector<real> v, bool rg = true) { return Var(Tensor::from_vector(v), rg); }
 }  // namespace

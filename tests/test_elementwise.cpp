@@ -2,6 +2,8 @@
 // error messages and sum_to (the backward of broadcasting).
 #include <doctest/doctest.h>
 
+#include "errors.h"
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -12,16 +14,8 @@
 using namespace qkv;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no throw>";
-}
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+using qkv::testing::error_of;
+using qkv::testing::has;
 
 // Checks t against expected values (float32 tolerance) and shape.
 void check_values(const Tensor& t, const Shape& shape, const std::vector<double>& expect) {

@@ -2,6 +2,8 @@
 // their errors.
 #include <doctest/doctest.h>
 
+#include "errors.h"
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -11,16 +13,8 @@
 using namespace qkv;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no throw>";
-}
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+using qkv::testing::error_of;
+using qkv::testing::has;
 }  // namespace
 
 TEST_CASE("transpose of a (2,3) matrix swaps rows and columns") {

@@ -2,6 +2,8 @@
 // flags against explicit transposed copies, and error messages.
 #include <doctest/doctest.h>
 
+#include "errors.h"
+
 #include <string>
 #include <vector>
 
@@ -10,16 +12,8 @@
 using namespace qkv;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no throw>";
-}
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+using qkv::testing::error_of;
+using qkv::testing::has;
 
 // Naive (M,K) x (K,N) on raw row-major blocks, accumulated in double.
 void naive_mm(const real* a, const real* b, real* c, int64_t M, int64_t K, int64_t N) {

@@ -2,6 +2,8 @@
 // family: values, keepdim, negative axes, errors, numerical stability.
 #include <doctest/doctest.h>
 
+#include "errors.h"
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -12,16 +14,8 @@
 using namespace qkv;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no throw>";
-}
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+using qkv::testing::error_of;
+using qkv::testing::has;
 
 void check_values(const Tensor& t, const Shape& shape, const std::vector<double>& expect,
                   double eps = 1e-6) {

@@ -2,6 +2,8 @@
 // printing and the in-place ops.
 #include <doctest/doctest.h>
 
+#include "errors.h"
+
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -12,17 +14,8 @@
 using namespace qkv;
 
 namespace {
-// The message of the qkv::Error that f throws, or "<no throw>".
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no throw>";
-}
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+using qkv::testing::error_of;
+using qkv::testing::has;
 std::string str(const Tensor& t) {
   std::ostringstream os;
   os << t;
