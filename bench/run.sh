@@ -282,3 +282,5 @@ for cfg in configs:
             print(f"warning: {cfg}: first-step loss qkv {q0['loss_first']:.6f} vs PyTorch "
                   f"({t['setting']}) {t['loss_first']:.6f}: not the same start", file=sys.stderr)
 PYEOF
+# The hand-written profile summary (bench/PROFILE.md) closes the report.
+[ -f "$ROOT/bench/PROFILE.md" ] && cat "$ROOT/bench/PROFILE.md" >> "$OUT"
