@@ -283,4 +283,4 @@ for cfg in configs:
                   f"({t['setting']}) {t['loss_first']:.6f}: not the same start", file=sys.stderr)
 PYEOF
 # The hand-written profile summary (bench/PROFILE.md) closes the report.
-[ -f "$ROOT/bench/PROFILE.md" ] && cat "$ROOT/bench/PROFILE.md" >> "$OUT"
+if [ -f "$ROOT/bench/PROFILE.md" ]; then cat "$ROOT/bench/PROFILE.md" >> "$OUT"; fi
