@@ -25,7 +25,7 @@ else
   LDOPT  :=
 endif
 
-CXXFLAGS := -std=c++17 -Wall -Wextra -Wno-unused-parameter -fno-math-errno -fopenmp $(OPT) -I. -I$(BLAS_INC) -MMD -MP
+CXXFLAGS := -std=c++17 -Wall -Wextra -Wno-unused-parameter -fno-math-errno -fno-trapping-math -fopenmp $(OPT) -I. -I$(BLAS_INC) -MMD -MP
 LDFLAGS  := -fopenmp $(LDOPT) -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB)
 LDLIBS   := -lopenblas -lpthread -lm
 

@@ -118,8 +118,6 @@ Tensor map_broadcast(const Tensor& a, const Tensor& b, const char* op, F f) {
   return out;
 }
 
-constexpr real kInvSqrt2 = static_cast<real>(0.70710678118654752440);
-constexpr real kInvSqrt2Pi = static_cast<real>(0.39894228040143267794);
 
 }  // namespace
 
@@ -144,7 +142,7 @@ Tensor div(const Tensor& a, real s) { return map_unary(a, "div", [s](real x) { r
 Tensor rdiv(real s, const Tensor& a) { return map_unary(a, "rdiv", [s](real x) { return s / x; }); }
 
 Tensor neg(const Tensor& a) { return map_unary(a, "neg", [](real x) { return -x; }); }
-Tensor exp(const Tensor& a) { return map_unary(a, "exp", [](real x) { return std::exp(x); }); }
+Tensor exp(const Tensor& a) { return map_unary(a, "exp", [](real x) { return fast_exp(x); }); }
 Tensor log(const Tensor& a) { return map_unary(a, "log", [](real x) { return std::log(x); }); }
 Tensor sqrt(const Tensor& a) { return map_unary(a, "sqrt", [](real x) { return std::sqrt(x); }); }
 Tensor pow(const Tensor& a, real p) {
@@ -157,13 +155,6 @@ Tensor gelu(const Tensor& a) { return map_unary(a, "gelu", gelu_scalar); }
 Tensor tanh(const Tensor& a) { return map_unary(a, "tanh", [](real x) { return std::tanh(x); }); }
 Tensor sigmoid(const Tensor& a) {
   return map_unary(a, "sigmoid", [](real x) { return real(1) / (real(1) + std::exp(-x)); });
-}
-
-real gelu_scalar(real x) { return real(0.5) * x * (real(1) + std::erf(x * kInvSqrt2)); }
-// d/dx [x Phi(x)] = Phi(x) + x phi(x)
-real gelu_grad_scalar(real x) {
-  const real cdf = real(0.5) * (real(1) + std::erf(x * kInvSqrt2));
-  return cdf + x * kInvSqrt2Pi * std::exp(real(-0.5) * x * x);
 }
 
 Tensor relu_backward(const Tensor& g, const Tensor& x) {

@@ -2,6 +2,7 @@
 // op that autograd differentiates has its derivative kernel here too, so the
 // forward and backward passes share one implementation of the maths.
 #pragma once
+#include "core/fast_math.h"
 #include "core/tensor.h"
 
 namespace qkv {
@@ -52,9 +53,8 @@ Tensor tanh_backward(const Tensor& g, const Tensor& y);     // g * (1 - y^2)
 Tensor sigmoid_backward(const Tensor& g, const Tensor& y);  // g * y (1 - y)
 Tensor pow_backward(const Tensor& g, const Tensor& x, real p);  // g * p x^(p-1)
 
-// Scalar GELU and its derivative, for fused layers that apply it in their own loops.
-real gelu_scalar(real x);
-real gelu_grad_scalar(real x);
+// Scalar GELU and its derivative (gelu_scalar, gelu_grad_scalar) for fused
+// layers that apply it in their own loops live in core/fast_math.h.
 
 // Reduces a broadcast gradient back to `shape` by summing over the broadcast
 // dimensions: the backward of broadcasting.

@@ -75,6 +75,7 @@ struct FeedForwardNode : Node {
       } else {
         const real* __restrict pp = pre.data();
         parallel_for(NF, [&](int64_t b, int64_t e) {
+#pragma omp simd
           for (int64_t i = b; i < e; ++i) dp[i] *= gelu_grad_scalar(pp[i]);
         }, kParallelGrain / 8);  // erf + exp per element: worth a thread sooner
       }
@@ -134,6 +135,7 @@ Var feed_forward(const Var& x, const Var& w1, const Var& b1, const Var& w2, cons
       });
     } else {
       parallel_for(NF, [&](int64_t b, int64_t e) {
+#pragma omp simd
         for (int64_t i = b; i < e; ++i) hp[i] = gelu_scalar(pp[i]);
       }, kParallelGrain / 8);
     }
