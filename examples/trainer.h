@@ -39,7 +39,10 @@ struct TrainConfig {
   int64_t heldout = 1000;
   uint64_t seed = 1;
 
-  // Model-shaping settings, as checkpoint metadata (a resumed run must match).
+  // The settings a resumed run must share with the run that saved the
+  // checkpoint (model shape, data and optimisation), as checkpoint metadata.
+  // --steps is free, so a run can be extended (with the cosine schedule that
+  // also stretches the remaining decay).
   Metadata model_metadata() const {
     return {{"task", tasks::task_name(task.task)},
             {"symbols", std::to_string(task.symbols)},
@@ -51,7 +54,14 @@ struct TrainConfig {
             {"d_ff", std::to_string(d_ff)},
             {"pre_ln", pre_ln ? "true" : "false"},
             {"heldout", std::to_string(heldout)},
-            {"seed", std::to_string(seed)}};
+            {"seed", std::to_string(seed)},
+            {"batch", std::to_string(batch)},
+            {"schedule", schedule},
+            {"lr", std::to_string(lr)},
+            {"warmup", std::to_string(warmup)},
+            {"label_smoothing", std::to_string(label_smoothing)},
+            {"clip", std::to_string(clip)},
+            {"dropout", std::to_string(dropout)}};
   }
 };
 
@@ -150,7 +160,6 @@ class Trainer {
     md["step"] = std::to_string(opt.step_count());
     md["data_gen"] = generator_state_string(data_gen);
     md["dropout_gen"] = generator_state_string(model.dropout_gen);
-    md["dropout"] = std::to_string(cfg.dropout);
     write_safetensors(path, all, md);
   }
 
