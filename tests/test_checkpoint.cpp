@@ -3,6 +3,8 @@
 // Bad files are crafted byte by byte; every rejection must be a qkv::Error
 // naming the file and the tensor (these tests also run under ASan/UBSan).
 #include <doctest/doctest.h>
+
+#include "errors.h"
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -27,6 +29,8 @@
 
 using namespace qkv;
 namespace fs = std::filesystem;
+
+using qkv::testing::error_of;
 
 namespace {
 
@@ -102,16 +106,6 @@ std::string st_file(const std::string& header, const std::string& data) {
   return le64(header.size()) + header + data;
 }
 
-// The qkv::Error message of `f()`, or "" when it does not throw.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
