@@ -58,18 +58,28 @@ inline void write_loss_svg(const std::string& path, const std::vector<double>& s
                   L, Y(std::pow(10, d)), L + pw, Y(std::pow(10, d)), L - 6, Y(std::pow(10, d)) + 4, static_cast<int>(d));
     f << buf;
   }
-  for (int i = 0; i <= 5; ++i) {
-    const double s = x0 + (x1 - x0) * i / 5;
+  // Step ticks at round numbers: 1, 2 or 5 times a power of ten, about 6 of them.
+  const double raw = (x1 - x0) / 6, mag = std::pow(10.0, std::floor(std::log10(std::max(raw, 1.0))));
+  const double tick = raw <= mag ? mag : raw <= 2 * mag ? 2 * mag : raw <= 5 * mag ? 5 * mag : 10 * mag;
+  for (double s = std::ceil(x0 / tick) * tick; s <= x1; s += tick) {
     std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' text-anchor='middle'>%.0f</text>\n", X(s), T + ph + 18, s);
     f << buf;
   }
   std::snprintf(buf, sizeof buf, "<rect x='%g' y='%g' width='%g' height='%g' fill='none' stroke='black'/>\n", L, T, pw, ph);
   f << buf;
   f << "<text x='" << L + pw / 2 << "' y='" << H - 10 << "' text-anchor='middle'>step</text>\n";
-  f << "<text x='16' y='" << T + ph / 2 << "' transform='rotate(-90 16 " << T + ph / 2 << ")' text-anchor='middle' fill='#1f77b4'>training loss (log)</text>\n";
-  f << "<polyline fill='none' stroke='#1f77b4' stroke-width='1.2' points='";
+  f << "<text x='16' y='" << T + ph / 2 << "' transform='rotate(-90 16 " << T + ph / 2 << ")' text-anchor='middle' fill='#1f77b4'>training loss (log; dark: moving average)</text>\n";
+  // Raw loss, light; an exponential moving average (0.95) of it on top.
+  f << "<polyline fill='none' stroke='#aec7e8' stroke-width='1' points='";
   for (size_t i = 0; i < steps.size(); ++i) {
     std::snprintf(buf, sizeof buf, "%.1f,%.1f ", X(steps[i]), Y(loss[i]));
+    f << buf;
+  }
+  f << "'/>\n<polyline fill='none' stroke='#1f77b4' stroke-width='1.8' points='";
+  double ema = loss.front();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    ema = 0.95 * ema + 0.05 * loss[i];
+    std::snprintf(buf, sizeof buf, "%.1f,%.1f ", X(steps[i]), Y(ema));
     f << buf;
   }
   f << "'/>\n";
@@ -83,7 +93,7 @@ inline void write_loss_svg(const std::string& path, const std::vector<double>& s
       std::snprintf(buf, sizeof buf, "%.1f,%.1f ", X(eval_steps[i]), Ya(eval_acc[i]));
       f << buf;
     }
-    f << "'/>\n<text x='" << L + pw - 4 << "' y='" << T + 14 << "' text-anchor='end' fill='#d62728'>held-out exact-sequence accuracy</text>\n";
+    f << "'/>\n<text x='" << L + 8 << "' y='" << T + ph - 8 << "' fill='#d62728'>held-out exact-sequence accuracy (right axis)</text>\n";
   }
   f << "</svg>\n";
 }

@@ -155,8 +155,8 @@ int main(int argc, char** argv) {
           std::printf("  held-out at step %lld: exact %.1f%%, token %.1f%%\n", static_cast<long long>(s),
                       100 * r.exact_acc(), 100 * r.token_acc());
           if (!no_early_stop && r.exact_acc() >= target) {
-            std::printf("  reached the %.1f%% target: stopping early at step %lld\n", 100 * target,
-                        static_cast<long long>(s));
+            std::printf("  reached the %.1f%% target at step %lld%s\n", 100 * target, static_cast<long long>(s),
+                        s < cfg.steps ? ": stopping early" : "");
             reached = true;
             break;
           }

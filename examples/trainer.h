@@ -30,7 +30,7 @@ struct TrainConfig {
   real dropout = 0.0;
   bool pre_ln = false;
   int64_t batch = 64;
-  int64_t steps = 3000;            // upper bound; training may stop early
+  int64_t steps = 1000;            // upper bound, and the cosine schedule's length; may stop early
   std::string schedule = "cosine";  // noam | cosine | constant
   real lr = 2e-3;                  // peak lr (cosine/constant); factor for noam
   int64_t warmup = 100;
