@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"Train a Transformer on a toy sequence-to-sequence task (qkv)"};
   app.add_option("--task", task, "copy, reverse or sort")->capture_default_str();
-  app.add_option("--steps", cfg.steps, "maximum training steps")->capture_default_str();
+  app.add_option("--steps", cfg.steps, "training steps, and the cosine schedule's length (may stop early)")->capture_default_str();
   app.add_option("--batch", cfg.batch, "sequences per batch")->capture_default_str();
   app.add_option("--d-model", cfg.d_model, "model width D")->capture_default_str();
   app.add_option("--heads", cfg.heads, "attention heads H")->capture_default_str();
