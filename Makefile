@@ -8,6 +8,10 @@
 #   make bench      benchmarks -> BENCHMARKS.md
 
 CXX      ?= g++
+# Build on every core unless -j was given: plain `make test` is the CI command.
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+  MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 SANITIZE ?= 0
 MULTIARCH := $(shell $(CXX) -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 # The OpenMP build of OpenBLAS: sgemm shares our OpenMP threads (one pool).
