@@ -133,3 +133,16 @@ TEST_CASE("a checkpoint whose config does not match the run is a clear error") {
   CHECK_THROWS_WITH_AS(other.load(path), doctest::Contains("d_model = 16 but this run has d_model = 32"), Error);
   std::remove(path.c_str());
 }
+
+TEST_CASE("a file that is not a training checkpoint, and an unknown schedule, are clear errors") {
+  train::TrainConfig c = small_config();
+  const std::string path = (std::filesystem::temp_directory_path() / "qkv_not_a_ckpt.safetensors").string();
+  {
+    train::Trainer t(c);
+    nn::save(t.model, path);  // a model-only file: no training metadata
+    CHECK_THROWS_WITH_AS(t.load(path), doctest::Contains("not a qkv training checkpoint"), Error);
+  }
+  std::remove(path.c_str());
+  c.schedule = "linear";
+  CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains("unknown schedule 'linear'"), Error);
+}

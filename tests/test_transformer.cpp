@@ -149,6 +149,15 @@ TEST_CASE("transformer inputs are validated with clear errors") {
   CHECK_THROWS_WITH_AS(m.encode(bad_count), doctest::Contains("3 token ids for (B,T) = (2,2)"), Error);
   Tokens bad_id{{1, 7}, 1, 2, {}};
   CHECK_THROWS_AS(m.encode(bad_id), Error);
+  Tokens src{{1, 2, 3}, 1, 3, {}}, other{{1, 2}, 1, 2, {}};
+  Var memory = m.encode(src);  // (1,3,8)
+  CHECK_THROWS_WITH_AS(m.decode(other, memory, other),
+                       doctest::Contains("memory (1,3,8) does not match target batch 1 and source length 2"), Error);
+  c.encoder_layers = 0;
+  CHECK_THROWS_WITH_AS(Seq2SeqTransformer{c}, doctest::Contains("Encoder: needs at least one layer, got 0"), Error);
+  c.encoder_layers = 1;
+  c.src_vocab = 0;
+  CHECK_THROWS_WITH_AS(Seq2SeqTransformer{c}, doctest::Contains("vocabulary sizes must be positive"), Error);
 }
 
 TEST_CASE("train() and eval() reach every dropout in the model") {
