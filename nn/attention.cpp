@@ -47,28 +47,6 @@ void check_mask(const AttentionMask& m, int64_t B, int64_t T, int64_t S) {
   }
 }
 
-// Y (N, out) = X (N, in) W^T + b  (W is (out, in)).
-void project(const Tensor& X, const real* W, const real* b, int64_t out, real* Y) {
-  const int64_t in = X.size(-1), N = X.numel() / in;
-  if (b)
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t o = 0; o < out; ++o) Y[n * out + o] = b[o];
-  gemm(false, true, N, out, in, 1, X.data(), in, W, in, b ? 1 : 0, Y, out);
-}
-
-// Backward of project: dX (+)= dY W, dW = dY^T X, db = column sums of dY.
-void project_backward(const real* dY, const Tensor& X, const real* W, int64_t out, real* dX,
-                      bool accumulate_dx, real* dW, real* db) {
-  const int64_t in = X.size(-1), N = X.numel() / in;
-  if (dX) gemm(false, false, N, in, out, 1, dY, out, W, in, accumulate_dx ? 1 : 0, dX, in);
-  if (dW) gemm(true, false, out, in, N, 1, dY, out, X.data(), in, 0, dW, in);
-  if (db) {
-    for (int64_t o = 0; o < out; ++o) db[o] = 0;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t o = 0; o < out; ++o) db[o] += dY[n * out + o];
-  }
-}
-
 // The projections that read the same input are stacked, so one sgemm computes
 // them all: [Wq; Wk; Wv] (3D, D) for self-attention, [Wk; Wv] (2D, D) for the
 // key/value side of cross-attention. MultiHeadAttention keeps its weights back
@@ -103,7 +81,7 @@ struct AttentionNode : Node {
     // Output projection: out = O Wo^T + bo.
     Tensor dO = Tensor::empty({B * T, D});
     Tensor dWo = Tensor::empty({D, D}), dbo = has_bias ? Tensor::empty({D}) : Tensor();
-    project_backward(dY.data(), O, wo.data(), D, dO.data(), false, dWo.data(),
+    linear_backward(dY.data(), O, wo.data(), D, dO.data(), false, dWo.data(),
                      has_bias ? dbo.data() : nullptr);
 
     // Gradients of the projections, in the same stacked layout as forward.
@@ -167,12 +145,12 @@ struct AttentionNode : Node {
     dWs = Tensor::empty({3 * D, D});
     if (has_bias) dbs = Tensor::empty({3 * D});
     if (self) {
-      project_backward(dQKV.data(), xq, Wqkv.data(), 3 * D, needs_grad(0) ? dxq.data() : nullptr,
+      linear_backward(dQKV.data(), xq, Wqkv.data(), 3 * D, needs_grad(0) ? dxq.data() : nullptr,
                        false, dWs.data(), has_bias ? dbs.data() : nullptr);
     } else {
-      project_backward(dQ.data(), xq, wq.data(), D, needs_grad(0) ? dxq.data() : nullptr, false,
+      linear_backward(dQ.data(), xq, wq.data(), D, needs_grad(0) ? dxq.data() : nullptr, false,
                        dWs.data(), has_bias ? dbs.data() : nullptr);
-      project_backward(dKV.data(), xkv, Wkv.data(), 2 * D, needs_grad(1) ? dxkv.data() : nullptr,
+      linear_backward(dKV.data(), xkv, Wkv.data(), 2 * D, needs_grad(1) ? dxkv.data() : nullptr,
                        false, dWs.data() + D * D, has_bias ? dbs.data() + D : nullptr);
     }
     Tensor dWq = dWs.slice0(0, D), dWk = dWs.slice0(D, 2 * D), dWv = dWs.slice0(2 * D, 3 * D);
@@ -226,7 +204,7 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
     const real* W = stacked({&wq, &wk, &wv}, D * D, wscratch);
     const real* b = has_bias ? stacked({&bq, &bk, &bv}, D, bscratch) : nullptr;
     node->QKV = Tensor::empty({B * T, 3 * D});
-    project(xq.data(), W, b, 3 * D, node->QKV.data());
+    linear_forward(xq.data(), W, b, 3 * D, node->QKV.data());
     // Keeps the stack alive. When it is the module's packed buffer, wq's
     // storage holds all three weights and backward reads 3*D*D from its start.
     node->Wqkv = wscratch.defined() ? wscratch : wq.data();
@@ -234,11 +212,11 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
     q = node->QKV.data(); k = q + D; v = q + 2 * D;
   } else {
     node->Q = Tensor::empty({B * T, D});
-    project(xq.data(), wq.data().data(), has_bias ? bq.data().data() : nullptr, D, node->Q.data());
+    linear_forward(xq.data(), wq.data().data(), has_bias ? bq.data().data() : nullptr, D, node->Q.data());
     const real* W = stacked({&wk, &wv}, D * D, wscratch);
     const real* b = has_bias ? stacked({&bk, &bv}, D, bscratch) : nullptr;
     node->KV = Tensor::empty({B * S, 2 * D});
-    project(xkv.data(), W, b, 2 * D, node->KV.data());
+    linear_forward(xkv.data(), W, b, 2 * D, node->KV.data());
     node->Wkv = wscratch.defined() ? wscratch : wk.data();
     ldq = D; ldkv = 2 * D;
     q = node->Q.data(); k = node->KV.data(); v = k + D;
@@ -276,7 +254,7 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
       /*grain=*/2);
 
   Tensor Y = Tensor::empty({B, T, D});
-  project(O, wo.data().data(), has_bias ? bo.data().data() : nullptr, D, Y.data());
+  linear_forward(O, wo.data().data(), has_bias ? bo.data().data() : nullptr, D, Y.data());
   if (probs_out) *probs_out = P;
 
   node->B = B; node->T = T; node->S = S; node->D = D; node->H = H; node->dk = dk;

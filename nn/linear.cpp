@@ -10,30 +10,39 @@
 
 namespace qkv::nn {
 
-// Forward: Y (N, out) = X (N, in) W^T + b, N = product of x's leading dims.
-// Backward: dX = dY W (N,out)x(out,in); dW = dY^T X (out,N)x(N,in); db = sum_N dY.
+void linear_forward(const Tensor& X, const real* W, const real* b, int64_t out, real* Y) {
+  const int64_t in = X.size(-1), N = X.numel() / in;
+  if (b)  // Y = broadcast(b), then Y += X W^T (beta = 1)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < out; ++o) Y[n * out + o] = b[o];
+  // (N,in) x (in,out) -> (N,out), W read transposed by sgemm
+  gemm(false, true, N, out, in, 1, X.data(), in, W, in, b ? 1 : 0, Y, out);
+}
+
+// Y = X W^T + b  =>  dX = dY W (N,out)x(out,in);  dW = dY^T X (out,N)x(N,in);  db = sum_N dY
+void linear_backward(const real* dY, const Tensor& X, const real* W, int64_t out, real* dX,
+                     bool accumulate_dx, real* dW, real* db) {
+  const int64_t in = X.size(-1), N = X.numel() / in;
+  if (dX) gemm(false, false, N, in, out, 1, dY, out, W, in, accumulate_dx ? 1 : 0, dX, in);
+  if (dW) gemm(true, false, out, in, N, 1, dY, out, X.data(), in, 0, dW, in);
+  if (db) {
+    for (int64_t o = 0; o < out; ++o) db[o] = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < out; ++o) db[o] += dY[n * out + o];
+  }
+}
+
 struct LinearNode : Node {
   Tensor x, w;
   bool has_bias = false;
   const char* name() const override { return "linear"; }
   std::vector<Tensor> backward(const Tensor& g) override {
-    const int64_t out = w.size(0), in = w.size(1), N = x.numel() / in;
-    Tensor dx, dw, db;
-    if (needs_grad(0)) {
-      dx = Tensor::empty(x.shape());
-      gemm(false, false, N, in, out, 1, g.data(), out, w.data(), in, 0, dx.data(), in);
-    }
-    if (needs_grad(1)) {
-      dw = Tensor::empty(w.shape());
-      gemm(true, false, out, in, N, 1, g.data(), out, x.data(), in, 0, dw.data(), in);
-    }
-    if (has_bias && needs_grad(2)) {
-      db = Tensor::zeros({out});
-      real* d = db.data();
-      const real* gp = g.data();
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t o = 0; o < out; ++o) d[o] += gp[n * out + o];
-    }
+    const int64_t out = w.size(0);
+    Tensor dx = needs_grad(0) ? Tensor::empty(x.shape()) : Tensor();
+    Tensor dw = needs_grad(1) ? Tensor::empty(w.shape()) : Tensor();
+    Tensor db = has_bias && needs_grad(2) ? Tensor::empty({out}) : Tensor();
+    linear_backward(g.data(), x, w.data(), out, dx.defined() ? dx.data() : nullptr, false,
+                    dw.defined() ? dw.data() : nullptr, db.defined() ? db.data() : nullptr);
     std::vector<Tensor> grads{dx, dw};
     if (has_bias) grads.push_back(db);
     return grads;
@@ -52,17 +61,10 @@ Var linear(const Var& x, const Var& weight, const Var& bias) {
   if (has_bias && bias.shape() != Shape{W.size(0)})
     throw Error("linear: bias " + to_string(bias.shape()) + " does not match weight " +
                 to_string(W.shape()));
-  const int64_t out = W.size(0), in = W.size(1), N = X.numel() / in;
   Shape ys = X.shape();
-  ys.back() = out;
-  Tensor Y = Tensor::empty(ys);
-  if (has_bias) {  // Y = broadcast(b), then Y += X W^T (beta = 1)
-    const real* b = bias.data().data();
-    real* y = Y.data();
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t o = 0; o < out; ++o) y[n * out + o] = b[o];
-  }
-  gemm(false, true, N, out, in, 1, X.data(), in, W.data(), in, has_bias ? 1 : 0, Y.data(), out);
+  ys.back() = W.size(0);
+  Tensor Y = Tensor::empty(ys);  // (..., out)
+  linear_forward(X, W.data(), has_bias ? bias.data().data() : nullptr, W.size(0), Y.data());
   auto node = std::make_shared<LinearNode>();
   node->x = X;
   node->w = W;
