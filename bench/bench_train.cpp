@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
   std::string config = "tiny", save_init, save_batch;
   int threads = 1, steps = 20, warmup = 3;
   uint64_t seed = 1;
-  bool json = false, no_ceiling = false;
+  bool json = false, no_ceiling = false, show_shapes = false;
   CLI::App app{"bench_train: time a Transformer training step and its sgemm ceiling (qkv)"};
   app.add_option("--config", config, "tiny, small, base or gpt")
       ->check(CLI::IsMember({"tiny", "small", "base", "gpt"}));
@@ -251,6 +251,7 @@ int main(int argc, char** argv) {
   app.add_option("--save-init", save_init, "write the initial weights here (safetensors, qkv names)");
   app.add_option("--save-batch", save_batch, "write the token batch here (src, tgt, targets as F32)");
   app.add_flag("--no-ceiling", no_ceiling, "skip the sgemm ceiling measurement");
+  app.add_flag("--shapes", show_shapes, "also print each sgemm shape's ideal time and GFLOP/s");
   app.add_flag("--json", json, "print one JSON line instead of the readable report");
   CLI11_PARSE(app, argc, argv);
 
@@ -352,10 +353,10 @@ int main(int argc, char** argv) {
     ShapeList shapes = derive_step_shapes(c);
     const double derived_step = shapes.flops(true), derived_fwd = shapes.flops(false);
     double ideal_step_s = 0, ideal_fwd_s = 0;
+    std::vector<std::unique_ptr<GemmTimer>> timers;
     if (!no_ceiling) {
       // Rounds over all shapes, best per shape: a burst of load from elsewhere
       // spoils one round of many shapes rather than every round of one.
-      std::vector<std::unique_ptr<GemmTimer>> timers;
       for (const GemmShape& g : shapes.shapes()) timers.push_back(std::make_unique<GemmTimer>(g));
       for (int round = 0; round < 7; ++round)
         for (auto& t : timers) t->round();
@@ -414,6 +415,18 @@ int main(int argc, char** argv) {
       std::printf("  forward      %9.3f ms median (forward + loss, no graph)\n", fwd_ms);
       std::printf("  matmul       %.4f GFLOP/step -> %.2f GFLOP/s; forward %.2f GFLOP/s\n",
                   step_flops / 1e9, gflops, fwd_gflops);
+      if (ceiling > 0 && show_shapes) {
+        std::printf("  %-3s %6s %6s %6s %6s %5s %5s %10s %9s %7s\n", "op", "M", "N", "K", "batch",
+                    "fwd", "bwd", "us/call", "GFLOP/s", "share");
+        for (size_t i = 0; i < timers.size(); ++i) {
+          const GemmShape& g = shapes.shapes()[i];
+          const double t = timers[i]->best();
+          std::printf("  %c%c  %6lld %6lld %6lld %6lld %5lld %5lld %10.1f %9.1f %6.1f%%\n",
+                      g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', (long long)g.M, (long long)g.N,
+                      (long long)g.K, (long long)g.batch, (long long)g.fwd, (long long)g.bwd,
+                      t * 1e6, g.flops() / t / 1e9, 100 * t * (g.fwd + g.bwd) / ideal_step_s);
+        }
+      }
       if (ceiling > 0)
         std::printf("  sgemm ceiling %.2f GFLOP/s on the step's %zu shapes -> %.1f%% of it "
                     "(forward ceiling %.2f)\n",

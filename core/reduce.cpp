@@ -125,28 +125,58 @@ Tensor max(const Tensor& a) {
 
 // ---- softmax family --------------------------------------------------------
 
+namespace {
+
+// The largest entry of a row; -inf for an empty or fully masked row.
+inline real row_max(const real* __restrict row, int64_t n) {
+  real m = -std::numeric_limits<real>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t k = 0; k < n; ++k) m = row[k] > m ? row[k] : m;
+  return m;
+}
+
+// One row in place: row = exp(row - max) / sum(exp(row - max)). Kept out of
+// line so both callers (the threaded loop and the serial one) get the same
+// vectorised code.
+__attribute__((noinline)) void softmax_row(real* __restrict row, int64_t n) {
+  const real m = row_max(row, n);
+  if (m == -std::numeric_limits<real>::infinity()) {
+    // Every entry is -inf (a fully masked row): define the result as 0.
+    for (int64_t k = 0; k < n; ++k) row[k] = 0;
+    return;
+  }
+  real s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t k = 0; k < n; ++k) {
+    const real e = fast_exp(row[k] - m);
+    row[k] = e;
+    s += e;
+  }
+  const real inv = real(1) / s;
+#pragma omp simd
+  for (int64_t k = 0; k < n; ++k) row[k] *= inv;
+}
+
+// row = row - logsumexp(row). x - logsumexp(x) = (x - m) - log(s): subtracting
+// m first keeps large logits exact (m + log(s) would round to the spacing of
+// m, 6e-5 at 1000).
+__attribute__((noinline)) void log_softmax_row(real* __restrict row, int64_t n) {
+  const real m = row_max(row, n);
+  real s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t k = 0; k < n; ++k) s += fast_exp(row[k] - m);
+  const real log_s = std::log(s);
+#pragma omp simd
+  for (int64_t k = 0; k < n; ++k) row[k] = (row[k] - m) - log_s;
+}
+
+}  // namespace
+
 void softmax_rows(real* x, int64_t rows, int64_t n) {
   parallel_for(
       rows,
       [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          real* row = x + r * n;
-          real m = -std::numeric_limits<real>::infinity();
-          for (int64_t k = 0; k < n; ++k) m = std::max(m, row[k]);
-          if (m == -std::numeric_limits<real>::infinity()) {
-            // Every entry is -inf (a fully masked row): define the result as 0.
-            for (int64_t k = 0; k < n; ++k) row[k] = 0;
-            continue;
-          }
-          real s = 0;
-#pragma omp simd reduction(+ : s)
-          for (int64_t k = 0; k < n; ++k) {
-            row[k] = fast_exp(row[k] - m);
-            s += row[k];
-          }
-          const real inv = real(1) / s;
-          for (int64_t k = 0; k < n; ++k) row[k] *= inv;
-        }
+        for (int64_t r = r0; r < r1; ++r) softmax_row(x + r * n, n);
       },
       grain_for(n));
 }
@@ -155,18 +185,7 @@ void log_softmax_rows(real* x, int64_t rows, int64_t n) {
   parallel_for(
       rows,
       [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          real* row = x + r * n;
-          real m = -std::numeric_limits<real>::infinity();
-          for (int64_t k = 0; k < n; ++k) m = std::max(m, row[k]);
-          real s = 0;
-#pragma omp simd reduction(+ : s)
-          for (int64_t k = 0; k < n; ++k) s += fast_exp(row[k] - m);
-          // x - logsumexp(x) = (x - m) - log(s). Subtracting m first keeps large
-          // logits exact: m + log(s) would round to the spacing of m (6e-5 at 1000).
-          const real log_s = std::log(s);
-          for (int64_t k = 0; k < n; ++k) row[k] = (row[k] - m) - log_s;
-        }
+        for (int64_t r = r0; r < r1; ++r) log_softmax_row(x + r * n, n);
       },
       grain_for(n));
 }
