@@ -26,6 +26,9 @@ class Node {
 
   bool needs_grad(size_t i) const { return i < inputs.size() && inputs[i].requires_grad(); }
 
+  // Stores the variables this op read as graph references (see var.h).
+  void adopt_inputs(std::vector<Var> in);
+
   std::vector<Var> inputs;  // the variables this op read
   Shape out_shape;          // the shape of the op's output (checked against grad_out)
   bool released = false;    // saved tensors already freed by a backward

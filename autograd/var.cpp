@@ -10,6 +10,38 @@ Var::Var(Tensor data, bool requires_grad) : impl_(std::make_shared<VarImpl>()) {
   check_defined(data, "Var");
   impl_->data = std::move(data);
   impl_->requires_grad = requires_grad;
+  impl_->handles = 1;
+}
+
+// ---- handles --------------------------------------------------------------------
+// A copy made by the user (including a copy of a graph reference, as a graph
+// walk makes) counts as a handle. When the last one goes, an intermediate's
+// values are dropped: the graph keeps the variable, not its numbers. Tensors
+// share storage, so the ops that saved the same values still have them.
+Var::Var(const Var& o) : impl_(o.impl_) {
+  if (impl_) ++impl_->handles;
+}
+Var::Var(Var&& o) noexcept : impl_(std::move(o.impl_)), graph_ref_(o.graph_ref_) {
+  o.graph_ref_ = false;
+}
+void Var::swap(Var& o) noexcept {
+  std::swap(impl_, o.impl_);
+  std::swap(graph_ref_, o.graph_ref_);
+}
+Var& Var::operator=(const Var& o) {
+  Var copy(o);
+  swap(copy);
+  return *this;  // copy, now holding the old variable, lets go of it
+}
+Var& Var::operator=(Var&& o) noexcept {
+  Var moved(std::move(o));
+  swap(moved);
+  return *this;
+}
+Var::~Var() {
+  if (!impl_ || graph_ref_) return;
+  if (--impl_->handles == 0 && impl_->grad_fn && !impl_->retains_values)
+    impl_->data = Tensor();
 }
 
 namespace {
@@ -17,10 +49,29 @@ VarImpl* checked(const std::shared_ptr<VarImpl>& p, const char* op) {
   if (!p) throw Error(std::string(op) + ": Var is undefined");
   return p.get();
 }
+
+VarImpl* with_values(const std::shared_ptr<VarImpl>& p) {
+  VarImpl* v = checked(p, "data");
+  if (!v->data.defined() && v->grad_fn)
+    throw Error(std::string("data: the values of this ") + v->grad_fn->name() + " output " +
+                to_string(v->grad_fn->out_shape) +
+                " were freed when its last handle was dropped (the graph keeps variables, "
+                "not their values); keep a Var of it, or build the graph inside a "
+                "RetainValuesGuard");
+  return v;
+}
 }  // namespace
 
-const Tensor& Var::data() const { return checked(impl_, "data")->data; }
-Tensor& Var::data() { return checked(impl_, "data")->data; }
+const Tensor& Var::data() const { return with_values(impl_)->data; }
+Tensor& Var::data() { return with_values(impl_)->data; }
+const Shape& Var::shape() const {
+  const VarImpl* v = checked(impl_, "shape");
+  return v->data.defined() ? v->data.shape() : v->grad_fn->out_shape;
+}
+int64_t Var::size(int axis) const {
+  const Shape& s = shape();
+  return s[normalize_axis(axis, static_cast<int>(s.size()), "Var::size", s)];
+}
 const Tensor& Var::grad() const { return checked(impl_, "grad")->grad; }
 bool Var::requires_grad() const { return impl_ && impl_->requires_grad; }
 
@@ -43,7 +94,7 @@ Var& Var::retain_grad() {
 
 void Var::backward() {
   checked(impl_, "backward");
-  if (impl_->data.numel() != 1)
+  if (numel() != 1)
     throw Error("backward: output of shape " + to_string(shape()) +
                 " is not a scalar; pass the upstream gradient: backward(grad)");
   backward(Tensor::ones(shape()));
@@ -76,6 +127,19 @@ const std::string& Var::name() const { return checked(impl_, "name")->name; }
 // stack; each input it held the last handle of gives up its own node, whose
 // inputs join the stack. Every destructor that then runs has nothing left to
 // recurse into.
+// The Vars an op read become graph references, which are not handles: if the
+// caller moved its last handle in, the values go now.
+void Node::adopt_inputs(std::vector<Var> in) {
+  for (Var& v : in) {
+    if (!v.graph_ref_) {
+      Var counted(std::move(v));  // releases one handle when it goes out of scope...
+      v.impl_ = counted.impl_;    // ...while v keeps the variable as a graph reference
+      v.graph_ref_ = true;
+    }
+  }
+  inputs = std::move(in);
+}
+
 Node::~Node() {
   std::vector<Var> stack = std::move(inputs);
   while (!stack.empty()) {
@@ -93,9 +157,14 @@ Node::~Node() {
 // ---- grad mode ----------------------------------------------------------------
 namespace {
 thread_local bool t_grad_enabled = true;
-}
+thread_local bool t_retain_values = false;
+}  // namespace
 bool grad_enabled() { return t_grad_enabled; }
 void set_grad_enabled(bool on) { t_grad_enabled = on; }
+
+bool retain_values_enabled() { return t_retain_values; }
+RetainValuesGuard::RetainValuesGuard() : prev_(t_retain_values) { t_retain_values = true; }
+RetainValuesGuard::~RetainValuesGuard() { t_retain_values = prev_; }
 
 // ---- recording ------------------------------------------------------------------
 bool should_record(const std::vector<Var>& inputs) {
@@ -109,9 +178,10 @@ Var make_result(Tensor out, std::shared_ptr<Node> node, std::vector<Var> inputs)
   Var v(std::move(out), false);
   if (node && should_record(inputs)) {
     node->out_shape = v.shape();
-    node->inputs = std::move(inputs);
+    node->adopt_inputs(std::move(inputs));
     v.impl()->grad_fn = std::move(node);
     v.impl()->requires_grad = true;
+    v.impl()->retains_values = t_retain_values;
   }
   return v;
 }

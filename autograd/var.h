@@ -7,6 +7,15 @@
 //   loss.backward();          // w.grad() now holds dloss/dw
 //
 // Like a PyTorch tensor, a Var is a handle: copies share the same variable.
+//
+// Memory: the graph remembers which variables each op read, but it does not
+// keep their values alive. When the last handle you hold to an intermediate
+// (a Var made by an op) goes away, its values are freed, as in PyTorch; the
+// ops that need a value for backward have saved their own reference to it.
+// The variable itself stays in the graph (its shape, grad_fn and, with
+// retain_grad, its gradient). To read every intermediate's values later,
+// walking the graph (as the step-through does), build the graph inside a
+// RetainValuesGuard.
 #pragma once
 #include <memory>
 #include <string>
@@ -18,10 +27,12 @@ namespace qkv {
 class Node;
 
 struct VarImpl {
-  Tensor data;
+  Tensor data;                    // undefined once an intermediate's values are freed
   Tensor grad;                    // undefined until a backward reaches this variable
   bool requires_grad = false;
   bool retains_grad = false;      // non-leaves keep .grad only when asked (as in PyTorch)
+  bool retains_values = false;    // made inside a RetainValuesGuard: data is never freed
+  int handles = 0;                // Vars held outside the graph (the graph's own don't count)
   std::shared_ptr<Node> grad_fn;  // null for leaves
   std::string name;               // optional label, shown in graph dumps
 };
@@ -30,14 +41,23 @@ class Var {
  public:
   Var() = default;
   explicit Var(Tensor data, bool requires_grad = false);
+  // Handles are counted, so that an intermediate's values can be freed with
+  // its last handle (see the top of this file).
+  Var(const Var& o);
+  Var(Var&& o) noexcept;
+  Var& operator=(const Var& o);
+  Var& operator=(Var&& o) noexcept;
+  ~Var();
 
   bool defined() const { return impl_ != nullptr; }
+  // Throws when the values of an intermediate were freed.
   const Tensor& data() const;
   Tensor& data();
-  const Shape& shape() const { return data().shape(); }
-  int dim() const { return data().dim(); }
-  int64_t size(int axis) const { return data().size(axis); }
-  int64_t numel() const { return data().numel(); }
+  // The shape, also after the values were freed.
+  const Shape& shape() const;
+  int dim() const { return static_cast<int>(shape().size()); }
+  int64_t size(int axis) const;
+  int64_t numel() const { return qkv::numel(shape()); }
   real item() const { return data().item(); }
 
   // The accumulated gradient; undefined (check .defined()) before any backward.
@@ -72,8 +92,10 @@ class Var {
   bool same_as(const Var& o) const { return impl_ == o.impl_; }
 
  private:
-  friend class Node;  // ~Node checks whether it holds a variable's last handle
+  friend class Node;  // a node turns the Vars it reads into graph references
+  void swap(Var& o) noexcept;
   std::shared_ptr<VarImpl> impl_;
+  bool graph_ref_ = false;  // held in a Node's inputs: not one of the user's handles
 };
 
 // ---- grad mode ---------------------------------------------------------------
@@ -88,6 +110,21 @@ class NoGradGuard {
   ~NoGradGuard() { set_grad_enabled(prev_); }
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// Within its scope every variable an op makes keeps its values for as long
+// as the variable exists, held by a handle or only by the graph (for
+// inspecting a graph after the fact). Costs the memory of every intermediate.
+bool retain_values_enabled();
+class RetainValuesGuard {
+ public:
+  RetainValuesGuard();
+  ~RetainValuesGuard();
+  RetainValuesGuard(const RetainValuesGuard&) = delete;
+  RetainValuesGuard& operator=(const RetainValuesGuard&) = delete;
 
  private:
   bool prev_;

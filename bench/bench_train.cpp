@@ -118,23 +118,32 @@ void linear_shapes(ShapeList& s, int64_t N, int64_t in, int64_t out, int64_t tim
 }
 
 // Fused multi-head attention, nn/attention.cpp: query rows Nq = B*T, key/value
-// rows Nkv = B*S, per head (B*H of them) scores (T,S) over d_k = D/H.
-//   forward   Q, K, V, output projections: 4 linears (D -> D)
+// rows Nkv = B*S, per head (B*H of them) scores (T,S) over d_k = D/H. The
+// projections that read the same input are one stacked sgemm: Q, K, V
+// together (3D outputs) for self-attention; Q alone and K, V together (2D)
+// for cross-attention.
+//   forward   stacked input projections; output projection (D -> D)
 //             scores = Q_h K_h^T  (T,d_k)x(d_k,S): gemm(F,T, T,S,d_k)   x B*H
 //             O_h    = P V_h      (T,S)x(S,d_k):   gemm(F,F, T,d_k,S)   x B*H
-//   backward  the 4 linears' dX and dW (xq and xkv both need their gradient)
+//   backward  every projection's dX and dW
+//             O_h = P V_h again (O is not saved)      gemm(F,F, T,d_k,S)
 //             dP = dO V^T  gemm(F,T, T,S,d_k);  dV = P^T dO   gemm(T,F, S,d_k,T)
 //             dQ = dS K    gemm(F,F, T,d_k,S);  dK = dS^T Q   gemm(T,F, S,d_k,T)
 void attention_shapes(ShapeList& s, int64_t B, int64_t T, int64_t S, int64_t D, int64_t H,
-                      int64_t times) {
+                      bool self, int64_t times) {
   const int64_t dk = D / H, BH = B * H;
-  linear_shapes(s, B * T, D, D, 2 * times);  // w_q, w_o
-  linear_shapes(s, B * S, D, D, 2 * times);  // w_k, w_v
+  if (self) {
+    linear_shapes(s, B * T, D, 3 * D, times);  // [w_q; w_k; w_v]
+  } else {
+    linear_shapes(s, B * T, D, D, times);      // w_q
+    linear_shapes(s, B * S, D, 2 * D, times);  // [w_k; w_v]
+  }
+  linear_shapes(s, B * T, D, D, times);  // w_o
   s.add(kFwd, false, true, T, S, dk, BH, times);
   s.add(kFwd, false, false, T, dk, S, BH, times);
   s.add(kBwd, false, true, T, S, dk, BH, times);
   s.add(kBwd, true, false, S, dk, T, BH, 2 * times);
-  s.add(kBwd, false, false, T, dk, S, BH, times);
+  s.add(kBwd, false, false, T, dk, S, BH, 2 * times);
 }
 
 // Feed-forward net, nn/feedforward.cpp: two linears D -> F -> D on N rows.
@@ -151,14 +160,14 @@ ShapeList derive_step_shapes(const BenchCase& c) {
   ShapeList s;
   const int64_t N = c.B * c.T;
   if (c.gpt) {
-    attention_shapes(s, c.B, c.T, c.T, c.D, c.H, c.dec);  // causal self-attention
+    attention_shapes(s, c.B, c.T, c.T, c.D, c.H, true, c.dec);  // causal self-attention
     ffn_shapes(s, N, c.D, c.F, c.dec);
   } else {
     const int64_t S = c.T;
-    attention_shapes(s, c.B, S, S, c.D, c.H, c.enc);       // encoder self-attention
+    attention_shapes(s, c.B, S, S, c.D, c.H, true, c.enc);       // encoder self-attention
     ffn_shapes(s, c.B * S, c.D, c.F, c.enc);
-    attention_shapes(s, c.B, c.T, c.T, c.D, c.H, c.dec);  // decoder self-attention
-    attention_shapes(s, c.B, c.T, S, c.D, c.H, c.dec);    // cross-attention over memory
+    attention_shapes(s, c.B, c.T, c.T, c.D, c.H, true, c.dec);  // decoder self-attention
+    attention_shapes(s, c.B, c.T, S, c.D, c.H, false, c.dec);   // cross-attention over memory
     ffn_shapes(s, N, c.D, c.F, c.dec);
   }
   linear_shapes(s, N, c.D, c.V, 1);
@@ -348,6 +357,7 @@ int main(int argc, char** argv) {
       fwd_allocs = allocator_stats().system_allocs - s0;
     }
     const double rss_mb = peak_rss_mb();  // before the ceiling's own buffers
+    const AllocatorStats alloc_peak = allocator_stats();
 
     // ---- sgemm ceiling on the step's shapes ---------------------------------------------
     ShapeList shapes = derive_step_shapes(c);
@@ -431,7 +441,8 @@ int main(int argc, char** argv) {
         std::printf("  sgemm ceiling %.2f GFLOP/s on the step's %zu shapes -> %.1f%% of it "
                     "(forward ceiling %.2f)\n",
                     ceiling, shapes.shapes().size(), 100 * gflops / ceiling, ceiling_fwd);
-      std::printf("  peak RSS     %.1f MB\n", rss_mb);
+      std::printf("  peak RSS     %.1f MB; tensor allocator peak %.1f MB (in use at once %.1f MB)\n",
+                  rss_mb, alloc_peak.peak_bytes / 1048576.0, alloc_peak.peak_in_use / 1048576.0);
       std::printf("  allocations  %lld system allocs in %d timed steps (%.2f per step); "
                   "forward-only %lld\n",
                   (long long)train_allocs, steps, static_cast<double>(train_allocs) / steps,

@@ -46,6 +46,7 @@ void* storage_alloc(size_t bytes) {
       P.stats.cache_hits++;
       P.stats.bytes_cached -= static_cast<int64_t>(sz);
       P.stats.bytes_in_use += static_cast<int64_t>(sz);
+      if (P.stats.bytes_in_use > P.stats.peak_in_use) P.stats.peak_in_use = P.stats.bytes_in_use;
       return ptr;
     }
   }
@@ -54,6 +55,7 @@ void* storage_alloc(size_t bytes) {
   std::lock_guard<std::mutex> lock(P.mu);
   P.stats.system_allocs++;
   P.stats.bytes_in_use += static_cast<int64_t>(sz);
+  if (P.stats.bytes_in_use > P.stats.peak_in_use) P.stats.peak_in_use = P.stats.bytes_in_use;
   const int64_t total = P.stats.bytes_in_use + P.stats.bytes_cached;
   if (total > P.stats.peak_bytes) P.stats.peak_bytes = total;
   return ptr;

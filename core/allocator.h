@@ -14,6 +14,7 @@ struct AllocatorStats {
   int64_t bytes_in_use = 0;   // bytes handed out and not yet returned
   int64_t bytes_cached = 0;   // bytes parked in the pool
   int64_t peak_bytes = 0;     // peak of bytes_in_use + bytes_cached
+  int64_t peak_in_use = 0;    // peak of bytes_in_use alone
 };
 
 // 64-byte aligned block of at least `bytes` bytes (rounded up to a size class).

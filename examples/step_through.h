@@ -224,8 +224,13 @@ inline TinyRun run_tiny_transformer(bool retain_all = false) {
   r.model = std::make_shared<nn::Seq2SeqTransformer>(r.cfg);
   r.model->keep_attention(true);  // cross-attention P stays readable: last_attention()
   for (auto& np : r.model->named_parameters()) np.second.set_name(np.first);  // for the graph labels
-  r.logits = r.model->forward(r.ex.src, r.ex.tgt_in);
-  r.loss = nn::cross_entropy(r.logits, r.ex.tgt_out, /*ignore_index=*/0);
+  {
+    // The walk below reads intermediates' values (norm3's input, the
+    // attention's inputs) that no handle of ours holds: keep them.
+    RetainValuesGuard keep_values;
+    r.logits = r.model->forward(r.ex.src, r.ex.tgt_in);
+    r.loss = nn::cross_entropy(r.logits, r.ex.tgt_out, /*ignore_index=*/0);
+  }
 
   const auto& layer = *r.model->decoder->layers.at(0);
   r.ln_out = find_op_output(r.loss, "layer_norm", layer.norm3->weight);

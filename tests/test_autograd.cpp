@@ -359,9 +359,11 @@ TEST_CASE("dropping a 300000-op graph frees it iteratively (no recursion per op)
     for (int i = 0; i < 100000; ++i) y = y * y;
   }
   CHECK(x.data().storage_use_count() == 1);
-  // A node someone still holds keeps its inputs alive; its graph goes later.
+  // A node someone still holds keeps its input variables (and, built inside
+  // a RetainValuesGuard, their values) alive; its graph goes later.
   std::shared_ptr<Node> kept;
   {
+    RetainValuesGuard keep_values;
     Var y = x;
     for (int i = 0; i < 1000; ++i) y = y + real(1);
     kept = y.grad_fn();
@@ -370,6 +372,38 @@ TEST_CASE("dropping a 300000-op graph frees it iteratively (no recursion per op)
   CHECK(kept->inputs[0].data().item() == 1 + 999);
   kept.reset();
   CHECK(x.data().storage_use_count() == 1);
+}
+
+TEST_CASE("an intermediate's values are freed with its last handle; the graph still backpropagates") {
+  Var x(Tensor::from_vector({1, -2, 3}), true);
+  Tensor a_values;
+  Var loss;
+  {
+    Var a = x * real(2);  // mul_scalar saves nothing but the scalar
+    a_values = a.data();
+    loss = sum(a + real(1));  // add_scalar saves nothing
+  }
+  // Nothing but our Tensor handle holds a's numbers: not the graph, not a node.
+  CHECK(a_values.storage_use_count() == 1);
+  const Var a = loss.grad_fn()->inputs.at(0).grad_fn()->inputs.at(0);
+  CHECK_FALSE(a.is_leaf());
+  CHECK(a.shape() == Shape{3});  // the shape outlives the values
+  CHECK(a.numel() == 3);
+  const std::string err = error_of([&] { (void)a.data(); });
+  CHECK(has(err, "mul_scalar output (3)"));
+  CHECK(has(err, "freed"));
+  CHECK(has(err, "RetainValuesGuard"));
+  loss.backward();
+  for (int64_t i = 0; i < 3; ++i) CHECK(x.grad().at({i}) == 2);  // d sum(2x + 1) / dx
+  // A handle held across the op keeps the values, as does a RetainValuesGuard.
+  Var b = x * real(3);
+  Var c = b + real(1);
+  CHECK(b.data().at({1}) == -6);
+  {
+    RetainValuesGuard keep_values;
+    c = (x * real(4)) + real(1);
+  }
+  CHECK(c.grad_fn()->inputs.at(0).data().at({2}) == 12);
 }
 
 // ---- misc ---------------------------------------------------------------------------
