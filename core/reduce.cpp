@@ -190,6 +190,34 @@ void log_softmax_rows(real* x, int64_t rows, int64_t n) {
       grain_for(n));
 }
 
+void broadcast_rows(real* __restrict y, int64_t rows, int64_t n, const real* __restrict b) {
+  parallel_for(
+      rows,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          real* __restrict yr = y + r * n;
+#pragma omp simd
+          for (int64_t k = 0; k < n; ++k) yr[k] = b[k];
+        }
+      },
+      grain_for(n));
+}
+
+void sum_rows(const real* __restrict g, int64_t rows, int64_t n, real* __restrict out) {
+  // Threads take column blocks, each summing all rows of its block in row order.
+  parallel_for(
+      n,
+      [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) out[c] = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const real* __restrict gr = g + r * n;
+#pragma omp simd
+          for (int64_t c = c0; c < c1; ++c) out[c] += gr[c];
+        }
+      },
+      grain_for(rows));
+}
+
 namespace {
 void check_rowwise(const Tensor& a, const char* op) {
   check_defined(a, op);

@@ -32,4 +32,10 @@ Tensor log_softmax_backward(const Tensor& g, const Tensor& y);
 void softmax_rows(real* x, int64_t rows, int64_t n);
 void log_softmax_rows(real* x, int64_t rows, int64_t n);
 
+// Raw (rows, n) block kernels of the bias of a linear map:
+//   broadcast_rows: y[r, :] = b           (so a gemm with beta = 1 adds onto the bias)
+//   sum_rows:       out = sum_r g[r, :]   (the bias gradient)
+void broadcast_rows(real* y, int64_t rows, int64_t n, const real* b);
+void sum_rows(const real* g, int64_t rows, int64_t n, real* out);
+
 }  // namespace qkv

@@ -8,36 +8,10 @@
 #include "core/elementwise.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/reduce.h"
 
 namespace qkv::nn {
 
-namespace {
-
-// out[c] = sum_n g[n, c] for g (N, C): the gradient of a bias broadcast over N rows.
-void sum_rows(const real* __restrict g, int64_t N, int64_t C, real* __restrict out) {
-  for (int64_t c = 0; c < C; ++c) out[c] = 0;
-  for (int64_t n = 0; n < N; ++n) {
-    const real* __restrict gr = g + n * C;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) out[c] += gr[c];
-  }
-}
-
-// y[n, c] = b[c]: the bias, broadcast so that a gemm with beta = 1 adds onto it.
-void fill_rows(real* __restrict y, int64_t N, int64_t C, const real* __restrict b) {
-  parallel_for(
-      N,
-      [&](int64_t n0, int64_t n1) {
-        for (int64_t n = n0; n < n1; ++n) {
-          real* __restrict yr = y + n * C;
-#pragma omp simd
-          for (int64_t c = 0; c < C; ++c) yr[c] = b[c];
-        }
-      },
-      std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(C, 1)));
-}
-
-}  // namespace
 
 // Saved: x (N, D), W1 (F, D), W2 (D, F), and the hidden activations h = act(pre)
 // (N, F). ReLU's derivative is read off h (pre > 0 exactly where h > 0); GELU also
@@ -119,21 +93,22 @@ Var feed_forward(const Var& x, const Var& w1, const Var& b1, const Var& w2, cons
 
   // pre (N,F) = b1 + x (N,D) W1^T (D,F)
   Tensor pre = Tensor::empty({N, F});
-  fill_rows(pre.data(), N, F, b1.data().data());
+  broadcast_rows(pre.data(), N, F, b1.data().data());
   gemm(false, true, N, F, D, 1, X.data(), D, W1.data(), D, 1, pre.data(), F);
 
-  // h (N,F) = act(pre)
-  Tensor h = Tensor::empty({N, F});
+  // h (N,F) = act(pre). ReLU works in place (backward reads its mask off h);
+  // GELU writes a new tensor, since backward needs pre too.
+  Tensor h = act == Activation::ReLU ? pre : Tensor::empty({N, F});
   {
-    const real* __restrict pp = pre.data();
     real* __restrict hp = h.data();
     const int64_t NF = N * F;
     if (act == Activation::ReLU) {
       parallel_for(NF, [&](int64_t b, int64_t e) {
 #pragma omp simd
-        for (int64_t i = b; i < e; ++i) hp[i] = pp[i] > 0 ? pp[i] : real(0);
+        for (int64_t i = b; i < e; ++i) hp[i] = hp[i] > 0 ? hp[i] : real(0);
       });
     } else {
+      const real* __restrict pp = pre.data();
       parallel_for(NF, [&](int64_t b, int64_t e) {
 #pragma omp simd
         for (int64_t i = b; i < e; ++i) hp[i] = gelu_scalar(pp[i]);
@@ -144,7 +119,7 @@ Var feed_forward(const Var& x, const Var& w1, const Var& b1, const Var& w2, cons
   // y (N,D) = b2 + h (N,F) W2^T (F,D)
   Shape ys = X.shape();
   Tensor Y = Tensor::empty(ys);
-  fill_rows(Y.data(), N, D, b2.data().data());
+  broadcast_rows(Y.data(), N, D, b2.data().data());
   gemm(false, true, N, D, F, 1, h.data(), F, W2.data(), F, 1, Y.data(), D);
 
   auto node = std::make_shared<FeedForwardNode>();

@@ -6,15 +6,14 @@
 #include "core/blas.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/reduce.h"
 #include "nn/init.h"
 
 namespace qkv::nn {
 
 void linear_forward(const Tensor& X, const real* W, const real* b, int64_t out, real* Y) {
   const int64_t in = X.size(-1), N = X.numel() / in;
-  if (b)  // Y = broadcast(b), then Y += X W^T (beta = 1)
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t o = 0; o < out; ++o) Y[n * out + o] = b[o];
+  if (b) broadcast_rows(Y, N, out, b);  // Y = broadcast(b), then Y += X W^T (beta = 1)
   // (N,in) x (in,out) -> (N,out), W read transposed by sgemm
   gemm(false, true, N, out, in, 1, X.data(), in, W, in, b ? 1 : 0, Y, out);
 }
@@ -25,11 +24,7 @@ void linear_backward(const real* dY, const Tensor& X, const real* W, int64_t out
   const int64_t in = X.size(-1), N = X.numel() / in;
   if (dX) gemm(false, false, N, in, out, 1, dY, out, W, in, accumulate_dx ? 1 : 0, dX, in);
   if (dW) gemm(true, false, out, in, N, 1, dY, out, X.data(), in, 0, dW, in);
-  if (db) {
-    for (int64_t o = 0; o < out; ++o) db[o] = 0;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t o = 0; o < out; ++o) db[o] += dY[n * out + o];
-  }
+  if (db) sum_rows(dY, N, out, db);
 }
 
 struct LinearNode : Node {
