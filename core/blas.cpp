@@ -1,10 +1,12 @@
 #include "core/blas.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include <cblas.h>
 
 #include "core/parallel.h"
+#include "core/tensor.h"
 
 namespace qkv {
 namespace {
@@ -22,6 +24,86 @@ inline void gemm_one(bool transA, bool transB, int64_t M, int64_t N, int64_t K, 
       static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
       static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
 }
+// ---- one product on several threads ----------------------------------------------
+// OpenBLAS's own threading shares packed panels between its threads and
+// synchronises on them; on the step's shapes here it gained only 1.3-1.6x from
+// a second core. Instead each thread runs an independent single-threaded sgemm
+// on its part of the product (OpenBLAS runs single-threaded inside a parallel
+// region), cut where the least data is packed twice:
+//   split M: rows of C and A; every thread packs all of B   (K*N extra per thread)
+//   split N: columns of C and B; every thread packs all of A (M*K extra)
+//   split K: each thread sums its share of K into its own (M,N) block, then the
+//            blocks are added (about 2*M*N extra); for weight gradients, where
+//            K is the (large) number of rows and M*N the (small) weight.
+// Products below kSplitFlops stay on one thread: waking the other costs more.
+constexpr int64_t kSplitFlops = int64_t{1} << 22;
+
+// [begin, end) of part t of n parts over [0, len), cut at multiples of `align`.
+inline void part(int64_t len, int t, int n, int64_t align, int64_t& b, int64_t& e) {
+  auto cut = [&](int i) { return std::min(len, (len * i / n + align / 2) / align * align); };
+  b = t == 0 ? 0 : cut(t);
+  e = t == n - 1 ? len : cut(t + 1);
+}
+
+bool gemm_split(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha,
+                const real* A, int64_t lda, const real* B, int64_t ldb, real beta, real* C,
+                int64_t ldc) {
+#ifdef _OPENMP
+  const int nt = get_num_threads();
+  if (nt < 2 || in_parallel_region() || 2 * M * N * K < kSplitFlops) return false;
+  const double dup_m = double(K) * N, dup_n = double(M) * K, dup_k = 2.0 * M * N;
+  const bool can_m = M >= 32 * nt, can_n = N >= 32 * nt, can_k = K >= 128 * nt;
+  enum { kM, kN, kK, kNone } how = kNone;
+  double best = 0;
+  if (can_m && (how == kNone || dup_m < best)) how = kM, best = dup_m;
+  if (can_n && (how == kNone || dup_n < best)) how = kN, best = dup_n;
+  if (can_k && (how == kNone || dup_k < best)) how = kK, best = dup_k;
+  if (how == kNone) return false;
+
+  // Split K: part t > 0 goes into its own (M,N) block of `partial`.
+  Tensor partial = how == kK ? Tensor::empty({int64_t(nt - 1), M, N}) : Tensor();
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num(), n = omp_get_num_threads();
+    int64_t b, e;
+    if (how == kM) {  // (M,K) rows of A: A + b*lda, or columns of the stored (K,M): A + b
+      part(M, t, n, 16, b, e);
+      if (b < e)
+        gemm_one(transA, transB, e - b, N, K, alpha, transA ? A + b : A + b * lda, lda, B, ldb,
+                 beta, C + b * ldc, ldc);
+    } else if (how == kN) {  // (K,N) columns of B: B + b, or rows of the stored (N,K): B + b*ldb
+      part(N, t, n, 16, b, e);
+      if (b < e)
+        gemm_one(transA, transB, M, e - b, K, alpha, A, lda, transB ? B + b * ldb : B + b, ldb,
+                 beta, C + b, ldc);
+    } else {
+      part(K, t, n, 16, b, e);
+      const real* Ak = transA ? A + b * lda : A + b;  // columns b..e of op(A) (M,K)
+      const real* Bk = transB ? B + b : B + b * ldb;  // rows b..e of op(B) (K,N)
+      if (t == 0)
+        gemm_one(transA, transB, M, N, e - b, alpha, Ak, lda, Bk, ldb, beta, C, ldc);
+      else
+        gemm_one(transA, transB, M, N, e - b, alpha, Ak, lda, Bk, ldb, 0,
+                 partial.data() + (t - 1) * M * N, N);
+#pragma omp barrier
+      // C += the other parts, rows shared out again, parts added in order.
+      part(M, t, n, 1, b, e);
+      for (int p = 1; p < n; ++p) {
+        const real* __restrict src = partial.data() + (p - 1) * M * N;
+        for (int64_t i = b; i < e; ++i) {
+          real* __restrict c = C + i * ldc;
+          const real* __restrict r = src + i * N;
+#pragma omp simd
+          for (int64_t j = 0; j < N; ++j) c[j] += r[j];
+        }
+      }
+    }
+  }
+  return true;
+#else
+  return false;
+#endif
+}
 }  // namespace
 
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha, const real* A,
@@ -33,6 +115,7 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha,
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
     return;
   }
+  if (gemm_split(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
   gemm_one(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

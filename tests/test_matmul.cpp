@@ -4,6 +4,8 @@
 
 #include "errors.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -195,4 +197,54 @@ TEST_CASE("gemm with beta accumulates into C and counts flops") {
   CHECK(gemm_flop_count() - before == 16);
   gemm(true, false, 2, 2, 2, 1, A, 2, B, 2, 0, C, 2);  // C = A^T
   CHECK(std::vector<real>(C, C + 4) == std::vector<real>{1, 3, 2, 4});
+}
+
+// With 2 threads a big gemm is cut into one single-threaded sgemm per thread,
+// along M, N or K (whichever packs the least twice). Each shape below takes a
+// different cut; every transpose flag, a leading dimension wider than the
+// matrix and beta != 0 are checked against a double-precision reference.
+TEST_CASE("gemm split across 2 threads (along M, N or K) matches the naive product for every flag") {
+  const int prev = get_num_threads();
+  set_num_threads(2);
+  Generator g(21);
+  struct Case { int64_t M, N, K; const char* cut; };
+  const Case cases[] = {{1000, 48, 80, "M"}, {40, 1000, 96, "N"}, {48, 40, 3000, "K"},
+                        {333, 129, 517, "odd sizes"}};
+  for (const Case& c : cases)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        const std::string cut = c.cut;
+        CAPTURE(cut);
+        CAPTURE(ta);
+        CAPTURE(tb);
+        const int64_t pad = 3;  // leading dimensions wider than the rows they hold
+        const int64_t a_rows = ta ? c.K : c.M, a_cols = ta ? c.M : c.K;
+        const int64_t b_rows = tb ? c.N : c.K, b_cols = tb ? c.K : c.N;
+        const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = c.N + pad;
+        Tensor A = Tensor::uniform({a_rows, lda}, -1, 1, g), B = Tensor::uniform({b_rows, ldb}, -1, 1, g);
+        Tensor C = Tensor::uniform({c.M, ldc}, -1, 1, g);
+        const Tensor C0 = C.clone();
+        const real alpha = 0.5, beta = 2;
+        gemm(ta, tb, c.M, c.N, c.K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+        double worst = 0;
+        for (int64_t i = 0; i < c.M; ++i)
+          for (int64_t j = 0; j < c.N; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < c.K; ++k) {
+              const double a = ta ? A.data()[k * lda + i] : A.data()[i * lda + k];
+              const double b = tb ? B.data()[j * ldb + k] : B.data()[k * ldb + j];
+              s += a * b;
+            }
+            const double want = alpha * s + beta * double(C0.data()[i * ldc + j]);
+            worst = std::max(worst, std::fabs(want - C.data()[i * ldc + j]));
+          }
+        CHECK(worst < 2e-3);  // float32 sums of up to 3000 products of [-1, 1] values
+        // The padding columns of C are left alone.
+        bool pad_kept = true;
+        for (int64_t i = 0; i < c.M; ++i)
+          for (int64_t j = c.N; j < ldc; ++j)
+            pad_kept &= C.data()[i * ldc + j] == C0.data()[i * ldc + j];
+        CHECK(pad_kept);
+      }
+  set_num_threads(prev);
 }
