@@ -29,7 +29,9 @@ class Node {
   // Stores the variables this op read as graph references (see var.h).
   void adopt_inputs(std::vector<Var> in);
 
-  std::vector<Var> inputs;  // the variables this op read
+  // The variables this op read. Copy one to keep it (a copy is a counted
+  // handle); moving out of this vector would give an uncounted one.
+  std::vector<Var> inputs;
   Shape out_shape;          // the shape of the op's output (checked against grad_out)
   bool released = false;    // saved tensors already freed by a backward
 };

@@ -19,7 +19,7 @@ Var::Var(Tensor data, bool requires_grad) : impl_(std::make_shared<VarImpl>()) {
 // values are dropped: the graph keeps the variable, not its numbers. Tensors
 // share storage, so the ops that saved the same values still have them.
 Var::Var(const Var& o) : impl_(o.impl_) {
-  if (impl_) ++impl_->handles;
+  if (impl_) impl_->handles.fetch_add(1, std::memory_order_relaxed);
 }
 Var::Var(Var&& o) noexcept : impl_(std::move(o.impl_)), graph_ref_(o.graph_ref_) {
   o.graph_ref_ = false;
@@ -40,7 +40,8 @@ Var& Var::operator=(Var&& o) noexcept {
 }
 Var::~Var() {
   if (!impl_ || graph_ref_) return;
-  if (--impl_->handles == 0 && impl_->grad_fn && !impl_->retains_values)
+  if (impl_->handles.fetch_sub(1, std::memory_order_acq_rel) == 1 && impl_->grad_fn &&
+      !impl_->retains_values)
     impl_->data = Tensor();
 }
 
@@ -66,7 +67,7 @@ const Tensor& Var::data() const { return with_values(impl_)->data; }
 Tensor& Var::data() { return with_values(impl_)->data; }
 const Shape& Var::shape() const {
   const VarImpl* v = checked(impl_, "shape");
-  return v->data.defined() ? v->data.shape() : v->grad_fn->out_shape;
+  return v->data.defined() || !v->grad_fn ? v->data.shape() : v->grad_fn->out_shape;
 }
 int64_t Var::size(int axis) const {
   const Shape& s = shape();
@@ -120,13 +121,6 @@ Var& Var::set_name(const std::string& name) {
 }
 const std::string& Var::name() const { return checked(impl_, "name")->name; }
 
-// ---- tearing down a graph -----------------------------------------------------------
-// Left to the default destructors, dropping the last handle of a chain of N ops
-// would recurse Var -> Node -> Var ... N levels deep and overflow the stack
-// (a 300000-op chain did). Instead a dying node moves its inputs onto a local
-// stack; each input it held the last handle of gives up its own node, whose
-// inputs join the stack. Every destructor that then runs has nothing left to
-// recurse into.
 // The Vars an op read become graph references, which are not handles: if the
 // caller moved its last handle in, the values go now.
 void Node::adopt_inputs(std::vector<Var> in) {
@@ -140,6 +134,13 @@ void Node::adopt_inputs(std::vector<Var> in) {
   inputs = std::move(in);
 }
 
+// ---- tearing down a graph -----------------------------------------------------------
+// Left to the default destructors, dropping the last handle of a chain of N ops
+// would recurse Var -> Node -> Var ... N levels deep and overflow the stack
+// (a 300000-op chain did). Instead a dying node moves its inputs onto a local
+// stack; each input it held the last reference to gives up its own node, whose
+// inputs join the stack. Every destructor that then runs has nothing left to
+// recurse into.
 Node::~Node() {
   std::vector<Var> stack = std::move(inputs);
   while (!stack.empty()) {

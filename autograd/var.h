@@ -17,6 +17,7 @@
 // walking the graph (as the step-through does), build the graph inside a
 // RetainValuesGuard.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -32,7 +33,7 @@ struct VarImpl {
   bool requires_grad = false;
   bool retains_grad = false;      // non-leaves keep .grad only when asked (as in PyTorch)
   bool retains_values = false;    // made inside a RetainValuesGuard: data is never freed
-  int handles = 0;                // Vars held outside the graph (the graph's own don't count)
+  std::atomic<int> handles{0};    // Vars held outside the graph (the graph's own don't count)
   std::shared_ptr<Node> grad_fn;  // null for leaves
   std::string name;               // optional label, shown in graph dumps
 };

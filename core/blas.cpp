@@ -35,7 +35,8 @@ inline void gemm_one(bool transA, bool transB, int64_t M, int64_t N, int64_t K, 
 //   split K: each thread sums its share of K into its own (M,N) block, then the
 //            blocks are added (about 2*M*N extra); for weight gradients, where
 //            K is the (large) number of rows and M*N the (small) weight.
-// Products below kSplitFlops stay on one thread: waking the other costs more.
+// Products below kSplitFlops, and shapes too narrow to cut, are left to
+// OpenBLAS, which threads them itself above its own (smaller) threshold.
 constexpr int64_t kSplitFlops = int64_t{1} << 22;
 
 // [begin, end) of part t of n parts over [0, len), cut at multiples of `align`.
@@ -104,6 +105,15 @@ bool gemm_split(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real 
   return false;
 #endif
 }
+
+// One product on the calling thread's share of the machine: cut across the
+// threads when that pays, else one sgemm call.
+void gemm_any(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha,
+              const real* A, int64_t lda, const real* B, int64_t ldb, real beta, real* C,
+              int64_t ldc) {
+  if (!gemm_split(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+    gemm_one(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
 }  // namespace
 
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha, const real* A,
@@ -115,8 +125,7 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha,
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
     return;
   }
-  if (gemm_split(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
-  gemm_one(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  gemm_any(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void gemm_batched(bool transA, bool transB, int64_t batch, int64_t M, int64_t N, int64_t K,
@@ -129,8 +138,8 @@ void gemm_batched(bool transA, bool transB, int64_t batch, int64_t M, int64_t N,
     return;
   }
   g_flops += 2 * M * N * K * batch;
-  // Below ~2^21 flops per product BLAS threading does not pay; hand whole
-  // products to threads instead (OpenBLAS runs single-threaded inside them).
+  // Below ~2^21 flops per product cutting one product does not pay; hand
+  // whole products to threads instead (OpenBLAS runs single-threaded inside them).
   const bool per_thread = batch > 1 && 2 * M * N * K < (int64_t{1} << 21);
   if (per_thread) {
     parallel_for(
@@ -143,7 +152,7 @@ void gemm_batched(bool transA, bool transB, int64_t batch, int64_t M, int64_t N,
         /*grain=*/2);
   } else {
     for (int64_t b = 0; b < batch; ++b)
-      gemm_one(transA, transB, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+      gemm_any(transA, transB, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
                C + b * strideC, ldc);
   }
 }

@@ -1,6 +1,7 @@
 // The BLAS boundary. Every matrix product in qkv goes through gemm(), which
 // calls OpenBLAS sgemm (dgemm in the float64 build), row-major, using the
-// transpose flags instead of copying.
+// transpose flags instead of copying. With 2+ threads a big product is cut
+// into one single-threaded sgemm per thread (see gemm_split in blas.cpp).
 #pragma once
 #include <cstdint>
 
@@ -15,7 +16,8 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha,
 
 // `batch` independent products; matrix i of A starts at A + i * strideA (stride 0
 // broadcasts one matrix to every product), likewise B and C. Small products are
-// spread over threads one whole gemm each; big ones use BLAS's own threading.
+// spread over threads one whole gemm each; big ones are each cut across the
+// threads as gemm() cuts one.
 void gemm_batched(bool transA, bool transB, int64_t batch, int64_t M, int64_t N, int64_t K,
                   real alpha, const real* A, int64_t strideA, int64_t lda, const real* B,
                   int64_t strideB, int64_t ldb, real beta, real* C, int64_t strideC, int64_t ldc);

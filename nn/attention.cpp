@@ -84,7 +84,7 @@ struct AttentionNode : Node {
     Tensor O = Tensor::empty({B * T, D});
     Tensor dO = Tensor::empty({B * T, D});
     Tensor dWo = Tensor::empty({D, D}), dbo = has_bias ? Tensor::empty({D}) : Tensor();
-    linear_backward(dY.data(), O, wo.data(), D, dO.data(), false, nullptr,
+    linear_backward(dY.data(), O, wo.data(), D, dO.data(), false, nullptr,  // O: its shape only
                      has_bias ? dbo.data() : nullptr);
 
     // Gradients of the projections, in the same stacked layout as forward.

@@ -1,14 +1,13 @@
 #include "nn/feedforward.h"
+#include "nn/linear.h"
 
 #include <algorithm>
 #include <memory>
 
 #include "autograd/node.h"
-#include "core/blas.h"
 #include "core/elementwise.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "core/reduce.h"
 
 namespace qkv::nn {
 
@@ -26,18 +25,18 @@ struct FeedForwardNode : Node {
   // dx = dpre W1; dW1 = dpre^T x; db1 = sum_rows(dpre).
   std::vector<Tensor> backward(const Tensor& g) override {
     const int64_t F = w1.size(0), D = w1.size(1), N = x.numel() / D;
-    Tensor dx, dw1, db1, dw2, db2;
-    if (needs_grad(3)) {  // (D,N) x (N,F) -> (D,F)
-      dw2 = Tensor::empty(w2.shape());
-      gemm(true, false, D, F, N, 1, g.data(), D, h.data(), F, 0, dw2.data(), F);
-    }
-    if (needs_grad(4)) {
-      db2 = Tensor::empty({D});
-      sum_rows(g.data(), N, D, db2.data());
-    }
-    if (needs_grad(0) || needs_grad(1) || needs_grad(2)) {
-      Tensor dpre = Tensor::empty({N, F});  // first dh (N,D) x (D,F) -> (N,F), then dpre in place
-      gemm(false, false, N, F, D, 1, g.data(), D, w2.data(), F, 0, dpre.data(), F);
+    auto ptr = [](Tensor& t) { return t.defined() ? t.data() : nullptr; };
+    const bool want_dpre = needs_grad(0) || needs_grad(1) || needs_grad(2);
+    Tensor dx = needs_grad(0) ? Tensor::empty(x.shape()) : Tensor();
+    Tensor dw1 = needs_grad(1) ? Tensor::empty(w1.shape()) : Tensor();
+    Tensor db1 = needs_grad(2) ? Tensor::empty({F}) : Tensor();
+    Tensor dw2 = needs_grad(3) ? Tensor::empty(w2.shape()) : Tensor();
+    Tensor db2 = needs_grad(4) ? Tensor::empty({D}) : Tensor();
+    // Second linear: dh = dy W2 (N,D)x(D,F), written into dpre; dW2 = dy^T h; db2.
+    Tensor dpre = want_dpre ? Tensor::empty({N, F}) : Tensor();
+    linear_backward(g.data(), h, w2.data(), D, ptr(dpre), false, ptr(dw2), ptr(db2));
+    if (want_dpre) {
+      // dpre = dh * act'(pre), in place
       real* __restrict dp = dpre.data();
       const int64_t NF = N * F;
       if (act == Activation::ReLU) {
@@ -53,18 +52,8 @@ struct FeedForwardNode : Node {
           for (int64_t i = b; i < e; ++i) dp[i] *= gelu_grad_scalar(pp[i]);
         }, kParallelGrain / 8);  // erf + exp per element: worth a thread sooner
       }
-      if (needs_grad(0)) {  // (N,F) x (F,D) -> (N,D)
-        dx = Tensor::empty(x.shape());
-        gemm(false, false, N, D, F, 1, dp, F, w1.data(), D, 0, dx.data(), D);
-      }
-      if (needs_grad(1)) {  // (F,N) x (N,D) -> (F,D)
-        dw1 = Tensor::empty(w1.shape());
-        gemm(true, false, F, D, N, 1, dp, F, x.data(), D, 0, dw1.data(), D);
-      }
-      if (needs_grad(2)) {
-        db1 = Tensor::empty({F});
-        sum_rows(dp, N, F, db1.data());
-      }
+      // First linear: dx = dpre W1 (N,F)x(F,D); dW1 = dpre^T x; db1.
+      linear_backward(dp, x, w1.data(), F, ptr(dx), false, ptr(dw1), ptr(db1));
     }
     return {dx, dw1, db1, dw2, db2};
   }
@@ -91,10 +80,9 @@ Var feed_forward(const Var& x, const Var& w1, const Var& b1, const Var& w2, cons
                 (b1.defined() ? to_string(b1.shape()) : std::string("undefined")) + " and b2 " +
                 (b2.defined() ? to_string(b2.shape()) : std::string("undefined")));
 
-  // pre (N,F) = b1 + x (N,D) W1^T (D,F)
+  // pre (N,F) = x (N,D) W1^T (D,F) + b1
   Tensor pre = Tensor::empty({N, F});
-  broadcast_rows(pre.data(), N, F, b1.data().data());
-  gemm(false, true, N, F, D, 1, X.data(), D, W1.data(), D, 1, pre.data(), F);
+  linear_forward(X, W1.data(), b1.data().data(), F, pre.data());
 
   // h (N,F) = act(pre). ReLU works in place (backward reads its mask off h);
   // GELU writes a new tensor, since backward needs pre too.
@@ -116,11 +104,10 @@ Var feed_forward(const Var& x, const Var& w1, const Var& b1, const Var& w2, cons
     }
   }
 
-  // y (N,D) = b2 + h (N,F) W2^T (F,D)
+  // y (N,D) = h (N,F) W2^T (F,D) + b2
   Shape ys = X.shape();
   Tensor Y = Tensor::empty(ys);
-  broadcast_rows(Y.data(), N, D, b2.data().data());
-  gemm(false, true, N, D, F, 1, h.data(), F, W2.data(), F, 1, Y.data(), D);
+  linear_forward(h, W2.data(), b2.data().data(), D, Y.data());
 
   auto node = std::make_shared<FeedForwardNode>();
   node->x = X;

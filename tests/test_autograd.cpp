@@ -354,7 +354,7 @@ TEST_CASE("dropping a 300000-op graph frees it iteratively (no recursion per op)
     for (int i = 0; i < 300000; ++i) y = y * real(1);
   }
   {
-    // Each op reads its input twice: the node holds both handles of it.
+    // Each op reads its input twice: the node holds both references to it.
     Var y = x;
     for (int i = 0; i < 100000; ++i) y = y * y;
   }
