@@ -6,11 +6,12 @@ weights, the same token batch and the same training step as bench_train.
         --init tiny.safetensors --batch tiny.batch.safetensors --json
 
 bench_train --save-init/--save-batch writes the two files (qkv parameter
-names; token ids stored as F32). This script builds the model from PyTorch's
-own layers (nn.TransformerEncoderLayer / nn.TransformerDecoderLayer,
-batch_first, dropout 0, norm_first as configured), copies the qkv weights in
-(qkv w_q/w_k/w_v = row blocks of in_proj_weight, w_o = out_proj, ffn.linear1/2 =
-linear1/2, cross_attn = multihead_attn) and times:
+names; token ids stored as F32). This script builds the model with
+tests/pytorch/reference.py, the PyTorch definition of qkv's models that the
+parity fixtures come from (PyTorch's own nn.TransformerEncoderLayer /
+nn.TransformerDecoderLayer, batch_first, dropout 0, norm_first as configured),
+copies the qkv weights in through its Binding (qkv w_q/w_k/w_v = row blocks of
+in_proj_weight, w_o = out_proj, cross_attn = multihead_attn) and times:
 
   step     optimizer.zero_grad(), forward, F.cross_entropy, backward,
            torch.optim.Adam step (lr 1e-3, the defaults qkv's Adam has too);
@@ -28,7 +29,6 @@ One process per (configuration, thread setting): run.sh sets the environment
 
 import argparse
 import json
-import math
 import os
 import resource
 import statistics
@@ -41,150 +41,30 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "pytorch"))
 try:
     import numpy  # noqa: F401  (st.py needs it; fail here with a clear message)
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
 except ImportError as e:  # a pyenv python3 may shadow /usr/bin/python3
     sys.exit(f"bench_torch.py needs Debian's python3-torch and python3-numpy "
              f"(run it with /usr/bin/python3): {e}")
 
 import st  # noqa: E402  (tests/pytorch/st.py: safetensors without pip packages)
+from reference import TorchGPT, TorchSeq2Seq  # noqa: E402  (tests/pytorch/reference.py)
 
 
 # ---------------------------------------------------------------------------
-# Models
+# The model: tests/pytorch/reference.py, the PyTorch definition of qkv that
+# the parity fixtures are made with, here in float32
 # ---------------------------------------------------------------------------
 
-def sinusoidal(n, d):
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same); (n, d) float32."""
-    pos = torch.arange(n, dtype=torch.float64)[:, None]
-    two_i = torch.arange(0, d, 2, dtype=torch.float64)[None, :]
-    angle = pos / torch.pow(10000.0, two_i / d)
-    pe = torch.zeros(n, d, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angle)
-    pe[:, 1::2] = torch.cos(angle)
-    return pe.float()
-
-
-def causal_mask(t):
-    """(t, t) float: -inf above the diagonal (query i may not see key j > i)."""
-    return torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
-
-
-class Seq2Seq(nn.Module):
-    """qkv's Seq2SeqTransformer: Post-LN, no final norms, untied generator."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        d, h, f, act = cfg["d_model"], cfg["heads"], cfg["d_ff"], cfg["activation"]
-        pre = cfg["norm_first"]
-        self.scale = math.sqrt(d)
-        self.src_embed = nn.Embedding(cfg["vocab"], d)
-        self.tgt_embed = nn.Embedding(cfg["vocab"], d)
-        self.enc_layers = nn.ModuleList([
-            nn.TransformerEncoderLayer(d, h, f, dropout=0.0, activation=act,
-                                       batch_first=True, norm_first=pre)
-            for _ in range(cfg["encoder_layers"])])
-        self.dec_layers = nn.ModuleList([
-            nn.TransformerDecoderLayer(d, h, f, dropout=0.0, activation=act,
-                                       batch_first=True, norm_first=pre)
-            for _ in range(cfg["decoder_layers"])])
-        self.generator = nn.Linear(d, cfg["vocab"])
-        self.register_buffer("pe", sinusoidal(cfg["seq_len"], d), persistent=False)
-        self.register_buffer("causal", causal_mask(cfg["seq_len"]), persistent=False)
-
-    def forward(self, src, tgt):
-        x = self.src_embed(src) * self.scale + self.pe[: src.shape[1]]
-        for layer in self.enc_layers:
-            x = layer(x)
-        y = self.tgt_embed(tgt) * self.scale + self.pe[: tgt.shape[1]]
-        t = tgt.shape[1]
-        for layer in self.dec_layers:
-            y = layer(y, x, tgt_mask=self.causal[:t, :t])
-        return self.generator(y)  # (B, T, V)
-
-
-class GPT(nn.Module):
-    """qkv's GPT: learned positions, Pre-LN blocks, final norm, tied head (no bias)."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        d = cfg["d_model"]
-        self.tok_embed = nn.Embedding(cfg["vocab"], d)
-        self.pos_embed = nn.Embedding(cfg["seq_len"], d)
-        self.layers = nn.ModuleList([
-            nn.TransformerEncoderLayer(d, cfg["heads"], cfg["d_ff"], dropout=0.0,
-                                       activation=cfg["activation"], batch_first=True,
-                                       norm_first=cfg["norm_first"])
-            for _ in range(cfg["layers"])])
-        self.norm = nn.LayerNorm(d)
-        self.register_buffer("causal", causal_mask(cfg["seq_len"]), persistent=False)
-
-    def forward(self, ids, _unused=None):
-        t = ids.shape[1]
-        x = self.tok_embed(ids) + self.pos_embed.weight[:t]  # no sqrt(D) scaling
-        for layer in self.layers:
-            x = layer(x, src_mask=self.causal[:t, :t])
-        return F.linear(self.norm(x), self.tok_embed.weight)  # tied, no bias
-
-
-# ---------------------------------------------------------------------------
-# qkv parameter names -> this script's PyTorch state_dict
-# ---------------------------------------------------------------------------
-
-def mha_entries(sd, q, torch_prefix, qkv_prefix, used):
-    """in_proj_weight = cat(Wq, Wk, Wv) by rows, in_proj_bias likewise; out_proj = w_o."""
-    def take(name):
-        used.add(name)
-        return torch.from_numpy(q[name])
-    sd[f"{torch_prefix}.in_proj_weight"] = torch.cat(
-        [take(f"{qkv_prefix}.{w}.weight") for w in ("w_q", "w_k", "w_v")])
-    sd[f"{torch_prefix}.in_proj_bias"] = torch.cat(
-        [take(f"{qkv_prefix}.{w}.bias") for w in ("w_q", "w_k", "w_v")])
-    sd[f"{torch_prefix}.out_proj.weight"] = take(f"{qkv_prefix}.w_o.weight")
-    sd[f"{torch_prefix}.out_proj.bias"] = take(f"{qkv_prefix}.w_o.bias")
-
-
-def state_dict_from_qkv(q, cfg):
-    """Maps every qkv tensor onto the torch module's names; fails on leftovers."""
-    sd, used = {}, set()
-
-    def copy(torch_name, qkv_name):
-        used.add(qkv_name)
-        sd[torch_name] = torch.from_numpy(q[qkv_name])
-
-    def layer_common(tp, qp, norms):
-        for wb in ("weight", "bias"):
-            copy(f"{tp}.linear1.{wb}", f"{qp}.ffn.linear1.{wb}")
-            copy(f"{tp}.linear2.{wb}", f"{qp}.ffn.linear2.{wb}")
-            for n in norms:
-                copy(f"{tp}.{n}.{wb}", f"{qp}.{n}.{wb}")
-
+def build_model(cfg):
+    """TorchGPT or TorchSeq2Seq for bench_train's metadata (qkv's names)."""
+    common = dict(d_model=cfg["d_model"], heads=cfg["heads"], d_ff=cfg["d_ff"],
+                  activation=cfg["activation"], norm_first=cfg["norm_first"])
     if cfg["model"] == "gpt":
-        copy("tok_embed.weight", "tok_embed.weight")
-        copy("pos_embed.weight", "pos_embed.weight")
-        for i in range(cfg["layers"]):
-            mha_entries(sd, q, f"layers.{i}.self_attn", f"layers.{i}.self_attn", used)
-            layer_common(f"layers.{i}", f"layers.{i}", ("norm1", "norm2"))
-        copy("norm.weight", "norm.weight")
-        copy("norm.bias", "norm.bias")
-    else:
-        copy("src_embed.weight", "src_embed.weight")
-        copy("tgt_embed.weight", "tgt_embed.weight")
-        for i in range(cfg["encoder_layers"]):
-            tp, qp = f"enc_layers.{i}", f"encoder.layers.{i}"
-            mha_entries(sd, q, f"{tp}.self_attn", f"{qp}.self_attn", used)
-            layer_common(tp, qp, ("norm1", "norm2"))
-        for i in range(cfg["decoder_layers"]):
-            tp, qp = f"dec_layers.{i}", f"decoder.layers.{i}"
-            mha_entries(sd, q, f"{tp}.self_attn", f"{qp}.self_attn", used)
-            mha_entries(sd, q, f"{tp}.multihead_attn", f"{qp}.cross_attn", used)
-            layer_common(tp, qp, ("norm1", "norm2", "norm3"))
-        copy("generator.weight", "generator.weight")
-        copy("generator.bias", "generator.bias")
-    left = sorted(set(q) - used)
-    if left:
-        sys.exit(f"bench_torch.py: qkv tensors with no PyTorch counterpart: {left}")
-    return sd
+        return TorchGPT(dict(common, vocab=cfg["vocab"], max_len=cfg["seq_len"],
+                             layers=cfg["layers"]))
+    return TorchSeq2Seq(dict(common, src_vocab=cfg["vocab"], tgt_vocab=cfg["vocab"],
+                             enc_layers=cfg["encoder_layers"],
+                             dec_layers=cfg["decoder_layers"], tied=cfg["tied"]))
 
 
 def config_from_metadata(meta):
@@ -192,6 +72,7 @@ def config_from_metadata(meta):
             "encoder_layers", "decoder_layers")
     cfg = {k: (int(v) if k in ints else v) for k, v in meta.items()}
     cfg["norm_first"] = meta["norm_first"] == "true"
+    cfg["tied"] = meta["tied"] == "true"
     return cfg
 
 
@@ -220,8 +101,9 @@ def main():
     if cfg["config"] != args.config:
         sys.exit(f"bench_torch.py: {args.init} holds config {cfg['config']}, not {args.config}")
 
-    model = GPT(cfg) if cfg["model"] == "gpt" else Seq2Seq(cfg)
-    model.load_state_dict(state_dict_from_qkv(weights, cfg), strict=True)
+    model = build_model(cfg)
+    # Every qkv tensor onto its PyTorch parameter, and every parameter covered.
+    model.binding().load({k: torch.from_numpy(v) for k, v in weights.items()})
     model.train()  # dropout 0: same maths; see the module docstring
 
     src = torch.from_numpy(batch["src"]).long()
@@ -230,7 +112,7 @@ def main():
     vocab = cfg["vocab"]
 
     def forward_loss():
-        logits = model(tgt) if cfg["model"] == "gpt" else model(src, tgt)
+        logits = model(tgt) if cfg["model"] == "gpt" else model(src, None, tgt, None)[0]
         return F.cross_entropy(logits.reshape(-1, vocab), targets)
 
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # betas (0.9, 0.999), eps 1e-8

@@ -1,0 +1,242 @@
+"""qkv's models built from PyTorch's own layers, and the map from qkv
+parameter names onto them: the one PyTorch definition of qkv that both the
+fixtures (make_fixtures.py, in float64) and the benchmark (bench/bench_torch.py,
+in float32) use.
+
+Modules and tables are made in torch's default dtype at the time they are
+built; make_fixtures.py sets float64 before building anything.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def join(prefix, name):
+    """Dotted parameter name; an empty prefix gives the bare name."""
+    return f"{prefix}.{name}" if prefix else name
+
+
+# ---------------------------------------------------------------------------
+# qkv name <-> PyTorch parameter mapping
+# ---------------------------------------------------------------------------
+
+class Binding:
+    """Maps each qkv parameter name onto (a row range of) a PyTorch parameter.
+
+    load() copies qkv values into the module, grads() reads the gradients back
+    under qkv names. check_covers() asserts that every parameter of the module
+    is bound exactly once, so nothing is silently left at PyTorch's init.
+    """
+
+    def __init__(self):
+        self.items = []  # (qkv_name, torch_parameter, row_slice)
+
+    def add(self, name, param, rows=slice(None)):
+        self.items.append((name, param, rows))
+
+    def names(self):
+        return [name for name, _, _ in self.items]
+
+    def load(self, values):
+        assert sorted(values) == sorted(self.names()), (
+            "qkv parameters and bound PyTorch parameters differ: "
+            f"{sorted(set(values) ^ set(self.names()))}")
+        with torch.no_grad():
+            for name, param, rows in self.items:
+                assert param[rows].shape == values[name].shape, name
+                param[rows] = values[name]
+
+    def grads(self):
+        return {name: param.grad[rows].detach().clone() for name, param, rows in self.items}
+
+    def check_covers(self, module):
+        bound = {}
+        for _, param, rows in self.items:
+            bound[id(param)] = bound.get(id(param), 0) + param[rows].numel()
+        for pname, param in module.named_parameters():
+            assert bound.get(id(param)) == param.numel(), f"{pname} not fully bound"
+
+    # --- mappings for PyTorch building blocks ---
+
+    def linear(self, prefix, lin):
+        self.add(join(prefix, "weight"), lin.weight)
+        if lin.bias is not None:
+            self.add(join(prefix, "bias"), lin.bias)
+
+    def layer_norm(self, prefix, ln):
+        self.add(join(prefix, "weight"), ln.weight)
+        self.add(join(prefix, "bias"), ln.bias)
+
+    def mha(self, prefix, mha):
+        # PyTorch packs the three input projections: in_proj_weight = cat(Wq, Wk, Wv)
+        # along rows, in_proj_bias = cat(bq, bk, bv); out_proj is qkv's w_o.
+        d = mha.embed_dim
+        for i, w in enumerate(("w_q", "w_k", "w_v")):
+            rows = slice(i * d, (i + 1) * d)
+            self.add(join(prefix, w + ".weight"), mha.in_proj_weight, rows)
+            self.add(join(prefix, w + ".bias"), mha.in_proj_bias, rows)
+        self.linear(join(prefix, "w_o"), mha.out_proj)
+
+    def encoder_layer(self, prefix, layer):
+        # nn.TransformerEncoderLayer keeps linear1/linear2 on the layer itself;
+        # qkv groups them under "ffn".
+        self.mha(join(prefix, "self_attn"), layer.self_attn)
+        self.layer_norm(join(prefix, "norm1"), layer.norm1)
+        self.linear(join(prefix, "ffn.linear1"), layer.linear1)
+        self.linear(join(prefix, "ffn.linear2"), layer.linear2)
+        self.layer_norm(join(prefix, "norm2"), layer.norm2)
+
+    def decoder_layer(self, prefix, layer):
+        # PyTorch calls the cross attention "multihead_attn".
+        self.mha(join(prefix, "self_attn"), layer.self_attn)
+        self.layer_norm(join(prefix, "norm1"), layer.norm1)
+        self.mha(join(prefix, "cross_attn"), layer.multihead_attn)
+        self.layer_norm(join(prefix, "norm2"), layer.norm2)
+        self.linear(join(prefix, "ffn.linear1"), layer.linear1)
+        self.linear(join(prefix, "ffn.linear2"), layer.linear2)
+        self.layer_norm(join(prefix, "norm3"), layer.norm3)
+
+
+# ---------------------------------------------------------------------------
+# Masks and positions
+# ---------------------------------------------------------------------------
+
+def key_padding_mask(lens, n):
+    """(B, n) bool, True = padded key (PyTorch convention): key j masked when j >= len[b].
+    None for lens None (no padding)."""
+    if lens is None:
+        return None
+    return torch.arange(n)[None, :] >= torch.as_tensor(lens)[:, None]
+
+
+def causal_mask(t):
+    """(t, t) bool, True = masked: query i may not see key j > i."""
+    return torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+
+
+def sinusoidal(n, d):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same); (n, d),
+    computed in float64 and returned in the default dtype."""
+    pos = torch.arange(n, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, d, 2, dtype=torch.float64)[None, :]
+    angle = pos / torch.pow(10000.0, two_i / d)
+    pe = torch.zeros(n, d, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)
+    return pe.to(torch.get_default_dtype())
+
+
+# ---------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------
+
+class TorchSeq2Seq(nn.Module):
+    """Seq2SeqTransformer of SPEC.md built from PyTorch's own layers.
+
+    Layers are called one by one (rather than through nn.TransformerEncoder)
+    so the optional final norm is explicit and no nested-tensor fast path is
+    ever considered.
+    """
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, h, f, act, pre = cfg["d_model"], cfg["heads"], cfg["d_ff"], cfg["activation"], cfg["norm_first"]
+        self.d = d
+        self.tied = cfg["tied"]
+        self.src_embed = nn.Embedding(cfg["src_vocab"], d)
+        self.tgt_embed = nn.Embedding(cfg["tgt_vocab"], d)
+        self.enc_layers = nn.ModuleList([
+            nn.TransformerEncoderLayer(d, h, f, dropout=0.0, activation=act,
+                                       batch_first=True, norm_first=pre)
+            for _ in range(cfg["enc_layers"])])
+        self.dec_layers = nn.ModuleList([
+            nn.TransformerDecoderLayer(d, h, f, dropout=0.0, activation=act,
+                                       batch_first=True, norm_first=pre)
+            for _ in range(cfg["dec_layers"])])
+        self.enc_norm = nn.LayerNorm(d) if pre else None
+        self.dec_norm = nn.LayerNorm(d) if pre else None
+        self.gen_weight = None if self.tied else nn.Parameter(torch.empty(cfg["tgt_vocab"], d))
+        self.gen_bias = nn.Parameter(torch.empty(cfg["tgt_vocab"]))
+
+    def binding(self):
+        b = Binding()
+        b.add("src_embed.weight", self.src_embed.weight)
+        b.add("tgt_embed.weight", self.tgt_embed.weight)
+        for i, layer in enumerate(self.enc_layers):
+            b.encoder_layer(f"encoder.layers.{i}", layer)
+        for i, layer in enumerate(self.dec_layers):
+            b.decoder_layer(f"decoder.layers.{i}", layer)
+        if self.enc_norm is not None:
+            b.layer_norm("encoder.norm", self.enc_norm)
+            b.layer_norm("decoder.norm", self.dec_norm)
+        if not self.tied:
+            b.add("generator.weight", self.gen_weight)
+        b.add("generator.bias", self.gen_bias)
+        b.check_covers(self)
+        return b
+
+    def forward(self, src, src_lens, tgt_in, tgt_lens):
+        """Token ids (B,S) and (B,T); lengths for key padding masks, or None for
+        none. Returns the logits (B,T,V), the memory (B,S,D) and the decoder
+        output (B,T,D)."""
+        s, t = src.shape[1], tgt_in.shape[1]
+        src_pad = key_padding_mask(src_lens, s)
+        tgt_pad = key_padding_mask(tgt_lens, t)
+        scale = math.sqrt(self.d)
+
+        x = self.src_embed(src) * scale + sinusoidal(s, self.d)
+        for layer in self.enc_layers:
+            x = layer(x, src_key_padding_mask=src_pad)
+        if self.enc_norm is not None:
+            x = self.enc_norm(x)
+        mem = x
+
+        y = self.tgt_embed(tgt_in) * scale + sinusoidal(t, self.d)
+        for layer in self.dec_layers:
+            y = layer(y, mem, tgt_mask=causal_mask(t), tgt_key_padding_mask=tgt_pad,
+                      memory_key_padding_mask=src_pad)
+        if self.dec_norm is not None:
+            y = self.dec_norm(y)
+
+        w = self.tgt_embed.weight if self.tied else self.gen_weight
+        logits = F.linear(y, w, self.gen_bias)
+        return logits, mem, y
+
+
+class TorchGPT(nn.Module):
+    """Decoder-only LM of SPEC.md: learned positions, EncoderLayer blocks with
+    causal + key padding masks, final LayerNorm, tied lm head without bias."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.tok_embed = nn.Embedding(cfg["vocab"], d)
+        self.pos_embed = nn.Embedding(cfg["max_len"], d)
+        self.layers = nn.ModuleList([
+            nn.TransformerEncoderLayer(d, cfg["heads"], cfg["d_ff"], dropout=0.0,
+                                       activation=cfg["activation"], batch_first=True,
+                                       norm_first=cfg["norm_first"])
+            for _ in range(cfg["layers"])])
+        self.norm = nn.LayerNorm(d)
+
+    def binding(self):
+        b = Binding()
+        b.add("tok_embed.weight", self.tok_embed.weight)
+        b.add("pos_embed.weight", self.pos_embed.weight)
+        for i, layer in enumerate(self.layers):
+            b.encoder_layer(f"layers.{i}", layer)
+        b.layer_norm("norm", self.norm)
+        b.check_covers(self)
+        return b
+
+    def forward(self, ids, lens=None):
+        """Token ids (B,T); lengths for a key padding mask, or None. Logits (B,T,V)."""
+        t = ids.shape[1]
+        x = self.tok_embed(ids) + self.pos_embed.weight[:t]  # no sqrt(D) scaling
+        for layer in self.layers:
+            x = layer(x, src_mask=causal_mask(t), src_key_padding_mask=key_padding_mask(lens, t))
+        x = self.norm(x)
+        return F.linear(x, self.tok_embed.weight)  # tied head, no bias
