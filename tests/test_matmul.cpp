@@ -248,3 +248,43 @@ TEST_CASE("gemm split across 2 threads (along M, N or K) matches the naive produ
       }
   set_num_threads(prev);
 }
+
+// beta = 0 means C is written, never read: gemm zeroes C itself and asks
+// OpenBLAS for C += A B. NaN already in C must not reach the result, and the
+// padding columns of a strided C stay as they were; on one thread and on the
+// 2-thread split paths.
+TEST_CASE("gemm with beta = 0 ignores NaN already in C and leaves its padding alone") {
+  const int prev = get_num_threads();
+  Generator g(5);
+  struct Case { int64_t M, N, K; };
+  const Case cases[] = {{32, 32, 32}, {1000, 48, 80}, {48, 40, 3000}};
+  for (int threads : {1, 2})
+    for (const Case& c : cases)
+      for (int64_t pad : {0, 5}) {
+        set_num_threads(threads);
+        CAPTURE(threads);
+        CAPTURE(c.M);
+        CAPTURE(pad);
+        const int64_t ldc = c.N + pad;
+        Tensor A = Tensor::uniform({c.M, c.K}, -1, 1, g), B = Tensor::uniform({c.K, c.N}, -1, 1, g);
+        Tensor C = Tensor::full({c.M, ldc}, std::nanf(""));
+        for (int64_t i = 0; i < c.M; ++i)
+          for (int64_t j = c.N; j < ldc; ++j) C.data()[i * ldc + j] = 7;
+        gemm(false, false, c.M, c.N, c.K, 1, A.data(), c.K, B.data(), c.N, 0, C.data(), ldc);
+        Tensor want = Tensor::empty({c.M, c.N});
+        naive_mm(A.data(), B.data(), want.data(), c.M, c.K, c.N);
+        double worst = 0;
+        bool pad_kept = true, finite = true;
+        for (int64_t i = 0; i < c.M; ++i) {
+          for (int64_t j = 0; j < c.N; ++j) {
+            finite &= std::isfinite(C.data()[i * ldc + j]);
+            worst = std::max(worst, std::fabs(double(want.data()[i * c.N + j]) - C.data()[i * ldc + j]));
+          }
+          for (int64_t j = c.N; j < ldc; ++j) pad_kept &= C.data()[i * ldc + j] == 7;
+        }
+        CHECK(finite);
+        CHECK(worst < 2e-3);
+        CHECK(pad_kept);
+      }
+  set_num_threads(prev);
+}
