@@ -70,9 +70,11 @@ struct AttentionNode : Node {
   // Saved for backward: the inputs; the stacked projections, QKV (B*T, 3D)
   // for self-attention, or Q (B*T, D) and KV (B*S, 2D) for cross-attention;
   // the probabilities P (B,H,T,S); and the (stacked) weights they were made
-  // with. The merged head outputs O (B*T, D) are not kept: backward makes
-  // them again from P and V (one small product per head) to save memory.
-  Tensor xq, xkv, Wqkv, Wkv, wq, wo, QKV, Q, KV, P;
+  // with. The merged head outputs O (B*T, D), which dWo needs, are kept only
+  // when they take no more memory than P (D <= H*S, as in the small configs);
+  // otherwise backward makes them again from P and V, one small product per
+  // head, and saves (B*T, D) per layer (base: 2 MB per attention).
+  Tensor xq, xkv, Wqkv, Wkv, wq, wo, QKV, Q, KV, P, O;
   int64_t B = 0, T = 0, S = 0, D = 0, H = 0, dk = 0;
   bool has_bias = false, self = false;
   const char* name() const override { return "multi_head_attention"; }
@@ -80,11 +82,12 @@ struct AttentionNode : Node {
   std::vector<Tensor> backward(const Tensor& dY) override {
     const real scale = real(1) / std::sqrt(static_cast<real>(dk));
     // Output projection: out = O Wo^T + bo. dO and dbo now; dWo = dY^T O
-    // after the head loop below has recomputed O.
-    Tensor O = Tensor::empty({B * T, D});
+    // after the head loop below (which recomputes O when it was not kept).
+    const bool recompute = !O.defined();
+    Tensor Ob = recompute ? Tensor::empty({B * T, D}) : O;
     Tensor dO = Tensor::empty({B * T, D});
     Tensor dWo = Tensor::empty({D, D}), dbo = has_bias ? Tensor::empty({D}) : Tensor();
-    linear_backward(dY.data(), O, wo.data(), D, dO.data(), false, nullptr,  // O: its shape only
+    linear_backward(dY.data(), Ob, wo.data(), D, dO.data(), false, nullptr,  // Ob: its shape only
                      has_bias ? dbo.data() : nullptr);
 
     // Gradients of the projections, in the same stacked layout as forward.
@@ -121,7 +124,8 @@ struct AttentionNode : Node {
             const real* Vb = v + b * S * ldkv + h * dk;           // (S,d_k), ld ldkv
             const real* dOb = dO.data() + b * T * D + h * dk;     // (T,d_k), ld D
             // O_h = P V_h again  (T,S) x (S,d_k) -> (T,d_k), into its head's columns
-            gemm(false, false, T, dk, S, 1, Pb, S, Vb, ldkv, 0, O.data() + b * T * D + h * dk, D);
+            if (recompute)
+              gemm(false, false, T, dk, S, 1, Pb, S, Vb, ldkv, 0, Ob.data() + b * T * D + h * dk, D);
             // dP = dO V^T  (T,d_k) x (d_k,S) -> (T,S)
             gemm(false, true, T, S, dk, 1, dOb, D, Vb, ldkv, 0, dS, S);
             // dV = P^T dO  (S,T) x (T,d_k) -> (S,d_k)
@@ -140,7 +144,7 @@ struct AttentionNode : Node {
           }
         },
         /*grain=*/2);
-    linear_backward(dY.data(), O, wo.data(), D, nullptr, false, dWo.data(), nullptr);
+    linear_backward(dY.data(), Ob, wo.data(), D, nullptr, false, dWo.data(), nullptr);
 
     // Input projections, one stacked gemm per input. The weight gradients of
     // the stack are computed in one (k*D, D) block whose row blocks (views)
@@ -169,7 +173,7 @@ struct AttentionNode : Node {
     return {dxq, dxkv, dWq, dWk, dWv, dWo};
   }
   void release_saved() override {
-    xq = xkv = Wqkv = Wkv = wq = wo = QKV = Q = KV = P = Tensor();
+    xq = xkv = Wqkv = Wkv = wq = wo = QKV = Q = KV = P = O = Tensor();
   }
 };
 
@@ -269,6 +273,7 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
   node->xq = xq.data(); node->xkv = xkv.data();
   node->wq = wq.data(); node->wo = wo.data();
   node->P = P;
+  if (D <= H * S) node->O = O;
   std::vector<Var> inputs{xq, xkv, wq};
   if (has_bias) inputs.push_back(bq);
   inputs.push_back(wk);

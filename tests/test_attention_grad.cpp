@@ -95,3 +95,10 @@ TEST_CASE("attention grad: arbitrary boolean mask (B,T,S), including a fully mas
 TEST_CASE("attention grad: one head equals plain scaled dot-product attention") {
   run_case({1, 3, 3, 4, 1, false, AttentionMask::none()});
 }
+// The fused op keeps the head outputs O for dWo when D <= H*S (every case
+// above but the one-head one) and recomputes them from P and V in backward
+// otherwise. These two take the recomputing path.
+TEST_CASE("attention grad: head outputs recomputed in backward (D > H*S), self- and cross-attention") {
+  run_case({2, 3, 3, 8, 2, false, AttentionMask::causal_mask()});
+  run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1})});
+}
