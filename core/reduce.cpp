@@ -258,7 +258,9 @@ Tensor softmax_backward(const Tensor& g, const Tensor& y) {
           const real* gr = gp + r * n;
           const real* yr = yp + r * n;
           real dot = 0;
+#pragma omp simd reduction(+ : dot)
           for (int64_t k = 0; k < n; ++k) dot += gr[k] * yr[k];
+#pragma omp simd
           for (int64_t k = 0; k < n; ++k) dp[r * n + k] = yr[k] * (gr[k] - dot);
         }
       },
@@ -281,6 +283,7 @@ Tensor log_softmax_backward(const Tensor& g, const Tensor& y) {
       [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           real gs = 0;
+#pragma omp simd reduction(+ : gs)
           for (int64_t k = 0; k < n; ++k) gs += gp[r * n + k];
           for (int64_t k = 0; k < n; ++k)
             dp[r * n + k] = gp[r * n + k] - std::exp(yp[r * n + k]) * gs;

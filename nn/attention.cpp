@@ -135,7 +135,9 @@ struct AttentionNode : Node {
               real* r = dS + i * S;
               const real* pr = Pb + i * S;
               real dot = 0;
+#pragma omp simd reduction(+ : dot)
               for (int64_t j = 0; j < S; ++j) dot += r[j] * pr[j];
+#pragma omp simd
               for (int64_t j = 0; j < S; ++j) r[j] = pr[j] * (r[j] - dot);
             }
             // scores = scale Q K^T:  dQ = scale dS K (T,S)x(S,d_k);  dK = scale dS^T Q (S,T)x(T,d_k)
