@@ -18,17 +18,22 @@
 //   ceiling      the same FLOPs / the time sgemm alone needs for the step's
 //                products, each timed on its own (see derive_step_shapes)
 //   allocs       tensor-allocator cache misses during the timed steps (0 when
-//                steady-state training reuses every buffer)
+//                steady-state training reuses every tensor buffer), and the
+//                C++ heap allocations (operator new) per step: the graph's
+//                nodes and bookkeeping, which define-by-run builds every step
 //   peak RSS     VmHWM from /proc/self/status, read before the ceiling runs
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
@@ -46,6 +51,25 @@
 #include "nn/safetensors.h"
 #include "nn/transformer.h"
 #include "optim/adam.h"
+
+// Every operator new of the process is counted (the array and nothrow forms
+// call this one), so the report can say how many heap blocks a step takes
+// besides tensor memory.
+namespace {
+std::atomic<int64_t> g_heap_allocs{0};
+}
+// GCC cannot see that these replace the global pair, and warns about free()
+// on memory from operator new.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t n) {
+  g_heap_allocs.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 using namespace qkv;
 using Clock = std::chrono::steady_clock;
@@ -329,6 +353,7 @@ int main(int argc, char** argv) {
     }
     const AllocatorStats a0 = allocator_stats();
     const int64_t flops0 = gemm_flop_count();
+    const int64_t heap0 = g_heap_allocs.load();
     std::vector<double> step_s;
     for (int i = 0; i < steps; ++i) {
       const auto t0 = Clock::now();
@@ -339,6 +364,7 @@ int main(int argc, char** argv) {
     }
     const int64_t step_flops = (gemm_flop_count() - flops0) / steps;
     const int64_t train_allocs = allocator_stats().system_allocs - a0.system_allocs;
+    const double heap_per_step = double(g_heap_allocs.load() - heap0) / steps;
 
     // ---- forward only (forward + loss, no graph) ---------------------------------------
     std::vector<double> fwd_s;
@@ -409,7 +435,7 @@ int main(int argc, char** argv) {
           {"flop_mismatch", mismatch},
           {"peak_rss_mb", rss_mb},
           {"allocs_timed", train_allocs}, {"allocs_per_step", static_cast<double>(train_allocs) / steps},
-          {"fwd_allocs_timed", fwd_allocs},
+          {"fwd_allocs_timed", fwd_allocs}, {"heap_allocs_per_step", heap_per_step},
           {"loss_first", loss_first}, {"loss_last", loss_last}};
       std::printf("%s\n", j.dump().c_str());
     } else {
@@ -447,6 +473,8 @@ int main(int argc, char** argv) {
                   "forward-only %lld\n",
                   (long long)train_allocs, steps, static_cast<double>(train_allocs) / steps,
                   (long long)fwd_allocs);
+      std::printf("  heap         %.0f operator new calls per step (graph nodes and bookkeeping)\n",
+                  heap_per_step);
       std::printf("  loss         %.5f at the first step, %.5f at the last\n",
                   static_cast<double>(loss_first), static_cast<double>(loss_last));
     }

@@ -67,8 +67,8 @@ with open(sys.argv[1], "a") as fh:
     fh.write(json.dumps(r) + "\n")
 extra = ""
 if r["impl"] == "qkv":
-    extra = ", %.1f GFLOP/s = %.0f%% of sgemm ceiling, allocs/step %g" % (
-        r["gflops"], 100 * r["ceiling_frac"], r["allocs_per_step"])
+    extra = ", %.1f GFLOP/s = %.0f%% of sgemm ceiling, tensor allocs/step %g, heap blocks/step %.0f" % (
+        r["gflops"], 100 * r["ceiling_frac"], r["allocs_per_step"], r["heap_allocs_per_step"])
 setting = r.get("setting", "%d thread(s)" % r["threads"])
 print("  %d %-5s %-5s %-38s step %9.2f ms  forward %8.2f ms  RSS %6.1f MB%s" % (
     r["round"], r["impl"], r["config"], setting, r["step_ms"], r["fwd_ms"], r["peak_rss_mb"],
@@ -236,12 +236,13 @@ for cfg in configs:
       f"{next(r['params'] for r in qkv if r['config'] == cfg):,} parameters.")
     w("")
     w("| threads | step ms | forward ms | tokens/s | GFLOP/step | GFLOP/s | sgemm ceiling GFLOP/s "
-      "| % of ceiling | peak RSS MB | allocs/step |")
-    w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+      "| % of ceiling | peak RSS MB | tensor allocs/step | heap blocks/step |")
+    w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for q in [r for r in qkv if r["config"] == cfg]:
         w(f"| {q['threads']} | {f(q['step_ms'])} | {f(q['fwd_ms'])} | {f(q['tokens_per_s'], 0)} | "
           f"{q['step_gflop']:.3f} | {f(q['gflops'], 1)} | {f(q['ceiling_gflops'], 1)} | "
-          f"{100 * q['ceiling_frac']:.0f}% | {f(q['peak_rss_mb'], 1)} | {q['allocs_per_step']:g} |")
+          f"{100 * q['ceiling_frac']:.0f}% | {f(q['peak_rss_mb'], 1)} | {q['allocs_per_step']:g} | "
+          f"{q['heap_allocs_per_step']:.0f} |")
     rs = [r for r in torch if r["config"] == cfg]
     if rs:
         w("")
@@ -294,8 +295,13 @@ w("- sgemm ceiling: every distinct (transA, transB, M, N, K) product of the step
   "their backward products) is timed alone with qkv::gemm / gemm_batched at the same "
   "thread count, best of several repetitions with the operands in cache; the ceiling is "
   "the step's FLOPs over the sum of those ideal times. % of ceiling = GFLOP/s / ceiling.")
-w("- allocs/step: system allocations of qkv's tensor allocator (cache misses) during the "
-  "timed steps, per step; 0 means steady-state training allocates nothing.")
+w("- tensor allocs/step: system allocations of qkv's tensor allocator (cache misses) "
+  "during the timed steps, per step; 0 means every tensor buffer of a step is reused "
+  "from earlier steps.")
+w("- heap blocks/step: C++ operator new calls per timed step, counted by bench_train. "
+  "These are the small blocks of the define-by-run graph that every step builds anew "
+  "(nodes, variable handles, tensor headers, the backward pass's bookkeeping), not "
+  "tensor data; not yet 0.")
 w("- peak RSS: VmHWM (qkv) and ru_maxrss (PyTorch) of the process, i.e. of one "
   "configuration; the PyTorch figure includes the Python interpreter and libtorch.")
 w("- Two-thread timings on a shared 2-core machine drift between runs; compare numbers "
