@@ -49,12 +49,13 @@
 #include "nn/checkpoint.h"
 #include "nn/cross_entropy.h"
 #include "nn/safetensors.h"
+#include "nn/attention.h"
 #include "nn/transformer.h"
 #include "optim/adam.h"
 
-// Every operator new of the process is counted (the array and nothrow forms
-// call this one), so the report can say how many heap blocks a step takes
-// besides tensor memory.
+// Every plain operator new of the process is counted (libstdc++'s array and
+// nothrow forms call this one; the over-aligned forms are not counted), so
+// the report can say how many heap blocks a step takes besides tensor memory.
 namespace {
 std::atomic<int64_t> g_heap_allocs{0};
 }
@@ -150,7 +151,8 @@ void linear_shapes(ShapeList& s, int64_t N, int64_t in, int64_t out, int64_t tim
 //             scores = Q_h K_h^T  (T,d_k)x(d_k,S): gemm(F,T, T,S,d_k)   x B*H
 //             O_h    = P V_h      (T,S)x(S,d_k):   gemm(F,F, T,d_k,S)   x B*H
 //   backward  every projection's dX and dW
-//             O_h = P V_h again (O is not saved)      gemm(F,F, T,d_k,S)
+//             O_h = P V_h again, unless attention_keeps_head_outputs
+//                                                     gemm(F,F, T,d_k,S)
 //             dP = dO V^T  gemm(F,T, T,S,d_k);  dV = P^T dO   gemm(T,F, S,d_k,T)
 //             dQ = dS K    gemm(F,F, T,d_k,S);  dK = dS^T Q   gemm(T,F, S,d_k,T)
 void attention_shapes(ShapeList& s, int64_t B, int64_t T, int64_t S, int64_t D, int64_t H,
@@ -167,7 +169,8 @@ void attention_shapes(ShapeList& s, int64_t B, int64_t T, int64_t S, int64_t D, 
   s.add(kFwd, false, false, T, dk, S, BH, times);
   s.add(kBwd, false, true, T, S, dk, BH, times);
   s.add(kBwd, true, false, S, dk, T, BH, 2 * times);
-  s.add(kBwd, false, false, T, dk, S, BH, 2 * times);
+  const int64_t pv_bwd = nn::attention_keeps_head_outputs(D, H, S) ? 1 : 2;  // dQ [+ O again]
+  s.add(kBwd, false, false, T, dk, S, BH, pv_bwd * times);
 }
 
 // Feed-forward net, nn/feedforward.cpp: two linears D -> F -> D on N rows.
@@ -353,8 +356,9 @@ int main(int argc, char** argv) {
     }
     const AllocatorStats a0 = allocator_stats();
     const int64_t flops0 = gemm_flop_count();
-    const int64_t heap0 = g_heap_allocs.load();
     std::vector<double> step_s;
+    step_s.reserve(static_cast<size_t>(steps));  // no growth inside the count
+    const int64_t heap0 = g_heap_allocs.load();
     for (int i = 0; i < steps; ++i) {
       const auto t0 = Clock::now();
       const real l = train_step();

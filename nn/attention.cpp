@@ -71,9 +71,9 @@ struct AttentionNode : Node {
   // for self-attention, or Q (B*T, D) and KV (B*S, 2D) for cross-attention;
   // the probabilities P (B,H,T,S); and the (stacked) weights they were made
   // with. The merged head outputs O (B*T, D), which dWo needs, are kept only
-  // when they take no more memory than P (D <= H*S, as in the small configs);
-  // otherwise backward makes them again from P and V, one small product per
-  // head, and saves (B*T, D) per layer (base: 2 MB per attention).
+  // when attention_keeps_head_outputs (no bigger than P); otherwise backward
+  // makes them again from P and V, one small product per head, and saves
+  // (B*T, D) per layer (base: 2 MB per attention).
   Tensor xq, xkv, Wqkv, Wkv, wq, wo, QKV, Q, KV, P, O;
   int64_t B = 0, T = 0, S = 0, D = 0, H = 0, dk = 0;
   bool has_bias = false, self = false;
@@ -275,7 +275,7 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
   node->xq = xq.data(); node->xkv = xkv.data();
   node->wq = wq.data(); node->wo = wo.data();
   node->P = P;
-  if (D <= H * S) node->O = O;
+  if (attention_keeps_head_outputs(D, H, S)) node->O = O;
   std::vector<Var> inputs{xq, xkv, wq};
   if (has_bias) inputs.push_back(bq);
   inputs.push_back(wk);

@@ -35,6 +35,15 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
                          const Var& wo, const Var& bo, int64_t heads,
                          const AttentionMask& mask = {}, Tensor* probs_out = nullptr);
 
+// Whether the fused op keeps its merged head outputs O (B*T, D), which the
+// output projection's weight gradient needs, until backward: when they take
+// no more memory than the probabilities P (B,H,T,S) it keeps anyway, i.e.
+// D <= H*S (the small and GPT benchmark shapes). Otherwise (tiny, base)
+// backward recomputes them from P and V, one (T,S)x(S,d_k) product per head.
+inline bool attention_keeps_head_outputs(int64_t d_model, int64_t heads, int64_t S) {
+  return d_model <= heads * S;
+}
+
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t d_model, int64_t heads, bool bias = true,

@@ -130,3 +130,31 @@ TEST_CASE("a boolean mask hides exactly the marked scores") {
     CHECK(rs == doctest::Approx(1));
   }
 }
+
+// backward twice through a retained graph adds the same gradients twice, on
+// both the path that keeps the head outputs O (D <= H*S) and the one that
+// recomputes them: nothing saved is overwritten by the first backward.
+TEST_CASE("attention backward twice with retain_graph gives exactly twice the gradients, O kept or recomputed") {
+  struct Case { int64_t D, H, S; };
+  for (const Case c : {Case{8, 2, 4}, Case{8, 2, 3}}) {
+    CAPTURE(c.S);
+    CHECK(attention_keeps_head_outputs(c.D, c.H, c.S) == (c.S == 4));
+    Generator g(3);
+    MultiHeadAttention mha(c.D, c.H, true, g);
+    Var x(Tensor::normal({2, c.S, c.D}, 0, 1, g), true);
+    const Tensor up = Tensor::normal({2, c.S, c.D}, 0, 1, g);
+    Var y = mha.forward(x, x, AttentionMask::causal_mask());
+    y.backward(up, /*retain_graph=*/true);
+    std::vector<Tensor> once{x.grad().clone()};
+    for (auto& [name, p] : mha.named_parameters()) once.push_back(p.grad().clone());
+    y.backward(up);
+    std::vector<Tensor> twice{x.grad()};
+    for (auto& [name, p] : mha.named_parameters()) twice.push_back(p.grad());
+    for (size_t i = 0; i < once.size(); ++i) {
+      CAPTURE(i);
+      Tensor want = once[i].clone();
+      want.add_(once[i]);
+      CHECK(max_abs_diff(want, twice[i]) == 0);
+    }
+  }
+}
