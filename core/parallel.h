@@ -46,4 +46,24 @@ void parallel_for(int64_t n, F&& f, int64_t grain = kParallelGrain) {
   f(int64_t{0}, n);
 }
 
+// Per-thread scratch for one parallel_for: count() rows, and in the loop body
+// slot() is the calling thread's row, private to it. Make it before the loop.
+// Called from inside someone else's parallel region, parallel_for runs on the
+// calling thread alone, so there is one row and every call uses row 0.
+class ThreadSlots {
+ public:
+  ThreadSlots() : nested_(in_parallel_region()) {}
+  int count() const { return nested_ ? 1 : get_num_threads(); }
+  int slot() const {
+#ifdef _OPENMP
+    return nested_ ? 0 : omp_get_thread_num();
+#else
+    return 0;
+#endif
+  }
+
+ private:
+  bool nested_;
+};
+
 }  // namespace qkv

@@ -105,17 +105,13 @@ struct AttentionNode : Node {
       dq = dQ.data(); dkp = dKV.data(); dvp = dkp + D;
       q = Q.data(); k = KV.data(); v = k + D;
     }
-    const int threads = get_num_threads();
     // One (T,S) scratch block per thread for dP / dS.
-    Tensor scratch = Tensor::empty({static_cast<int64_t>(threads), T, S});
+    const ThreadSlots slots;
+    Tensor scratch = Tensor::empty({static_cast<int64_t>(slots.count()), T, S});
     parallel_for(
         B * H,
         [&](int64_t p0, int64_t p1) {
-#ifdef _OPENMP
-          real* dS = scratch.data() + (in_parallel_region() ? omp_get_thread_num() : 0) * T * S;
-#else
-          real* dS = scratch.data();
-#endif
+          real* dS = scratch.data() + slots.slot() * T * S;
           for (int64_t bh = p0; bh < p1; ++bh) {
             const int64_t b = bh / H, h = bh % H;
             const real* Pb = P.data() + bh * T * S;               // (T,S)

@@ -8,6 +8,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/reduce.h"
 
 namespace qkv::nn {
 
@@ -29,25 +30,25 @@ struct LayerNormNode : Node {
     const int64_t D = gamma.numel(), N = x.numel() / D;
     const bool want_dx = needs_grad(0), want_dg = needs_grad(1), want_db = needs_grad(2);
     Tensor dx = want_dx ? Tensor::empty(x.shape()) : Tensor();
-    Tensor dgamma = want_dg ? Tensor::zeros({D}) : Tensor();
-    Tensor dbeta = want_db ? Tensor::zeros({D}) : Tensor();
+    // dgamma and dbeta: each thread sums its rows into its own row of
+    // `partial` (threads, 2D) = [dgamma | dbeta]; the rows are added in thread
+    // order afterwards, so the sums do not depend on which thread ends first.
+    const bool want_params = want_dg || want_db;
+    const ThreadSlots slots;
+    Tensor partial = want_params ? Tensor::zeros({slots.count(), 2 * D}) : Tensor();
     const real* __restrict xp = x.data();
     const real* __restrict gp = g.data();
     const real* __restrict gam = gamma.data();
     const real* __restrict mu = mean.data();
     const real* __restrict rs = rstd.data();
     real* dxp = want_dx ? dx.data() : nullptr;
-    real* dgp = want_dg ? dgamma.data() : nullptr;
-    real* dbp = want_db ? dbeta.data() : nullptr;
     const real invD = real(1) / static_cast<real>(D);
 
     parallel_for(
         N,
         [&](int64_t r0, int64_t r1) {
-          // Each thread sums its rows' dgamma/dbeta privately, then adds them in once.
-          std::vector<real> pg(want_dg ? D : 0, real(0)), pb(want_db ? D : 0, real(0));
-          real* __restrict lg = pg.data();
-          real* __restrict lb = pb.data();
+          real* __restrict lg = want_params ? partial.data() + slots.slot() * 2 * D : nullptr;
+          real* __restrict lb = want_params ? lg + D : nullptr;
           for (int64_t r = r0; r < r1; ++r) {
             const real* __restrict xr = xp + r * D;
             const real* __restrict gr = gp + r * D;
@@ -74,15 +75,15 @@ struct LayerNormNode : Node {
             for (int64_t j = 0; j < D; ++j)
               dr[j] = s * (gr[j] * gam[j] - a - (xr[j] - m) * s * b);
           }
-          if (want_dg || want_db) {
-#pragma omp critical(qkv_layer_norm_backward)
-            {
-              for (int64_t j = 0; want_dg && j < D; ++j) dgp[j] += lg[j];
-              for (int64_t j = 0; want_db && j < D; ++j) dbp[j] += lb[j];
-            }
-          }
         },
         row_grain(D));
+    Tensor dgamma, dbeta;
+    if (want_params) {
+      Tensor sums = Tensor::empty({2 * D});
+      sum_rows(partial.data(), slots.count(), 2 * D, sums.data());
+      if (want_dg) dgamma = sums.slice0(0, D);
+      if (want_db) dbeta = sums.slice0(D, 2 * D);
+    }
     return {dx, dgamma, dbeta};
   }
   void release_saved() override { x = gamma = mean = rstd = Tensor(); }

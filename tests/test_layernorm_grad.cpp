@@ -89,3 +89,51 @@ TEST_CASE("LayerNorm module: weight ones, bias zeros, forward equals layer_norm 
   INFO(r.report);
   CHECK(r.ok);
 }
+
+// Enough rows (5000 of D = 8) for the backward to split over 2 threads, each
+// summing its rows' dgamma and dbeta into its own row of scratch; once with
+// beta not requiring grad, so only dgamma is summed.
+TEST_CASE("layer_norm fused equals composed when backward splits rows over 2 threads") {
+  const int prev = get_num_threads();
+  set_num_threads(2);
+  Generator g(6);
+  testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({2, 2500, 8}, g));
+  auto in = make_inputs({5000, 8}, g);
+  in[2].requires_grad_(false);
+  testing::check_fused_equals_composed(fused_ln, composed_ln, in);
+  set_num_threads(prev);
+}
+
+// Called from inside someone else's parallel region, backward runs on the
+// calling thread with one scratch row, and gives the same gradients.
+TEST_CASE("layer_norm backward inside an outer parallel region gives the serial gradients") {
+  const int prev = get_num_threads();
+  set_num_threads(2);
+  Generator g(7);
+  const Tensor x0 = Tensor::normal({5000, 8}, 0, 1, g), up = Tensor::normal({5000, 8}, 0, 1, g);
+  const Tensor g0 = Tensor::normal({8}, 1, 0.5, g), b0 = Tensor::normal({8}, 0, 0.5, g);
+  auto grads = [&] {
+    Var x(x0.clone(), true), gamma(g0.clone(), true), beta(b0.clone(), true);
+    nn::layer_norm(x, gamma, beta, 1e-5).backward(up);
+    return std::vector<Tensor>{x.grad(), gamma.grad(), beta.grad()};
+  };
+  const std::vector<Tensor> serial = grads();
+  std::vector<Tensor> inner[2];
+#pragma omp parallel num_threads(2)
+  {
+#ifdef _OPENMP
+    const int t = omp_get_thread_num();
+#else
+    const int t = 0;
+#endif
+    if (t < 2) inner[t] = grads();
+  }
+  for (const auto& got : inner) {
+    if (got.empty()) continue;  // a runtime that gave the region one thread
+    for (size_t i = 0; i < serial.size(); ++i) {
+      CAPTURE(i);
+      CHECK(max_abs_diff(got[i], serial[i]) < 1e-12);
+    }
+  }
+  set_num_threads(prev);
+}
