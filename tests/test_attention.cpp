@@ -158,3 +158,37 @@ TEST_CASE("attention backward twice with retain_graph gives exactly twice the gr
     }
   }
 }
+
+// Called from inside someone else's parallel region, backward runs on the
+// calling thread with one (T,S) scratch block, and gives the serial gradients.
+// The outer region has more threads (2) than qkv is set to use (1).
+TEST_CASE("attention backward inside an outer parallel region gives the serial gradients") {
+  const int prev = get_num_threads();
+  set_num_threads(1);
+  Generator g(11);
+  MultiHeadAttention mha(8, 2, true, g);
+  const Tensor x0 = Tensor::normal({3, 5, 8}, 0, 1, g), up = Tensor::normal({3, 5, 8}, 0, 1, g);
+  auto grad_of_x = [&] {
+    Var x(x0.clone(), true);
+    multi_head_attention(x, x, mha.w_q->weight.detach(), mha.w_q->bias.detach(),
+                         mha.w_k->weight.detach(), mha.w_k->bias.detach(), mha.w_v->weight.detach(),
+                         mha.w_v->bias.detach(), mha.w_o->weight.detach(), mha.w_o->bias.detach(), 2,
+                         AttentionMask::causal_mask())
+        .backward(up);
+    return x.grad();
+  };
+  const Tensor serial = grad_of_x();
+  Tensor inner[2];
+#pragma omp parallel num_threads(2)
+  {
+#ifdef _OPENMP
+    const int t = omp_get_thread_num();
+#else
+    const int t = 0;
+#endif
+    if (t < 2) inner[t] = grad_of_x();
+  }
+  for (const Tensor& got : inner)
+    if (got.defined()) CHECK(max_abs_diff(got, serial) == 0);
+  set_num_threads(prev);
+}
