@@ -8,6 +8,7 @@
 #include "autograd/qkv_autograd.h"
 #include "compare.h"
 #include "fixture.h"
+#include "outer_region.h"
 #include "nn/attention.h"
 
 using namespace qkv;
@@ -178,17 +179,7 @@ TEST_CASE("attention backward inside an outer parallel region gives the serial g
     return x.grad();
   };
   const Tensor serial = grad_of_x();
-  Tensor inner[2];
-#pragma omp parallel num_threads(2)
-  {
-#ifdef _OPENMP
-    const int t = omp_get_thread_num();
-#else
-    const int t = 0;
-#endif
-    if (t < 2) inner[t] = grad_of_x();
-  }
-  for (const Tensor& got : inner)
+  for (const Tensor& got : testing::on_each_thread_of_outer_region(grad_of_x))
     if (got.defined()) CHECK(max_abs_diff(got, serial) == 0);
   set_num_threads(prev);
 }

@@ -6,6 +6,7 @@
 #include "autograd/qkv_autograd.h"
 #include "fused_vs_composed.h"
 #include "nn/layernorm.h"
+#include "outer_region.h"
 
 using namespace qkv;
 
@@ -118,17 +119,7 @@ TEST_CASE("layer_norm backward inside an outer parallel region gives the serial 
     return std::vector<Tensor>{x.grad(), gamma.grad(), beta.grad()};
   };
   const std::vector<Tensor> serial = grads();
-  std::vector<Tensor> inner[2];
-#pragma omp parallel num_threads(2)
-  {
-#ifdef _OPENMP
-    const int t = omp_get_thread_num();
-#else
-    const int t = 0;
-#endif
-    if (t < 2) inner[t] = grads();
-  }
-  for (const auto& got : inner) {
+  for (const auto& got : testing::on_each_thread_of_outer_region(grads)) {
     if (got.empty()) continue;  // a runtime that gave the region one thread
     for (size_t i = 0; i < serial.size(); ++i) {
       CAPTURE(i);
