@@ -53,21 +53,28 @@ struct LayerNormNode : Node {
             const real* __restrict xr = xp + r * D;
             const real* __restrict gr = gp + r * D;
             const real m = mu[r], s = rs[r];
-            if (want_dg)
-#pragma omp simd
-              for (int64_t j = 0; j < D; ++j) lg[j] += gr[j] * (xr[j] - m) * s;
-            if (want_db)
-#pragma omp simd
-              for (int64_t j = 0; j < D; ++j) lb[j] += gr[j];
-            if (!want_dx) continue;
-            // a = mean(dxhat), b = mean(dxhat * xhat)
+            // One pass for the parameter sums and the two row means
+            // a = mean(dxhat), b = mean(dxhat * xhat).
             real a = 0, b = 0;
+            if (want_params) {
 #pragma omp simd reduction(+ : a, b)
-            for (int64_t j = 0; j < D; ++j) {
-              const real dxh = gr[j] * gam[j];
-              a += dxh;
-              b += dxh * (xr[j] - m) * s;
+              for (int64_t j = 0; j < D; ++j) {
+                const real xh = (xr[j] - m) * s;
+                lg[j] += gr[j] * xh;
+                lb[j] += gr[j];
+                const real dxh = gr[j] * gam[j];
+                a += dxh;
+                b += dxh * xh;
+              }
+            } else {
+#pragma omp simd reduction(+ : a, b)
+              for (int64_t j = 0; j < D; ++j) {
+                const real dxh = gr[j] * gam[j];
+                a += dxh;
+                b += dxh * (xr[j] - m) * s;
+              }
             }
+            if (!want_dx) continue;
             a *= invD;
             b *= invD;
             real* __restrict dr = dxp + r * D;
