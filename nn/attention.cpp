@@ -70,10 +70,10 @@ struct AttentionNode : Node {
   // Saved for backward: the inputs; the stacked projections, QKV (B*T, 3D)
   // for self-attention, or Q (B*T, D) and KV (B*S, 2D) for cross-attention;
   // the probabilities P (B,H,T,S); and the (stacked) weights they were made
-  // with. The merged head outputs O (B*T, D), which dWo needs, are kept only
-  // when attention_keeps_head_outputs (no bigger than P); otherwise backward
-  // makes them again from P and V, one small product per head, and saves
-  // (B*T, D) per layer (base: 2 MB per attention).
+  // with. The merged head outputs O (B*T, D), which dWo needs, are kept
+  // unless the caller asked for HeadOutputs::Recompute or Auto chose it (see
+  // attention_keeps_head_outputs); then backward makes them again from P and
+  // V, one small product per head, and saves (B*T, D) per layer.
   Tensor xq, xkv, Wqkv, Wkv, wq, wo, QKV, Q, KV, P, O;
   int64_t B = 0, T = 0, S = 0, D = 0, H = 0, dk = 0;
   bool has_bias = false, self = false;
@@ -178,7 +178,7 @@ struct AttentionNode : Node {
 Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var& bq,
                          const Var& wk, const Var& bk, const Var& wv, const Var& bv,
                          const Var& wo, const Var& bo, int64_t heads, const AttentionMask& mask,
-                         Tensor* probs_out) {
+                         Tensor* probs_out, HeadOutputs head_outputs) {
   const Shape& qs = xq.shape();
   const Shape& ks = xkv.shape();
   if (qs.size() != 3 || ks.size() != 3 || qs[0] != ks[0] || qs[2] != ks[2])
@@ -271,7 +271,10 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
   node->xq = xq.data(); node->xkv = xkv.data();
   node->wq = wq.data(); node->wo = wo.data();
   node->P = P;
-  if (attention_keeps_head_outputs(D, H, S)) node->O = O;
+  const bool keep_o = head_outputs == HeadOutputs::Auto
+                          ? attention_keeps_head_outputs(B, T, S, D, H)
+                          : head_outputs == HeadOutputs::Keep;
+  if (keep_o) node->O = O;
   std::vector<Var> inputs{xq, xkv, wq};
   if (has_bias) inputs.push_back(bq);
   inputs.push_back(wk);

@@ -16,6 +16,7 @@ struct Case {
   int64_t B, T, S, D, H;
   bool cross;
   AttentionMask mask;
+  nn::HeadOutputs head_outputs = nn::HeadOutputs::Auto;  // what forward saves of O
 };
 
 std::vector<Var> make_params(int64_t D, Generator& g) {
@@ -27,8 +28,10 @@ std::vector<Var> make_params(int64_t D, Generator& g) {
   return p;
 }
 
-Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, int64_t H, const AttentionMask& m) {
-  return nn::multi_head_attention(xq, xkv, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], H, m);
+Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, int64_t H, const AttentionMask& m,
+          nn::HeadOutputs ho) {
+  return nn::multi_head_attention(xq, xkv, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], H, m,
+                                  nullptr, ho);
 }
 
 void run_case(const Case& c) {
@@ -43,7 +46,8 @@ void run_case(const Case& c) {
     std::vector<Var> ps(v.begin() + np, v.end());
     const Var& a = v[0];
     const Var& b = c.cross ? v[1] : v[0];
-    return composed ? testing::composed_attention(a, b, ps, c.H, c.mask) : fused(a, b, ps, c.H, c.mask);
+    return composed ? testing::composed_attention(a, b, ps, c.H, c.mask)
+                    : fused(a, b, ps, c.H, c.mask, c.head_outputs);
   };
 
   // 1. finite differences
@@ -95,10 +99,11 @@ TEST_CASE("attention grad: arbitrary boolean mask (B,T,S), including a fully mas
 TEST_CASE("attention grad: one head equals plain scaled dot-product attention") {
   run_case({1, 3, 3, 4, 1, false, AttentionMask::none()});
 }
-// The fused op keeps the head outputs O for dWo when D <= H*S (every case
-// above but the one-head one) and recomputes them from P and V in backward
-// otherwise. These two take the recomputing path.
-TEST_CASE("attention grad: head outputs recomputed in backward (D > H*S), self- and cross-attention") {
-  run_case({2, 3, 3, 8, 2, false, AttentionMask::causal_mask()});
-  run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1})});
+// The fused op keeps the head outputs O for dWo (every case above: Auto keeps
+// them for shapes this small) or recomputes them from P and V in backward.
+// These take the recomputing path, and the keeping path where Auto would not.
+TEST_CASE("attention grad: head outputs recomputed in backward, self- and cross-attention") {
+  run_case({2, 3, 3, 8, 2, false, AttentionMask::causal_mask(), nn::HeadOutputs::Recompute});
+  run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::HeadOutputs::Recompute});
+  run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::HeadOutputs::Keep});
 }
