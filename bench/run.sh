@@ -15,7 +15,7 @@
 #   BENCH_STEPS     timed steps per run (default 20, the minimum the report
 #                   calls a measurement; fewer is for testing the harness)
 #   BENCH_THREADS   thread counts for qkv (default "1 2")
-#   BENCH_ROUNDS    rounds per configuration (default 3): every run of the
+#   BENCH_ROUNDS    rounds per configuration (default 5): every run of the
 #                   configuration is repeated, interleaved, and each side is
 #                   reported by its fastest round (two-thread timings on a
 #                   shared machine drift by up to ~30% between runs)
@@ -37,7 +37,7 @@ BENCH="$BUILD_DIR/bench_train"
 CONFIGS=${BENCH_CONFIGS:-tiny small gpt base}
 STEPS=${BENCH_STEPS:-20}
 THREADS=${BENCH_THREADS:-1 2}
-ROUNDS=${BENCH_ROUNDS:-3}
+ROUNDS=${BENCH_ROUNDS:-5}
 BASE_ROUNDS=${BENCH_BASE_ROUNDS:-1}
 ROUND=1
 OUT=${BENCH_OUT:-$ROOT/BENCHMARKS.md}
