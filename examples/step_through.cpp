@@ -202,13 +202,15 @@ void grad_norm_table(const TinyRun& r) {
 
 void layer_norm_step(const TinyRun& r) {
   const nn::LayerNorm& ln = *r.model->decoder->layers[0]->norm3;
-  const Tensor& x = r.ln_in.data();   // (1,T,D)
+  const Tensor& x = r.ln_x;            // (1,T,D): h + ffn(h)
   const Tensor& dy = r.ln_out.grad();  // (1,T,D): the gradient arriving at y
   const int64_t D = ln.D;
   const LayerNormRow row = layer_norm_row_backward(x.data(), dy.data(), ln.weight.data().data(), D, ln.eps);
 
   section("2b. LayerNorm backward by hand: decoder.layers.0.norm3, row t = 0");
-  std::printf(" y = xhat * gamma + beta, xhat = (x - mean) * rstd, rstd = 1/sqrt(var+eps).\n"
+  std::printf(" x = h + ffn(h), the residual sum, made in the same op (add_layer_norm);\n"
+              " the sum passes dx unchanged to both h and ffn(h).\n"
+              " y = xhat * gamma + beta, xhat = (x - mean) * rstd, rstd = 1/sqrt(var+eps).\n"
               " mean and rstd depend on every x of the row, hence the two extra terms:\n"
               "   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),\n"
               "   dxhat = dy * gamma  (gamma is all ones at initialisation)\n");
@@ -227,7 +229,7 @@ void layer_norm_step(const TinyRun& r) {
   std::printf("  %-11s mean(dxhat) = %.4f, mean(dxhat * xhat) = %.4f\n", "", row.mean_dxhat,
               row.mean_dxhat_xhat);
   line("dx formula", vec(row.dx));
-  const Tensor engine_dx = r.ln_in.grad();
+  const Tensor engine_dx = r.ln_dx;  // what reached ffn(h), the addend
   line("dx engine", engine_dx.slice0(0, 1).reshape({-1}).slice0(0, D));
   const Tensor all = layer_norm_backward_by_hand(x, dy, ln.weight.data(), ln.eps);
   std::printf("  max |formula - engine| over all %lld rows: %.1e\n",

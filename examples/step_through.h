@@ -204,7 +204,9 @@ inline Var find_op_output(const Var& root, const std::string& op, const Var& par
 
 // One forward and backward pass. The two sublayers we study keep their
 // gradients (retain_grad on the Vars around them, found in the graph):
-//   decoder.layers.0.norm3       x = h + ffn(h)  ->  y = layer_norm(x)
+//   decoder.layers.0.norm3       x = h + ffn(h)  ->  y = layer_norm(x), one op:
+//                                add_layer_norm(h, ffn(h)) makes the sum in its row pass
+//                                and hands dx to both addends (d(h + f)/df = 1)
 //   decoder.layers.0.cross_attn  (h, memory)     ->  multi_head_attention
 // retain_all keeps every intermediate gradient (for the DOT drawing).
 struct TinyRun {
@@ -213,7 +215,8 @@ struct TinyRun {
   std::shared_ptr<nn::Seq2SeqTransformer> model;
   Var logits;                  // (B,T,V) = (1,4,8)
   Var loss;                    // ()
-  Var ln_in, ln_out;           // norm3's input x and output y, (1,4,8)
+  Var ln_a, ln_b, ln_out;      // norm3's addends h and ffn(h), and its output y, (1,4,8)
+  Tensor ln_x, ln_dx;          // norm3's normalised input x = h + ffn(h), and dL/dx (1,4,8)
   Var att_q, att_kv, att_out;  // cross_attn's inputs (1,4,8), (1,3,8) and output (1,4,8)
 };
 
@@ -233,8 +236,10 @@ inline TinyRun run_tiny_transformer(bool retain_all = false) {
   }
 
   const auto& layer = *r.model->decoder->layers.at(0);
-  r.ln_out = find_op_output(r.loss, "layer_norm", layer.norm3->weight);
-  r.ln_in = r.ln_out.grad_fn()->inputs.at(0);
+  r.ln_out = find_op_output(r.loss, "add_layer_norm", layer.norm3->weight);
+  r.ln_a = r.ln_out.grad_fn()->inputs.at(0);
+  r.ln_b = r.ln_out.grad_fn()->inputs.at(1);
+  r.ln_x = add(r.ln_a.data(), r.ln_b.data());
   r.att_out = find_op_output(r.loss, "multi_head_attention", layer.cross_attn->w_q->weight);
   r.att_q = r.att_out.grad_fn()->inputs.at(0);
   r.att_kv = r.att_out.grad_fn()->inputs.at(1);
@@ -242,9 +247,12 @@ inline TinyRun run_tiny_transformer(bool retain_all = false) {
     for (Var& v : topological_order(r.loss))
       if (!v.is_leaf()) v.retain_grad();
   } else {
-    for (Var* v : {&r.ln_in, &r.ln_out, &r.att_out, &r.att_kv}) v->retain_grad();
+    for (Var* v : {&r.ln_b, &r.ln_out, &r.att_out, &r.att_kv}) v->retain_grad();
   }
   r.loss.backward();
+  // ffn(h) feeds only the sum, so the gradient it receives is dL/dx itself
+  // (h's own gradient also has what flowed back through ffn).
+  r.ln_dx = r.ln_b.grad();
   return r;
 }
 

@@ -11,10 +11,20 @@ namespace qkv::nn {
 // x (..., D), gamma (D), beta (D) -> (..., D).
 Var layer_norm(const Var& x, const Var& gamma, const Var& beta, real eps = 1e-5);
 
+// layer_norm(a + b, gamma, beta), the Post-LN residual norm(x + f(x)), with
+// the sum made in the same pass over each row instead of a separate add.
+// a and b (..., D) of the same shape.
+Var add_layer_norm(const Var& a, const Var& b, const Var& gamma, const Var& beta,
+                   real eps = 1e-5);
+
 class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t D, real eps = 1e-5);
   Var forward(const Var& x) const { return layer_norm(x, weight, bias, eps); }
+  // norm(x + residual) in one op (add_layer_norm).
+  Var forward(const Var& x, const Var& residual) const {
+    return add_layer_norm(x, residual, weight, bias, eps);
+  }
   Var operator()(const Var& x) const { return forward(x); }
 
   int64_t D;

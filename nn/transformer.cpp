@@ -35,7 +35,7 @@ namespace {
 template <class F>
 Var sublayer(const Var& x, LayerNorm& norm, Dropout& drop, bool pre_norm, F f) {
   if (pre_norm) return x + drop.forward(f(norm.forward(x)));
-  return norm.forward(x + drop.forward(f(x)));
+  return norm.forward(x, drop.forward(f(x)));  // norm(x + ...), the sum fused into the norm
 }
 }  // namespace
 

@@ -3,6 +3,8 @@
 // (mean, sub, mul, sqrt, div, add), outputs and every gradient.
 #include <doctest/doctest.h>
 
+#include <string>
+#include "errors.h"
 #include "autograd/qkv_autograd.h"
 #include "fused_vs_composed.h"
 #include "nn/layernorm.h"
@@ -127,4 +129,38 @@ TEST_CASE("layer_norm backward inside an outer parallel region gives the serial 
     }
   }
   set_num_threads(prev);
+}
+
+// add_layer_norm(a, b) = layer_norm(a + b), the Post-LN residual with the sum
+// made inside the norm's row pass: finite differences for both addends, gamma
+// and beta, and equality with the composed add + layer_norm.
+TEST_CASE("add_layer_norm matches finite differences and equals add then layer_norm") {
+  Generator g(8);
+  auto in = make_inputs({2, 3, 8}, g);
+  Var b(Tensor::normal({2, 3, 8}, 0, 1, g), true);
+  b.set_name("b");
+  in.insert(in.begin() + 1, b);  // (a, b, gamma, beta)
+  auto fused = [](const std::vector<Var>& v) { return nn::add_layer_norm(v[0], v[1], v[2], v[3], 1e-5); };
+  auto composed = [](const std::vector<Var>& v) { return composed_ln({v[0] + v[1], v[2], v[3]}); };
+  auto r = gradcheck(fused, in);
+  INFO(r.report);
+  CHECK(r.ok);
+  testing::check_fused_equals_composed(fused, composed, in);
+  // Only b requiring grad: a gets none, b gets dx.
+  in[0].requires_grad_(false);
+  in[2].requires_grad_(false);
+  in[3].requires_grad_(false);
+  r = gradcheck(fused, in);
+  INFO(r.report);
+  CHECK(r.ok);
+}
+
+TEST_CASE("add_layer_norm rejects addends of different shapes, naming the op and both shapes") {
+  Generator g(9);
+  Var a(Tensor::normal({2, 4}, 0, 1, g)), b(Tensor::normal({2, 3}, 0, 1, g));
+  Var gamma(Tensor::ones({4})), beta(Tensor::zeros({4}));
+  const std::string msg = testing::error_of([&] { nn::add_layer_norm(a, b, gamma, beta); });
+  CHECK(testing::has(msg, "add_layer_norm"));
+  CHECK(testing::has(msg, "(2,4)"));
+  CHECK(testing::has(msg, "(2,3)"));
 }

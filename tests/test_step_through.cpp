@@ -137,24 +137,24 @@ TEST_CASE("tiny Transformer: the LayerNorm formula dx = rstd*(dxhat - mean(dxhat
   const auto& norm3 = *r.model->decoder->layers.at(0)->norm3;
   // The captured Vars really are norm3's input and output.
   REQUIRE_FALSE(r.ln_out.is_leaf());
-  CHECK(std::string(r.ln_out.grad_fn()->name()) == "layer_norm");
-  CHECK(r.ln_out.grad_fn()->inputs.at(1).same_as(norm3.weight));
-  CHECK(r.ln_in.shape() == Shape{1, 4, 8});
+  CHECK(std::string(r.ln_out.grad_fn()->name()) == "add_layer_norm");
+  CHECK(r.ln_out.grad_fn()->inputs.at(2).same_as(norm3.weight));
+  CHECK(r.ln_x.shape() == Shape{1, 4, 8});
   REQUIRE(r.ln_out.grad().defined());
-  REQUIRE(r.ln_in.grad().defined());
+  REQUIRE(r.ln_dx.defined());
 
-  const Tensor dx = layer_norm_backward_by_hand(r.ln_in.data(), r.ln_out.grad(),
+  const Tensor dx = layer_norm_backward_by_hand(r.ln_x, r.ln_out.grad(),
                                                 norm3.weight.data(), norm3.eps);
-  CHECK(max_diff(dx, r.ln_in.grad()) < 1e-5);
+  CHECK(max_diff(dx, r.ln_dx) < 1e-5);
   // A property of the formula: each row of dx sums to zero (LayerNorm output
   // does not change when the whole input row shifts).
   for (int64_t t = 0; t < 4; ++t) {
     double s = 0;
-    for (int64_t j = 0; j < 8; ++j) s += r.ln_in.grad().data()[t * 8 + j];
+    for (int64_t j = 0; j < 8; ++j) s += r.ln_dx.data()[t * 8 + j];
     CHECK(std::fabs(s) < 1e-5);
   }
   // The printed row: the pieces agree with their definitions.
-  const LayerNormRow row = layer_norm_row_backward(r.ln_in.data().data(), r.ln_out.grad().data(),
+  const LayerNormRow row = layer_norm_row_backward(r.ln_x.data(), r.ln_out.grad().data(),
                                                    norm3.weight.data().data(), 8, norm3.eps);
   double mean_xhat = 0, var_xhat = 0;
   for (double v : row.xhat) mean_xhat += v / 8;
