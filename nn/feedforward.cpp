@@ -8,6 +8,7 @@
 #include "core/elementwise.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/reduce.h"
 
 namespace qkv::nn {
 
@@ -36,24 +37,39 @@ struct FeedForwardNode : Node {
     Tensor dpre = want_dpre ? Tensor::empty({N, F}) : Tensor();
     linear_backward(g.data(), h, w2.data(), D, ptr(dpre), false, ptr(dw2), ptr(db2));
     if (want_dpre) {
-      // dpre = dh * act'(pre), in place
+      // dpre = dh * act'(pre), in place, row by row; in the same pass each
+      // thread adds the rows it made into its own row of `partial` (threads, F)
+      // for db1 = sum_rows(dpre), so dpre is not read again just for that.
       real* __restrict dp = dpre.data();
-      const int64_t NF = N * F;
-      if (act == Activation::ReLU) {
-        const real* __restrict hp = h.data();
-        parallel_for(NF, [&](int64_t b, int64_t e) {
+      const bool relu = act == Activation::ReLU;
+      const real* __restrict ap = relu ? h.data() : pre.data();
+      const bool want_db1 = db1.defined();
+      const ThreadSlots slots;
+      Tensor partial = want_db1 ? Tensor::zeros({slots.count(), F}) : Tensor();
+      parallel_for(
+          N,
+          [&](int64_t r0, int64_t r1) {
+            real* __restrict acc = want_db1 ? partial.data() + slots.slot() * F : nullptr;
+            for (int64_t r = r0; r < r1; ++r) {
+              real* __restrict d = dp + r * F;
+              const real* __restrict a = ap + r * F;
+              if (relu) {
 #pragma omp simd
-          for (int64_t i = b; i < e; ++i) dp[i] = hp[i] > 0 ? dp[i] : real(0);
-        });
-      } else {
-        const real* __restrict pp = pre.data();
-        parallel_for(NF, [&](int64_t b, int64_t e) {
+                for (int64_t j = 0; j < F; ++j) d[j] = a[j] > 0 ? d[j] : real(0);
+              } else {
 #pragma omp simd
-          for (int64_t i = b; i < e; ++i) dp[i] *= gelu_grad_scalar(pp[i]);
-        }, kParallelGrain / 8);  // erf + exp per element: worth a thread sooner
-      }
-      // First linear: dx = dpre W1 (N,F)x(F,D); dW1 = dpre^T x; db1.
-      linear_backward(dp, x, w1.data(), F, ptr(dx), false, ptr(dw1), ptr(db1));
+                for (int64_t j = 0; j < F; ++j) d[j] *= gelu_grad_scalar(a[j]);
+              }
+              if (acc)
+#pragma omp simd
+                for (int64_t j = 0; j < F; ++j) acc[j] += d[j];
+            }
+          },
+          // GELU's erf + exp per element is worth a thread sooner.
+          std::max<int64_t>(1, (relu ? kParallelGrain : kParallelGrain / 8) / F));
+      if (want_db1) sum_rows(partial.data(), slots.count(), F, db1.data());
+      // First linear: dx = dpre W1 (N,F)x(F,D); dW1 = dpre^T x.
+      linear_backward(dp, x, w1.data(), F, ptr(dx), false, ptr(dw1), nullptr);
     }
     return {dx, dw1, db1, dw2, db2};
   }

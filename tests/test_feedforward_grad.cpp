@@ -6,6 +6,7 @@
 #include "autograd/qkv_autograd.h"
 #include "fused_vs_composed.h"
 #include "nn/feedforward.h"
+#include "outer_region.h"
 
 using namespace qkv;
 using nn::Activation;
@@ -75,6 +76,46 @@ TEST_CASE("feed_forward (GELU) fused equals gelu(x W1^T + b1) W2^T + b2 composed
   Generator g(15);
   testing::check_fused_equals_composed(fused(Activation::GELU), composed(Activation::GELU),
                                        make_inputs(3, 4, 8, 16, g));
+}
+
+// Enough rows (2200 of F = 16) for backward's activation pass to split over
+// 2 threads, each summing its rows of dpre into its own row of scratch for db1.
+TEST_CASE("feed_forward fused equals composed when backward splits rows over 2 threads (ReLU, GELU)") {
+  const int prev = get_num_threads();
+  set_num_threads(2);
+  Generator g(16);
+  for (Activation act : {Activation::ReLU, Activation::GELU}) {
+    CAPTURE(static_cast<int>(act));
+    testing::check_fused_equals_composed(fused(act), composed(act), make_inputs(2, 1100, 4, 16, g));
+  }
+  set_num_threads(prev);
+}
+
+// Called from inside someone else's parallel region, backward runs on the
+// calling thread with one scratch row, and gives the same gradients.
+TEST_CASE("feed_forward backward inside an outer parallel region gives the serial gradients") {
+  const int prev = get_num_threads();
+  set_num_threads(2);
+  Generator g(17);
+  const std::vector<Var> in0 = make_inputs(2, 1100, 4, 16, g);
+  const Tensor up = Tensor::normal({2, 1100, 4}, 0, 1, g);
+  auto grads = [&] {
+    std::vector<Var> in;
+    for (const Var& v : in0) in.emplace_back(v.data().clone(), true);
+    nn::feed_forward(in[0], in[1], in[2], in[3], in[4], Activation::ReLU).backward(up);
+    std::vector<Tensor> out;
+    for (const Var& v : in) out.push_back(v.grad());
+    return out;
+  };
+  const std::vector<Tensor> serial = grads();
+  for (const auto& got : testing::on_each_thread_of_outer_region(grads)) {
+    if (got.empty()) continue;  // a runtime that gave the region one thread
+    for (size_t i = 0; i < serial.size(); ++i) {
+      CAPTURE(i);
+      CHECK(max_abs_diff(got[i], serial[i]) < 1e-12);
+    }
+  }
+  set_num_threads(prev);
 }
 
 TEST_CASE("FeedForward module: linear1/linear2 parameter names and shapes, forward is the fused op") {
