@@ -37,7 +37,7 @@ class Tensor {
  public:
   Tensor() = default;  // undefined: no storage; defined() is false
 
-  // Creation. Shapes are checked (rank <= kMaxRank, no negative dims).
+  // Creation. Shapes are checked (no negative dims; a Shape never exceeds kMaxRank).
   static Tensor empty(const Shape& shape);  // uninitialized
   static Tensor zeros(const Shape& shape);
   static Tensor ones(const Shape& shape);

@@ -52,10 +52,11 @@ Var embedding(const Var& weight, const std::vector<int64_t>& ids, const Shape& s
                   " is out of range [0, V) with V = " + std::to_string(V) + " (weight " +
                   to_string(W.shape()) + ")");
 
+  if (static_cast<int64_t>(shape.size()) >= kMaxRank)
+    throw Error("embedding: output " + to_string(shape) + " + (" + std::to_string(D) +
+                ") exceeds rank " + std::to_string(kMaxRank));
   Shape os = shape;
   os.push_back(D);  // shape + (D), e.g. (B, T, D)
-  if (static_cast<int64_t>(os.size()) > kMaxRank)
-    throw Error("embedding: output " + to_string(os) + " exceeds rank " + std::to_string(kMaxRank));
   Tensor out = Tensor::empty(os);
   const real* __restrict wp = W.data();
   real* __restrict op = out.data();
