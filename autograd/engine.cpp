@@ -76,7 +76,7 @@ void run_backward(const Var& root, const Tensor& grad, bool retain_graph) {
       throw Error(std::string("backward: trying to backward through ") + node.name() +
                   " a second time, but its saved tensors were freed by the first backward; "
                   "pass retain_graph = true to the first backward(grad, true)");
-    std::vector<Tensor> in_grads = node.backward(g);
+    TensorList in_grads = node.backward(g);
     if (in_grads.size() != node.inputs.size())
       throw Error(std::string("backward: ") + node.name() + " returned " +
                   std::to_string(in_grads.size()) + " gradients for " +

@@ -23,7 +23,7 @@ struct CrossEntropyNode : Node {
 
   // d(-logp[c]) / dlogits = softmax - onehot(c), so with q = (1 - eps) onehot(y) + eps / V
   // (the smoothed target, summing to 1): dlogits_i = (p_i - q_i) / n_valid; ignored rows 0.
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     const int64_t V = p.size(-1), N = p.numel() / V;
     Tensor d = Tensor::empty(p.shape());
     real* __restrict dp = d.data();
@@ -120,7 +120,7 @@ Var cross_entropy(const Var& logits, const std::vector<int64_t>& targets, int64_
   for (int64_t r = 0; r < N; ++r) total += row_loss[r];  // in row order: deterministic
   const real loss = n_valid > 0 ? static_cast<real>(total / static_cast<double>(n_valid)) : real(0);
 
-  auto node = std::make_shared<CrossEntropyNode>();
+  auto node = make_node<CrossEntropyNode>();
   node->p = p;
   node->targets = targets;
   node->ignore_index = ignore_index;

@@ -20,7 +20,7 @@ struct EmbeddingNode : Node {
 
   // out[i] = scale * W[ids[i]]  =>  dW[v] = scale * sum_{i : ids[i] = v} dout[i]
   // (rows never looked up get 0; a repeated id accumulates).
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     const int64_t D = weight_shape[1], n = static_cast<int64_t>(ids.size());
     Tensor dw = Tensor::zeros(weight_shape);
     real* __restrict dp = dw.data();
@@ -72,7 +72,7 @@ Var embedding(const Var& weight, const std::vector<int64_t>& ids, const Shape& s
       },
       std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)));
 
-  auto node = std::make_shared<EmbeddingNode>();
+  auto node = make_node<EmbeddingNode>();
   node->weight_shape = W.shape();
   node->scale = scale;
   if (should_record({weight})) node->ids = ids;  // copy only when backward will need it

@@ -26,7 +26,7 @@ struct LayerNormNode : Node {
   // With xhat = (x - mu) rstd and dxhat = dy * gamma, differentiating through mu and rstd:
   // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))   (means over the row)
   // dgamma = sum_rows(dy * xhat);  dbeta = sum_rows(dy)
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     const int64_t D = gamma.numel(), N = x.numel() / D;
     const bool want_dx = needs_grad(0), want_dg = needs_grad(1), want_db = needs_grad(2);
     Tensor dx = want_dx ? Tensor::empty(x.shape()) : Tensor();
@@ -141,7 +141,7 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, real eps) {
       },
       row_grain(D));
 
-  auto node = std::make_shared<LayerNormNode>();
+  auto node = make_node<LayerNormNode>();
   node->x = X;
   node->gamma = G;
   node->mean = mean;
