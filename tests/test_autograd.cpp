@@ -413,7 +413,7 @@ TEST_CASE("topological_order lists every input before the ops that read it") {
   Var c = a * b;
   Var d = c + a;
   Var e = d * c;
-  const std::vector<Var> order = topological_order(e);
+  const VarList order = topological_order(e);
   REQUIRE(order.size() == 5);
   auto pos = [&](const Var& v) {
     for (size_t i = 0; i < order.size(); ++i)
