@@ -7,13 +7,14 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/pool.h"
 #include "nn/init.h"
 
 namespace qkv::nn {
 
 // Saved: the ids (n = number of positions) and the weight's shape; not the weight.
 struct EmbeddingNode : Node {
-  std::vector<int64_t> ids;
+  PoolVector<int64_t> ids;  // pooled: a copy is made every step
   Shape weight_shape;
   real scale = 1;
   const char* name() const override { return "embedding"; }
@@ -34,7 +35,7 @@ struct EmbeddingNode : Node {
     }
     return {dw};
   }
-  void release_saved() override { ids = std::vector<int64_t>(); }
+  void release_saved() override { ids = PoolVector<int64_t>(); }
 };
 
 Var embedding(const Var& weight, const std::vector<int64_t>& ids, const Shape& shape, real scale) {
@@ -75,7 +76,7 @@ Var embedding(const Var& weight, const std::vector<int64_t>& ids, const Shape& s
   auto node = make_node<EmbeddingNode>();
   node->weight_shape = W.shape();
   node->scale = scale;
-  if (should_record({weight})) node->ids = ids;  // copy only when backward will need it
+  if (should_record({weight})) node->ids.assign(ids.begin(), ids.end());  // only when backward needs them
   return make_result(out, node, {weight});
 }
 
