@@ -9,15 +9,27 @@
 #include "autograd/node.h"
 #include "core/elementwise.h"
 #include "core/error.h"
+#include "core/pool.h"
 
 namespace qkv {
 
-std::vector<Var> topological_order(const Var& root) {
+namespace {
+// The engine's containers draw their blocks from the pool (core/pool.h), as
+// VarList does: every backward builds them anew, and in steady state that
+// must not cost heap allocations.
+template <class K, class V>
+using PoolMap = std::unordered_map<K, V, std::hash<K>, std::equal_to<K>,
+                                   PoolAllocator<std::pair<const K, V>>>;
+template <class K>
+using PoolSet = std::unordered_set<K, std::hash<K>, std::equal_to<K>, PoolAllocator<K>>;
+}  // namespace
+
+VarList topological_order(const Var& root) {
   // Iterative depth-first search (deep graphs must not overflow the stack):
   // a variable is emitted after all the variables its op read.
-  std::vector<Var> order;
-  std::unordered_set<VarImpl*> visited;
-  std::vector<std::pair<Var, size_t>> stack;  // (variable, next input to visit)
+  VarList order;
+  PoolSet<VarImpl*> visited;
+  PoolVector<std::pair<Var, size_t>> stack;  // (variable, next input to visit)
   stack.push_back({root, 0});
   visited.insert(root.impl());
   while (!stack.empty()) {
@@ -54,9 +66,9 @@ void run_backward(const Var& root, const Tensor& grad, bool retain_graph) {
     throw Error("backward: gradient of shape " + to_string(grad.shape()) +
                 " does not match output of shape " + to_string(root.shape()));
 
-  const std::vector<Var> order = topological_order(root);
+  const VarList order = topological_order(root);
   // Gradients flowing into each variable, summed over its uses.
-  std::unordered_map<VarImpl*, Tensor> grads;
+  PoolMap<VarImpl*, Tensor> grads;
   grads.reserve(order.size() * 2);
   grads[root.impl()] = grad;
 
@@ -76,7 +88,7 @@ void run_backward(const Var& root, const Tensor& grad, bool retain_graph) {
       throw Error(std::string("backward: trying to backward through ") + node.name() +
                   " a second time, but its saved tensors were freed by the first backward; "
                   "pass retain_graph = true to the first backward(grad, true)");
-    std::vector<Tensor> in_grads = node.backward(g);
+    TensorList in_grads = node.backward(g);
     if (in_grads.size() != node.inputs.size())
       throw Error(std::string("backward: ") + node.name() + " returned " +
                   std::to_string(in_grads.size()) + " gradients for " +

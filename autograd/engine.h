@@ -12,6 +12,6 @@ void run_backward(const Var& root, const Tensor& grad, bool retain_graph);
 
 // Every variable reachable from root through recorded nodes, inputs before the
 // ops that use them (a topological order).
-std::vector<Var> topological_order(const Var& root);
+VarList topological_order(const Var& root);
 
 }  // namespace qkv

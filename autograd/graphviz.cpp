@@ -59,7 +59,7 @@ std::string label_of(const Var& v) {
 
 void write_dot(const Var& root, std::ostream& os) {
   if (!root.defined()) throw Error("write_dot: the root Var is undefined");
-  const std::vector<Var> order = topological_order(root);
+  const VarList order = topological_order(root);
   std::unordered_map<const VarImpl*, size_t> id;  // variable -> its index in `order`
   id.reserve(order.size() * 2);
   for (size_t i = 0; i < order.size(); ++i) id[order[i].impl()] = i;

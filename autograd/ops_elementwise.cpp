@@ -14,13 +14,13 @@ struct AddNode : Node {
   Shape a_shape, b_shape;
   const char* name() const override { return "add"; }
   // d(a+b)/da = 1, d(a+b)/db = 1
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     return {needs_grad(0) ? sum_to(g, a_shape) : Tensor(),
             needs_grad(1) ? sum_to(g, b_shape) : Tensor()};
   }
 };
 Var add(const Var& a, const Var& b) {
-  auto n = std::make_shared<AddNode>();
+  auto n = make_node<AddNode>();
   n->a_shape = a.shape();
   n->b_shape = b.shape();
   return make_result(add(a.data(), b.data()), n, {a, b});
@@ -31,13 +31,13 @@ struct SubNode : Node {
   Shape a_shape, b_shape;
   const char* name() const override { return "sub"; }
   // d(a-b)/da = 1, d(a-b)/db = -1
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     return {needs_grad(0) ? sum_to(g, a_shape) : Tensor(),
             needs_grad(1) ? sum_to(neg(g), b_shape) : Tensor()};
   }
 };
 Var sub(const Var& a, const Var& b) {
-  auto n = std::make_shared<SubNode>();
+  auto n = make_node<SubNode>();
   n->a_shape = a.shape();
   n->b_shape = b.shape();
   return make_result(sub(a.data(), b.data()), n, {a, b});
@@ -48,14 +48,14 @@ struct MulNode : Node {
   Tensor a, b;
   const char* name() const override { return "mul"; }
   // d(ab)/da = b, d(ab)/db = a
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     return {needs_grad(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
             needs_grad(1) ? sum_to(mul(g, a), b.shape()) : Tensor()};
   }
   void release_saved() override { a = b = Tensor(); }
 };
 Var mul(const Var& a, const Var& b) {
-  auto n = std::make_shared<MulNode>();
+  auto n = make_node<MulNode>();
   n->a = a.data();
   n->b = b.data();
   return make_result(mul(a.data(), b.data()), n, {a, b});
@@ -66,14 +66,14 @@ struct DivNode : Node {
   Tensor a, b;
   const char* name() const override { return "div"; }
   // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     return {needs_grad(0) ? sum_to(div(g, b), a.shape()) : Tensor(),
             needs_grad(1) ? sum_to(neg(div(mul(g, a), mul(b, b))), b.shape()) : Tensor()};
   }
   void release_saved() override { a = b = Tensor(); }
 };
 Var div(const Var& a, const Var& b) {
-  auto n = std::make_shared<DivNode>();
+  auto n = make_node<DivNode>();
   n->a = a.data();
   n->b = b.data();
   return make_result(div(a.data(), b.data()), n, {a, b});
@@ -82,29 +82,29 @@ Var div(const Var& a, const Var& b) {
 // ---- scalar forms ---------------------------------------------------------------
 struct AddScalarNode : Node {
   const char* name() const override { return "add_scalar"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {g}; }  // d(a+s)/da = 1
+  TensorList backward(const Tensor& g) override { return {g}; }  // d(a+s)/da = 1
 };
 Var add(const Var& a, real s) {
-  return make_result(add(a.data(), s), std::make_shared<AddScalarNode>(), {a});
+  return make_result(add(a.data(), s), make_node<AddScalarNode>(), {a});
 }
 
 struct MulScalarNode : Node {
   real s = 1;
   const char* name() const override { return "mul_scalar"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {mul(g, s)}; }  // d(sa)/da = s
+  TensorList backward(const Tensor& g) override { return {mul(g, s)}; }  // d(sa)/da = s
 };
 Var mul(const Var& a, real s) {
-  auto n = std::make_shared<MulScalarNode>();
+  auto n = make_node<MulScalarNode>();
   n->s = s;
   return make_result(mul(a.data(), s), n, {a});
 }
 
 struct RsubNode : Node {
   const char* name() const override { return "rsub"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {neg(g)}; }  // d(s-a)/da = -1
+  TensorList backward(const Tensor& g) override { return {neg(g)}; }  // d(s-a)/da = -1
 };
 Var rsub(real s, const Var& a) {
-  return make_result(rsub(s, a.data()), std::make_shared<RsubNode>(), {a});
+  return make_result(rsub(s, a.data()), make_node<RsubNode>(), {a});
 }
 
 struct RdivNode : Node {
@@ -112,13 +112,13 @@ struct RdivNode : Node {
   real s = 1;
   const char* name() const override { return "rdiv"; }
   // d(s/a)/da = -s / a^2
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     return {mul(div(g, mul(a, a)), -s)};
   }
   void release_saved() override { a = Tensor(); }
 };
 Var rdiv(real s, const Var& a) {
-  auto n = std::make_shared<RdivNode>();
+  auto n = make_node<RdivNode>();
   n->a = a.data();
   n->s = s;
   return make_result(rdiv(s, a.data()), n, {a});
@@ -127,18 +127,18 @@ Var rdiv(real s, const Var& a) {
 // ---- unary ------------------------------------------------------------------------
 struct NegNode : Node {
   const char* name() const override { return "neg"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {neg(g)}; }
+  TensorList backward(const Tensor& g) override { return {neg(g)}; }
 };
-Var neg(const Var& a) { return make_result(neg(a.data()), std::make_shared<NegNode>(), {a}); }
+Var neg(const Var& a) { return make_result(neg(a.data()), make_node<NegNode>(), {a}); }
 
 struct ExpNode : Node {
   Tensor y;  // exp(a): its own derivative
   const char* name() const override { return "exp"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {mul(g, y)}; }  // dy/da = y
+  TensorList backward(const Tensor& g) override { return {mul(g, y)}; }  // dy/da = y
   void release_saved() override { y = Tensor(); }
 };
 Var exp(const Var& a) {
-  auto n = std::make_shared<ExpNode>();
+  auto n = make_node<ExpNode>();
   Tensor y = exp(a.data());
   n->y = y;
   return make_result(y, n, {a});
@@ -147,11 +147,11 @@ Var exp(const Var& a) {
 struct LogNode : Node {
   Tensor a;
   const char* name() const override { return "log"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {div(g, a)}; }  // d log a = 1/a
+  TensorList backward(const Tensor& g) override { return {div(g, a)}; }  // d log a = 1/a
   void release_saved() override { a = Tensor(); }
 };
 Var log(const Var& a) {
-  auto n = std::make_shared<LogNode>();
+  auto n = make_node<LogNode>();
   n->a = a.data();
   return make_result(log(a.data()), n, {a});
 }
@@ -160,11 +160,11 @@ struct SqrtNode : Node {
   Tensor y;
   const char* name() const override { return "sqrt"; }
   // d sqrt(a) = 1 / (2 sqrt(a))
-  std::vector<Tensor> backward(const Tensor& g) override { return {div(mul(g, real(0.5)), y)}; }
+  TensorList backward(const Tensor& g) override { return {div(mul(g, real(0.5)), y)}; }
   void release_saved() override { y = Tensor(); }
 };
 Var sqrt(const Var& a) {
-  auto n = std::make_shared<SqrtNode>();
+  auto n = make_node<SqrtNode>();
   Tensor y = sqrt(a.data());
   n->y = y;
   return make_result(y, n, {a});
@@ -174,11 +174,11 @@ struct PowNode : Node {
   Tensor a;
   real p = 1;
   const char* name() const override { return "pow"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {pow_backward(g, a, p)}; }  // p a^(p-1)
+  TensorList backward(const Tensor& g) override { return {pow_backward(g, a, p)}; }  // p a^(p-1)
   void release_saved() override { a = Tensor(); }
 };
 Var pow(const Var& a, real p) {
-  auto n = std::make_shared<PowNode>();
+  auto n = make_node<PowNode>();
   n->a = a.data();
   n->p = p;
   return make_result(pow(a.data(), p), n, {a});
@@ -187,11 +187,11 @@ Var pow(const Var& a, real p) {
 struct ReluNode : Node {
   Tensor a;
   const char* name() const override { return "relu"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {relu_backward(g, a)}; }  // 1[a > 0]
+  TensorList backward(const Tensor& g) override { return {relu_backward(g, a)}; }  // 1[a > 0]
   void release_saved() override { a = Tensor(); }
 };
 Var relu(const Var& a) {
-  auto n = std::make_shared<ReluNode>();
+  auto n = make_node<ReluNode>();
   n->a = a.data();
   return make_result(relu(a.data()), n, {a});
 }
@@ -199,11 +199,11 @@ Var relu(const Var& a) {
 struct GeluNode : Node {
   Tensor a;
   const char* name() const override { return "gelu"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {gelu_backward(g, a)}; }  // Phi + a phi
+  TensorList backward(const Tensor& g) override { return {gelu_backward(g, a)}; }  // Phi + a phi
   void release_saved() override { a = Tensor(); }
 };
 Var gelu(const Var& a) {
-  auto n = std::make_shared<GeluNode>();
+  auto n = make_node<GeluNode>();
   n->a = a.data();
   return make_result(gelu(a.data()), n, {a});
 }
@@ -211,11 +211,11 @@ Var gelu(const Var& a) {
 struct TanhNode : Node {
   Tensor y;
   const char* name() const override { return "tanh"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {tanh_backward(g, y)}; }  // 1 - y^2
+  TensorList backward(const Tensor& g) override { return {tanh_backward(g, y)}; }  // 1 - y^2
   void release_saved() override { y = Tensor(); }
 };
 Var tanh(const Var& a) {
-  auto n = std::make_shared<TanhNode>();
+  auto n = make_node<TanhNode>();
   Tensor y = tanh(a.data());
   n->y = y;
   return make_result(y, n, {a});
@@ -224,11 +224,11 @@ Var tanh(const Var& a) {
 struct SigmoidNode : Node {
   Tensor y;
   const char* name() const override { return "sigmoid"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {sigmoid_backward(g, y)}; }  // y(1-y)
+  TensorList backward(const Tensor& g) override { return {sigmoid_backward(g, y)}; }  // y(1-y)
   void release_saved() override { y = Tensor(); }
 };
 Var sigmoid(const Var& a) {
-  auto n = std::make_shared<SigmoidNode>();
+  auto n = make_node<SigmoidNode>();
   Tensor y = sigmoid(a.data());
   n->y = y;
   return make_result(y, n, {a});

@@ -16,7 +16,7 @@ struct MatmulNode : Node {
   // C = A B  =>  dA = dC B^T,  dB = A^T dC.  With transposed operands
   // (C = A^T B etc.) the same identities give the four cases below; batch
   // dimensions that were broadcast are summed back (sum_to).
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     Tensor da, db;
     if (needs_grad(0)) {
       // ta: A is stored (K,M), dA_stored = (dC B^T)^T = op(B) dC^T
@@ -34,7 +34,7 @@ struct MatmulNode : Node {
 };
 
 Var matmul(const Var& a, const Var& b, bool trans_a, bool trans_b) {
-  auto n = std::make_shared<MatmulNode>();
+  auto n = make_node<MatmulNode>();
   Tensor y = matmul(a.data(), b.data(), trans_a, trans_b);
   n->a = a.data();
   n->b = b.data();

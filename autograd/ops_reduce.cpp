@@ -25,21 +25,21 @@ struct SumNode : Node {
   Shape in_shape, kept;  // kept: the output shape with keepdim
   const char* name() const override { return "sum"; }
   // d(sum x)/dx_i = 1: every input element receives the upstream gradient.
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     Tensor out = Tensor::empty(in_shape);
     out.fill_(0);
     return {add(out, g.reshape(kept))};
   }
 };
 Var sum(const Var& a, int axis, bool keepdim) {
-  auto n = std::make_shared<SumNode>();
+  auto n = make_node<SumNode>();
   Tensor y = sum(a.data(), axis, keepdim);
   n->in_shape = a.shape();
   n->kept = keepdim_shape(a.shape(), axis);
   return make_result(y, n, {a});
 }
 Var sum(const Var& a) {
-  auto n = std::make_shared<SumNode>();
+  auto n = make_node<SumNode>();
   n->in_shape = a.shape();
   n->kept = Shape(a.shape().size(), 1);
   return make_result(sum(a.data()), n, {a});
@@ -51,13 +51,13 @@ struct MeanNode : Node {
   real inv_n = 1;
   const char* name() const override { return "mean"; }
   // d(mean x)/dx_i = 1/n
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     Tensor out = Tensor::zeros(in_shape);
     return {add(out, mul(g, inv_n).reshape(kept))};
   }
 };
 Var mean(const Var& a, int axis, bool keepdim) {
-  auto n = std::make_shared<MeanNode>();
+  auto n = make_node<MeanNode>();
   Tensor y = mean(a.data(), axis, keepdim);
   n->in_shape = a.shape();
   n->kept = keepdim_shape(a.shape(), axis);
@@ -65,7 +65,7 @@ Var mean(const Var& a, int axis, bool keepdim) {
   return make_result(y, n, {a});
 }
 Var mean(const Var& a) {
-  auto n = std::make_shared<MeanNode>();
+  auto n = make_node<MeanNode>();
   Tensor y = mean(a.data());
   n->in_shape = a.shape();
   n->kept = Shape(a.shape().size(), 1);
@@ -79,7 +79,7 @@ struct MaxNode : Node {
   std::vector<int64_t> index;  // flat input index of each output's winner
   const char* name() const override { return "max"; }
   // d(max x)/dx_i = 1 for the winning element (the first on ties), else 0.
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     Tensor dx = Tensor::zeros(in_shape);
     const real* gp = g.data();
     real* d = dx.data();
@@ -89,13 +89,13 @@ struct MaxNode : Node {
   void release_saved() override { index.clear(); index.shrink_to_fit(); }
 };
 Var max(const Var& a, int axis, bool keepdim) {
-  auto n = std::make_shared<MaxNode>();
+  auto n = make_node<MaxNode>();
   Tensor y = max_with_index(a.data(), axis, keepdim, n->index);
   n->in_shape = a.shape();
   return make_result(y, n, {a});
 }
 Var max(const Var& a) {
-  auto n = std::make_shared<MaxNode>();
+  auto n = make_node<MaxNode>();
   n->in_shape = a.shape();
   check_defined(a.data(), "max");
   if (a.numel() == 0) throw Error("max: empty tensor of shape " + to_string(a.shape()));

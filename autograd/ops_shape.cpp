@@ -11,10 +11,10 @@ namespace qkv {
 struct ReshapeNode : Node {
   Shape in_shape;
   const char* name() const override { return "reshape"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {g.reshape(in_shape)}; }
+  TensorList backward(const Tensor& g) override { return {g.reshape(in_shape)}; }
 };
 Var reshape(const Var& a, const Shape& shape) {
-  auto n = std::make_shared<ReshapeNode>();
+  auto n = make_node<ReshapeNode>();
   n->in_shape = a.shape();
   return make_result(a.data().reshape(shape), n, {a});
 }
@@ -23,10 +23,10 @@ struct PermuteNode : Node {
   std::vector<int> inverse;
   const char* name() const override { return "permute"; }
   // The gradient moves back through the inverse permutation.
-  std::vector<Tensor> backward(const Tensor& g) override { return {permute(g, inverse)}; }
+  TensorList backward(const Tensor& g) override { return {permute(g, inverse)}; }
 };
 Var permute(const Var& a, const std::vector<int>& dims) {
-  auto n = std::make_shared<PermuteNode>();
+  auto n = make_node<PermuteNode>();
   Tensor y = permute(a.data(), dims);  // validates dims
   n->inverse = inverse_permutation(dims);
   return make_result(y, n, {a});

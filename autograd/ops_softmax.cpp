@@ -12,11 +12,11 @@ struct SoftmaxNode : Node {
   Tensor y;
   const char* name() const override { return "softmax"; }
   // dx = y * (g - sum(g * y))   (sums over the last axis)
-  std::vector<Tensor> backward(const Tensor& g) override { return {softmax_backward(g, y)}; }
+  TensorList backward(const Tensor& g) override { return {softmax_backward(g, y)}; }
   void release_saved() override { y = Tensor(); }
 };
 Var softmax(const Var& a) {
-  auto n = std::make_shared<SoftmaxNode>();
+  auto n = make_node<SoftmaxNode>();
   n->y = softmax(a.data());
   return make_result(n->y, n, {a});
 }
@@ -25,11 +25,11 @@ struct LogSoftmaxNode : Node {
   Tensor y;
   const char* name() const override { return "log_softmax"; }
   // dx = g - softmax(x) * sum(g),  softmax(x) = exp(y)
-  std::vector<Tensor> backward(const Tensor& g) override { return {log_softmax_backward(g, y)}; }
+  TensorList backward(const Tensor& g) override { return {log_softmax_backward(g, y)}; }
   void release_saved() override { y = Tensor(); }
 };
 Var log_softmax(const Var& a) {
-  auto n = std::make_shared<LogSoftmaxNode>();
+  auto n = make_node<LogSoftmaxNode>();
   n->y = log_softmax(a.data());
   return make_result(n->y, n, {a});
 }

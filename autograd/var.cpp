@@ -6,7 +6,7 @@
 
 namespace qkv {
 
-Var::Var(Tensor data, bool requires_grad) : impl_(std::make_shared<VarImpl>()) {
+Var::Var(Tensor data, bool requires_grad) : impl_(make_pooled<VarImpl>()) {
   check_defined(data, "Var");
   impl_->data = std::move(data);
   impl_->requires_grad = requires_grad;
@@ -123,7 +123,7 @@ const std::string& Var::name() const { return checked(impl_, "name")->name; }
 
 // The Vars an op read become graph references, which are not handles: if the
 // caller moved its last handle in, the values go now.
-void Node::adopt_inputs(std::vector<Var> in) {
+void Node::adopt_inputs(VarList in) {
   for (Var& v : in) {
     if (!v.graph_ref_) {
       Var counted(std::move(v));  // releases one handle when it goes out of scope...
@@ -142,7 +142,7 @@ void Node::adopt_inputs(std::vector<Var> in) {
 // inputs join the stack. Every destructor that then runs has nothing left to
 // recurse into.
 Node::~Node() {
-  std::vector<Var> stack = std::move(inputs);
+  VarList stack = std::move(inputs);
   while (!stack.empty()) {
     Var v = std::move(stack.back());
     stack.pop_back();
@@ -168,14 +168,14 @@ RetainValuesGuard::RetainValuesGuard() : prev_(t_retain_values) { t_retain_value
 RetainValuesGuard::~RetainValuesGuard() { t_retain_values = prev_; }
 
 // ---- recording ------------------------------------------------------------------
-bool should_record(const std::vector<Var>& inputs) {
+bool should_record(const VarList& inputs) {
   if (!grad_enabled()) return false;
   for (const Var& v : inputs)
     if (v.requires_grad()) return true;
   return false;
 }
 
-Var make_result(Tensor out, std::shared_ptr<Node> node, std::vector<Var> inputs) {
+Var make_result(Tensor out, std::shared_ptr<Node> node, VarList inputs) {
   Var v(std::move(out), false);
   if (node && should_record(inputs)) {
     node->out_shape = v.shape();

@@ -99,6 +99,10 @@ class Var {
   bool graph_ref_ = false;  // held in a Node's inputs: not one of the user's handles
 };
 
+// A list of variables, e.g. an op's inputs. Its buffer comes from the pool
+// (core/pool.h): graphs are rebuilt every step, and their lists with them.
+using VarList = PoolVector<Var>;
+
 // ---- grad mode ---------------------------------------------------------------
 // Ops record nodes only while grad mode is on (the default, per thread).
 bool grad_enabled();

@@ -299,9 +299,9 @@ w("- tensor allocs/step: system allocations of qkv's tensor allocator (cache mis
   "during the timed steps, per step; 0 means every tensor buffer of a step is reused "
   "from earlier steps.")
 w("- heap blocks/step: C++ operator new calls per timed step, counted by bench_train. "
-  "These are the small blocks of the define-by-run graph that every step builds anew "
-  "(nodes, variable handles, tensor headers, the backward pass's bookkeeping), not "
-  "tensor data; not yet 0.")
+  "The define-by-run graph is built anew every step (nodes, variable handles, tensor "
+  "headers, the backward pass's bookkeeping), but from a pool of blocks (core/pool.h) "
+  "that earlier steps filled, so 0 means a step asked the system for no memory at all.")
 w("- peak RSS: VmHWM (qkv) and ru_maxrss (PyTorch) of the process, i.e. of one "
   "configuration; the PyTorch figure includes the Python interpreter and libtorch.")
 w("- Two-thread timings on a shared 2-core machine drift between runs; compare numbers "

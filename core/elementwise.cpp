@@ -73,7 +73,8 @@ Tensor map_broadcast(const Tensor& a, const Tensor& b, const char* op, F f) {
   }
   const int r = static_cast<int>(out_shape.size());
   // Strides of a and b in the output's index space: 0 where broadcast.
-  std::vector<int64_t> sa(r, 0), sb(r, 0);
+  // (Shapes hold them: inline, no heap block per call.)
+  Shape sa(r, 0), sb(r, 0);
   {
     const auto st_a = strides_of(a.shape()), st_b = strides_of(b.shape());
     const int oa = r - a.dim(), ob = r - b.dim();
@@ -185,7 +186,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   const int r = g.dim();
   const int off = r - static_cast<int>(shape.size());
   const auto st_out = strides_of(shape);
-  std::vector<int64_t> so(r, 0);
+  Shape so(r, 0);  // output strides in g's index space (0 where summed); inline
   for (int d = off; d < r; ++d)
     if (shape[d - off] != 1) so[d] = st_out[d - off];
   const real* __restrict x = g.data();

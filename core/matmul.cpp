@@ -50,7 +50,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   }
   // General broadcast of batch dims: work out each operand's matrix per output batch.
   const int r = static_cast<int>(batch.size());
-  std::vector<int64_t> stA(r, 0), stB(r, 0);
+  Shape stA(r, 0), stB(r, 0);  // batch strides (0 where broadcast); inline
   {
     const auto sta = strides_of(ba), stb = strides_of(bb);
     const int oa = r - static_cast<int>(ba.size()), ob = r - static_cast<int>(bb.size());

@@ -8,6 +8,7 @@
 #include "core/layout.h"
 #include "core/matmul.h"
 #include "core/parallel.h"
+#include "core/pool.h"
 #include "core/real.h"
 #include "core/reduce.h"
 #include "core/shape.h"

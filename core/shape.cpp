@@ -6,6 +6,47 @@
 
 namespace qkv {
 
+// ---- Shape -----------------------------------------------------------------
+
+Shape::Shape(size_t n, int64_t value) {
+  if (n > static_cast<size_t>(kMaxRank)) rank_error(std::vector<int64_t>(n, value));
+  std::fill(dims_, dims_ + n, value);
+  rank_ = static_cast<uint32_t>(n);
+}
+
+Shape::iterator Shape::insert(const_iterator pos, int64_t d) {
+  const size_t i = static_cast<size_t>(pos - dims_);
+  push_back(d);                            // grows (and checks the rank)...
+  std::rotate(dims_ + i, end() - 1, end());  // ...then moves d into place
+  return dims_ + i;
+}
+
+Shape::iterator Shape::erase(const_iterator pos) {
+  const size_t i = static_cast<size_t>(pos - dims_);
+  std::copy(dims_ + i + 1, end(), dims_ + i);
+  --rank_;
+  return dims_ + i;
+}
+
+bool operator==(const Shape& a, const Shape& b) {
+  return a.rank_ == b.rank_ && std::equal(a.begin(), a.end(), b.begin());
+}
+
+void Shape::rank_error(const std::vector<int64_t>& dims) {
+  std::string s = "(";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  throw Error("Shape: rank " + std::to_string(dims.size()) + " of shape " + s +
+              ") exceeds the maximum rank " + std::to_string(kMaxRank));
+}
+
+void Shape::push_back_error(int64_t next) const {
+  std::vector<int64_t> dims(begin(), end());
+  dims.push_back(next);
+  rank_error(dims);
+}
+
+// ---- helpers ---------------------------------------------------------------
+
 int64_t numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -21,8 +62,8 @@ std::string to_string(const Shape& s) {
   return out + ")";
 }
 
-std::vector<int64_t> strides_of(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
+Shape strides_of(const Shape& s) {
+  Shape st(s.size(), 1);
   for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
   return st;
 }
@@ -52,9 +93,6 @@ int normalize_axis(int axis, int rank, const char* op, const Shape& s) {
 }
 
 void check_shape(const Shape& s, const char* op) {
-  if (static_cast<int>(s.size()) > kMaxRank)
-    throw Error(std::string(op) + ": rank " + std::to_string(s.size()) + " of shape " +
-                to_string(s) + " exceeds the maximum rank " + std::to_string(kMaxRank));
   for (int64_t d : s)
     if (d < 0) throw Error(std::string(op) + ": negative dimension in shape " + to_string(s));
 }

@@ -10,6 +10,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/pool.h"
 
 namespace qkv {
 
@@ -25,7 +26,7 @@ Tensor Tensor::empty(const Shape& shape) {
   Tensor t;
   t.shape_ = shape;
   t.numel_ = qkv::numel(shape);
-  t.storage_ = std::make_shared<Storage>(t.numel_);
+  t.storage_ = make_pooled<Storage>(t.numel_);  // the numbers themselves: storage_alloc
   return t;
 }
 

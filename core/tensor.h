@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/generator.h"
+#include "core/pool.h"
 #include "core/real.h"
 #include "core/shape.h"
 
@@ -37,7 +38,7 @@ class Tensor {
  public:
   Tensor() = default;  // undefined: no storage; defined() is false
 
-  // Creation. Shapes are checked (rank <= kMaxRank, no negative dims).
+  // Creation. Shapes are checked (no negative dims; a Shape never exceeds kMaxRank).
   static Tensor empty(const Shape& shape);  // uninitialized
   static Tensor zeros(const Shape& shape);
   static Tensor ones(const Shape& shape);
@@ -90,6 +91,10 @@ class Tensor {
   int64_t numel_ = 0;
   Shape shape_;
 };
+
+// A list of tensors, e.g. the gradients a backward returns. Its buffer comes
+// from the pool (core/pool.h), so making one every step costs no heap block.
+using TensorList = PoolVector<Tensor>;
 
 // PyTorch-like printing: values, then the shape; big tensors are truncated.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

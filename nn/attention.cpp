@@ -1,6 +1,7 @@
 #include "nn/attention.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <string>
@@ -52,15 +53,17 @@ void check_mask(const AttentionMask& m, int64_t B, int64_t T, int64_t S) {
 // key/value side of cross-attention. MultiHeadAttention keeps its weights back
 // to back in one buffer, so the stack is the first weight's pointer; other
 // callers' tensors are copied into `scratch`.
-const real* stacked(const std::vector<const Var*>& parts, int64_t block, Tensor& scratch) {
+const real* stacked(std::initializer_list<const Var*> parts, int64_t block, Tensor& scratch) {
   const int64_t k = static_cast<int64_t>(parts.size());
-  const real* first = parts[0]->data().data();
+  const real* first = (*parts.begin())->data().data();
   bool contiguous = true;
-  for (int64_t i = 1; i < k; ++i) contiguous &= parts[i]->data().data() == first + i * block;
+  int64_t i = 0;
+  for (const Var* p : parts) contiguous &= p->data().data() == first + block * i++;
   if (contiguous) return first;
   scratch = Tensor::empty({k * block});
-  for (int64_t i = 0; i < k; ++i)
-    std::copy(parts[i]->data().data(), parts[i]->data().data() + block, scratch.data() + i * block);
+  i = 0;
+  for (const Var* p : parts)
+    std::copy(p->data().data(), p->data().data() + block, scratch.data() + block * i++);
   return scratch.data();
 }
 
@@ -79,7 +82,7 @@ struct AttentionNode : Node {
   bool has_bias = false, self = false;
   const char* name() const override { return "multi_head_attention"; }
 
-  std::vector<Tensor> backward(const Tensor& dY) override {
+  TensorList backward(const Tensor& dY) override {
     const real scale = real(1) / std::sqrt(static_cast<real>(dk));
     // Output projection: out = O Wo^T + bo. dO and dbo now; dWo = dY^T O
     // after the head loop below (which recomputes O when it was not kept).
@@ -202,7 +205,7 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
   const real scale = real(1) / std::sqrt(static_cast<real>(dk));
   const bool self = xq.same_as(xkv);
 
-  auto node = std::make_shared<AttentionNode>();
+  auto node = make_node<AttentionNode>();
   // Stacked projections: self-attention QKV (B*T, 3D); cross-attention
   // Q (B*T, D) and KV (B*S, 2D). q/k/v point at each one's first column.
   const real *q, *k, *v;
@@ -275,15 +278,8 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
                           ? attention_keeps_head_outputs(B, T, S, D, H)
                           : head_outputs == HeadOutputs::Keep;
   if (keep_o) node->O = O;
-  std::vector<Var> inputs{xq, xkv, wq};
-  if (has_bias) inputs.push_back(bq);
-  inputs.push_back(wk);
-  if (has_bias) inputs.push_back(bk);
-  inputs.push_back(wv);
-  if (has_bias) inputs.push_back(bv);
-  inputs.push_back(wo);
-  if (has_bias) inputs.push_back(bo);
-  return make_result(Y, node, inputs);
+  if (has_bias) return make_result(Y, node, {xq, xkv, wq, bq, wk, bk, wv, bv, wo, bo});
+  return make_result(Y, node, {xq, xkv, wq, wk, wv, wo});
 }
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t heads_, bool bias, Generator& g)

@@ -8,6 +8,7 @@
 #pragma once
 #include <vector>
 
+#include "core/pool.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 
@@ -17,13 +18,19 @@ namespace qkv::nn {
 // A query row whose keys are all masked outputs zeros (never NaN).
 struct AttentionMask {
   bool causal = false;                 // key j hidden from query i when j > i
-  std::vector<int64_t> key_lengths;    // per sequence b: keys j >= key_lengths[b] hidden
+  // Per sequence b: keys j >= key_lengths[b] hidden; empty: none hidden. A
+  // pooled list (core/pool.h): models make their masks anew every forward.
+  PoolVector<int64_t> key_lengths;
   Tensor mask;                         // optional, nonzero = hidden; (T,S) or (B,T,S)
 
   static AttentionMask none() { return {}; }
   static AttentionMask causal_mask() { return {true, {}, Tensor()}; }
-  static AttentionMask padding(std::vector<int64_t> lengths) { return {false, std::move(lengths), Tensor()}; }
-  static AttentionMask causal_padding(std::vector<int64_t> lengths) { return {true, std::move(lengths), Tensor()}; }
+  static AttentionMask padding(const std::vector<int64_t>& lengths) {
+    return {false, {lengths.begin(), lengths.end()}, Tensor()};
+  }
+  static AttentionMask causal_padding(const std::vector<int64_t>& lengths) {
+    return {true, {lengths.begin(), lengths.end()}, Tensor()};
+  }
   // True when score (b, i, j) is hidden.
   bool hidden(int64_t b, int64_t i, int64_t j, int64_t T, int64_t S) const;
 };

@@ -8,6 +8,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/pool.h"
 
 namespace qkv::nn {
 
@@ -15,7 +16,7 @@ namespace qkv::nn {
 // rows that are not ignored. Ignored rows of p are never written or read.
 struct CrossEntropyNode : Node {
   Tensor p;
-  std::vector<int64_t> targets;
+  PoolVector<int64_t> targets;  // pooled: a copy is made every step
   int64_t ignore_index = -100;
   int64_t n_valid = 0;
   real smoothing = 0;
@@ -23,7 +24,7 @@ struct CrossEntropyNode : Node {
 
   // d(-logp[c]) / dlogits = softmax - onehot(c), so with q = (1 - eps) onehot(y) + eps / V
   // (the smoothed target, summing to 1): dlogits_i = (p_i - q_i) / n_valid; ignored rows 0.
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     const int64_t V = p.size(-1), N = p.numel() / V;
     Tensor d = Tensor::empty(p.shape());
     real* __restrict dp = d.data();
@@ -52,7 +53,7 @@ struct CrossEntropyNode : Node {
   }
   void release_saved() override {
     p = Tensor();
-    targets = std::vector<int64_t>();
+    targets = PoolVector<int64_t>();
   }
 };
 
@@ -84,7 +85,7 @@ Var cross_entropy(const Var& logits, const std::vector<int64_t>& targets, int64_
   //   -logp[y] = lse - x_y;  sum_c(-logp[c]) = V * lse - sum_c x_c.
   // p = exp(x - lse) is kept for backward.
   Tensor p = Tensor::empty(X.shape());
-  std::vector<double> row_loss(N, 0.0);
+  PoolVector<double> row_loss(N, 0.0);
   const real* __restrict xp = X.data();
   real* __restrict pp = p.data();
   const double eps = label_smoothing;
@@ -120,9 +121,9 @@ Var cross_entropy(const Var& logits, const std::vector<int64_t>& targets, int64_
   for (int64_t r = 0; r < N; ++r) total += row_loss[r];  // in row order: deterministic
   const real loss = n_valid > 0 ? static_cast<real>(total / static_cast<double>(n_valid)) : real(0);
 
-  auto node = std::make_shared<CrossEntropyNode>();
+  auto node = make_node<CrossEntropyNode>();
   node->p = p;
-  node->targets = targets;
+  node->targets.assign(targets.begin(), targets.end());
   node->ignore_index = ignore_index;
   node->n_valid = n_valid;
   node->smoothing = label_smoothing;

@@ -21,7 +21,7 @@ struct DropoutNode : Node {
   Tensor mask;
   const char* name() const override { return "dropout"; }
   // y = x * m  =>  dx = dy * m
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     Tensor dx = Tensor::empty(g.shape());
     const real* __restrict gp = g.data();
     const real* __restrict mp = mask.data();
@@ -53,7 +53,7 @@ Var dropout(const Var& x, real p, Generator& g) {
 #pragma omp simd
     for (int64_t i = b; i < e; ++i) yp[i] = xp[i] * mp[i];
   });
-  auto node = std::make_shared<DropoutNode>();
+  auto node = make_node<DropoutNode>();
   node->mask = mask;
   return make_result(Y, node, {x});
 }

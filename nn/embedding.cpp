@@ -7,20 +7,21 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/pool.h"
 #include "nn/init.h"
 
 namespace qkv::nn {
 
 // Saved: the ids (n = number of positions) and the weight's shape; not the weight.
 struct EmbeddingNode : Node {
-  std::vector<int64_t> ids;
+  PoolVector<int64_t> ids;  // pooled: a copy is made every step
   Shape weight_shape;
   real scale = 1;
   const char* name() const override { return "embedding"; }
 
   // out[i] = scale * W[ids[i]]  =>  dW[v] = scale * sum_{i : ids[i] = v} dout[i]
   // (rows never looked up get 0; a repeated id accumulates).
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     const int64_t D = weight_shape[1], n = static_cast<int64_t>(ids.size());
     Tensor dw = Tensor::zeros(weight_shape);
     real* __restrict dp = dw.data();
@@ -34,7 +35,7 @@ struct EmbeddingNode : Node {
     }
     return {dw};
   }
-  void release_saved() override { ids = std::vector<int64_t>(); }
+  void release_saved() override { ids = PoolVector<int64_t>(); }
 };
 
 Var embedding(const Var& weight, const std::vector<int64_t>& ids, const Shape& shape, real scale) {
@@ -52,10 +53,11 @@ Var embedding(const Var& weight, const std::vector<int64_t>& ids, const Shape& s
                   " is out of range [0, V) with V = " + std::to_string(V) + " (weight " +
                   to_string(W.shape()) + ")");
 
+  if (static_cast<int64_t>(shape.size()) >= kMaxRank)
+    throw Error("embedding: output " + to_string(shape) + " + (" + std::to_string(D) +
+                ") exceeds rank " + std::to_string(kMaxRank));
   Shape os = shape;
   os.push_back(D);  // shape + (D), e.g. (B, T, D)
-  if (static_cast<int64_t>(os.size()) > kMaxRank)
-    throw Error("embedding: output " + to_string(os) + " exceeds rank " + std::to_string(kMaxRank));
   Tensor out = Tensor::empty(os);
   const real* __restrict wp = W.data();
   real* __restrict op = out.data();
@@ -71,10 +73,10 @@ Var embedding(const Var& weight, const std::vector<int64_t>& ids, const Shape& s
       },
       std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)));
 
-  auto node = std::make_shared<EmbeddingNode>();
+  auto node = make_node<EmbeddingNode>();
   node->weight_shape = W.shape();
   node->scale = scale;
-  if (should_record({weight})) node->ids = ids;  // copy only when backward will need it
+  if (should_record({weight})) node->ids.assign(ids.begin(), ids.end());  // only when backward needs them
   return make_result(out, node, {weight});
 }
 

@@ -24,7 +24,7 @@ struct FeedForwardNode : Node {
   // y = h W2^T + b2 with h = act(pre), pre = x W1^T + b1. Chain rule, back to front:
   // dW2 = dy^T h; db2 = sum_rows(dy); dh = dy W2; dpre = dh * act'(pre);
   // dx = dpre W1; dW1 = dpre^T x; db1 = sum_rows(dpre).
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     const int64_t F = w1.size(0), D = w1.size(1), N = x.numel() / D;
     auto ptr = [](Tensor& t) { return t.defined() ? t.data() : nullptr; };
     const bool want_dpre = needs_grad(0) || needs_grad(1) || needs_grad(2);
@@ -125,7 +125,7 @@ Var feed_forward(const Var& x, const Var& w1, const Var& b1, const Var& w2, cons
   Tensor Y = Tensor::empty(ys);
   linear_forward(h, W2.data(), b2.data().data(), D, Y.data());
 
-  auto node = std::make_shared<FeedForwardNode>();
+  auto node = make_node<FeedForwardNode>();
   node->x = X;
   node->w1 = W1;
   node->w2 = W2;

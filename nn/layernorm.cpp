@@ -30,7 +30,7 @@ struct LayerNormNode : Node {
   // With xhat = (x - mu) rstd and dxhat = dy * gamma, differentiating through mu and rstd:
   // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))   (means over the row)
   // dgamma = sum_rows(dy * xhat);  dbeta = sum_rows(dy)
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     const int64_t D = gamma.numel(), N = x.numel() / D;
     const size_t ig = summed ? 2 : 1;  // index of gamma among the inputs
     const bool want_dx = needs_grad(0) || (summed && needs_grad(1));
@@ -175,7 +175,7 @@ Var layer_norm_of(const char* op, const Var& a, const Var* b, const Var& gamma, 
       },
       row_grain(D));
 
-  auto node = std::make_shared<LayerNormNode>();
+  auto node = make_node<LayerNormNode>();
   node->x = X;
   node->gamma = G;
   node->mean = mean;

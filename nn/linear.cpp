@@ -31,16 +31,15 @@ struct LinearNode : Node {
   Tensor x, w;
   bool has_bias = false;
   const char* name() const override { return "linear"; }
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     const int64_t out = w.size(0);
     Tensor dx = needs_grad(0) ? Tensor::empty(x.shape()) : Tensor();
     Tensor dw = needs_grad(1) ? Tensor::empty(w.shape()) : Tensor();
     Tensor db = has_bias && needs_grad(2) ? Tensor::empty({out}) : Tensor();
     linear_backward(g.data(), x, w.data(), out, dx.defined() ? dx.data() : nullptr, false,
                     dw.defined() ? dw.data() : nullptr, db.defined() ? db.data() : nullptr);
-    std::vector<Tensor> grads{dx, dw};
-    if (has_bias) grads.push_back(db);
-    return grads;
+    if (has_bias) return {dx, dw, db};
+    return {dx, dw};
   }
   void release_saved() override { x = w = Tensor(); }
 };
@@ -60,13 +59,12 @@ Var linear(const Var& x, const Var& weight, const Var& bias) {
   ys.back() = W.size(0);
   Tensor Y = Tensor::empty(ys);  // (..., out)
   linear_forward(X, W.data(), has_bias ? bias.data().data() : nullptr, W.size(0), Y.data());
-  auto node = std::make_shared<LinearNode>();
+  auto node = make_node<LinearNode>();
   node->x = X;
   node->w = W;
   node->has_bias = has_bias;
-  std::vector<Var> inputs{x, weight};
-  if (has_bias) inputs.push_back(bias);
-  return make_result(Y, node, inputs);
+  if (has_bias) return make_result(Y, node, {x, weight, bias});
+  return make_result(Y, node, {x, weight});
 }
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias, Generator& g)

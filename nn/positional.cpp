@@ -19,7 +19,7 @@ struct AddPositionsNode : Node {
   const char* name() const override { return "add_positions"; }
 
   // y[b, t] = x[b, t] + P[t]  =>  dx = dy;  dP[t] = sum_b dy[b, t] (t < T), dP[t >= T] = 0
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     Tensor dx, dp;
     if (needs_grad(0)) dx = g;  // the identity: share the upstream buffer
     if (needs_grad(1)) {
@@ -60,7 +60,7 @@ Var add_positions(const Var& x, const Var& table) {
         }
       },
       std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(TD, 1)));
-  auto node = std::make_shared<AddPositionsNode>();
+  auto node = make_node<AddPositionsNode>();
   node->table_shape = P.shape();
   node->T = T;
   return make_result(Y, node, {x, table});

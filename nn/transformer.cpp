@@ -156,7 +156,8 @@ Var Seq2SeqTransformer::embed(const Tokens& t, Embedding& emb, LearnedPositional
 Var Seq2SeqTransformer::encode(const Tokens& src) {
   src.check("Seq2SeqTransformer::encode");
   Var x = embed(src, *src_embed, src_pos.get(), *src_drop);
-  return encoder->forward(x, AttentionMask::padding(src.full_lengths()));
+  // Tokens and AttentionMask agree that no lengths means nothing is padding.
+  return encoder->forward(x, AttentionMask::padding(src.lengths));
 }
 
 Var Seq2SeqTransformer::decode(const Tokens& tgt, const Var& memory, const Tokens& src) {
@@ -166,8 +167,8 @@ Var Seq2SeqTransformer::decode(const Tokens& tgt, const Var& memory, const Token
                 " does not match target batch " + std::to_string(tgt.batch) +
                 " and source length " + std::to_string(src.len));
   Var y = embed(tgt, *tgt_embed, tgt_pos.get(), *tgt_drop);
-  y = decoder->forward(y, memory, AttentionMask::causal_padding(tgt.full_lengths()),
-                       AttentionMask::padding(src.full_lengths()));
+  y = decoder->forward(y, memory, AttentionMask::causal_padding(tgt.lengths),
+                       AttentionMask::padding(src.lengths));
   return linear(y, generator->weight, generator->bias);  // (B,T,D) -> (B,T,V)
 }
 
@@ -201,7 +202,7 @@ Var GPT::forward(const Tokens& t) {
   t.check("GPT::forward");
   // (B,T) -> (B,T,D): token + learned position embeddings (no sqrt(D) scaling)
   Var x = drop->forward(pos_embed->forward(embedding(tok_embed->weight, t.ids, {t.batch, t.len})));
-  const AttentionMask mask = AttentionMask::causal_padding(t.full_lengths());
+  const AttentionMask mask = AttentionMask::causal_padding(t.lengths);
   for (auto& layer : layers) x = layer->forward(x, mask);
   if (norm) x = norm->forward(x);
   return linear(x, lm_head ? lm_head->weight : tok_embed->weight);  // (B,T,V)
@@ -223,7 +224,7 @@ Var EncoderOnlyModel::forward(const Tokens& t) {
   t.check("EncoderOnlyModel::forward");
   Var x = embedding(embed->weight, t.ids, {t.batch, t.len}, std::sqrt(static_cast<real>(d_model)));
   x = drop->forward(pos->forward(x));
-  return head->forward(encoder->forward(x, AttentionMask::padding(t.full_lengths())));
+  return head->forward(encoder->forward(x, AttentionMask::padding(t.lengths)));
 }
 
 }  // namespace qkv::nn

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/pool.h"
 
 namespace qkv::optim {
 
@@ -24,7 +25,7 @@ double sum_of_squares(const real* x, int64_t n) {
     return s;
   };
   if (chunks == 1) return chunk_sum(0);
-  std::vector<double> partial(chunks);
+  PoolVector<double> partial(chunks);  // pooled: clipping runs every step
   parallel_for(
       chunks,
       [&](int64_t b, int64_t e) {

@@ -25,7 +25,8 @@ void parity_case(const std::string& c, bool cross) {
   mha.keep_attention(true);
   Var xq(f.get(c + (cross ? ".in.xq" : ".in.x")).clone(), true);
   Var xkv = cross ? Var(f.get(c + ".in.xkv").clone(), true) : xq;
-  Var y = mha.forward(xq, xkv, AttentionMask{!cross, ids_of(f.get(c + ".in.lens")), Tensor()});
+  const std::vector<int64_t> lens = ids_of(f.get(c + ".in.lens"));
+  Var y = mha.forward(xq, xkv, cross ? AttentionMask::padding(lens) : AttentionMask::causal_padding(lens));
   check_close(y.data(), f.get(c + ".out.y"), c + " out.y");
   check_close(mha.last_attention(), f.get(c + ".out.attn"), c + " out.attn");
   y.backward(f.get(c + ".in.upstream"));

@@ -261,11 +261,11 @@ TEST_CASE("backward on a Var that does not require grad is an error") {
 // A node whose backward breaks the engine's contract.
 struct BadCountNode : Node {
   const char* name() const override { return "bad_count"; }
-  std::vector<Tensor> backward(const Tensor& g) override { return {g, g}; }  // one input only
+  TensorList backward(const Tensor& g) override { return {g, g}; }  // one input only
 };
 struct BadShapeNode : Node {
   const char* name() const override { return "bad_shape"; }
-  std::vector<Tensor> backward(const Tensor&) override { return {Tensor::zeros({7})}; }
+  TensorList backward(const Tensor&) override { return {Tensor::zeros({7})}; }
 };
 
 TEST_CASE("the engine rejects a node that returns the wrong number or shape of gradients") {
@@ -413,7 +413,7 @@ TEST_CASE("topological_order lists every input before the ops that read it") {
   Var c = a * b;
   Var d = c + a;
   Var e = d * c;
-  const std::vector<Var> order = topological_order(e);
+  const VarList order = topological_order(e);
   REQUIRE(order.size() == 5);
   auto pos = [&](const Var& v) {
     for (size_t i = 0; i < order.size(); ++i)

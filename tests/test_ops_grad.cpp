@@ -290,7 +290,7 @@ namespace {
 struct WrongTripleNode : Node {
   int64_t bad = -1;
   const char* name() const override { return "wrong_triple"; }
-  std::vector<Tensor> backward(const Tensor& g) override {
+  TensorList backward(const Tensor& g) override {
     Tensor dx = mul(g, real(3));
     if (bad < 0)
       dx.mul_(2);

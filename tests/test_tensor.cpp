@@ -268,17 +268,43 @@ TEST_CASE("an undefined Tensor reports the op instead of crashing") {
 
 // ---- rank limit -------------------------------------------------------------------
 
-TEST_CASE("ranks above kMaxRank are rejected with the shape in the message") {
-  Shape ok(kMaxRank, 1), big(kMaxRank + 1, 1);
+TEST_CASE("ranks above kMaxRank are rejected with the rank and the dims in the message") {
+  // A Shape holds at most kMaxRank dims inline, so the check happens where a
+  // longer list becomes a Shape: here, the vector passed to each function.
+  const Shape ok(kMaxRank, 1);
+  const std::vector<int64_t> big(kMaxRank + 1, 1);
   CHECK(Tensor::zeros(ok).dim() == kMaxRank);
   std::string msg = error_of([&] { Tensor::zeros(big); });
   CHECK(has(msg, "rank 9"));
   CHECK(has(msg, "(1,1,1,1,1,1,1,1,1)"));
-  msg = error_of([&] { Tensor::ones({1}).reshape(big); });
-  CHECK(has(msg, "reshape"));
-  CHECK(has(msg, "rank 9"));
+  CHECK(has(error_of([&] { Tensor::ones({1}).reshape(big); }), "rank 9"));
   CHECK(has(error_of([&] { Tensor::from_vector({1}, big); }), "rank 9"));
   CHECK(has(error_of([&] { Tensor::normal(big, 0, 1); }), "rank 9"));
+  CHECK(has(error_of([&] { Shape(kMaxRank + 1, 1); }), "rank 9"));
+  Shape grown(kMaxRank, 2);
+  msg = error_of([&] { grown.push_back(3); });
+  CHECK(has(msg, "rank 9"));
+  CHECK(has(msg, "(2,2,2,2,2,2,2,2,3)"));
+  CHECK(grown.size() == static_cast<size_t>(kMaxRank));  // unchanged by the failed push
+}
+
+TEST_CASE("Shape reads like the vector it replaces: compare, insert, erase, convert") {
+  Shape s{2, 3, 4};
+  CHECK(s.size() == 3);
+  CHECK(s == Shape(std::vector<int64_t>{2, 3, 4}));
+  CHECK(s != Shape{2, 3});
+  CHECK(s != Shape{2, 3, 5});
+  CHECK(Shape{} == Shape());
+  s.insert(s.begin() + 1, 7);
+  CHECK(s == Shape{2, 7, 3, 4});
+  s.erase(s.begin());
+  CHECK(s == Shape{7, 3, 4});
+  s.pop_back();
+  CHECK(s == Shape{7, 3});
+  CHECK(s.front() == 7);
+  CHECK(s.back() == 3);
+  CHECK(std::vector<int64_t>(s.begin(), s.end()) == std::vector<int64_t>{7, 3});
+  CHECK(strides_of(Shape{2, 3, 4}) == Shape{12, 4, 1});
 }
 
 // ---- printing ---------------------------------------------------------------------
