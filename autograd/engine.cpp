@@ -1,10 +1,7 @@
 #include "autograd/engine.h"
 
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
-#include <vector>
 
 #include "autograd/node.h"
 #include "core/elementwise.h"
@@ -13,16 +10,9 @@
 
 namespace qkv {
 
-namespace {
-// The engine's containers draw their blocks from the pool (core/pool.h), as
-// VarList does: every backward builds them anew, and in steady state that
-// must not cost heap allocations.
-template <class K, class V>
-using PoolMap = std::unordered_map<K, V, std::hash<K>, std::equal_to<K>,
-                                   PoolAllocator<std::pair<const K, V>>>;
-template <class K>
-using PoolSet = std::unordered_set<K, std::hash<K>, std::equal_to<K>, PoolAllocator<K>>;
-}  // namespace
+// The engine's containers (PoolSet, PoolVector, PoolMap) draw their blocks
+// from the pool, as VarList does: every backward builds them anew, and in
+// steady state that must not cost heap allocations.
 
 VarList topological_order(const Var& root) {
   // Iterative depth-first search (deep graphs must not overflow the stack):

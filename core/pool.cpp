@@ -1,6 +1,7 @@
 #include "core/pool.h"
 
 #include <mutex>
+#include <new>
 
 namespace qkv {
 namespace {
@@ -47,6 +48,8 @@ Pool& pool() {
 }  // namespace
 
 void* pool_alloc(size_t bytes) {
+  // Past 2^62 bytes size_class would shift by 64; no such block exists anyway.
+  if (bytes > (size_t(1) << 62)) throw std::bad_alloc();
   Pool& P = pool();
   size_t block = bytes;
   if (kPoolCaches) {

@@ -7,8 +7,12 @@
 //
 // Blocks are grouped by size class: multiples of 16 bytes up to 1 KiB, then
 // powers of two. A freed block goes on its class's free list and is handed out
-// again; blocks are never returned to the system, so the memory held is the
-// most a class ever had in use at once (bounded by the largest graph built).
+// again; blocks are never returned to the system, so the memory held is, for
+// each class, the most blocks of that class ever in use at once. A list that
+// grew (the engine's order of a big graph) leaves a block in every class it
+// passed through, so the total can exceed the peak in use, but it stops
+// growing once the largest graph has been built. (Tensor memory is the other
+// cache, core/allocator.h, which can also be emptied.)
 // One mutex guards the lists: any thread may allocate or free.
 //
 // In AddressSanitizer builds (and with QKV_NO_ALLOC_CACHE, as `make
@@ -19,6 +23,8 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -70,9 +76,14 @@ struct PoolAllocator {
   bool operator!=(const PoolAllocator<U>&) const noexcept { return false; }
 };
 
-// A std::vector whose buffer comes from the pool.
+// Standard containers whose blocks come from the pool.
 template <class T>
 using PoolVector = std::vector<T, PoolAllocator<T>>;
+template <class K, class V>
+using PoolMap = std::unordered_map<K, V, std::hash<K>, std::equal_to<K>,
+                                   PoolAllocator<std::pair<const K, V>>>;
+template <class K>
+using PoolSet = std::unordered_set<K, std::hash<K>, std::equal_to<K>, PoolAllocator<K>>;
 
 // std::make_shared with the object and its reference counts in one pooled block.
 template <class T, class... Args>

@@ -140,8 +140,7 @@ inline real row_max(const real* __restrict row, int64_t n) {
 // costly part, exp, runs as one vector loop over rows * n contiguous numbers:
 // with short rows (attention over 12 keys) a per-row exp loop spends most of
 // its time in the scalar remainder after the last full vector. The block is
-// kept small (kSoftmaxBlock numbers) so the three passes stay in L1. Kept out
-// of line so the threaded loop and the serial one get the same vectorised code.
+// kept small (kSoftmaxBlock numbers) so the three passes stay in L1.
 constexpr int64_t kSoftmaxBlock = 2048;
 __attribute__((noinline)) void softmax_block(real* __restrict x, int64_t rows, int64_t n) {
   // 1. row -= max(row). A fully masked row (every entry -inf) is left as it

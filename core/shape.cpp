@@ -1,6 +1,7 @@
 #include "core/shape.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/error.h"
 
@@ -9,7 +10,10 @@ namespace qkv {
 // ---- Shape -----------------------------------------------------------------
 
 Shape::Shape(size_t n, int64_t value) {
-  if (n > static_cast<size_t>(kMaxRank)) rank_error(std::vector<int64_t>(n, value));
+  // (Not rank_error: n may be huge, a negative count converted to size_t.)
+  if (n > static_cast<size_t>(kMaxRank))
+    throw Error("Shape: rank " + std::to_string(n) + " exceeds the maximum rank " +
+                std::to_string(kMaxRank));
   std::fill(dims_, dims_ + n, value);
   rank_ = static_cast<uint32_t>(n);
 }

@@ -61,6 +61,9 @@ class Shape {
   iterator insert(const_iterator pos, int64_t d);
   iterator erase(const_iterator pos);
 
+  // The dims as a std::vector, for code that wants one.
+  std::vector<int64_t> to_vector() const { return std::vector<int64_t>(begin(), end()); }
+
   friend bool operator==(const Shape& a, const Shape& b);
   friend bool operator!=(const Shape& a, const Shape& b) { return !(a == b); }
 

@@ -21,11 +21,11 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t D, real eps = 1e-5);
   Var forward(const Var& x) const { return layer_norm(x, weight, bias, eps); }
-  // norm(x + residual) in one op (add_layer_norm).
-  Var forward(const Var& x, const Var& residual) const {
-    return add_layer_norm(x, residual, weight, bias, eps);
-  }
+  // norm(x + fx) in one op (add_layer_norm): Post-LN's norm(x + f(x)), x the
+  // skip path and fx the sublayer's output.
+  Var forward(const Var& x, const Var& fx) const { return add_layer_norm(x, fx, weight, bias, eps); }
   Var operator()(const Var& x) const { return forward(x); }
+  Var operator()(const Var& x, const Var& fx) const { return forward(x, fx); }
 
   int64_t D;
   real eps;

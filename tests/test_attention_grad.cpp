@@ -100,8 +100,9 @@ TEST_CASE("attention grad: one head equals plain scaled dot-product attention") 
   run_case({1, 3, 3, 4, 1, false, AttentionMask::none()});
 }
 // The fused op keeps the head outputs O for dWo (every case above: Auto keeps
-// them for shapes this small) or recomputes them from P and V in backward.
-// These take the recomputing path, and the keeping path where Auto would not.
+// them at sizes this small, under 1 MiB) or recomputes them from P and V in
+// backward. These ask for each path explicitly: Recompute twice, and Keep on
+// a shape with D > H*S.
 TEST_CASE("attention grad: head outputs recomputed in backward, self- and cross-attention") {
   run_case({2, 3, 3, 8, 2, false, AttentionMask::causal_mask(), nn::HeadOutputs::Recompute});
   run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::HeadOutputs::Recompute});

@@ -277,8 +277,9 @@ TEST_CASE("softmax_rows in blocks: short, odd and longer-than-a-block rows, mask
         const double expect = m == -kInf ? 0.0 : std::exp(double(in[k]) - m) / s;
         const real got = y.data()[r * n + k];
         REQUIRE_FALSE(std::isnan(got));
-        // Relative. In float32, x - max is rounded (6e-8 relative of values up
-        // to ~40 here, which exp turns into that much relative error) and the
+        // Relative. In float32, x - max is rounded (6e-8 relative, so up to
+        // ~2.4e-6 absolute for |x - max| ~ 40 here, which exp turns into that
+        // much relative error) and the
         // row sum adds n rounded terms, an error that grows with n when the
         // sum is not vectorised (the sanitizer build): 1e-5 per 1000 numbers
         // of row (measured: 2-4e-6 vectorised, 1.2e-5 serial at n = 5000). A
