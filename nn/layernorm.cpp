@@ -112,19 +112,21 @@ Var layer_norm_of(const char* op, const Var& a, const Var* b, const Var& gamma, 
   const Tensor& A = a.data();
   const Tensor& G = gamma.data();
   const Tensor& Bt = beta.data();
-  const std::string name = op;
   if (b && b->shape() != A.shape())
-    throw Error(name + ": addends " + to_string(A.shape()) + " and " + to_string(b->shape()) +
-                " must have the same shape");
+    throw Error(std::string(op) + ": addends " + to_string(A.shape()) + " and " +
+                to_string(b->shape()) + " must have the same shape");
   if (A.dim() < 1)
-    throw Error(name + ": input " + to_string(A.shape()) + " must have a last dimension D");
+    throw Error(std::string(op) + ": input " + to_string(A.shape()) +
+                " must have a last dimension D");
   const int64_t D = A.size(-1);
   if (G.shape() != Shape{D} || Bt.shape() != Shape{D})
-    throw Error(name + ": input " + to_string(A.shape()) + " needs gamma and beta of shape (" +
-                std::to_string(D) + "), got gamma " + to_string(G.shape()) + " and beta " +
-                to_string(Bt.shape()));
-  if (D == 0) throw Error(name + ": input " + to_string(A.shape()) + " has an empty last dim");
-  if (!(eps >= 0)) throw Error(name + ": eps must be >= 0, got " + std::to_string(eps));
+    throw Error(std::string(op) + ": input " + to_string(A.shape()) +
+                " needs gamma and beta of shape (" + std::to_string(D) + "), got gamma " +
+                to_string(G.shape()) + " and beta " + to_string(Bt.shape()));
+  if (D == 0)
+    throw Error(std::string(op) + ": input " + to_string(A.shape()) + " has an empty last dim");
+  if (!(eps >= 0))
+    throw Error(std::string(op) + ": eps must be >= 0, got " + std::to_string(eps));
   const int64_t N = A.numel() / D;
 
   // X: the rows normalised, a itself or the sum a + b (N, D).

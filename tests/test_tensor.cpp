@@ -268,6 +268,14 @@ TEST_CASE("an undefined Tensor reports the op instead of crashing") {
 
 // ---- rank limit -------------------------------------------------------------------
 
+// A count that is really a negative number converted to size_t must give the
+// same clear error, not an attempt to allocate it.
+TEST_CASE("a Shape of a huge rank count is rejected with a qkv::Error naming the rank") {
+  const size_t huge = static_cast<size_t>(-1);
+  CHECK_THROWS_AS(Shape(huge, 1), qkv::Error);
+  CHECK(has(error_of([&] { Shape(huge, 1); }), "exceeds the maximum rank 8"));
+}
+
 TEST_CASE("ranks above kMaxRank are rejected with the rank and the dims in the message") {
   // A Shape holds at most kMaxRank dims inline, so the check happens where a
   // longer list becomes a Shape: here, the vector passed to each function.
