@@ -2,7 +2,7 @@
 # both first run .ci/deps, which apt-installs whatever is missing.
 #
 #   make            library + programs (float32, -O3, OpenMP)
-#   make test       both test binaries: float32 tests and float64 gradient checks
+#   make test       both test binaries (float32 tests, float64 gradient checks) and tests/cli/*.sh
 #   make test SANITIZE=1   the same under AddressSanitizer + UBSan
 #   make demo       train the reverse task (examples/train)
 #   make bench      benchmarks -> BENCHMARKS.md
@@ -47,6 +47,8 @@ EXAMPLES := $(patsubst examples/%.cpp,$(B32)/%,$(wildcard examples/*.cpp))
 BENCHES  := $(patsubst bench/%.cpp,$(B32)/%,$(wildcard bench/*.cpp))
 
 .PHONY: all deps test demo step bench bench-torch lib clean fixtures
+# Keep the programs' object files (make would delete them as intermediates).
+.SECONDARY:
 all: $(LIB32) $(EXAMPLES)
 
 deps:
@@ -78,8 +80,10 @@ $(B32)/%: $(B32)/bench/%.o $(LIB32)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # ---- running ----------------------------------------------------------------
-test: $(B32)/qkv_tests $(B64)/qkv_grad_tests
-	@bash tests/run_all.sh $(B32)/qkv_tests $(B64)/qkv_grad_tests
+# The two doctest binaries, then the program-level tests in tests/cli/*.sh
+# (they run the example programs, so those are built first).
+test: $(B32)/qkv_tests $(B64)/qkv_grad_tests $(EXAMPLES)
+	@QKV_BIN=$(B32) bash tests/run_all.sh $(B32)/qkv_tests $(B64)/qkv_grad_tests
 
 demo: $(B32)/train
 	$(B32)/train --task reverse
