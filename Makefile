@@ -4,6 +4,7 @@
 #   make            library + programs (float32, -O3, OpenMP)
 #   make test       both test binaries (float32 tests, float64 gradient checks) and tests/cli/*.sh
 #   make test SANITIZE=1   the same under AddressSanitizer + UBSan
+#   make test-faults       SIGKILL the trainer 100 times while it checkpoints
 #   make demo       train the reverse task (examples/train)
 #   make bench      benchmarks -> BENCHMARKS.md
 
@@ -46,7 +47,7 @@ LIB64 := $(B64)/libqkv.a
 EXAMPLES := $(patsubst examples/%.cpp,$(B32)/%,$(wildcard examples/*.cpp))
 BENCHES  := $(patsubst bench/%.cpp,$(B32)/%,$(wildcard bench/*.cpp))
 
-.PHONY: all deps test demo step bench bench-torch lib clean fixtures
+.PHONY: all deps test test-faults demo step bench bench-torch lib clean fixtures
 # Keep the programs' object files (make would delete them as intermediates).
 .SECONDARY:
 all: $(LIB32) $(EXAMPLES)
@@ -84,6 +85,11 @@ $(B32)/%: $(B32)/bench/%.o $(LIB32)
 # (they run the example programs, so those are built first).
 test: $(B32)/qkv_tests $(B64)/qkv_grad_tests $(EXAMPLES)
 	@QKV_BIN=$(B32) bash tests/run_all.sh $(B32)/qkv_tests $(B64)/qkv_grad_tests
+
+# The crash-safety test at full length: 100 SIGKILLs while checkpointing
+# (make test runs 10 of them).
+test-faults: $(B32)/train
+	@QKV_BIN=$(B32) QKV_KILL_TRIES=100 QKV_CLI_ONLY=train_kill bash tests/run_all.sh
 
 demo: $(B32)/train
 	$(B32)/train --task reverse

@@ -1,8 +1,17 @@
-// qkv's main job: train an encoder-decoder Transformer on a toy task (copy,
-// reverse, sort), watch the loss fall, then decode a held-out set greedily.
+// qkv's main job: train a Transformer (encoder-decoder or decoder-only) on a
+// built-in toy task or on your own data, watch the loss fall, then evaluate it
+// on held-out data; or load a checkpoint and evaluate it, or ask it questions.
 //
-//   build/rel-f32/train --task reverse            (what `make demo` runs)
+//   build/rel-f32/train --task reverse                  (what `make demo` runs)
+//   build/rel-f32/train --data pairs.tsv --out runs/mine
+//   build/rel-f32/train --load runs/reverse/model.safetensors --eval-only
+//   build/rel-f32/train --load runs/reverse/model.safetensors --decode "c a d b"
 //   build/rel-f32/train --help
+//
+// main() reads as the run does: parse the flags, build (or resume) the run,
+// check every output path, train, evaluate, write the checkpoint, then the logs
+// and plots.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -16,27 +25,237 @@
 #include "examples/trainer.h"
 
 using namespace qkv;
+using namespace qkv::train;
 using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
 
 namespace {
 
-std::string symbol_label(int64_t tok) {
-  if (tok == tasks::kPad) return "_";
-  if (tok == tasks::kBos) return "<s>";
-  if (tok == tasks::kEos) return "</s>";
-  const int64_t k = tok - tasks::kFirstSymbol;
-  return k < 26 ? std::string(1, static_cast<char>('a' + k)) : std::to_string(k);
+// Settings of this invocation that are not part of the run (not checked
+// against a checkpoint).
+struct Options {
+  int threads = 0;
+  int64_t eval_every = 250, log_every = 100, save_every = 0, long_eval = 200;
+  double target = 0.99;
+  bool eval_only = false, no_early_stop = false, no_save = false, show_attention = false;
+  std::string out_dir, save_path, load_path, decode;
+};
+
+// Exit statuses: 0 done; 1 bad flags, bad input or a failed output;
+// 3 training diverged.
+constexpr int kExitError = 1, kExitDiverged = 3;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// ---- flags --------------------------------------------------------------------
+
+void add_flags(CLI::App& app, TrainConfig& c, Options& o) {
+  app.get_formatter()->column_width(27);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last wins
+  app.add_option("--model", c.model, "seq2seq or gpt (decoder-only)")->capture_default_str();
+  app.add_option("--task", c.task, "copy, reverse or sort (without --data)")->capture_default_str();
+  app.add_option("--data", c.data, "train on a file: source<TAB>target lines");
+  app.add_option("--format", c.format, "tsv (pairs) or text (gpt corpus)")->capture_default_str();
+  app.add_option("--tokens", c.tokens, "char or word tokens for --data")->capture_default_str();
+  app.add_option("--valid", c.valid, "held-out file (else part of --data)");
+  app.add_option("--valid-fraction", c.valid_fraction, "share of --data held out")->capture_default_str();
+  app.add_option("--max-vocab", c.max_vocab, "refuse data with more tokens")->capture_default_str();
+  app.add_option("--vocab", c.vocab, "number of symbols of the task")->capture_default_str();
+  app.add_option("--min-len", c.min_len, "shortest task sequence")->capture_default_str();
+  app.add_option("--max-len", c.max_len, "longest task sequence")->capture_default_str();
+  app.add_option("--heldout", c.heldout, "held-out task sequences")->capture_default_str();
+  app.add_option("--d-model", c.d_model, "model width D")->capture_default_str();
+  app.add_option("--heads", c.heads, "attention heads H")->capture_default_str();
+  app.add_option("--layers", c.layers, "layers (encoder = decoder)")->capture_default_str();
+  app.add_option("--d-ff", c.d_ff, "feed-forward width")->capture_default_str();
+  app.add_option("--dropout", c.dropout, "dropout rate")->capture_default_str();
+  app.add_flag("--pre-ln,!--post-ln", c.pre_ln, "Pre-LN (default: Post-LN; gpt: Pre-LN)");
+  app.add_flag("--tie,!--no-tie", c.tie, "tie output and embedding (gpt: on)");
+  app.add_option("--positions", c.positions, "sinusoidal or learned (gpt)")->capture_default_str();
+  app.add_option("--activation", c.activation, "relu or gelu (gpt: gelu)")->capture_default_str();
+  app.add_option("--context", c.context, "position table rows (0: as needed)")->capture_default_str();
+  app.add_option("--batch", c.batch, "sequences per batch")->capture_default_str();
+  app.add_option("--steps", c.steps, "training steps (may stop early)")->capture_default_str();
+  app.add_option("--lr", c.lr, "peak learning rate (noam: factor)")->capture_default_str();
+  app.add_option("--warmup", c.warmup, "warm-up steps")->capture_default_str();
+  app.add_option("--schedule", c.schedule, "cosine, noam or constant")->capture_default_str();
+  app.add_option("--label-smoothing", c.label_smoothing, "label smoothing epsilon")->capture_default_str();
+  app.add_option("--clip", c.clip, "clip the gradient norm (0: off)")->capture_default_str();
+  app.add_option("--seed", c.seed, "seed of data, init and dropout")->capture_default_str();
+  app.add_option("--threads", o.threads, "threads (0: all cores)")->capture_default_str();
+  app.add_option("--eval-every", o.eval_every, "steps between held-out checks")->capture_default_str();
+  app.add_option("--target", o.target, "stop once held-out exact >= this")->capture_default_str();
+  app.add_flag("--no-early-stop", o.no_early_stop, "always run all --steps");
+  app.add_option("--log-every", o.log_every, "steps between log lines")->capture_default_str();
+  app.add_option("--out", o.out_dir, "logs and plots (default runs/<name>)");
+  app.add_option("--save", o.save_path, "checkpoint (default <out>/model.safetensors)");
+  app.add_flag("--no-save", o.no_save, "write no checkpoint");
+  app.add_option("--save-every", o.save_every, "also write it every N steps (0: off)")->capture_default_str();
+  app.add_option("--load", o.load_path, "resume from a checkpoint");
+  app.add_flag("--eval-only", o.eval_only, "only evaluate the --load checkpoint");
+  app.add_option("--decode", o.decode, "with --load: answer this text (- : stdin)");
+  app.add_flag("--show-attention", o.show_attention, "with --decode: print cross-attention");
 }
 
-std::string seq_string(const std::vector<int64_t>& s) {
-  std::string o;
-  for (int64_t t : s) o += (o.empty() ? "" : " ") + symbol_label(t);
-  return o;
+// The JSON keys of the run settings given on the command line.
+std::vector<std::string> given_keys(const CLI::App& app) {
+  std::vector<std::string> keys;
+  TrainConfig probe;
+  TrainConfig::for_each_field(probe, [&](const char* k, auto&) {
+    if (app.count(flag_of(k)) > 0) keys.push_back(k);
+  });
+  return keys;
 }
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+// ---- building the run -----------------------------------------------------------
+
+// A new run, with the decoder-only model's own defaults (Pre-LN, GELU, tied
+// output, learned positions) for whatever the command line left unsaid.
+Trainer new_run(TrainConfig c, const std::vector<std::string>& given) {
+  auto said = [&](const char* k) { return std::find(given.begin(), given.end(), k) != given.end(); };
+  if (c.is_gpt()) {
+    if (!said("pre_ln")) c.pre_ln = true;
+    if (!said("activation")) c.activation = "gelu";
+    if (!said("tie")) c.tie = true;
+    if (!said("positions")) c.positions = "learned";
+  }
+  return Trainer(c);
 }
+
+// Resumes (or, for --eval-only and --decode, reopens) a checkpoint. Its file
+// holds every setting; a flag given as well must agree with it, except --steps.
+Trainer resumed_run(const std::string& path, const TrainConfig& flags, const std::vector<std::string>& given) {
+  const json mine = flags.to_json();
+  return Trainer::resume(path, [&](TrainConfig& c) {
+    const json saved = c.to_json();
+    for (const std::string& k : given) {
+      if (k == "steps" || saved[k] == mine[k]) continue;
+      throw Error(flag_of(k) + ": the checkpoint " + path + " was trained with " + flag_of(k) + " " +
+                  show_value(saved[k]) + ", but the command line gives " + show_value(mine[k]) +
+                  " (leave the flag out to use the checkpoint's)");
+    }
+    c.steps = flags.steps;
+    if (std::find(given.begin(), given.end(), "steps") == given.end()) c.steps = saved["steps"].get<int64_t>();
+  });
+}
+
+std::string run_name(const TrainConfig& c) {
+  return c.data.empty() ? c.task : fs::path(c.data).stem().string();
+}
+
+// ---- output paths, checked before the first step ----------------------------------
+
+// Can a file be created in `dir`? (Tried, not guessed: permissions, read-only
+// file systems and full disks all show up here.)
+bool can_create_in(const fs::path& dir, std::string* why) {
+  const fs::path probe = dir / (".qkv-write-test." + std::to_string(getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  const bool wrote = ::write(fd, "x", 1) == 1;
+  if (!wrote) *why = std::strerror(errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return wrote;
+}
+
+// Creates --out when missing and checks that it and the checkpoint's directory
+// take files. On failure nothing is left behind (a directory made here is
+// removed again) and the error names the flag and the path.
+void prepare_outputs(const Options& o) {
+  std::vector<fs::path> made;  // directories created here, deepest last
+  auto undo = [&] {
+    std::error_code ec;
+    for (auto it = made.rbegin(); it != made.rend(); ++it) fs::remove(*it, ec);  // only if still empty
+  };
+  try {
+    std::string why;
+    const fs::path out(o.out_dir);
+    std::error_code ec;
+    if (fs::exists(out, ec) && !fs::is_directory(out, ec)) throw Error("--out " + o.out_dir + ": exists and is not a directory");
+    if (!fs::exists(out, ec)) {
+      for (fs::path p = fs::absolute(out); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) made.insert(made.begin(), p);
+      if (!fs::create_directories(out, ec) && ec) {
+        made.clear();
+        throw Error("--out " + o.out_dir + ": cannot create the directory: " + ec.message());
+      }
+    }
+    if (!can_create_in(out, &why)) throw Error("--out " + o.out_dir + ": cannot write files there: " + why);
+    if (!o.save_path.empty()) {
+      const fs::path save(o.save_path);
+      if (fs::is_directory(save, ec)) throw Error("--save " + o.save_path + ": is a directory, not a file path");
+      const fs::path dir = save.has_parent_path() ? save.parent_path() : fs::path(".");
+      if (!fs::is_directory(dir, ec)) throw Error("--save " + o.save_path + ": the directory " + dir.string() + " does not exist");
+      if (!can_create_in(dir, &why)) throw Error("--save " + o.save_path + ": cannot write files in " + dir.string() + ": " + why);
+    }
+  } catch (...) {
+    undo();
+    throw;
+  }
+}
+
+// Writes the checkpoint; if that fails, tries fallback places and says where
+// it went. Returns the path written, or "" when every attempt failed.
+std::string save_with_fallback(const Trainer& t, const std::string& path) {
+  std::vector<std::string> tries{path};
+  const std::string base = fs::path(path).filename().string();
+  tries.push_back(base + ".rescued-" + std::to_string(getpid()));
+  tries.push_back((fs::temp_directory_path() / (base + ".rescued-" + std::to_string(getpid()))).string());
+  for (size_t i = 0; i < tries.size(); ++i) {
+    try {
+      t.save(tries[i]);
+      if (i > 0) std::fprintf(stderr, "checkpoint: could not write %s; wrote %s instead\n", path.c_str(), tries[i].c_str());
+      return tries[i];
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "checkpoint: %s\n", e.what());
+    }
+  }
+  return "";
+}
+
+// ---- the training loop ----------------------------------------------------------
+
+// log.csv, with every write checked: a failed write is reported once and the
+// run ends with a non-zero status, but training goes on (the model matters more).
+class CsvLog {
+ public:
+  explicit CsvLog(const std::string& path) : path_(path), f_(path) {
+    if (!f_) fail("cannot open it");
+    f_ << "step,loss,lr,tokens_per_s,grad_norm,heldout_exact,heldout_token,heldout_loss\n";
+  }
+  template <class... A>
+  void row(const A&... fields) {
+    if (failed_) return;
+    int i = 0;
+    ((f_ << (i++ ? "," : "") << fields), ...);
+    f_ << "\n";
+    if (!f_.flush()) fail("write failed");
+  }
+  bool failed() const { return failed_; }
+  void close() {
+    if (!failed_) {
+      f_.close();
+      if (f_.fail()) fail("close failed");
+    }
+  }
+
+ private:
+  void fail(const char* what) {
+    if (!failed_) std::fprintf(stderr, "\nwarning: %s: %s (%s); training goes on\n", path_.c_str(), what, std::strerror(errno));
+    failed_ = true;
+  }
+  std::string path_;
+  std::ofstream f_;
+  bool failed_ = false;
+};
+
+struct History {
+  std::vector<double> steps, losses, eval_steps, eval_accs;
+  double train_seconds = 0, eval_seconds = 0;
+  int64_t tokens = 0, first_step = 0;
+};
 
 void progress_bar(int64_t step, int64_t total, real loss, real lr, double tok_s, double eta) {
   const int width = 24;
@@ -47,185 +266,283 @@ void progress_bar(int64_t step, int64_t total, real loss, real lr, double tok_s,
   std::fflush(stdout);
 }
 
+std::string eval_line(const EvalResult& r) {
+  char b[160];
+  if (r.is_lm)
+    std::snprintf(b, sizeof b, "loss %.4f, perplexity %.3f", r.loss, r.perplexity());
+  else
+    std::snprintf(b, sizeof b, "exact %.2f%%, token %.2f%%", 100 * r.exact_acc(), 100 * r.token_acc());
+  return b;
+}
+
+// Trains until --steps or the --target accuracy. Throws Diverged.
+void train_loop(Trainer& t, const Options& o, CsvLog& log, History& h) {
+  const bool tty = isatty(STDOUT_FILENO);
+  h.first_step = t.step_count();
+  double window_loss = 0;
+  int64_t window_n = 0;
+  while (t.step_count() < t.cfg.steps) {
+    const auto t0 = Clock::now();
+    const real loss = t.step();
+    h.train_seconds += seconds_since(t0);
+    h.tokens += t.last_target_tokens;
+    const int64_t s = t.step_count();
+    h.steps.push_back(double(s));
+    h.losses.push_back(loss);
+    window_loss += loss;
+    window_n++;
+    const double tok_s = double(h.tokens) / std::max(h.train_seconds, 1e-9);
+    const double eta = h.train_seconds / double(s - h.first_step) * double(t.cfg.steps - s);
+    log.row(s, loss, t.current_lr(), tok_s, t.last_grad_norm, "", "", "");
+    if (tty && (s % 10 == 0 || s == t.cfg.steps)) progress_bar(s, t.cfg.steps, loss, t.current_lr(), tok_s, eta);
+    if (!tty && (s % o.log_every == 0 || s == t.cfg.steps)) {
+      std::printf("step %6lld  loss %.4f  lr %.2e  %.0f tok/s  %.1fs\n", static_cast<long long>(s), window_loss / window_n,
+                  static_cast<double>(t.current_lr()), tok_s, h.train_seconds);
+      window_loss = 0;
+      window_n = 0;
+    }
+    if (o.save_every > 0 && s % o.save_every == 0 && !o.save_path.empty()) t.save(o.save_path);
+    if (o.eval_every > 0 && s % o.eval_every == 0) {
+      const auto e0 = Clock::now();
+      const EvalResult r = t.evaluate();
+      h.eval_seconds += seconds_since(e0);
+      h.eval_steps.push_back(double(s));
+      h.eval_accs.push_back(r.is_lm ? r.loss : r.exact_acc());
+      log.row(s, "", "", "", "", r.is_lm ? "" : std::to_string(r.exact_acc()), r.is_lm ? "" : std::to_string(r.token_acc()),
+              r.is_lm ? std::to_string(r.loss) : "");
+      if (tty) std::printf("\n");
+      std::printf("  held-out at step %lld: %s\n", static_cast<long long>(s), eval_line(r).c_str());
+      if (!o.no_early_stop && !r.is_lm && r.exact_acc() >= o.target) {
+        std::printf("  reached the %.1f%% target at step %lld%s\n", 100 * o.target, static_cast<long long>(s),
+                    s < t.cfg.steps ? ": stopping early" : "");
+        break;
+      }
+    }
+  }
+  if (tty) std::printf("\n");
+  const int64_t n = t.step_count() - h.first_step;
+  std::printf("trained %lld steps in %.1f s (%.1f ms/step, %.0f target tokens/s); evaluation took %.1f s\n",
+              static_cast<long long>(n), h.train_seconds, 1000 * h.train_seconds / double(std::max<int64_t>(1, n)),
+              double(h.tokens) / std::max(h.train_seconds, 1e-9), h.eval_seconds);
+}
+
+// ---- reporting --------------------------------------------------------------------
+
+std::string label(const Trainer& t, int64_t id) {
+  if (id == Vocab::kPad) return "_";
+  const std::string& s = t.vocab.text(id);
+  return s == " " ? "_" : s;
+}
+
+void print_header(const Trainer& t, const Options& o) {
+  const TrainConfig& c = t.cfg;
+  if (c.data.empty())
+    std::printf("qkv train: task %s, %lld symbols, lengths %lld..%lld, held-out %zu sequences\n", c.task.c_str(),
+                (long long)c.vocab, (long long)c.min_len, (long long)c.max_len, t.pairs->heldout().size());
+  else
+    std::printf("qkv train: data %s (%s, %s tokens, vocabulary %lld), held-out %s\n", c.data.c_str(), c.format.c_str(),
+                c.tokens.c_str(), (long long)t.vocab.size(),
+                t.text ? (std::to_string(t.text->heldout_tokens().size()) + " tokens").c_str()
+                       : (std::to_string(t.pairs->heldout().size()) + " pairs").c_str());
+  std::printf("model: %s, d_model %lld, %lld heads, %lld%s layers, d_ff %lld, %s, %s, %s positions%s, %lld parameters\n",
+              c.model.c_str(), (long long)c.d_model, (long long)c.heads, (long long)c.layers,
+              c.is_gpt() ? "" : ("+" + std::to_string(c.layers)).c_str(), (long long)c.d_ff,
+              c.pre_ln ? "Pre-LN" : "Post-LN", c.activation.c_str(), c.positions.c_str(), c.tie ? ", tied" : "",
+              (long long)t.model().num_parameters());
+  std::printf("training: batch %lld, up to %lld steps, Adam(0.9, 0.98, 1e-9), %s lr %.3g, warmup %lld, %d threads%s\n",
+              (long long)c.batch, (long long)c.steps, c.schedule.c_str(), double(c.lr), (long long)c.warmup,
+              get_num_threads(), o.load_path.empty() ? "" : (", from step " + std::to_string(t.step_count())).c_str());
+  if (t.unknown_heldout_tokens > 0)
+    std::printf("note: %lld held-out tokens are not in the training vocabulary; they read as <unk>\n",
+                (long long)t.unknown_heldout_tokens);
+}
+
+// Held-out results, a few examples and the length-generalisation check.
+EvalResult final_report(Trainer& t, const Options& o) {
+  EvalResult r = t.evaluate();
+  if (r.is_lm) {
+    std::printf("\nheld-out (%lld tokens): loss %.4f, perplexity %.3f\n", (long long)r.tokens, r.loss, r.perplexity());
+    return r;
+  }
+  std::printf("\nheld-out (%lld sequences, never trained on): exact-sequence accuracy %.2f%%, token accuracy %.2f%%\n",
+              (long long)r.sequences, 100 * r.exact_acc(), 100 * r.token_acc());
+  const auto& held = t.pairs->heldout();
+  for (size_t i = 0; i < 5 && i < held.size(); ++i)
+    std::printf("  %-24s -> %-24s %s\n", t.decode_text(held[i].src).c_str(), t.decode_text(r.predictions[i]).c_str(),
+                r.predictions[i] == held[i].tgt ? "ok" : ("WRONG, want " + t.decode_text(held[i].tgt)).c_str());
+  const bool table_ok = t.cfg.positions == "sinusoidal" || t.cfg.context >= (t.cfg.is_gpt() ? 2 : 1) * (t.cfg.max_len + 3) + 1;
+  if (!t.pairs->from_file() && table_ok) {
+    Generator long_gen(t.cfg.seed + 7);
+    const EvalResult lr = t.evaluate(t.pairs->longer_set(o.long_eval, 3, long_gen));
+    std::printf("length generalization (%lld sequences of length %lld..%lld, longer than any trained on): %s\n",
+                (long long)lr.sequences, (long long)t.cfg.max_len + 1, (long long)t.cfg.max_len + 3, eval_line(lr).c_str());
+  }
+  return r;
+}
+
+// The cross-attention of one source (seq2seq only): per layer (H, T, S) maps,
+// the source and decoder-input labels.
+struct AttentionPicture {
+  std::vector<Tensor> maps;
+  std::vector<std::string> src, tgt;
+};
+AttentionPicture cross_attention_of(Trainer& t, const Seq& src, const Seq& answer) {
+  NoGradGuard no_grad;
+  AttentionPicture p;
+  tasks::Batch one = collate_pairs({{src, answer}});
+  t.s2s->eval();
+  t.s2s->keep_attention(true);
+  t.s2s->forward(one.src, one.tgt_in);
+  for (const Tensor& a : t.s2s->cross_attention()) p.maps.push_back(a.reshape({a.size(1), a.size(2), a.size(3)}));
+  t.s2s->keep_attention(false);
+  t.s2s->train();
+  for (int64_t tok : one.src.ids) p.src.push_back(label(t, tok));
+  for (int64_t tok : one.tgt_in.ids) p.tgt.push_back(label(t, tok));
+  return p;
+}
+
+void print_attention(const AttentionPicture& p) {
+  const Tensor& last = p.maps.back();
+  const int64_t H = last.size(0), T = last.size(1), S = last.size(2);
+  Tensor avg = Tensor::zeros({T, S});
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t k = 0; k < T * S; ++k) avg.data()[k] += last.data()[h * T * S + k] / static_cast<real>(H);
+  std::printf("cross-attention of the last decoder layer (mean over heads):\n%s",
+              plots::ascii_heatmap(avg.data(), T, S, p.src, p.tgt).c_str());
+}
+
+// --decode: answer each line (the text, or stdin's lines for "-").
+int ask(Trainer& t, const Options& o) {
+  if (t.text) throw Error("--decode: this checkpoint is a language model; it continues text and answers no source");
+  auto one = [&](const std::string& line) {
+    int64_t unknown = 0;
+    const Seq src = t.encode_text(line, &unknown);
+    if (src.empty()) return;
+    const Seq out = t.answer({src}).front();
+    std::printf("%s\n", t.decode_text(out).c_str());
+    if (unknown) std::fprintf(stderr, "note: %lld input tokens are not in the vocabulary (read as <unk>)\n", (long long)unknown);
+    if (o.show_attention && t.s2s) print_attention(cross_attention_of(t, src, out));
+  };
+  if (o.decode != "-") {
+    one(o.decode);
+    return 0;
+  }
+  for (std::string line; std::getline(std::cin, line);) one(line);
+  return 0;
+}
+
+// Logs and plots, after the checkpoint. Each failure is reported; returns
+// false if any happened.
+bool write_plots(Trainer& t, const Options& o, const History& h, const EvalResult& r) {
+  bool ok = true;
+  auto attempt = [&](const char* what, auto&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error writing %s: %s\n", what, e.what());
+      ok = false;
+    }
+  };
+  const std::string name = run_name(t.cfg);
+  if (!h.steps.empty())
+    attempt("loss.svg", [&] {
+      plots::write_loss_svg(o.out_dir + "/loss.svg", h.steps, h.losses, h.eval_steps, h.eval_accs,
+                            "qkv: " + name + ", training loss and held-out " + (r.is_lm ? "loss" : "accuracy"));
+    });
+  if (t.s2s && !t.pairs->heldout().empty())
+    attempt("attention.svg", [&] {
+      const Seq& src = t.pairs->heldout()[0].src;
+      AttentionPicture p = cross_attention_of(t, src, r.predictions.at(0));
+      plots::write_attention_svg(o.out_dir + "/attention.svg", p.maps, p.src, p.tgt,
+                                 "cross-attention, " + name + ": rows = decoder input, columns = source");
+      std::printf("\n");
+      print_attention(p);
+    });
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  train::TrainConfig cfg;
-  std::string task = "reverse", save_path, load_path, out_dir;
-  int threads = 0;
-  int64_t eval_every = 250, log_every = 100, long_eval = 200;
-  double target = 0.99;
-  bool eval_only = false, no_early_stop = false;
-
-  CLI::App app{"Train a Transformer on a toy sequence-to-sequence task (qkv)"};
-  app.add_option("--task", task, "copy, reverse or sort")->capture_default_str();
-  app.add_option("--steps", cfg.steps, "training steps, and the cosine schedule's length (may stop early)")->capture_default_str();
-  app.add_option("--batch", cfg.batch, "sequences per batch")->capture_default_str();
-  app.add_option("--d-model", cfg.d_model, "model width D")->capture_default_str();
-  app.add_option("--heads", cfg.heads, "attention heads H")->capture_default_str();
-  app.add_option("--layers", cfg.layers, "encoder layers = decoder layers")->capture_default_str();
-  app.add_option("--d-ff", cfg.d_ff, "feed-forward width F")->capture_default_str();
-  app.add_option("--dropout", cfg.dropout, "dropout rate")->capture_default_str();
-  app.add_option("--min-len", cfg.task.min_len, "shortest sequence")->capture_default_str();
-  app.add_option("--max-len", cfg.task.max_len, "longest training sequence")->capture_default_str();
-  app.add_option("--vocab", cfg.task.symbols, "alphabet size (symbols, plus pad/bos/eos)")->capture_default_str();
-  app.add_option("--lr", cfg.lr, "peak learning rate (noam: scale factor)")->capture_default_str();
-  app.add_option("--warmup", cfg.warmup, "warm-up steps")->capture_default_str();
-  app.add_option("--schedule", cfg.schedule, "noam, cosine or constant")->capture_default_str();
-  app.add_option("--label-smoothing", cfg.label_smoothing, "label smoothing epsilon")->capture_default_str();
-  app.add_option("--clip", cfg.clip, "clip the global gradient norm (0: off)")->capture_default_str();
-  app.add_flag("--pre-ln", cfg.pre_ln, "Pre-LN layers (default: Post-LN, as the paper)");
-  app.add_option("--seed", cfg.seed, "random seed (data, init, dropout)")->capture_default_str();
-  app.add_option("--threads", threads, "threads for OpenMP and BLAS (0: all cores)")->capture_default_str();
-  app.add_option("--heldout", cfg.heldout, "held-out sequences (drawn first, never trained on)")->capture_default_str();
-  app.add_option("--eval-every", eval_every, "steps between held-out checks (0: only at the end)")->capture_default_str();
-  app.add_option("--target", target, "stop early once held-out exact accuracy reaches this")->capture_default_str();
-  app.add_flag("--no-early-stop", no_early_stop, "always run all --steps");
-  app.add_option("--log-every", log_every, "steps between log lines when not on a terminal")->capture_default_str();
-  app.add_option("--out", out_dir, "directory for log.csv, loss.svg, attention.svg (default runs/<task>)");
-  app.add_option("--save", save_path, "write a checkpoint (model, optimizer, step, config) at the end");
-  app.add_option("--load", load_path, "resume from (or, with --eval-only, evaluate) a checkpoint");
-  app.add_flag("--eval-only", eval_only, "no training: evaluate the --load checkpoint");
+  TrainConfig flags;
+  Options o;
+  CLI::App app{"Train a Transformer on a toy task or your own data (qkv)"};
+  add_flags(app, flags, o);
   CLI11_PARSE(app, argc, argv);
-
-  // One line at a time when piped to a file or CI log.
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // one line at a time when piped to a file or CI log
   try {
-    cfg.task.task = tasks::parse_task(task);
-    if (eval_only && load_path.empty()) throw Error("--eval-only needs --load PATH");
-    if (threads > 0) set_num_threads(threads);
-    if (out_dir.empty()) out_dir = "runs/" + task;
-    std::filesystem::create_directories(out_dir);
+    // 1. Settings that need no model.
+    if (o.threads < 0 || o.threads > 1024) throw Error("--threads: must be in [0, 1024], got " + std::to_string(o.threads));
+    if (o.eval_every < 0) throw Error("--eval-every: must be >= 0, got " + std::to_string(o.eval_every));
+    if (o.log_every < 1) throw Error("--log-every: must be >= 1, got " + std::to_string(o.log_every));
+    if (o.save_every < 0) throw Error("--save-every: must be >= 0, got " + std::to_string(o.save_every));
+    if (!(o.target > 0 && o.target <= 1)) throw Error("--target: must be in (0, 1], got " + std::to_string(o.target));
+    if ((o.eval_only || !o.decode.empty()) && o.load_path.empty())
+      throw Error(std::string(o.eval_only ? "--eval-only" : "--decode") + " needs --load PATH");
+    if (o.show_attention && o.decode.empty()) throw Error("--show-attention goes with --decode");
+    if (o.no_save && (!o.save_path.empty() || o.save_every > 0)) throw Error("--no-save: contradicts --save / --save-every");
+    if (o.threads > 0) set_num_threads(o.threads);
 
-    train::Trainer t(cfg);
-    if (!load_path.empty()) t.load(load_path);
-    const bool tty = isatty(STDOUT_FILENO);
-    std::printf("qkv train: task %s, %lld symbols, lengths %lld..%lld, held-out %zu sequences\n", task.c_str(),
-                static_cast<long long>(cfg.task.symbols), static_cast<long long>(cfg.task.min_len),
-                static_cast<long long>(cfg.task.max_len), t.data.heldout().size());
-    std::printf("model: d_model %lld, %lld heads, %lld+%lld layers, d_ff %lld, %s, %lld parameters\n",
-                static_cast<long long>(cfg.d_model), static_cast<long long>(cfg.heads),
-                static_cast<long long>(cfg.layers), static_cast<long long>(cfg.layers),
-                static_cast<long long>(cfg.d_ff), cfg.pre_ln ? "Pre-LN" : "Post-LN",
-                static_cast<long long>(t.model.num_parameters()));
-    std::printf("training: batch %lld, up to %lld steps, Adam(0.9, 0.98, 1e-9), %s lr %.2g, warmup %lld, %d threads%s\n",
-                static_cast<long long>(cfg.batch), static_cast<long long>(cfg.steps), cfg.schedule.c_str(),
-                static_cast<double>(cfg.lr), static_cast<long long>(cfg.warmup), get_num_threads(),
-                load_path.empty() ? "" : (", resumed at step " + std::to_string(t.step_count())).c_str());
+    // 2. The run: new, or every setting from the checkpoint.
+    const std::vector<std::string> given = given_keys(app);
+    Trainer t = o.load_path.empty() ? new_run(flags, given) : resumed_run(o.load_path, flags, given);
+    if (!o.decode.empty()) return ask(t, o);
 
-    std::ofstream csv(out_dir + "/log.csv");
-    csv << "step,loss,lr,tokens_per_s,heldout_exact,heldout_token\n";
-    std::vector<double> steps, losses, eval_steps, eval_accs;
-    double train_seconds = 0, eval_seconds = 0;
-    int64_t tokens = 0;
-    bool reached = false;
+    // 3. Every output path, before any work: a run that cannot keep its
+    //    result is refused now, not after training.
+    const bool training = !o.eval_only;
+    if (training) {
+      if (o.out_dir.empty()) o.out_dir = "runs/" + run_name(t.cfg);
+      if (!o.no_save && o.save_path.empty()) o.save_path = o.out_dir + "/model.safetensors";
+      prepare_outputs(o);
+    }
+    print_header(t, o);
 
-    if (!eval_only) {
-      const int64_t first = t.step_count();
-      double window_loss = 0;
-      int64_t window_n = 0;
-      while (t.step_count() < cfg.steps) {
-        const auto t0 = Clock::now();
-        const real loss = t.step();
-        train_seconds += seconds_since(t0);
-        tokens += t.last_target_tokens;
-        const int64_t s = t.step_count();
-        steps.push_back(static_cast<double>(s));
-        losses.push_back(loss);
-        window_loss += loss;
-        window_n++;
-        const double tok_s = tokens / std::max(train_seconds, 1e-9);
-        const double eta = train_seconds / static_cast<double>(s - first) * static_cast<double>(cfg.steps - s);
-        csv << s << "," << loss << "," << t.current_lr() << "," << tok_s << ",,\n";
-        if (tty && (s % 10 == 0 || s == cfg.steps)) progress_bar(s, cfg.steps, loss, t.current_lr(), tok_s, eta);
-        if (!tty && (s % log_every == 0 || s == cfg.steps)) {
-          std::printf("step %6lld  loss %.4f  lr %.2e  %.0f tok/s  %.1fs\n", static_cast<long long>(s),
-                      window_loss / window_n, static_cast<double>(t.current_lr()), tok_s, train_seconds);
-          window_loss = 0;
-          window_n = 0;
-        }
-        if (eval_every > 0 && s % eval_every == 0) {
-          const auto e0 = Clock::now();
-          train::EvalResult r = t.evaluate(t.data.heldout());
-          eval_seconds += seconds_since(e0);
-          eval_steps.push_back(static_cast<double>(s));
-          eval_accs.push_back(r.exact_acc());
-          csv << s << ",,,," << r.exact_acc() << "," << r.token_acc() << "\n";
-          if (tty) std::printf("\n");
-          std::printf("  held-out at step %lld: exact %.1f%%, token %.1f%%\n", static_cast<long long>(s),
-                      100 * r.exact_acc(), 100 * r.token_acc());
-          if (!no_early_stop && r.exact_acc() >= target) {
-            std::printf("  reached the %.1f%% target at step %lld%s\n", 100 * target, static_cast<long long>(s),
-                        s < cfg.steps ? ": stopping early" : "");
-            reached = true;
-            break;
-          }
-        }
+    // 4. Train (or only evaluate).
+    History h;
+    bool outputs_ok = true;
+    if (training) {
+      CsvLog log(o.out_dir + "/log.csv");
+      try {
+        train_loop(t, o, log, h);
+      } catch (const Diverged& e) {
+        log.close();
+        std::fprintf(stderr, "\nerror: %s\nstopped; no checkpoint was written%s\n", e.what(),
+                     o.save_path.empty() ? "" : (" (" + o.save_path + " is as it was)").c_str());
+        return kExitDiverged;
       }
-      if (tty) std::printf("\n");
-      std::printf("trained %lld steps in %.1f s (%.1f ms/step, %.0f target tokens/s); evaluation took %.1f s\n",
-                  static_cast<long long>(t.step_count() - first), train_seconds,
-                  1000 * train_seconds / std::max<int64_t>(1, t.step_count() - first),
-                  tokens / std::max(train_seconds, 1e-9), eval_seconds);
-    }
-    (void)reached;
-
-    // ---- final evaluation ----
-    train::EvalResult r = t.evaluate(t.data.heldout());
-    std::printf("\nheld-out (%lld sequences, lengths %lld..%lld, never trained on): exact-sequence accuracy %.2f%%, token accuracy %.2f%%\n",
-                static_cast<long long>(r.sequences), static_cast<long long>(cfg.task.min_len),
-                static_cast<long long>(cfg.task.max_len), 100 * r.exact_acc(), 100 * r.token_acc());
-    for (int i = 0; i < 5 && i < static_cast<int>(r.sequences); ++i) {
-      const auto& src = t.data.heldout()[i];
-      const auto want = tasks::apply_task(cfg.task.task, src);
-      std::printf("  %-22s -> %-22s %s\n", seq_string(src).c_str(), seq_string(r.predictions[i]).c_str(),
-                  r.predictions[i] == want ? "ok" : ("WRONG, want " + seq_string(want)).c_str());
-    }
-    Generator long_gen(cfg.seed + 7);
-    const auto longer = t.data.longer_set(long_eval, 3, long_gen);
-    train::EvalResult lr_ = t.evaluate(longer);
-    std::printf("length generalization (%lld sequences of length %lld..%lld, longer than any trained on): exact %.2f%%, token %.2f%%\n",
-                static_cast<long long>(lr_.sequences), static_cast<long long>(cfg.task.max_len + 1),
-                static_cast<long long>(cfg.task.max_len + 3), 100 * lr_.exact_acc(), 100 * lr_.token_acc());
-
-    // ---- attention picture of one held-out example ----
-    {
-      NoGradGuard no_grad;
-      const auto& src_seq = t.data.heldout()[0];
-      tasks::Batch one = tasks::collate(cfg.task.task, {src_seq});
-      t.model.eval();
-      t.model.keep_attention(true);
-      t.model.forward(one.src, one.tgt_in);
-      std::vector<Tensor> maps;  // per layer (H, T, S)
-      for (const Tensor& a : t.model.cross_attention()) maps.push_back(a.reshape({a.size(1), a.size(2), a.size(3)}));
-      t.model.keep_attention(false);
-      std::vector<std::string> src_l, tgt_l;
-      for (int64_t tok : one.src.ids) src_l.push_back(symbol_label(tok));
-      for (int64_t tok : one.tgt_in.ids) tgt_l.push_back(symbol_label(tok));
-      plots::write_attention_svg(out_dir + "/attention.svg", maps, src_l, tgt_l,
-                                 "cross-attention, task " + task + ": rows = decoder input, columns = source");
-      const int64_t H = maps.back().size(0), T = maps.back().size(1), S = maps.back().size(2);
-      Tensor avg = Tensor::zeros({T, S});
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t k = 0; k < T * S; ++k) avg.data()[k] += maps.back().data()[h * T * S + k] / static_cast<real>(H);
-      std::printf("\ncross-attention of the last decoder layer (mean over heads) for one held-out example:\n%s",
-                  plots::ascii_heatmap(avg.data(), T, S, src_l, tgt_l).c_str());
+      log.close();
+      outputs_ok = !log.failed();
     }
 
-    if (!eval_only && !steps.empty())
-      plots::write_loss_svg(out_dir + "/loss.svg", steps, losses, eval_steps, eval_accs,
-                            "qkv: " + task + " task, training loss and held-out accuracy");
-    if (!save_path.empty()) {
-      t.save(save_path);
-      std::printf("checkpoint: %s (step %lld)\n", save_path.c_str(), static_cast<long long>(t.step_count()));
+    // 5. The model first, then everything else.
+    if (training && !o.save_path.empty()) {
+      const std::string written = save_with_fallback(t, o.save_path);
+      if (written.empty()) {
+        std::fprintf(stderr, "error: the checkpoint could not be written anywhere%s\n",
+                     o.save_every > 0 ? "; the last periodic checkpoint is the one on disk" : "");
+        outputs_ok = false;
+      } else {
+        std::printf("checkpoint: %s (step %lld)\n", written.c_str(), (long long)t.step_count());
+        outputs_ok = outputs_ok && written == o.save_path;
+      }
     }
-    std::printf("\nwrote %s/log.csv", out_dir.c_str());
-    if (!eval_only) std::printf(", %s/loss.svg", out_dir.c_str());
-    std::printf(", %s/attention.svg\n", out_dir.c_str());
-    std::printf("held-out exact-sequence accuracy: %.2f%%\n", 100 * r.exact_acc());
-    return 0;
+    const EvalResult r = final_report(t, o);
+    if (training) {
+      outputs_ok = write_plots(t, o, h, r) && outputs_ok;
+      std::printf("\nwrote %s/log.csv%s%s\n", o.out_dir.c_str(), h.steps.empty() ? "" : ", loss.svg",
+                  t.s2s ? ", attention.svg" : "");
+    } else if (t.s2s) {  // --eval-only writes no file, so as not to touch the run's own
+      std::printf("\n");
+      print_attention(cross_attention_of(t, t.pairs->heldout()[0].src, r.predictions.at(0)));
+    }
+    if (r.is_lm)
+      std::printf("held-out perplexity: %.3f\n", r.perplexity());
+    else
+      std::printf("held-out exact-sequence accuracy: %.2f%%\n", 100 * r.exact_acc());
+    return outputs_ok ? 0 : kExitError;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "\nerror: %s\n", e.what());
-    return 1;
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitError;
   }
 }

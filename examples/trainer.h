@@ -1,22 +1,35 @@
-// The training loop for the toy seq2seq tasks, as a class so that the
-// program (examples/train.cpp) and the tests drive the same code.
+// The training loop of the training program, as a class so that the program
+// (examples/train.cpp) and the tests drive the same code.
 //
-//   Trainer t(cfg);            // draws the held-out set, builds model + Adam
+//   Trainer t(cfg);            // reads or draws the data, builds model + Adam
 //   t.step();                  // one batch: forward, loss, backward, clip, update
-//   t.evaluate(t.data.heldout());
-//   t.save("ckpt.safetensors"); t.load("ckpt.safetensors");
+//   t.evaluate();              // held-out accuracy (or loss, for a language model)
+//   t.save("ckpt.safetensors");
+//   Trainer r = Trainer::resume("ckpt.safetensors");   // model, data, optimizer, step
+//
+// A checkpoint describes its run completely: the whole TrainConfig, the
+// vocabulary, the data files' hashes, the model's own configuration (so
+// nn::load_seq2seq / nn::load_gpt read it too), the optimizer state, the step
+// and both random streams.
 #pragma once
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "autograd/qkv_autograd.h"
-#include "examples/tasks.h"
+#include "examples/data.h"
 #include "nn/checkpoint.h"
 #include "nn/cross_entropy.h"
 #include "nn/decode.h"
+#include "nn/model_file.h"
 #include "nn/transformer.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
@@ -24,53 +37,112 @@
 
 namespace qkv::train {
 
+using json = nlohmann::json;
+
+// Everything that defines a run. Each field is a flag of the program: the
+// JSON key with '_' as '-' (d_model is --d-model); see for_each_field.
 struct TrainConfig {
-  tasks::TaskConfig task;
+  // model
+  std::string model = "seq2seq";        // seq2seq (encoder-decoder) | gpt (decoder-only)
   int64_t d_model = 64, heads = 4, layers = 2, d_ff = 256;
-  real dropout = 0.0;
-  bool pre_ln = false;
+  real dropout = 0;
+  bool pre_ln = false;                  // Pre-LN (default Post-LN for seq2seq, Pre-LN for gpt)
+  bool tie = false;                     // output layer shares the target embedding
+  std::string positions = "sinusoidal"; // sinusoidal | learned (gpt: learned)
+  std::string activation = "relu";      // relu | gelu
+  int64_t context = 0;                  // position table rows (0: what the data needs)
+  // data
+  std::string task = "reverse";         // copy | reverse | sort, when no --data
+  std::string data, valid;              // data file, held-out file
+  std::string format = "tsv";           // tsv (pairs) | text (language model)
+  std::string tokens = "char";          // char | word
+  double valid_fraction = 0.1;          // held out from --data when no --valid
+  int64_t vocab = 10;                   // the task's alphabet size (symbols)
+  int64_t min_len = 3, max_len = 10;    // the task's sequence lengths
+  int64_t heldout = 1000;               // the task's held-out sequences
+  int64_t max_vocab = 10000;            // refuse data with more distinct tokens
+  // optimisation
   int64_t batch = 64;
-  int64_t steps = 1000;            // upper bound, and the cosine schedule's length; may stop early
-  std::string schedule = "cosine";  // noam | cosine | constant
-  real lr = 2e-3;                  // peak lr (cosine/constant); factor for noam
+  int64_t steps = 1000;                 // upper bound, and the cosine schedule's length
+  std::string schedule = "cosine";      // noam | cosine | constant
+  real lr = 2e-3;                       // peak lr (cosine/constant); factor for noam
   int64_t warmup = 100;
-  real label_smoothing = 0.0;
-  real clip = 1.0;                 // global grad-norm clip; 0 = off
-  int64_t heldout = 1000;
+  real label_smoothing = 0;
+  real clip = 1;                        // global grad-norm clip; 0 = off
   uint64_t seed = 1;
 
-  // The settings a resumed run must share with the run that saved the
-  // checkpoint (model shape, data and optimisation), as checkpoint metadata.
-  // --steps is free, so a run can be extended (with the cosine schedule that
-  // also stretches the remaining decay).
-  Metadata model_metadata() const {
-    return {{"task", tasks::task_name(task.task)},
-            {"symbols", std::to_string(task.symbols)},
-            {"min_len", std::to_string(task.min_len)},
-            {"max_len", std::to_string(task.max_len)},
-            {"d_model", std::to_string(d_model)},
-            {"heads", std::to_string(heads)},
-            {"layers", std::to_string(layers)},
-            {"d_ff", std::to_string(d_ff)},
-            {"pre_ln", pre_ln ? "true" : "false"},
-            {"heldout", std::to_string(heldout)},
-            {"seed", std::to_string(seed)},
-            {"batch", std::to_string(batch)},
-            {"schedule", schedule},
-            {"lr", std::to_string(lr)},
-            {"warmup", std::to_string(warmup)},
-            {"label_smoothing", std::to_string(label_smoothing)},
-            {"clip", std::to_string(clip)},
-            {"dropout", std::to_string(dropout)}};
+  bool is_gpt() const { return model == "gpt"; }
+  bool is_text() const { return !data.empty() && format == "text"; }
+
+  json to_json() const {
+    json j;
+    for_each_field(*this, [&](const char* k, const auto& v) { j[k] = v; });
+    return j;
+  }
+  static TrainConfig from_json(const json& j, const std::string& where) {
+    TrainConfig c;
+    for_each_field(c, [&](const char* k, auto& v) { nn::read_json_field(j, k, v, where); });
+    return c;
+  }
+  // Every field with its JSON key, once, so flags, JSON and checks agree.
+  template <class C, class F>
+  static void for_each_field(C& c, F&& f) {
+    f("model", c.model); f("d_model", c.d_model); f("heads", c.heads); f("layers", c.layers);
+    f("d_ff", c.d_ff); f("dropout", c.dropout); f("pre_ln", c.pre_ln); f("tie", c.tie);
+    f("positions", c.positions); f("activation", c.activation); f("context", c.context);
+    f("task", c.task); f("data", c.data); f("valid", c.valid); f("format", c.format); f("tokens", c.tokens);
+    f("valid_fraction", c.valid_fraction); f("vocab", c.vocab); f("min_len", c.min_len); f("max_len", c.max_len);
+    f("heldout", c.heldout); f("max_vocab", c.max_vocab);
+    f("batch", c.batch); f("steps", c.steps); f("schedule", c.schedule); f("lr", c.lr); f("warmup", c.warmup);
+    f("label_smoothing", c.label_smoothing); f("clip", c.clip); f("seed", c.seed);
   }
 };
 
+// "--d-model" for "d_model".
+inline std::string flag_of(const std::string& key) {
+  std::string f = "--" + key;
+  for (char& c : f) c = c == '_' ? '-' : c;
+  return f;
+}
+
+// A setting's value as a person would type it: strings bare, numbers in the
+// shortest form that reads back to the same float (1e-07, not 1.00000001e-07).
+inline std::string show_value(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_number_float()) return v.dump();
+  const double d = v.get<double>();
+  const bool is_float = static_cast<double>(static_cast<float>(d)) == d;
+  char buf[40];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, d);
+    const double back = std::strtod(buf, nullptr);
+    if (is_float ? static_cast<float>(back) == static_cast<float>(d) : back == d) break;
+  }
+  return buf;
+}
+
+// Checks every setting before anything is read or built; each error names the
+// flag. The bounds keep any value from hanging the program or exhausting
+// memory before it says what is wrong.
+void validate(const TrainConfig& c);
+
 struct EvalResult {
   int64_t sequences = 0, exact = 0, tokens = 0, tokens_right = 0;
+  double loss = 0;                  // language model: mean held-out cross-entropy
+  int64_t unknown_tokens = 0;       // held-out tokens the vocabulary lacks (<unk>)
+  bool is_lm = false;
   double exact_acc() const { return sequences ? double(exact) / sequences : 0; }
   double token_acc() const { return tokens ? double(tokens_right) / tokens : 0; }
-  std::vector<std::vector<int64_t>> predictions;
+  double perplexity() const { return std::exp(loss); }
+  std::vector<Seq> predictions;
 };
+
+// Training stopped because the loss or the gradient norm was not finite, or
+// the loss exploded past kExplodedLoss times a uniform guess's.
+struct Diverged : Error {
+  using Error::Error;
+};
+inline constexpr double kExplodedLoss = 100;
 
 inline std::string generator_state_string(const Generator& g) {
   const auto st = g.state();
@@ -85,136 +157,79 @@ inline void set_generator_state(Generator& g, const std::string& s, const std::s
   int cached = 0;
   if (std::sscanf(s.c_str(), "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %la %d", &st.s[0],
                   &st.s[1], &st.s[2], &st.s[3], &st.cached_normal, &cached) != 6)
-    throw Error("checkpoint: cannot parse generator state '" + what + "'");
+    throw Error(what + ": cannot parse the generator state '" + s + "'");
   st.has_cached = cached != 0;
   g.set_state(st);
 }
 
+inline constexpr const char* kCheckpointFormat = "qkv-train-v2";
+
 class Trainer {
  public:
-  explicit Trainer(const TrainConfig& c)
-      : cfg(c),
-        data_gen(c.seed),
-        data(c.task, c.heldout, data_gen),
-        model(model_config(c)),
-        opt(model.parameters(), optim::AdamOptions::paper(c.lr)),
-        schedule(make_schedule(c)) {}
+  // A new run: reads (or draws) the data, builds the vocabulary, the model and
+  // Adam. With `vocab` (from a checkpoint) the data is encoded with it instead.
+  explicit Trainer(const TrainConfig& c, const Vocab* vocab = nullptr);
 
-  // One optimisation step on a fresh batch; returns the loss.
-  real step() {
-    tasks::Batch b = data.train_batch(cfg.batch, data_gen);
-    model.train();
-    opt.zero_grad();
-    Var logits = model.forward(b.src, b.tgt_in);  // (B,T,V)
-    Var loss = nn::cross_entropy(logits, b.tgt_out, tasks::kPad, cfg.label_smoothing);
-    loss.backward();
-    if (cfg.clip > 0) last_grad_norm = optim::clip_grad_norm(opt.params(), cfg.clip);
-    opt.lr = schedule->lr(opt.step_count() + 1);
-    opt.step();
-    last_target_tokens = b.target_tokens;
-    return loss.item();
-  }
+  // Reads a checkpoint written by save(): its config (with `adjust` applied,
+  // e.g. a longer --steps), vocabulary, data, weights, optimizer state, step
+  // and random streams. Errors name the file and the key.
+  static Trainer resume(const std::string& path,
+                        const std::function<void(TrainConfig&)>& adjust = nullptr);
+  // The run settings stored in a checkpoint (for comparing with flags).
+  static TrainConfig checkpoint_config(const TensorFile& f);
 
-  int64_t step_count() const { return opt.step_count(); }
-  real current_lr() const { return opt.lr; }
+  // One optimisation step on a fresh batch; returns the loss. Throws Diverged
+  // (before changing any parameter) when the loss or the gradient norm is NaN
+  // or infinite.
+  real step();
+  int64_t step_count() const { return opt->step_count(); }
+  real current_lr() const { return opt->lr; }
 
-  // Greedy decoding of `seqs` (in chunks), compared with the task's answers.
-  EvalResult evaluate(const std::vector<tasks::Seq>& seqs, int64_t chunk = 500) {
-    model.eval();
-    EvalResult r;
-    for (size_t i = 0; i < seqs.size(); i += static_cast<size_t>(chunk)) {
-      std::vector<tasks::Seq> part(seqs.begin() + i, seqs.begin() + std::min(seqs.size(), i + chunk));
-      tasks::Batch b = tasks::collate(cfg.task.task, part);
-      int64_t longest = 0;
-      for (auto& s : part) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
-      nn::DecodeOptions o;
-      o.bos = tasks::kBos; o.eos = tasks::kEos; o.pad = tasks::kPad;
-      o.max_len = longest + 2;
-      auto pred = nn::greedy_decode(model, b.src, o);
-      for (size_t k = 0; k < part.size(); ++k) {
-        const tasks::Seq want = tasks::apply_task(cfg.task.task, part[k]);
-        r.sequences++;
-        r.exact += pred[k] == want;
-        // Token accuracy: position by position over the expected answer and
-        // its <eos>; a missing or wrong token counts as wrong.
-        for (size_t j = 0; j <= want.size(); ++j) {
-          const int64_t w = j < want.size() ? want[j] : tasks::kEos;
-          const int64_t p = j < pred[k].size() ? pred[k][j] : (j == pred[k].size() ? tasks::kEos : -1);
-          r.tokens++;
-          r.tokens_right += p == w;
-        }
-        r.predictions.push_back(std::move(pred[k]));
-      }
-    }
-    model.train();
-    return r;
-  }
+  // Held-out evaluation: greedy decoding scored by exact sequence and token
+  // accuracy, or, for a language model, held-out loss and perplexity.
+  EvalResult evaluate();
+  EvalResult evaluate(const std::vector<Pair>& pairs, int64_t chunk = 500);
 
-  // Model, optimizer state, step, generator states and config in one file.
-  void save(const std::string& path) const {
-    NamedTensors all;
-    for (auto& [n, t] : nn::state_dict(model)) all.emplace_back("model." + n, t);
-    for (auto& [n, t] : opt.state_dict()) all.emplace_back("optim." + n, t);
-    Metadata md = cfg.model_metadata();
-    md["format"] = "qkv-seq2seq-train-v1";
-    md["step"] = std::to_string(opt.step_count());
-    md["data_gen"] = generator_state_string(data_gen);
-    md["dropout_gen"] = generator_state_string(model.dropout_gen);
-    write_safetensors(path, all, md);
-  }
+  // Greedy answers for source sequences (either model kind).
+  std::vector<Seq> answer(const std::vector<Seq>& sources);
+  // Tokenise a user's text with this run's vocabulary (see Vocab::encode).
+  Seq encode_text(const std::string& text, int64_t* unknown = nullptr) const;
+  std::string decode_text(const Seq& ids) const;
 
-  // Restores a checkpoint written by save(); its config must match ours.
-  void load(const std::string& path) {
-    TensorFile f = read_safetensors(path);
-    check_config(f.metadata, cfg.model_metadata(), path);
-    nn::load_state_dict(model, f, "model.");
-    NamedTensors st;
-    for (auto& [n, t] : f.tensors)
-      if (n.rfind("optim.", 0) == 0) st.emplace_back(n.substr(6), t);
-    opt.load_state_dict(st);
-    set_generator_state(data_gen, f.metadata.at("data_gen"), "data_gen");
-    set_generator_state(model.dropout_gen, f.metadata.at("dropout_gen"), "dropout_gen");
-  }
+  // Writes model, optimizer state, step, random streams, config, vocabulary
+  // and data description to `path` atomically.
+  void save(const std::string& path) const;
+  // Restores a checkpoint of this same run (settings must match; --steps is free).
+  void load(const std::string& path);
 
-  // Every model-shaping key of `want` must be in `have` with the same value.
-  static void check_config(const Metadata& have, const Metadata& want, const std::string& path) {
-    auto fmt = have.find("format");
-    if (fmt == have.end() || fmt->second != "qkv-seq2seq-train-v1")
-      throw Error("checkpoint " + path + ": not a qkv training checkpoint (metadata 'format' missing or different)");
-    for (auto& [k, v] : want) {
-      auto it = have.find(k);
-      if (it == have.end()) throw Error("checkpoint " + path + ": metadata has no '" + k + "'");
-      if (it->second != v)
-        throw Error("checkpoint " + path + ": was trained with " + k + " = " + it->second +
-                    " but this run has " + k + " = " + v);
-    }
-  }
-
-  static nn::TransformerConfig model_config(const TrainConfig& c) {
-    nn::TransformerConfig m;
-    m.src_vocab = m.tgt_vocab = c.task.vocab();
-    m.d_model = c.d_model; m.heads = c.heads;
-    m.encoder_layers = m.decoder_layers = c.layers;
-    m.d_ff = c.d_ff; m.dropout = c.dropout; m.pre_norm = c.pre_ln;
-    m.seed = c.seed;
-    return m;
-  }
-
-  static std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c) {
-    if (c.schedule == "noam") return std::make_unique<optim::NoamSchedule>(c.d_model, c.warmup, c.lr);
-    if (c.schedule == "cosine") return std::make_unique<optim::WarmupCosineSchedule>(c.lr, c.warmup, c.steps, c.lr * real(0.05));
-    if (c.schedule == "constant") return std::make_unique<optim::ConstantSchedule>(c.lr, c.warmup);
-    throw Error("schedule: unknown schedule '" + c.schedule + "' (expected noam, cosine or constant)");
-  }
-
-  TrainConfig cfg;
-  Generator data_gen;
-  tasks::TaskData data;
-  nn::Seq2SeqTransformer model;
-  optim::Adam opt;
-  std::unique_ptr<optim::Schedule> schedule;
+  nn::Module& model() { return s2s ? static_cast<nn::Module&>(*s2s) : *gpt; }
+  const nn::Module& model() const { return s2s ? static_cast<const nn::Module&>(*s2s) : *gpt; }
+  Generator& dropout_gen() { return s2s ? s2s->dropout_gen : gpt->dropout_gen; }
+  // The global gradient norm of the last step (before clipping).
   real last_grad_norm = 0;
   int64_t last_target_tokens = 0;
+
+  TrainConfig cfg;
+  Vocab vocab;
+  json data_info;                        // where the data came from (files, hashes)
+  int64_t unknown_heldout_tokens = 0;    // held-out tokens mapped to <unk>
+  Generator data_gen;
+  std::unique_ptr<PairData> pairs;       // seq2seq data (task or file), or gpt on pairs
+  std::unique_ptr<TextData> text;        // gpt on a text file
+  std::unique_ptr<nn::Seq2SeqTransformer> s2s;
+  std::unique_ptr<nn::GPT> gpt;
+  std::unique_ptr<optim::Adam> opt;
+  std::unique_ptr<optim::Schedule> schedule;
+
+ private:
+  void build_data(const Vocab* given);
+  void build_model();
+  Var loss_on_batch(int64_t* target_tokens);
+  std::vector<Seq> gpt_answer(const std::vector<Seq>& sources, int64_t max_new);
 };
 
+std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c);
+
 }  // namespace qkv::train
+
+#include "examples/trainer_impl.h"

@@ -1,6 +1,7 @@
 #include "nn/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -447,8 +448,30 @@ const Tensor& TensorFile::get(const std::string& name) const {
   throw Error("TensorFile: " + path + ": no tensor named '" + name + "'");
 }
 
+namespace {
+// A writer killed mid-save leaves its "<path>.tmp.<pid>" behind. Before each
+// save, remove those of processes that no longer exist, so that repeated
+// crashes (tests/cli/train_kill.sh) never pile temporaries up.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::error_code ec;
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t p = static_cast<pid_t>(std::stol(pid));
+    if (p != ::getpid() && ::kill(p, 0) != 0 && errno == ESRCH) fs::remove(it->path(), ec);
+  }
+}
+}  // namespace
+
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const Metadata& metadata, FileDtype dtype) {
+  remove_stale_temporaries(path);
   Writer(path).write(tensors, metadata, dtype);
 }
 

@@ -47,7 +47,9 @@ enum class FileDtype { F32, F64 };
 // defined) and `metadata` to `path` atomically: the bytes go to
 // "<path>.tmp.<pid>", which is fsynced and renamed over `path`, then the
 // directory is fsynced. On any failure the temporary file is removed, `path`
-// is left as it was, and an Error naming `path` is thrown.
+// is left as it was, and an Error naming `path` is thrown. Temporaries of
+// `path` left by writers killed mid-save (whose process no longer exists) are
+// removed first.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const Metadata& metadata = {}, FileDtype dtype = FileDtype::F32);
 

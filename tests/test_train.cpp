@@ -1,5 +1,6 @@
-// Greedy decoding on a hand-set model, a short training run that must cut the
-// loss, and resume-from-checkpoint equal to an uninterrupted run, bit for bit.
+// The training program's Trainer: greedy decoding on a hand-set model, short
+// runs that must cut the loss (every model kind), resume equal to an
+// uninterrupted run bit for bit, and checkpoints that describe their run.
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -42,6 +43,14 @@ TransformerConfig tiny(int64_t V) {
   return c;
 }
 
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("qkv_test_" + std::to_string(getpid()) + "_" + name)).string();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
 }  // namespace
 
 TEST_CASE("greedy_decode follows a hand-set model from <bos> to <eos> and respects the length cap") {
@@ -69,7 +78,7 @@ TEST_CASE("greedy_decode follows a hand-set model from <bos> to <eos> and respec
 namespace {
 train::TrainConfig small_config() {
   train::TrainConfig c;
-  c.task = {tasks::Task::Reverse, 6, 2, 5};
+  c.task = "reverse"; c.vocab = 6; c.min_len = 2; c.max_len = 5;
   c.d_model = 16; c.heads = 2; c.layers = 1; c.d_ff = 32;
   c.batch = 32; c.steps = 300; c.warmup = 20; c.lr = 3e-3; c.heldout = 50;
   c.seed = 4;
@@ -81,68 +90,336 @@ std::vector<Tensor> snapshot(const Module& m) {
   for (auto& [n, v] : m.named_parameters()) out.push_back(v.data().clone());
   return out;
 }
+
+void check_same_parameters(const Module& a, const Module& b) {
+  const auto x = snapshot(a), y = snapshot(b);
+  REQUIRE(x.size() == y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(max_abs_diff(x[i], y[i]) == 0);
+  }
+}
+
+// Mean loss of the first and of the last `k` of `n` steps.
+std::pair<double, double> loss_ends(train::Trainer& t, int n, int k) {
+  double first = 0, last = 0;
+  for (int i = 0; i < n; ++i) {
+    const double l = t.step();
+    if (i < k) first += l;
+    if (i >= n - k) last += l;
+  }
+  return {first / k, last / k};
+}
 }  // namespace
 
 TEST_CASE("training a tiny model on reverse for 300 steps cuts the loss by more than half") {
   train::Trainer t(small_config());
-  double first = 0, last = 0;
-  for (int i = 0; i < 20; ++i) first += t.step();
-  for (int i = 20; i < 280; ++i) t.step();
-  for (int i = 280; i < 300; ++i) last += t.step();
-  INFO("mean loss first 20 steps " << first / 20 << ", last 20 steps " << last / 20);
+  auto [first, last] = loss_ends(t, 300, 20);
+  INFO("mean loss first 20 steps " << first << ", last 20 steps " << last);
   CHECK(last < 0.5 * first);
 }
 
-TEST_CASE("saving at step k and resuming gives bit-identical parameters at step n") {
+TEST_CASE("the decoder-only model learns a task read as 'source <s> target </s>'") {
   train::TrainConfig c = small_config();
-  c.dropout = 0.1;  // the dropout stream must resume too
-  c.steps = 20;
-  const std::string path = (std::filesystem::temp_directory_path() / "qkv_resume_test.safetensors").string();
+  c.model = "gpt"; c.pre_ln = true; c.activation = "gelu"; c.tie = true; c.positions = "learned";
+  train::Trainer t(c);
+  CHECK(t.gpt);
+  CHECK_FALSE(t.s2s);
+  CHECK(t.cfg.context == 2 * c.max_len + 1);  // what the longest "src <s> tgt" needs
+  auto [first, last] = loss_ends(t, 300, 20);
+  INFO("mean loss first 20 steps " << first << ", last 20 steps " << last);
+  CHECK(last < 0.5 * first);
+  const train::EvalResult r = t.evaluate();
+  CHECK(r.sequences == 50);
+  CHECK(r.token_acc() > 0.3);  // well above chance (1/7 per token)
+}
 
-  train::Trainer straight(c);
-  for (int i = 0; i < 20; ++i) straight.step();
+TEST_CASE("collate_prompted lays out 'source <s> target' and scores only the target and </s>") {
+  using train::Vocab;
+  train::LMBatch b = train::collate_prompted({{{4, 5}, {6}}, {{7}, {8, 9}}});
+  CHECK(b.ids.len == 4);
+  CHECK(b.ids.ids == std::vector<int64_t>{4, 5, Vocab::kBos, 6, 7, Vocab::kBos, 8, 9});
+  CHECK(b.ids.lengths == std::vector<int64_t>{4, 4});
+  const int64_t P = Vocab::kPad, E = Vocab::kEos;
+  CHECK(b.targets == std::vector<int64_t>{P, P, 6, E, P, 8, 9, E});
+  CHECK(b.target_tokens == 5);
+}
 
-  {
-    train::Trainer first(c);
-    for (int i = 0; i < 8; ++i) first.step();
-    first.save(path);
+TEST_CASE("every model option builds and trains a step: Pre/Post-LN, tied, learned/sinusoidal, ReLU/GELU") {
+  for (const char* model : {"seq2seq", "gpt"})
+    for (bool pre : {false, true})
+      for (bool tie : {false, true})
+        for (const char* pos : {"sinusoidal", "learned"})
+          for (const char* act : {"relu", "gelu"}) {
+            train::TrainConfig c = small_config();
+            c.model = model; c.pre_ln = pre; c.tie = tie; c.positions = pos; c.activation = act;
+            c.steps = 2;
+            c.warmup = 1;
+            CAPTURE(model); CAPTURE(pre); CAPTURE(tie); CAPTURE(pos); CAPTURE(act);
+            if (std::string(model) == "gpt" && std::string(pos) == "sinusoidal") {
+              CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains("--positions"), Error);
+              continue;
+            }
+            train::Trainer t(c);
+            CHECK(std::isfinite(t.step()));
+            c.tie = !tie;
+            train::Trainer other(c);
+            // Tying drops the output weight (V x D) from the parameters.
+            const int64_t V = t.vocab.size(), D = c.d_model;
+            CHECK(t.model().num_parameters() - other.model().num_parameters() == (tie ? -V * D : V * D));
+          }
+}
+
+TEST_CASE("saving at step k and resuming gives bit-identical parameters at step n") {
+  for (const char* model : {"seq2seq", "gpt"}) {
+    CAPTURE(model);
+    train::TrainConfig c = small_config();
+    c.model = model;
+    if (c.is_gpt()) c.positions = "learned";
+    c.dropout = 0.1;  // the dropout stream must resume too
+    c.steps = 20;
+    const std::string path = temp_path("resume.safetensors");
+
+    train::Trainer straight(c);
+    for (int i = 0; i < 20; ++i) straight.step();
+    {
+      train::Trainer first(c);
+      for (int i = 0; i < 8; ++i) first.step();
+      first.save(path);
+    }
+    // From the file alone: every setting, the vocabulary, the data.
+    train::Trainer resumed = train::Trainer::resume(path);
+    CHECK(resumed.step_count() == 8);
+    train::json want = c.to_json();
+    want["context"] = resumed.cfg.context;  // 0 (as needed) was resolved when the run was built
+    CHECK(resumed.cfg.to_json().dump() == want.dump());
+    for (int i = 8; i < 20; ++i) resumed.step();
+    check_same_parameters(straight.model(), resumed.model());
+
+    // The same through load() into a run built from the same settings.
+    train::Trainer again(c);
+    again.load(path);
+    for (int i = 8; i < 20; ++i) again.step();
+    check_same_parameters(straight.model(), again.model());
+    std::remove(path.c_str());
   }
-  train::Trainer resumed(c);
-  resumed.load(path);
-  CHECK(resumed.step_count() == 8);
-  for (int i = 8; i < 20; ++i) resumed.step();
+}
 
-  const auto a = snapshot(straight.model), b = snapshot(resumed.model);
-  REQUIRE(a.size() == b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    INFO("parameter " << i);
-    CHECK(max_abs_diff(a[i], b[i]) == 0);
-  }
+TEST_CASE("a training checkpoint is also a model file: nn::load_seq2seq / load_gpt rebuild the model") {
+  train::TrainConfig c = small_config();
+  c.tie = true; c.positions = "learned"; c.activation = "gelu";
+  const std::string path = temp_path("as_model.safetensors");
+  train::Trainer t(c);
+  t.step();
+  t.save(path);
+  auto m = nn::load_seq2seq(path);
+  CHECK(m->cfg.tie_weights);
+  CHECK(m->cfg.learned_positions);
+  CHECK(m->cfg.activation == Activation::GELU);
+  check_same_parameters(t.model(), *m);
+  CHECK_THROWS_WITH_AS(nn::load_gpt(path), doctest::Contains("holds a 'seq2seq' model"), Error);
+  // save_model writes the same description for a model made in code.
+  nn::save_model(*m, path);
+  auto m2 = nn::load_seq2seq(path);
+  check_same_parameters(*m, *m2);
   std::remove(path.c_str());
 }
 
-TEST_CASE("a checkpoint whose config does not match the run is a clear error") {
+TEST_CASE("a checkpoint stores float settings exactly: --lr 1e-7 is not 0 and another lr is refused") {
   train::TrainConfig c = small_config();
-  const std::string path = (std::filesystem::temp_directory_path() / "qkv_mismatch_test.safetensors").string();
+  c.lr = real(1e-7);
+  c.label_smoothing = real(0.1);
+  const std::string path = temp_path("exact.safetensors");
+  {
+    train::Trainer t(c);
+    t.save(path);
+  }
+  const train::TrainConfig back = train::Trainer::checkpoint_config(read_safetensors(path));
+  CHECK(back.lr == c.lr);
+  CHECK(back.label_smoothing == c.label_smoothing);
+  c.lr = real(2e-7);
+  train::Trainer other(c);
+  CHECK_THROWS_WITH_AS(other.load(path), doctest::Contains("--lr 1e-07 but this run has --lr 2e-07"), Error);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a checkpoint whose config does not match the run is a clear error naming the flag") {
+  train::TrainConfig c = small_config();
+  const std::string path = temp_path("mismatch.safetensors");
   {
     train::Trainer t(c);
     t.save(path);
   }
   c.d_model = 32;
   train::Trainer other(c);
-  CHECK_THROWS_WITH_AS(other.load(path), doctest::Contains("d_model = 16 but this run has d_model = 32"), Error);
+  CHECK_THROWS_WITH_AS(other.load(path), doctest::Contains("--d-model 16 but this run has --d-model 32"), Error);
   std::remove(path.c_str());
 }
 
-TEST_CASE("a file that is not a training checkpoint, and an unknown schedule, are clear errors") {
-  train::TrainConfig c = small_config();
-  const std::string path = (std::filesystem::temp_directory_path() / "qkv_not_a_ckpt.safetensors").string();
+TEST_CASE("missing or mistyped checkpoint metadata is an error naming the file and the key") {
+  const std::string path = temp_path("meta.safetensors"), bad = temp_path("meta_bad.safetensors");
   {
-    train::Trainer t(c);
-    nn::save(t.model, path);  // a model-only file: no training metadata
-    CHECK_THROWS_WITH_AS(t.load(path), doctest::Contains("not a qkv training checkpoint"), Error);
+    train::Trainer t(small_config());
+    t.save(path);
   }
+  const TensorFile good = read_safetensors(path);
+  auto broken = [&](auto&& edit) {
+    Metadata md = good.metadata;
+    edit(md);
+    write_safetensors(bad, good.tensors, md);
+    return bad;
+  };
+  auto config_with = [&](const std::string& key, const train::json& value) {
+    train::json j = train::json::parse(good.metadata.at("train_config"));
+    if (value.is_null()) j.erase(key); else j[key] = value;
+    return j.dump();
+  };
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m.erase("format"); })),
+                       doctest::Contains("not a qkv training checkpoint"), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m.erase("train_config"); })),
+                       doctest::Contains((bad + ": metadata has no 'train_config'").c_str()), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("lr", nullptr); })),
+                       doctest::Contains("missing key 'lr'"), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("d_model", "64"); })),
+                       doctest::Contains("key 'd_model' has the wrong type"), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("heads", 1.5); })),
+                       doctest::Contains("key 'heads' has the wrong type"), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m["train_config"] = "{not json"; })),
+                       doctest::Contains("metadata 'train_config' is not valid JSON"), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m.erase("vocab"); })),
+                       doctest::Contains((bad + ": metadata has no 'vocab'").c_str()), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m.erase("data_gen"); })),
+                       doctest::Contains("metadata has no 'data_gen'"), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m["dropout_gen"] = "x"; })),
+                       doctest::Contains("metadata 'dropout_gen': cannot parse"), Error);
+  CHECK_THROWS_WITH_AS(nn::load_seq2seq(broken([](Metadata& m) { m.erase("model_kind"); })),
+                       doctest::Contains("metadata has no 'model_kind'"), Error);
   std::remove(path.c_str());
-  c.schedule = "linear";
-  CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains("unknown schedule 'linear'"), Error);
+  std::remove(bad.c_str());
+}
+
+TEST_CASE("settings are validated before anything is built, each error naming its flag") {
+  auto refused = [](auto&& edit, const char* text) {
+    train::TrainConfig c = small_config();
+    edit(c);
+    CAPTURE(text);
+    CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains(text), Error);
+  };
+  refused([](auto& c) { c.heads = 3; }, "--heads: 3 heads do not divide --d-model 16");
+  refused([](auto& c) { c.d_model = 0; }, "--d-model must be in [1, 16384], got 0");
+  refused([](auto& c) { c.batch = -1; }, "--batch must be in");
+  refused([](auto& c) { c.min_len = 6; }, "--min-len: 6 is more than --max-len 5");
+  refused([](auto& c) { c.lr = std::nanf(""); }, "--lr: must be finite");
+  refused([](auto& c) { c.lr = -1; }, "--lr: must be finite, > 0");
+  refused([](auto& c) { c.dropout = 1; }, "--dropout: must be in [0, 1)");
+  refused([](auto& c) { c.warmup = 400; }, "--warmup: 400 is more than --steps 300");
+  refused([](auto& c) { c.schedule = "linear"; }, "--schedule: expected noam, cosine or constant, got 'linear'");
+  refused([](auto& c) { c.task = "rotate"; }, "unknown task 'rotate'");
+  refused([](auto& c) { c.model = "bert"; }, "--model: expected seq2seq or gpt");
+  refused([](auto& c) { c.heldout = 5000; }, "--heldout 5000");
+  refused([](auto& c) { c.positions = "learned"; c.context = 4; }, "--context 4: the position table is shorter than a sequence of 6 tokens");
+  refused([](auto& c) { c.d_model = 16384; c.d_ff = 65536; c.layers = 128; }, "GiB");
+  refused([](auto& c) { c.valid = "x.tsv"; }, "--valid: needs --data");
+}
+
+TEST_CASE("a pairs file: vocabulary from its tokens, a held-out split, unknown held-out tokens as <unk>") {
+  const std::string train_f = temp_path("pairs.tsv"), valid_f = temp_path("valid.tsv");
+  write_file(train_f, "ab\tba\nabc\tcba\n\nbca\tacb\r\n");
+  write_file(valid_f, "abz\tzba\n");
+  train::TrainConfig c = small_config();
+  c.data = train_f; c.valid = valid_f;
+  train::Trainer t(c);
+  CHECK(t.vocab.size() == 4 + 3);  // specials, <unk>, a b c
+  CHECK(t.pairs->train_pairs().size() == 3);
+  REQUIRE(t.pairs->heldout().size() == 1);
+  CHECK(t.unknown_heldout_tokens == 2);  // z in the source and in the target
+  CHECK(t.pairs->heldout()[0].src == train::Seq{t.vocab.find("a"), t.vocab.find("b"), train::Vocab::kUnk});
+  CHECK(t.decode_text(t.encode_text("cab")) == "cab");
+  CHECK(std::isfinite(t.step()));
+  // Word tokens, and a held-out share of the file instead of --valid.
+  write_file(train_f, "one two\tdeux un\nthree\ttrois\nfour\tquatre\nfive\tcinq\n");
+  c.valid = ""; c.tokens = "word"; c.valid_fraction = 0.25;
+  train::Trainer w(c);
+  CHECK(w.pairs->train_pairs().size() == 3);
+  CHECK(w.pairs->heldout().size() == 1);
+  CHECK(w.vocab.find("deux") > 3);
+  std::remove(train_f.c_str());
+  std::remove(valid_f.c_str());
+}
+
+TEST_CASE("every class of bad data file is an error naming the file (and line) before training") {
+  const std::string f = temp_path("bad.tsv");
+  auto refused = [&](const std::string& text, const std::string& want, auto&& edit) {
+    write_file(f, text);
+    train::TrainConfig c = small_config();
+    c.data = f;
+    edit(c);
+    CAPTURE(want);
+    CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains(want.c_str()), Error);
+  };
+  auto none = [](train::TrainConfig&) {};
+  refused("", f + ": the file is empty", none);
+  refused("\n \n", f + ": the file is empty", none);
+  refused("a\tb\nno tab here\n", f + ":2: expected 'source<TAB>target', found no tab", none);
+  refused("a\tb\tc\n", f + ":1: expected one tab, found more", none);
+  refused("a\tb\n\tb\n", f + ":2: the source is empty", none);
+  refused("a\tb\nab\t\n", f + ":2: the target is empty", none);
+  refused("a\tb\nb\tc\n", "--context 2: the position table is shorter than a sequence of 3 tokens (" + f + ":",
+          [](auto& c) { c.model = "gpt"; c.positions = "learned"; c.context = 2; });
+  refused("abcdef\tb\nb\tc\n", "--context 4: the position table is shorter than a sequence of 6 tokens (" + f + ":1)",
+          [](auto& c) { c.positions = "learned"; c.context = 4; });
+  refused("ab\tcd\nef\tgh\n", "4 distinct tokens is more than --max-vocab 2", [](auto& c) { c.max_vocab = 2; });
+  refused("a\tb\n", "--data " + f + ": one pair cannot be split", none);
+  refused("a\tb\nb\tc\n", "--format: text (a plain corpus) trains a language model", [](auto& c) { c.format = "text"; });
+  std::remove(f.c_str());
+  train::TrainConfig c = small_config();
+  c.data = std::filesystem::temp_directory_path().string();
+  CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains("not a regular file"), Error);
+  c.data = temp_path("does_not_exist.tsv");
+  CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains("no such file"), Error);
+}
+
+TEST_CASE("a character language model on a text file: loss falls and held-out perplexity is reported") {
+  const std::string f = temp_path("corpus.txt");
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "the cat sat on the mat. ";
+  write_file(f, text);
+  train::TrainConfig c = small_config();
+  c.model = "gpt"; c.format = "text"; c.data = f; c.context = 16; c.positions = "learned";
+  c.pre_ln = true; c.tie = true;
+  train::Trainer t(c);
+  const train::EvalResult before = t.evaluate();
+  CHECK(before.is_lm);
+  CHECK(before.tokens > 0);
+  loss_ends(t, 150, 10);
+  const train::EvalResult after = t.evaluate();
+  INFO("perplexity before " << before.perplexity() << ", after " << after.perplexity());
+  CHECK(after.perplexity() < 0.5 * before.perplexity());
+  CHECK_THROWS_WITH_AS(t.answer({{4}}), doctest::Contains("a language model"), Error);
+  c.context = 20000;
+  CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains("training tokens is too few for --context 20000"), Error);
+  std::remove(f.c_str());
+}
+
+TEST_CASE("a diverging run (--lr 1e3) stops with Diverged before the update, naming the step") {
+  train::TrainConfig c = small_config();
+  c.lr = 1e3;
+  c.schedule = "constant";
+  c.warmup = 0;
+  train::Trainer t(c);
+  int64_t stopped_at = -1;
+  std::vector<Tensor> before;
+  for (int i = 0; i < 200 && stopped_at < 0; ++i) {
+    before = snapshot(t.model());
+    try {
+      t.step();
+    } catch (const train::Diverged& e) {
+      stopped_at = t.step_count() + 1;
+      CHECK(std::string(e.what()).find("step " + std::to_string(stopped_at)) != std::string::npos);
+    }
+  }
+  REQUIRE(stopped_at > 0);
+  // The step that found the NaN changed nothing.
+  const auto after = snapshot(t.model());
+  for (size_t i = 0; i < after.size(); ++i) CHECK(max_abs_diff(before[i], after[i]) == 0);
 }

@@ -8,3 +8,10 @@ expect_fail() { if "$@" >"$QKV_TMP/out" 2>&1; then cat "$QKV_TMP/out"; fail "exp
 expect_ok() { "$@" >"$QKV_TMP/out" 2>&1 || { cat "$QKV_TMP/out"; fail "expected success: $*"; }; }
 # expect_out TEXT: the last command's output contains TEXT (fixed string).
 expect_out() { grep -qF -- "$1" "$QKV_TMP/out" || { cat "$QKV_TMP/out"; fail "output lacks: $1"; }; }
+# Absolute paths, so a script may cd into its scratch directory.
+QKV_BIN=$(cd "$QKV_BIN" && pwd)
+QKV_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TRAIN="$QKV_BIN/train"
+# A model small enough that a run takes a second or two, on one thread.
+TINY=(--d-model 16 --heads 2 --layers 1 --d-ff 32 --batch 16 --heldout 50 --vocab 6 --min-len 2 --max-len 5
+      --threads 1 --eval-every 0 --warmup 1)

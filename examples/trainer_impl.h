@@ -1,0 +1,519 @@
+// The Trainer's definitions (examples/trainer.h holds the class and reads
+// first). Header-only: examples/ has one .cpp per program.
+#pragma once
+#include <unistd.h>
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "examples/trainer.h"
+
+namespace qkv::train {
+
+namespace detail {
+
+inline void require(bool ok, const std::string& flag, const std::string& what) {
+  if (!ok) throw Error(flag + ": " + what);
+}
+template <class T>
+void require_range(T v, T lo, T hi, const char* key) {
+  if (!(v >= lo && v <= hi)) {
+    std::ostringstream m;
+    m << "must be in [" << lo << ", " << hi << "], got " << v;
+    throw Error(flag_of(key) + " " + m.str());
+  }
+}
+inline std::string hex64(uint64_t h) {
+  char b[20];
+  std::snprintf(b, sizeof b, "%016" PRIx64, h);
+  return b;
+}
+inline json file_info(const TextFile& f) {
+  return {{"path", f.path}, {"bytes", f.text.size()}, {"fnv1a64", hex64(f.hash)}};
+}
+inline double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 8e9;
+}
+// Refuses a model or batch whose memory would clearly not fit, before it is
+// built. An estimate: weights, gradients and Adam's two moments (16 bytes per
+// parameter) plus the activations a step keeps, roughly 40 numbers of width
+// max(D, F) per token per layer and the attention maps.
+inline void check_memory(const TrainConfig& c, int64_t V, int64_t T) {
+  const double D = double(c.d_model), F = double(c.d_ff), L = double(c.layers), H = double(c.heads);
+  const double stacks = c.is_gpt() ? 1 : 2.5;  // encoder, decoder (with cross-attention)
+  const double params = stacks * L * (4 * D * D + 2 * D * F) + 2 * double(V) * D + double(T) * D;
+  const double tokens = double(c.batch) * double(T);
+  const double acts = stacks * L * tokens * (40 * std::max(D, F) + 4 * H * double(T)) + 3 * tokens * double(V);
+  const double bytes = 16 * params + 4 * acts, have = physical_memory_bytes();
+  if (bytes > 0.8 * have) {
+    char m[300];
+    std::snprintf(m, sizeof m,
+                  "this model and batch need about %.1f GiB (--d-model %lld, --d-ff %lld, --layers %lld, "
+                  "--batch %lld, %lld tokens per sequence), more than this machine's %.1f GiB",
+                  bytes / 1073741824.0, (long long)c.d_model, (long long)c.d_ff, (long long)c.layers,
+                  (long long)c.batch, (long long)T, have / 1073741824.0);
+    throw Error(m);
+  }
+}
+
+}  // namespace detail
+
+inline void validate(const TrainConfig& c) {
+  using detail::require;
+  using detail::require_range;
+  require(c.model == "seq2seq" || c.model == "gpt", "--model", "expected seq2seq or gpt, got '" + c.model + "'");
+  require_range<int64_t>(c.d_model, 1, 16384, "d_model");
+  require_range<int64_t>(c.heads, 1, 1024, "heads");
+  require(c.d_model % c.heads == 0, "--heads",
+          std::to_string(c.heads) + " heads do not divide --d-model " + std::to_string(c.d_model));
+  require_range<int64_t>(c.layers, 1, 128, "layers");
+  require_range<int64_t>(c.d_ff, 1, 65536, "d_ff");
+  require(c.dropout >= 0 && c.dropout < 1, "--dropout", "must be in [0, 1), got " + std::to_string(c.dropout));
+  require(c.positions == "sinusoidal" || c.positions == "learned", "--positions",
+          "expected sinusoidal or learned, got '" + c.positions + "'");
+  require(!(c.is_gpt() && c.positions != "learned"), "--positions",
+          "the gpt model has learned positions only (nn::GPT)");
+  require(c.activation == "relu" || c.activation == "gelu", "--activation",
+          "expected relu or gelu, got '" + c.activation + "'");
+  require_range<int64_t>(c.context, 0, 65536, "context");
+  require(c.format == "tsv" || c.format == "text", "--format", "expected tsv or text, got '" + c.format + "'");
+  require(c.tokens == "char" || c.tokens == "word", "--tokens", "expected char or word, got '" + c.tokens + "'");
+  if (c.data.empty()) {
+    tasks::parse_task(c.task);
+    require(c.valid.empty(), "--valid", "needs --data (the built-in tasks draw their own held-out set)");
+    require_range<int64_t>(c.vocab, 1, 100000, "vocab");
+    require_range<int64_t>(c.min_len, 1, 4096, "min_len");
+    require_range<int64_t>(c.max_len, 1, 4096, "max_len");
+    require(c.min_len <= c.max_len, "--min-len",
+            std::to_string(c.min_len) + " is more than --max-len " + std::to_string(c.max_len));
+    require_range<int64_t>(c.heldout, 1, 1000000, "heldout");
+  } else {
+    require(!(c.format == "text" && !c.is_gpt()), "--format",
+            "text (a plain corpus) trains a language model: use --model gpt");
+    if (c.valid.empty())
+      require(c.valid_fraction > 0 && c.valid_fraction <= 0.5, "--valid-fraction",
+              "must be in (0, 0.5], got " + std::to_string(c.valid_fraction));
+  }
+  require_range<int64_t>(c.max_vocab, 1, 1000000, "max_vocab");
+  require_range<int64_t>(c.batch, 1, 65536, "batch");
+  require_range<int64_t>(c.steps, 1, 1000000000, "steps");
+  require(c.schedule == "noam" || c.schedule == "cosine" || c.schedule == "constant", "--schedule",
+          "expected noam, cosine or constant, got '" + c.schedule + "'");
+  require(std::isfinite(c.lr) && c.lr > 0 && c.lr <= 1e6, "--lr", "must be finite, > 0 and <= 1e6, got " + std::to_string(c.lr));
+  require_range<int64_t>(c.warmup, 0, 1000000000, "warmup");
+  require(!(c.schedule == "noam" && c.warmup < 1), "--warmup", "the noam schedule needs --warmup >= 1");
+  require(!(c.schedule == "cosine" && c.warmup > c.steps), "--warmup",
+          std::to_string(c.warmup) + " is more than --steps " + std::to_string(c.steps) +
+              " (the cosine schedule warms up within --steps)");
+  require(c.label_smoothing >= 0 && c.label_smoothing < 1, "--label-smoothing",
+          "must be in [0, 1), got " + std::to_string(c.label_smoothing));
+  require(std::isfinite(c.clip) && c.clip >= 0, "--clip", "must be finite and >= 0, got " + std::to_string(c.clip));
+}
+
+inline std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c) {
+  if (c.schedule == "noam") return std::make_unique<optim::NoamSchedule>(c.d_model, c.warmup, c.lr);
+  if (c.schedule == "cosine") return std::make_unique<optim::WarmupCosineSchedule>(c.lr, c.warmup, c.steps, c.lr * real(0.05));
+  if (c.schedule == "constant") return std::make_unique<optim::ConstantSchedule>(c.lr, c.warmup);
+  throw Error("--schedule: unknown schedule '" + c.schedule + "' (expected noam, cosine or constant)");
+}
+
+inline Trainer::Trainer(const TrainConfig& c, const Vocab* given) : cfg(c), data_gen(c.seed) {
+  validate(cfg);
+  build_data(given);
+  build_model();
+  opt = std::make_unique<optim::Adam>(model().parameters(), optim::AdamOptions::paper(cfg.lr));
+  schedule = make_schedule(cfg);
+}
+
+// Reads the data, fixes the vocabulary and checks every sequence against the
+// position table (--context; 0 takes what the data needs).
+inline void Trainer::build_data(const Vocab* given) {
+  const Split how = parse_split(cfg.tokens);
+  const int64_t kMaxFileBytes = int64_t(1) << 30;
+  int64_t need = 0;  // the longest sequence a model input will hold
+  std::string longest_where;
+  if (cfg.data.empty()) {
+    vocab = Vocab::symbols(cfg.vocab);
+    if (given && given->to_json() != vocab.to_json())
+      throw Error("checkpoint: its vocabulary is not the --vocab " + std::to_string(cfg.vocab) + " symbols of the task");
+    try {
+      pairs = std::make_unique<PairData>(
+          tasks::TaskConfig{tasks::parse_task(cfg.task), cfg.vocab, cfg.min_len, cfg.max_len}, cfg.heldout, data_gen);
+    } catch (const Error& e) {  // e.g. a held-out set larger than half of all sequences
+      throw Error("--heldout " + std::to_string(cfg.heldout) + " with --vocab " + std::to_string(cfg.vocab) +
+                  ", --min-len " + std::to_string(cfg.min_len) + ", --max-len " + std::to_string(cfg.max_len) + ": " + e.what());
+    }
+    data_info = {{"kind", "task"}, {"task", cfg.task}};
+    need = cfg.is_gpt() ? 2 * cfg.max_len + 1 : cfg.max_len + 1;
+    longest_where = "--max-len " + std::to_string(cfg.max_len);
+  } else if (cfg.format == "tsv") {
+    TextFile f = read_text_file(cfg.data, "--data", kMaxFileBytes);
+    std::vector<TokenPair> train_tok = parse_pairs(f, how), valid_tok;
+    data_info = {{"kind", "pairs"}, {"data", detail::file_info(f)}};
+    if (!cfg.valid.empty()) {
+      TextFile v = read_text_file(cfg.valid, "--valid", kMaxFileBytes);
+      valid_tok = parse_pairs(v, how);
+      data_info["valid"] = detail::file_info(v);
+    } else {
+      // A fixed split of the file, drawn from its own stream so that it does
+      // not depend on anything else the run draws.
+      if (train_tok.size() < 2) throw Error("--data " + cfg.data + ": one pair cannot be split into training and held-out");
+      std::vector<size_t> order(train_tok.size());
+      std::iota(order.begin(), order.end(), size_t{0});
+      Generator split_gen(cfg.seed ^ 0x5d17ULL);
+      for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[static_cast<size_t>(split_gen.randint(0, static_cast<int64_t>(i)))]);
+      const size_t n_valid = std::clamp<size_t>(static_cast<size_t>(std::llround(cfg.valid_fraction * double(order.size()))), 1, order.size() - 1);
+      std::vector<TokenPair> kept;
+      for (size_t i = 0; i < order.size(); ++i) (i < n_valid ? valid_tok : kept).push_back(train_tok[order[i]]);
+      train_tok.swap(kept);
+    }
+    if (given) {
+      vocab = *given;
+    } else {
+      std::vector<const std::vector<std::string>*> lists;
+      for (auto& p : train_tok) { lists.push_back(&p.src); lists.push_back(&p.tgt); }
+      const auto toks = distinct_tokens(lists);
+      if (static_cast<int64_t>(toks.size()) > cfg.max_vocab)
+        throw Error("--data " + cfg.data + ": " + std::to_string(toks.size()) + " distinct tokens is more than --max-vocab " +
+                    std::to_string(cfg.max_vocab) + (cfg.tokens == "word" ? "" : " (try --tokens word?)"));
+      vocab = Vocab::from_tokens(toks);
+    }
+    std::vector<Pair> train_p, valid_p;
+    int64_t unknown_train = 0;
+    auto add = [&](const std::vector<TokenPair>& in, std::vector<Pair>& out, int64_t* unk, const std::string& file) {
+      for (const TokenPair& p : in) {
+        out.push_back({vocab.encode(p.src, unk), vocab.encode(p.tgt, unk)});
+        const int64_t len = cfg.is_gpt() ? static_cast<int64_t>(p.src.size() + p.tgt.size()) + 1
+                                         : static_cast<int64_t>(std::max(p.src.size(), p.tgt.size() + 1));
+        if (len > need) { need = len; longest_where = file + ":" + std::to_string(p.line); }
+      }
+    };
+    add(train_tok, train_p, &unknown_train, cfg.data);
+    add(valid_tok, valid_p, &unknown_heldout_tokens, cfg.valid.empty() ? cfg.data : cfg.valid);
+    pairs = std::make_unique<PairData>(std::move(train_p), std::move(valid_p));
+  } else {  // text: a language model's token stream
+    TextFile f = read_text_file(cfg.data, "--data", kMaxFileBytes);
+    std::vector<std::string> toks = split_tokens(f.text, how), valid_toks;
+    data_info = {{"kind", "text"}, {"data", detail::file_info(f)}};
+    if (!cfg.valid.empty()) {
+      TextFile v = read_text_file(cfg.valid, "--valid", kMaxFileBytes);
+      valid_toks = split_tokens(v.text, how);
+      data_info["valid"] = detail::file_info(v);
+    } else {
+      const size_t n_valid = static_cast<size_t>(cfg.valid_fraction * double(toks.size()));
+      valid_toks.assign(toks.end() - static_cast<std::ptrdiff_t>(n_valid), toks.end());
+      toks.resize(toks.size() - n_valid);
+    }
+    if (given) {
+      vocab = *given;
+    } else {
+      const auto distinct = distinct_tokens({&toks});
+      if (static_cast<int64_t>(distinct.size()) > cfg.max_vocab)
+        throw Error("--data " + cfg.data + ": " + std::to_string(distinct.size()) +
+                    " distinct tokens is more than --max-vocab " + std::to_string(cfg.max_vocab));
+      vocab = Vocab::from_tokens(distinct);
+    }
+    if (cfg.context == 0) cfg.context = 64;
+    int64_t unknown_train = 0;
+    Seq train_ids = vocab.encode(toks, &unknown_train), valid_ids = vocab.encode(valid_toks, &unknown_heldout_tokens);
+    if (static_cast<int64_t>(train_ids.size()) < cfg.context + 2)
+      throw Error("--data " + cfg.data + ": " + std::to_string(train_ids.size()) + " training tokens is too few for --context " +
+                  std::to_string(cfg.context));
+    if (static_cast<int64_t>(valid_ids.size()) < cfg.context + 1)
+      throw Error((cfg.valid.empty() ? "--valid-fraction: the held-out part of " + cfg.data : "--valid " + cfg.valid) + " has " +
+                  std::to_string(valid_ids.size()) + " tokens, fewer than one window of --context " +
+                  std::to_string(cfg.context) + " + 1");
+    text = std::make_unique<TextData>(std::move(train_ids), std::move(valid_ids), cfg.context);
+    need = cfg.context;
+    longest_where = "--context";
+  }
+  if (pairs && pairs->heldout().empty()) throw Error("--valid " + cfg.valid + ": no held-out pairs");
+  if (cfg.context == 0) cfg.context = need;
+  const bool table_is_fixed = cfg.is_gpt() || cfg.positions == "learned";
+  if (table_is_fixed && need > cfg.context)
+    throw Error("--context " + std::to_string(cfg.context) + ": the position table is shorter than a sequence of " +
+                std::to_string(need) + " tokens (" + longest_where + ")");
+  detail::check_memory(cfg, vocab.size(), need);
+}
+
+inline void Trainer::build_model() {
+  const nn::Activation act = cfg.activation == "gelu" ? nn::Activation::GELU : nn::Activation::ReLU;
+  if (cfg.is_gpt()) {
+    nn::GPTConfig g;
+    g.vocab = vocab.size();
+    g.d_model = cfg.d_model; g.heads = cfg.heads; g.layers = cfg.layers; g.d_ff = cfg.d_ff;
+    g.max_len = cfg.context; g.dropout = cfg.dropout; g.activation = act; g.pre_norm = cfg.pre_ln;
+    g.tie_weights = cfg.tie; g.seed = cfg.seed;
+    gpt = std::make_unique<nn::GPT>(g);
+  } else {
+    nn::TransformerConfig m;
+    m.src_vocab = m.tgt_vocab = vocab.size();
+    m.d_model = cfg.d_model; m.heads = cfg.heads;
+    m.encoder_layers = m.decoder_layers = cfg.layers;
+    m.d_ff = cfg.d_ff; m.dropout = cfg.dropout; m.activation = act; m.pre_norm = cfg.pre_ln;
+    m.tie_weights = cfg.tie;
+    m.learned_positions = cfg.positions == "learned";
+    m.max_len = m.learned_positions ? cfg.context : 512;  // sinusoidal tables grow on demand
+    m.seed = cfg.seed;
+    s2s = std::make_unique<nn::Seq2SeqTransformer>(m);
+  }
+}
+
+inline Var Trainer::loss_on_batch(int64_t* target_tokens) {
+  if (text) {
+    LMBatch b = text->draw(cfg.batch, data_gen);
+    *target_tokens = b.target_tokens;
+    return nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing);
+  }
+  const std::vector<Pair> drawn = pairs->draw(cfg.batch, data_gen);
+  if (gpt) {
+    LMBatch b = collate_prompted(drawn);
+    *target_tokens = b.target_tokens;
+    return nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing);
+  }
+  tasks::Batch b = collate_pairs(drawn);
+  *target_tokens = b.target_tokens;
+  Var logits = s2s->forward(b.src, b.tgt_in);  // (B, T, V)
+  return nn::cross_entropy(logits, b.tgt_out, Vocab::kPad, cfg.label_smoothing);
+}
+
+inline real Trainer::step() {
+  model().train();
+  opt->zero_grad();
+  const int64_t s = step_count() + 1;
+  int64_t tokens = 0;
+  Var loss = loss_on_batch(&tokens);
+  const real value = loss.item();
+  if (!std::isfinite(value))
+    throw Diverged("step " + std::to_string(s) + ": the loss is " + std::to_string(value) + " (training diverged)");
+  // A cross-entropy far above a uniform guess's (ln V) means the weights have
+  // blown up even if every number is still finite: also a divergence.
+  const double uniform = std::log(double(vocab.size()));
+  if (value > kExplodedLoss * uniform) {
+    char m[200];
+    std::snprintf(m, sizeof m, "step %lld: the loss %.4g is over %g times a uniform guess's (ln V = %.3f): training diverged",
+                  (long long)s, double(value), kExplodedLoss, uniform);
+    throw Diverged(m);
+  }
+  loss.backward();
+  // The norm before clipping; with --clip 0 nothing is scaled.
+  last_grad_norm = optim::clip_grad_norm(opt->params(), cfg.clip > 0 ? cfg.clip : std::numeric_limits<real>::max());
+  if (!std::isfinite(last_grad_norm))
+    throw Diverged("step " + std::to_string(s) + ": the gradient norm is " + std::to_string(last_grad_norm) +
+                   " (training diverged; the parameters are those of step " + std::to_string(s - 1) + ")");
+  opt->lr = schedule->lr(s);
+  opt->step();
+  last_target_tokens = tokens;
+  return value;
+}
+
+inline EvalResult Trainer::evaluate() {
+  if (!text) {
+    EvalResult r = evaluate(pairs->heldout());
+    r.unknown_tokens = unknown_heldout_tokens;
+    return r;
+  }
+  NoGradGuard no_grad;
+  gpt->eval();
+  EvalResult r;
+  r.is_lm = true;
+  double total = 0;
+  for (const LMBatch& b : text->heldout_batches(cfg.batch)) {
+    total += double(nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad).item()) * double(b.target_tokens);
+    r.tokens += b.target_tokens;
+  }
+  r.loss = r.tokens ? total / double(r.tokens) : 0;
+  r.unknown_tokens = unknown_heldout_tokens;
+  gpt->train();
+  return r;
+}
+
+inline EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
+  EvalResult r;
+  for (size_t i = 0; i < set.size(); i += static_cast<size_t>(chunk)) {
+    const size_t end = std::min(set.size(), i + static_cast<size_t>(chunk));
+    std::vector<Seq> sources;
+    for (size_t k = i; k < end; ++k) sources.push_back(set[k].src);
+    std::vector<Seq> pred = answer(sources);
+    for (size_t k = i; k < end; ++k) {
+      const Seq& want = set[k].tgt;
+      const Seq& got = pred[k - i];
+      r.sequences++;
+      r.exact += got == want;
+      // Token accuracy: position by position over the expected answer and
+      // its </s>; a missing or wrong token counts as wrong.
+      for (size_t j = 0; j <= want.size(); ++j) {
+        const int64_t w = j < want.size() ? want[j] : Vocab::kEos;
+        const int64_t p = j < got.size() ? got[j] : (j == got.size() ? Vocab::kEos : -1);
+        r.tokens++;
+        r.tokens_right += p == w;
+      }
+      r.predictions.push_back(got);
+    }
+  }
+  return r;
+}
+
+inline std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
+  if (text) throw Error("answer: a language model continues text; it has no source to answer");
+  int64_t longest = 0;
+  for (const Seq& s : sources) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
+  for (const Pair& p : pairs->heldout()) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.tgt.size()));
+  if (!pairs->from_file()) longest = std::max(longest, cfg.max_len);
+  const int64_t max_new = longest + 2;
+  if (gpt) return gpt_answer(sources, max_new);
+  const int64_t B = static_cast<int64_t>(sources.size());
+  nn::Tokens src{std::vector<int64_t>(), B, 0, std::vector<int64_t>(static_cast<size_t>(B))};
+  for (const Seq& s : sources) src.len = std::max<int64_t>(src.len, static_cast<int64_t>(s.size()));
+  src.ids.assign(static_cast<size_t>(B * src.len), Vocab::kPad);
+  for (int64_t b = 0; b < B; ++b) {
+    std::copy(sources[b].begin(), sources[b].end(), src.ids.begin() + b * src.len);
+    src.lengths[b] = static_cast<int64_t>(sources[b].size());
+  }
+  s2s->eval();
+  nn::DecodeOptions o;
+  o.bos = Vocab::kBos; o.eos = Vocab::kEos; o.pad = Vocab::kPad;
+  o.max_len = max_new;
+  auto out = nn::greedy_decode(*s2s, src, o);
+  s2s->train();
+  return out;
+}
+
+// Greedy continuation of "source <s>" until </s>, batched: each row grows at
+// its own length (the rows are right-padded; causal + padding masks keep them
+// apart), the whole prefix recomputed each step.
+inline std::vector<Seq> Trainer::gpt_answer(const std::vector<Seq>& sources, int64_t max_new) {
+  NoGradGuard no_grad;
+  gpt->eval();
+  const int64_t B = static_cast<int64_t>(sources.size()), V = vocab.size();
+  int64_t longest = 0;
+  for (const Seq& s : sources) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
+  const int64_t cap = std::min(longest + 1 + max_new, cfg.context);
+  std::vector<int64_t> len(static_cast<size_t>(B));
+  std::vector<int64_t> ids(static_cast<size_t>(B * cap), Vocab::kPad);  // (B, cap)
+  for (int64_t b = 0; b < B; ++b) {
+    std::copy(sources[b].begin(), sources[b].end(), ids.begin() + b * cap);
+    ids[b * cap + static_cast<int64_t>(sources[b].size())] = Vocab::kBos;
+    len[b] = static_cast<int64_t>(sources[b].size()) + 1;
+  }
+  std::vector<Seq> out(static_cast<size_t>(B));
+  std::vector<bool> done(static_cast<size_t>(B), false);
+  for (int64_t t = 0; t < max_new; ++t) {
+    int64_t T = 0;
+    bool any = false;
+    for (int64_t b = 0; b < B; ++b) {
+      T = std::max(T, len[b]);
+      any |= !done[b] && len[b] < cap;
+    }
+    if (!any) break;
+    std::vector<int64_t> window(static_cast<size_t>(B * T));
+    for (int64_t b = 0; b < B; ++b) std::copy(ids.begin() + b * cap, ids.begin() + b * cap + T, window.begin() + b * T);
+    Tensor logits = gpt->forward(nn::Tokens{window, B, T, len}).data();  // (B, T, V)
+    for (int64_t b = 0; b < B; ++b) {
+      if (done[b] || len[b] >= cap) continue;
+      const real* row = logits.data() + (b * T + len[b] - 1) * V;  // the last real position
+      const int64_t next = std::max_element(row, row + V) - row;
+      if (next == Vocab::kEos) {
+        done[b] = true;
+        continue;
+      }
+      out[b].push_back(next);
+      ids[b * cap + len[b]++] = next;
+    }
+  }
+  gpt->train();
+  return out;
+}
+
+inline Seq Trainer::encode_text(const std::string& s, int64_t* unknown) const {
+  const bool words = cfg.data.empty() || cfg.tokens == "word";
+  return vocab.encode(split_tokens(s, words ? Split::Word : Split::Char), unknown);
+}
+inline std::string Trainer::decode_text(const Seq& ids) const {
+  return vocab.decode(ids, cfg.data.empty() || cfg.tokens == "word" ? " " : "");
+}
+
+inline void Trainer::save(const std::string& path) const {
+  NamedTensors all;
+  for (auto& [n, t] : nn::state_dict(model())) all.emplace_back("model." + n, t);
+  for (auto& [n, t] : opt->state_dict()) all.emplace_back("optim." + n, t);
+  Metadata md = s2s ? nn::model_metadata(*s2s, "model.") : nn::model_metadata(*gpt, "model.");
+  md["format"] = kCheckpointFormat;
+  md["train_config"] = cfg.to_json().dump();
+  md["vocab"] = vocab.to_json().dump();
+  md["data"] = data_info.dump();
+  md["step"] = std::to_string(opt->step_count());
+  md["data_gen"] = generator_state_string(data_gen);
+  md["dropout_gen"] = generator_state_string(s2s ? s2s->dropout_gen : gpt->dropout_gen);
+  write_safetensors(path, all, md);
+}
+
+inline TrainConfig Trainer::checkpoint_config(const TensorFile& f) {
+  auto fmt = f.metadata.find("format");
+  if (fmt == f.metadata.end())
+    throw Error(f.path + ": not a qkv training checkpoint (metadata has no 'format')");
+  if (fmt->second != kCheckpointFormat)
+    throw Error(f.path + ": checkpoint format '" + fmt->second + "' is not the '" + kCheckpointFormat +
+                "' this program reads");
+  return TrainConfig::from_json(nn::metadata_json(f.metadata, "train_config", f.path),
+                                f.path + ": metadata 'train_config'");
+}
+
+namespace detail {
+// The run's weights, optimizer state, step and random streams from `f`, after
+// checking that its data files are the ones the checkpoint was trained on.
+inline void restore(Trainer& t, const TensorFile& f) {
+  const json saved = nn::metadata_json(f.metadata, "data", f.path);
+  for (const char* part : {"data", "valid"}) {
+    if (!t.data_info.contains(part)) continue;
+    const json& now = t.data_info[part];
+    if (!saved.contains(part) || !saved[part].is_object() || !saved[part].contains("fnv1a64"))
+      throw Error(f.path + ": metadata 'data' has no '" + part + "' file entry, but this run reads " + now["path"].get<std::string>());
+    if (saved[part]["fnv1a64"] != now["fnv1a64"])
+      throw Error(f.path + ": was trained on a " + part + " file with hash " + saved[part]["fnv1a64"].dump() +
+                  " but " + now["path"].get<std::string>() + " now has hash " + now["fnv1a64"].dump() +
+                  " (the file changed)");
+  }
+  nn::load_state_dict(t.model(), f, "model.");
+  NamedTensors st;
+  for (auto& [n, x] : f.tensors)
+    if (n.rfind("optim.", 0) == 0) st.emplace_back(n.substr(6), x);
+  t.opt->load_state_dict(st);
+  for (const char* key : {"data_gen", "dropout_gen"})
+    if (!f.metadata.count(key)) throw Error(f.path + ": metadata has no '" + std::string(key) + "'");
+  set_generator_state(t.data_gen, f.metadata.at("data_gen"), f.path + ": metadata 'data_gen'");
+  set_generator_state(t.dropout_gen(), f.metadata.at("dropout_gen"), f.path + ": metadata 'dropout_gen'");
+}
+}  // namespace detail
+
+inline Trainer Trainer::resume(const std::string& path, const std::function<void(TrainConfig&)>& adjust) {
+  TensorFile f = read_safetensors(path);
+  TrainConfig c = checkpoint_config(f);
+  if (adjust) adjust(c);
+  Vocab v;
+  try {
+    v = Vocab::from_json(nn::metadata_json(f.metadata, "vocab", path));
+  } catch (const json::exception& e) {
+    throw Error(path + ": metadata 'vocab' is not a list of strings (" + e.what() + ")");
+  } catch (const Error& e) {
+    throw Error(path + ": metadata 'vocab': " + e.what());
+  }
+  Trainer t(c, &v);
+  detail::restore(t, f);
+  return t;
+}
+
+inline void Trainer::load(const std::string& path) {
+  TensorFile f = read_safetensors(path);
+  const json have = checkpoint_config(f).to_json(), want = cfg.to_json();
+  for (auto& [k, v] : want.items()) {
+    if (k == "steps" || have[k] == v) continue;
+    throw Error(path + ": was trained with " + flag_of(k) + " " + show_value(have[k]) + " but this run has " +
+                flag_of(k) + " " + show_value(v));
+  }
+  detail::restore(*this, f);
+}
+
+}  // namespace qkv::train

@@ -1,0 +1,142 @@
+// A vocabulary: token text <-> id, with the special tokens every model here
+// uses. Ids 0..2 are <pad>, <s> (begin) and </s> (end); a vocabulary built from
+// data also has <unk> at id 3, which stands for any token the data never had.
+// The built-in tasks have no <unk>: their symbols start at id 3.
+//
+// Text is cut into tokens one of two ways: Char (each UTF-8 character is a
+// token, spaces included) or Word (tokens are the whitespace-separated words).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace qkv::train {
+
+using Seq = std::vector<int64_t>;
+
+enum class Split { Char, Word };
+
+inline Split parse_split(const std::string& s) {
+  if (s == "char") return Split::Char;
+  if (s == "word") return Split::Word;
+  throw Error("--tokens: unknown tokenisation '" + s + "' (expected char or word)");
+}
+inline const char* split_name(Split s) { return s == Split::Char ? "char" : "word"; }
+
+// Cuts `text` into tokens: UTF-8 characters, or whitespace-separated words.
+inline std::vector<std::string> split_tokens(const std::string& text, Split how) {
+  std::vector<std::string> out;
+  if (how == Split::Word) {
+    std::string cur;
+    for (char c : text) {
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        if (!cur.empty()) out.push_back(std::move(cur));
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    if (!cur.empty()) out.push_back(std::move(cur));
+    return out;
+  }
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    // The length of this UTF-8 sequence from its lead byte; a stray byte is one token.
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+    n = std::min(n, text.size() - i);
+    out.push_back(text.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+class Vocab {
+ public:
+  static constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
+
+  Vocab() : tokens_{"<pad>", "<s>", "</s>"} { reindex(); }
+
+  // The built-in tasks' vocabulary: symbols a, b, c, ... (then 26, 27, ...).
+  static Vocab symbols(int64_t n) {
+    Vocab v;
+    for (int64_t k = 0; k < n; ++k)
+      v.tokens_.push_back(k < 26 ? std::string(1, static_cast<char>('a' + k)) : std::to_string(k));
+    v.reindex();
+    return v;
+  }
+  // A data vocabulary: the specials, <unk>, then `tokens` in the order given.
+  static Vocab from_tokens(const std::vector<std::string>& tokens) {
+    Vocab v;
+    v.tokens_.push_back("<unk>");
+    v.tokens_.insert(v.tokens_.end(), tokens.begin(), tokens.end());
+    v.reindex();
+    return v;
+  }
+
+  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+  bool has_unk() const { return tokens_.size() > 3 && tokens_[3] == "<unk>"; }
+  const std::string& text(int64_t id) const {
+    if (id < 0 || id >= size()) throw Error("vocab: id " + std::to_string(id) + " outside [0, " + std::to_string(size()) + ")");
+    return tokens_[static_cast<size_t>(id)];
+  }
+  // The id of a token; -1 when it is not in the vocabulary.
+  int64_t find(const std::string& tok) const {
+    auto it = index_.find(tok);
+    return it == index_.end() ? -1 : it->second;
+  }
+
+  // Token texts -> ids. Unknown tokens become <unk> (counted in *unknown) when
+  // the vocabulary has one, and are an error naming the token otherwise.
+  Seq encode(const std::vector<std::string>& toks, int64_t* unknown = nullptr) const {
+    Seq ids;
+    ids.reserve(toks.size());
+    for (const auto& t : toks) {
+      int64_t id = find(t);
+      if (id < 0 || id < 3) {  // specials are never typed in
+        if (!has_unk()) throw Error("vocab: unknown token '" + t + "' (the vocabulary has " + describe() + ")");
+        id = kUnk;
+        if (unknown) ++*unknown;
+      }
+      ids.push_back(id);
+    }
+    return ids;
+  }
+  // Ids -> text, tokens joined by `sep` (no separator for characters).
+  std::string decode(const Seq& ids, const std::string& sep) const {
+    std::string s;
+    for (size_t i = 0; i < ids.size(); ++i) s += (i ? sep : "") + text(ids[i]);
+    return s;
+  }
+
+  nlohmann::json to_json() const { return tokens_; }
+  static Vocab from_json(const nlohmann::json& j) {
+    Vocab v;
+    v.tokens_ = j.get<std::vector<std::string>>();
+    if (v.tokens_.size() < 3 || v.tokens_[0] != "<pad>" || v.tokens_[1] != "<s>" || v.tokens_[2] != "</s>")
+      throw Error("vocab: the list must start with <pad>, <s>, </s>");
+    v.reindex();
+    if (static_cast<int64_t>(v.index_.size()) != v.size()) throw Error("vocab: a token appears twice");
+    return v;
+  }
+
+ private:
+  std::string describe() const {
+    std::string s = std::to_string(size() - 3) + " tokens:";
+    for (int64_t i = 3; i < std::min<int64_t>(size(), 13); ++i) s += " " + tokens_[static_cast<size_t>(i)];
+    return s + (size() > 13 ? " ..." : "");
+  }
+  void reindex() {
+    index_.clear();
+    for (size_t i = 0; i < tokens_.size(); ++i) index_.emplace(tokens_[i], static_cast<int64_t>(i));
+  }
+  std::vector<std::string> tokens_;
+  std::map<std::string, int64_t> index_;
+};
+
+}  // namespace qkv::train

@@ -1,0 +1,49 @@
+# Bring your own data: the committed date data set trains and answers; a text
+# file trains a character language model; every bad data file is refused
+# before training with the file (and line) named, leaving nothing behind.
+source "$(dirname "$0")/lib.bash"
+cd "$QKV_TMP"
+small=(--d-model 32 --heads 2 --layers 1 --d-ff 64 --batch 32 --threads 1 --eval-every 0 --warmup 1)
+
+# Pairs: the date data, a short run (the README shows a full one).
+expect_ok "$TRAIN" "${small[@]}" --data "$QKV_SRC/data/dates/train.tsv" --valid "$QKV_SRC/data/dates/valid.tsv" \
+  --steps 30 --out dates
+expect_out "data $QKV_SRC/data/dates/train.tsv (tsv, char tokens"
+expect_out "held-out (1000 sequences"
+expect_ok "$TRAIN" --load dates/model.safetensors --decode "3 March 2021"
+[ "$(wc -l < "$QKV_TMP/out")" -eq 1 ] || fail "--decode printed more than one line"
+expect_ok "$TRAIN" --load dates/model.safetensors --eval-only
+# The data file changed since training: refused, naming the file.
+cp "$QKV_SRC/data/dates/valid.tsv" v.tsv
+expect_ok "$TRAIN" "${small[@]}" --data "$QKV_SRC/data/dates/train.tsv" --valid v.tsv --steps 5 --out d2
+echo "1 May 2000	2000-05-01" >> v.tsv
+expect_fail "$TRAIN" --load d2/model.safetensors --eval-only
+expect_out "v.tsv now has hash"
+
+# A character language model on a text file.
+for i in $(seq 300); do echo "the quick brown fox jumps over the lazy dog $i"; done > corpus.txt
+expect_ok "$TRAIN" "${small[@]}" --model gpt --data corpus.txt --format text --context 32 --steps 40 --out lm
+expect_out "model: gpt"
+expect_out "held-out perplexity"
+expect_ok "$TRAIN" --load lm/model.safetensors --eval-only
+expect_out "held-out perplexity"
+
+# Bad files: each names the file and line, exits non-zero, leaves no run directory.
+bad() {  # bad "expected text" file-contents [flags...]
+  local want=$1 text=$2; shift 2
+  printf '%b' "$text" > bad.tsv
+  expect_fail "$TRAIN" "${small[@]}" --data bad.tsv --steps 3 --out badrun "$@"
+  expect_out "$want"
+  [ -e badrun ] && fail "left badrun/ behind ($want)"
+  return 0
+}
+bad "bad.tsv: the file is empty" ""
+bad "bad.tsv:2: expected 'source<TAB>target', found no tab" "a\tb\nno tab\n"
+bad "bad.tsv:1: expected one tab, found more" "a\tb\tc\nd\te\n"
+bad "bad.tsv:2: the source is empty" "a\tb\n\tb\n"
+bad "the position table is shorter than a sequence of 8 tokens (bad.tsv:2)" "a\tb\nabcdefgh\tb\nc\td\n" --positions learned --context 4
+bad "distinct tokens is more than --max-vocab 3" "abcd\tefgh\nijk\tlmn\n" --max-vocab 3
+expect_fail "$TRAIN" "${small[@]}" --data . --steps 3 --out badrun
+expect_out "--data .: not a regular file"
+expect_fail "$TRAIN" "${small[@]}" --data nothing.tsv --steps 3 --out badrun
+expect_out "--data nothing.tsv: no such file"

@@ -1,0 +1,34 @@
+# Every bad flag value is refused before any work, with an error naming the
+# flag, a non-zero exit, and no output directory or file left behind.
+source "$(dirname "$0")/lib.bash"
+cd "$QKV_TMP"
+refused() {  # refused "expected text" flags...
+  local want=$1; shift
+  expect_fail "$TRAIN" "${TINY[@]}" --steps 3 "$@"
+  expect_out "$want"
+  grep -q "^step" "$QKV_TMP/out" && fail "trained despite $*"
+  [ -e runs ] && fail "left runs/ behind for $*"
+  return 0
+}
+refused "--heads: 3 heads do not divide --d-model 16" --heads 3
+refused "--min-len: 5 is more than --max-len 3" --min-len 5 --max-len 3
+refused "--threads: must be in [0, 1024], got -1" --threads -1
+refused "--threads: must be in [0, 1024], got 5000" --threads 5000
+refused "--lr: must be finite" --lr nan
+refused "--lr: must be finite, > 0" --lr -1
+refused "--steps must be in [1, 1000000000], got 0" --steps 0
+refused "--d-model must be in [1, 16384], got 100000" --d-model 100000
+refused "--batch must be in [1, 65536], got -4" --batch -4
+refused "--warmup: 50 is more than --steps 3" --warmup 50
+refused "--dropout: must be in [0, 1), got 1" --dropout 1
+refused "--max-len must be in [1, 4096], got 100000" --max-len 100000
+refused "--context 4: the position table is shorter" --positions learned --context 4
+refused "GiB" --d-model 8192 --d-ff 65536 --layers 128 --heads 8
+refused "--eval-only needs --load PATH" --eval-only
+refused "--decode needs --load PATH" --decode "a b"
+refused "--log-every: must be >= 1" --log-every 0
+refused "--target: must be in (0, 1]" --target 2
+refused "--model: expected seq2seq or gpt" --model bert
+refused "--positions: the gpt model has learned positions only" --model gpt --positions sinusoidal
+refused "--format: text (a plain corpus) trains a language model" --data /etc/hostname --format text
+refused "--steps" --steps abc

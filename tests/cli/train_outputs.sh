@@ -1,0 +1,41 @@
+# Output paths are checked before the first step; the checkpoint is written
+# before logs and plots, and a plot failure neither prevents nor undoes it.
+source "$(dirname "$0")/lib.bash"
+cd "$QKV_TMP"
+
+# --out is a file: refused at once, nothing trained.
+touch not_a_dir
+expect_fail "$TRAIN" "${TINY[@]}" --steps 3 --out not_a_dir
+expect_out "--out not_a_dir: exists and is not a directory"
+grep -q "^step" "$QKV_TMP/out" && fail "trained with an unusable --out"
+
+# --save in a missing directory: refused, and the new --out directory is not left behind.
+expect_fail "$TRAIN" "${TINY[@]}" --steps 3 --out fresh/run --save missing/m.safetensors
+expect_out "--save missing/m.safetensors: the directory missing does not exist"
+[ -e fresh ] && fail "left the --out directory behind"
+
+# --out cannot take files (a path below a regular file).
+expect_fail "$TRAIN" "${TINY[@]}" --steps 3 --out not_a_dir/sub
+expect_out "--out not_a_dir/sub"
+
+# A plot that cannot be written: the checkpoint is there and loads; exit non-zero.
+mkdir -p run && mkdir run/loss.svg
+expect_fail "$TRAIN" "${TINY[@]}" --steps 20 --out run
+expect_out "error writing loss.svg"
+expect_out "checkpoint: run/model.safetensors (step 20)"
+expect_ok "$TRAIN" --load run/model.safetensors --eval-only --threads 1
+expect_out "held-out exact-sequence accuracy"
+
+# The checkpoint's directory vanishes during training: the model is written to
+# a fallback path that the program names, and that file loads.
+mkdir ckdir
+"$TRAIN" "${TINY[@]}" --steps 400 --no-early-stop --log-every 20 --out run3 --save ckdir/m.safetensors > log3 2>&1 &
+pid=$!
+for _ in $(seq 200); do grep -q "^step" log3 && break; sleep 0.05; done
+rm -rf ckdir
+wait $pid && fail "a lost checkpoint directory must give a non-zero exit" || true
+grep -q "could not write ckdir/m.safetensors; wrote" log3 || { cat log3; fail "no fallback checkpoint named"; }
+rescued=$(sed -n 's/.*; wrote \(.*\) instead/\1/p' log3 | head -1)
+[ -f "$rescued" ] || fail "the named fallback $rescued does not exist"
+expect_ok "$TRAIN" --load "$rescued" --eval-only --threads 1
+rm -f "$rescued"

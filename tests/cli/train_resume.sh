@@ -1,0 +1,49 @@
+# A checkpoint describes its run: --load X --eval-only needs no other flag and
+# reproduces the accuracy printed at the end of training, without touching the
+# run's log or plots; a flag that disagrees with the file is refused by name.
+source "$(dirname "$0")/lib.bash"
+cd "$QKV_TMP"
+expect_ok "$TRAIN" "${TINY[@]}" --steps 150 --lr 3e-3 --dropout 0.1 --out run --label-smoothing 0.05
+acc=$(grep "^held-out exact-sequence accuracy" "$QKV_TMP/out")
+[ -n "$acc" ] || fail "no final accuracy line"
+before=$(md5sum run/log.csv run/loss.svg run/attention.svg)
+
+expect_ok "$TRAIN" --load run/model.safetensors --eval-only
+grep -qxF "$acc" "$QKV_TMP/out" || { cat "$QKV_TMP/out"; fail "eval-only gave another accuracy than '$acc'"; }
+[ "$(md5sum run/log.csv run/loss.svg run/attention.svg)" = "$before" ] || fail "--eval-only changed the run's files"
+
+# A flag that agrees is fine; one that disagrees names the flag and both values.
+expect_ok "$TRAIN" --load run/model.safetensors --eval-only --d-model 16 --lr 0.003
+expect_fail "$TRAIN" --load run/model.safetensors --eval-only --d-model 32
+expect_out "--d-model: the checkpoint run/model.safetensors was trained with --d-model 16, but the command line gives 32"
+expect_fail "$TRAIN" --load run/model.safetensors --eval-only --lr 1e-7
+expect_out "trained with --lr 0.003, but the command line gives 1e-07"
+expect_fail "$TRAIN" --load run/model.safetensors --eval-only --task copy
+expect_out "--task: the checkpoint run/model.safetensors was trained with --task reverse"
+
+# Tiny learning rates are kept exactly: 1e-7 and 2e-7 differ.
+expect_ok "$TRAIN" "${TINY[@]}" --steps 2 --lr 1e-7 --out small --no-early-stop
+expect_fail "$TRAIN" --load small/model.safetensors --lr 2e-7 --steps 4
+expect_out "was trained with --lr 1e-07, but the command line gives 2e-07"
+
+# Resuming with only a longer --steps continues the run (and writes a new checkpoint).
+expect_ok "$TRAIN" --load run/model.safetensors --steps 160 --out run_more --no-early-stop
+expect_out "from step 150"
+expect_out "checkpoint: run_more/model.safetensors (step 160)"
+
+# Ask the model: one line, or lines on stdin.
+expect_ok "$TRAIN" --load run/model.safetensors --decode "a b c"
+[ "$(wc -l < "$QKV_TMP/out")" -eq 1 ] || fail "--decode printed more than its answer"
+printf 'a b\nc d e\n' | "$TRAIN" --load run/model.safetensors --decode - > answers || fail "--decode - failed"
+[ "$(wc -l < answers)" -eq 2 ] || fail "--decode - did not answer each line"
+expect_fail "$TRAIN" --load run/model.safetensors --decode "a z"
+expect_out "unknown token 'z'"
+expect_ok "$TRAIN" --load run/model.safetensors --decode "a b c" --show-attention
+expect_out "cross-attention of the last decoder layer"
+
+# Not a training checkpoint, a missing file: clear errors.
+expect_fail "$TRAIN" --load missing.safetensors --eval-only
+expect_out "missing.safetensors"
+echo "not a checkpoint" > junk.safetensors
+expect_fail "$TRAIN" --load junk.safetensors --eval-only
+expect_out "junk.safetensors"
