@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "autograd/graphviz.h"
+#include "examples/output_paths.h"
 #include "examples/step_through.h"
 
 namespace {
@@ -332,6 +333,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (!dot_path.empty()) outputs::check_file_path("--dot", dot_path);  // before any work
     if (part != "2") part1(!no_fd);
     if (part != "1" || !dot_path.empty()) {
       const TinyRun r = run_tiny_transformer(/*retain_all=*/!dot_path.empty());

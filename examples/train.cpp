@@ -11,7 +11,6 @@
 // main() reads as the run does: parse the flags, build (or resume) the run,
 // check every output path, train, evaluate, write the checkpoint, then the logs
 // and plots.
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -21,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "examples/output_paths.h"
 #include "examples/plots.h"
 #include "examples/trainer.h"
 
@@ -145,22 +145,6 @@ std::string run_name(const TrainConfig& c) {
 
 // ---- output paths, checked before the first step ----------------------------------
 
-// Can a file be created in `dir`? (Tried, not guessed: permissions, read-only
-// file systems and full disks all show up here.)
-bool can_create_in(const fs::path& dir, std::string* why) {
-  const fs::path probe = dir / (".qkv-write-test." + std::to_string(getpid()));
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) {
-    *why = std::strerror(errno);
-    return false;
-  }
-  const bool wrote = ::write(fd, "x", 1) == 1;
-  if (!wrote) *why = std::strerror(errno);
-  ::close(fd);
-  ::unlink(probe.c_str());
-  return wrote;
-}
-
 // Creates --out when missing and checks that it and the checkpoint's directory
 // take files. On failure nothing is left behind (a directory made here is
 // removed again) and the error names the flag and the path.
@@ -182,14 +166,8 @@ void prepare_outputs(const Options& o) {
         throw Error("--out " + o.out_dir + ": cannot create the directory: " + ec.message());
       }
     }
-    if (!can_create_in(out, &why)) throw Error("--out " + o.out_dir + ": cannot write files there: " + why);
-    if (!o.save_path.empty()) {
-      const fs::path save(o.save_path);
-      if (fs::is_directory(save, ec)) throw Error("--save " + o.save_path + ": is a directory, not a file path");
-      const fs::path dir = save.has_parent_path() ? save.parent_path() : fs::path(".");
-      if (!fs::is_directory(dir, ec)) throw Error("--save " + o.save_path + ": the directory " + dir.string() + " does not exist");
-      if (!can_create_in(dir, &why)) throw Error("--save " + o.save_path + ": cannot write files in " + dir.string() + ": " + why);
-    }
+    if (!outputs::can_create_in(out, &why)) throw Error("--out " + o.out_dir + ": cannot write files there: " + why);
+    if (!o.save_path.empty()) outputs::check_file_path("--save", o.save_path);
   } catch (...) {
     undo();
     throw;
