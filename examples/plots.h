@@ -31,10 +31,16 @@ inline std::ofstream open_out(const std::string& path) {
   return f;
 }
 
-// Loss per step (log scale) with optional held-out accuracy points on a right axis.
+// What the held-out evaluations measured: an accuracy in [0, 1] (drawn on a
+// right axis in %) or a loss (drawn on the loss axis).
+enum class EvalKind { Accuracy, Loss };
+
+// Loss per step (log scale) with every held-out evaluation marked: a dashed
+// line at its step, a dot at its value and the value written beside it.
 inline void write_loss_svg(const std::string& path, const std::vector<double>& steps,
                            const std::vector<double>& loss, const std::vector<double>& eval_steps,
-                           const std::vector<double>& eval_acc, const std::string& title) {
+                           const std::vector<double>& eval_values, const std::string& title,
+                           EvalKind kind = EvalKind::Accuracy) {
   const double W = 720, H = 420, L = 70, R = 60, T = 40, Bm = 50;
   const double pw = W - L - R, ph = H - T - Bm;
   if (steps.empty()) return;
@@ -42,6 +48,9 @@ inline void write_loss_svg(const std::string& path, const std::vector<double>& s
   double lo = 1e300, hi = -1e300;
   for (double v : loss)
     if (v > 0) { lo = std::min(lo, v); hi = std::max(hi, v); }
+  if (kind == EvalKind::Loss)
+    for (double v : eval_values)
+      if (v > 0) { lo = std::min(lo, v); hi = std::max(hi, v); }
   if (!(lo < hi)) { lo = lo > 0 && lo < 1e300 ? lo / 2 : 1e-3; hi = lo * 4; }
   const double llo = std::floor(std::log10(lo)), lhi = std::ceil(std::log10(hi));
   auto X = [&](double s) { return L + (s - x0) / (x1 - x0) * pw; };
@@ -84,16 +93,36 @@ inline void write_loss_svg(const std::string& path, const std::vector<double>& s
   }
   f << "'/>\n";
   if (!eval_steps.empty()) {
-    for (int i = 0; i <= 4; ++i) {
-      std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' fill='#d62728'>%d%%</text>\n", L + pw + 6, Ya(i / 4.0) + 4, i * 25);
-      f << buf;
-    }
+    const bool acc = kind == EvalKind::Accuracy;
+    if (acc)
+      for (int i = 0; i <= 4; ++i) {
+        std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' fill='#d62728'>%d%%</text>\n", L + pw + 6, Ya(i / 4.0) + 4, i * 25);
+        f << buf;
+      }
+    auto y_of = [&](double v) { return acc ? Ya(v) : Y(v); };
     f << "<polyline fill='none' stroke='#d62728' stroke-width='1.5' points='";
     for (size_t i = 0; i < eval_steps.size(); ++i) {
-      std::snprintf(buf, sizeof buf, "%.1f,%.1f ", X(eval_steps[i]), Ya(eval_acc[i]));
+      std::snprintf(buf, sizeof buf, "%.1f,%.1f ", X(eval_steps[i]), y_of(eval_values[i]));
       f << buf;
     }
-    f << "'/>\n<text x='" << L + 8 << "' y='" << T + ph - 8 << "' fill='#d62728'>held-out exact-sequence accuracy (right axis)</text>\n";
+    f << "'/>\n";
+    // Each evaluation: a dashed line at its step, a dot, and its value.
+    for (size_t i = 0; i < eval_steps.size(); ++i) {
+      const double x = X(eval_steps[i]), y = y_of(eval_values[i]);
+      char value[32];
+      if (acc) std::snprintf(value, sizeof value, "%.1f%%", 100 * eval_values[i]);
+      else std::snprintf(value, sizeof value, "%.3g", eval_values[i]);
+      std::snprintf(buf, sizeof buf,
+                    "<line x1='%.1f' y1='%g' x2='%.1f' y2='%g' stroke='#d62728' stroke-opacity='0.35' stroke-dasharray='3,3'/>"
+                    "<circle cx='%.1f' cy='%.1f' r='3.5' fill='#d62728'/>"
+                    "<text x='%.1f' y='%.1f' font-size='10' fill='#d62728' text-anchor='end'>%s</text>\n",
+                    x, T, x, T + ph, x, y, x - 5, y - 6, value);
+      f << buf;
+    }
+    f << "<text x='" << L + 8 << "' y='" << T + 16 << "' fill='#d62728'>"
+      << (acc ? "held-out exact-sequence accuracy (right axis); dashed: each evaluation"
+              : "held-out loss (same axis); dashed: each evaluation")
+      << "</text>\n";
   }
   f << "</svg>\n";
 }
@@ -107,12 +136,32 @@ inline void write_attention_svg(const std::string& path, const std::vector<Tenso
   const int64_t H = weights[0].size(0), T = weights[0].size(1), S = weights[0].size(2);
   const double cell = 22, pad = 40, label = 46;
   const double pw = label + S * cell, ph = label + T * cell + 20;
-  const double W = pad + H * (pw + pad), Ht = 50 + weights.size() * (ph + pad);
+  const double bar = 70;  // room for the colour scale on the right
+  // Wide enough for the title, tall enough for the colour scale.
+  const double W = std::max(pad + H * (pw + pad) + bar, 2 * pad + 8.5 * static_cast<double>(title.size()));
+  const double Ht = std::max(50 + weights.size() * (ph + pad), 70 + label + 160 + 30);
   std::ofstream f = open_out(path);
   char buf[320];
   std::snprintf(buf, sizeof buf, "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' font-family='monospace' font-size='11'>\n", W, Ht);
   f << buf << "<rect width='100%' height='100%' fill='white'/>\n";
   f << "<text x='" << pad << "' y='24' font-family='sans-serif' font-size='15'>" << xml_escape(title) << "</text>\n";
+  // The colour scale: white = weight 0, full blue = weight 1 (each row sums to 1).
+  {
+    const double bx = W - bar + 10, by = 70 + label, bh = 160, steps = 20;
+    for (int k = 0; k < steps; ++k) {
+      const double v = 1 - (k + 0.5) / steps;
+      const int shade = static_cast<int>(255 * (1 - v));
+      std::snprintf(buf, sizeof buf, "<rect x='%g' y='%g' width='14' height='%g' fill='rgb(%d,%d,255)'/>\n", bx,
+                    by + k * bh / steps, bh / steps + 0.5, shade, shade);
+      f << buf;
+    }
+    std::snprintf(buf, sizeof buf,
+                  "<rect x='%g' y='%g' width='14' height='%g' fill='none' stroke='#888'/>"
+                  "<text x='%g' y='%g'>1</text><text x='%g' y='%g'>0.5</text><text x='%g' y='%g'>0</text>"
+                  "<text x='%g' y='%g' font-family='sans-serif' font-size='10'>weight</text>\n",
+                  bx, by, bh, bx + 18, by + 4, bx + 18, by + bh / 2 + 4, bx + 18, by + bh + 4, bx - 4, by - 8);
+    f << buf;
+  }
   for (size_t l = 0; l < weights.size(); ++l)
     for (int64_t h = 0; h < H; ++h) {
       const double ox = pad + h * (pw + pad), oy = 50 + l * (ph + pad);
@@ -148,7 +197,7 @@ inline std::string ascii_heatmap(const real* w, int64_t T, int64_t S,
                                  const std::vector<std::string>& src_labels,
                                  const std::vector<std::string>& tgt_labels) {
   static const char* shades[] = {" ", ".", ":", "+", "#", "@"};
-  std::string out = "      ";
+  std::string out = "      shades from weight 0 to 1, in steps of 1/6: ' ' . : + # @\n      ";
   for (int64_t j = 0; j < S; ++j) {
     std::string l = j < static_cast<int64_t>(src_labels.size()) ? src_labels[j] : "?";
     out += l.substr(0, 2) + std::string(3 - std::min<size_t>(2, l.size()), ' ');

@@ -50,7 +50,7 @@ std::string row_text(const real* p, int64_t n, int prec) {
   std::string s = "[";
   char buf[32];
   for (int64_t i = 0; i < n; ++i) {
-    std::snprintf(buf, sizeof buf, "%*.*f", prec + 3, prec, static_cast<double>(p[i]));
+    std::snprintf(buf, sizeof buf, "%*.*f", prec + 3, prec, static_cast<double>(p[i]) + 0.0);  // + 0.0: no "-0.0000"
     s += (i ? " " : "") + std::string(buf);
   }
   return s + "]";
@@ -73,42 +73,50 @@ void show(const std::string& label, const Tensor& t, int prec = 4) {
                 i ? "" : to_string(t.shape()).c_str(), lines[i].c_str());
 }
 
-// The engine's gradient beside another value of it (finite difference, or a
-// formula): side by side when two columns fit, else one above the other.
-void compare(const std::string& a_name, const Tensor& a, const std::string& b_name,
-             const Tensor* b, int prec = 4) {
-  const std::vector<std::string> la = rows_of(a, prec);
-  const std::string shape = to_string(a.shape());
-  if (!b) {
-    for (size_t i = 0; i < la.size(); ++i)
-      std::printf("     %-7s %-8s %s\n", i ? "" : shape.c_str(), i ? "" : a_name.c_str(),
-                  la[i].c_str());
+// One gradient from several sources (the hand formula, the engine, a finite
+// difference): side by side when the columns fit in 80, else one above the other.
+using Column = std::pair<std::string, const Tensor*>;
+void compare(const std::vector<Column>& cols, int prec = 4) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : cols) rows.push_back(rows_of(*c.second, prec));
+  const std::string shape = to_string(cols[0].second->shape());
+  const size_t width = rows[0][0].size();
+  if (14 + cols.size() * (width + 3) <= 80) {
+    std::string head = "     " + std::string(7, ' ');
+    for (size_t k = 0; k < cols.size(); ++k)
+      head += " " + (k + 1 < cols.size() ? cols[k].first + std::string(width + 2 - cols[k].first.size(), ' ') : cols[k].first);
+    std::printf("%s\n", head.c_str());
+    for (size_t i = 0; i < rows[0].size(); ++i) {
+      std::printf("     %-7s", i ? "" : shape.c_str());
+      for (size_t k = 0; k < rows.size(); ++k) std::printf(" %s%s", rows[k][i].c_str(), k + 1 < rows.size() ? "  " : "");
+      std::printf("\n");
+    }
     return;
   }
-  const std::vector<std::string> lb = rows_of(*b, prec);
-  if (la[0].size() * 2 + 30 <= 80) {
-    std::printf("     %-7s %-*s   %s\n", "", static_cast<int>(la[0].size()), a_name.c_str(),
-                b_name.c_str());
-    for (size_t i = 0; i < la.size(); ++i)
-      std::printf("     %-7s %s   %s\n", i ? "" : shape.c_str(), la[i].c_str(), lb[i].c_str());
-  } else {
-    for (size_t i = 0; i < la.size(); ++i)
-      std::printf("     %-7s %-8s %s\n", i ? "" : shape.c_str(), i ? "" : a_name.c_str(),
-                  la[i].c_str());
-    for (size_t i = 0; i < lb.size(); ++i)
-      std::printf("     %-7s %-8s %s\n", "", i ? "" : "fin.diff", lb[i].c_str());
-  }
+  for (size_t k = 0; k < cols.size(); ++k)
+    for (size_t i = 0; i < rows[k].size(); ++i)
+      std::printf("     %-7s %-8s %s\n", i || k ? "" : shape.c_str(), i ? "" : cols[k].first.c_str(),
+                  rows[k][i].c_str());
 }
 
 // ---- Part 1 ------------------------------------------------------------------
 
-// One gradient: the formula, a remark, then engine vs finite difference.
-void grad_step(const std::string& formula, const std::string& why, const Tensor& engine,
-               const Tensor* fd, double& worst) {
+// Largest gaps seen so far: engine vs the hand formula, engine vs finite differences.
+struct Gaps {
+  double formula = 0, fd = 0;
+};
+
+// One gradient: the formula, a remark, then its value by the formula (computed
+// by hand in plain loops), by the engine and by finite differences.
+void grad_step(const std::string& formula, const std::string& why, const Tensor& hand, const Tensor& engine,
+               const Tensor* fd, Gaps& gaps) {
   std::printf("\n   %s\n", formula.c_str());
   if (!why.empty()) std::printf("     (%s)\n", why.c_str());
-  compare("engine", engine, "finite difference", fd);
-  if (fd) worst = std::max(worst, max_abs_diff(engine, *fd));
+  std::vector<Column> cols{{"formula", &hand}, {"engine", &engine}};
+  if (fd) cols.push_back({"fin.diff", fd});
+  compare(cols);
+  gaps.formula = std::max(gaps.formula, max_abs_diff(engine, hand));
+  if (fd) gaps.fd = std::max(gaps.fd, max_abs_diff(engine, *fd));
 }
 
 void part1_variant(const WorkedExample& ex, bool scaled, bool with_fd) {
@@ -132,31 +140,34 @@ void part1_variant(const WorkedExample& ex, bool scaled, bool with_fd) {
                 scaled ? "0.7071" : "1", static_cast<double>(e));
   std::printf("     %s\n", buf);
 
-  std::printf("\n Backward from dL/dout = 1 (L = out). \"engine\" is qkv's autograd, read\n"
-              " from .grad() after retain_grad().\n");
+  std::printf("\n Backward from dL/dout = 1 (L = out). \"formula\" applies the rule above by\n"
+              " hand (plain loops, examples/step_through.h hand_gradients); \"engine\" is\n"
+              " qkv's autograd, read from .grad() after retain_grad().\n");
   if (with_fd)
-    std::printf(" \"finite difference\" (fin.diff) nudges one number by +-h, reruns the\n"
+    std::printf(" \"fin.diff\" (finite difference) nudges one number by +-h, reruns the\n"
                 " forward and takes (L+ - L-) / 2h, h = %g.\n",
                 static_cast<double>(kFdStep));
-  double worst = 0;
+  Gaps gaps;
+  const HandGradients h = hand_gradients(p);
   const real out = p.out.item();
-  grad_step("dL/dw_j = v_j", "out = sum_j w_j v_j", p.w.grad(), f(fd.w), worst);
+  grad_step("dL/dw_j = v_j", "out = sum_j w_j v_j", h.w, p.w.grad(), f(fd.w), gaps);
   std::snprintf(buf, sizeof buf, "softmax backward; here sum(w * dL/dw) = out = %.4f",
                 static_cast<double>(out));
   if (scaled) {
-    grad_step("dL/dz = w * (dL/dw - sum(w * dL/dw))", buf, p.z.grad(), f(fd.z), worst);
-    grad_step("dL/ds = scale * dL/dz", "z = s * scale", p.s.grad(), f(fd.s), worst);
+    grad_step("dL/dz = w * (dL/dw - sum(w * dL/dw))", buf, h.z, p.z.grad(), f(fd.z), gaps);
+    grad_step("dL/ds = scale * dL/dz", "z = s * scale", h.s, p.s.grad(), f(fd.s), gaps);
   } else {
-    grad_step("dL/ds = w * (dL/dw - sum(w * dL/dw))", buf, p.s.grad(), f(fd.s), worst);
+    grad_step("dL/ds = w * (dL/dw - sum(w * dL/dw))", buf, h.s, p.s.grad(), f(fd.s), gaps);
   }
   grad_step(scaled ? "dL/dq = scale * sum_j dL/dz_j k_j  (= sum_j dL/ds_j k_j)"
                    : "dL/dq = sum_j dL/ds_j k_j",
-            "s_j = q . k_j", p.q.grad(), f(fd.q), worst);
+            "s_j = q . k_j", h.q, p.q.grad(), f(fd.q), gaps);
   grad_step("dL/dk_j = dL/ds_j q", "q = [1, 0], so only column 0 of K gets gradient",
-            p.K.grad(), f(fd.K), worst);
-  grad_step("dL/dv_j = w_j", "out = sum_j w_j v_j", p.V.grad(), f(fd.V), worst);
+            h.K, p.K.grad(), f(fd.K), gaps);
+  grad_step("dL/dv_j = w_j", "out = sum_j w_j v_j", h.V, p.V.grad(), f(fd.V), gaps);
+  std::printf("\n   max |engine - formula| over all of the above: %.1e\n", gaps.formula);
   if (with_fd)
-    std::printf("\n   max |engine - finite difference| over all of the above: %.1e\n", worst);
+    std::printf("   max |engine - finite difference| over all of the above: %.1e\n", gaps.fd);
 }
 
 void part1(bool with_fd) {

@@ -230,7 +230,7 @@ class CsvLog {
 };
 
 struct History {
-  std::vector<double> steps, losses, eval_steps, eval_accs;
+  std::vector<double> steps, losses, eval_steps, eval_accs;  // eval_accs: a loss for a language model
   double train_seconds = 0, eval_seconds = 0;
   int64_t tokens = 0, first_step = 0;
 };
@@ -425,7 +425,8 @@ bool write_plots(Trainer& t, const Options& o, const History& h, const EvalResul
   if (!h.steps.empty())
     attempt("loss.svg", [&] {
       plots::write_loss_svg(o.out_dir + "/loss.svg", h.steps, h.losses, h.eval_steps, h.eval_accs,
-                            "qkv: " + name + ", training loss and held-out " + (r.is_lm ? "loss" : "accuracy"));
+                            "qkv: " + name + ", training loss and held-out " + (r.is_lm ? "loss" : "accuracy"),
+                            r.is_lm ? plots::EvalKind::Loss : plots::EvalKind::Accuracy);
     });
   if (t.s2s && !t.pairs->heldout().empty())
     attempt("attention.svg", [&] {
