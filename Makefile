@@ -116,7 +116,7 @@ FUZZ_DIR  := $(BUILD)/fuzz
 FUZZ_OPT  := -std=c++17 -O1 -g -fopenmp -fno-omit-frame-pointer -I. -I$(BLAS_INC) \
              -fsanitize=address,undefined -fno-sanitize-recover=undefined -DQKV_NO_ALLOC_CACHE
 FUZZ_LIB  := nn/safetensors.cpp core/tensor.cpp core/shape.cpp core/allocator.cpp \
-             core/pool.cpp core/parallel.cpp core/generator.cpp
+             core/pool.cpp core/parallel.cpp core/generator.cpp core/blas.cpp
 .PHONY: fuzz fuzz-deps
 fuzz-deps:
 	@bash .ci/deps clang libclang-rt-14-dev libomp-dev
@@ -128,6 +128,7 @@ $(FUZZ_DIR)/fuzz_safetensors: $(FUZZ_DIR)/fuzz/fuzz_safetensors.o $(FUZZ_LIB:%.c
 fuzz: $(FUZZ_DIR)/fuzz_safetensors
 	@mkdir -p $(FUZZ_DIR)/corpus
 	cd $(FUZZ_DIR) && ./fuzz_safetensors -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_TIME) \
-	  -malloc_limit_mb=64 -print_final_stats=1 corpus $(CURDIR)/fuzz/corpus/safetensors
+	  -malloc_limit_mb=64 -print_final_stats=1 -dict=$(CURDIR)/fuzz/safetensors.dict \
+	  corpus $(CURDIR)/fuzz/corpus/safetensors
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -63,8 +63,8 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
 // whose size changes while it is read (shorter or longer than stat said, or a
 // different size afterwards) is refused. So the reader never holds more than
 // the file's size in bytes plus the decoded tensors, and those are bounded by
-// the data section: at most 2 reals per byte (an F16 or BF16 element is 2
-// bytes), whatever the header claims.
+// the data section: at most one real per 2 bytes of it (an F16 or BF16
+// element is 2 bytes), whatever the header claims.
 //
 // The contents, each rejected with an Error naming the file (and the tensor
 // when there is one): a file shorter than 8 bytes; a header length beyond the
