@@ -109,4 +109,32 @@ fixtures:
 clean:
 	rm -rf $(BUILD)
 
+# ---- fuzzing (on demand, not part of test) ------------------------------------
+# `make fuzz` builds fuzz/fuzz_safetensors.cpp with Debian's clang and libFuzzer
+# under ASan + UBSan (installing clang, its runtimes and libomp on first use),
+# then runs FUZZ_RUNS executions from the seed corpus fuzz/corpus/safetensors
+# and stops by itself (also after FUZZ_TIME seconds, 0 = no limit). New inputs
+# go to $(BUILD)/fuzz/corpus; a crash is saved as $(BUILD)/fuzz/crash-*.
+FUZZ_RUNS ?= 1000000
+FUZZ_TIME ?= 0
+FUZZ_CXX  ?= clang++
+FUZZ_DIR  := $(BUILD)/fuzz
+FUZZ_OPT  := -std=c++17 -O1 -g -fopenmp -fno-omit-frame-pointer -I. -I$(BLAS_INC) \
+             -fsanitize=address,undefined -fno-sanitize-recover=undefined -DQKV_NO_ALLOC_CACHE
+FUZZ_LIB  := nn/safetensors.cpp core/tensor.cpp core/shape.cpp core/allocator.cpp \
+             core/pool.cpp core/parallel.cpp core/generator.cpp core/blas.cpp
+.PHONY: fuzz fuzz-deps
+fuzz-deps:
+	@bash .ci/deps clang libclang-rt-14-dev libomp-dev
+$(FUZZ_DIR)/%.o: %.cpp | fuzz-deps
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(FUZZ_OPT) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+$(FUZZ_DIR)/fuzz_safetensors: $(FUZZ_DIR)/fuzz/fuzz_safetensors.o $(FUZZ_LIB:%.cpp=$(FUZZ_DIR)/%.o)
+	$(FUZZ_CXX) $(FUZZ_OPT) -fsanitize=fuzzer $^ -o $@ -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) $(LDLIBS)
+fuzz: $(FUZZ_DIR)/fuzz_safetensors
+	@mkdir -p $(FUZZ_DIR)/corpus
+	cd $(FUZZ_DIR) && ./fuzz_safetensors -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_TIME) \
+	  -malloc_limit_mb=64 -print_final_stats=1 -dict=$(CURDIR)/fuzz/safetensors.dict \
+	  corpus $(CURDIR)/fuzz/corpus/safetensors
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

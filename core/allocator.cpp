@@ -4,7 +4,10 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace qkv {
 namespace {
@@ -35,6 +38,13 @@ Pool& pool() {
 }  // namespace
 
 void* storage_alloc(size_t bytes) {
+  // Past 2^62 bytes size_class would overflow (its loop doubles past 2^63).
+  // Tensor::empty never asks for that much (check_shape caps a tensor at
+  // 2^63 - 1 bytes and sizes this far up fail in the system allocator
+  // anyway); this is for direct callers.
+  if (bytes > (size_t(1) << 62))
+    throw Error("storage_alloc: " + std::to_string(bytes) +
+                " bytes requested, more than the 2^62-byte limit");
   const size_t sz = size_class(bytes);
   Pool& P = pool();
   {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/real.h"
 
 namespace qkv {
 
@@ -52,9 +53,9 @@ void Shape::push_back_error(int64_t next) const {
 // ---- helpers ---------------------------------------------------------------
 
 int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
+  uint64_t n = 1;  // unsigned: an unchecked huge shape wraps instead of being UB
+  for (int64_t d : s) n *= static_cast<uint64_t>(d);
+  return static_cast<int64_t>(n);
 }
 
 std::string to_string(const Shape& s) {
@@ -96,9 +97,36 @@ int normalize_axis(int axis, int rank, const char* op, const Shape& s) {
   return a;
 }
 
+namespace {
+// The product of the dims (zeros counted as 1) and of that times sizeof(real),
+// as int64; *elements_overflow tells which one overflowed first.
+bool product_overflows(const Shape& s, bool* elements_overflow) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d == 0 ? int64_t{1} : d, &n)) {
+      *elements_overflow = true;
+      return true;
+    }
+  int64_t bytes;
+  *elements_overflow = false;
+  return __builtin_mul_overflow(n, static_cast<int64_t>(sizeof(real)), &bytes);
+}
+}  // namespace
+
+bool shape_too_large(const Shape& s) {
+  bool elements;
+  return product_overflows(s, &elements);
+}
+
 void check_shape(const Shape& s, const char* op) {
   for (int64_t d : s)
     if (d < 0) throw Error(std::string(op) + ": negative dimension in shape " + to_string(s));
+  bool elements;
+  if (product_overflows(s, &elements))
+    throw Error(std::string(op) + ": shape " + to_string(s) + " is too large: " +
+                (elements ? std::string("its element count overflows 64 bits")
+                          : "its size in bytes (" + std::to_string(sizeof(real)) +
+                                " per element) overflows 64 bits"));
 }
 
 }  // namespace qkv

@@ -75,7 +75,8 @@ class Shape {
   uint32_t rank_ = 0;
 };
 
-// Number of elements; 1 for a scalar (rank 0).
+// Number of elements; 1 for a scalar (rank 0). Assumes a checked shape
+// (check_shape): it does not test for overflow itself, being called often.
 int64_t numel(const Shape& s);
 // "(2,3,4)"; "()" for a scalar.
 std::string to_string(const Shape& s);
@@ -85,8 +86,16 @@ Shape strides_of(const Shape& s);
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // Maps a possibly negative axis into [0, rank); throws naming `op` when out of range.
 int normalize_axis(int axis, int rank, const char* op, const Shape& s);
-// Throws naming `op` when a dimension is negative. (A Shape cannot exceed
-// kMaxRank: that is checked where it grows.)
+// True when a tensor of this shape cannot exist: the product of its dims, with
+// zero-size dims counted as 1, times sizeof(real) overflows int64. (Counting
+// zeros as 1 keeps every stride and every partial product in range too.)
+// Dims must be non-negative.
+bool shape_too_large(const Shape& s);
+// Throws naming `op` and the dims when a dimension is negative or the shape is
+// too large (shape_too_large): "Tensor::zeros: shape (1099511627776,1099511627776)
+// is too large: its element count overflows 64 bits". Every tensor allocation
+// passes through here (Tensor::empty), before any byte is allocated. (A Shape
+// cannot exceed kMaxRank: that is checked where it grows.)
 void check_shape(const Shape& s, const char* op);
 
 }  // namespace qkv

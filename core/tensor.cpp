@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <ostream>
 #include <string>
 
@@ -21,18 +22,37 @@ Storage::~Storage() {
   storage_free(ptr_, static_cast<size_t>(std::max<int64_t>(n_, 1)) * sizeof(real));
 }
 
+// Every tensor's storage is made here: check_shape refuses a negative dim or a
+// shape whose size overflows before a byte is asked for, and a request the
+// system cannot meet becomes an Error naming the shape, not a bare bad_alloc.
 Tensor Tensor::empty(const Shape& shape) {
   check_shape(shape, "Tensor::empty");
   Tensor t;
   t.shape_ = shape;
   t.numel_ = qkv::numel(shape);
-  t.storage_ = make_pooled<Storage>(t.numel_);  // the numbers themselves: storage_alloc
+  try {
+    t.storage_ = make_pooled<Storage>(t.numel_);  // the numbers themselves: storage_alloc
+  } catch (const std::bad_alloc&) {
+    throw Error("Tensor::empty: cannot allocate " +
+                std::to_string(static_cast<uint64_t>(t.numel_) * sizeof(real)) +
+                " bytes for shape " + to_string(shape));
+  }
   return t;
 }
 
-Tensor Tensor::zeros(const Shape& shape) { return empty(shape).fill_(0); }
-Tensor Tensor::ones(const Shape& shape) { return empty(shape).fill_(1); }
-Tensor Tensor::full(const Shape& shape, real value) { return empty(shape).fill_(value); }
+// The named creators check under their own name, so the message says which was called.
+Tensor Tensor::zeros(const Shape& shape) {
+  check_shape(shape, "Tensor::zeros");
+  return empty(shape).fill_(0);
+}
+Tensor Tensor::ones(const Shape& shape) {
+  check_shape(shape, "Tensor::ones");
+  return empty(shape).fill_(1);
+}
+Tensor Tensor::full(const Shape& shape, real value) {
+  check_shape(shape, "Tensor::full");
+  return empty(shape).fill_(value);
+}
 Tensor Tensor::scalar(real value) { return full({}, value); }
 
 Tensor Tensor::arange(real end) { return arange(0, end, 1); }
@@ -40,6 +60,9 @@ Tensor Tensor::arange(real end) { return arange(0, end, 1); }
 Tensor Tensor::arange(real start, real end, real step) {
   if (step == 0) throw Error("arange: step must be non-zero");
   const double n = std::ceil((static_cast<double>(end) - start) / step);
+  if (n >= 0x1p63)  // (the cast below would be undefined; empty() would refuse it anyway)
+    throw Error("arange: [" + std::to_string(start) + ", " + std::to_string(end) + ") by " +
+                std::to_string(step) + " has more elements than fit in 64 bits");
   const int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
   Tensor t = empty({count});
   real* p = t.data();
@@ -62,6 +85,7 @@ Tensor Tensor::from_vector(const std::vector<real>& values) {
 }
 
 Tensor Tensor::uniform(const Shape& shape, real lo, real hi, Generator& g) {
+  check_shape(shape, "Tensor::uniform");
   Tensor t = empty(shape);
   real* p = t.data();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<real>(lo + (hi - lo) * g.uniform());
@@ -69,6 +93,7 @@ Tensor Tensor::uniform(const Shape& shape, real lo, real hi, Generator& g) {
 }
 
 Tensor Tensor::normal(const Shape& shape, real mean, real stddev, Generator& g) {
+  check_shape(shape, "Tensor::normal");
   Tensor t = empty(shape);
   real* p = t.data();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<real>(mean + stddev * g.normal());
@@ -83,15 +108,20 @@ Tensor Tensor::reshape(const Shape& shape) const {
   check_defined(*this, "reshape");
   Shape s = shape;
   int infer = -1;
-  int64_t known = 1;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == -1) {
       if (infer >= 0) throw Error("reshape: more than one -1 in " + to_string(shape));
       infer = static_cast<int>(i);
-    } else {
-      known *= s[i];
+      s[i] = 1;  // for the checks below; replaced by the inferred size
+    } else if (s[i] < 0) {
+      throw Error("reshape: negative dimension in shape " + to_string(shape));
     }
   }
+  // Before any product: the dims of a shape that cannot exist overflow int64.
+  if (shape_too_large(s))
+    throw Error("reshape: cannot reshape " + to_string(shape_) + " into " + to_string(shape) +
+                ": the shape is too large (its size overflows 64 bits)");
+  const int64_t known = qkv::numel(s);  // the product of the given dims
   if (infer >= 0) {
     if (known == 0 || numel_ % known != 0)
       throw Error("reshape: cannot reshape " + to_string(shape_) + " into " + to_string(shape));

@@ -37,7 +37,7 @@ struct Options {
   int threads = 0;
   int64_t eval_every = 250, log_every = 100, save_every = 0, long_eval = 200;
   double target = 0.99;
-  bool eval_only = false, no_early_stop = false, no_save = false, show_attention = false;
+  bool eval_only = false, no_early_stop = false, no_save = false, show_attention = false, allow_nonfinite = false;
   std::string out_dir, save_path, load_path, decode;
 };
 
@@ -95,6 +95,7 @@ void add_flags(CLI::App& app, TrainConfig& c, Options& o) {
   app.add_flag("--eval-only", o.eval_only, "only evaluate the --load checkpoint");
   app.add_option("--decode", o.decode, "with --load: answer this text (- : stdin)");
   app.add_flag("--show-attention", o.show_attention, "with --decode: print cross-attention");
+  app.add_flag("--allow-nonfinite", o.allow_nonfinite, "load a checkpoint holding NaN/Inf");
 }
 
 // The JSON keys of the run settings given on the command line.
@@ -124,7 +125,8 @@ Trainer new_run(TrainConfig c, const std::vector<std::string>& given) {
 
 // Resumes (or, for --eval-only and --decode, reopens) a checkpoint. Its file
 // holds every setting; a flag given as well must agree with it, except --steps.
-Trainer resumed_run(const std::string& path, const TrainConfig& flags, const std::vector<std::string>& given) {
+Trainer resumed_run(const std::string& path, const TrainConfig& flags, const std::vector<std::string>& given,
+                    bool allow_nonfinite) {
   const json mine = flags.to_json();
   return Trainer::resume(path, [&](TrainConfig& c) {
     const json saved = c.to_json();
@@ -136,7 +138,7 @@ Trainer resumed_run(const std::string& path, const TrainConfig& flags, const std
     }
     c.steps = flags.steps;
     if (std::find(given.begin(), given.end(), "steps") == given.end()) c.steps = saved["steps"].get<int64_t>();
-  });
+  }, allow_nonfinite);
 }
 
 std::string run_name(const TrainConfig& c) {
@@ -460,11 +462,13 @@ int main(int argc, char** argv) {
       throw Error(std::string(o.eval_only ? "--eval-only" : "--decode") + " needs --load PATH");
     if (o.show_attention && o.decode.empty()) throw Error("--show-attention goes with --decode");
     if (o.no_save && (!o.save_path.empty() || o.save_every > 0)) throw Error("--no-save: contradicts --save / --save-every");
+    if (o.allow_nonfinite && !(o.eval_only || !o.decode.empty()))
+      throw Error("--allow-nonfinite: only with --eval-only or --decode (never to train on)");
     if (o.threads > 0) set_num_threads(o.threads);
 
     // 2. The run: new, or every setting from the checkpoint.
     const std::vector<std::string> given = given_keys(app);
-    Trainer t = o.load_path.empty() ? new_run(flags, given) : resumed_run(o.load_path, flags, given);
+    Trainer t = o.load_path.empty() ? new_run(flags, given) : resumed_run(o.load_path, flags, given, o.allow_nonfinite);
     if (!o.decode.empty()) return ask(t, o);
 
     // 3. Every output path, before any work: a run that cannot keep its

@@ -173,8 +173,11 @@ class Trainer {
   // Reads a checkpoint written by save(): its config (with `adjust` applied,
   // e.g. a longer --steps), vocabulary, data, weights, optimizer state, step
   // and random streams. Errors name the file and the key.
+  // A checkpoint holding NaN or Inf (weights or optimizer state) is refused
+  // naming the tensor, unless allow_nonfinite (to inspect it).
   static Trainer resume(const std::string& path,
-                        const std::function<void(TrainConfig&)>& adjust = nullptr);
+                        const std::function<void(TrainConfig&)>& adjust = nullptr,
+                        bool allow_nonfinite = false);
   // The run settings stored in a checkpoint (for comparing with flags).
   static TrainConfig checkpoint_config(const TensorFile& f);
 
@@ -197,7 +200,8 @@ class Trainer {
   std::string decode_text(const Seq& ids) const;
 
   // Writes model, optimizer state, step, random streams, config, vocabulary
-  // and data description to `path` atomically.
+  // and data description to `path` atomically; refuses (naming the tensor)
+  // when any of them holds a NaN or Inf.
   void save(const std::string& path) const;
   // Restores a checkpoint of this same run (settings must match; --steps is free).
   void load(const std::string& path);

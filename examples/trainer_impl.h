@@ -447,6 +447,7 @@ inline void Trainer::save(const std::string& path) const {
   md["step"] = std::to_string(opt->step_count());
   md["data_gen"] = generator_state_string(data_gen);
   md["dropout_gen"] = generator_state_string(s2s ? s2s->dropout_gen : gpt->dropout_gen);
+  check_finite(all, "checkpoint " + path + ": not written");  // never a NaN model on disk
   write_safetensors(path, all, md);
 }
 
@@ -464,7 +465,9 @@ inline TrainConfig Trainer::checkpoint_config(const TensorFile& f) {
 namespace detail {
 // The run's weights, optimizer state, step and random streams from `f`, after
 // checking that its data files are the ones the checkpoint was trained on.
-inline void restore(Trainer& t, const TensorFile& f) {
+inline void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite) {
+  // Weights and optimizer state alike; --allow-nonfinite loads such a file for inspection.
+  if (!allow_nonfinite) check_finite(f.tensors, f.path + ": refused (--allow-nonfinite loads it anyway)");
   const json saved = nn::metadata_json(f.metadata, "data", f.path);
   for (const char* part : {"data", "valid"}) {
     if (!t.data_info.contains(part)) continue;
@@ -476,7 +479,10 @@ inline void restore(Trainer& t, const TensorFile& f) {
                   " but " + now["path"].get<std::string>() + " now has hash " + now["fnv1a64"].dump() +
                   " (the file changed)");
   }
-  nn::load_state_dict(t.model(), f, "model.");
+  nn::LoadOptions lo;
+  lo.prefix = "model.";
+  lo.allow_nonfinite = allow_nonfinite;
+  nn::load_state_dict(t.model(), f, lo);
   NamedTensors st;
   for (auto& [n, x] : f.tensors)
     if (n.rfind("optim.", 0) == 0) st.emplace_back(n.substr(6), x);
@@ -488,7 +494,8 @@ inline void restore(Trainer& t, const TensorFile& f) {
 }
 }  // namespace detail
 
-inline Trainer Trainer::resume(const std::string& path, const std::function<void(TrainConfig&)>& adjust) {
+inline Trainer Trainer::resume(const std::string& path, const std::function<void(TrainConfig&)>& adjust,
+                              bool allow_nonfinite) {
   TensorFile f = read_safetensors(path);
   TrainConfig c = checkpoint_config(f);
   if (adjust) adjust(c);
@@ -501,7 +508,7 @@ inline Trainer Trainer::resume(const std::string& path, const std::function<void
     throw Error(path + ": metadata 'vocab': " + e.what());
   }
   Trainer t(c, &v);
-  detail::restore(t, f);
+  detail::restore(t, f, allow_nonfinite);
   return t;
 }
 
@@ -513,7 +520,7 @@ inline void Trainer::load(const std::string& path) {
     throw Error(path + ": was trained with " + flag_of(k) + " " + show_value(have[k]) + " but this run has " +
                 flag_of(k) + " " + show_value(v));
   }
-  detail::restore(*this, f);
+  detail::restore(*this, f, /*allow_nonfinite=*/false);
 }
 
 }  // namespace qkv::train

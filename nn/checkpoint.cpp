@@ -13,6 +13,13 @@ NamedTensors state_dict(const Module& m) {
 }
 
 void load_state_dict(Module& m, const TensorFile& f, const std::string& prefix) {
+  LoadOptions options;
+  options.prefix = prefix;
+  load_state_dict(m, f, options);
+}
+
+void load_state_dict(Module& m, const TensorFile& f, const LoadOptions& options) {
+  const std::string& prefix = options.prefix;
   auto fail = [&](const std::string& msg) { throw Error("load: " + f.path + ": " + msg); };
   std::unordered_map<std::string, const Tensor*> in_file;  // full name in the file -> tensor
   for (const auto& [name, t] : f.tensors)
@@ -37,16 +44,24 @@ void load_state_dict(Module& m, const TensorFile& f, const std::string& prefix) 
     for (const auto& [name, t] : f.tensors)
       if (in_file.count(name)) fail("unexpected tensor '" + name + "'");
   }
+  if (!options.allow_nonfinite) {
+    NamedTensors taken;  // the tensors about to be copied, under their names in the file
+    for (size_t i = 0; i < params.size(); ++i) taken.emplace_back(prefix + params[i].first, *src[i]);
+    check_finite(taken, "load: " + f.path);
+  }
   for (size_t i = 0; i < params.size(); ++i) params[i].second.data().copy_(*src[i]);
 }
 
-void save(const Module& m, const std::string& path, const Metadata& metadata) {
-  write_safetensors(path, state_dict(m), metadata);
+void save(const Module& m, const std::string& path, const Metadata& metadata,
+          const SaveOptions& options) {
+  const NamedTensors tensors = state_dict(m);
+  if (!options.allow_nonfinite) check_finite(tensors, "save: " + path);  // before any file exists
+  write_safetensors(path, tensors, metadata);
 }
 
-Metadata load(Module& m, const std::string& path) {
+Metadata load(Module& m, const std::string& path, const LoadOptions& options) {
   TensorFile f = read_safetensors(path);
-  load_state_dict(m, f);
+  load_state_dict(m, f, options);
   return std::move(f.metadata);
 }
 

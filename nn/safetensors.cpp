@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <memory>
+#include <new>
 #include <numeric>
 #include <set>
 
@@ -27,6 +29,8 @@ using json = nlohmann::json;
 // The reference implementation refuses headers over 100 MB; so do we, before
 // allocating anything for them.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// A header needs 3 levels of nesting; deeper ones are refused while parsing.
+constexpr int kMaxHeaderDepth = 8;
 
 // ---- little-endian byte order, independent of the host's --------------------
 uint64_t load_le(const unsigned char* p, int nbytes) {
@@ -90,34 +94,40 @@ struct Entry {
   uint64_t begin, end;  // byte range in the data section
 };
 
+// A JSON value as quoted in a message: at most 80 characters of it.
+std::string clip(std::string text) {
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  return text;
+}
+
 std::string range_str(uint64_t b, uint64_t e) {
   return "[" + std::to_string(b) + "," + std::to_string(e) + "]";
 }
 
-class Reader {
+// Parses a whole safetensors image held in memory. `op` and `name` start
+// every error message: "read_safetensors: <file>: ...".
+class Parser {
  public:
-  explicit Reader(const std::string& path) : path_(path) {}
+  Parser(const char* op, const std::string& name) : op_(op), name_(name) {}
 
-  TensorFile read() {
-    load_bytes();
-    const uint64_t size = bytes_.size();
+  TensorFile parse(const unsigned char* bytes, uint64_t size) {
     if (size < 8)
       fail("file is " + std::to_string(size) +
            " bytes, too short for a safetensors file (the header length alone is 8)");
-    const uint64_t n = load_le(bytes_.data(), 8);
+    const uint64_t n = load_le(bytes, 8);
     if (n > kMaxHeaderBytes)
       fail("header length " + std::to_string(n) + " is absurd (limit " +
            std::to_string(kMaxHeaderBytes) + " bytes)");
     if (n > size - 8)
       fail("header length " + std::to_string(n) + " is larger than the " +
            std::to_string(size - 8) + " bytes that follow it (truncated file?)");
-    const unsigned char* data = bytes_.data() + 8 + n;  // the data section
+    const unsigned char* data = bytes + 8 + n;  // the data section
     const uint64_t data_size = size - 8 - n;
 
-    const json header = parse_header(reinterpret_cast<const char*>(bytes_.data() + 8), n);
+    const json header = parse_header(reinterpret_cast<const char*>(bytes + 8), n);
 
     TensorFile out;
-    out.path = path_;
+    out.path = name_;
     std::vector<Entry> entries;
     for (const auto& [key, value] : header.items()) {
       if (key == "__metadata__")
@@ -127,7 +137,8 @@ class Reader {
     }
     check_layout(entries, data_size);
 
-    // Everything is checked: every range lies inside the data section.
+    // Everything is checked: every range lies inside the data section, so the
+    // tensors allocated below add up to at most (data_size / 2) reals.
     out.tensors.reserve(entries.size());
     for (const Entry& e : entries) out.tensors.emplace_back(e.name, decode(e, data + e.begin));
     return out;
@@ -135,39 +146,18 @@ class Reader {
 
  private:
   [[noreturn]] void fail(const std::string& msg) const {
-    throw Error("read_safetensors: " + path_ + ": " + msg);
+    throw Error(std::string(op_) + ": " + name_ + ": " + msg);
   }
   [[noreturn]] void fail(const std::string& tensor, const std::string& msg) const {
     fail("tensor '" + tensor + "': " + msg);
   }
 
-  void load_bytes() {
-    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(std::string("cannot open: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-      ::close(fd);
-      fail("is a directory");
-    }
-    if (S_ISREG(st.st_mode)) bytes_.reserve(static_cast<size_t>(st.st_size));
-    unsigned char chunk[1 << 16];
-    for (;;) {
-      const ssize_t got = ::read(fd, chunk, sizeof chunk);
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) {
-        const int err = errno;
-        ::close(fd);
-        fail(std::string("read failed: ") + std::strerror(err));
-      }
-      if (got == 0) break;
-      bytes_.insert(bytes_.end(), chunk, chunk + got);
-    }
-    ::close(fd);
-  }
-
   json parse_header(const char* text, uint64_t n) const {
     // nlohmann keeps the last of two equal keys; the callback sees every
     // top-level key (depth 1) so that a duplicate tensor name is an error.
+    // The callback also bounds the nesting: a valid header needs 3 levels
+    // (header, entry, shape list), and anything deeper would only feed deep
+    // recursion to the json library's printing and destruction.
     std::set<std::string> seen;
     std::string duplicate;
     json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
@@ -175,6 +165,11 @@ class Reader {
         const std::string& key = parsed.get_ref<const std::string&>();
         if (!seen.insert(key).second) duplicate = key;
       }
+      if ((event == json::parse_event_t::object_start ||
+           event == json::parse_event_t::array_start) &&
+          depth >= kMaxHeaderDepth)
+        fail("header nests lists or objects deeper than " + std::to_string(kMaxHeaderDepth) +
+             " levels");
       return true;
     };
     json header;
@@ -211,7 +206,7 @@ class Reader {
     e.name = name;
 
     const json& dt = info["dtype"];
-    if (!dt.is_string()) fail(name, "dtype is not a string: " + dt.dump());
+    if (!dt.is_string()) fail(name, "dtype is not a string: " + clip(dt.dump()));
     const std::string dtype = dt.get<std::string>();
     e.dtype = find_dtype(dtype);
     if (!e.dtype) fail(name, "unknown dtype '" + dtype + "'");
@@ -219,19 +214,19 @@ class Reader {
       fail(name, "dtype " + dtype + " is not supported (qkv reads F32, F64, F16 and BF16)");
 
     const json& sh = info["shape"];
-    if (!sh.is_array()) fail(name, "shape is not a list: " + sh.dump());
+    if (!sh.is_array()) fail(name, "shape is not a list: " + clip(sh.dump()));
     if (sh.size() > static_cast<size_t>(kMaxRank))
-      fail(name, "shape " + sh.dump() + " has rank " + std::to_string(sh.size()) +
+      fail(name, "shape " + clip(sh.dump()) + " has rank " + std::to_string(sh.size()) +
                      " > " + std::to_string(kMaxRank));
     uint64_t numel = 1;
     bool overflow = false;
     for (const json& d : sh) {
       if (d.is_number_integer() && !d.is_number_unsigned())
-        fail(name, "shape " + sh.dump() + " has a negative dimension");
-      if (!d.is_number_unsigned()) fail(name, "shape " + sh.dump() + " is not a list of integers");
+        fail(name, "shape " + clip(sh.dump()) + " has a negative dimension");
+      if (!d.is_number_unsigned()) fail(name, "shape " + clip(sh.dump()) + " is not a list of integers");
       const uint64_t v = d.get<uint64_t>();
       if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        fail(name, "shape " + sh.dump() + " has a dimension too large");
+        fail(name, "shape " + clip(sh.dump()) + " has a dimension too large");
       e.shape.push_back(static_cast<int64_t>(v));
       overflow |= __builtin_mul_overflow(numel, v, &numel);
     }
@@ -241,17 +236,24 @@ class Reader {
     const json& off = info["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
         !off[1].is_number_unsigned())
-      fail(name, "data_offsets " + off.dump() + " is not [begin, end] of non-negative integers");
+      fail(name, "data_offsets " + clip(off.dump()) + " is not [begin, end] of non-negative integers");
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
-    if (e.begin > e.end) fail(name, "data_offsets " + off.dump() + " has begin > end");
+    if (e.begin > e.end) fail(name, "data_offsets " + clip(off.dump()) + " has begin > end");
     if (e.end > data_size)
-      fail(name, "data_offsets " + off.dump() + " end beyond the data section (" +
+      fail(name, "data_offsets " + clip(off.dump()) + " end beyond the data section (" +
                      std::to_string(data_size) + " bytes)");
     if (overflow || nbytes != e.end - e.begin)
-      fail(name, "data_offsets " + off.dump() + " hold " + std::to_string(e.end - e.begin) +
+      fail(name, "data_offsets " + clip(off.dump()) + " hold " + std::to_string(e.end - e.begin) +
                      " bytes but dtype " + dtype + " with shape " + to_string(e.shape) +
                      " needs " + (overflow ? std::string("more than 2^64") : std::to_string(nbytes)));
+    // The bytes match, so the elements fit in the file; but zero-size dims
+    // hide the others: (0, 2^40, 2^40) holds 0 bytes and no tensor can have
+    // that shape (its strides overflow). The limit every tensor has, checked
+    // here so that the message names the file and the tensor.
+    if (shape_too_large(e.shape))
+      fail(name, "shape " + to_string(e.shape) +
+                     " is too large for a tensor (its size overflows 64 bits)");
     return e;
   }
 
@@ -310,8 +312,84 @@ class Reader {
     return t;
   }
 
+  const char* op_;
+  std::string name_;
+};
+
+// ---- the file -----------------------------------------------------------------
+// Reads exactly the bytes fstat says the file has. Only a regular file has a
+// size to trust: a directory, a FIFO, a socket or a device (/dev/zero never
+// ends) is refused before any byte is read, and it is opened with O_NONBLOCK so
+// that a FIFO without a writer cannot block the open. A file whose size changes
+// while it is read (a short read, bytes past the size, or a different size
+// afterwards: a writer still at work, or /proc and /sys files, whose size says
+// nothing) is refused too, so the buffer is never more than the stat size.
+class FileBytes {
+ public:
+  explicit FileBytes(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd_ < 0) fail(std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) fail(std::string("cannot stat: ") + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) fail(std::string("is ") + file_kind(st.st_mode) + ", not a regular file");
+    if (st.st_size < 0) fail("has a negative size");
+    size_ = static_cast<uint64_t>(st.st_size);
+    if (size_ > std::numeric_limits<size_t>::max()) fail("is too large for this machine");
+    try {
+      bytes_.reset(new unsigned char[std::max<uint64_t>(size_, 1)]);
+    } catch (const std::bad_alloc&) {
+      fail("cannot allocate " + std::to_string(size_) + " bytes to read it");
+    }
+    uint64_t got = 0;
+    while (got < size_) {
+      const ssize_t r = ::read(fd_, bytes_.get() + got, static_cast<size_t>(std::min<uint64_t>(size_ - got, 1 << 30)));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) fail(std::string("read failed: ") + std::strerror(errno));
+      if (r == 0)
+        fail("shrank while being read: its size was " + std::to_string(size_) +
+             " bytes but it ended after " + std::to_string(got));
+      got += static_cast<uint64_t>(r);
+    }
+    unsigned char probe;
+    ssize_t r;
+    do r = ::read(fd_, &probe, 1);
+    while (r < 0 && errno == EINTR);
+    if (r > 0)
+      fail("grew while being read: its size was " + std::to_string(size_) +
+           " bytes but more followed");
+    struct stat after {};
+    if (::fstat(fd_, &after) == 0 && after.st_size != st.st_size)
+      fail("changed size while being read: " + std::to_string(size_) + " bytes, then " +
+           std::to_string(after.st_size));
+  }
+  ~FileBytes() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
+
+  const unsigned char* data() const { return bytes_.get(); }
+  uint64_t size() const { return size_; }
+
+ private:
+  [[noreturn]] void fail(const std::string& msg) {
+    if (fd_ >= 0) ::close(fd_);  // the destructor does not run for a throwing constructor
+    fd_ = -1;
+    throw Error("read_safetensors: " + path_ + ": " + msg);
+  }
+  static const char* file_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "a special file";
+  }
+
   std::string path_;
-  std::vector<unsigned char> bytes_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  std::unique_ptr<unsigned char[]> bytes_;
 };
 
 // ---- writing ------------------------------------------------------------------
@@ -467,7 +545,54 @@ void remove_stale_temporaries(const std::string& path) {
     if (p != ::getpid() && ::kill(p, 0) != 0 && errno == ESRCH) fs::remove(it->path(), ec);
   }
 }
+
+// Fills nf (all but the name) when t holds a NaN or an Inf.
+bool scan_nonfinite(const Tensor& t, NonFinite& nf) {
+  if (!t.defined()) return false;
+  const real* p = t.data();
+  const int64_t n = t.numel();
+  // One branch-free pass counts; only a tensor that has a bad value is searched again.
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad += !std::isfinite(p[i]);
+  if (bad == 0) return false;
+  nf.count = bad;
+  nf.index = 0;
+  while (std::isfinite(p[nf.index])) ++nf.index;
+  nf.value = static_cast<double>(p[nf.index]);
+  return true;
+}
 }  // namespace
+
+std::optional<NonFinite> find_nonfinite(const NamedTensors& tensors) {
+  NonFinite nf;
+  for (const auto& [name, t] : tensors)
+    if (scan_nonfinite(t, nf)) {
+      nf.tensor = name;
+      return nf;
+    }
+  return std::nullopt;
+}
+
+void check_finite(const NamedTensors& tensors, const std::string& where) {
+  NonFinite nf;
+  for (const auto& [name, t] : tensors) {
+    if (!scan_nonfinite(t, nf)) continue;
+    // The flat index as a multi-index, e.g. 11 in (3,4) -> (2,3).
+    const Shape& shape = t.shape();
+    Shape at(shape.size());
+    int64_t rest = nf.index;
+    for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+      at[i] = rest % shape[i];
+      rest /= shape[i];
+    }
+    throw Error(where + ": tensor '" + name + "' holds " + std::to_string(nf.value) +
+                " at index " + to_string(at) + " of shape " + to_string(shape) + " (" +
+                std::to_string(nf.count) + " non-finite value" + (nf.count == 1 ? "" : "s") +
+                " in it)");
+  }
+}
+
+void check_finite(const TensorFile& f) { check_finite(f.tensors, "check_finite: " + f.path); }
 
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const Metadata& metadata, FileDtype dtype) {
@@ -475,6 +600,13 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   Writer(path).write(tensors, metadata, dtype);
 }
 
-TensorFile read_safetensors(const std::string& path) { return Reader(path).read(); }
+TensorFile parse_safetensors(const void* bytes, size_t size, const std::string& name) {
+  return Parser("parse_safetensors", name).parse(static_cast<const unsigned char*>(bytes), size);
+}
+
+TensorFile read_safetensors(const std::string& path) {
+  const FileBytes file(path);
+  return Parser("read_safetensors", path).parse(file.data(), file.size());
+}
 
 }  // namespace qkv

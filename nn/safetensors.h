@@ -16,6 +16,7 @@
 // tensor, never a crash or an out-of-bounds read.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,14 +56,62 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
 
 // Reads a whole safetensors file. F32, F64, F16 and BF16 data are converted to
 // qkv::real; any other dtype is an Error naming the tensor and the dtype.
-// Rejected, each with an Error naming the file (and the tensor when there is
-// one): a file shorter than 8 bytes; a header length beyond the file or over
-// 100 MB; invalid JSON or a header that is not an object; duplicate tensor
-// names; an entry that is not an object or lacks dtype/shape/data_offsets; a
-// shape that is not a list of non-negative integers (or has rank > kMaxRank);
-// data_offsets that are not [begin, end] with begin <= end; an end beyond the
-// data section; a byte length != numel * dtype size; ranges that overlap or
-// leave gaps, or bytes after the last tensor; a non-string metadata value.
+// Non-finite values (NaN, Inf) are read as they are: this is the generic
+// reader; nn::load refuses them, and check_finite() below tests a file.
+//
+// The file itself: only a regular file is read (a directory, FIFO, socket or
+// device such as /dev/zero is refused before any byte is read, and a FIFO
+// cannot block the open), exactly the size fstat gives is read, and a file
+// whose size changes while it is read (shorter or longer than stat said, or a
+// different size afterwards) is refused. So the reader never holds more than
+// the file's size in bytes plus the decoded tensors, and those are bounded by
+// the data section: at most one real per 2 bytes of it (an F16 or BF16
+// element is 2 bytes), whatever the header claims.
+//
+// The contents, each rejected with an Error naming the file (and the tensor
+// when there is one): a file shorter than 8 bytes; a header length beyond the
+// file or over 100 MB; invalid JSON, a header that is not an object, or one
+// nested deeper than 8 levels; duplicate tensor names; an entry that is not an
+// object or lacks dtype/shape/data_offsets; a shape that is not a list of
+// non-negative integers (or has rank > kMaxRank, or is too large for any
+// tensor: shape_too_large); data_offsets that are not [begin, end] with
+// begin <= end; an end beyond the data section; a byte length != numel * dtype
+// size (also when numel * dtype size overflows 64 bits); ranges that overlap
+// or leave gaps, or bytes after the last tensor; a non-string metadata value.
 TensorFile read_safetensors(const std::string& path);
+
+// The same parser over `size` bytes in memory (read_safetensors reads the file
+// and calls it): for bytes that did not come from a file, and for the fuzzer
+// (fuzz/fuzz_safetensors.cpp). `name` stands for the file: it becomes
+// TensorFile::path and appears in every error,
+// "parse_safetensors: <name>: ...".
+TensorFile parse_safetensors(const void* bytes, size_t size, const std::string& name);
+
+// ---- finite values ------------------------------------------------------------
+// A checkpoint with NaN or Inf in it is the trace of a diverged run; loading it
+// or saving it silently spreads the damage. nn::load and nn::save refuse such
+// tensors by default (see nn/checkpoint.h); these are the checks they use, for
+// every other caller, e.g. a trainer that writes model and optimizer state
+// with write_safetensors:
+//
+//   check_finite(all, "save " + path);      // before write_safetensors(path, all, md)
+//   TensorFile f = read_safetensors(path);
+//   check_finite(f);                         // every tensor: model and optimizer state
+
+// The first non-finite element of a list of tensors.
+struct NonFinite {
+  std::string tensor;  // its tensor's name
+  int64_t index = 0;   // flat row-major index of the first NaN or +-Inf in it
+  double value = 0;    // that element: NaN, inf or -inf
+  int64_t count = 0;   // how many elements of that tensor are not finite
+};
+// The first tensor (in list order) holding a NaN or an Inf; nullopt when all
+// are finite. Undefined tensors are skipped.
+std::optional<NonFinite> find_nonfinite(const NamedTensors& tensors);
+// Throws Error "<where>: tensor '<name>' holds nan at index (0,3) of shape
+// (2,4) (2 non-finite values in it)" for the first tensor that is not finite.
+void check_finite(const NamedTensors& tensors, const std::string& where);
+// check_finite(f.tensors, "check_finite: " + f.path).
+void check_finite(const TensorFile& f);
 
 }  // namespace qkv

@@ -423,3 +423,35 @@ TEST_CASE("a diverging run (--lr 1e3) stops with Diverged before the update, nam
   const auto after = snapshot(t.model());
   for (size_t i = 0; i < after.size(); ++i) CHECK(max_abs_diff(before[i], after[i]) == 0);
 }
+
+TEST_CASE("a checkpoint holding NaN is refused on load naming the tensor, and never written") {
+  const std::string path = temp_path("nan.safetensors"), bad = temp_path("nan_bad.safetensors");
+  train::Trainer t(small_config());
+  t.step();
+  t.save(path);
+  for (const char* name : {"model.decoder.layers.0.ffn.linear1.weight", "optim.exp_avg.0"}) {
+    CAPTURE(name);
+    TensorFile f = read_safetensors(path);
+    bool found = false;
+    for (auto& [n, x] : f.tensors)
+      if (n == name) {
+        x.data()[3] = std::numeric_limits<real>::quiet_NaN();
+        found = true;
+      }
+    REQUIRE(found);
+    write_safetensors(bad, f.tensors, f.metadata);  // the generic writer does not judge values
+    CHECK_THROWS_WITH_AS(train::Trainer::resume(bad), doctest::Contains((std::string("tensor '") + name + "' holds nan").c_str()), Error);
+    // Allowed for inspection: it loads, NaN and all.
+    train::Trainer inspect = train::Trainer::resume(bad, nullptr, /*allow_nonfinite=*/true);
+    CHECK(inspect.step_count() == 1);
+  }
+  // The trainer never writes one: the old file stays as it was.
+  const TensorFile before = read_safetensors(path);
+  t.model().parameters()[0].data().data()[0] = std::numeric_limits<real>::infinity();
+  CHECK_THROWS_WITH_AS(t.save(path), doctest::Contains("not written"), Error);
+  const TensorFile after = read_safetensors(path);
+  REQUIRE(after.tensors.size() == before.tensors.size());
+  for (size_t i = 0; i < after.tensors.size(); ++i) CHECK(max_abs_diff(after.tensors[i].second, before.tensors[i].second) == 0);
+  std::remove(path.c_str());
+  std::remove(bad.c_str());
+}
