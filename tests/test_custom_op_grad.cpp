@@ -99,7 +99,7 @@ TEST_CASE("custom rms_norm differentiates through an intermediate input whose va
   auto through_temp = [](const std::vector<Var>& v) { return custom_rms({v[0] * real(3), v[1]}); };
   auto composed = [](const std::vector<Var>& v) { return composed_rms({v[0] * real(3), v[1]}); };
   Var y = through_temp(in);
-  const auto& node = y.grad_fn();
+  Node* node = y.grad_fn().get();
   REQUIRE(node != nullptr);
   // The input variable is in the graph, but its values are gone.
   CHECK(has(error_of([&] { (void)node->inputs[0].data(); }), "were freed"));
