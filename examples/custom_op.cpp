@@ -36,9 +36,9 @@ class Net : public nn::Module {
         fc2(register_module("fc2", std::make_shared<nn::Linear>(hidden, 1, true, g))),
         gamma(register_parameter("norm.gamma", Tensor::ones({hidden}))) {}
 
-  Var forward(const Var& x) const {                // x (B, in)
-    Var h = custom::rms_norm(fc1->forward(x), gamma);  // (B, hidden)
-    return fc2->forward(relu(h));                   // (B, 1)
+  Var forward(const Var& x) const {                     // x (B, in)
+    Var h = custom::rms_norm(fc1->forward(x), gamma);   // (B, hidden)
+    return fc2->forward(relu(h));                        // (B, 1)
   }
 
   std::shared_ptr<nn::Linear> fc1, fc2;
@@ -69,9 +69,10 @@ int main() {
   // ---- 3. train a model that uses it ----
   // Target: y = tanh(x . w*) for a fixed random w*, on 256 fixed inputs.
   const int64_t B = 256, in = 8, hidden = 32;
-  Tensor X = Tensor::normal({B, in}, 0, 1, g);                  // (B, in)
-  Tensor w_star = Tensor::normal({in, 1}, 0, 0.5, g);           // (in, 1)
-  Var inputs(X), targets(tanh(matmul(Var(X), Var(w_star))).data());  // (B, 1)
+  const Tensor X = Tensor::normal({B, in}, 0, 1, g);       // (B, in)
+  const Tensor w_star = Tensor::normal({in, 1}, 0, 0.5, g);  // (in, 1)
+  const Var inputs(X);                                       // (B, in), no grad
+  const Var targets(tanh(matmul(X, w_star)));                // (B, 1), no grad
 
   Net net(in, hidden, g);
   optim::Adam opt(net.parameters(), /*lr=*/real(1e-2));

@@ -109,7 +109,7 @@ TEST_CASE("custom rms_norm differentiates through an intermediate input whose va
   CHECK(r.ok);
 }
 
-TEST_CASE("custom rms_norm releases its saved tensors after backward unless the graph is retained") {
+TEST_CASE("custom rms_norm frees its saved tensors after backward unless the graph is retained") {
   Generator g(6);
   auto in = make_inputs({3, 4}, g);
   Var y = custom_rms(in);
@@ -127,7 +127,7 @@ TEST_CASE("custom rms_norm releases its saved tensors after backward unless the 
   CHECK(has(error_of([&] { y.backward(up); }), "rms_norm a second time"));
 }
 
-TEST_CASE("custom rms_norm gives the same gradients on 1 and 2 threads and inside an outer region") {
+TEST_CASE("custom rms_norm gives the same gradients on 1 and 2 threads and in an outer region") {
   Generator g(7);
   auto in = make_inputs({4096, 8}, g);  // 32768 elements: the row loops go parallel
   auto grads = [&in] {
