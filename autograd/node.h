@@ -38,17 +38,18 @@
 // storage of a saved tensor is changed in place before backward (say, an
 // optimizer step on a parameter), backward silently sees the new numbers.
 //
-// backward(grad_out). The engine calls it at most once per backward pass,
-// after every use of the output has contributed: grad_out is dL/d(output),
-// summed over those uses, in the output's shape (out_shape). It may share
-// storage with other tensors of the pass: never modify it in place (returning
-// it, or a reshape of it, is fine). Return exactly one Tensor per input, in
-// the order given to make_result, each of that input's shape (the engine
-// checks the count and the shapes and throws naming the op). An entry may be
-// left undefined (Tensor()) when needs_grad(i) is false; the engine ignores
-// entries for such inputs anyway, so skip their work. The engine sums the
-// gradients of an input used several times and adds leaves' gradients into
-// .grad(). Backward may throw qkv::Error; the exception leaves loss.backward().
+// backward(grad_out). The engine calls it at most once per backward pass (not
+// at all when no gradient reaches the output), after every use of the output
+// has contributed: grad_out is dL/d(output), summed over those uses, in the
+// output's shape (out_shape). It may share storage with other tensors of the
+// pass: never modify it in place (returning it, or a reshape of it, is fine).
+// Return exactly one Tensor per input, in the order given to make_result,
+// each of that input's shape (the engine checks the count and the shapes and
+// throws naming the op). An entry may be left undefined (Tensor()) when
+// needs_grad(i) is false; the engine ignores entries for such inputs anyway,
+// so skip their work. The engine sums the gradients of an input used several
+// times and adds leaves' gradients into .grad(). Backward may throw
+// qkv::Error; the exception leaves loss.backward().
 //
 // release_saved(). After a node's backward, unless backward(grad, true)
 // retained the graph, the engine calls release_saved() and marks the node
@@ -62,8 +63,8 @@
 // parallel region. Separate graphs may be built and differentiated on
 // different threads at the same time (grad mode is per thread, handle counts
 // are atomic, the tensor allocator and the pool are locked), provided no two
-// of them accumulate into the same leaf's .grad(). So a node keeps its state in its own members: no
-// static or global mutable state.
+// of them accumulate into the same leaf's .grad(). For that to hold, a node
+// keeps its state in its own members: no static or global mutable state.
 #pragma once
 #include <memory>
 
