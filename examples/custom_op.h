@@ -50,11 +50,17 @@ using qkv::real;
 // r, so it is not saved (an (N, D) tensor less held until backward).
 
 // ---- 2. Kernels: numbers only --------------------------------------------------
+// Rows are independent, so the loops over rows may run on several threads:
+// parallel_for (core/parallel.h) splits [0, N) into one chunk per thread once
+// the tensor is at least one parallel grain big, and runs the lambda on the
+// calling thread otherwise. The lambda must not throw.
+inline int64_t row_grain(int64_t D) {
+  return std::max<int64_t>(1, qkv::kParallelGrain / std::max<int64_t>(D, 1));
+}
+
 // x (N, D), gamma (D) -> y (N, D), rstd (N).
 inline void rms_norm_forward(const real* x, const real* gamma, int64_t N, int64_t D, real eps,
                              real* y, real* rstd) {
-  // Rows are independent: one chunk of rows per thread (only for big inputs;
-  // see core/parallel.h). The lambda must not throw.
   qkv::parallel_for(N, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const real* xr = x + r * D;
@@ -64,7 +70,7 @@ inline void rms_norm_forward(const real* x, const real* gamma, int64_t N, int64_
       rstd[r] = rs;
       for (int64_t j = 0; j < D; ++j) y[r * D + j] = xr[j] * rs * gamma[j];
     }
-  }, std::max<int64_t>(1, qkv::kParallelGrain / std::max<int64_t>(D, 1)));
+  }, row_grain(D));
 }
 
 // g (N, D) = dL/dy, and the saved x (N, D), gamma (D), rstd (N) ->
@@ -83,7 +89,7 @@ inline void rms_norm_backward(const real* g, const real* x, const real* gamma, c
         // dx_j = r * (dxhat_j - xhat_j * m)
         for (int64_t j = 0; j < D; ++j) dx[r * D + j] = rs * (gr[j] * gamma[j] - xr[j] * rs * m);
       }
-    }, std::max<int64_t>(1, qkv::kParallelGrain / std::max<int64_t>(D, 1)));
+    }, row_grain(D));
   }
   if (dgamma) {
     // dgamma_j = sum_r g_rj * xhat_rj: a column sum, kept serial (and so in a
