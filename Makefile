@@ -7,6 +7,7 @@
 #   make test-faults       SIGKILL the trainer 100 times while it checkpoints
 #   make demo       train the reverse task (examples/train)
 #   make bench      benchmarks -> BENCHMARKS.md
+#   make install PREFIX=/opt/qkv   headers, libqkv.a and lib/pkgconfig/qkv.pc (DESTDIR honoured)
 
 CXX      ?= g++
 # Build on every core unless -j was given: plain `make test` is the CI command.
@@ -43,14 +44,15 @@ B32 := $(BUILD)/$(MODE)-f32
 B64 := $(BUILD)/$(MODE)-f64
 LIB32 := $(B32)/libqkv.a
 LIB64 := $(B64)/libqkv.a
+PC32  := $(B32)/pkgconfig/qkv.pc
 
 EXAMPLES := $(patsubst examples/%.cpp,$(B32)/%,$(wildcard examples/*.cpp))
 BENCHES  := $(patsubst bench/%.cpp,$(B32)/%,$(wildcard bench/*.cpp))
 
-.PHONY: all deps test test-faults demo step bench bench-torch lib clean fixtures
+.PHONY: all deps test test-faults demo step bench bench-torch lib clean fixtures install pkgconfig
 # Keep the programs' object files (make would delete them as intermediates).
 .SECONDARY:
-all: $(LIB32) $(EXAMPLES)
+all: $(LIB32) $(EXAMPLES) $(PC32)
 
 deps:
 	@bash .ci/deps
@@ -75,6 +77,52 @@ $(B32)/qkv_tests: $(B32)/tests/main.o $(TEST_SRC:%.cpp=$(B32)/%.o) $(LIB32)
 $(B64)/qkv_grad_tests: $(B64)/tests/main.o $(GRAD_SRC:%.cpp=$(B64)/%.o) $(LIB64)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+# ---- installing; pkg-config -------------------------------------------------
+# `make install PREFIX=/opt/qkv` (default /usr/local; DESTDIR is prepended to
+# every path written, not to the paths inside qkv.pc) installs
+#   include/qkv/{core,autograd,nn,optim}/*.h   (programs #include "nn/transformer.h")
+#   lib/libqkv.a                               (the float32 release build)
+#   lib/pkgconfig/qkv.pc                       (every compile and link flag)
+# and builds nothing that is already built. `make` also writes
+# $(B32)/pkgconfig/qkv.pc, the same flags pointing at this tree, for use
+# without installing. Both come from qkv.pc.in. With SANITIZE=1 the
+# sanitizer build is installed, and its .pc carries the sanitizer flags.
+PREFIX  ?= /usr/local
+QKV_VERSION := 0.1.0
+ifeq ($(SANITIZE),1)
+  PC_KIND    := sanitizer (ASan + UBSan, -O1)
+  PC_FLAGS   := -fsanitize=address,undefined -DQKV_NO_ALLOC_CACHE
+  PC_LDFLAGS := -fsanitize=address,undefined
+else
+  PC_KIND    := float32 release
+  PC_FLAGS   :=
+  PC_LDFLAGS :=
+endif
+# $(call write_pc,prefix,includedir,libdir,output file)
+define write_pc
+	@mkdir -p $(dir $(4))
+	sed -e 's|@PREFIX@|$(1)|' -e 's|@INCLUDEDIR@|$(2)|' -e 's|@LIBDIR@|$(3)|' \
+	    -e 's|@BLAS_INC@|$(BLAS_INC)|' -e 's|@BLAS_LIB@|$(BLAS_LIB)|' \
+	    -e 's|@VERSION@|$(QKV_VERSION)|' -e 's|@KIND@|$(PC_KIND)|' \
+	    -e 's| @EXTRA_FLAGS@|$(if $(PC_FLAGS), $(PC_FLAGS))|' \
+	    -e 's| @EXTRA_LDFLAGS@|$(if $(PC_LDFLAGS), $(PC_LDFLAGS))|' qkv.pc.in > $(4).tmp
+	@mv $(4).tmp $(4)
+endef
+
+pkgconfig: $(LIB32) $(PC32)
+$(PC32): qkv.pc.in Makefile
+	$(call write_pc,$(CURDIR),$${prefix},$(abspath $(B32)),$@)
+
+INSTALL_DIR = $(DESTDIR)$(abspath $(PREFIX))
+install: $(LIB32) qkv.pc.in
+	@test -n "$(PREFIX)" || { echo "install: PREFIX is empty"; exit 1; }
+	for d in core autograd nn optim; do \
+	  install -d $(INSTALL_DIR)/include/qkv/$$d && install -m 644 $$d/*.h $(INSTALL_DIR)/include/qkv/$$d/ || exit 1; \
+	done
+	install -d $(INSTALL_DIR)/lib/pkgconfig
+	install -m 644 $(LIB32) $(INSTALL_DIR)/lib/libqkv.a
+	$(call write_pc,$(abspath $(PREFIX)),$${prefix}/include/qkv,$${prefix}/lib,$(INSTALL_DIR)/lib/pkgconfig/qkv.pc)
+
 $(B32)/%: $(B32)/examples/%.o $(LIB32)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 $(B32)/%: $(B32)/bench/%.o $(LIB32)
@@ -83,7 +131,7 @@ $(B32)/%: $(B32)/bench/%.o $(LIB32)
 # ---- running ----------------------------------------------------------------
 # The two doctest binaries, then the program-level tests in tests/cli/*.sh
 # (they run the example programs, so those are built first).
-test: $(B32)/qkv_tests $(B64)/qkv_grad_tests $(EXAMPLES)
+test: $(B32)/qkv_tests $(B64)/qkv_grad_tests $(EXAMPLES) $(PC32)
 	@QKV_BIN=$(B32) bash tests/run_all.sh $(B32)/qkv_tests $(B64)/qkv_grad_tests
 
 # The crash-safety test at full length: 100 SIGKILLs while checkpointing

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# `make install PREFIX=...` gives a user everything to build their own program:
+# installs into a scratch prefix (reusing the library `make test` built: the
+# install must compile nothing), then builds a program that lives outside the
+# source tree with exactly the compile command README.md prints, runs it and
+# checks its numbers. Also: DESTDIR stages the files while qkv.pc keeps the
+# real prefix.
+source "$(dirname "$0")/lib.bash"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$(cd "$root" && cd "$QKV_BIN" && pwd)
+# Install what this run built: its build directory, and the sanitizer build
+# when `make test SANITIZE=1` runs us.
+build=$(dirname "$bin")
+san=0
+case "$(basename "$bin")" in san-*) san=1 ;; esac
+# Not part of the outer make's job server.
+qmake() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "$root" BUILD="$build" SANITIZE=$san "$@"; }
+
+prefix="$QKV_TMP/prefix"
+qmake install PREFIX="$prefix" >"$QKV_TMP/install.log" 2>&1 || { cat "$QKV_TMP/install.log"; fail "make install failed"; }
+if grep -E '(^| )(g\+\+|c\+\+|cc) .* -c ' "$QKV_TMP/install.log"; then fail "make install recompiled the library"; fi
+[ -f "$prefix/include/qkv/nn/transformer.h" ] || fail "no include/qkv/nn/transformer.h"
+[ -f "$prefix/include/qkv/autograd/node.h" ] || fail "no include/qkv/autograd/node.h"
+cmp -s "$prefix/lib/libqkv.a" "$bin/libqkv.a" || fail "lib/libqkv.a is not the built $bin/libqkv.a"
+[ -f "$prefix/lib/pkgconfig/qkv.pc" ] || fail "no lib/pkgconfig/qkv.pc"
+
+# The user's program, in a directory of its own.
+user="$QKV_TMP/user"
+mkdir -p "$user"
+cat > "$user/my.cpp" <<'CPP'
+// A gradient through the library's sgemm: y = x W^T + b, L = y^2.
+#include <iostream>
+
+#include "autograd/qkv_autograd.h"
+#include "nn/linear.h"
+using namespace qkv;
+
+int main() {
+  nn::Linear fc(2, 1);
+  fc.weight.data().copy_(Tensor::from_vector({1, 2}, {1, 2}));
+  fc.bias.data().fill_(0.5);
+  Var x(Tensor::from_vector({3, 4}, {1, 2}));
+  Var y = fc(x);                    // 1*3 + 2*4 + 0.5 = 11.5
+  Var loss = sum(y * y);
+  loss.backward();                  // dL/dW = 2 y x = (69, 92), dL/db = 2 y = 23
+  const Tensor& gw = fc.weight.grad();
+  std::cout << "y " << y.item() << " dW " << gw.at({0, 0}) << " " << gw.at({0, 1})
+            << " db " << fc.bias.grad().item() << " " << real_name << "\n";
+}
+CPP
+
+# The README's compile command, verbatim (it must still be there).
+cmd='g++ -O2 my.cpp -o my $(pkg-config --cflags --libs qkv)'
+grep -qF -- "$cmd" "$root/README.md" || fail "README.md no longer shows: $cmd"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+flags=$(pkg-config --cflags --libs qkv)
+case "$flags" in *"$root"*) fail "the installed flags point into the source tree: $flags" ;; esac
+(cd "$user" && eval "$cmd") >"$QKV_TMP/cc.log" 2>&1 || { cat "$QKV_TMP/cc.log"; fail "compile failed: $cmd"; }
+expect_ok "$user/my"
+expect_out "y 11.5 dW 69 92 db 23 float32"
+
+# The README's no-install command, verbatim, with QKV = this checkout (it
+# names build/rel-f32, so only for the release build).
+if [ "$san" = 0 ] && [ "$bin" = "$root/build/rel-f32" ]; then
+  cmd2='g++ -O2 my.cpp -o my $(PKG_CONFIG_PATH=$QKV/build/rel-f32/pkgconfig pkg-config --cflags --libs qkv)'
+  grep -qF -- "$cmd2" "$root/README.md" || fail "README.md no longer shows: $cmd2"
+  rm -f "$user/my"
+  (cd "$user" && unset PKG_CONFIG_PATH && QKV="$root" && eval "$cmd2") >"$QKV_TMP/cc2.log" 2>&1 ||
+    { cat "$QKV_TMP/cc2.log"; fail "compile failed: $cmd2"; }
+  expect_ok "$user/my"
+  expect_out "y 11.5 dW 69 92 db 23 float32"
+fi
+
+# DESTDIR: files go under the staging root, qkv.pc names the final prefix.
+qmake install PREFIX=/opt/qkv DESTDIR="$QKV_TMP/stage" >"$QKV_TMP/install2.log" 2>&1 ||
+  { cat "$QKV_TMP/install2.log"; fail "make install DESTDIR=... failed"; }
+[ -f "$QKV_TMP/stage/opt/qkv/lib/libqkv.a" ] || fail "DESTDIR: no stage/opt/qkv/lib/libqkv.a"
+[ -f "$QKV_TMP/stage/opt/qkv/include/qkv/core/tensor.h" ] || fail "DESTDIR: no headers"
+grep -qx 'prefix=/opt/qkv' "$QKV_TMP/stage/opt/qkv/lib/pkgconfig/qkv.pc" || fail "DESTDIR leaked into qkv.pc"
+echo "installed, compiled outside the tree and ran: $(cat "$QKV_TMP/out")"
