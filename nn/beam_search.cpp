@@ -103,7 +103,7 @@ std::vector<BeamHypothesis> beam_search(int64_t sources, int64_t V, const BeamOp
         const int64_t j = cand[c].second / V, v = cand[c].second % V;
         const double lp = cand[c].first;
         if (lp == kDead) break;
-        if (v == opt.eos) {
+        if (v == opt.eos && !opt.ignore_eos) {
           if (c < k) s.finish(&s.tok[j * L], t - 1, lp, lp / length_penalty(t, opt.alpha), true, k);
           continue;
         }

@@ -30,6 +30,8 @@ struct BeamOptions {
   double alpha = 0.6;    // length penalty exponent, >= 0 (0: plain summed log-probability)
   int64_t max_len = 32;  // cap on generated tokens (not counting <bos>)
   int64_t bos = 1, eos = 2, pad = 0;
+  bool ignore_eos = false;  // true: <eos> is an ordinary token and every hypothesis
+                            // runs to max_len (fixed-length decoding, for benchmarks)
 };
 
 // The best hypothesis of one source: its tokens (without <bos> and <eos>), its

@@ -34,7 +34,7 @@ std::vector<std::vector<int64_t>> greedy_uncached(Seq2SeqTransformer& model, con
       if (done[b]) continue;
       const int64_t best = argmax(logits.data() + (b * t + (t - 1)) * V, V);  // last position
       next[b] = best;
-      if (best == opt.eos) {
+      if (best == opt.eos && !opt.ignore_eos) {
         done[b] = true;
         --remaining;
       } else {
@@ -69,7 +69,7 @@ std::vector<std::vector<int64_t>> greedy_cached(Seq2SeqTransformer& model, const
     next.clear();
     for (int64_t r = 0; r < static_cast<int64_t>(source.size()); ++r) {
       const int64_t best = argmax(logits.data() + r * V, V);
-      if (best == opt.eos) continue;
+      if (best == opt.eos && !opt.ignore_eos) continue;
       out[source[r]].push_back(best);
       keep.push_back(r);
       next.push_back(best);
