@@ -253,6 +253,35 @@ TEST_CASE("greedy_decode with the cache gives the uncached decoder's tokens, als
   }
 }
 
+TEST_CASE("ignore_eos: greedy (cached and not) and beam 1 all give max_len tokens, the same ones") {
+  using namespace qkv::decode_tests;
+  Seq2SeqTransformer m(seq2seq_config(false, false, false));
+  m.eval();
+  const Tokens src = padded_src();
+  DecodeOptions o;
+  o.max_len = 9;
+  o.eos = 6;  // this model's first token for every source (see the beam tests)
+  o.ignore_eos = true;
+  const auto cached = greedy_decode(m, src, o);
+  o.use_cache = false;
+  const auto uncached = greedy_decode(m, src, o);
+  BeamOptions b;
+  b.beam = 1;
+  b.max_len = 9;
+  b.eos = 6;
+  b.ignore_eos = true;
+  const auto beam = beam_search(m, src, b);
+  bool saw_eos = false;
+  for (size_t s = 0; s < cached.size(); ++s) {
+    CHECK(cached[s].size() == 9);
+    CHECK(cached[s] == uncached[s]);
+    CHECK(beam[s].tokens == cached[s]);
+    CHECK_FALSE(beam[s].finished);
+    saw_eos |= std::count(cached[s].begin(), cached[s].end(), int64_t{6}) > 0;
+  }
+  CHECK(saw_eos);  // <eos> was emitted and decoding went on past it
+}
+
 // ---- beam search ------------------------------------------------------------------------
 
 TEST_CASE("beam_search with beam 1 is greedy decoding, token for token") {
