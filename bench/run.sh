@@ -343,3 +343,11 @@ for cfg in configs:
 PYEOF
 # The hand-written profile summary (bench/PROFILE.md) closes the report.
 if [ -f "$ROOT/bench/PROFILE.md" ]; then cat "$ROOT/bench/PROFILE.md" >> "$OUT"; fi
+
+# ==== decoding benchmark (bench/run_decode.sh) ===================================
+# Appends the "Decoding" section (between <!-- decode:begin/end --> markers) to
+# the report just written. BENCH_DECODE=0 skips it.
+if [ "${BENCH_DECODE:-1}" != 0 ]; then
+  BENCH_OUT="$OUT" bash "$ROOT/bench/run_decode.sh" "$BUILD_DIR" $([ "$TORCH" = 1 ] && echo --torch)
+fi
+# ==== end of the decoding benchmark =================================================
