@@ -5,7 +5,7 @@
 //   build/rel-f32/train --task reverse                  (what `make demo` runs)
 //   build/rel-f32/train --data pairs.tsv --out runs/mine
 //   build/rel-f32/train --load runs/reverse/model.safetensors --eval-only
-//   build/rel-f32/train --load runs/reverse/model.safetensors --decode "c a d b"
+//   build/rel-f32/train --load runs/reverse/model.safetensors --ask "c a d b"
 //   build/rel-f32/train --help
 //
 // main() reads as the run does: parse the flags, build (or resume) the run,
@@ -38,7 +38,10 @@ struct Options {
   int64_t eval_every = 250, log_every = 100, save_every = 0, long_eval = 200;
   double target = 0.99;
   bool eval_only = false, no_early_stop = false, no_save = false, show_attention = false, allow_nonfinite = false;
-  std::string out_dir, save_path, load_path, decode;
+  std::string out_dir, save_path, load_path, ask;
+  std::string decode = "greedy";  // held-out checks and --ask: greedy | beam
+  int64_t beam = 4, max_new = 200, top_k = 0;
+  double alpha = 0.6, temperature = 0.8, top_p = 0.95;
 };
 
 // Exit statuses: 0 done; 1 bad flags, bad input or a failed output;
@@ -93,8 +96,15 @@ void add_flags(CLI::App& app, TrainConfig& c, Options& o) {
   app.add_option("--save-every", o.save_every, "also write it every N steps (0: off)")->capture_default_str();
   app.add_option("--load", o.load_path, "resume from a checkpoint");
   app.add_flag("--eval-only", o.eval_only, "only evaluate the --load checkpoint");
-  app.add_option("--decode", o.decode, "with --load: answer this text (- : stdin)");
-  app.add_flag("--show-attention", o.show_attention, "with --decode: print cross-attention");
+  app.add_option("--ask", o.ask, "with --load: answer this text (- : stdin)");
+  app.add_flag("--show-attention", o.show_attention, "with --ask: print cross-attention");
+  app.add_option("--decode", o.decode, "greedy or beam (checks, --ask)")->capture_default_str();
+  app.add_option("--beam", o.beam, "beam width")->capture_default_str();
+  app.add_option("--alpha", o.alpha, "beam length penalty exponent")->capture_default_str();
+  app.add_option("--temperature", o.temperature, "gpt text sampling (0: greedy)")->capture_default_str();
+  app.add_option("--top-k", o.top_k, "keep the k likeliest tokens (0: all)")->capture_default_str();
+  app.add_option("--top-p", o.top_p, "nucleus: keep this much probability")->capture_default_str();
+  app.add_option("--max-new", o.max_new, "tokens a language model writes")->capture_default_str();
   app.add_flag("--allow-nonfinite", o.allow_nonfinite, "load a checkpoint holding NaN/Inf");
 }
 
@@ -338,14 +348,69 @@ void print_header(const Trainer& t, const Options& o) {
 }
 
 // Held-out results, a few examples and the length-generalisation check.
-EvalResult final_report(Trainer& t, const Options& o) {
+// --temperature, --top-k, --top-p as nn::SampleOptions (checked).
+nn::SampleOptions sampling(const Options& o) {
+  nn::SampleOptions s;
+  s.temperature = o.temperature;
+  if (o.top_k > 0) s.top_k = o.top_k;
+  s.top_p = o.top_p;
+  try {
+    nn::check_sample_options(s);
+  } catch (const Error& e) {
+    throw Error(std::string("--temperature / --top-k / --top-p: ") + e.what());
+  }
+  return s;
+}
+
+// A few continuations sampled from the start of held-out windows.
+void print_samples(Trainer& t, const Options& o) {
+  const Seq& held = t.text->heldout_tokens();
+  const int64_t prompt = std::min<int64_t>(16, t.cfg.context / 2), n = std::min<int64_t>(o.max_new, 120);
+  Generator gen(t.cfg.seed);
+  std::printf("samples (temperature %g, top-p %g), each from a %lld-token held-out prompt:\n", o.temperature, o.top_p,
+              (long long)prompt);
+  for (int64_t k = 0; k < 3; ++k) {
+    const size_t at = static_cast<size_t>(k) * held.size() / 3;
+    if (at + static_cast<size_t>(prompt) > held.size()) break;
+    const Seq p(held.begin() + static_cast<std::ptrdiff_t>(at), held.begin() + static_cast<std::ptrdiff_t>(at) + prompt);
+    const Seq out = t.continue_text(p, n, sampling(o), gen);
+    std::string text = "[" + t.decode_text(p) + "]" + t.decode_text(out);
+    for (char& c : text) c = c == '\n' ? ' ' : c;
+    std::printf("  %s\n", text.c_str());
+  }
+}
+
+// Held-out accuracy by one decoder, timed.
+EvalResult timed_eval(Trainer& t, const std::string& method, const Options& o, double* seconds) {
+  const Trainer::Decoding keep = t.decoding;
+  t.decoding = {method, o.beam, o.alpha};
+  const auto t0 = Clock::now();
   EvalResult r = t.evaluate();
-  if (r.is_lm) {
+  *seconds = seconds_since(t0);
+  t.decoding = keep;
+  return r;
+}
+
+EvalResult final_report(Trainer& t, const Options& o) {
+  if (t.text) {
+    EvalResult r = t.evaluate();
     std::printf("\nheld-out (%lld tokens): loss %.4f, perplexity %.3f\n", (long long)r.tokens, r.loss, r.perplexity());
+    print_samples(t, o);
     return r;
   }
-  std::printf("\nheld-out (%lld sequences, never trained on): exact-sequence accuracy %.2f%%, token accuracy %.2f%%\n",
-              (long long)r.sequences, 100 * r.exact_acc(), 100 * r.token_acc());
+  // Greedy, and (for the encoder-decoder) beam search beside it.
+  double greedy_s = 0, beam_s = 0;
+  const EvalResult greedy = timed_eval(t, "greedy", o, &greedy_s);
+  std::printf("\nheld-out (%lld sequences, never trained on):\n", (long long)greedy.sequences);
+  std::printf("  greedy:                 exact-sequence accuracy %6.2f%%, token accuracy %6.2f%% (%.2f s)\n",
+              100 * greedy.exact_acc(), 100 * greedy.token_acc(), greedy_s);
+  EvalResult r = greedy;
+  if (t.s2s) {
+    const EvalResult beam = timed_eval(t, "beam", o, &beam_s);
+    std::printf("  beam %lld (alpha %.2g):     exact-sequence accuracy %6.2f%%, token accuracy %6.2f%% (%.2f s)\n",
+                (long long)o.beam, o.alpha, 100 * beam.exact_acc(), 100 * beam.token_acc(), beam_s);
+    if (o.decode == "beam") r = beam;
+  }
   const auto& held = t.pairs->heldout();
   for (size_t i = 0; i < 5 && i < held.size(); ++i)
     std::printf("  %-24s -> %-24s %s\n", t.decode_text(held[i].src).c_str(), t.decode_text(r.predictions[i]).c_str(),
@@ -391,20 +456,22 @@ void print_attention(const AttentionPicture& p) {
               plots::ascii_heatmap(avg.data(), T, S, p.src, p.tgt).c_str());
 }
 
-// --decode: answer each line (the text, or stdin's lines for "-").
+
+// --ask: answer each line (the text, or stdin's lines for "-"); a language
+// model continues the text instead.
 int ask(Trainer& t, const Options& o) {
-  if (t.text) throw Error("--decode: this checkpoint is a language model; it continues text and answers no source");
+  Generator gen(t.cfg.seed);
   auto one = [&](const std::string& line) {
     int64_t unknown = 0;
     const Seq src = t.encode_text(line, &unknown);
     if (src.empty()) return;
-    const Seq out = t.answer({src}).front();
+    const Seq out = t.text ? t.continue_text(src, o.max_new, sampling(o), gen) : t.answer({src}).front();
     std::printf("%s\n", t.decode_text(out).c_str());
     if (unknown) std::fprintf(stderr, "note: %lld input tokens are not in the vocabulary (read as <unk>)\n", (long long)unknown);
     if (o.show_attention && t.s2s) print_attention(cross_attention_of(t, src, out));
   };
-  if (o.decode != "-") {
-    one(o.decode);
+  if (o.ask != "-") {
+    one(o.ask);
     return 0;
   }
   for (std::string line; std::getline(std::cin, line);) one(line);
@@ -458,18 +525,25 @@ int main(int argc, char** argv) {
     if (o.log_every < 1) throw Error("--log-every: must be >= 1, got " + std::to_string(o.log_every));
     if (o.save_every < 0) throw Error("--save-every: must be >= 0, got " + std::to_string(o.save_every));
     if (!(o.target > 0 && o.target <= 1)) throw Error("--target: must be in (0, 1], got " + std::to_string(o.target));
-    if ((o.eval_only || !o.decode.empty()) && o.load_path.empty())
-      throw Error(std::string(o.eval_only ? "--eval-only" : "--decode") + " needs --load PATH");
-    if (o.show_attention && o.decode.empty()) throw Error("--show-attention goes with --decode");
+    if ((o.eval_only || !o.ask.empty()) && o.load_path.empty())
+      throw Error(std::string(o.eval_only ? "--eval-only" : "--ask") + " needs --load PATH");
+    if (o.show_attention && o.ask.empty()) throw Error("--show-attention goes with --ask");
+    if (o.decode != "greedy" && o.decode != "beam") throw Error("--decode: expected greedy or beam, got '" + o.decode + "'");
+    if (o.beam < 1 || o.beam > 256) throw Error("--beam: must be in [1, 256], got " + std::to_string(o.beam));
+    if (!(o.alpha >= 0 && o.alpha <= 10)) throw Error("--alpha: must be in [0, 10], got " + std::to_string(o.alpha));
+    if (o.max_new < 1 || o.max_new > 100000) throw Error("--max-new: must be in [1, 100000], got " + std::to_string(o.max_new));
+    if (o.top_k < 0) throw Error("--top-k: must be >= 0 (0: all tokens), got " + std::to_string(o.top_k));
+    sampling(o);  // --temperature, --top-p
     if (o.no_save && (!o.save_path.empty() || o.save_every > 0)) throw Error("--no-save: contradicts --save / --save-every");
-    if (o.allow_nonfinite && !(o.eval_only || !o.decode.empty()))
-      throw Error("--allow-nonfinite: only with --eval-only or --decode (never to train on)");
+    if (o.allow_nonfinite && !(o.eval_only || !o.ask.empty()))
+      throw Error("--allow-nonfinite: only with --eval-only or --ask (never to train on)");
     if (o.threads > 0) set_num_threads(o.threads);
 
     // 2. The run: new, or every setting from the checkpoint.
     const std::vector<std::string> given = given_keys(app);
     Trainer t = o.load_path.empty() ? new_run(flags, given) : resumed_run(o.load_path, flags, given, o.allow_nonfinite);
-    if (!o.decode.empty()) return ask(t, o);
+    t.decoding = {o.decode, o.beam, o.alpha};
+    if (!o.ask.empty()) return ask(t, o);
 
     // 3. Every output path, before any work: a run that cannot keep its
     //    result is refused now, not after training.

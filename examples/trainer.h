@@ -193,8 +193,18 @@ class Trainer {
   EvalResult evaluate();
   EvalResult evaluate(const std::vector<Pair>& pairs, int64_t chunk = 500);
 
-  // Greedy answers for source sequences (either model kind).
+  // Answers for source sequences (either model kind), by `decoding`.
   std::vector<Seq> answer(const std::vector<Seq>& sources);
+  // The decoder answer() and evaluate() use: greedy, or beam search (encoder-
+  // decoder only) with the GNMT length penalty. Not part of the run's settings.
+  struct Decoding {
+    std::string method = "greedy";  // greedy | beam
+    int64_t beam = 4;
+    double alpha = 0.6;
+  } decoding;
+  // A language model's continuation of `prompt` (ids): `n` tokens sampled with
+  // `opt` (temperature 0: greedy) from `gen`.
+  Seq continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, Generator& gen);
   // Tokenise a user's text with this run's vocabulary (see Vocab::encode).
   Seq encode_text(const std::string& text, int64_t* unknown = nullptr) const;
   std::string decode_text(const Seq& ids) const;
@@ -230,6 +240,7 @@ class Trainer {
   void build_model();
   Var loss_on_batch(int64_t* target_tokens);
   std::vector<Seq> gpt_answer(const std::vector<Seq>& sources, int64_t max_new);
+  nn::Tokens source_batch(const std::vector<Seq>& sources) const;
 };
 
 std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c);

@@ -356,14 +356,8 @@ inline EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk)
   return r;
 }
 
-inline std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
-  if (text) throw Error("answer: a language model continues text; it has no source to answer");
-  int64_t longest = 0;
-  for (const Seq& s : sources) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
-  for (const Pair& p : pairs->heldout()) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.tgt.size()));
-  if (!pairs->from_file()) longest = std::max(longest, cfg.max_len);
-  const int64_t max_new = longest + 2;
-  if (gpt) return gpt_answer(sources, max_new);
+// Sources as one right-padded batch (B, S) with their lengths.
+inline nn::Tokens Trainer::source_batch(const std::vector<Seq>& sources) const {
   const int64_t B = static_cast<int64_t>(sources.size());
   nn::Tokens src{std::vector<int64_t>(), B, 0, std::vector<int64_t>(static_cast<size_t>(B))};
   for (const Seq& s : sources) src.len = std::max<int64_t>(src.len, static_cast<int64_t>(s.size()));
@@ -372,57 +366,70 @@ inline std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
     std::copy(sources[b].begin(), sources[b].end(), src.ids.begin() + b * src.len);
     src.lengths[b] = static_cast<int64_t>(sources[b].size());
   }
+  return src;
+}
+
+inline std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
+  if (text) throw Error("answer: a language model continues text; it has no source to answer");
+  if (decoding.method != "greedy" && decoding.method != "beam")
+    throw Error("--decode: expected greedy or beam, got '" + decoding.method + "'");
+  if (decoding.method == "beam" && gpt) throw Error("--decode beam: beam search here is for the encoder-decoder (--model seq2seq)");
+  int64_t longest = 0;
+  for (const Seq& s : sources) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
+  for (const Pair& p : pairs->heldout()) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.tgt.size()));
+  if (!pairs->from_file()) longest = std::max(longest, cfg.max_len);
+  const int64_t max_new = longest + 2;
+  if (gpt) return gpt_answer(sources, max_new);
+  const nn::Tokens src = source_batch(sources);
   s2s->eval();
-  nn::DecodeOptions o;
-  o.bos = Vocab::kBos; o.eos = Vocab::kEos; o.pad = Vocab::kPad;
-  o.max_len = max_new;
-  auto out = nn::greedy_decode(*s2s, src, o);
+  std::vector<Seq> out;
+  if (decoding.method == "beam") {
+    nn::BeamOptions bo;
+    bo.beam = decoding.beam; bo.alpha = decoding.alpha; bo.max_len = max_new;
+    bo.bos = Vocab::kBos; bo.eos = Vocab::kEos; bo.pad = Vocab::kPad;
+    for (nn::BeamHypothesis& h : nn::beam_search(*s2s, src, bo)) out.push_back(std::move(h.tokens));
+  } else {
+    nn::DecodeOptions o;
+    o.bos = Vocab::kBos; o.eos = Vocab::kEos; o.pad = Vocab::kPad;
+    o.max_len = max_new;
+    out = nn::greedy_decode(*s2s, src, o);
+  }
   s2s->train();
   return out;
 }
 
-// Greedy continuation of "source <s>" until </s>, batched: each row grows at
-// its own length (the rows are right-padded; causal + padding masks keep them
-// apart), the whole prefix recomputed each step.
+// Greedy continuation of "source <s>" until </s>, with the key/value cache
+// (nn::generate at temperature 0), within the position table.
 inline std::vector<Seq> Trainer::gpt_answer(const std::vector<Seq>& sources, int64_t max_new) {
-  NoGradGuard no_grad;
-  gpt->eval();
-  const int64_t B = static_cast<int64_t>(sources.size()), V = vocab.size();
+  std::vector<Seq> prompts;
   int64_t longest = 0;
-  for (const Seq& s : sources) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
-  const int64_t cap = std::min(longest + 1 + max_new, cfg.context);
-  std::vector<int64_t> len(static_cast<size_t>(B));
-  std::vector<int64_t> ids(static_cast<size_t>(B * cap), Vocab::kPad);  // (B, cap)
-  for (int64_t b = 0; b < B; ++b) {
-    std::copy(sources[b].begin(), sources[b].end(), ids.begin() + b * cap);
-    ids[b * cap + static_cast<int64_t>(sources[b].size())] = Vocab::kBos;
-    len[b] = static_cast<int64_t>(sources[b].size()) + 1;
+  for (const Seq& s : sources) {
+    prompts.push_back(s);
+    prompts.back().push_back(Vocab::kBos);
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(prompts.back().size()));
   }
-  std::vector<Seq> out(static_cast<size_t>(B));
-  std::vector<bool> done(static_cast<size_t>(B), false);
-  for (int64_t t = 0; t < max_new; ++t) {
-    int64_t T = 0;
-    bool any = false;
-    for (int64_t b = 0; b < B; ++b) {
-      T = std::max(T, len[b]);
-      any |= !done[b] && len[b] < cap;
-    }
-    if (!any) break;
-    std::vector<int64_t> window(static_cast<size_t>(B * T));
-    for (int64_t b = 0; b < B; ++b) std::copy(ids.begin() + b * cap, ids.begin() + b * cap + T, window.begin() + b * T);
-    Tensor logits = gpt->forward(nn::Tokens{window, B, T, len}).data();  // (B, T, V)
-    for (int64_t b = 0; b < B; ++b) {
-      if (done[b] || len[b] >= cap) continue;
-      const real* row = logits.data() + (b * T + len[b] - 1) * V;  // the last real position
-      const int64_t next = std::max_element(row, row + V) - row;
-      if (next == Vocab::kEos) {
-        done[b] = true;
-        continue;
-      }
-      out[b].push_back(next);
-      ids[b * cap + len[b]++] = next;
-    }
-  }
+  nn::SampleOptions o;
+  o.temperature = 0;
+  o.eos = Vocab::kEos;
+  o.max_new_tokens = std::max<int64_t>(1, std::min(max_new, cfg.context - longest + 1));
+  Generator unused(0);  // greedy draws nothing
+  gpt->eval();
+  std::vector<Seq> out = nn::generate(*gpt, source_batch(prompts), o, unused);
+  gpt->train();
+  for (Seq& s : out)
+    if (!s.empty() && s.back() == Vocab::kEos) s.pop_back();
+  return out;
+}
+
+inline Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, Generator& gen) {
+  if (!gpt) throw Error("continue_text: needs the decoder-only model (--model gpt)");
+  if (prompt.empty()) throw Error("continue_text: the prompt is empty");
+  // The last context - n + 1 tokens of the prompt, so prompt + n fits the table.
+  const int64_t keep = std::max<int64_t>(1, cfg.context - n + 1);
+  const Seq p(prompt.end() - std::min<int64_t>(keep, static_cast<int64_t>(prompt.size())), prompt.end());
+  opt.max_new_tokens = std::min<int64_t>(n, cfg.context - static_cast<int64_t>(p.size()) + 1);
+  gpt->eval();
+  Seq out = nn::generate(*gpt, source_batch({p}), opt, gen).front();
   gpt->train();
   return out;
 }

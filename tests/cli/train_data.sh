@@ -10,8 +10,8 @@ expect_ok "$TRAIN" "${small[@]}" --data "$QKV_SRC/data/dates/train.tsv" --valid 
   --steps 30 --out dates
 expect_out "data $QKV_SRC/data/dates/train.tsv (tsv, char tokens"
 expect_out "held-out (1000 sequences"
-expect_ok "$TRAIN" --load dates/model.safetensors --decode "3 March 2021"
-[ "$(wc -l < "$QKV_TMP/out")" -eq 1 ] || fail "--decode printed more than one line"
+expect_ok "$TRAIN" --load dates/model.safetensors --ask "3 March 2021"
+[ "$(wc -l < "$QKV_TMP/out")" -eq 1 ] || fail "--ask printed more than one line"
 expect_ok "$TRAIN" --load dates/model.safetensors --eval-only
 # The data file changed since training: refused, naming the file.
 cp "$QKV_SRC/data/dates/valid.tsv" v.tsv
@@ -25,8 +25,15 @@ for i in $(seq 300); do echo "the quick brown fox jumps over the lazy dog $i"; d
 expect_ok "$TRAIN" "${small[@]}" --model gpt --data corpus.txt --format text --context 32 --steps 40 --out lm
 expect_out "model: gpt"
 expect_out "held-out perplexity"
+expect_out "samples (temperature 0.8, top-p 0.95)"
 expect_ok "$TRAIN" --load lm/model.safetensors --eval-only
 expect_out "held-out perplexity"
+# The language model continues a prompt; the same seed gives the same text.
+expect_ok "$TRAIN" --load lm/model.safetensors --ask "the quick" --max-new 20
+first=$(cat "$QKV_TMP/out")
+[ -n "$first" ] || fail "no continuation"
+expect_ok "$TRAIN" --load lm/model.safetensors --ask "the quick" --max-new 20
+[ "$(cat "$QKV_TMP/out")" = "$first" ] || fail "the same seed gave another continuation"
 
 # Bad files: each names the file and line, exits non-zero, leaves no run directory.
 bad() {  # bad "expected text" file-contents [flags...]

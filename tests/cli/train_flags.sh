@@ -25,7 +25,7 @@ refused "--max-len must be in [1, 4096], got 100000" --max-len 100000
 refused "--context 4: the position table is shorter" --positions learned --context 4
 refused "GiB" --d-model 8192 --d-ff 65536 --layers 128 --heads 8
 refused "--eval-only needs --load PATH" --eval-only
-refused "--decode needs --load PATH" --decode "a b"
+refused "--ask needs --load PATH" --ask "a b"
 refused "--log-every: must be >= 1" --log-every 0
 refused "--target: must be in (0, 1]" --target 2
 refused "--model: expected seq2seq or gpt" --model bert

@@ -29,7 +29,7 @@ expect_out "held-out exact-sequence accuracy"
 # The checkpoint's directory vanishes during training: the model is written to
 # a fallback path that the program names, and that file loads.
 mkdir ckdir
-"$TRAIN" "${TINY[@]}" --steps 400 --no-early-stop --log-every 20 --out run3 --save ckdir/m.safetensors > log3 2>&1 &
+"$TRAIN" "${TINY[@]}" --steps 3000 --no-early-stop --log-every 20 --out run3 --save ckdir/m.safetensors > log3 2>&1 &
 pid=$!
 for _ in $(seq 200); do grep -q "^step" log3 && break; sleep 0.05; done
 rm -rf ckdir

@@ -32,13 +32,13 @@ expect_out "from step 150"
 expect_out "checkpoint: run_more/model.safetensors (step 160)"
 
 # Ask the model: one line, or lines on stdin.
-expect_ok "$TRAIN" --load run/model.safetensors --decode "a b c"
-[ "$(wc -l < "$QKV_TMP/out")" -eq 1 ] || fail "--decode printed more than its answer"
-printf 'a b\nc d e\n' | "$TRAIN" --load run/model.safetensors --decode - > answers || fail "--decode - failed"
-[ "$(wc -l < answers)" -eq 2 ] || fail "--decode - did not answer each line"
-expect_fail "$TRAIN" --load run/model.safetensors --decode "a z"
+expect_ok "$TRAIN" --load run/model.safetensors --ask "a b c"
+[ "$(wc -l < "$QKV_TMP/out")" -eq 1 ] || fail "--ask printed more than its answer"
+printf 'a b\nc d e\n' | "$TRAIN" --load run/model.safetensors --ask - > answers || fail "--ask - failed"
+[ "$(wc -l < answers)" -eq 2 ] || fail "--ask - did not answer each line"
+expect_fail "$TRAIN" --load run/model.safetensors --ask "a z"
 expect_out "unknown token 'z'"
-expect_ok "$TRAIN" --load run/model.safetensors --decode "a b c" --show-attention
+expect_ok "$TRAIN" --load run/model.safetensors --ask "a b c" --show-attention
 expect_out "cross-attention of the last decoder layer"
 
 # Not a training checkpoint, a missing file: clear errors.
@@ -47,3 +47,17 @@ expect_out "missing.safetensors"
 echo "not a checkpoint" > junk.safetensors
 expect_fail "$TRAIN" --load junk.safetensors --eval-only
 expect_out "junk.safetensors"
+
+# Decoders: the final report gives greedy and beam accuracy; --decode beam is
+# used for --ask and the checks; bad decoder options name the flag.
+expect_ok "$TRAIN" --load run/model.safetensors --eval-only
+expect_out "greedy:"
+expect_out "beam 4 (alpha 0.6):"
+expect_ok "$TRAIN" --load run/model.safetensors --ask "a b c" --decode beam --beam 3
+[ "$(wc -l < "$QKV_TMP/out")" -eq 1 ] || fail "--decode beam --ask printed more than its answer"
+expect_fail "$TRAIN" --load run/model.safetensors --eval-only --decode sample
+expect_out "--decode: expected greedy or beam"
+expect_fail "$TRAIN" --load run/model.safetensors --eval-only --beam 0
+expect_out "--beam: must be in [1, 256]"
+expect_fail "$TRAIN" --load run/model.safetensors --eval-only --top-p 1.5
+expect_out "--top-p"
