@@ -13,9 +13,13 @@
 // "decoder.layers.0.ffn": each module's forward opens an nn::ModuleScope,
 // which keeps the current path here while the mode is on. Like grad mode,
 // the setting is per thread.
+//
+// A throw in backward leaves the gradients accumulated so far in .grad():
+// zero them before training on.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "autograd/var.h"
 #include "core/error.h"
