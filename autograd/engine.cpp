@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "autograd/anomaly.h"
 #include "autograd/node.h"
 #include "core/elementwise.h"
 #include "core/error.h"
@@ -56,6 +57,8 @@ void run_backward(const Var& root, const Tensor& grad, bool retain_graph) {
     throw Error("backward: gradient of shape " + to_string(grad.shape()) +
                 " does not match output of shape " + to_string(root.shape()));
 
+  const bool anomaly = detect_anomaly_enabled();
+  if (anomaly) check_root_gradient_anomaly(grad);
   const VarList order = topological_order(root);
   // Gradients flowing into each variable, summed over its uses.
   PoolMap<VarImpl*, Tensor> grads;
@@ -90,6 +93,7 @@ void run_backward(const Var& root, const Tensor& grad, bool retain_graph) {
         throw Error(std::string("backward: ") + node.name() + " produced a gradient of shape " +
                     to_string(in_grads[i].shape()) + " for input " + std::to_string(i) +
                     " of shape " + to_string(in.shape()));
+      if (anomaly) check_backward_anomaly(in_grads[i], node, i);  // throws at a NaN/Inf
       if (!in.impl()->grad_fn) {
         // A leaf: add into its .grad() now rather than parking the gradient
         // until the leaf's turn (leaves come last), which would hold a second
@@ -100,7 +104,9 @@ void run_backward(const Var& root, const Tensor& grad, bool retain_graph) {
       }
       Tensor& slot = grads[in.impl()];
       // Sum over uses. Out of place: the earlier gradient may be shared.
-      slot = slot.defined() ? add(slot, in_grads[i]) : std::move(in_grads[i]);
+      const bool summed = slot.defined();
+      slot = summed ? add(slot, in_grads[i]) : std::move(in_grads[i]);
+      if (anomaly && summed) check_backward_anomaly(slot, node, i, /*summed=*/true);
     }
     if (!retain_graph) {
       node.release_saved();

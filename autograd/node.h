@@ -99,6 +99,7 @@ class Node {
   VarList inputs;
   Shape out_shape;          // the shape of the op's output (checked against grad_out)
   bool released = false;    // saved tensors already freed by a backward
+  const char* module = nullptr;  // detect-anomaly mode only: the module that made it (anomaly.h)
 };
 
 // Makes an op's node. Like std::make_shared, but the node comes from the pool

@@ -1,5 +1,6 @@
 // Everything in autograd/ (and core/), for convenience.
 #pragma once
+#include "autograd/anomaly.h"
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"

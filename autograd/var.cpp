@@ -1,5 +1,6 @@
 #include "autograd/var.h"
 
+#include "autograd/anomaly.h"
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "core/error.h"
@@ -176,9 +177,12 @@ bool should_record(const VarList& inputs) {
 }
 
 Var make_result(Tensor out, std::shared_ptr<Node> node, VarList inputs) {
+  const bool anomaly = detect_anomaly_enabled();
+  if (anomaly) check_forward_anomaly(out, node.get(), inputs);  // throws at a NaN/Inf
   Var v(std::move(out), false);
   if (node && should_record(inputs)) {
     node->out_shape = v.shape();
+    if (anomaly) node->module = anomaly_module();
     node->adopt_inputs(std::move(inputs));
     v.impl()->grad_fn = std::move(node);
     v.impl()->requires_grad = true;

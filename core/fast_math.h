@@ -36,7 +36,9 @@ inline float fast_exp(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(kf) + 127) << 23;  // 2^k as a float
+  // 2^k as a float. A NaN x gives a NaN p; k must still be a valid int (converting
+  // NaN is undefined behaviour; it reached here from a NaN attention score).
+  const int32_t bits = (static_cast<int32_t>(kf == kf ? kf : 0.0f) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return x < -87.3f ? 0.0f : p * scale;

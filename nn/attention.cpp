@@ -313,6 +313,7 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t heads_, bool bi
 }
 
 Var MultiHeadAttention::forward(const Var& xq, const Var& xkv, const AttentionMask& mask) {
+  ModuleScope scope(this);
   Tensor probs;
   Var y = multi_head_attention(xq, xkv, w_q->weight, w_q->bias, w_k->weight, w_k->bias,
                                w_v->weight, w_v->bias, w_o->weight, w_o->bias, heads, mask,

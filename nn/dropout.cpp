@@ -61,6 +61,7 @@ Var dropout(const Var& x, real p, Generator& g) {
 Dropout::Dropout(real p_, Generator& g) : p(p_), gen_(&g) { check_p(p, "Dropout"); }
 
 Var Dropout::forward(const Var& x) const {
+  ModuleScope scope(this);
   if (!is_training() || p == 0) return x;
   return dropout(x, p, *gen_);
 }

@@ -19,6 +19,7 @@ class Embedding : public Module {
  public:
   Embedding(int64_t V, int64_t D, Generator& g = default_generator());
   Var forward(const std::vector<int64_t>& ids, const Shape& shape, real scale = 1) const {
+    ModuleScope scope(this);
     return embedding(weight, ids, shape, scale);
   }
   Var operator()(const std::vector<int64_t>& ids, const Shape& shape, real scale = 1) const {

@@ -21,6 +21,7 @@ class FeedForward : public Module {
   FeedForward(int64_t D, int64_t F, Activation act = Activation::ReLU,
               Generator& g = default_generator());
   Var forward(const Var& x) const {
+    ModuleScope scope(this);
     return feed_forward(x, linear1->weight, linear1->bias, linear2->weight, linear2->bias, act);
   }
   Var operator()(const Var& x) const { return forward(x); }

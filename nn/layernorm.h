@@ -20,10 +20,16 @@ Var add_layer_norm(const Var& a, const Var& b, const Var& gamma, const Var& beta
 class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t D, real eps = 1e-5);
-  Var forward(const Var& x) const { return layer_norm(x, weight, bias, eps); }
+  Var forward(const Var& x) const {
+    ModuleScope scope(this);
+    return layer_norm(x, weight, bias, eps);
+  }
   // norm(x + fx) in one op (add_layer_norm): Post-LN's norm(x + f(x)), x the
   // skip path and fx the sublayer's output.
-  Var forward(const Var& x, const Var& fx) const { return add_layer_norm(x, fx, weight, bias, eps); }
+  Var forward(const Var& x, const Var& fx) const {
+    ModuleScope scope(this);
+    return add_layer_norm(x, fx, weight, bias, eps);
+  }
   Var operator()(const Var& x) const { return forward(x); }
   Var operator()(const Var& x, const Var& fx) const { return forward(x, fx); }
 

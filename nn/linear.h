@@ -23,7 +23,10 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true,
          Generator& g = default_generator());
-  Var forward(const Var& x) const { return linear(x, weight, bias); }
+  Var forward(const Var& x) const {
+    ModuleScope scope(this);
+    return linear(x, weight, bias);
+  }
   Var operator()(const Var& x) const { return forward(x); }
 
   int64_t in_features, out_features;

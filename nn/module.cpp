@@ -55,4 +55,42 @@ Parameter Module::register_parameter(const std::string& name, Var shared) {
   return shared;
 }
 
+// ---- module scopes (detect-anomaly mode) ----------------------------------------------
+namespace {
+thread_local const Module* t_module = nullptr;  // the innermost module whose forward runs
+
+// The dotted path from `from` down to its descendant `to` ("layers.0.ffn"),
+// by the names named_parameters() uses; false when `to` is not below `from`.
+bool path_below(const Module& from, const Module* to, std::string& path) {
+  for (const auto& [name, child] : from.children()) {
+    std::string rest;
+    if (child.get() == to || path_below(*child, to, rest)) {
+      path = rest.empty() ? name : name + "." + rest;
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
+void ModuleScope::enter(const Module* m) {
+  entered_ = true;
+  prev_module_ = t_module;
+  prev_path_ = anomaly_module();
+  std::string path;  // the outermost module is "" (the root of named_parameters)
+  if (prev_module_ && prev_path_) {
+    path = prev_path_;
+    std::string below;
+    if (m != prev_module_ && path_below(*prev_module_, m, below))
+      path = path.empty() ? below : path + "." + below;
+  }
+  t_module = m;
+  set_anomaly_module(intern_module_path(path));
+}
+
+void ModuleScope::leave() {
+  t_module = prev_module_;
+  set_anomaly_module(prev_path_);
+}
+
 }  // namespace qkv::nn

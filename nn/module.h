@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/anomaly.h"
 #include "autograd/var.h"
 
 namespace qkv::nn {
@@ -50,6 +51,31 @@ class Module {
   std::vector<std::pair<std::string, Var>> params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+};
+
+// Opened as the first line of a module's forward: `ModuleScope scope(this);`.
+// While detect-anomaly mode is on (autograd/anomaly.h) it tells the ops made
+// inside which module made them: the dotted name named_parameters() gives the
+// module, counted from the outermost module whose forward is running
+// ("decoder.layers.0.ffn"). A module called by one that did not register it
+// counts as its caller. When the mode is off it costs one test.
+class ModuleScope {
+ public:
+  explicit ModuleScope(const Module* m) {
+    if (detect_anomaly_enabled()) enter(m);
+  }
+  ~ModuleScope() {
+    if (entered_) leave();
+  }
+  ModuleScope(const ModuleScope&) = delete;
+  ModuleScope& operator=(const ModuleScope&) = delete;
+
+ private:
+  void enter(const Module* m);
+  void leave();
+  bool entered_ = false;
+  const Module* prev_module_ = nullptr;
+  const char* prev_path_ = nullptr;
 };
 
 }  // namespace qkv::nn

@@ -98,6 +98,7 @@ Tensor SinusoidalPositionalEncoding::table(int64_t T) const {
 }
 
 Var SinusoidalPositionalEncoding::forward(const Var& x) const {
+  ModuleScope scope(this);
   if (x.dim() < 2 || x.size(-1) != D)
     throw Error("SinusoidalPositionalEncoding: input " + to_string(x.shape()) +
                 " must be (B, T, D) with D = " + std::to_string(D));
@@ -116,6 +117,7 @@ LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_len_, int64_t
 }
 
 Var LearnedPositionalEmbedding::forward(const Var& x) const {
+  ModuleScope scope(this);
   if (x.dim() < 2 || x.size(-1) != D)
     throw Error("LearnedPositionalEmbedding: input " + to_string(x.shape()) +
                 " must be (B, T, D) with D = " + std::to_string(D));

@@ -51,6 +51,7 @@ EncoderLayer::EncoderLayer(const LayerOptions& o, Generator& init, Generator& dg
 }
 
 Var EncoderLayer::forward(const Var& x, const AttentionMask& self_mask) {
+  ModuleScope scope(this);
   // (B,S,D) -> (B,S,D)
   Var h = sublayer(x, *norm1, *drop1, pre_norm,
                    [&](const Var& v) { return self_attn->forward(v, v, self_mask); });
@@ -73,6 +74,7 @@ DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg
 
 Var DecoderLayer::forward(const Var& y, const Var& memory, const AttentionMask& self_mask,
                           const AttentionMask& cross_mask) {
+  ModuleScope scope(this);
   // (B,T,D), memory (B,S,D) -> (B,T,D)
   Var h = sublayer(y, *norm1, *drop1, pre_norm,
                    [&](const Var& v) { return self_attn->forward(v, v, self_mask); });
@@ -90,6 +92,7 @@ Encoder::Encoder(int64_t n, const LayerOptions& o, Generator& init, Generator& d
 }
 
 Var Encoder::forward(const Var& x, const AttentionMask& mask) {
+  ModuleScope scope(this);
   Var h = x;
   for (auto& layer : layers) h = layer->forward(h, mask);
   return norm ? norm->forward(h) : h;
@@ -104,6 +107,7 @@ Decoder::Decoder(int64_t n, const LayerOptions& o, Generator& init, Generator& d
 
 Var Decoder::forward(const Var& y, const Var& memory, const AttentionMask& self_mask,
                      const AttentionMask& cross_mask) {
+  ModuleScope scope(this);
   Var h = y;
   for (auto& layer : layers) h = layer->forward(h, memory, self_mask, cross_mask);
   return norm ? norm->forward(h) : h;
@@ -148,12 +152,13 @@ Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c)
 Var Seq2SeqTransformer::embed(const Tokens& t, Embedding& emb, LearnedPositionalEmbedding* pos,
                               Dropout& drop) {
   // (B,L) ids -> (B,L,D): embedding * sqrt(D) + positions, then dropout (section 3.4/5.4)
-  Var x = embedding(emb.weight, t.ids, {t.batch, t.len}, std::sqrt(static_cast<real>(cfg.d_model)));
+  Var x = emb.forward(t.ids, {t.batch, t.len}, std::sqrt(static_cast<real>(cfg.d_model)));
   x = pos ? pos->forward(x) : sin_pos->forward(x);
   return drop.forward(x);
 }
 
 Var Seq2SeqTransformer::encode(const Tokens& src) {
+  ModuleScope scope(this);  // names the modules in detect-anomaly reports (module.h)
   src.check("Seq2SeqTransformer::encode");
   Var x = embed(src, *src_embed, src_pos.get(), *src_drop);
   // Tokens and AttentionMask agree that no lengths means nothing is padding.
@@ -161,6 +166,7 @@ Var Seq2SeqTransformer::encode(const Tokens& src) {
 }
 
 Var Seq2SeqTransformer::decode(const Tokens& tgt, const Var& memory, const Tokens& src) {
+  ModuleScope scope(this);
   tgt.check("Seq2SeqTransformer::decode");
   if (memory.dim() != 3 || memory.size(0) != tgt.batch || memory.size(1) != src.len)
     throw Error("Seq2SeqTransformer::decode: memory " + to_string(memory.shape()) +
@@ -199,9 +205,10 @@ GPT::GPT(const GPTConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(c.seed ^ 0x
 }
 
 Var GPT::forward(const Tokens& t) {
+  ModuleScope scope(this);
   t.check("GPT::forward");
   // (B,T) -> (B,T,D): token + learned position embeddings (no sqrt(D) scaling)
-  Var x = drop->forward(pos_embed->forward(embedding(tok_embed->weight, t.ids, {t.batch, t.len})));
+  Var x = drop->forward(pos_embed->forward(tok_embed->forward(t.ids, {t.batch, t.len})));
   const AttentionMask mask = AttentionMask::causal_padding(t.lengths);
   for (auto& layer : layers) x = layer->forward(x, mask);
   if (norm) x = norm->forward(x);
@@ -221,8 +228,9 @@ EncoderOnlyModel::EncoderOnlyModel(int64_t vocab, int64_t n_classes, int64_t n_l
 }
 
 Var EncoderOnlyModel::forward(const Tokens& t) {
+  ModuleScope scope(this);
   t.check("EncoderOnlyModel::forward");
-  Var x = embedding(embed->weight, t.ids, {t.batch, t.len}, std::sqrt(static_cast<real>(d_model)));
+  Var x = embed->forward(t.ids, {t.batch, t.len}, std::sqrt(static_cast<real>(d_model)));
   x = drop->forward(pos->forward(x));
   return head->forward(encoder->forward(x, AttentionMask::padding(t.lengths)));
 }
