@@ -38,6 +38,7 @@ struct Options {
   int64_t eval_every = 250, log_every = 100, save_every = 0, long_eval = 200;
   double target = 0.99;
   bool eval_only = false, no_early_stop = false, no_save = false, show_attention = false, allow_nonfinite = false;
+  bool detect_anomaly = false;
   std::string out_dir, save_path, load_path, ask;
   std::string decode = "greedy";  // held-out checks and --ask: greedy | beam
   int64_t beam = 4, max_new = 200, top_k = 0;
@@ -106,6 +107,7 @@ void add_flags(CLI::App& app, TrainConfig& c, Options& o) {
   app.add_option("--top-p", o.top_p, "nucleus: keep this much probability")->capture_default_str();
   app.add_option("--max-new", o.max_new, "tokens a language model writes")->capture_default_str();
   app.add_flag("--allow-nonfinite", o.allow_nonfinite, "load a checkpoint holding NaN/Inf");
+  app.add_flag("--detect-anomaly", o.detect_anomaly, "name the first op making NaN/Inf");
 }
 
 // The JSON keys of the run settings given on the command line.
@@ -554,6 +556,9 @@ int main(int argc, char** argv) {
       prepare_outputs(o);
     }
     print_header(t, o);
+    if (o.eval_only && o.detect_anomaly)
+      std::printf("anomaly check (one forward and backward pass on held-out data): no NaN or Inf, loss %.4f\n",
+                  double(t.check_anomalies()));
 
     // 4. Train (or only evaluate).
     History h;
@@ -561,10 +566,14 @@ int main(int argc, char** argv) {
     if (training) {
       CsvLog log(o.out_dir + "/log.csv");
       try {
+        DetectAnomalyGuard anomaly(o.detect_anomaly);
         train_loop(t, o, log, h);
-      } catch (const Diverged& e) {
+      } catch (const Error& e) {  // Diverged, or AnomalyError from --detect-anomaly
+        const bool anomaly = dynamic_cast<const AnomalyError*>(&e) != nullptr;
+        if (!anomaly && !dynamic_cast<const Diverged*>(&e)) throw;
         log.close();
-        std::fprintf(stderr, "\nerror: %s\nstopped; no checkpoint was written%s\n", e.what(),
+        std::fprintf(stderr, "\nerror: %s%s\nstopped; no checkpoint was written%s\n",
+                     anomaly ? ("step " + std::to_string(t.step_count() + 1) + ": ").c_str() : "", e.what(),
                      o.save_path.empty() ? "" : (" (" + o.save_path + " is as it was)").c_str());
         return kExitDiverged;
       }

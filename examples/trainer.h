@@ -188,6 +188,12 @@ class Trainer {
   int64_t step_count() const { return opt->step_count(); }
   real current_lr() const { return opt->lr; }
 
+  // One teacher-forced forward and backward pass over held-out data with the
+  // anomaly mode on (qkv::DetectAnomalyGuard): throws qkv::AnomalyError
+  // naming the first op (and its module) whose value or gradient is NaN or
+  // Inf; returns the loss otherwise. Changes no parameter.
+  real check_anomalies();
+
   // Held-out evaluation: greedy decoding scored by exact sequence and token
   // accuracy, or, for a language model, held-out loss and perplexity.
   EvalResult evaluate();

@@ -309,6 +309,30 @@ inline real Trainer::step() {
   return value;
 }
 
+inline real Trainer::check_anomalies() {
+  DetectAnomalyGuard anomaly;
+  model().eval();
+  Var loss;
+  if (text) {
+    const LMBatch b = text->heldout_batches(cfg.batch).front();
+    loss = nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad);
+  } else {
+    const std::vector<Pair>& held = pairs->heldout();
+    const std::vector<Pair> some(held.begin(), held.begin() + std::min<size_t>(held.size(), static_cast<size_t>(cfg.batch)));
+    if (gpt) {
+      const LMBatch b = collate_prompted(some);
+      loss = nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad);
+    } else {
+      const tasks::Batch b = collate_pairs(some);
+      loss = nn::cross_entropy(s2s->forward(b.src, b.tgt_in), b.tgt_out, Vocab::kPad);
+    }
+  }
+  loss.backward();
+  model().zero_grad();
+  model().train();
+  return loss.item();
+}
+
 inline EvalResult Trainer::evaluate() {
   if (!text) {
     EvalResult r = evaluate(pairs->heldout());
