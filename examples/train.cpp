@@ -385,7 +385,7 @@ void print_samples(Trainer& t, const Options& o) {
 // Held-out accuracy by one decoder, timed.
 EvalResult timed_eval(Trainer& t, const std::string& method, const Options& o, double* seconds) {
   const Trainer::Decoding keep = t.decoding;
-  t.decoding = {method, o.beam, o.alpha};
+  t.decoding = {method, o.beam, o.alpha, true};
   const auto t0 = Clock::now();
   EvalResult r = t.evaluate();
   *seconds = seconds_since(t0);
@@ -544,7 +544,7 @@ int main(int argc, char** argv) {
     // 2. The run: new, or every setting from the checkpoint.
     const std::vector<std::string> given = given_keys(app);
     Trainer t = o.load_path.empty() ? new_run(flags, given) : resumed_run(o.load_path, flags, given, o.allow_nonfinite);
-    t.decoding = {o.decode, o.beam, o.alpha};
+    t.decoding = {o.decode, o.beam, o.alpha, true};
     if (!o.ask.empty()) return ask(t, o);
 
     // 3. Every output path, before any work: a run that cannot keep its

@@ -207,6 +207,7 @@ class Trainer {
     std::string method = "greedy";  // greedy | beam
     int64_t beam = 4;
     double alpha = 0.6;
+    bool cache = true;  // greedy with the key/value cache (false: recompute the prefix, for comparison)
   } decoding;
   // A language model's continuation of `prompt` (ids): `n` tokens sampled with
   // `opt` (temperature 0: greedy) from `gen`.

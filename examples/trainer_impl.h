@@ -416,6 +416,7 @@ inline std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
     nn::DecodeOptions o;
     o.bos = Vocab::kBos; o.eos = Vocab::kEos; o.pad = Vocab::kPad;
     o.max_len = max_new;
+    o.use_cache = decoding.cache;
     out = nn::greedy_decode(*s2s, src, o);
   }
   s2s->train();
