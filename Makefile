@@ -106,7 +106,8 @@ export QKV_MPI_BIN := $(BUILD)/$(MODE)-mpi-f32
 test: mpi-train
 mpi-train: | deps
 	@if command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then \
-	  $(MAKE) --no-print-directory MPI=1 $(QKV_MPI_BIN)/train; fi
+	  env -u MAKEFLAGS -u MFLAGS $(MAKE) --no-print-directory MPI=1 SANITIZE=$(SANITIZE) BUILD=$(BUILD) \
+	    $(QKV_MPI_BIN)/train; fi
 endif
 
 # The crash-safety test at full length: 100 SIGKILLs while checkpointing

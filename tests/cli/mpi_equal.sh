@@ -13,6 +13,10 @@ expect_out "data parallel: 2 MPI ranks"
 expect_out "gradient allreduce over 2 MPI ranks"
 [ "$(grep -c "^trained 20 steps" "$QKV_TMP/out")" -eq 1 ] || fail "rank 1 printed too (or nobody did): want one closing line"
 expect_close one/model.safetensors np2/model.safetensors 1e-5 "np 2 vs one process after 20 steps"
+# The loss each step reports is the global batch's (the ranks' shares summed).
+loss_gap=$(paste -d, <(cut -d, -f2 one/log.csv) <(cut -d, -f2 np2/log.csv) |
+  awk -F, 'NR > 1 && $1 != "" { d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; n++ } END { print (n == 20 ? m + 0 : "rows " n) }')
+awk -v g="$loss_gap" 'BEGIN { exit !(g + 0 == g && g <= 1e-5) }' || fail "np 2 logged other losses than one process: $loss_gap"
 # ... and they are not trivially equal: 2 ranks are not 1 (float order differs).
 data_equal one/model.safetensors np2/model.safetensors && echo "note: bit-identical (sums happened to agree)"
 
