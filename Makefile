@@ -8,6 +8,7 @@
 #   make demo       train the reverse task (examples/train)
 #   make bench      benchmarks -> BENCHMARKS.md
 #   make install PREFIX=/opt/qkv   headers, libqkv.a and lib/pkgconfig/qkv.pc (DESTDIR honoured)
+#   make MPI=1      the same built with OpenMPI into build/rel-mpi-f32 (mpirun -np N .../train)
 
 CXX      ?= g++
 # Build on every core unless -j was given: plain `make test` is the CI command.
@@ -29,6 +30,16 @@ else
   MODE   := rel
   OPT    := -O3 -march=native -g1
   LDOPT  :=
+endif
+
+# MPI=1: data-parallel training over MPI (optim/distributed.cpp with
+# -DQKV_MPI), compiled by OpenMPI's mpicxx into its own directory
+# (build/rel-mpi-f32); run it with mpirun -np N build/rel-mpi-f32/train ...
+MPI ?= 0
+ifeq ($(MPI),1)
+  CXX  := mpicxx
+  MODE := $(MODE)-mpi
+  OPT  += -DQKV_MPI
 endif
 
 CXXFLAGS := -std=c++17 -Wall -Wextra -Wno-unused-parameter -fno-math-errno -fno-trapping-math -fopenmp $(OPT) -I. -I$(BLAS_INC) -MMD -MP
@@ -133,6 +144,19 @@ $(B32)/%: $(B32)/bench/%.o $(LIB32)
 # (they run the example programs, so those are built first).
 test: $(B32)/qkv_tests $(B64)/qkv_grad_tests $(EXAMPLES) $(PC32)
 	@QKV_BIN=$(B32) bash tests/run_all.sh $(B32)/qkv_tests $(B64)/qkv_grad_tests
+
+# make test also builds the MPI trainer when OpenMPI is installed (.ci/deps
+# installs it) and tests/cli/mpi_*.sh run it from $(QKV_MPI_BIN); without
+# mpicxx/mpirun those scripts say so and pass.
+ifneq ($(MPI),1)
+export QKV_MPI_BIN := $(BUILD)/$(MODE)-mpi-f32
+.PHONY: mpi-train
+test: mpi-train
+mpi-train: | deps
+	@if command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then \
+	  env -u MAKEFLAGS -u MFLAGS $(MAKE) --no-print-directory MPI=1 SANITIZE=$(SANITIZE) BUILD=$(BUILD) \
+	    $(QKV_MPI_BIN)/train; fi
+endif
 
 # The crash-safety test at full length: 100 SIGKILLs while checkpointing
 # (make test runs 10 of them).

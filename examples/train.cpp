@@ -7,6 +7,7 @@
 //   build/rel-f32/train --load runs/reverse/model.safetensors --eval-only
 //   build/rel-f32/train --load runs/reverse/model.safetensors --ask "c a d b"
 //   build/rel-f32/train --help
+//   mpirun -np 2 build/rel-mpi-f32/train --threads 1 ...   (make MPI=1: data parallel)
 //
 // main() reads as the run does: parse the flags, build (or resume) the run,
 // check every output path, train, evaluate, write the checkpoint, then the logs
@@ -191,13 +192,15 @@ void prepare_outputs(const Options& o) {
 // Writes the checkpoint; if that fails, tries fallback places and says where
 // it went. Returns the path written, or "" when every attempt failed.
 std::string save_with_fallback(const Trainer& t, const std::string& path) {
+  const std::vector<std::string> dropout_states = t.dropout_states();  // every MPI rank's
+  if (dist::rank() != 0) return path;  // rank 0 writes
   std::vector<std::string> tries{path};
   const std::string base = fs::path(path).filename().string();
   tries.push_back(base + ".rescued-" + std::to_string(getpid()));
   tries.push_back((fs::temp_directory_path() / (base + ".rescued-" + std::to_string(getpid()))).string());
   for (size_t i = 0; i < tries.size(); ++i) {
     try {
-      t.save(tries[i]);
+      t.write_checkpoint(tries[i], dropout_states);
       if (i > 0) std::fprintf(stderr, "checkpoint: could not write %s; wrote %s instead\n", path.c_str(), tries[i].c_str());
       return tries[i];
     } catch (const std::exception& e) {
@@ -245,7 +248,7 @@ class CsvLog {
 
 struct History {
   std::vector<double> steps, losses, eval_steps, eval_accs;  // eval_accs: a loss for a language model
-  double train_seconds = 0, eval_seconds = 0;
+  double train_seconds = 0, eval_seconds = 0, allreduce_seconds = 0;
   int64_t tokens = 0, first_step = 0;
 };
 
@@ -278,6 +281,7 @@ void train_loop(Trainer& t, const Options& o, CsvLog& log, History& h) {
     const real loss = t.step();
     h.train_seconds += seconds_since(t0);
     h.tokens += t.last_target_tokens;
+    h.allreduce_seconds += t.last_allreduce_seconds;
     const int64_t s = t.step_count();
     h.steps.push_back(double(s));
     h.losses.push_back(loss);
@@ -316,6 +320,10 @@ void train_loop(Trainer& t, const Options& o, CsvLog& log, History& h) {
   std::printf("trained %lld steps in %.1f s (%.1f ms/step, %.0f target tokens/s); evaluation took %.1f s\n",
               static_cast<long long>(n), h.train_seconds, 1000 * h.train_seconds / double(std::max<int64_t>(1, n)),
               double(h.tokens) / std::max(h.train_seconds, 1e-9), h.eval_seconds);
+  if (dist::size() > 1)
+    std::printf("gradient allreduce over %d MPI ranks: %.2f ms/step (%.1f%% of the step)\n", dist::size(),
+                1000 * h.allreduce_seconds / double(std::max<int64_t>(1, n)),
+                100 * h.allreduce_seconds / std::max(h.train_seconds, 1e-9));
 }
 
 // ---- reporting --------------------------------------------------------------------
@@ -344,6 +352,10 @@ void print_header(const Trainer& t, const Options& o) {
   std::printf("training: batch %lld, up to %lld steps, Adam(0.9, 0.98, 1e-9), %s lr %.3g, warmup %lld, %d threads%s\n",
               (long long)c.batch, (long long)c.steps, c.schedule.c_str(), double(c.lr), (long long)c.warmup,
               get_num_threads(), o.load_path.empty() ? "" : (", from step " + std::to_string(t.step_count())).c_str());
+  if (dist::size() > 1)
+    std::printf("data parallel: %d MPI ranks, each with %lld..%lld of the %lld sequences of a step\n", dist::size(),
+                (long long)(c.batch / dist::size()), (long long)((c.batch + dist::size() - 1) / dist::size()),
+                (long long)c.batch);
   if (t.unknown_heldout_tokens > 0)
     std::printf("note: %lld held-out tokens are not in the training vocabulary; they read as <unk>\n",
                 (long long)t.unknown_heldout_tokens);
@@ -513,7 +525,7 @@ bool write_plots(Trainer& t, const Options& o, const History& h, const EvalResul
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int train_main(int argc, char** argv) {
   TrainConfig flags;
   Options o;
   CLI::App app{"Train a Transformer on a toy task or your own data (qkv)"};
@@ -545,6 +557,12 @@ int main(int argc, char** argv) {
     const std::vector<std::string> given = given_keys(app);
     Trainer t = o.load_path.empty() ? new_run(flags, given) : resumed_run(o.load_path, flags, given, o.allow_nonfinite);
     t.decoding = {o.decode, o.beam, o.alpha, true};
+    // Under mpirun: every rank must run the same settings (they take part in
+    // the same collective calls); rank 0 alone prints and writes files.
+    const bool lead = dist::rank() == 0;
+    if (!dist::all_equal(t.cfg.to_json().dump() + app.config_to_str(true, false)))
+      throw Error("the MPI ranks were started with different flags; every rank needs the same command line");
+    if (!lead && !std::freopen("/dev/null", "w", stdout)) throw Error("cannot silence stdout of a rank > 0");
     if (!o.ask.empty()) return ask(t, o);
 
     // 3. Every output path, before any work: a run that cannot keep its
@@ -553,7 +571,7 @@ int main(int argc, char** argv) {
     if (training) {
       if (o.out_dir.empty()) o.out_dir = "runs/" + run_name(t.cfg);
       if (!o.no_save && o.save_path.empty()) o.save_path = o.out_dir + "/model.safetensors";
-      prepare_outputs(o);
+      if (lead) prepare_outputs(o);
     }
     print_header(t, o);
     if (o.eval_only && o.detect_anomaly)
@@ -564,7 +582,7 @@ int main(int argc, char** argv) {
     History h;
     bool outputs_ok = true;
     if (training) {
-      CsvLog log(o.out_dir + "/log.csv");
+      CsvLog log(lead ? o.out_dir + "/log.csv" : "/dev/null");
       try {
         DetectAnomalyGuard anomaly(o.detect_anomaly);
         train_loop(t, o, log, h);
@@ -593,6 +611,7 @@ int main(int argc, char** argv) {
         outputs_ok = outputs_ok && written == o.save_path;
       }
     }
+    if (!lead) return outputs_ok ? 0 : kExitError;
     const EvalResult r = final_report(t, o);
     if (training) {
       outputs_ok = write_plots(t, o, h, r) && outputs_ok;
@@ -608,7 +627,22 @@ int main(int argc, char** argv) {
       std::printf("held-out exact-sequence accuracy: %.2f%%\n", 100 * r.exact_acc());
     return outputs_ok ? 0 : kExitError;
   } catch (const std::exception& e) {
+    if (dist::size() > 1) {  // the other ranks may wait for this one: end them all
+      std::fprintf(stderr, "error (MPI rank %d of %d): %s\n", dist::rank(), dist::size(), e.what());
+      dist::abort_all(kExitError);
+    }
     std::fprintf(stderr, "error: %s\n", e.what());
     return kExitError;
   }
+}
+
+// Under mpirun (make MPI=1) every rank runs train_main; see optim/distributed.h.
+int main(int argc, char** argv) {
+  dist::init(&argc, &argv);
+  const int status = train_main(argc, argv);
+  // A rank that stops alone (a bad flag) ends them all; a divergence stops
+  // every rank at the same step (they check the same global loss and norm).
+  if (status != 0 && status != kExitDiverged && dist::size() > 1) dist::abort_all(status);
+  dist::finalize();
+  return status;
 }

@@ -11,6 +11,11 @@
 // vocabulary, the data files' hashes, the model's own configuration (so
 // nn::load_seq2seq / nn::load_gpt read it too), the optimizer state, the step
 // and both random streams.
+//
+// Under mpirun (make MPI=1; see optim/distributed.h) every rank runs the same
+// Trainer: step() draws the global batch on every rank, keeps the rank's
+// rows and sums the gradients over the ranks before clipping, so all ranks
+// take the same step; save() is then collective (rank 0 writes).
 #pragma once
 #include <cinttypes>
 #include <cmath>
@@ -33,6 +38,7 @@
 #include "nn/transformer.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
+#include "optim/distributed.h"
 #include "optim/schedule.h"
 
 namespace qkv::train {
@@ -218,8 +224,13 @@ class Trainer {
 
   // Writes model, optimizer state, step, random streams, config, vocabulary
   // and data description to `path` atomically; refuses (naming the tensor)
-  // when any of them holds a NaN or Inf.
+  // when any of them holds a NaN or Inf. Under MPI every rank calls it (it
+  // gathers their dropout streams) and rank 0 alone writes.
   void save(const std::string& path) const;
+  // The two halves of save(): every rank's dropout stream (collective), then
+  // the file, written with them by whichever rank calls it.
+  std::vector<std::string> dropout_states() const;
+  void write_checkpoint(const std::string& path, const std::vector<std::string>& dropout_states) const;
   // Restores a checkpoint of this same run (settings must match; --steps is free).
   void load(const std::string& path);
 
@@ -228,7 +239,8 @@ class Trainer {
   Generator& dropout_gen() { return s2s ? s2s->dropout_gen : gpt->dropout_gen; }
   // The global gradient norm of the last step (before clipping).
   real last_grad_norm = 0;
-  int64_t last_target_tokens = 0;
+  int64_t last_target_tokens = 0;     // of the global batch (all ranks)
+  double last_allreduce_seconds = 0;  // the gradient allreduce of the last step (0 in one process)
 
   TrainConfig cfg;
   Vocab vocab;

@@ -58,6 +58,35 @@ inline void check_memory(const TrainConfig& c, int64_t V, int64_t T) {
   }
 }
 
+// The dropout seed of MPI rank r > 0 (rank 0 uses the model's own).
+inline uint64_t rank_dropout_seed(uint64_t seed, int r) {
+  return seed ^ (0xd1b54a32d192ed03ULL * static_cast<uint64_t>(r + 1));
+}
+
+// Data parallel: the rows [begin, end) of a batch drawn on every rank.
+inline LMBatch rows_of(const LMBatch& b, dist::Share r) {
+  const int64_t T = b.ids.len, n = r.end - r.begin;
+  LMBatch out{{std::vector<int64_t>(b.ids.ids.begin() + r.begin * T, b.ids.ids.begin() + r.end * T), n, T, {}},
+              std::vector<int64_t>(b.targets.begin() + r.begin * T, b.targets.begin() + r.end * T), 0};
+  if (!b.ids.lengths.empty()) out.ids.lengths.assign(b.ids.lengths.begin() + r.begin, b.ids.lengths.begin() + r.end);
+  for (int64_t t : out.targets) out.target_tokens += t != Vocab::kPad;
+  return out;
+}
+
+// This rank's share of the global batch's mean loss. The loss of the global
+// batch is the mean over its N non-pad target tokens, L = (1/N) sum_i l_i;
+// rank r holds n_r of them and computes the mean over its own, L_r. Since
+// L = sum_r (n_r / N) L_r, each rank scales its L_r by n_r / N: the sum of
+// the ranks' scaled losses, and of their gradients (dist::allreduce_gradients
+// sums), is the one-process loss and gradient of the global batch, up to the
+// order of float additions. (Averaging the ranks' unscaled gradients would
+// be right only when every rank has the same number of target tokens.) In
+// one process n_r = N and nothing is scaled.
+inline Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t global_tokens) {
+  if (local_tokens == global_tokens) return local_mean;
+  return local_mean * static_cast<real>(double(local_tokens) / double(global_tokens));
+}
+
 }  // namespace detail
 
 inline void validate(const TrainConfig& c) {
@@ -98,6 +127,9 @@ inline void validate(const TrainConfig& c) {
   }
   require_range<int64_t>(c.max_vocab, 1, 1000000, "max_vocab");
   require_range<int64_t>(c.batch, 1, 65536, "batch");
+  require(c.batch >= dist::size(), "--batch",
+          std::to_string(c.batch) + " sequences cannot be shared by " + std::to_string(dist::size()) +
+              " MPI ranks (each needs at least one)");
   require_range<int64_t>(c.steps, 1, 1000000000, "steps");
   require(c.schedule == "noam" || c.schedule == "cosine" || c.schedule == "constant", "--schedule",
           "expected noam, cosine or constant, got '" + c.schedule + "'");
@@ -125,6 +157,9 @@ inline Trainer::Trainer(const TrainConfig& c, const Vocab* given) : cfg(c), data
   build_model();
   opt = std::make_unique<optim::Adam>(model().parameters(), optim::AdamOptions::paper(cfg.lr));
   schedule = make_schedule(cfg);
+  // Each MPI rank drops out its own units: rank 0 keeps the model's stream
+  // (so one rank is a one-process run), rank r > 0 gets a stream of its own.
+  if (dist::rank() > 0) dropout_gen().manual_seed(detail::rank_dropout_seed(cfg.seed, dist::rank()));
 }
 
 // Reads the data, fixes the vocabulary and checks every sequence against the
@@ -261,22 +296,31 @@ inline void Trainer::build_model() {
   }
 }
 
+// Every MPI rank draws the whole global batch from data_gen (so data_gen
+// stays the same on all ranks, and the batch is a one-process run's) and
+// keeps its own rows (dist::share). *target_tokens gets the global count.
 inline Var Trainer::loss_on_batch(int64_t* target_tokens) {
+  const dist::Share mine = dist::share(cfg.batch, dist::rank(), dist::size());
   if (text) {
     LMBatch b = text->draw(cfg.batch, data_gen);
     *target_tokens = b.target_tokens;
-    return nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing);
+    if (dist::size() > 1) b = detail::rows_of(b, mine);
+    return detail::share_of_loss(nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing),
+                                 b.target_tokens, *target_tokens);
   }
-  const std::vector<Pair> drawn = pairs->draw(cfg.batch, data_gen);
+  std::vector<Pair> drawn = pairs->draw(cfg.batch, data_gen);
+  *target_tokens = 0;
+  for (const Pair& p : drawn) *target_tokens += static_cast<int64_t>(p.tgt.size()) + 1;  // y1 .. yL </s>
+  if (dist::size() > 1) drawn = std::vector<Pair>(drawn.begin() + mine.begin, drawn.begin() + mine.end);
   if (gpt) {
     LMBatch b = collate_prompted(drawn);
-    *target_tokens = b.target_tokens;
-    return nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing);
+    return detail::share_of_loss(nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing),
+                                 b.target_tokens, *target_tokens);
   }
   tasks::Batch b = collate_pairs(drawn);
-  *target_tokens = b.target_tokens;
   Var logits = s2s->forward(b.src, b.tgt_in);  // (B, T, V)
-  return nn::cross_entropy(logits, b.tgt_out, Vocab::kPad, cfg.label_smoothing);
+  return detail::share_of_loss(nn::cross_entropy(logits, b.tgt_out, Vocab::kPad, cfg.label_smoothing), b.target_tokens,
+                               *target_tokens);
 }
 
 inline real Trainer::step() {
@@ -285,7 +329,9 @@ inline real Trainer::step() {
   const int64_t s = step_count() + 1;
   int64_t tokens = 0;
   Var loss = loss_on_batch(&tokens);
-  const real value = loss.item();
+  // The global batch's loss (the ranks' shares summed): the same on every
+  // rank, so the checks below stop all ranks at the same step.
+  const real value = static_cast<real>(dist::sum(double(loss.item())));
   if (!std::isfinite(value))
     throw Diverged("step " + std::to_string(s) + ": the loss is " + std::to_string(value) + " (training diverged)");
   // A cross-entropy far above a uniform guess's (ln V) means the weights have
@@ -298,6 +344,8 @@ inline real Trainer::step() {
     throw Diverged(m);
   }
   loss.backward();
+  // The global batch's gradient on every rank, before clipping sees it.
+  last_allreduce_seconds = dist::allreduce_gradients(opt->params());
   // The norm before clipping; with --clip 0 nothing is scaled.
   last_grad_norm = optim::clip_grad_norm(opt->params(), cfg.clip > 0 ? cfg.clip : std::numeric_limits<real>::max());
   if (!std::isfinite(last_grad_norm))
@@ -467,7 +515,16 @@ inline std::string Trainer::decode_text(const Seq& ids) const {
   return vocab.decode(ids, cfg.data.empty() || cfg.tokens == "word" ? " " : "");
 }
 
+inline std::vector<std::string> Trainer::dropout_states() const {
+  return dist::all_gather(generator_state_string(s2s ? s2s->dropout_gen : gpt->dropout_gen));
+}
+
 inline void Trainer::save(const std::string& path) const {
+  const std::vector<std::string> states = dropout_states();
+  if (dist::rank() == 0) write_checkpoint(path, states);
+}
+
+inline void Trainer::write_checkpoint(const std::string& path, const std::vector<std::string>& dropout_states) const {
   NamedTensors all;
   for (auto& [n, t] : nn::state_dict(model())) all.emplace_back("model." + n, t);
   for (auto& [n, t] : opt->state_dict()) all.emplace_back("optim." + n, t);
@@ -478,7 +535,8 @@ inline void Trainer::save(const std::string& path) const {
   md["data"] = data_info.dump();
   md["step"] = std::to_string(opt->step_count());
   md["data_gen"] = generator_state_string(data_gen);
-  md["dropout_gen"] = generator_state_string(s2s ? s2s->dropout_gen : gpt->dropout_gen);
+  md["dropout_gen"] = dropout_states.at(0);  // rank 0's (the only one in one process)
+  if (dropout_states.size() > 1) md["dropout_gen_ranks"] = json(dropout_states).dump();
   check_finite(all, "checkpoint " + path + ": not written");  // never a NaN model on disk
   write_safetensors(path, all, md);
 }
@@ -523,6 +581,16 @@ inline void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite) {
     if (!f.metadata.count(key)) throw Error(f.path + ": metadata has no '" + std::string(key) + "'");
   set_generator_state(t.data_gen, f.metadata.at("data_gen"), f.path + ": metadata 'data_gen'");
   set_generator_state(t.dropout_gen(), f.metadata.at("dropout_gen"), f.path + ": metadata 'dropout_gen'");
+  // MPI rank r > 0 continues its own saved dropout stream when the run had
+  // as many ranks; otherwise (another rank count) a new stream of its own.
+  if (dist::rank() > 0) {
+    const auto it = f.metadata.find("dropout_gen_ranks");
+    const json ranks = it == f.metadata.end() ? json::array() : nn::metadata_json(f.metadata, "dropout_gen_ranks", f.path);
+    if (ranks.is_array() && static_cast<int>(ranks.size()) == dist::size() && ranks[dist::rank()].is_string())
+      set_generator_state(t.dropout_gen(), ranks[dist::rank()].get<std::string>(), f.path + ": metadata 'dropout_gen_ranks'");
+    else
+      t.dropout_gen().manual_seed(rank_dropout_seed(t.cfg.seed ^ static_cast<uint64_t>(t.step_count()), dist::rank()));
+  }
 }
 }  // namespace detail
 
