@@ -30,6 +30,9 @@
 //                0 once the pools that the graph's nodes and bookkeeping come
 //                from (core/pool.h) are warm
 //   peak RSS     VmHWM from /proc/self/status, read before the ceiling runs
+//   threads      parallel regions per step run on a team, and run in turn on
+//                the calling thread while the team was benched (a competing
+//                load, core/parallel.h), and how often it was benched
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -436,6 +439,7 @@ int main(int argc, char** argv) {
     std::vector<double> step_s;
     step_s.reserve(static_cast<size_t>(steps));  // no growth inside the count
     const int64_t heap0 = g_heap_allocs.load();
+    const TeamStats team0 = team_stats();
     for (int i = 0; i < steps; ++i) {
       const auto t0 = Clock::now();
       const real l = train_step();
@@ -446,6 +450,10 @@ int main(int argc, char** argv) {
     const int64_t step_flops = (gemm_flop_count() - flops0) / steps;
     const int64_t train_allocs = allocator_stats().system_allocs - a0.system_allocs;
     const double heap_per_step = double(g_heap_allocs.load() - heap0) / steps;
+    const TeamStats team1 = team_stats();
+    const int64_t team_regions = team1.team_regions - team0.team_regions;
+    const int64_t benched_regions = team1.benched_regions - team0.benched_regions;
+    const int64_t benches = team1.benches - team0.benches;
 
     // ---- forward only (forward + loss, no graph) ---------------------------------------
     std::vector<double> fwd_s;
@@ -511,6 +519,9 @@ int main(int argc, char** argv) {
       nlohmann::json j = {
           {"impl", "qkv"}, {"config", c.name}, {"threads", threads}, {"steps", steps},
           {"contend", contend}, {"contend_cpu", contend_cpu}, {"adaptive", !fixed},
+          {"team_regions_per_step", double(team_regions) / steps},
+          {"benched_regions_per_step", double(benched_regions) / steps},
+          {"benches", benches},
           {"warmup", warmup}, {"batch", c.B}, {"seq_len", c.T},
           {"params", model->num_parameters()},
           {"step_ms", step_ms}, {"step_ms_min", *std::min_element(step_s.begin(), step_s.end()) * 1e3},
@@ -563,6 +574,10 @@ int main(int argc, char** argv) {
                   "forward-only %lld\n",
                   (long long)train_allocs, steps, static_cast<double>(train_allocs) / steps,
                   (long long)fwd_allocs);
+      std::printf("  threads      %.0f parallel regions per step on a team, %.0f with the team "
+                  "benched (run in turn); benched %lld time(s) in the timed steps\n",
+                  double(team_regions) / steps, double(benched_regions) / steps,
+                  (long long)benches);
       std::printf("  heap         %.0f operator new calls per step (graph nodes and bookkeeping); "
                   "forward-only %.0f\n",
                   heap_per_step, fwd_heap_per_step);

@@ -14,6 +14,7 @@ int g_threads = 0;  // 0: not set yet, use the OpenMP default
 // One policy per calling thread: it judges the teams that thread opens.
 thread_local TeamPolicy tl_policy;
 thread_local bool tl_adaptive = true;
+thread_local TeamStats tl_stats;
 }  // namespace
 
 namespace detail {
@@ -28,25 +29,35 @@ int64_t now_ns() {
 
 TeamPolicy& calling_thread_policy() { return tl_policy; }
 
-bool team_available() { return !tl_adaptive || tl_policy.use_team(now_ns()); }
+bool team_available() {
+  if (!tl_adaptive || tl_policy.use_team(now_ns())) return true;
+  ++tl_stats.benched_regions;
+  return false;
+}
 
 void team_record(int64_t busy_ns, int64_t wait_ns) {
-  if (tl_adaptive) tl_policy.record(busy_ns, wait_ns, now_ns());
+  ++tl_stats.team_regions;
+  if (tl_adaptive && tl_policy.record(busy_ns, wait_ns, now_ns())) ++tl_stats.benches;
 }
 }  // namespace detail
 
-void TeamPolicy::record(int64_t busy, int64_t wait, int64_t now) {
+bool TeamPolicy::record(int64_t busy, int64_t wait, int64_t now) {
   busy_ += busy;
   wait_ += wait;
   if (wait_ > std::max(busy_, p_.min_stall_ns)) {  // the team cost more than it gave
     solo_until_ = now + solo_ns_;
     solo_ns_ = std::min(4 * solo_ns_, p_.solo_max_ns);
     busy_ = wait_ = 0;
-  } else if (busy_ + wait_ >= p_.window_ns) {  // a clean window: forget the past
+    return true;
+  }
+  if (busy_ + wait_ >= p_.window_ns) {  // a clean window: forget the past
     solo_ns_ = p_.solo_min_ns;
     busy_ = wait_ = 0;
   }
+  return false;
 }
+
+TeamStats team_stats() { return tl_stats; }
 
 void set_adaptive_threads(bool on) {
   tl_adaptive = on;

@@ -66,7 +66,8 @@ class TeamPolicy {
   TeamPolicy() = default;
   explicit TeamPolicy(const Params& p) : p_(p), solo_ns_(p.solo_min_ns) {}
   bool use_team(int64_t now) const { return now >= solo_until_; }
-  void record(int64_t busy, int64_t wait, int64_t now);
+  // Returns true when this region benched the team.
+  bool record(int64_t busy, int64_t wait, int64_t now);
   int64_t solo_until() const { return solo_until_; }
   int64_t next_solo_ns() const { return solo_ns_; }
 
@@ -76,6 +77,14 @@ class TeamPolicy {
   int64_t solo_until_ = 0;       // benched until this time
   int64_t solo_ns_ = Params{}.solo_min_ns;
 };
+
+// What the calling thread's regions did since the thread started: regions run
+// on a team, regions whose parts ran in turn because the team was benched,
+// and how many times it was benched. For benchmarks and diagnostics.
+struct TeamStats {
+  int64_t team_regions = 0, benched_regions = 0, benches = 0;
+};
+TeamStats team_stats();
 
 // Whether the adaptive policy is on (default) for parallel regions opened by
 // the calling thread. Off, every region uses get_num_threads() threads.

@@ -310,6 +310,11 @@ TEST_CASE("set_adaptive_threads(false) keeps the team whatever the timings") {
   set_adaptive_threads(true);
   CHECK(adaptive_threads());
   CHECK(plan_team().team);
+  const TeamStats s0 = team_stats();
   detail::team_record(10 * kUs, 50 * kMs);
   CHECK_FALSE(plan_team().team);
+  const TeamStats s1 = team_stats();
+  CHECK(s1.team_regions == s0.team_regions + 1);
+  CHECK(s1.benches == s0.benches + 1);
+  CHECK(s1.benched_regions == s0.benched_regions + 1);  // the plan_team() just above
 }
