@@ -24,9 +24,15 @@
 #                   shared machine drift by up to ~30% between runs)
 #   BENCH_BASE_ROUNDS  rounds for base, whose round takes ~10 min (default 1)
 #   BENCH_CONTEND   1 (default): also the runs under a competing load; 0: not
+#   BENCH_CONTEND_ROUNDS  rounds of each configuration that also run under the
+#                   load (default 1: the first; PyTorch at 2 threads takes
+#                   seconds per step there)
 #   BENCH_TORCH_LOADED_LIMIT  seconds after which a PyTorch run under the load
-#                   stops timing steps (default 60; at least 3 steps are timed)
+#                   stops timing steps (default 30; at least 3 steps are timed)
 #   BENCH_OUT       report path (default BENCHMARKS.md at the top of the tree)
+#   BENCH_RESULTS   a JSONL file to append every run to, and to report from
+#                   with the runs already in it (e.g. base run earlier on its
+#                   own); default: a temporary file, this run's runs only
 set -euo pipefail
 
 if [ $# -lt 1 ]; then
@@ -46,7 +52,8 @@ THREADS=${BENCH_THREADS:-1 2}
 ROUNDS=${BENCH_ROUNDS:-5}
 BASE_ROUNDS=${BENCH_BASE_ROUNDS:-1}
 CONTEND=${BENCH_CONTEND:-1}
-TORCH_LOADED_LIMIT=${BENCH_TORCH_LOADED_LIMIT:-60}
+TORCH_LOADED_LIMIT=${BENCH_TORCH_LOADED_LIMIT:-30}
+CONTEND_ROUNDS=${BENCH_CONTEND_ROUNDS:-1}
 ROUND=1
 OUT=${BENCH_OUT:-$ROOT/BENCHMARKS.md}
 PY=/usr/bin/python3
@@ -59,8 +66,13 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qkv-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-RESULTS="$WORK/results.jsonl"
-: > "$RESULTS"
+if [ -n "${BENCH_RESULTS:-}" ]; then
+  touch "$BENCH_RESULTS"
+  RESULTS=$(cd "$(dirname "$BENCH_RESULTS")" && pwd)/$(basename "$BENCH_RESULTS")
+else
+  RESULTS="$WORK/results.jsonl"
+  : > "$RESULTS"
+fi
 
 # One run: appends its JSON line to RESULTS and prints a one-line summary.
 record() {
@@ -68,9 +80,10 @@ record() {
   line=$("$@") || { echo "run.sh: failed: $*" >&2; exit 1; }
   line=$(printf '%s\n' "$line" | tail -n 1)
   printf '%s\n' "$line" | ROUND=$ROUND "$PY" -c '
-import json, os, sys
+import json, os, sys, time
 r = json.loads(sys.stdin.read())
 r["round"] = int(os.environ["ROUND"])
+r["date"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
 with open(sys.argv[1], "a") as fh:
     fh.write(json.dumps(r) + "\n")
 extra = ""
@@ -126,7 +139,7 @@ for cfg in $CONFIGS; do
       fi
     done
     # The same under a competing load (no sgemm ceiling: it is not the question).
-    if [ "$CONTEND" = 1 ]; then
+    if [ "$CONTEND" = 1 ] && [ "$ROUND" -le "$CONTEND_ROUNDS" ]; then
       for t in $THREADS; do
         record "$BENCH" --config "$cfg" --threads "$t" --steps "$STEPS" --warmup "$warmup" \
           --contend --no-ceiling --json
@@ -146,7 +159,7 @@ done
 CMD="make bench"
 [ "$TORCH" = 1 ] && CMD="make bench-torch"
 ENVS=""
-for v in BENCH_CONFIGS BENCH_STEPS BENCH_THREADS BENCH_ROUNDS BENCH_BASE_ROUNDS BENCH_CONTEND BENCH_TORCH_LOADED_LIMIT; do
+for v in BENCH_CONFIGS BENCH_STEPS BENCH_THREADS BENCH_ROUNDS BENCH_BASE_ROUNDS BENCH_CONTEND BENCH_CONTEND_ROUNDS BENCH_TORCH_LOADED_LIMIT BENCH_RESULTS; do
   if [ -n "${!v:-}" ]; then ENVS+="$v=\"${!v}\" "; fi
 done
 export BENCH_CMD="$ENVS$CMD  (= ${ENVS}bash bench/run.sh ${1%/}$([ "$TORCH" = 1 ] && echo ' --torch'))"
@@ -179,7 +192,9 @@ results = list(fastest.values())
 rounds_of = {c: max(r["round"] for r in runs if r["config"] == c) for c in {r["config"] for r in runs}}
 qkv = [r for r in results if r["impl"] == "qkv"]
 torch = [r for r in results if r["impl"] == "torch"]
-configs = list(dict.fromkeys(r["config"] for r in qkv))
+ORDER = ["tiny", "small", "gpt", "base"]
+configs = sorted(dict.fromkeys(r["config"] for r in qkv),
+                 key=lambda c: ORDER.index(c) if c in ORDER else len(ORDER))
 steps = int(E["BENCH_STEPS_USED"])
 
 SHAPES = {
@@ -227,6 +242,13 @@ w("")
 w(f"- Command: `{E['BENCH_CMD']}`")
 w(f"- Machine: {E['BENCH_CPU']}, {E['BENCH_NPROC']} cores (nproc), {E['BENCH_KERNEL']}")
 w(f"- Date: {E['BENCH_DATE']}")
+if any("date" in r for r in all_runs):
+    spans = []
+    for c in configs:
+        ds = sorted(r["date"] for r in all_runs if r["config"] == c and "date" in r)
+        if ds:
+            spans.append(f"{c} {ds[0]} to {ds[-1][-5:]} UTC")
+    w("- Runs made: " + "; ".join(spans))
 tv = sorted({r["torch_version"] for r in torch})
 w(f"- Versions: qkv {E['BENCH_COMMIT']}; {E['BENCH_GXX']}; OpenBLAS {E['BENCH_BLAS']}"
   + (f"; PyTorch {', '.join(tv)} (Debian python3-torch)" if tv else "; PyTorch not run"))
@@ -329,13 +351,15 @@ if loaded:
       "before the warm-up steps and kill it after the forward timing. Step ms is the median "
       "step of the fastest round; every round's median is listed. qkv runs its default "
       "adaptive threading (core/parallel.h: a team that waits longer than it works is "
-      "benched and retried later); PyTorch runs with torch.set_num_threads as given, and "
+      "benched and retried later; the regions column counts a step's parallel regions run on "
+      "the team and run in turn while it was benched); PyTorch runs with torch.set_num_threads as given, and "
       "stops timing after BENCH_TORCH_LOADED_LIMIT seconds (the steps it took are shown "
       "when fewer).")
     w("")
     w("| config | threads | qkv quiet ms | qkv loaded ms | loaded / quiet | "
-      "loaded, 2 threads / 1 thread | PyTorch loaded ms | qkv / PyTorch, loaded | qkv loaded, every round |")
-    w("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+      "loaded, 2 threads / 1 thread | regions per step: team / in turn | PyTorch loaded ms | "
+      "qkv / PyTorch, loaded | qkv loaded, every round |")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for cfg in configs:
         for t in sorted({r["threads"] for r in loaded if r["config"] == cfg and r["impl"] == "qkv"}):
             q = lq.get(("qkv", cfg, t))
@@ -347,10 +371,13 @@ if loaded:
                 (r for r in loaded if r["impl"] == "qkv" and r["config"] == cfg and r["threads"] == t),
                 key=lambda r: r["round"]))
             tsteps = f" ({tt['steps']} steps)" if tt and tt["steps"] < steps else ""
+            vs_torch = f"{q['step_ms'] / tt['step_ms']:.2f}" if tt else ""
+            regions = (f"{q['team_regions_per_step']:.0f} / {q['benched_regions_per_step']:.0f}"
+                       if t != 1 and "team_regions_per_step" in q else "")
             w(f"| {cfg} | {t} | {f(quiet['step_ms']) if quiet else ''} | {f(q['step_ms'])} | "
-              f"{q['step_ms'] / quiet['step_ms'] if quiet else 0:.2f} | {vs1} | "
+              f"{q['step_ms'] / quiet['step_ms']:.2f} | {vs1} | {regions} | "
               f"{f(tt['step_ms']) + tsteps if tt else ''} | "
-              f"{q['step_ms'] / tt['step_ms'] if tt else 0:.2f} | {rounds} |")
+              f"{vs_torch} | {rounds} |")
     w("")
     if any(r["impl"] == "torch" for r in loaded):
         w("PyTorch under the load, every round's median step ms: " + "; ".join(
