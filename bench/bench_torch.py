@@ -22,6 +22,12 @@ The model stays in train mode (dropout is 0, so the maths is the same as eval),
 as in qkv; in eval mode PyTorch would switch its encoder layers to a fused
 inference path that qkv's forward-only timing has no counterpart for.
 
+--contend runs the same spinning load as bench_train --contend: a child
+process pinned to the last CPU this process may use, from before the warm-up
+steps to the end of the forward timing; it is killed then, and stops by
+itself if this process dies (it watches its parent) or after --contend-limit
+seconds.
+
 One process per (configuration, thread setting): run.sh sets the environment
 (OMP_WAIT_POLICY, OPENBLAS_NUM_THREADS) before Python starts, and peak RSS
 (ru_maxrss) then belongs to this configuration alone.
@@ -32,6 +38,7 @@ import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import time
 
@@ -77,6 +84,40 @@ def config_from_metadata(meta):
 
 
 # ---------------------------------------------------------------------------
+# A competing load
+# ---------------------------------------------------------------------------
+
+SPIN = """
+import os, sys, time
+parent, cpu, limit = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+os.sched_setaffinity(0, {cpu})
+end = time.monotonic() + limit
+while os.getppid() == parent and time.monotonic() < end:
+    for _ in range(200000):
+        pass
+"""
+
+
+class Contender:
+    """A child process that keeps one CPU busy while the with-block runs."""
+
+    def __init__(self, limit_s):
+        self.cpu = max(os.sched_getaffinity(0))
+        self.limit_s = limit_s
+        self.proc = None
+
+    def __enter__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid()),
+                                      str(self.cpu), str(self.limit_s)])
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.kill()
+        self.proc.wait()
+        return False
+
+
+# ---------------------------------------------------------------------------
 # Timing
 # ---------------------------------------------------------------------------
 
@@ -89,6 +130,13 @@ def main():
     ap.add_argument("--setting", default="", help="label of the thread setting, for the report")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--contend", action="store_true",
+                    help="time the steps while a spinning process keeps one core busy")
+    ap.add_argument("--contend-limit", type=float, default=3600,
+                    help="seconds after which the spinning process stops by itself")
+    ap.add_argument("--time-limit", type=float, default=0,
+                    help="stop the step timing after this many seconds (at least 3 steps), "
+                         "and the forward timing likewise; 0: no limit")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -124,27 +172,44 @@ def main():
         opt.step()
         return loss.item()
 
-    loss_first = loss_last = None
-    for i in range(args.warmup):
-        loss = train_step()
-        if i == 0:
-            loss_first = loss
-    step_s = []
-    for i in range(args.steps):
-        t0 = time.perf_counter()
-        loss_last = train_step()
-        step_s.append(time.perf_counter() - t0)
-        if loss_first is None:
-            loss_first = loss_last
+    def over_limit(times):
+        return args.time_limit > 0 and len(times) >= 3 and sum(times) > args.time_limit
 
-    fwd_s = []
-    with torch.no_grad():
-        for _ in range(max(1, args.warmup)):
-            forward_loss()
-        for _ in range(args.steps):
+    def timed_runs():
+        loss_first = loss_last = None
+        for i in range(args.warmup):
+            loss = train_step()
+            if i == 0:
+                loss_first = loss
+        step_s = []
+        for i in range(args.steps):
             t0 = time.perf_counter()
-            forward_loss().item()
-            fwd_s.append(time.perf_counter() - t0)
+            loss_last = train_step()
+            step_s.append(time.perf_counter() - t0)
+            if loss_first is None:
+                loss_first = loss_last
+            if over_limit(step_s):
+                break
+
+        fwd_s = []
+        with torch.no_grad():
+            for _ in range(max(1, args.warmup)):
+                forward_loss()
+            for _ in range(args.steps):
+                t0 = time.perf_counter()
+                forward_loss().item()
+                fwd_s.append(time.perf_counter() - t0)
+                if over_limit(fwd_s):
+                    break
+        return loss_first, loss_last, step_s, fwd_s
+
+    contend_cpu = -1
+    if args.contend:
+        with Contender(args.contend_limit) as c:
+            contend_cpu = c.cpu
+            loss_first, loss_last, step_s, fwd_s = timed_runs()
+    else:
+        loss_first, loss_last, step_s, fwd_s = timed_runs()
 
     step_ms = statistics.median(step_s) * 1e3
     tokens = cfg["batch"] * cfg["seq_len"]
@@ -153,7 +218,8 @@ def main():
         "setting": args.setting or f"{args.threads} thread(s)",
         "env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS",
                                            "OMP_NUM_THREADS") if k in os.environ},
-        "torch_version": torch.__version__, "steps": args.steps, "warmup": args.warmup,
+        "torch_version": torch.__version__, "steps": len(step_s), "warmup": args.warmup,
+        "contend": args.contend, "contend_cpu": contend_cpu,
         "params": sum(p.numel() for p in model.parameters()),
         "step_ms": step_ms, "step_ms_min": min(step_s) * 1e3,
         "fwd_ms": statistics.median(fwd_s) * 1e3,

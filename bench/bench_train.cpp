@@ -4,6 +4,13 @@
 //
 //   build/rel-f32/bench_train --config tiny --threads 1
 //   build/rel-f32/bench_train --config gpt --threads 2 --steps 20 --warmup 3 --json
+//   build/rel-f32/bench_train --config gpt --threads 2 --contend
+//
+// --contend times the steps under a competing load: a child process spins on
+// one core (the last one this process may use) from before the warm-up steps
+// until the forward timing ends, as another program on the machine would.
+// It is killed when the timing ends, and stops by itself if bench_train dies
+// (it watches its parent) or after --contend-limit seconds.
 //
 // One configuration and thread count per process, so the peak RSS (VmHWM)
 // belongs to that configuration alone. bench/run.sh runs them all and writes
@@ -23,6 +30,9 @@
 //                0 once the pools that the graph's nodes and bookkeeping come
 //                from (core/pool.h) are warm
 //   peak RSS     VmHWM from /proc/self/status, read before the ceiling runs
+//   threads      parallel regions per step run on a team, and run in turn on
+//                the calling thread while the team was benched (a competing
+//                load, core/parallel.h), and how often it was benched
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -36,7 +46,12 @@
 #include <memory>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <sched.h>
+#include <signal.h>
 #include <string>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <tuple>
 #include <vector>
 
@@ -245,6 +260,56 @@ class GemmTimer {
   double best_ = 0;
 };
 
+// ---- a competing load ---------------------------------------------------------------
+// A child process that keeps one core busy until it is destroyed. Forked from
+// a process that may already run OpenMP threads, the child only makes system
+// calls and spins (what is safe after fork in a threaded process).
+class Contender {
+ public:
+  Contender(int cpu, int limit_s) : cpu_(cpu) {
+    const pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ < 0) throw Error("bench_train: --contend: fork failed");
+    if (pid_ == 0) spin(parent, cpu, limit_s);
+  }
+  ~Contender() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  Contender(const Contender&) = delete;
+  Contender& operator=(const Contender&) = delete;
+  int cpu() const { return cpu_; }
+
+  // The last CPU this process may run on: the core the spinner takes.
+  static int last_cpu() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int last = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) last = c;
+    return last;
+  }
+
+ private:
+  [[noreturn]] static void spin(pid_t parent, int cpu, int limit_s) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // killed with the parent's thread...
+    if (getppid() != parent) _exit(0);  // ...unless the parent is already gone
+    alarm(static_cast<unsigned>(limit_s));  // SIGALRM ends it at the limit
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+    volatile uint64_t x = 0;
+    for (;;) {
+      for (int i = 0; i < (1 << 24); ++i) x = x + 1;
+      if (getppid() != parent) _exit(0);
+    }
+  }
+  pid_t pid_ = -1;
+  int cpu_ = 0;
+};
+
 // ---- measurement helpers ---------------------------------------------------------------
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -277,7 +342,8 @@ int main(int argc, char** argv) {
   std::string config = "tiny", save_init, save_batch;
   int threads = 1, steps = 20, warmup = 3;
   uint64_t seed = 1;
-  bool json = false, no_ceiling = false, show_shapes = false;
+  bool json = false, no_ceiling = false, show_shapes = false, contend = false, fixed = false;
+  int contend_limit = 3600;
   CLI::App app{"bench_train: time a Transformer training step and its sgemm ceiling (qkv)"};
   app.add_option("--config", config, "tiny, small, base or gpt")
       ->check(CLI::IsMember({"tiny", "small", "base", "gpt"}));
@@ -289,12 +355,21 @@ int main(int argc, char** argv) {
   app.add_option("--save-batch", save_batch, "write the token batch here (src, tgt, targets as F32)");
   app.add_flag("--no-ceiling", no_ceiling, "skip the sgemm ceiling measurement");
   app.add_flag("--shapes", show_shapes, "also print each sgemm shape's ideal time and GFLOP/s");
+  app.add_flag("--contend", contend,
+               "time the steps while a spinning process keeps one core busy");
+  app.add_option("--contend-limit", contend_limit,
+                 "seconds after which the spinning process stops by itself")
+      ->check(CLI::Range(1, 86400));
+  app.add_flag("--fixed-threads", fixed,
+               "always use --threads threads: no backing off to one under load "
+               "(set_adaptive_threads(false), for comparison)");
   app.add_flag("--json", json, "print one JSON line instead of the readable report");
   CLI11_PARSE(app, argc, argv);
 
   try {
     const BenchCase c = make_case(config);
     set_num_threads(threads);
+    if (fixed) set_adaptive_threads(false);
 
     // ---- model, optimizer, batch -------------------------------------------------
     std::shared_ptr<nn::Module> model;
@@ -350,6 +425,10 @@ int main(int argc, char** argv) {
     };
 
     // ---- training steps --------------------------------------------------------------
+    // Under --contend, the spinning process runs from here to the end of the
+    // forward timing.
+    std::unique_ptr<Contender> contender;
+    if (contend) contender = std::make_unique<Contender>(Contender::last_cpu(), contend_limit);
     real loss_first = 0, loss_last = 0;
     for (int i = 0; i < warmup; ++i) {
       const real l = train_step();
@@ -360,6 +439,7 @@ int main(int argc, char** argv) {
     std::vector<double> step_s;
     step_s.reserve(static_cast<size_t>(steps));  // no growth inside the count
     const int64_t heap0 = g_heap_allocs.load();
+    const TeamStats team0 = team_stats();
     for (int i = 0; i < steps; ++i) {
       const auto t0 = Clock::now();
       const real l = train_step();
@@ -370,6 +450,10 @@ int main(int argc, char** argv) {
     const int64_t step_flops = (gemm_flop_count() - flops0) / steps;
     const int64_t train_allocs = allocator_stats().system_allocs - a0.system_allocs;
     const double heap_per_step = double(g_heap_allocs.load() - heap0) / steps;
+    const TeamStats team1 = team_stats();
+    const int64_t team_regions = team1.team_regions - team0.team_regions;
+    const int64_t benched_regions = team1.benched_regions - team0.benched_regions;
+    const int64_t benches = team1.benches - team0.benches;
 
     // ---- forward only (forward + loss, no graph) ---------------------------------------
     std::vector<double> fwd_s;
@@ -391,6 +475,8 @@ int main(int argc, char** argv) {
       fwd_flops = (gemm_flop_count() - f0) / steps;
       fwd_allocs = allocator_stats().system_allocs - s0;
     }
+    const int contend_cpu = contender ? contender->cpu() : -1;
+    contender.reset();  // the ceiling is measured on a quiet machine
     const double rss_mb = peak_rss_mb();  // before the ceiling's own buffers
     const AllocatorStats alloc_peak = allocator_stats();
 
@@ -432,6 +518,10 @@ int main(int argc, char** argv) {
     if (json) {
       nlohmann::json j = {
           {"impl", "qkv"}, {"config", c.name}, {"threads", threads}, {"steps", steps},
+          {"contend", contend}, {"contend_cpu", contend_cpu}, {"adaptive", !fixed},
+          {"team_regions_per_step", double(team_regions) / steps},
+          {"benched_regions_per_step", double(benched_regions) / steps},
+          {"benches", benches},
           {"warmup", warmup}, {"batch", c.B}, {"seq_len", c.T},
           {"params", model->num_parameters()},
           {"step_ms", step_ms}, {"step_ms_min", *std::min_element(step_s.begin(), step_s.end()) * 1e3},
@@ -452,9 +542,10 @@ int main(int argc, char** argv) {
       const std::string layers = c.gpt ? std::to_string(c.dec)
                                        : std::to_string(c.enc) + "+" + std::to_string(c.dec);
       std::printf("qkv %s (B %lld, T %lld, D %lld, H %lld, F %lld, layers %s, V %lld), "
-                  "%d thread(s), %lld parameters\n",
+                  "%d thread(s)%s, %lld parameters\n",
                   c.name.c_str(), (long long)c.B, (long long)c.T, (long long)c.D, (long long)c.H,
                   (long long)c.F, layers.c_str(), (long long)c.V, threads,
+                  contend ? (", one core (CPU " + std::to_string(contend_cpu) + ") kept busy").c_str() : "",
                   (long long)model->num_parameters());
       std::printf("  train step   %9.3f ms median of %d (min %.3f), %.0f tokens/s\n", step_ms, steps,
                   *std::min_element(step_s.begin(), step_s.end()) * 1e3, tokens / (step_ms * 1e-3));
@@ -483,6 +574,10 @@ int main(int argc, char** argv) {
                   "forward-only %lld\n",
                   (long long)train_allocs, steps, static_cast<double>(train_allocs) / steps,
                   (long long)fwd_allocs);
+      std::printf("  threads      %.0f parallel regions per step on a team, %.0f with the team "
+                  "benched (run in turn); benched %lld time(s) in the timed steps\n",
+                  double(team_regions) / steps, double(benched_regions) / steps,
+                  (long long)benches);
       std::printf("  heap         %.0f operator new calls per step (graph nodes and bookkeeping); "
                   "forward-only %.0f\n",
                   heap_per_step, fwd_heap_per_step);

@@ -9,6 +9,9 @@
 # in four thread settings (1 thread; 2 threads; 2 threads with
 # OMP_WAIT_POLICY=PASSIVE; 2 threads with OPENBLAS_NUM_THREADS=1), interleaved
 # with the qkv runs so that every ratio is taken on the same machine state.
+# Every configuration and thread count is also timed under a competing load
+# (bench_train --contend: a spinning process keeps one core busy during the
+# timed steps), and with --torch PyTorch too, at 1 thread and at 2 threads.
 #
 # Environment:
 #   BENCH_CONFIGS   configurations to run (default "tiny small gpt base")
@@ -20,7 +23,16 @@
 #                   reported by its fastest round (two-thread timings on a
 #                   shared machine drift by up to ~30% between runs)
 #   BENCH_BASE_ROUNDS  rounds for base, whose round takes ~10 min (default 1)
+#   BENCH_CONTEND   1 (default): also the runs under a competing load; 0: not
+#   BENCH_CONTEND_ROUNDS  rounds of each configuration that also run under the
+#                   load (default 1: the first; PyTorch at 2 threads takes
+#                   seconds per step there)
+#   BENCH_TORCH_LOADED_LIMIT  seconds after which a PyTorch run under the load
+#                   stops timing steps (default 30; at least 3 steps are timed)
 #   BENCH_OUT       report path (default BENCHMARKS.md at the top of the tree)
+#   BENCH_RESULTS   a JSONL file to append every run to, and to report from
+#                   with the runs already in it (e.g. base run earlier on its
+#                   own); default: a temporary file, this run's runs only
 set -euo pipefail
 
 if [ $# -lt 1 ]; then
@@ -39,6 +51,9 @@ STEPS=${BENCH_STEPS:-20}
 THREADS=${BENCH_THREADS:-1 2}
 ROUNDS=${BENCH_ROUNDS:-5}
 BASE_ROUNDS=${BENCH_BASE_ROUNDS:-1}
+CONTEND=${BENCH_CONTEND:-1}
+TORCH_LOADED_LIMIT=${BENCH_TORCH_LOADED_LIMIT:-30}
+CONTEND_ROUNDS=${BENCH_CONTEND_ROUNDS:-1}
 ROUND=1
 OUT=${BENCH_OUT:-$ROOT/BENCHMARKS.md}
 PY=/usr/bin/python3
@@ -51,8 +66,13 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qkv-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-RESULTS="$WORK/results.jsonl"
-: > "$RESULTS"
+if [ -n "${BENCH_RESULTS:-}" ]; then
+  touch "$BENCH_RESULTS"
+  RESULTS=$(cd "$(dirname "$BENCH_RESULTS")" && pwd)/$(basename "$BENCH_RESULTS")
+else
+  RESULTS="$WORK/results.jsonl"
+  : > "$RESULTS"
+fi
 
 # One run: appends its JSON line to RESULTS and prints a one-line summary.
 record() {
@@ -60,9 +80,10 @@ record() {
   line=$("$@") || { echo "run.sh: failed: $*" >&2; exit 1; }
   line=$(printf '%s\n' "$line" | tail -n 1)
   printf '%s\n' "$line" | ROUND=$ROUND "$PY" -c '
-import json, os, sys
+import json, os, sys, time
 r = json.loads(sys.stdin.read())
 r["round"] = int(os.environ["ROUND"])
+r["date"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
 with open(sys.argv[1], "a") as fh:
     fh.write(json.dumps(r) + "\n")
 extra = ""
@@ -70,19 +91,23 @@ if r["impl"] == "qkv":
     extra = ", %.1f GFLOP/s = %.0f%% of sgemm ceiling, tensor allocs/step %g, heap blocks/step %.0f" % (
         r["gflops"], 100 * r["ceiling_frac"], r["allocs_per_step"], r["heap_allocs_per_step"])
 setting = r.get("setting", "%d thread(s)" % r["threads"])
+if r.get("contend") and r["impl"] == "qkv":
+    setting += ", one core busy"
 print("  %d %-5s %-5s %-38s step %9.2f ms  forward %8.2f ms  RSS %6.1f MB%s" % (
     r["round"], r["impl"], r["config"], setting, r["step_ms"], r["fwd_ms"], r["peak_rss_mb"],
     extra), flush=True)
 ' "$RESULTS"
 }
 
-# One PyTorch run for the current $cfg: run_torch THREADS LABEL [VAR=value...]
+# One PyTorch run for the current $cfg: run_torch THREADS LABEL [VAR=value...],
+# under the competing load when $contend_arg is --contend.
+contend_arg=""
 run_torch() {
   local n=$1 label=$2
   shift 2
   record env "$@" "$PY" "$ROOT/bench/bench_torch.py" --config "$cfg" --threads "$n" \
     --setting "$label" --steps "$STEPS" --warmup "$warmup" --init "$init" \
-    --batch "$batch" --json
+    --batch "$batch" $contend_arg --json
 }
 
 echo "qkv benchmarks: configs [$CONFIGS], $STEPS timed steps, threads [$THREADS], $ROUNDS round(s) (base $BASE_ROUNDS)$([ "$TORCH" = 1 ] && echo ', with PyTorch')"
@@ -113,6 +138,20 @@ for cfg in $CONFIGS; do
         fi
       fi
     done
+    # The same under a competing load (no sgemm ceiling: it is not the question).
+    if [ "$CONTEND" = 1 ] && [ "$ROUND" -le "$CONTEND_ROUNDS" ]; then
+      for t in $THREADS; do
+        record "$BENCH" --config "$cfg" --threads "$t" --steps "$STEPS" --warmup "$warmup" \
+          --contend --no-ceiling --json
+        if [ "$TORCH" = 1 ]; then
+          # PyTorch at 2 threads takes seconds per step under this load:
+          # its timing stops after BENCH_TORCH_LOADED_LIMIT s (at least 3 steps).
+          contend_arg="--contend --time-limit $TORCH_LOADED_LIMIT"
+          run_torch "$t" "$t thread(s), one core busy"
+          contend_arg=""
+        fi
+      done
+    fi
   done
 done
 
@@ -120,7 +159,7 @@ done
 CMD="make bench"
 [ "$TORCH" = 1 ] && CMD="make bench-torch"
 ENVS=""
-for v in BENCH_CONFIGS BENCH_STEPS BENCH_THREADS BENCH_ROUNDS BENCH_BASE_ROUNDS; do
+for v in BENCH_CONFIGS BENCH_STEPS BENCH_THREADS BENCH_ROUNDS BENCH_BASE_ROUNDS BENCH_CONTEND BENCH_CONTEND_ROUNDS BENCH_TORCH_LOADED_LIMIT BENCH_RESULTS; do
   if [ -n "${!v:-}" ]; then ENVS+="$v=\"${!v}\" "; fi
 done
 export BENCH_CMD="$ENVS$CMD  (= ${ENVS}bash bench/run.sh ${1%/}$([ "$TORCH" = 1 ] && echo ' --torch'))"
@@ -136,8 +175,11 @@ export BENCH_STEPS_USED=$STEPS
 "$PY" - "$RESULTS" "$OUT" <<'PYEOF'
 import json, os, sys
 
-runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+all_runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 out_path = sys.argv[2]
+# Runs under a competing load have their own section; the rest is quiet.
+runs = [r for r in all_runs if not r.get("contend")]
+loaded = [r for r in all_runs if r.get("contend")]
 E = os.environ
 # Each (implementation, configuration, threads, setting) is reported by its
 # fastest round; every round is listed under "Drift between rounds".
@@ -150,7 +192,9 @@ results = list(fastest.values())
 rounds_of = {c: max(r["round"] for r in runs if r["config"] == c) for c in {r["config"] for r in runs}}
 qkv = [r for r in results if r["impl"] == "qkv"]
 torch = [r for r in results if r["impl"] == "torch"]
-configs = list(dict.fromkeys(r["config"] for r in qkv))
+ORDER = ["tiny", "small", "gpt", "base"]
+configs = sorted(dict.fromkeys(r["config"] for r in qkv),
+                 key=lambda c: ORDER.index(c) if c in ORDER else len(ORDER))
 steps = int(E["BENCH_STEPS_USED"])
 
 SHAPES = {
@@ -198,6 +242,13 @@ w("")
 w(f"- Command: `{E['BENCH_CMD']}`")
 w(f"- Machine: {E['BENCH_CPU']}, {E['BENCH_NPROC']} cores (nproc), {E['BENCH_KERNEL']}")
 w(f"- Date: {E['BENCH_DATE']}")
+if any("date" in r for r in all_runs):
+    spans = []
+    for c in configs:
+        ds = sorted(r["date"] for r in all_runs if r["config"] == c and "date" in r)
+        if ds:
+            spans.append(f"{c} {ds[0]} to {ds[-1][-5:]} UTC")
+    w("- Runs made: " + "; ".join(spans))
 tv = sorted({r["torch_version"] for r in torch})
 w(f"- Versions: qkv {E['BENCH_COMMIT']}; {E['BENCH_GXX']}; OpenBLAS {E['BENCH_BLAS']}"
   + (f"; PyTorch {', '.join(tv)} (Debian python3-torch)" if tv else "; PyTorch not run"))
@@ -281,6 +332,61 @@ if torch:
                 w(f"| {cfg} | {t} | {rnd} | {f(q['step_ms'])} | {f(b['step_ms'])} ({b['setting']}) | "
                   f"{q['step_ms'] / b['step_ms']:.2f} |")
     w("")
+
+if loaded:
+    def fastest_of(rs):
+        out = {}
+        for r in rs:
+            k = (r["impl"], r["config"], r["threads"])
+            if k not in out or r["step_ms"] < out[k]["step_ms"]:
+                out[k] = r
+        return out
+
+    lq = fastest_of(loaded)
+    cpu = next((r["contend_cpu"] for r in loaded if r.get("contend_cpu", -1) >= 0), "?")
+    w("## Under a competing load")
+    w("")
+    w("The same runs with one core kept busy by another process: bench_train --contend "
+      f"(and bench_torch.py --contend) start a process spinning on CPU {cpu}, pinned there, "
+      "before the warm-up steps and kill it after the forward timing. Step ms is the median "
+      "step of the fastest round; every round's median is listed. qkv runs its default "
+      "adaptive threading (core/parallel.h: a team that waits longer than it works is "
+      "benched and retried later; the regions column counts a step's parallel regions run on "
+      "the team and run in turn while it was benched); PyTorch runs with torch.set_num_threads as given, and "
+      "stops timing after BENCH_TORCH_LOADED_LIMIT seconds (the steps it took are shown "
+      "when fewer).")
+    w("")
+    w("| config | threads | qkv quiet ms | qkv loaded ms | loaded / quiet | "
+      "loaded, 2 threads / 1 thread | regions per step: team / in turn | PyTorch loaded ms | "
+      "qkv / PyTorch, loaded | qkv loaded, every round |")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for cfg in configs:
+        for t in sorted({r["threads"] for r in loaded if r["config"] == cfg and r["impl"] == "qkv"}):
+            q = lq.get(("qkv", cfg, t))
+            quiet = fastest.get(("qkv", cfg, t, ""))
+            tt = lq.get(("torch", cfg, t))
+            one = lq.get(("qkv", cfg, 1))
+            vs1 = f"{q['step_ms'] / one['step_ms']:.2f}" if t != 1 and one else ""
+            rounds = ", ".join(f(r["step_ms"]) for r in sorted(
+                (r for r in loaded if r["impl"] == "qkv" and r["config"] == cfg and r["threads"] == t),
+                key=lambda r: r["round"]))
+            tsteps = f" ({tt['steps']} steps)" if tt and tt["steps"] < steps else ""
+            vs_torch = f"{q['step_ms'] / tt['step_ms']:.2f}" if tt else ""
+            regions = (f"{q['team_regions_per_step']:.0f} / {q['benched_regions_per_step']:.0f}"
+                       if t != 1 and "team_regions_per_step" in q else "")
+            w(f"| {cfg} | {t} | {f(quiet['step_ms']) if quiet else ''} | {f(q['step_ms'])} | "
+              f"{q['step_ms'] / quiet['step_ms']:.2f} | {vs1} | {regions} | "
+              f"{f(tt['step_ms']) + tsteps if tt else ''} | "
+              f"{vs_torch} | {rounds} |")
+    w("")
+    if any(r["impl"] == "torch" for r in loaded):
+        w("PyTorch under the load, every round's median step ms: " + "; ".join(
+            f"{cfg} {t} thread(s): " + ", ".join(f(r["step_ms"]) for r in sorted(
+                (r for r in loaded if r["impl"] == "torch" and r["config"] == cfg and r["threads"] == t),
+                key=lambda r: r["round"]))
+            for cfg in configs for t in sorted({r["threads"] for r in loaded
+                                                if r["config"] == cfg and r["impl"] == "torch"})) + ".")
+        w("")
 
 w("## How the numbers are made")
 w("")

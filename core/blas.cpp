@@ -28,6 +28,36 @@ inline void count_flops(int64_t n) {
   g_flops[slot].n.fetch_add(n, std::memory_order_relaxed);
 }
 
+// OpenBLAS's OpenMP build threads a product itself when it is called outside
+// an active OpenMP region: a team that qkv cannot time, nor bench when another
+// process holds a core (under such a load one of its 1.5 MFLOP products was
+// measured at 17 ms instead of 20 us). So sgemm is always single-threaded, and
+// products big enough to share are cut by gemm_split below. OpenBLAS 0.3.21
+// threads when its own count is above 1 and raises that count to OpenMP's
+// default (omp_get_max_threads) when the default is higher; so its count is
+// kept at 1, and outside a region the calling thread's default is 1 for the
+// call and restored after it, for the caller's own parallel regions.
+class OneBlasThread {
+ public:
+  OneBlasThread() {
+#ifdef _OPENMP
+    if (omp_in_parallel()) return;
+    if ((prev_ = omp_get_max_threads()) > 1) omp_set_num_threads(1);
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);  // someone raised it
+#endif
+  }
+  ~OneBlasThread() {
+#ifdef _OPENMP
+    if (prev_ > 1) omp_set_num_threads(prev_);
+#endif
+  }
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
 // OpenBLAS meets beta == 0 with its own pass that zeroes C before the
 // product (sgemm_beta). Measured here at 1 thread, that pass is slower than
 // zeroing C with memset and asking for C += A B (beta = 1): 0.3 us of a 1.4 us
@@ -43,6 +73,7 @@ inline void gemm_one(bool transA, bool transB, int64_t M, int64_t N, int64_t K, 
       for (int64_t i = 0; i < M; ++i) std::memset(C + i * ldc, 0, sizeof(real) * static_cast<size_t>(N));
     beta = 1;
   }
+  const OneBlasThread one;
 #ifdef QKV_DOUBLE
   cblas_dgemm(
 #else
@@ -56,16 +87,16 @@ inline void gemm_one(bool transA, bool transB, int64_t M, int64_t N, int64_t K, 
 // OpenBLAS's own threading shares packed panels between its threads and
 // synchronises on them; on the step's shapes here it gained only 1.3-1.6x from
 // a second core. Instead each thread runs an independent single-threaded sgemm
-// on its part of the product (OpenBLAS runs single-threaded inside a parallel
-// region), cut where the least data is packed twice:
+// on its part of the product, cut where the least data is packed twice:
 //   split M: rows of C and A; every thread packs all of B   (K*N extra per thread)
 //   split N: columns of C and B; every thread packs all of A (M*K extra)
 //   split K: each thread sums its share of K into its own (M,N) block, then the
 //            blocks are added (about 2*M*N extra); for weight gradients, where
 //            K is the (large) number of rows and M*N the (small) weight.
-// Products below kSplitFlops, and shapes too narrow to cut, are left to
-// OpenBLAS, which threads them itself above its own (smaller) threshold.
-constexpr int64_t kSplitFlops = int64_t{1} << 22;
+// The parts run on a team, or in turn on the calling thread while the team is
+// benched (core/parallel.h): the same parts either way, so the same result.
+// Products below kSplitFlops, and shapes too narrow to cut, are one sgemm call.
+constexpr int64_t kSplitFlops = int64_t{1} << 20;
 
 // [begin, end) of part t of n parts over [0, len), cut at multiples of `align`.
 inline void part(int64_t len, int t, int n, int64_t align, int64_t& b, int64_t& e) {
@@ -77,9 +108,10 @@ inline void part(int64_t len, int t, int n, int64_t align, int64_t& b, int64_t& 
 bool gemm_split(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha,
                 const real* A, int64_t lda, const real* B, int64_t ldb, real beta, real* C,
                 int64_t ldc) {
-#ifdef _OPENMP
-  const int nt = get_num_threads();
-  if (nt < 2 || in_parallel_region() || 2 * M * N * K < kSplitFlops) return false;
+  if (2 * M * N * K < kSplitFlops) return false;
+  const TeamPlan plan = plan_team();
+  const int nt = plan.parts;
+  if (nt < 2) return false;
   const double dup_m = double(K) * N, dup_n = double(M) * K, dup_k = 2.0 * M * N;
   const bool can_m = M >= 32 * nt, can_n = N >= 32 * nt, can_k = K >= 128 * nt;
   enum { kM, kN, kK, kNone } how = kNone;
@@ -89,23 +121,29 @@ bool gemm_split(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real 
   if (can_k && (how == kNone || dup_k < best)) how = kK, best = dup_k;
   if (how == kNone) return false;
 
-  // Split K: part t > 0 goes into its own (M,N) block of `partial`.
-  Tensor partial = how == kK ? Tensor::empty({int64_t(nt - 1), M, N}) : Tensor();
-#pragma omp parallel num_threads(nt)
-  {
-    const int t = omp_get_thread_num(), n = omp_get_num_threads();
-    int64_t b, e;
-    if (how == kM) {  // (M,K) rows of A: A + b*lda, or columns of the stored (K,M): A + b
+  if (how == kM) {
+    run_parts(plan, [&](int t, int n) {  // (M,K) rows of A: A + b*lda, or columns of the stored (K,M): A + b
+      int64_t b, e;
       part(M, t, n, 16, b, e);
       if (b < e)
         gemm_one(transA, transB, e - b, N, K, alpha, transA ? A + b : A + b * lda, lda, B, ldb,
                  beta, C + b * ldc, ldc);
-    } else if (how == kN) {  // (K,N) columns of B: B + b, or rows of the stored (N,K): B + b*ldb
+    });
+  } else if (how == kN) {
+    run_parts(plan, [&](int t, int n) {  // (K,N) columns of B: B + b, or rows of the stored (N,K): B + b*ldb
+      int64_t b, e;
       part(N, t, n, 16, b, e);
       if (b < e)
         gemm_one(transA, transB, M, e - b, K, alpha, A, lda, transB ? B + b * ldb : B + b, ldb,
                  beta, C + b, ldc);
-    } else {
+    });
+  } else {
+    // Split K: part t > 0 goes into its own (M,N) block of `partial`, then C
+    // += the blocks, rows shared out again, parts added in order. Two
+    // regions rather than one with a barrier, so that the policy times each.
+    Tensor partial = Tensor::empty({int64_t(nt - 1), M, N});
+    run_parts(plan, [&](int t, int n) {
+      int64_t b, e;
       part(K, t, n, 16, b, e);
       const real* Ak = transA ? A + b * lda : A + b;  // columns b..e of op(A) (M,K)
       const real* Bk = transB ? B + b : B + b * ldb;  // rows b..e of op(B) (K,N)
@@ -114,10 +152,11 @@ bool gemm_split(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real 
       else
         gemm_one(transA, transB, M, N, e - b, alpha, Ak, lda, Bk, ldb, 0,
                  partial.data() + (t - 1) * M * N, N);
-#pragma omp barrier
-      // C += the other parts, rows shared out again, parts added in order.
+    });
+    run_parts(plan_team(), [&](int t, int n) {
+      int64_t b, e;
       part(M, t, n, 1, b, e);
-      for (int p = 1; p < n; ++p) {
+      for (int p = 1; p < nt; ++p) {
         const real* __restrict src = partial.data() + (p - 1) * M * N;
         for (int64_t i = b; i < e; ++i) {
           real* __restrict c = C + i * ldc;
@@ -126,12 +165,9 @@ bool gemm_split(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real 
           for (int64_t j = 0; j < N; ++j) c[j] += r[j];
         }
       }
-    }
+    });
   }
   return true;
-#else
-  return false;
-#endif
 }
 
 // One product on the calling thread's share of the machine: cut across the
@@ -185,7 +221,10 @@ void gemm_batched(bool transA, bool transB, int64_t batch, int64_t M, int64_t N,
   }
 }
 
-void blas_set_num_threads(int n) { openblas_set_num_threads(n); }
+// OpenBLAS's own count stays 1 (see OneBlasThread). openblas_set_num_threads
+// also sets the calling thread's OpenMP default, so set_num_threads calls this
+// first and then sets that default to n.
+void blas_single_threaded() { openblas_set_num_threads(1); }
 
 int64_t gemm_flop_count() {
   int64_t n = 0;

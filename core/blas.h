@@ -1,7 +1,8 @@
 // The BLAS boundary. Every matrix product in qkv goes through gemm(), which
 // calls OpenBLAS sgemm (dgemm in the float64 build), row-major, using the
 // transpose flags instead of copying. With 2+ threads a big product is cut
-// into one single-threaded sgemm per thread (see gemm_split in blas.cpp).
+// into one single-threaded sgemm per thread (see gemm_split in blas.cpp);
+// OpenBLAS never threads a product itself.
 #pragma once
 #include <cstdint>
 
@@ -22,7 +23,9 @@ void gemm_batched(bool transA, bool transB, int64_t batch, int64_t M, int64_t N,
                   real alpha, const real* A, int64_t strideA, int64_t lda, const real* B,
                   int64_t strideB, int64_t ldb, real beta, real* C, int64_t strideC, int64_t ldc);
 
-void blas_set_num_threads(int n);
+// sgemm itself runs single-threaded, always: qkv cuts big products across its
+// threads (gemm above), and OpenBLAS never starts a team of its own.
+void blas_single_threaded();
 
 // Floating-point operations done by gemm since start (2*M*N*K per product).
 // Benchmarks read it to report achieved GFLOP/s.

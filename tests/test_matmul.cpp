@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "core/qkv_core.h"
+#ifdef _OPENMP
+#include <cblas.h>
+#endif
 
 using namespace qkv;
 
@@ -143,9 +146,9 @@ TEST_CASE("every transpose flag combination equals matmul of explicit transpose(
       }
 }
 
-TEST_CASE("a big batched product (BLAS-threaded path) matches the naive product") {
+TEST_CASE("a big batched product (each product cut across the threads) matches the naive product") {
   Generator g(5);
-  const int64_t B = 2, M = 130, K = 120, N = 140;  // 2MNK > 2^21: BLAS threads each product
+  const int64_t B = 2, M = 130, K = 120, N = 140;  // 2MNK > 2^21: gemm cuts each product
   Tensor a = Tensor::uniform({B, M, K}, -1, 1, g), b = Tensor::uniform({B, N, K}, -1, 1, g);
   Tensor c = matmul(a, b, false, true);
   Tensor bt = transpose(b, 1, 2);
@@ -288,3 +291,59 @@ TEST_CASE("gemm with beta = 0 ignores NaN already in C and leaves its padding al
       }
   set_num_threads(prev);
 }
+
+// While the team is benched (a competing load, core/parallel.h) the parts of a
+// split product run in turn on the calling thread: the same parts, so the
+// same bits, whichever cut the shape takes.
+TEST_CASE("a split gemm gives bitwise the same result on a team and on a benched team") {
+  const int prev = get_num_threads();
+  set_num_threads(2);
+  Generator g(22);
+  struct Case { int64_t M, N, K; };
+  for (const Case& c : {Case{1000, 48, 80}, Case{40, 1000, 96}, Case{48, 40, 3000}}) {
+    CAPTURE(c.M);
+    const Tensor A = Tensor::uniform({c.M, c.K}, -1, 1, g), B = Tensor::uniform({c.K, c.N}, -1, 1, g);
+    Tensor team = Tensor::zeros({c.M, c.N}), alone = Tensor::zeros({c.M, c.N});
+    set_num_threads(2);  // a fresh policy
+    CHECK(plan_team().team);
+    gemm(false, false, c.M, c.N, c.K, 1, A.data(), c.K, B.data(), c.N, 0, team.data(), c.N);
+    // A 5 ms stall, with a bench of 1000 s: longer than any slow machine takes here.
+    TeamPolicy::Params p;
+    p.solo_min_ns = p.solo_max_ns = int64_t{1'000'000'000} * 1000;
+    detail::calling_thread_policy() = TeamPolicy(p);
+    detail::calling_thread_policy().record(10'000, 5'000'000, detail::now_ns());
+    CHECK_FALSE(plan_team().team);
+    gemm(false, false, c.M, c.N, c.K, 1, A.data(), c.K, B.data(), c.N, 0, alone.data(), c.N);
+    bool same = true;
+    for (int64_t i = 0; i < c.M * c.N; ++i) same = same && team.data()[i] == alone.data()[i];
+    CHECK(same);
+  }
+  set_num_threads(prev);
+}
+
+#ifdef _OPENMP
+// sgemm never threads itself (qkv cuts products, core/blas.cpp): outside a
+// region OpenBLAS is called with OpenMP's default at 1, and the caller's
+// default is back afterwards, for the caller's own parallel regions.
+TEST_CASE("gemm calls sgemm single-threaded and leaves the caller's OpenMP thread count as it was") {
+  const int prev = get_num_threads();
+  set_num_threads(2);
+  CHECK(openblas_get_num_threads() == 1);
+  openblas_set_num_threads(2);  // as a user's code might: gemm puts it back
+  Generator g(23);
+  // 60 x 60 x 250: too narrow for qkv to cut, big enough for OpenBLAS to thread.
+  const Tensor A = Tensor::uniform({60, 250}, -1, 1, g), B = Tensor::uniform({250, 60}, -1, 1, g);
+  Tensor C = Tensor::zeros({60, 60});
+  gemm(false, false, 60, 60, 250, 1, A.data(), 250, B.data(), 60, 0, C.data(), 60);
+  CHECK(openblas_get_num_threads() == 1);
+  CHECK(omp_get_max_threads() == 2);
+  int team = 0;
+#pragma omp parallel
+  {
+#pragma omp single
+    team = omp_get_num_threads();
+  }
+  CHECK(team == 2);
+  set_num_threads(prev);
+}
+#endif

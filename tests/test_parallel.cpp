@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/qkv_core.h"
@@ -133,4 +136,185 @@ TEST_CASE("batched matmul gives the same result with 1 and 2 threads") {
   const Tensor a = Tensor::normal({64, 16, 32}, 0, 1, g), b = Tensor::normal({64, 32, 16}, 0, 1, g);
   auto [one, two] = with_1_and_2_threads([&] { return matmul(a, b); });
   CHECK(max_abs_diff(one, two) < 1e-5);
+}
+
+// ---- graceful under a competing load (core/parallel.h, TeamPolicy) ----------------
+
+namespace {
+constexpr int64_t kUs = 1000, kMs = 1000 * kUs;
+
+// Benches the calling thread's team for good (until set_num_threads), as a
+// stall under a competing load would for a while: a synthetic 5 ms stall fed
+// to a policy whose bench lasts 1000 s, so a slow test machine cannot outlast it.
+void bench_team() {
+  TeamPolicy::Params p;
+  p.solo_min_ns = p.solo_max_ns = int64_t{1000} * 1000 * kMs;
+  detail::calling_thread_policy() = TeamPolicy(p);
+  detail::calling_thread_policy().record(10 * kUs, 5 * kMs, detail::now_ns());
+}
+}  // namespace
+
+TEST_CASE("TeamPolicy keeps the team while its regions wait little") {
+  TeamPolicy p;
+  int64_t now = 0;
+  // 10,000 regions of 50 us work with 2 us of waiting (the fork and the join).
+  bool always = true;
+  for (int i = 0; i < 10000; ++i) {
+    always = always && p.use_team(now);
+    now += 52 * kUs;
+    p.record(50 * kUs, 2 * kUs, now);
+  }
+  CHECK(always);
+  CHECK(p.use_team(now));
+  // Waking a sleeping thread (~100 us) for a tiny region is not a stall.
+  p.record(5 * kUs, 100 * kUs, now);
+  CHECK(p.use_team(now));
+  // A big region whose other thread lost a 3 ms time slice still gained.
+  p.record(50 * kMs, 3 * kMs, now);
+  CHECK(p.use_team(now));
+}
+
+TEST_CASE("TeamPolicy benches the team after a stall, and four times longer after each failed try") {
+  TeamPolicy p;
+  const TeamPolicy::Params d;
+  int64_t now = 1000 * kMs;
+  // A 50 us region that waited 3 ms for a descheduled thread.
+  p.record(50 * kUs, 3 * kMs, now);
+  CHECK_FALSE(p.use_team(now));
+  CHECK_FALSE(p.use_team(now + d.solo_min_ns - 1));
+  CHECK(p.use_team(now + d.solo_min_ns));
+  // The load persists: every try stalls again.
+  int64_t bench = d.solo_min_ns;
+  for (int tries = 0; tries < 8; ++tries) {
+    now = p.solo_until();
+    CHECK(p.use_team(now));
+    p.record(50 * kUs, 3 * kMs, now);
+    bench = std::min(4 * bench, d.solo_max_ns);
+    CHECK(p.solo_until() == now + bench);
+    CHECK_FALSE(p.use_team(now + bench - 1));
+  }
+  CHECK(bench == d.solo_max_ns);
+  // The load is gone: a clean window of regions brings the shortest bench back.
+  now = p.solo_until();
+  for (int64_t t = 0; t < d.window_ns; t += 100 * kUs) {
+    now += 100 * kUs;
+    p.record(95 * kUs, 5 * kUs, now);
+  }
+  CHECK(p.use_team(now));
+  CHECK(p.next_solo_ns() == d.solo_min_ns);
+  p.record(10 * kUs, 1 * kMs, now);
+  CHECK(p.solo_until() == now + d.solo_min_ns);
+}
+
+TEST_CASE("TeamPolicy adds up small waits: many regions each waiting longer than they work") {
+  TeamPolicy p;
+  int64_t now = 0;
+  int regions = 0;
+  // Each region works 40 us and waits 60 us: below the 0.3 ms floor alone,
+  // but together the team is slower than one thread (wait > work).
+  while (p.use_team(now) && regions < 1000) {
+    now += 100 * kUs;
+    p.record(40 * kUs, 60 * kUs, now);
+    ++regions;
+  }
+  CHECK(regions == 6);  // 6 x 60 us > 0.3 ms, and 360 us > 240 us
+  CHECK_FALSE(p.use_team(now));
+}
+
+TEST_CASE("a benched team: parallel_for runs the same chunks, in turn, on the calling thread") {
+  ThreadScope ts(2);
+  const int64_t n = 3 * kBig + 7;
+  auto chunks = [&] {
+    std::vector<std::tuple<int64_t, int64_t, int>> got;  // (begin, end, slot)
+    std::set<std::thread::id> ids;
+    std::vector<int> hits(static_cast<size_t>(n), 0);
+    const ThreadSlots slots;
+    parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+#pragma omp critical(test_chunks)
+      {
+        got.emplace_back(b, e, slots.slot());
+        ids.insert(std::this_thread::get_id());
+      }
+    });
+    std::sort(got.begin(), got.end());
+    bool once = true;
+    for (int h : hits) once = once && h == 1;
+    return std::make_tuple(got, ids.size(), once);
+  };
+  const auto [team, team_threads, team_once] = chunks();
+  bench_team();
+  CHECK_FALSE(plan_team().team);
+  const auto [alone, alone_threads, alone_once] = chunks();
+  CHECK(team_once);
+  CHECK(alone_once);
+  CHECK(team.size() == 2);
+  CHECK(alone == team);        // same (begin, end, slot) chunks
+  CHECK(alone_threads == 1);   // all on the calling thread
+  set_num_threads(2);          // resets the policy
+  CHECK(plan_team().team);
+}
+
+TEST_CASE("run_parts in turn acts as a region: nested calls run on the caller, slots are the parts") {
+  ThreadScope ts(2);
+  std::vector<int> slot_of_part(2, -1), nested_calls(2, 0);
+  std::vector<bool> inside(2, false);
+  run_parts(TeamPlan{2, false}, [&](int t, int n) {
+    CHECK(n == 2);
+    slot_of_part[t] = ThreadSlots().slot();  // made inside: nested, one row
+    inside[t] = in_parallel_region();
+    parallel_for(kBig, [&](int64_t b, int64_t e) {
+      nested_calls[t]++;
+      CHECK(b == 0);
+      CHECK(e == kBig);
+    });
+  });
+  CHECK(slot_of_part == std::vector<int>{0, 0});
+  CHECK(inside == std::vector<bool>{true, true});
+  CHECK(nested_calls == std::vector<int>{1, 1});
+  CHECK_FALSE(in_parallel_region());  // and it is over afterwards
+  // A ThreadSlots made before the parts sees each part's own slot.
+  const ThreadSlots slots;
+  std::vector<int> seen;
+  run_parts(TeamPlan{2, false}, [&](int, int) { seen.push_back(slots.slot()); });
+  CHECK(seen == std::vector<int>{0, 1});
+}
+
+TEST_CASE("per-slot partial sums are bitwise the same whether the team runs or is benched") {
+  ThreadScope ts(2);
+  Generator g(9);
+  const Tensor x = Tensor::normal({kBig}, 0, 1, g);
+  auto slot_sums = [&] {
+    const ThreadSlots slots;
+    std::vector<float> fpartial(static_cast<size_t>(slots.count()), 0.0f);
+    parallel_for(kBig, [&](int64_t b, int64_t e) {
+      float s = 0;
+      for (int64_t i = b; i < e; ++i) s += x.data()[i];
+      fpartial[slots.slot()] += s;
+    });
+    return fpartial[0] + fpartial[1];
+  };
+  const float team = slot_sums();
+  bench_team();
+  CHECK_FALSE(plan_team().team);
+  const float alone = slot_sums();
+  CHECK(team == alone);
+}
+
+TEST_CASE("set_adaptive_threads(false) keeps the team whatever the timings") {
+  ThreadScope ts(2);
+  set_adaptive_threads(false);
+  CHECK_FALSE(adaptive_threads());
+  detail::team_record(10 * kUs, 50 * kMs);
+  CHECK(plan_team().team);
+  set_adaptive_threads(true);
+  CHECK(adaptive_threads());
+  CHECK(plan_team().team);
+  const TeamStats s0 = team_stats();
+  detail::team_record(10 * kUs, 50 * kMs);
+  CHECK_FALSE(plan_team().team);
+  const TeamStats s1 = team_stats();
+  CHECK(s1.team_regions == s0.team_regions + 1);
+  CHECK(s1.benches == s0.benches + 1);
+  CHECK(s1.benched_regions == s0.benched_regions + 1);  // the plan_team() just above
 }
