@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "errors.h"
+#include "temp_dir.h"
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -34,19 +35,8 @@ using qkv::testing::error_of;
 
 namespace {
 
-// A fresh directory under /tmp, removed with everything in it at scope exit.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "qkv_ckpt_XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    dir = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("qkv_ckpt") {}
 };
 
 // Two Linear children with every parameter (biases too) drawn from `seed`.

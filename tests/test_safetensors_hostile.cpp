@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include "errors.h"
+#include "temp_dir.h"
 
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -37,18 +38,8 @@ using qkv::testing::has;
 
 namespace {
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "qkv_hostile_XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    dir = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("qkv_hostile") {}
 };
 
 void write_bytes(const std::string& path, const std::string& bytes) {

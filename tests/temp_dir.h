@@ -1,0 +1,28 @@
+// A fresh directory under the system's temp directory, removed with
+// everything in it at scope exit (for tests that write files).
+#pragma once
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+
+namespace qkv::testing {
+
+struct TempDir {
+  std::filesystem::path dir;
+  explicit TempDir(const std::string& prefix = "qkv_test") {
+    std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "_XXXXXX")).string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    dir = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (dir / name).string(); }
+};
+
+}  // namespace qkv::testing
