@@ -39,7 +39,7 @@ MPI ?= 0
 ifeq ($(MPI),1)
   CXX  := mpicxx
   MODE := $(MODE)-mpi
-  OPT  += -DQKV_MPI
+  OPT  += -DQKV_MPI -DOMPI_SKIP_MPICXX
 endif
 
 CXXFLAGS := -std=c++17 -Wall -Wextra -Wno-unused-parameter -fno-math-errno -fno-trapping-math -fopenmp $(OPT) -I. -I$(BLAS_INC) -MMD -MP

@@ -112,12 +112,13 @@ inline void write_loss_svg(const std::string& path, const std::vector<double>& s
       char value[32];
       if (acc) std::snprintf(value, sizeof value, "%.1f%%", 100 * eval_values[i]);
       else std::snprintf(value, sizeof value, "%.3g", eval_values[i]);
-      std::snprintf(buf, sizeof buf,
+      char mark[1024];  // ~240 bytes with typical numbers; room for any double
+      std::snprintf(mark, sizeof mark,
                     "<line x1='%.1f' y1='%g' x2='%.1f' y2='%g' stroke='#d62728' stroke-opacity='0.35' stroke-dasharray='3,3'/>"
                     "<circle cx='%.1f' cy='%.1f' r='3.5' fill='#d62728'/>"
                     "<text x='%.1f' y='%.1f' font-size='10' fill='#d62728' text-anchor='end'>%s</text>\n",
                     x, T, x, T + ph, x, y, x - 5, y - 6, value);
-      f << buf;
+      f << mark;
     }
     f << "<text x='" << L + 8 << "' y='" << T + 16 << "' fill='#d62728'>"
       << (acc ? "held-out exact-sequence accuracy (right axis); dashed: each evaluation"
