@@ -79,27 +79,6 @@ bool AttentionMask::hidden(int64_t b, int64_t i, int64_t j, int64_t T, int64_t S
 
 namespace {
 
-void check_mask(const AttentionMask& m, int64_t B, int64_t T, int64_t S) {
-  if (!m.key_lengths.empty()) {
-    if (static_cast<int64_t>(m.key_lengths.size()) != B)
-      throw Error("attention: " + std::to_string(m.key_lengths.size()) +
-                  " key lengths for a batch of " + std::to_string(B));
-    for (int64_t b = 0; b < B; ++b)
-      if (m.key_lengths[b] < 0 || m.key_lengths[b] > S)
-        throw Error("attention: key length " + std::to_string(m.key_lengths[b]) +
-                    " of sequence " + std::to_string(b) + " is outside [0, " +
-                    std::to_string(S) + "]");
-  }
-  // causal with T > S is allowed: queries past S simply see all S keys.
-  if (m.mask.defined()) {
-    const Shape& s = m.mask.shape();
-    const bool ok = (s == Shape{T, S}) || (s == Shape{B, T, S});
-    if (!ok)
-      throw Error("attention: mask of shape " + to_string(s) + " does not match (T,S) = (" +
-                  std::to_string(T) + "," + std::to_string(S) + ") or (B,T,S)");
-  }
-}
-
 // Z += M for sequence b: every hidden score of Z (T, S) becomes -inf. Causal
 // masking and key padding hide a suffix of each row; a boolean mask is
 // checked element by element.
@@ -265,7 +244,7 @@ InputProjections project_inputs(const Var& xq, const Var& xkv, bool self, const 
   const int64_t B = dims.B, T = dims.T, S = dims.S, D = dims.D;
   const bool has_bias = bq.defined();
   InputProjections p;
-  Tensor W_copy, b_copy;  // the stacks, when they have to be copied
+  Tensor W_copy, b_copy;  // (k*D, D), (k*D): the stacks, when they have to be copied
   if (self) {
     const real* W = stacked({&wq.data(), &wk.data(), &wv.data()}, D * D, W_copy);
     const real* b = has_bias ? stacked({&bq.data(), &bk.data(), &bv.data()}, D, b_copy) : nullptr;
@@ -364,17 +343,21 @@ struct AttentionNode : Node {
     const bool recompute_O = !O.defined();
     Tensor O_used = recompute_O ? Tensor::empty({BT, D}) : O;  // (B*T, D)
     Tensor dO = Tensor::empty({BT, D});                         // (B*T, D)
-    Tensor dWo = Tensor::empty({D, D}), dbo = has_bias ? Tensor::empty({D}) : Tensor();
+    Tensor dWo = Tensor::empty({D, D});                         // (D, D)
+    Tensor dbo = has_bias ? Tensor::empty({D}) : Tensor();      // (D)
     linear_backward(dY.data(), O_used, wo.data(), D, dO.data(), false, nullptr,
                     has_bias ? dbo.data() : nullptr);  // reads only O_used's shape
 
-    // The heads: dQ, dK, dV from dO.
+    // forward: attention_forward (P and O_h = P V_h for every head)
+    //   dQ, dK, dV from dO and P, in the stacked layout of Q, K, V
     InputProjectionGrads dproj(in, dims);
     attention_backward(dproj.columns(D), recompute_O ? O_used.data() : nullptr, dO.data(),
                        P.data(), in.columns(D), dims);
+    //   dWo = dY^T O   (D, B*T) x (B*T, D) -> (D, D)
     linear_backward(dY.data(), O_used, wo.data(), D, nullptr, false, dWo.data(), nullptr);
 
-    // The input projections: dx and the stacked dW, db.
+    // forward: project_inputs (Q, K, V from xq and xkv)
+    //   dxq, dxkv, and dW, db for [Wq; Wk; Wv], [bq; bk; bv]
     InputGrads g = project_inputs_backward(dproj, in, xq, xkv, needs_grad(0), needs_grad(1),
                                            has_bias, D);
     Tensor dWq = g.dW.slice0(0, D), dWk = g.dW.slice0(D, 2 * D), dWv = g.dW.slice0(2 * D, 3 * D);
@@ -393,6 +376,27 @@ struct AttentionNode : Node {
 // ---- The public op ----------------------------------------------------------------------
 
 namespace {
+
+void check_mask(const AttentionMask& m, int64_t B, int64_t T, int64_t S) {
+  if (!m.key_lengths.empty()) {
+    if (static_cast<int64_t>(m.key_lengths.size()) != B)
+      throw Error("attention: " + std::to_string(m.key_lengths.size()) +
+                  " key lengths for a batch of " + std::to_string(B));
+    for (int64_t b = 0; b < B; ++b)
+      if (m.key_lengths[b] < 0 || m.key_lengths[b] > S)
+        throw Error("attention: key length " + std::to_string(m.key_lengths[b]) +
+                    " of sequence " + std::to_string(b) + " is outside [0, " +
+                    std::to_string(S) + "]");
+  }
+  // causal with T > S is allowed: queries past S simply see all S keys.
+  if (m.mask.defined()) {
+    const Shape& s = m.mask.shape();
+    const bool ok = (s == Shape{T, S}) || (s == Shape{B, T, S});
+    if (!ok)
+      throw Error("attention: mask of shape " + to_string(s) + " does not match (T,S) = (" +
+                  std::to_string(T) + "," + std::to_string(S) + ") or (B,T,S)");
+  }
+}
 
 // The sizes, after checking every shape; throws naming the op and the shapes.
 AttentionSizes check_arguments(const Var& xq, const Var& xkv, const Var& wq, const Var& bq,
@@ -433,14 +437,15 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
   // Q, K, V  (B*T, D), (B*S, D), (B*S, D), stacked
   node->in = project_inputs(xq, xkv, xq.same_as(xkv), wq, bq, wk, bk, wv, bv, dims);
   // P = softmax(Q_h K_h^T / sqrt(d_k) + M),  O_h = P V_h   for every head
-  Tensor P = Tensor::empty({B, H, T, S});
-  Tensor O = Tensor::empty({B * T, D});
+  Tensor P = Tensor::empty({B, H, T, S});  // (B,H,T,S)
+  Tensor O = Tensor::empty({B * T, D});     // (B*T, D), head h in columns [h*d_k, (h+1)*d_k)
   attention_forward(P.data(), O.data(), node->in.columns(D), mask, dims);
   // Y = O Wo^T + bo   (B*T, D) x (D, D) -> (B, T, D)
-  Tensor Y = Tensor::empty({B, T, D});
+  Tensor Y = Tensor::empty({B, T, D});  // (B,T,D)
   linear_forward(O, wo.data().data(), has_bias ? bo.data().data() : nullptr, D, Y.data());
   if (probs_out) *probs_out = P;
 
+  // Save for backward (references, no copies); O only if the memory policy keeps it.
   node->dims = dims;
   node->has_bias = has_bias;
   node->xq = xq.data();
@@ -451,27 +456,6 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
   if (has_bias) return make_result(Y, node, {xq, xkv, wq, bq, wk, bk, wv, bv, wo, bo});
   return make_result(Y, node, {xq, xkv, wq, wk, wv, wo});
 }
-
-// ---- The memory policy's test hook (nn/attention_internal.h) -----------------------------
-
-namespace detail {
-
-namespace {
-thread_local HeadOutputs tl_forced_head_outputs = HeadOutputs::Auto;
-}  // namespace
-
-ForceHeadOutputs::ForceHeadOutputs(HeadOutputs policy) : previous_(tl_forced_head_outputs) {
-  tl_forced_head_outputs = policy;
-}
-ForceHeadOutputs::~ForceHeadOutputs() { tl_forced_head_outputs = previous_; }
-
-bool keep_head_outputs(int64_t B, int64_t T, int64_t S, int64_t d_model, int64_t heads) {
-  if (tl_forced_head_outputs == HeadOutputs::Auto)
-    return attention_keeps_head_outputs(B, T, S, d_model, heads);
-  return tl_forced_head_outputs == HeadOutputs::Keep;
-}
-
-}  // namespace detail
 
 // ---- The module -------------------------------------------------------------------------
 
@@ -514,5 +498,26 @@ Var MultiHeadAttention::forward(const Var& xq, const Var& xkv, const AttentionMa
   last_attention_ = keep_attention_ ? probs : Tensor();
   return y;
 }
+
+// ---- Machinery: the memory policy's test hook (nn/attention_internal.h) ------------------
+
+namespace detail {
+
+namespace {
+thread_local HeadOutputs tl_forced_head_outputs = HeadOutputs::Auto;
+}  // namespace
+
+ForceHeadOutputs::ForceHeadOutputs(HeadOutputs policy) : previous_(tl_forced_head_outputs) {
+  tl_forced_head_outputs = policy;
+}
+ForceHeadOutputs::~ForceHeadOutputs() { tl_forced_head_outputs = previous_; }
+
+bool keep_head_outputs(int64_t B, int64_t T, int64_t S, int64_t d_model, int64_t heads) {
+  if (tl_forced_head_outputs == HeadOutputs::Auto)
+    return attention_keeps_head_outputs(B, T, S, d_model, heads);
+  return tl_forced_head_outputs == HeadOutputs::Keep;
+}
+
+}  // namespace detail
 
 }  // namespace qkv::nn
