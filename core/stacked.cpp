@@ -13,7 +13,8 @@ const real* stacked(std::initializer_list<const Tensor*> parts, int64_t block, T
   if (contiguous) return first;
   scratch = Tensor::empty({k * block});
   i = 0;
-  for (const Tensor* p : parts) std::copy(p->data(), p->data() + block, scratch.data() + block * i++);
+  for (const Tensor* p : parts)
+    std::copy(p->data(), p->data() + block, scratch.data() + block * i++);
   return scratch.data();
 }
 
