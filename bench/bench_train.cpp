@@ -66,6 +66,7 @@
 #include "nn/cross_entropy.h"
 #include "nn/safetensors.h"
 #include "nn/attention.h"
+#include "nn/attention_internal.h"
 #include "nn/transformer.h"
 #include "optim/adam.h"
 
@@ -185,7 +186,7 @@ void attention_shapes(ShapeList& s, int64_t B, int64_t T, int64_t S, int64_t D, 
   s.add(kFwd, false, false, T, dk, S, BH, times);
   s.add(kBwd, false, true, T, S, dk, BH, times);
   s.add(kBwd, true, false, S, dk, T, BH, 2 * times);
-  const int64_t pv_bwd = nn::attention_keeps_head_outputs(B, T, S, D, H) ? 1 : 2;  // dQ [+ O again]
+  const int64_t pv_bwd = nn::detail::attention_keeps_head_outputs(B, T, S, D, H) ? 1 : 2;  // dQ [+ O again]
   s.add(kBwd, false, false, T, dk, S, BH, pv_bwd * times);
 }
 

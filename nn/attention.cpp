@@ -1,5 +1,52 @@
+// Multi-head attention (Vaswani et al., section 3.2) as one fused op with a
+// hand-written backward. Read top to bottom:
+//   1. the maths, forward and backward (this comment);
+//   2. attention_forward: the heads' kernel (scores, mask, softmax, P V);
+//   3. attention_backward: its gradient, each step under the forward line it
+//      differentiates;
+//   4. the input projections Q, K, V, stacked so one sgemm serves each input;
+//   5. AttentionNode, the adapter: what forward saves, and a backward that
+//      calls the kernels;
+//   6. multi_head_attention, the public op, and the MultiHeadAttention module.
+//
+// Sizes: B batch, T query (target) length, S key (source) length, D d_model,
+// H heads, d_k = D / H the head size.
+//
+// Forward. xq (B,T,D) gives the queries, xkv (B,S,D) the keys and values
+// (the same tensor for self-attention):
+//   Q = xq Wq^T + bq                         (B*T, D)
+//   K = xkv Wk^T + bk                        (B*S, D)
+//   V = xkv Wv^T + bv                        (B*S, D)
+//   per sequence b and head h, with Q_h, K_h, V_h the h-th block of d_k columns:
+//     Z   = Q_h K_h^T / sqrt(d_k) + M        (T, S)    scores; M = -inf where the mask hides a key
+//     P   = softmax(Z), row by row           (T, S)    kept for backward
+//     O_h = P V_h                            (T, d_k)
+//   Y = O Wo^T + bo                          (B*T, D), O = concat_h(O_h) (B*T, D)
+// The scores are called Z (and their gradient dZ) because S is the key length.
+//
+// Backward, from dY (B*T, D). Each step but the softmax is a matrix product
+// C = A B, whose gradients are dA = dC B^T and dB = A^T dC:
+//   dO   = dY Wo,  dWo = dY^T O,  dbo = sum of dY's rows
+//   dV_h = P^T dO_h                          (S, T) x (T, d_k) -> (S, d_k)
+//   dP   = dO_h V_h^T                        (T, d_k) x (d_k, S) -> (T, S)
+//   dZ   = P * (dP - rowsum(dP * P))         (T, S), * elementwise
+//          One row: p = softmax(z) has dp_j/dz_i = p_j (delta_ij - p_i), so
+//          dz_i = sum_j dp_j p_j (delta_ij - p_i) = p_i (dp_i - sum_j dp_j p_j).
+//          It needs P only. A hidden key has p = 0, so its dZ is 0: the mask
+//          needs no test in backward.
+//   dQ_h = dZ K_h / sqrt(d_k)                (T, S) x (S, d_k) -> (T, d_k)
+//   dK_h = dZ^T Q_h / sqrt(d_k)              (S, T) x (T, d_k) -> (S, d_k)
+//   dxq  = dQ Wq,          dWq = dQ^T xq,    dbq = sum of dQ's rows
+//   dxkv = dK Wk + dV Wv,  dWk = dK^T xkv,   dWv = dV^T xkv,  dbk, dbv likewise
+// For self-attention xq and xkv are one tensor, and its gradient is the sum
+// of all three. docs/attention-backward.md derives every step at length.
+//
+// Heads are never copied out: head h of Q is the column block
+// [h*d_k, (h+1)*d_k) of the (B*T, D) matrix (or of a wider stacked one), which
+// sgemm reads in place, the matrix's row stride as its leading dimension.
 #include "nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -11,8 +58,13 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/reduce.h"
+#include "core/stacked.h"
+#include "core/thread_scratch.h"
+#include "nn/attention_internal.h"
 
 namespace qkv::nn {
+
+// ---- Masks ------------------------------------------------------------------------------
 
 bool AttentionMask::hidden(int64_t b, int64_t i, int64_t j, int64_t T, int64_t S) const {
   if (causal && j > i) return true;
@@ -24,6 +76,304 @@ bool AttentionMask::hidden(int64_t b, int64_t i, int64_t j, int64_t T, int64_t S
   }
   return false;
 }
+
+namespace {
+
+// Z += M for sequence b: every hidden score of Z (T, S) becomes -inf. Causal
+// masking and key padding hide a suffix of each row; a boolean mask is
+// checked element by element.
+void hide_masked_scores(const AttentionMask& mask, int64_t b, int64_t T, int64_t S, real* Z) {
+  const real neg_inf = -std::numeric_limits<real>::infinity();
+  const int64_t len = mask.key_lengths.empty() ? S : mask.key_lengths[b];
+  for (int64_t i = 0; i < T; ++i) {
+    real* row = Z + i * S;  // (S)
+    const int64_t visible = std::min(len, mask.causal ? i + 1 : S);
+    for (int64_t j = std::max<int64_t>(visible, 0); j < S; ++j) row[j] = neg_inf;
+    if (mask.mask.defined())
+      for (int64_t j = 0; j < S; ++j)
+        if (mask.hidden(b, i, j, T, S)) row[j] = neg_inf;
+  }
+}
+
+// ---- The buffers ------------------------------------------------------------------------
+
+struct AttentionSizes {
+  int64_t B, T, S, D, H, d_k;
+};
+
+// Where the kernels find Q, K and V: the first column of each inside a
+// row-major matrix with row stride ldq (Q, B*T rows) or ldkv (K and V, B*S
+// rows). Head h of sequence b is then a (T, d_k) or (S, d_k) block at
+// Q + b*T*ldq + h*d_k and K (V) + b*S*ldkv + h*d_k.
+struct QKVColumns {
+  const real* Q;
+  const real* K;
+  const real* V;
+  int64_t ldq, ldkv;
+};
+
+// The same for their gradients, which backward writes in the same layout.
+struct QKVGradColumns {
+  real* dQ;
+  real* dK;
+  real* dV;
+  int64_t ldq, ldkv;
+};
+
+// ---- Forward kernel ---------------------------------------------------------------------
+
+// For every sequence b and head h:  Z = scale Q_h K_h^T + M,  P = softmax(Z),
+// O_h = P V_h. Writes P (B,H,T,S) and O (B*T, D), head h into its columns.
+void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMask& mask,
+                       const AttentionSizes& dims) {
+  const int64_t T = dims.T, S = dims.S, D = dims.D, H = dims.H, d_k = dims.d_k;
+  const real scale = real(1) / std::sqrt(static_cast<real>(d_k));
+  parallel_for(
+      dims.B * H,
+      [&](int64_t bh0, int64_t bh1) {
+        for (int64_t bh = bh0; bh < bh1; ++bh) {
+          const int64_t b = bh / H, h = bh % H;
+          const real* Qh = in.Q + b * T * in.ldq + h * d_k;   // (T, d_k), row stride ldq
+          const real* Kh = in.K + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
+          const real* Vh = in.V + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
+          real* Pbh = P + bh * T * S;                         // (T, S): Z, then P in place
+          real* Oh = O + b * T * D + h * d_k;                 // (T, d_k), row stride D
+          // Z = scale Q_h K_h^T            (T, d_k) x (d_k, S) -> (T, S)
+          gemm(false, true, T, S, d_k, scale, Qh, in.ldq, Kh, in.ldkv, 0, Pbh, S);
+          // Z += M                         hidden scores -> -inf
+          hide_masked_scores(mask, b, T, S, Pbh);
+          // P = softmax(Z), row by row     (T, S); a fully hidden row becomes zeros
+          softmax_rows(Pbh, T, S);
+          // O_h = P V_h                    (T, S) x (S, d_k) -> (T, d_k)
+          gemm(false, false, T, d_k, S, 1, Pbh, S, Vh, in.ldkv, 0, Oh, D);
+        }
+      },
+      /*grain=*/2);
+}
+
+// ---- Backward kernel --------------------------------------------------------------------
+
+// Softmax backward of a (T, S) block, in place: dP in, dZ out, row by row,
+//   dZ = P * (dP - rowsum(dP * P)).
+// The formula of core's softmax_backward (core/reduce.cpp), which makes a new
+// tensor for its result; here dZ overwrites dP in a per-thread scratch block.
+void softmax_backward_in_place(real* d, const real* P, int64_t T, int64_t S) {
+  for (int64_t i = 0; i < T; ++i) {
+    real* r = d + i * S;          // (S): dP's row in, dZ's row out
+    const real* pr = P + i * S;   // (S)
+    real dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < S; ++j) dot += r[j] * pr[j];
+#pragma omp simd
+    for (int64_t j = 0; j < S; ++j) r[j] = pr[j] * (r[j] - dot);
+  }
+}
+
+// For every sequence b and head h, from dO (B*T, D), P (B,H,T,S) and the
+// projections `in`: writes dQ, dK, dV in the layout of `in`. When O_again is
+// not null (forward did not keep O), also remakes O (B*T, D) there.
+void attention_backward(const QKVGradColumns& grad, real* O_again, const real* dO, const real* P,
+                        const QKVColumns& in, const AttentionSizes& dims) {
+  const int64_t T = dims.T, S = dims.S, D = dims.D, H = dims.H, d_k = dims.d_k;
+  const real scale = real(1) / std::sqrt(static_cast<real>(d_k));
+  ThreadScratch scratch(T * S);  // one (T, S) block per thread: dP, then dZ in place
+  parallel_for(
+      dims.B * H,
+      [&](int64_t bh0, int64_t bh1) {
+        real* dZ = scratch.mine();  // (T, S)
+        for (int64_t bh = bh0; bh < bh1; ++bh) {
+          const int64_t b = bh / H, h = bh % H;
+          const real* Pbh = P + bh * T * S;                       // (T, S)
+          const real* Qh = in.Q + b * T * in.ldq + h * d_k;       // (T, d_k), row stride ldq
+          const real* Kh = in.K + b * S * in.ldkv + h * d_k;      // (S, d_k), row stride ldkv
+          const real* Vh = in.V + b * S * in.ldkv + h * d_k;      // (S, d_k), row stride ldkv
+          const real* dOh = dO + b * T * D + h * d_k;             // (T, d_k), row stride D
+          real* dQh = grad.dQ + b * T * grad.ldq + h * d_k;       // (T, d_k), row stride ldq
+          real* dKh = grad.dK + b * S * grad.ldkv + h * d_k;      // (S, d_k), row stride ldkv
+          real* dVh = grad.dV + b * S * grad.ldkv + h * d_k;      // (S, d_k), row stride ldkv
+          // O_h = P V_h again, when forward did not keep O (dWo needs it)
+          //                      (T, S) x (S, d_k) -> (T, d_k), row stride D
+          if (O_again)
+            gemm(false, false, T, d_k, S, 1, Pbh, S, Vh, in.ldkv, 0, O_again + b * T * D + h * d_k,
+                 D);
+
+          // forward: O_h = P V_h
+          //   dP = dO_h V_h^T        (T, d_k) x (d_k, S) -> (T, S)
+          gemm(false, true, T, S, d_k, 1, dOh, D, Vh, in.ldkv, 0, dZ, S);
+          //   dV_h = P^T dO_h        (S, T) x (T, d_k) -> (S, d_k)
+          gemm(true, false, S, d_k, T, 1, Pbh, S, dOh, D, 0, dVh, grad.ldkv);
+
+          // forward: P = softmax(Z)
+          //   dZ = P * (dP - rowsum(dP * P))          (T, S), in place over dP
+          softmax_backward_in_place(dZ, Pbh, T, S);
+
+          // forward: Z = scale Q_h K_h^T + M  (M is a constant)
+          //   dQ_h = scale dZ K_h    (T, S) x (S, d_k) -> (T, d_k)
+          gemm(false, false, T, d_k, S, scale, dZ, S, Kh, in.ldkv, 0, dQh, grad.ldq);
+          //   dK_h = scale dZ^T Q_h  (S, T) x (T, d_k) -> (S, d_k)
+          gemm(true, false, S, d_k, T, scale, dZ, S, Qh, in.ldq, 0, dKh, grad.ldkv);
+        }
+      },
+      /*grain=*/2);
+}
+
+// ---- The input projections --------------------------------------------------------------
+
+// The projections that read the same input are stacked, so that one sgemm
+// computes them all:
+//   self-attention:   QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]   (B*T, 3D)
+//   cross-attention:  Q   = xq Wq^T + bq                       (B*T, D)
+//                     KV  = xkv [Wk; Wv]^T + [bk; bv]           (B*S, 2D)
+// MultiHeadAttention keeps its weights back to back in one buffer, so the
+// stack is the first weight itself; other callers' weights are copied
+// (core/stacked.h). Forward keeps all of it for backward.
+struct InputProjections {
+  Tensor W_qkv, QKV;        // self:  [Wq; Wk; Wv] (3D, D), QKV (B*T, 3D)
+  Tensor W_q, Q, W_kv, KV;  // cross: Wq (D, D), Q (B*T, D), [Wk; Wv] (2D, D), KV (B*S, 2D)
+
+  bool self() const { return QKV.defined(); }
+  QKVColumns columns(int64_t D) const {
+    if (self()) return {QKV.data(), QKV.data() + D, QKV.data() + 2 * D, 3 * D, 3 * D};
+    return {Q.data(), KV.data(), KV.data() + D, D, 2 * D};
+  }
+};
+
+InputProjections project_inputs(const Var& xq, const Var& xkv, bool self, const Var& wq,
+                                const Var& bq, const Var& wk, const Var& bk, const Var& wv,
+                                const Var& bv, const AttentionSizes& dims) {
+  const int64_t B = dims.B, T = dims.T, S = dims.S, D = dims.D;
+  const bool has_bias = bq.defined();
+  InputProjections p;
+  Tensor W_copy, b_copy;  // (k*D, D), (k*D): the stacks, when they have to be copied
+  if (self) {
+    const real* W = stacked({&wq.data(), &wk.data(), &wv.data()}, D * D, W_copy);
+    const real* b = has_bias ? stacked({&bq.data(), &bk.data(), &bv.data()}, D, b_copy) : nullptr;
+    p.QKV = Tensor::empty({B * T, 3 * D});
+    linear_forward(xq.data(), W, b, 3 * D, p.QKV.data());  // (B*T, D) x (D, 3D) -> (B*T, 3D)
+    // Keeps the stack alive. When it is the module's packed buffer, wq's
+    // storage holds all three weights and backward reads 3*D*D from its start.
+    p.W_qkv = W_copy.defined() ? W_copy : wq.data();
+  } else {
+    p.Q = Tensor::empty({B * T, D});
+    linear_forward(xq.data(), wq.data().data(), has_bias ? bq.data().data() : nullptr, D,
+                   p.Q.data());  // (B*T, D) x (D, D) -> (B*T, D)
+    const real* W = stacked({&wk.data(), &wv.data()}, D * D, W_copy);
+    const real* b = has_bias ? stacked({&bk.data(), &bv.data()}, D, b_copy) : nullptr;
+    p.KV = Tensor::empty({B * S, 2 * D});
+    linear_forward(xkv.data(), W, b, 2 * D, p.KV.data());  // (B*S, D) x (D, 2D) -> (B*S, 2D)
+    p.W_q = wq.data();
+    p.W_kv = W_copy.defined() ? W_copy : wk.data();
+  }
+  return p;
+}
+
+// The projections' gradients dQKV (B*T, 3D), or dQ (B*T, D) and dKV (B*S, 2D):
+// the stacked layout of forward, so each input's backward is one sgemm too.
+struct InputProjectionGrads {
+  Tensor dQKV;     // self
+  Tensor dQ, dKV;  // cross
+
+  InputProjectionGrads(const InputProjections& p, const AttentionSizes& dims) {
+    if (p.self()) {
+      dQKV = Tensor::empty({dims.B * dims.T, 3 * dims.D});
+    } else {
+      dQ = Tensor::empty({dims.B * dims.T, dims.D});
+      dKV = Tensor::empty({dims.B * dims.S, 2 * dims.D});
+    }
+  }
+  QKVGradColumns columns(int64_t D) {
+    if (dQKV.defined()) return {dQKV.data(), dQKV.data() + D, dQKV.data() + 2 * D, 3 * D, 3 * D};
+    return {dQ.data(), dKV.data(), dKV.data() + D, D, 2 * D};
+  }
+};
+
+// forward: QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]  (or Q and KV)
+//   dxq (+ dxkv) = dQKV [Wq; Wk; Wv],  d[Wq; Wk; Wv] = dQKV^T xq,  d[bq; bk; bv] = row sums
+// The weight and bias gradients fill one (3D, D) and one (3D) block, rows
+// [q | k | v], whatever the layout. With self-attention the one input gets
+// all of dx, in dxq; dxkv stays undefined.
+struct InputGrads {
+  Tensor dxq, dxkv;  // (B,T,D), (B,S,D), or undefined when not wanted
+  Tensor dW, db;     // (3D, D), (3D) or undefined without biases
+};
+
+InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputProjections& p,
+                                   const Tensor& xq, const Tensor& xkv, bool want_dxq,
+                                   bool want_dxkv, bool has_bias, int64_t D) {
+  InputGrads r;
+  if (want_dxq) r.dxq = Tensor::empty(xq.shape());
+  if (want_dxkv && !p.self()) r.dxkv = Tensor::empty(xkv.shape());
+  r.dW = Tensor::empty({3 * D, D});
+  if (has_bias) r.db = Tensor::empty({3 * D});
+  real* dxq = want_dxq ? r.dxq.data() : nullptr;
+  real* db = has_bias ? r.db.data() : nullptr;
+  if (p.self()) {
+    linear_backward(g.dQKV.data(), xq, p.W_qkv.data(), 3 * D, dxq, false, r.dW.data(), db);
+  } else {
+    linear_backward(g.dQ.data(), xq, p.W_q.data(), D, dxq, false, r.dW.data(), db);
+    linear_backward(g.dKV.data(), xkv, p.W_kv.data(), 2 * D, want_dxkv ? r.dxkv.data() : nullptr,
+                    false, r.dW.data() + D * D, has_bias ? db + D : nullptr);
+  }
+  return r;
+}
+
+}  // namespace
+
+// ---- The Node adapter -------------------------------------------------------------------
+
+// Saves exactly what backward needs, all of it tensors that exist anyway
+// (shared storage, no copies): the inputs and weights for the projections'
+// gradients, the projections Q, K, V, the probabilities P, and the head
+// outputs O only when the memory policy keeps them (nn/attention_internal.h);
+// otherwise backward makes O again from P and V.
+struct AttentionNode : Node {
+  AttentionSizes dims{};
+  bool has_bias = false;
+  Tensor xq, xkv;            // (B,T,D), (B,S,D)
+  InputProjections in;       // stacked weights and Q, K, V
+  Tensor P;                  // (B,H,T,S)
+  Tensor O;                  // (B*T, D), or undefined: recompute
+  Tensor wo;                 // (D, D)
+  const char* name() const override { return "multi_head_attention"; }
+
+  TensorList backward(const Tensor& dY) override {
+    const int64_t BT = dims.B * dims.T, D = dims.D;
+    // forward: Y = O Wo^T + bo.  dO = dY Wo and dbo now; dWo = dY^T O after
+    // the heads, which make O again when it was not kept.
+    const bool recompute_O = !O.defined();
+    Tensor O_used = recompute_O ? Tensor::empty({BT, D}) : O;  // (B*T, D)
+    Tensor dO = Tensor::empty({BT, D});                         // (B*T, D)
+    Tensor dWo = Tensor::empty({D, D});                         // (D, D)
+    Tensor dbo = has_bias ? Tensor::empty({D}) : Tensor();      // (D)
+    linear_backward(dY.data(), O_used, wo.data(), D, dO.data(), false, nullptr,
+                    has_bias ? dbo.data() : nullptr);  // reads only O_used's shape
+
+    // forward: attention_forward (P and O_h = P V_h for every head)
+    //   dQ, dK, dV from dO and P, in the stacked layout of Q, K, V
+    InputProjectionGrads dproj(in, dims);
+    attention_backward(dproj.columns(D), recompute_O ? O_used.data() : nullptr, dO.data(),
+                       P.data(), in.columns(D), dims);
+    //   dWo = dY^T O   (D, B*T) x (B*T, D) -> (D, D)
+    linear_backward(dY.data(), O_used, wo.data(), D, nullptr, false, dWo.data(), nullptr);
+
+    // forward: project_inputs (Q, K, V from xq and xkv)
+    //   dxq, dxkv, and dW, db for [Wq; Wk; Wv], [bq; bk; bv]
+    InputGrads g = project_inputs_backward(dproj, in, xq, xkv, needs_grad(0), needs_grad(1),
+                                           has_bias, D);
+    Tensor dWq = g.dW.slice0(0, D), dWk = g.dW.slice0(D, 2 * D), dWv = g.dW.slice0(2 * D, 3 * D);
+    if (has_bias) {
+      Tensor dbq = g.db.slice0(0, D), dbk = g.db.slice0(D, 2 * D), dbv = g.db.slice0(2 * D, 3 * D);
+      return {g.dxq, g.dxkv, dWq, dbq, dWk, dbk, dWv, dbv, dWo, dbo};
+    }
+    return {g.dxq, g.dxkv, dWq, dWk, dWv, dWo};
+  }
+  void release_saved() override {
+    xq = xkv = P = O = wo = Tensor();
+    in = InputProjections();
+  }
+};
+
+// ---- The public op ----------------------------------------------------------------------
 
 namespace {
 
@@ -48,140 +398,10 @@ void check_mask(const AttentionMask& m, int64_t B, int64_t T, int64_t S) {
   }
 }
 
-// The projections that read the same input are stacked, so one sgemm computes
-// them all: [Wq; Wk; Wv] (3D, D) for self-attention, [Wk; Wv] (2D, D) for the
-// key/value side of cross-attention. MultiHeadAttention keeps its weights back
-// to back in one buffer, so the stack is the first weight's pointer; other
-// callers' tensors are copied into `scratch`.
-const real* stacked(std::initializer_list<const Var*> parts, int64_t block, Tensor& scratch) {
-  const int64_t k = static_cast<int64_t>(parts.size());
-  const real* first = (*parts.begin())->data().data();
-  bool contiguous = true;
-  int64_t i = 0;
-  for (const Var* p : parts) contiguous &= p->data().data() == first + block * i++;
-  if (contiguous) return first;
-  scratch = Tensor::empty({k * block});
-  i = 0;
-  for (const Var* p : parts)
-    std::copy(p->data().data(), p->data().data() + block, scratch.data() + block * i++);
-  return scratch.data();
-}
-
-}  // namespace
-
-struct AttentionNode : Node {
-  // Saved for backward: the inputs; the stacked projections, QKV (B*T, 3D)
-  // for self-attention, or Q (B*T, D) and KV (B*S, 2D) for cross-attention;
-  // the probabilities P (B,H,T,S); and the (stacked) weights they were made
-  // with. The merged head outputs O (B*T, D), which dWo needs, are kept
-  // unless the caller asked for HeadOutputs::Recompute or Auto chose it (see
-  // attention_keeps_head_outputs); then backward makes them again from P and
-  // V, one small product per head, and saves (B*T, D) per layer.
-  Tensor xq, xkv, Wqkv, Wkv, wq, wo, QKV, Q, KV, P, O;
-  int64_t B = 0, T = 0, S = 0, D = 0, H = 0, dk = 0;
-  bool has_bias = false, self = false;
-  const char* name() const override { return "multi_head_attention"; }
-
-  TensorList backward(const Tensor& dY) override {
-    const real scale = real(1) / std::sqrt(static_cast<real>(dk));
-    // Output projection: out = O Wo^T + bo. dO and dbo now; dWo = dY^T O
-    // after the head loop below (which recomputes O when it was not kept).
-    const bool recompute = !O.defined();
-    Tensor Ob = recompute ? Tensor::empty({B * T, D}) : O;
-    Tensor dO = Tensor::empty({B * T, D});
-    Tensor dWo = Tensor::empty({D, D}), dbo = has_bias ? Tensor::empty({D}) : Tensor();
-    linear_backward(dY.data(), Ob, wo.data(), D, dO.data(), false, nullptr,  // Ob: its shape only
-                     has_bias ? dbo.data() : nullptr);
-
-    // Gradients of the projections, in the same stacked layout as forward.
-    const int64_t ldq = self ? 3 * D : D, ldkv = self ? 3 * D : 2 * D;
-    Tensor dQKV, dQ, dKV;
-    real *dq, *dkp, *dvp;
-    const real *q, *k, *v;
-    if (self) {
-      dQKV = Tensor::empty({B * T, 3 * D});
-      dq = dQKV.data(); dkp = dq + D; dvp = dq + 2 * D;
-      q = QKV.data(); k = q + D; v = q + 2 * D;
-    } else {
-      dQ = Tensor::empty({B * T, D});
-      dKV = Tensor::empty({B * S, 2 * D});
-      dq = dQ.data(); dkp = dKV.data(); dvp = dkp + D;
-      q = Q.data(); k = KV.data(); v = k + D;
-    }
-    // One (T,S) scratch block per thread for dP / dS.
-    const ThreadSlots slots;
-    Tensor scratch = Tensor::empty({static_cast<int64_t>(slots.count()), T, S});
-    parallel_for(
-        B * H,
-        [&](int64_t p0, int64_t p1) {
-          real* dS = scratch.data() + slots.slot() * T * S;
-          for (int64_t bh = p0; bh < p1; ++bh) {
-            const int64_t b = bh / H, h = bh % H;
-            const real* Pb = P.data() + bh * T * S;               // (T,S)
-            const real* Qb = q + b * T * ldq + h * dk;            // (T,d_k), ld ldq
-            const real* Kb = k + b * S * ldkv + h * dk;           // (S,d_k), ld ldkv
-            const real* Vb = v + b * S * ldkv + h * dk;           // (S,d_k), ld ldkv
-            const real* dOb = dO.data() + b * T * D + h * dk;     // (T,d_k), ld D
-            // O_h = P V_h again  (T,S) x (S,d_k) -> (T,d_k), into its head's columns
-            if (recompute)
-              gemm(false, false, T, dk, S, 1, Pb, S, Vb, ldkv, 0, Ob.data() + b * T * D + h * dk, D);
-            // dP = dO V^T  (T,d_k) x (d_k,S) -> (T,S)
-            gemm(false, true, T, S, dk, 1, dOb, D, Vb, ldkv, 0, dS, S);
-            // dV = P^T dO  (S,T) x (T,d_k) -> (S,d_k)
-            gemm(true, false, S, dk, T, 1, Pb, S, dOb, D, 0, dvp + b * S * ldkv + h * dk, ldkv);
-            // Softmax backward per row: dS = P * (dP - rowsum(dP * P)).
-            for (int64_t i = 0; i < T; ++i) {
-              real* r = dS + i * S;
-              const real* pr = Pb + i * S;
-              real dot = 0;
-#pragma omp simd reduction(+ : dot)
-              for (int64_t j = 0; j < S; ++j) dot += r[j] * pr[j];
-#pragma omp simd
-              for (int64_t j = 0; j < S; ++j) r[j] = pr[j] * (r[j] - dot);
-            }
-            // scores = scale Q K^T:  dQ = scale dS K (T,S)x(S,d_k);  dK = scale dS^T Q (S,T)x(T,d_k)
-            gemm(false, false, T, dk, S, scale, dS, S, Kb, ldkv, 0, dq + b * T * ldq + h * dk, ldq);
-            gemm(true, false, S, dk, T, scale, dS, S, Qb, ldq, 0, dkp + b * S * ldkv + h * dk, ldkv);
-          }
-        },
-        /*grain=*/2);
-    linear_backward(dY.data(), Ob, wo.data(), D, nullptr, false, dWo.data(), nullptr);
-
-    // Input projections, one stacked gemm per input. The weight gradients of
-    // the stack are computed in one (k*D, D) block whose row blocks (views)
-    // are dWq, dWk, dWv.
-    Tensor dxq = needs_grad(0) ? Tensor::empty(xq.shape()) : Tensor();
-    Tensor dxkv = needs_grad(1) && !self ? Tensor::empty(xkv.shape()) : Tensor();
-    Tensor dWs, dbs;  // (3D, D) and (3D): rows [q | k | v]
-    dWs = Tensor::empty({3 * D, D});
-    if (has_bias) dbs = Tensor::empty({3 * D});
-    if (self) {
-      linear_backward(dQKV.data(), xq, Wqkv.data(), 3 * D, needs_grad(0) ? dxq.data() : nullptr,
-                       false, dWs.data(), has_bias ? dbs.data() : nullptr);
-    } else {
-      linear_backward(dQ.data(), xq, wq.data(), D, needs_grad(0) ? dxq.data() : nullptr, false,
-                       dWs.data(), has_bias ? dbs.data() : nullptr);
-      linear_backward(dKV.data(), xkv, Wkv.data(), 2 * D, needs_grad(1) ? dxkv.data() : nullptr,
-                       false, dWs.data() + D * D, has_bias ? dbs.data() + D : nullptr);
-    }
-    Tensor dWq = dWs.slice0(0, D), dWk = dWs.slice0(D, 2 * D), dWv = dWs.slice0(2 * D, 3 * D);
-    // With self-attention xq and xkv are the same Var: all of dx is returned
-    // for input 0 and none for input 1.
-    if (has_bias) {
-      Tensor dbq = dbs.slice0(0, D), dbk = dbs.slice0(D, 2 * D), dbv = dbs.slice0(2 * D, 3 * D);
-      return {dxq, dxkv, dWq, dbq, dWk, dbk, dWv, dbv, dWo, dbo};
-    }
-    return {dxq, dxkv, dWq, dWk, dWv, dWo};
-  }
-  void release_saved() override {
-    xq = xkv = Wqkv = Wkv = wq = wo = QKV = Q = KV = P = O = Tensor();
-  }
-};
-
-Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var& bq,
-                         const Var& wk, const Var& bk, const Var& wv, const Var& bv,
-                         const Var& wo, const Var& bo, int64_t heads, const AttentionMask& mask,
-                         Tensor* probs_out, HeadOutputs head_outputs) {
+// The sizes, after checking every shape; throws naming the op and the shapes.
+AttentionSizes check_arguments(const Var& xq, const Var& xkv, const Var& wq, const Var& bq,
+                               const Var& wk, const Var& bk, const Var& wv, const Var& bv,
+                               const Var& wo, const Var& bo, int64_t heads) {
   const Shape& qs = xq.shape();
   const Shape& ks = xkv.shape();
   if (qs.size() != 3 || ks.size() != 3 || qs[0] != ks[0] || qs[2] != ks[2])
@@ -195,92 +415,49 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
     if (w->shape() != Shape{D, D})
       throw Error("attention: weight " + to_string(w->shape()) + " should be (" +
                   std::to_string(D) + "," + std::to_string(D) + ")");
-  const bool has_bias = bq.defined();
-  if (has_bias)
+  if (bq.defined())
     for (const Var* b : {&bq, &bk, &bv, &bo})
       if (!b->defined() || b->shape() != Shape{D})
         throw Error("attention: every bias must be (" + std::to_string(D) + ")");
+  return {B, T, S, D, heads, D / heads};
+}
+
+}  // namespace
+
+Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var& bq,
+                         const Var& wk, const Var& bk, const Var& wv, const Var& bv,
+                         const Var& wo, const Var& bo, int64_t heads, const AttentionMask& mask,
+                         Tensor* probs_out) {
+  const AttentionSizes dims = check_arguments(xq, xkv, wq, bq, wk, bk, wv, bv, wo, bo, heads);
+  const int64_t B = dims.B, T = dims.T, S = dims.S, D = dims.D, H = dims.H;
   check_mask(mask, B, T, S);
-  const int64_t H = heads, dk = D / H;
-  const real scale = real(1) / std::sqrt(static_cast<real>(dk));
-  const bool self = xq.same_as(xkv);
-
+  const bool has_bias = bq.defined();
   auto node = make_node<AttentionNode>();
-  // Stacked projections: self-attention QKV (B*T, 3D); cross-attention
-  // Q (B*T, D) and KV (B*S, 2D). q/k/v point at each one's first column.
-  const real *q, *k, *v;
-  int64_t ldq, ldkv;
-  Tensor wscratch, bscratch;
-  if (self) {
-    const real* W = stacked({&wq, &wk, &wv}, D * D, wscratch);
-    const real* b = has_bias ? stacked({&bq, &bk, &bv}, D, bscratch) : nullptr;
-    node->QKV = Tensor::empty({B * T, 3 * D});
-    linear_forward(xq.data(), W, b, 3 * D, node->QKV.data());
-    // Keeps the stack alive. When it is the module's packed buffer, wq's
-    // storage holds all three weights and backward reads 3*D*D from its start.
-    node->Wqkv = wscratch.defined() ? wscratch : wq.data();
-    ldq = ldkv = 3 * D;
-    q = node->QKV.data(); k = q + D; v = q + 2 * D;
-  } else {
-    node->Q = Tensor::empty({B * T, D});
-    linear_forward(xq.data(), wq.data().data(), has_bias ? bq.data().data() : nullptr, D, node->Q.data());
-    const real* W = stacked({&wk, &wv}, D * D, wscratch);
-    const real* b = has_bias ? stacked({&bk, &bv}, D, bscratch) : nullptr;
-    node->KV = Tensor::empty({B * S, 2 * D});
-    linear_forward(xkv.data(), W, b, 2 * D, node->KV.data());
-    node->Wkv = wscratch.defined() ? wscratch : wk.data();
-    ldq = D; ldkv = 2 * D;
-    q = node->Q.data(); k = node->KV.data(); v = k + D;
-  }
 
-  Tensor P = Tensor::empty({B, H, T, S});
-  Tensor O = Tensor::empty({B * T, D});
-  const real neg_inf = -std::numeric_limits<real>::infinity();
-  parallel_for(
-      B * H,
-      [&](int64_t p0, int64_t p1) {
-        for (int64_t bh = p0; bh < p1; ++bh) {
-          const int64_t b = bh / H, h = bh % H;
-          real* Pb = P.data() + bh * T * S;
-          // scores = scale Q_h K_h^T   (T,d_k) x (d_k,S) -> (T,S)
-          gemm(false, true, T, S, dk, scale, q + b * T * ldq + h * dk, ldq, k + b * S * ldkv + h * dk,
-               ldkv, 0, Pb, S);
-          // Masks: causal and key padding hide a suffix of each row; a boolean
-          // mask is checked element by element.
-          const int64_t len = mask.key_lengths.empty() ? S : mask.key_lengths[b];
-          for (int64_t i = 0; i < T; ++i) {
-            real* row = Pb + i * S;
-            const int64_t visible = std::min(len, mask.causal ? i + 1 : S);
-            for (int64_t j = std::max<int64_t>(visible, 0); j < S; ++j) row[j] = neg_inf;
-            if (mask.mask.defined())
-              for (int64_t j = 0; j < S; ++j)
-                if (mask.hidden(b, i, j, T, S)) row[j] = neg_inf;
-          }
-          softmax_rows(Pb, T, S);  // fully masked rows become zeros
-          // O_h = P V_h   (T,S) x (S,d_k) -> (T,d_k), written into its head's columns
-          gemm(false, false, T, dk, S, 1, Pb, S, v + b * S * ldkv + h * dk, ldkv, 0,
-               O.data() + b * T * D + h * dk, D);
-        }
-      },
-      /*grain=*/2);
-
-  Tensor Y = Tensor::empty({B, T, D});
+  // Q, K, V  (B*T, D), (B*S, D), (B*S, D), stacked
+  node->in = project_inputs(xq, xkv, xq.same_as(xkv), wq, bq, wk, bk, wv, bv, dims);
+  // P = softmax(Q_h K_h^T / sqrt(d_k) + M),  O_h = P V_h   for every head
+  Tensor P = Tensor::empty({B, H, T, S});  // (B,H,T,S)
+  Tensor O = Tensor::empty({B * T, D});     // (B*T, D), head h in columns [h*d_k, (h+1)*d_k)
+  attention_forward(P.data(), O.data(), node->in.columns(D), mask, dims);
+  // Y = O Wo^T + bo   (B*T, D) x (D, D) -> (B, T, D)
+  Tensor Y = Tensor::empty({B, T, D});  // (B,T,D)
   linear_forward(O, wo.data().data(), has_bias ? bo.data().data() : nullptr, D, Y.data());
   if (probs_out) *probs_out = P;
 
-  node->B = B; node->T = T; node->S = S; node->D = D; node->H = H; node->dk = dk;
+  // Save for backward (references, no copies); O only if the memory policy keeps it.
+  node->dims = dims;
   node->has_bias = has_bias;
-  node->self = self;
-  node->xq = xq.data(); node->xkv = xkv.data();
-  node->wq = wq.data(); node->wo = wo.data();
+  node->xq = xq.data();
+  node->xkv = xkv.data();
+  node->wo = wo.data();
   node->P = P;
-  const bool keep_o = head_outputs == HeadOutputs::Auto
-                          ? attention_keeps_head_outputs(B, T, S, D, H)
-                          : head_outputs == HeadOutputs::Keep;
-  if (keep_o) node->O = O;
+  if (detail::keep_head_outputs(B, T, S, D, H)) node->O = O;
   if (has_bias) return make_result(Y, node, {xq, xkv, wq, bq, wk, bk, wv, bv, wo, bo});
   return make_result(Y, node, {xq, xkv, wq, wk, wv, wo});
 }
+
+// ---- The module -------------------------------------------------------------------------
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t heads_, bool bias, Generator& g)
     : d_model(d_model_), heads(heads_), d_k(heads_ > 0 ? d_model_ / heads_ : 0) {
@@ -321,5 +498,26 @@ Var MultiHeadAttention::forward(const Var& xq, const Var& xkv, const AttentionMa
   last_attention_ = keep_attention_ ? probs : Tensor();
   return y;
 }
+
+// ---- Machinery: the memory policy's test hook (nn/attention_internal.h) ------------------
+
+namespace detail {
+
+namespace {
+thread_local HeadOutputs tl_forced_head_outputs = HeadOutputs::Auto;
+}  // namespace
+
+ForceHeadOutputs::ForceHeadOutputs(HeadOutputs policy) : previous_(tl_forced_head_outputs) {
+  tl_forced_head_outputs = policy;
+}
+ForceHeadOutputs::~ForceHeadOutputs() { tl_forced_head_outputs = previous_; }
+
+bool keep_head_outputs(int64_t B, int64_t T, int64_t S, int64_t d_model, int64_t heads) {
+  if (tl_forced_head_outputs == HeadOutputs::Auto)
+    return attention_keeps_head_outputs(B, T, S, d_model, heads);
+  return tl_forced_head_outputs == HeadOutputs::Keep;
+}
+
+}  // namespace detail
 
 }  // namespace qkv::nn

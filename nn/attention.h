@@ -35,31 +35,14 @@ struct AttentionMask {
   bool hidden(int64_t b, int64_t i, int64_t j, int64_t T, int64_t S) const;
 };
 
-// What the fused op saves of its merged head outputs O (B*T, D), which the
-// output projection's weight gradient dWo = dY^T O needs: Keep them until
-// backward, or Recompute them there from P and V (one (T,S)x(S,d_k) product
-// per head, B*H in all). Auto chooses with attention_keeps_head_outputs.
-enum class HeadOutputs { Auto, Keep, Recompute };
-
 // The fused op. xq (B,T,D), xkv (B,S,D); weights (D,D); biases (D) or all
 // undefined. If `probs_out` is non-null it receives P (B,H,T,S).
+// (Whether forward keeps the head outputs for backward or backward recomputes
+// them is the op's own memory policy: nn/attention_internal.h.)
 Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var& bq,
                          const Var& wk, const Var& bk, const Var& wv, const Var& bv,
                          const Var& wo, const Var& bo, int64_t heads,
-                         const AttentionMask& mask = {}, Tensor* probs_out = nullptr,
-                         HeadOutputs head_outputs = HeadOutputs::Auto);
-
-// Auto's rule: keep O when it takes no more memory than the probabilities P
-// (B,H,T,S) kept anyway, D <= H*S (the small and GPT benchmark shapes), or when
-// it is at most kKeptHeadOutputsBytes, too little memory to be worth B*H extra
-// small products in backward (tiny: 192 KiB per attention). Otherwise (base:
-// 2 MiB per attention, 18 of them) backward recomputes O.
-inline constexpr int64_t kKeptHeadOutputsBytes = int64_t{1} << 20;
-inline bool attention_keeps_head_outputs(int64_t B, int64_t T, int64_t S, int64_t d_model,
-                                         int64_t heads) {
-  return d_model <= heads * S ||
-         B * T * d_model * static_cast<int64_t>(sizeof(real)) <= kKeptHeadOutputsBytes;
-}
+                         const AttentionMask& mask = {}, Tensor* probs_out = nullptr);
 
 class MultiHeadAttention : public Module {
  public:

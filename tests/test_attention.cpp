@@ -10,6 +10,7 @@
 #include "fixture.h"
 #include "outer_region.h"
 #include "nn/attention.h"
+#include "nn/attention_internal.h"
 
 using namespace qkv;
 using namespace qkv::nn;
@@ -137,16 +138,18 @@ TEST_CASE("a boolean mask hides exactly the marked scores") {
 // both the path that keeps the head outputs O and the one that recomputes
 // them: nothing saved is overwritten by the first backward.
 TEST_CASE("attention backward twice with retain_graph gives exactly twice the gradients, O kept or recomputed") {
+  using nn::detail::HeadOutputs;
   struct Case { int64_t D, H, S; HeadOutputs saved; };
   for (const Case c : {Case{8, 2, 4, HeadOutputs::Keep}, Case{8, 2, 3, HeadOutputs::Recompute}}) {
     CAPTURE(c.S);
+    const nn::detail::ForceHeadOutputs force(c.saved);
     Generator g(3);
     MultiHeadAttention mha(c.D, c.H, true, g);
     Var x(Tensor::normal({2, c.S, c.D}, 0, 1, g), true);
     const Tensor up = Tensor::normal({2, c.S, c.D}, 0, 1, g);
     Var y = multi_head_attention(x, x, mha.w_q->weight, mha.w_q->bias, mha.w_k->weight,
                                  mha.w_k->bias, mha.w_v->weight, mha.w_v->bias, mha.w_o->weight,
-                                 mha.w_o->bias, c.H, AttentionMask::causal_mask(), nullptr, c.saved);
+                                 mha.w_o->bias, c.H, AttentionMask::causal_mask());
     y.backward(up, /*retain_graph=*/true);
     std::vector<Tensor> once{x.grad().clone()};
     for (auto& [name, p] : mha.named_parameters()) once.push_back(p.grad().clone());
@@ -165,11 +168,32 @@ TEST_CASE("attention backward twice with retain_graph gives exactly twice the gr
 // Auto keeps O when it is no bigger than P or small in bytes, and recomputes
 // it only where that saves real memory: the benchmark shapes' layers.
 TEST_CASE("attention keeps head outputs for tiny, small and GPT layers and recomputes them for base") {
+  using nn::detail::attention_keeps_head_outputs;
   CHECK(attention_keeps_head_outputs(64, 12, 12, 64, 4));   // tiny: D > H*S, but 192 KiB
   CHECK(attention_keeps_head_outputs(64, 32, 32, 128, 4));  // small: D <= H*S
   CHECK(attention_keeps_head_outputs(8, 64, 64, 128, 4));   // GPT
   CHECK_FALSE(attention_keeps_head_outputs(32, 32, 32, 512, 8));  // base: 2 MiB per layer
   CHECK(attention_keeps_head_outputs(2, 512, 512, 512, 1));  // D <= H*S at any size
+}
+
+// The test hook the Keep/Recompute cases use: a scoped override of Auto.
+TEST_CASE("ForceHeadOutputs overrides Auto's choice inside its scope, nests, and restores Auto after") {
+  using nn::detail::ForceHeadOutputs;
+  using nn::detail::HeadOutputs;
+  using nn::detail::keep_head_outputs;
+  CHECK_FALSE(keep_head_outputs(32, 32, 32, 512, 8));  // base: Auto recomputes
+  CHECK(keep_head_outputs(8, 64, 64, 128, 4));         // GPT: Auto keeps
+  {
+    const ForceHeadOutputs keep(HeadOutputs::Keep);
+    CHECK(keep_head_outputs(32, 32, 32, 512, 8));
+    {
+      const ForceHeadOutputs recompute(HeadOutputs::Recompute);
+      CHECK_FALSE(keep_head_outputs(8, 64, 64, 128, 4));
+    }
+    CHECK(keep_head_outputs(32, 32, 32, 512, 8));
+  }
+  CHECK_FALSE(keep_head_outputs(32, 32, 32, 512, 8));
+  CHECK(keep_head_outputs(8, 64, 64, 128, 4));
 }
 
 // Called from inside someone else's parallel region, backward runs on the

@@ -6,6 +6,7 @@
 #include "attention_reference.h"
 #include "autograd/qkv_autograd.h"
 #include "nn/attention.h"
+#include "nn/attention_internal.h"
 
 using namespace qkv;
 using nn::AttentionMask;
@@ -16,7 +17,7 @@ struct Case {
   int64_t B, T, S, D, H;
   bool cross;
   AttentionMask mask;
-  nn::HeadOutputs head_outputs = nn::HeadOutputs::Auto;  // what forward saves of O
+  nn::detail::HeadOutputs head_outputs = nn::detail::HeadOutputs::Auto;  // what forward saves of O
 };
 
 std::vector<Var> make_params(int64_t D, Generator& g) {
@@ -28,13 +29,12 @@ std::vector<Var> make_params(int64_t D, Generator& g) {
   return p;
 }
 
-Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, int64_t H, const AttentionMask& m,
-          nn::HeadOutputs ho) {
-  return nn::multi_head_attention(xq, xkv, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], H, m,
-                                  nullptr, ho);
+Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, int64_t H, const AttentionMask& m) {
+  return nn::multi_head_attention(xq, xkv, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], H, m);
 }
 
 void run_case(const Case& c) {
+  const nn::detail::ForceHeadOutputs force(c.head_outputs);  // Auto: the op's own choice
   Generator g(42);
   Var xq(Tensor::normal({c.B, c.T, c.D}, 0, 1, g), true);
   Var xkv = c.cross ? Var(Tensor::normal({c.B, c.S, c.D}, 0, 1, g), true) : xq;
@@ -47,7 +47,7 @@ void run_case(const Case& c) {
     const Var& a = v[0];
     const Var& b = c.cross ? v[1] : v[0];
     return composed ? testing::composed_attention(a, b, ps, c.H, c.mask)
-                    : fused(a, b, ps, c.H, c.mask, c.head_outputs);
+                    : fused(a, b, ps, c.H, c.mask);
   };
 
   // 1. finite differences
@@ -104,7 +104,7 @@ TEST_CASE("attention grad: one head equals plain scaled dot-product attention") 
 // backward. These ask for each path explicitly: Recompute twice, and Keep on
 // a shape with D > H*S.
 TEST_CASE("attention grad: head outputs recomputed in backward, self- and cross-attention") {
-  run_case({2, 3, 3, 8, 2, false, AttentionMask::causal_mask(), nn::HeadOutputs::Recompute});
-  run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::HeadOutputs::Recompute});
-  run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::HeadOutputs::Keep});
+  run_case({2, 3, 3, 8, 2, false, AttentionMask::causal_mask(), nn::detail::HeadOutputs::Recompute});
+  run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::detail::HeadOutputs::Recompute});
+  run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::detail::HeadOutputs::Keep});
 }
