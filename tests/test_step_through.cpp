@@ -37,6 +37,8 @@ double max_diff(const Tensor& a, const Tensor& b) {
 // ---- Part 1: the worked example ------------------------------------------------
 // q = [1,0], K rows k_1..k_4 = [1,0],[0,1],[1,1],[0,0], V = [1,2,3,4]^T.
 // Scores s_j = q . k_j = [1, 0, 1, 0] in both variants.
+// The two variants' tests below share their shape on purpose: each pins its
+// own numbers, derived by hand in its comment, to be checked line by line.
 
 TEST_CASE("worked example, unscaled: softmax([1,0,1,0]) = [0.3655,0.1345,..], out 2.2689, "
           "and the gradients of s, q, K, V") {
