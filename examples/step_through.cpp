@@ -10,8 +10,9 @@
 // backward, printing every intermediate's gradient as qkv's engine computed
 // it, the hand formula that predicts it, and a finite-difference check.
 // Part 2 does the same for a real (tiny) Transformer: gradient norms of every
-// parameter, then the LayerNorm and softmax backward formulas applied by hand
-// to the numbers flowing through the model, compared with the engine.
+// parameter, then the LayerNorm backward formula (the library's own kernel,
+// called directly) and the softmax backward formula (by hand) applied to the
+// numbers flowing through the model, compared with the engine.
 // The computations live in examples/step_through.h; this file prints them.
 #include <CLI/CLI.hpp>
 
@@ -217,35 +218,45 @@ void layer_norm_step(const TinyRun& r) {
   const Tensor& x = r.ln_x;            // (1,T,D): h + ffn(h)
   const Tensor& dy = r.ln_out.grad();  // (1,T,D): the gradient arriving at y
   const int64_t D = ln.D;
-  const LayerNormRow row = layer_norm_row_backward(x.data(), dy.data(), ln.weight.data().data(), D, ln.eps);
+  const LayerNormByFormula f =
+      layer_norm_by_formula(x, dy, ln.weight.data(), ln.bias.data(), ln.eps);
 
-  section("2b. LayerNorm backward by hand: decoder.layers.0.norm3, row t = 0");
+  section("2b. LayerNorm backward by its formula: decoder.layers.0.norm3, row 0");
   std::printf(" x = h + ffn(h), the residual sum, made in the same op (add_layer_norm);\n"
               " the sum passes dx unchanged to both h and ffn(h).\n"
               " y = xhat * gamma + beta, xhat = (x - mean) * rstd, rstd = 1/sqrt(var+eps).\n"
               " mean and rstd depend on every x of the row, hence the two extra terms:\n"
               "   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),\n"
-              "   dxhat = dy * gamma  (gamma is all ones at initialisation)\n");
-  auto vec = [](const std::vector<double>& v) {
-    std::vector<real> f(v.begin(), v.end());
-    return Tensor::from_vector(f);
-  };
+              "   dxhat = dy * gamma  (gamma is all ones at initialisation)\n"
+              " \"formula\" is the library's kernel nn::layernorm_backward called on these\n"
+              " numbers; \"engine\" is the gradient the autograd graph delivered to\n"
+              " ffn(h); \"fin.diff\" nudges one x by +-h (h = %g) and takes the change\n"
+              " of sum(dy * y) over 2h.\n",
+              static_cast<double>(kFdStep));
   auto line = [](const char* label, const Tensor& t) {
     std::printf("  %-11s %s\n", label, rows_of(t, 4)[0].c_str());
   };
-  line("x", vec(row.x));
-  std::printf("  %-11s mean = %.4f, rstd = %.4f\n", "", row.mean, row.rstd);
-  line("xhat", vec(row.xhat));
-  line("dy (engine)", vec(row.dy));
-  line("dxhat", vec(row.dxhat));
-  std::printf("  %-11s mean(dxhat) = %.4f, mean(dxhat * xhat) = %.4f\n", "", row.mean_dxhat,
-              row.mean_dxhat_xhat);
-  line("dx formula", vec(row.dx));
-  const Tensor engine_dx = r.ln_dx;  // what reached ffn(h), the addend
-  line("dx engine", engine_dx.slice0(0, 1).reshape({-1}).slice0(0, D));
-  const Tensor all = layer_norm_backward_by_hand(x, dy, ln.weight.data(), ln.eps);
-  std::printf("  max |formula - engine| over all %lld rows: %.1e\n",
-              static_cast<long long>(x.numel() / D), max_abs_diff(all, engine_dx));
+  auto row0 = [D](const Tensor& t) { return t.reshape({-1}).slice0(0, D); };
+  auto vec = [](const std::vector<double>& v) {
+    return Tensor::from_vector(std::vector<real>(v.begin(), v.end()));
+  };
+  line("x", row0(x));
+  std::printf("  %-11s mean = %.4f, rstd = %.4f\n", "", static_cast<double>(f.mean.data()[0]),
+              static_cast<double>(f.rstd.data()[0]));
+  line("xhat", vec(f.xhat));
+  line("dy (engine)", row0(dy));
+  line("dxhat", vec(f.dxhat));
+  std::printf("  %-11s mean(dxhat) = %.4f, mean(dxhat * xhat) = %.4f\n", "", f.mean_dxhat,
+              f.mean_dxhat_xhat);
+  const Tensor& engine_dx = r.ln_dx;  // what reached ffn(h), the addend
+  line("dx formula", row0(f.dx));
+  line("dx engine", row0(engine_dx));
+  line("dx fin.diff", row0(f.dx_fd));
+  const long long rows = static_cast<long long>(x.numel() / D);
+  std::printf("  max |formula - engine| over all %lld rows: %.1e (the graph runs this kernel)\n",
+              rows, max_abs_diff(f.dx, engine_dx));
+  std::printf("  max |formula - fin.diff| over all %lld rows: %.1e\n", rows,
+              max_abs_diff(f.dx, f.dx_fd));
 }
 
 void attention_step(const TinyRun& r) {

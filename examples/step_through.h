@@ -6,8 +6,9 @@
 //   autograd (every intermediate keeps its gradient with retain_grad), next to
 //   central finite differences of the scalar output.
 // Part 2: a tiny Transformer on one copy example. Parameter gradient norms,
-//   and two backward formulas recomputed by hand on the real numbers and
-//   compared with the engine: LayerNorm's dx and attention's softmax dS.
+//   and two backward formulas applied to the real numbers and compared with
+//   the engine: LayerNorm's dx (the library's own kernel, called directly,
+//   beside finite differences) and attention's softmax dS (by hand).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -26,6 +27,7 @@
 #include "core/reduce.h"
 #include "nn/attention.h"
 #include "nn/cross_entropy.h"
+#include "nn/layernorm.h"
 #include "nn/transformer.h"
 
 namespace qkv::step {
@@ -295,49 +297,73 @@ inline std::vector<ParamGradNorm> param_grad_norms(const nn::Module& m) {
   return rows;
 }
 
-// ---- LayerNorm backward by hand ------------------------------------------------
+// ---- LayerNorm backward, by the library's formula ----------------------------
 // y = xhat * gamma + beta with xhat = (x - mean) * rstd, rstd = 1/sqrt(var + eps).
 // Differentiating through mean and rstd (both depend on every x of the row):
 //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dxhat = dy * gamma
-struct LayerNormRow {
-  std::vector<double> x, xhat, dy, dxhat, dx;  // D each
-  double mean = 0, rstd = 0, mean_dxhat = 0, mean_dxhat_xhat = 0;
+// That formula is nn::layernorm_backward (nn/layernorm.cpp), the kernel the
+// engine's add_layer_norm node runs. Here it is called directly on norm3's
+// numbers, outside the graph, after nn::layernorm_forward for each row's mean
+// and rstd; finite differences check it independently of any formula.
+struct LayerNormByFormula {
+  Tensor mean, rstd;       // (N) each, from nn::layernorm_forward
+  Tensor dx;               // x's shape (..., D), from nn::layernorm_backward
+  Tensor dgamma, dbeta;    // (D), from the same call
+  Tensor dx_fd;            // x's shape: central differences (undefined without fd)
+  // Row 0's pieces of the formula, for printing, in double from the kernel's
+  // mean and rstd: xhat and dxhat (D) and the two row means.
+  std::vector<double> xhat, dxhat;
+  double mean_dxhat = 0, mean_dxhat_xhat = 0;
 };
 
-inline LayerNormRow layer_norm_row_backward(const real* x, const real* dy, const real* gamma,
-                                            int64_t D, double eps) {
-  LayerNormRow r;
-  r.x.assign(x, x + D);
-  r.dy.assign(dy, dy + D);
-  for (double v : r.x) r.mean += v / D;
-  double var = 0;
-  for (double v : r.x) var += (v - r.mean) * (v - r.mean) / D;  // biased variance
-  r.rstd = 1 / std::sqrt(var + eps);
-  for (int64_t j = 0; j < D; ++j) {
-    r.xhat.push_back((r.x[j] - r.mean) * r.rstd);
-    r.dxhat.push_back(r.dy[j] * gamma[j]);
-    r.mean_dxhat += r.dxhat[j] / D;
-    r.mean_dxhat_xhat += r.dxhat[j] * r.xhat[j] / D;
-  }
-  for (int64_t j = 0; j < D; ++j)
-    r.dx.push_back(r.rstd * (r.dxhat[j] - r.mean_dxhat - r.xhat[j] * r.mean_dxhat_xhat));
-  return r;
+// sum(dy * layer_norm(x)) with dy held fixed: its gradient in x is exactly the
+// dx that layer_norm's backward gives for dy (the rest of the model only
+// enters through dy), so finite differences of it check that dx.
+inline real layer_norm_dot(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                           const Tensor& beta, real eps) {
+  const int64_t D = gamma.numel(), N = x.numel() / D;
+  Tensor y = Tensor::empty(x.shape()), mean = Tensor::empty({N}), rstd = Tensor::empty({N});
+  nn::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(),
+                        N, D, eps);
+  double s = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) s += double(dy.data()[i]) * y.data()[i];
+  return static_cast<real>(s);
 }
 
-// The formula applied to every row of x (..., D): dx of x's shape.
-inline Tensor layer_norm_backward_by_hand(const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                                          double eps) {
+// x, dy (..., D): the rows LayerNorm normalised and the gradient at its output.
+inline LayerNormByFormula layer_norm_by_formula(const Tensor& x, const Tensor& dy,
+                                                const Tensor& gamma, const Tensor& beta,
+                                                real eps, bool with_fd = true) {
   const int64_t D = gamma.numel();
-  if (x.shape() != dy.shape() || x.size(-1) != D)
-    throw Error("layer_norm_backward_by_hand: x " + to_string(x.shape()) + ", dy " +
-                to_string(dy.shape()) + ", gamma " + to_string(gamma.shape()));
-  Tensor dx = Tensor::empty(x.shape());
-  for (int64_t r = 0; r < x.numel() / D; ++r) {
-    const LayerNormRow row = layer_norm_row_backward(x.data() + r * D, dy.data() + r * D,
-                                                     gamma.data(), D, eps);
-    for (int64_t j = 0; j < D; ++j) dx.data()[r * D + j] = static_cast<real>(row.dx[j]);
+  if (x.dim() < 1 || x.shape() != dy.shape() || x.size(-1) != D || beta.shape() != gamma.shape())
+    throw Error("layer_norm_by_formula: x " + to_string(x.shape()) + ", dy " +
+                to_string(dy.shape()) + ", gamma " + to_string(gamma.shape()) + ", beta " +
+                to_string(beta.shape()));
+  const int64_t N = x.numel() / D;
+  LayerNormByFormula f;
+  Tensor y = Tensor::empty(x.shape());  // not shown: the model's own forward made it
+  f.mean = Tensor::empty({N});
+  f.rstd = Tensor::empty({N});
+  nn::layernorm_forward(y.data(), f.mean.data(), f.rstd.data(), x.data(), gamma.data(),
+                        beta.data(), N, D, eps);
+  f.dx = Tensor::empty(x.shape());
+  f.dgamma = Tensor::empty({D});
+  f.dbeta = Tensor::empty({D});
+  nn::layernorm_backward(f.dx.data(), f.dgamma.data(), f.dbeta.data(), dy.data(), x.data(),
+                         gamma.data(), f.mean.data(), f.rstd.data(), N, D);
+  if (with_fd)
+    f.dx_fd = central_difference(
+        [&](const Tensor& xx) { return layer_norm_dot(xx, dy, gamma, beta, eps); }, x, kFdStep);
+
+  // Row 0, spelled out from the definitions.
+  const double m = f.mean.data()[0], s = f.rstd.data()[0];
+  for (int64_t j = 0; j < D; ++j) {
+    f.xhat.push_back((x.data()[j] - m) * s);
+    f.dxhat.push_back(double(dy.data()[j]) * gamma.data()[j]);
+    f.mean_dxhat += f.dxhat[j] / D;
+    f.mean_dxhat_xhat += f.dxhat[j] * f.xhat[j] / D;
   }
-  return dx;
+  return f;
 }
 
 // ---- Attention backward by hand ----------------------------------------------------

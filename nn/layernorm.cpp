@@ -1,3 +1,12 @@
+// LayerNorm, read top to bottom:
+//   1. the maths: forward, and the derivation of the backward
+//   2. layernorm_forward    the forward kernel over N rows of D: y, mean, rstd
+//   3. layernorm_backward   the backward kernel: dx, dgamma, dbeta
+//   4. LayerNormNode        the autograd adapter around the two kernels
+//   5. layer_norm           the public op
+//   6. add_layer_norm       the Post-LN residual fusion norm(a + b), same kernels
+//   7. nn::LayerNorm        the module holding gamma and beta
+// docs/layernorm-backward.md walks through the same derivation with numbers.
 #include "nn/layernorm.h"
 
 #include <algorithm>
@@ -13,188 +22,298 @@
 
 namespace qkv::nn {
 
+// ============================================================================
+// 1. The maths
+// ============================================================================
+// The input x (..., D) is read as N rows of D (N = product of the leading
+// dims); every row is normalised on its own. For one row:
+//   mean = sum_j x_j / D
+//   var  = sum_j (x_j - mean)^2 / D            biased, as in PyTorch
+//   rstd = 1 / sqrt(var + eps)
+//   xhat = (x - mean) * rstd                   zero mean, unit variance
+//   y    = gamma * xhat + beta                 gamma, beta (D) shared by all rows
+//
+// Backward, given dy = dL/dy (N, D):
+//   dbeta  = sum over rows of dy               (y moves one for one with beta)
+//   dgamma = sum over rows of dy * xhat
+//   dxhat  = dy * gamma
+//   dx     = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))   (means over the row)
+// The last line is the only hard one, because mean and rstd depend on every x
+// of the row. With d(mean)/dx_i = 1/D and d(var)/dx_i = 2 (x_i - mean) / D,
+//   d(rstd)/dx_i    = -rstd^3 (x_i - mean) / D = -rstd^2 xhat_i / D
+//   d(xhat_j)/dx_i  = rstd * (delta_ij - 1/D - xhat_j xhat_i / D)
+// and dx_i = sum_j dxhat_j d(xhat_j)/dx_i is the line above. Read it as: take
+// the gradient that reached xhat, remove its mean (y is blind to shifting the
+// row), remove its component along xhat (blind to scaling it), scale by rstd.
+//
+// What backward needs is x, gamma and per row mean and rstd (N each): xhat is
+// recomputed from x as it is read, which saves an (N, D) buffer.
+
 namespace {
 // Row loops parallelise once the whole tensor is as big as one parallel grain.
 int64_t row_grain(int64_t D) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)); }
 }  // namespace
 
-// Saved: x (N, D) and gamma (D) as given, and per row the mean and rstd (N).
-// N = product of x's leading dims. xhat = (x - mean) * rstd is recomputed.
-// For add_layer_norm, x is the sum a + b it normalised, and the inputs are
-// (a, b, gamma, beta): both addends get dx, since d(a + b)/da = d(a + b)/db = 1.
-struct LayerNormNode : Node {
-  Tensor x, gamma, mean, rstd;
-  bool summed = false;  // add_layer_norm: two inputs before gamma
-  const char* name() const override { return summed ? "add_layer_norm" : "layer_norm"; }
-
-  // With xhat = (x - mu) rstd and dxhat = dy * gamma, differentiating through mu and rstd:
-  // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))   (means over the row)
-  // dgamma = sum_rows(dy * xhat);  dbeta = sum_rows(dy)
-  TensorList backward(const Tensor& g) override {
-    const int64_t D = gamma.numel(), N = x.numel() / D;
-    const size_t ig = summed ? 2 : 1;  // index of gamma among the inputs
-    const bool want_dx = needs_grad(0) || (summed && needs_grad(1));
-    const bool want_dg = needs_grad(ig), want_db = needs_grad(ig + 1);
-    Tensor dx = want_dx ? Tensor::empty(x.shape()) : Tensor();
-    // dgamma and dbeta: each thread sums its rows into its own row of
-    // `partial` (threads, 2D) = [dgamma | dbeta]; the rows are added in thread
-    // order afterwards, so the sums do not depend on which thread ends first.
-    const bool want_params = want_dg || want_db;
-    const ThreadSlots slots;
-    Tensor partial = want_params ? Tensor::zeros({slots.count(), 2 * D}) : Tensor();
-    const real* __restrict xp = x.data();
-    const real* __restrict gp = g.data();
-    const real* __restrict gam = gamma.data();
-    const real* __restrict mu = mean.data();
-    const real* __restrict rs = rstd.data();
-    real* dxp = want_dx ? dx.data() : nullptr;
-    const real invD = real(1) / static_cast<real>(D);
-
-    parallel_for(
-        N,
-        [&](int64_t r0, int64_t r1) {
-          real* __restrict lg = want_params ? partial.data() + slots.slot() * 2 * D : nullptr;
-          real* __restrict lb = want_params ? lg + D : nullptr;
-          for (int64_t r = r0; r < r1; ++r) {
-            const real* __restrict xr = xp + r * D;
-            const real* __restrict gr = gp + r * D;
-            const real m = mu[r], s = rs[r];
-            // One pass for the parameter sums and the two row means
-            // a = mean(dxhat), b = mean(dxhat * xhat).
-            real a = 0, b = 0;
-            if (want_params) {
-#pragma omp simd reduction(+ : a, b)
-              for (int64_t j = 0; j < D; ++j) {
-                const real xh = (xr[j] - m) * s;
-                lg[j] += gr[j] * xh;
-                lb[j] += gr[j];
-                const real dxh = gr[j] * gam[j];
-                a += dxh;
-                b += dxh * xh;
-              }
-            } else {
-#pragma omp simd reduction(+ : a, b)
-              for (int64_t j = 0; j < D; ++j) {
-                const real dxh = gr[j] * gam[j];
-                a += dxh;
-                b += dxh * (xr[j] - m) * s;
-              }
-            }
-            if (!want_dx) continue;
-            a *= invD;
-            b *= invD;
-            real* __restrict dr = dxp + r * D;
-#pragma omp simd
-            for (int64_t j = 0; j < D; ++j)
-              dr[j] = s * (gr[j] * gam[j] - a - (xr[j] - m) * s * b);
-          }
-        },
-        row_grain(D));
-    Tensor dgamma, dbeta;
-    if (want_params) {
-      Tensor sums = Tensor::empty({2 * D});
-      sum_rows(partial.data(), slots.count(), 2 * D, sums.data());
-      if (want_dg) dgamma = sums.slice0(0, D);
-      if (want_db) dbeta = sums.slice0(D, 2 * D);
-    }
-    if (summed) return {needs_grad(0) ? dx : Tensor(), needs_grad(1) ? dx : Tensor(), dgamma, dbeta};
-    return {dx, dgamma, dbeta};
-  }
-  void release_saved() override { x = gamma = mean = rstd = Tensor(); }
-};
+// ============================================================================
+// 2. Forward kernel
+// ============================================================================
 
 namespace {
-// layer_norm(a, ...) when b is null, else layer_norm(a + b, ...) with the sum
-// made row by row in the same pass and kept for backward. `op` names the
-// public function in errors.
-Var layer_norm_of(const char* op, const Var& a, const Var* b, const Var& gamma, const Var& beta,
-                  real eps) {
-  const Tensor& A = a.data();
-  const Tensor& G = gamma.data();
-  const Tensor& Bt = beta.data();
-  if (b && b->shape() != A.shape())
-    throw Error(std::string(op) + ": addends " + to_string(A.shape()) + " and " +
-                to_string(b->shape()) + " must have the same shape");
-  if (A.dim() < 1)
-    throw Error(std::string(op) + ": input " + to_string(A.shape()) +
+// One row: xr (D) -> yr (D), and the row's mean and rstd.
+inline void layernorm_forward_row(const real* __restrict xr, const real* __restrict gamma,
+                                  const real* __restrict beta, int64_t D, real eps,
+                                  real* __restrict yr, real* mean, real* rstd) {
+  // mean and var in one pass over the row, in double. Shifting by the row's
+  // first element keeps sum(d^2) - sum(d)^2 / D from cancelling when the row
+  // sits far from zero (var = E[d^2] - E[d]^2 with d = x - x0).
+  const real shift = xr[0];
+  double s1 = 0, s2 = 0;
+#pragma omp simd reduction(+ : s1, s2)
+  for (int64_t j = 0; j < D; ++j) {
+    const double d = static_cast<double>(xr[j]) - shift;
+    s1 += d;
+    s2 += d * d;
+  }
+  const double md = s1 / D;
+  const double var = std::max(0.0, s2 / D - md * md);
+  const real m = static_cast<real>(shift + md);                   // mean
+  const real s = static_cast<real>(1.0 / std::sqrt(var + eps));   // rstd
+  *mean = m;
+  *rstd = s;
+  // y = xhat * gamma + beta, xhat = (x - mean) * rstd
+#pragma omp simd
+  for (int64_t j = 0; j < D; ++j) yr[j] = (xr[j] - m) * s * gamma[j] + beta[j];
+}
+}  // namespace
+
+void layernorm_forward(real* y, real* mean, real* rstd, const real* x, const real* gamma,
+                       const real* beta, int64_t N, int64_t D, real eps) {
+  parallel_for(
+      N,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          layernorm_forward_row(x + r * D, gamma, beta, D, eps, y + r * D, mean + r, rstd + r);
+      },
+      row_grain(D));
+}
+
+// ============================================================================
+// 3. Backward kernel
+// ============================================================================
+
+void layernorm_backward(real* dx, real* dgamma, real* dbeta, const real* dy_, const real* x_,
+                        const real* gamma_, const real* mean_, const real* rstd_, int64_t N,
+                        int64_t D) {
+  const real* __restrict dy = dy_;        // (N, D)
+  const real* __restrict x = x_;          // (N, D)
+  const real* __restrict gamma = gamma_;  // (D)
+  const real* __restrict mean = mean_;    // (N)
+  const real* __restrict rstd = rstd_;    // (N)
+  const bool want_dx = dx != nullptr;
+  const bool want_params = dgamma || dbeta;
+  // dgamma and dbeta are sums over all rows. Each thread adds its rows into
+  // its own slot of `partial` (2, threads, D) = [dgamma slots | dbeta slots];
+  // the slots are added in thread order at the end, so the sums do not depend
+  // on which thread ends first.
+  const ThreadSlots slots;
+  const int64_t P = slots.count();
+  Tensor partial = want_params ? Tensor::zeros({2, P, D}) : Tensor();
+  const real invD = real(1) / static_cast<real>(D);
+
+  parallel_for(
+      N,
+      [&](int64_t r0, int64_t r1) {
+        real* __restrict dg = want_params ? partial.data() + slots.slot() * D : nullptr;  // (D)
+        real* __restrict db = want_params ? dg + P * D : nullptr;                        // (D)
+        for (int64_t r = r0; r < r1; ++r) {
+          const real* __restrict xr = x + r * D;    // (D)
+          const real* __restrict dyr = dy + r * D;  // (D)
+          const real m = mean[r], s = rstd[r];
+          // One pass for the parameter sums and the two row sums behind
+          // mean(dxhat) and mean(dxhat * xhat).
+          real sum_dxhat = 0, sum_dxhat_xhat = 0;
+          if (want_params) {
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
+            for (int64_t j = 0; j < D; ++j) {
+              const real xh = (xr[j] - m) * s;    // xhat = (x - mean) * rstd
+              dg[j] += dyr[j] * xh;               // dgamma += dy * xhat
+              db[j] += dyr[j];                    // dbeta  += dy
+              const real dxh = dyr[j] * gamma[j];  // dxhat = dy * gamma
+              sum_dxhat += dxh;
+              sum_dxhat_xhat += dxh * xh;
+            }
+          } else {
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
+            for (int64_t j = 0; j < D; ++j) {
+              const real dxh = dyr[j] * gamma[j];
+              sum_dxhat += dxh;
+              sum_dxhat_xhat += dxh * (xr[j] - m) * s;
+            }
+          }
+          if (!want_dx) continue;
+          const real mean_dxhat = sum_dxhat * invD;
+          const real mean_dxhat_xhat = sum_dxhat_xhat * invD;
+          real* __restrict dxr = dx + r * D;  // (D)
+          // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+#pragma omp simd
+          for (int64_t j = 0; j < D; ++j)
+            dxr[j] = s * (dyr[j] * gamma[j] - mean_dxhat - (xr[j] - m) * s * mean_dxhat_xhat);
+        }
+      },
+      row_grain(D));
+  if (dgamma) sum_rows(partial.data(), P, D, dgamma);
+  if (dbeta) sum_rows(partial.data() + P * D, P, D, dbeta);
+}
+
+// ============================================================================
+// 4. The autograd adapter
+// ============================================================================
+
+namespace {
+// What backward reads: x (N, D), the rows that were normalised; gamma (D);
+// mean and rstd (N). backward() runs layernorm_backward into fresh tensors
+// for the gradients asked for (undefined for the others).
+struct LayerNormSaved {
+  Tensor x, gamma, mean, rstd;
+
+  struct Grads {
+    Tensor dx, dgamma, dbeta;
+  };
+  Grads backward(const Tensor& dy, bool want_dx, bool want_dgamma, bool want_dbeta) const {
+    const int64_t D = gamma.numel(), N = x.numel() / D;
+    Grads g;
+    if (want_dx) g.dx = Tensor::empty(x.shape());  // (..., D)
+    if (want_dgamma) g.dgamma = Tensor::empty({D});
+    if (want_dbeta) g.dbeta = Tensor::empty({D});
+    auto ptr = [](Tensor& t) { return t.defined() ? t.data() : nullptr; };
+    layernorm_backward(ptr(g.dx), ptr(g.dgamma), ptr(g.dbeta), dy.data(), x.data(), gamma.data(),
+                       mean.data(), rstd.data(), N, D);
+    return g;
+  }
+  void release() { x = gamma = mean = rstd = Tensor(); }
+};
+
+// Inputs (x, gamma, beta).
+struct LayerNormNode : Node {
+  LayerNormSaved saved;
+  const char* name() const override { return "layer_norm"; }
+  TensorList backward(const Tensor& dy) override {
+    LayerNormSaved::Grads g = saved.backward(dy, needs_grad(0), needs_grad(1), needs_grad(2));
+    return {g.dx, g.dgamma, g.dbeta};
+  }
+  void release_saved() override { saved.release(); }
+};
+
+// The checks shared by layer_norm and add_layer_norm; `op` names the public
+// function in the message. Returns D.
+int64_t check_layer_norm_args(const char* op, const Tensor& x, const Tensor& gamma,
+                              const Tensor& beta, real eps) {
+  if (x.dim() < 1)
+    throw Error(std::string(op) + ": input " + to_string(x.shape()) +
                 " must have a last dimension D");
-  const int64_t D = A.size(-1);
-  if (G.shape() != Shape{D} || Bt.shape() != Shape{D})
-    throw Error(std::string(op) + ": input " + to_string(A.shape()) +
+  const int64_t D = x.size(-1);
+  if (gamma.shape() != Shape{D} || beta.shape() != Shape{D})
+    throw Error(std::string(op) + ": input " + to_string(x.shape()) +
                 " needs gamma and beta of shape (" + std::to_string(D) + "), got gamma " +
-                to_string(G.shape()) + " and beta " + to_string(Bt.shape()));
+                to_string(gamma.shape()) + " and beta " + to_string(beta.shape()));
   if (D == 0)
-    throw Error(std::string(op) + ": input " + to_string(A.shape()) + " has an empty last dim");
+    throw Error(std::string(op) + ": input " + to_string(x.shape()) + " has an empty last dim");
   if (!(eps >= 0))
     throw Error(std::string(op) + ": eps must be >= 0, got " + std::to_string(eps));
-  const int64_t N = A.numel() / D;
+  return D;
+}
+}  // namespace
 
-  // X: the rows normalised, a itself or the sum a + b (N, D).
-  Tensor X = b ? Tensor::empty(A.shape()) : A;
-  Tensor Y = Tensor::empty(A.shape());
-  Tensor mean = Tensor::empty({N}), rstd = Tensor::empty({N});
-  const real* __restrict ap = A.data();
-  const real* __restrict bsp = b ? b->data().data() : nullptr;
-  real* __restrict sum = b ? X.data() : nullptr;
-  const real* __restrict gp = G.data();
-  const real* __restrict bp = Bt.data();
-  real* __restrict yp = Y.data();
-  real* __restrict mp = mean.data();
-  real* __restrict sp = rstd.data();
+// ============================================================================
+// 5. The public op
+// ============================================================================
+
+Var layer_norm(const Var& x, const Var& gamma, const Var& beta, real eps) {
+  const Tensor& X = x.data();      // (..., D), N rows
+  const Tensor& G = gamma.data();  // (D)
+  const Tensor& Bt = beta.data();  // (D)
+  const int64_t D = check_layer_norm_args("layer_norm", X, G, Bt, eps);
+  const int64_t N = X.numel() / D;
+  Tensor Y = Tensor::empty(X.shape());                          // (..., D)
+  Tensor mean = Tensor::empty({N}), rstd = Tensor::empty({N});  // (N)
+  layernorm_forward(Y.data(), mean.data(), rstd.data(), X.data(), G.data(), Bt.data(), N, D, eps);
+
+  auto node = make_node<LayerNormNode>();
+  node->saved = {X, G, mean, rstd};  // X is the input itself: no copy
+  return make_result(Y, node, {x, gamma, beta});
+}
+
+// ============================================================================
+// 6. The Post-LN residual fusion: add_layer_norm(a, b) = layer_norm(a + b)
+// ============================================================================
+// A Post-LN sublayer ends in norm(x + f(x)). Made as add then layer_norm, the
+// sum is written to an (N, D) buffer in one pass over memory and read back by
+// the norm in another. Here each row's sum is made just before that row is
+// normalised, while a and b are in L1 cache: one pass over (N, D) less, and
+// one node less in the graph. The sum itself is still written and kept, as
+// composed: backward needs the normalised rows x = a + b.
+// Backward is layer_norm's, and both addends get the same dx, since
+// d(a + b)/da = d(a + b)/db = 1.
+
+namespace {
+// x (N, D) = a + b, and layernorm_forward of it, row by row. a, b (N, D).
+void add_layernorm_forward(real* y, real* x, real* mean, real* rstd, const real* a_,
+                           const real* b_, const real* gamma, const real* beta, int64_t N,
+                           int64_t D, real eps) {
+  const real* __restrict a = a_;
+  const real* __restrict b = b_;
   parallel_for(
       N,
       [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
-          const real* xr = ap + r * D;  // not restrict: it may become sr below
-          if (sum) {  // x = a + b, this row, while a and b are in L1
-            real* __restrict sr = sum + r * D;
-            const real* __restrict br = bsp + r * D;
+          real* __restrict xr = x + r * D;  // (D)
+          const real* __restrict ar = a + r * D;
+          const real* __restrict br = b + r * D;
 #pragma omp simd
-            for (int64_t j = 0; j < D; ++j) sr[j] = xr[j] + br[j];
-            xr = sr;
-          }
-          // One pass over the row for mean and variance. Shifting by the row's
-          // first element keeps sum(d^2) - sum(d)^2 / D from cancelling when the
-          // row sits far from zero (var = E[d^2] - E[d]^2 with d = x - x0).
-          const real shift = xr[0];
-          double s1 = 0, s2 = 0;
-#pragma omp simd reduction(+ : s1, s2)
-          for (int64_t j = 0; j < D; ++j) {
-            const double d = static_cast<double>(xr[j]) - shift;
-            s1 += d;
-            s2 += d * d;
-          }
-          const double md = s1 / D;
-          const double var = std::max(0.0, s2 / D - md * md);
-          const real m = static_cast<real>(shift + md);
-          const real s = static_cast<real>(1.0 / std::sqrt(var + eps));
-          mp[r] = m;
-          sp[r] = s;
-          real* __restrict yr = yp + r * D;
-#pragma omp simd
-          for (int64_t j = 0; j < D; ++j) yr[j] = (xr[j] - m) * s * gp[j] + bp[j];
+          for (int64_t j = 0; j < D; ++j) xr[j] = ar[j] + br[j];
+          layernorm_forward_row(xr, gamma, beta, D, eps, y + r * D, mean + r, rstd + r);
         }
       },
       row_grain(D));
-
-  auto node = make_node<LayerNormNode>();
-  node->x = X;
-  node->gamma = G;
-  node->mean = mean;
-  node->rstd = rstd;
-  node->summed = b != nullptr;
-  if (b) return make_result(Y, node, {a, *b, gamma, beta});
-  return make_result(Y, node, {a, gamma, beta});
 }
+
+// Inputs (a, b, gamma, beta); saved.x holds the sum a + b.
+struct AddLayerNormNode : Node {
+  LayerNormSaved saved;
+  const char* name() const override { return "add_layer_norm"; }
+  TensorList backward(const Tensor& dy) override {
+    LayerNormSaved::Grads g =
+        saved.backward(dy, needs_grad(0) || needs_grad(1), needs_grad(2), needs_grad(3));
+    return {needs_grad(0) ? g.dx : Tensor(), needs_grad(1) ? g.dx : Tensor(), g.dgamma, g.dbeta};
+  }
+  void release_saved() override { saved.release(); }
+};
 }  // namespace
 
-Var layer_norm(const Var& x, const Var& gamma, const Var& beta, real eps) {
-  return layer_norm_of("layer_norm", x, nullptr, gamma, beta, eps);
+Var add_layer_norm(const Var& a, const Var& b, const Var& gamma, const Var& beta, real eps) {
+  const Tensor& A = a.data();      // (..., D), N rows
+  const Tensor& Bs = b.data();     // (..., D)
+  const Tensor& G = gamma.data();  // (D)
+  const Tensor& Bt = beta.data();  // (D)
+  if (Bs.shape() != A.shape())
+    throw Error("add_layer_norm: addends " + to_string(A.shape()) + " and " +
+                to_string(Bs.shape()) + " must have the same shape");
+  const int64_t D = check_layer_norm_args("add_layer_norm", A, G, Bt, eps);
+  const int64_t N = A.numel() / D;
+  Tensor X = Tensor::empty(A.shape());                          // (..., D): a + b
+  Tensor Y = Tensor::empty(A.shape());                          // (..., D)
+  Tensor mean = Tensor::empty({N}), rstd = Tensor::empty({N});  // (N)
+  add_layernorm_forward(Y.data(), X.data(), mean.data(), rstd.data(), A.data(), Bs.data(),
+                        G.data(), Bt.data(), N, D, eps);
+
+  auto node = make_node<AddLayerNormNode>();
+  node->saved = {X, G, mean, rstd};
+  return make_result(Y, node, {a, b, gamma, beta});
 }
 
-Var add_layer_norm(const Var& a, const Var& b, const Var& gamma, const Var& beta, real eps) {
-  return layer_norm_of("add_layer_norm", a, &b, gamma, beta, eps);
-}
+// ============================================================================
+// 7. The module
+// ============================================================================
 
 LayerNorm::LayerNorm(int64_t D_, real eps_) : D(D_), eps(eps_) {
   if (D <= 0) throw Error("LayerNorm: D must be positive, got " + std::to_string(D));

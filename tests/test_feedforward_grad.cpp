@@ -38,23 +38,24 @@ testing::VarFn composed(Activation act) {
   };
 }
 
-}  // namespace
-
-TEST_CASE("feed_forward (ReLU) backward matches finite differences for x, W1, b1, W2, b2") {
-  Generator g(11);
+// gradcheck of every input, x (2,3,4), W1 (6,4), b1 (6), W2 (4,6), b2 (4).
+void check_all_inputs_against_finite_differences(Activation act, uint64_t seed) {
+  Generator g(seed);
   auto in = make_inputs(2, 3, 4, 6, g);
-  auto r = gradcheck(fused(Activation::ReLU), in);
+  auto r = gradcheck(fused(act), in);
   INFO(r.report);
   CHECK(r.ok);
   CHECK(r.checked == 24 + 24 + 6 + 24 + 4);
 }
 
+}  // namespace
+
+TEST_CASE("feed_forward (ReLU) backward matches finite differences for x, W1, b1, W2, b2") {
+  check_all_inputs_against_finite_differences(Activation::ReLU, 11);
+}
+
 TEST_CASE("feed_forward (GELU) backward matches finite differences for x, W1, b1, W2, b2") {
-  Generator g(12);
-  auto in = make_inputs(2, 3, 4, 6, g);
-  auto r = gradcheck(fused(Activation::GELU), in);
-  INFO(r.report);
-  CHECK(r.ok);
+  check_all_inputs_against_finite_differences(Activation::GELU, 12);
 }
 
 TEST_CASE("feed_forward with only the weights requiring grad checks out (x a constant)") {

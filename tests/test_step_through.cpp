@@ -1,7 +1,8 @@
 // The numbers examples/step_through prints. Part 1 pins the worked attention
 // example to values computed by hand (derivations in the comments); part 2
-// checks that the hand-applied LayerNorm and softmax backward formulas agree
-// with the engine on a real tiny Transformer.
+// checks that the LayerNorm backward formula (the library's kernel, called
+// directly) and the hand-applied softmax backward agree with the engine on a
+// real tiny Transformer.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -36,6 +37,8 @@ double max_diff(const Tensor& a, const Tensor& b) {
 // ---- Part 1: the worked example ------------------------------------------------
 // q = [1,0], K rows k_1..k_4 = [1,0],[0,1],[1,1],[0,0], V = [1,2,3,4]^T.
 // Scores s_j = q . k_j = [1, 0, 1, 0] in both variants.
+// The two variants' tests below share their shape on purpose: each pins its
+// own numbers, derived by hand in its comment, to be checked line by line.
 
 TEST_CASE("worked example, unscaled: softmax([1,0,1,0]) = [0.3655,0.1345,..], out 2.2689, "
           "and the gradients of s, q, K, V") {
@@ -143,9 +146,17 @@ TEST_CASE("tiny Transformer: the LayerNorm formula dx = rstd*(dxhat - mean(dxhat
   REQUIRE(r.ln_out.grad().defined());
   REQUIRE(r.ln_dx.defined());
 
-  const Tensor dx = layer_norm_backward_by_hand(r.ln_x, r.ln_out.grad(),
-                                                norm3.weight.data(), norm3.eps);
-  CHECK(max_diff(dx, r.ln_dx) < 1e-5);
+  // The library's kernel called directly gives the engine's dx, and finite
+  // differences agree with it.
+  const LayerNormByFormula f = layer_norm_by_formula(r.ln_x, r.ln_out.grad(), norm3.weight.data(),
+                                                     norm3.bias.data(), norm3.eps);
+  CHECK(max_diff(f.dx, r.ln_dx) < 1e-5);
+  REQUIRE(f.dx_fd.defined());
+  CHECK(max_diff(f.dx, f.dx_fd) < (sizeof(real) == 4 ? 1e-3 : 1e-6));
+  // dgamma and dbeta from the same call: norm3's parameters are used once, so
+  // their .grad() is exactly this op's contribution.
+  CHECK(max_diff(f.dgamma, norm3.weight.grad()) < 1e-5);
+  CHECK(max_diff(f.dbeta, norm3.bias.grad()) < 1e-5);
   // A property of the formula: each row of dx sums to zero (LayerNorm output
   // does not change when the whole input row shifts).
   for (int64_t t = 0; t < 4; ++t) {
@@ -154,13 +165,16 @@ TEST_CASE("tiny Transformer: the LayerNorm formula dx = rstd*(dxhat - mean(dxhat
     CHECK(std::fabs(s) < 1e-5);
   }
   // The printed row: the pieces agree with their definitions.
-  const LayerNormRow row = layer_norm_row_backward(r.ln_x.data(), r.ln_out.grad().data(),
-                                                   norm3.weight.data().data(), 8, norm3.eps);
+  REQUIRE(f.xhat.size() == 8);
   double mean_xhat = 0, var_xhat = 0;
-  for (double v : row.xhat) mean_xhat += v / 8;
-  for (double v : row.xhat) var_xhat += v * v / 8;
+  for (double v : f.xhat) mean_xhat += v / 8;
+  for (double v : f.xhat) var_xhat += v * v / 8;
   CHECK(std::fabs(mean_xhat) < 1e-9);
   CHECK(var_xhat == doctest::Approx(1).epsilon(1e-3));  // 1 up to eps / var
+  double mean_dxhat = 0;
+  for (int64_t j = 0; j < 8; ++j)
+    mean_dxhat += double(r.ln_out.grad().data()[j]) * norm3.weight.data().data()[j] / 8;
+  CHECK(f.mean_dxhat == doctest::Approx(mean_dxhat).epsilon(1e-6));
 }
 
 TEST_CASE("tiny Transformer: the softmax backward dS = P*(dP - rowsum(dP*P)) equals qkv's "
@@ -236,7 +250,7 @@ TEST_CASE("step-through helpers reject what they cannot handle with qkv::Error")
   CHECK_THROWS_AS(attention_backward_by_hand(attn, r.att_q.data(), r.att_kv.data(),
                                              r.att_out.grad(), /*head=*/2),
                   Error);
-  CHECK_THROWS_AS(layer_norm_backward_by_hand(Tensor::zeros({2, 8}), Tensor::zeros({2, 7}),
-                                              Tensor::ones({8}), 1e-5),
+  CHECK_THROWS_AS(layer_norm_by_formula(Tensor::zeros({2, 8}), Tensor::zeros({2, 7}),
+                                        Tensor::ones({8}), Tensor::zeros({8}), 1e-5),
                   Error);
 }
