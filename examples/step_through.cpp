@@ -3,7 +3,10 @@
 //   make step                          runs both parts
 //   step_through --part 1              the worked attention example only
 //   step_through --dot graph.dot       also write the Transformer's autograd
-//                                      graph (and graph.dot.svg if `dot` exists)
+//                                      graph, one box per layer (and
+//                                      graph.dot.svg if `dot` exists)
+//   step_through --dot g.dot --dot-params   the same with every parameter
+//                                      drawn as a node of its own
 //   step_through --no-fd               skip the finite differences
 //
 // Part 1 follows one query through attention over four keys, forward and then
@@ -24,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/anomaly.h"
 #include "autograd/graphviz.h"
 #include "examples/output_paths.h"
 #include "examples/step_through.h"
@@ -314,16 +318,25 @@ void part2(const TinyRun& r) {
   attention_step(r);
 }
 
-void write_graph(const TinyRun& r, const std::string& path) {
+// The graph of part 2's pass. Its module boxes come from the paths
+// nn::ModuleScope records while detect-anomaly mode is on (main turns it on
+// for the pass it draws).
+void write_graph(const TinyRun& r, const std::string& path, const DotOptions& options) {
   std::ofstream out(path);
   if (!out) throw Error("cannot open '" + path + "' for writing");
-  write_dot(r.loss, out);
+  write_dot(r.loss, out, options);
   out.close();
   if (!out) throw Error("writing '" + path + "' failed");
   section("The autograd graph");
-  std::printf(" Wrote %s: %zu variables (ops and parameters) with shapes and\n"
-              " gradient norms; arrows follow the forward pass.\n",
+  std::printf(" Wrote %s: part 2's graph of %zu variables,\n"
+              " one box per layer; each op shows the module that made it, its shape\n"
+              " and its gradient norm, and arrows follow the forward pass.\n",
               path.c_str(), topological_order(r.loss).size());
+  std::fputs(options.show_parameters
+                 ? " Every parameter is a node of its own (--dot-params).\n"
+                 : " Each op lists the parameters it reads (--dot-params draws them\n"
+                   " as nodes of their own).\n",
+             stdout);
   // Quote the path for the shell: '...' with each ' written as '\''.
   std::string q = "'";
   for (char ch : path) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
@@ -349,8 +362,12 @@ int main(int argc, char** argv) {
   app.add_option("--part", part, "1, 2 or all (default)")
       ->type_name("N")
       ->check(CLI::IsMember({"1", "2", "all"}));
-  app.add_option("--dot", dot_path, "write part 2's autograd graph (Graphviz DOT)")
+  CLI::Option* dot = app.add_option("--dot", dot_path, "write part 2's autograd graph (Graphviz DOT)")
       ->type_name("PATH");
+  DotOptions dot_options;
+  app.add_flag("--dot-params", dot_options.show_parameters,
+               "with --dot: draw every parameter as a node of its own")
+      ->needs(dot);
   app.add_flag("--no-fd", no_fd, "skip the finite differences of part 1");
   CLI11_PARSE(app, argc, argv);
 
@@ -358,9 +375,15 @@ int main(int argc, char** argv) {
     if (!dot_path.empty()) outputs::check_file_path("--dot", dot_path);  // before any work
     if (part != "2") part1(!no_fd);
     if (part != "1" || !dot_path.empty()) {
-      const TinyRun r = run_tiny_transformer(/*retain_all=*/!dot_path.empty());
+      const bool draw = !dot_path.empty();
+      const TinyRun r = [&] {
+        // Detect-anomaly mode records in each op the module that made it
+        // (Node::module), which the drawing boxes by; it changes no number.
+        DetectAnomalyGuard record_modules(draw);
+        return run_tiny_transformer(/*retain_all=*/draw);
+      }();
       if (part != "1") part2(r);
-      if (!dot_path.empty()) write_graph(r, dot_path);
+      if (draw) write_graph(r, dot_path, dot_options);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "step_through: %s\n", e.what());
