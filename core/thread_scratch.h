@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "core/parallel.h"
+#include "core/reduce.h"
 #include "core/tensor.h"
 
 namespace qkv {
@@ -30,6 +31,29 @@ class ThreadScratch {
   ThreadSlots slots_;  // made first: blocks_ is sized by its count()
   int64_t per_thread_;
   Tensor blocks_;      // (threads, per_thread)
+};
+
+// A sum over the rows of a parallel_for that every part adds into: each part
+// adds its rows into its own zeroed block, mine(), and sum_into() adds the
+// blocks in part order after the loop. The result never depends on which
+// thread finished first (dgamma, dbeta, the bias of a hidden layer).
+//
+//   ThreadSums dgamma_parts(D);
+//   parallel_for(N, [&](int64_t r0, int64_t r1) {
+//     real* dg = dgamma_parts.mine();     // (D), this part's running sum
+//     for (r = r0; r < r1; ++r) dg[j] += ...;
+//   });
+//   dgamma_parts.sum_into(dgamma);       // (D)
+class ThreadSums {
+ public:
+  explicit ThreadSums(int64_t n) : n_(n), blocks_(Tensor::zeros({slots_.count(), n})) {}
+  real* mine() { return blocks_.data() + slots_.slot() * n_; }
+  void sum_into(real* out) const { sum_rows(blocks_.data(), slots_.count(), n_, out); }
+
+ private:
+  ThreadSlots slots_;  // made first: blocks_ is sized by its count()
+  int64_t n_;
+  Tensor blocks_;      // (threads, n), zeroed
 };
 
 }  // namespace qkv

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/reduce.h"
+#include "core/thread_scratch.h"
 
 namespace qkv::nn {
 
@@ -93,20 +94,19 @@ Hidden feed_forward_forward(real* y, const Tensor& x, const Tensor& W1, const re
 // dpre (N, F) *= act'(pre), in place, row by row, reading act'(pre) off
 // act_in: h for ReLU, pre for GELU. When db1 (F) is not null, db1 = sum over
 // rows of dpre is made in the same pass, so dpre is not read again for it:
-// each thread adds the rows it made into its own slot of `partial`
-// (threads, F), and the slots are added in thread order at the end.
+// each thread adds the rows it made into its own (F) block (ThreadSums), and
+// the blocks are added in thread order at the end.
 void activation_backward(real* dpre, const real* act_in, Activation act, int64_t N, int64_t F,
                          real* db1) {
   real* __restrict dp = dpre;
   const real* __restrict ap = act_in;
   const bool relu = act == Activation::ReLU;
   const bool want_db1 = db1 != nullptr;
-  const ThreadSlots slots;
-  Tensor partial = want_db1 ? Tensor::zeros({slots.count(), F}) : Tensor();
+  ThreadSums db1_parts(want_db1 ? F : 0);
   parallel_for(
       N,
       [&](int64_t r0, int64_t r1) {
-        real* __restrict acc = want_db1 ? partial.data() + slots.slot() * F : nullptr;  // (F)
+        real* __restrict acc = want_db1 ? db1_parts.mine() : nullptr;  // (F), this thread's share
         for (int64_t r = r0; r < r1; ++r) {
           real* __restrict d = dp + r * F;        // (F)
           const real* __restrict a = ap + r * F;  // (F)
@@ -124,7 +124,7 @@ void activation_backward(real* dpre, const real* act_in, Activation act, int64_t
       },
       // GELU's erf + exp per element is worth a thread sooner.
       std::max<int64_t>(1, (relu ? kParallelGrain : kParallelGrain / 8) / F));
-  if (want_db1) sum_rows(partial.data(), slots.count(), F, db1);
+  if (want_db1) db1_parts.sum_into(db1);
 }
 
 // The gradients of feed_forward_forward for dy (N, D), from what it read and

@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/reduce.h"
+#include "core/thread_scratch.h"
 
 namespace qkv::nn {
 
@@ -111,20 +112,16 @@ void layernorm_backward(real* dx, real* dgamma, real* dbeta, const real* dy_, co
   const real* __restrict rstd = rstd_;    // (N)
   const bool want_dx = dx != nullptr;
   const bool want_params = dgamma || dbeta;
-  // dgamma and dbeta are sums over all rows. Each thread adds its rows into
-  // its own slot of `partial` (2, threads, D) = [dgamma slots | dbeta slots];
-  // the slots are added in thread order at the end, so the sums do not depend
-  // on which thread ends first.
-  const ThreadSlots slots;
-  const int64_t P = slots.count();
-  Tensor partial = want_params ? Tensor::zeros({2, P, D}) : Tensor();
+  // dgamma and dbeta are sums over all rows: each thread adds its rows into
+  // its own (D) block, and the blocks are added in thread order at the end.
+  ThreadSums dgamma_parts(want_params ? D : 0), dbeta_parts(want_params ? D : 0);
   const real invD = real(1) / static_cast<real>(D);
 
   parallel_for(
       N,
       [&](int64_t r0, int64_t r1) {
-        real* __restrict dg = want_params ? partial.data() + slots.slot() * D : nullptr;  // (D)
-        real* __restrict db = want_params ? dg + P * D : nullptr;                        // (D)
+        real* __restrict dg = dgamma_parts.mine();  // (D), this thread's share of dgamma
+        real* __restrict db = dbeta_parts.mine();   // (D), this thread's share of dbeta
         for (int64_t r = r0; r < r1; ++r) {
           const real* __restrict xr = x + r * D;    // (D)
           const real* __restrict dyr = dy + r * D;  // (D)
@@ -161,8 +158,8 @@ void layernorm_backward(real* dx, real* dgamma, real* dbeta, const real* dy_, co
         }
       },
       row_grain(D));
-  if (dgamma) sum_rows(partial.data(), P, D, dgamma);
-  if (dbeta) sum_rows(partial.data() + P * D, P, D, dbeta);
+  if (dgamma) dgamma_parts.sum_into(dgamma);
+  if (dbeta) dbeta_parts.sum_into(dbeta);
 }
 
 // ============================================================================
