@@ -93,13 +93,4 @@ AllocatorStats allocator_stats() {
   return P.stats;
 }
 
-void allocator_release_cache() {
-  Pool& P = pool();
-  std::lock_guard<std::mutex> lock(P.mu);
-  for (auto& [sz, blocks] : P.free_blocks)
-    for (void* b : blocks) std::free(b);
-  P.free_blocks.clear();
-  P.stats.bytes_cached = 0;
-}
-
 }  // namespace qkv
