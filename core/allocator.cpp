@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 
+// Tensor storage's caching pool. core/pool.cpp has the same outline for
+// small host objects; the two differ in alignment, classes and bookkeeping.
 namespace qkv {
 namespace {
 

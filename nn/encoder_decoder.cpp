@@ -30,6 +30,8 @@ Var EncoderLayer::forward(const Var& x, const AttentionMask& self_mask) {
 }
 
 // ---- Decoder layer -------------------------------------------------------------
+// Registers its modules as EncoderLayer does, plus cross-attention: spelled
+// out, in the order of the forward, so the parameter names read off the code.
 DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
     : pre_norm(o.pre_norm) {
   self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
