@@ -14,7 +14,7 @@
 namespace qkv::nn {
 
 // Saved: the softmax probabilities p (N, V), the targets, and the count of
-// rows that are not ignored. Ignored rows of p are never written or read.
+// rows that are not ignored. Ignored rows of p are computed but never read.
 struct CrossEntropyNode : Node {
   Tensor p;
   PoolVector<int64_t> targets;  // pooled: a copy is made every step
