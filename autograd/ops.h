@@ -1,6 +1,7 @@
 // Differentiable primitive ops on Vars. Each is implemented in an ops_*.cpp
 // file as a Node with its forward and backward side by side. Shapes follow
-// the core kernels (NumPy broadcasting for binary ops).
+// the core kernels (NumPy broadcasting for binary ops). The list mirrors
+// core/elementwise.h on purpose: one differentiable op per kernel.
 #pragma once
 #include <vector>
 

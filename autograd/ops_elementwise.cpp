@@ -1,5 +1,9 @@
 // Elementwise ops: forward and backward side by side. Binary ops broadcast;
 // their backward sums the gradient back to each input's shape (sum_to).
+// Every op has the same shape by design (micrograd's): a Node saving what its
+// derivative needs, backward with the derivative in a comment, and the
+// function that runs the core kernel and records the node. `duplicates`
+// pairs them for that shape; each differs in its maths, which is the point.
 #include <cmath>
 #include <memory>
 

@@ -32,14 +32,6 @@ Var permute(const Var& a, const std::vector<int>& dims) {
   return make_result(y, n, {a});
 }
 
-Var transpose(const Var& a, int d0, int d1) {
-  const int r = a.dim();
-  const int x0 = normalize_axis(d0, r, "transpose", a.shape());
-  const int x1 = normalize_axis(d1, r, "transpose", a.shape());
-  std::vector<int> dims(r);
-  for (int i = 0; i < r; ++i) dims[i] = i;
-  std::swap(dims[x0], dims[x1]);
-  return permute(a, dims);
-}
+Var transpose(const Var& a, int d0, int d1) { return permute(a, transpose_dims(a.shape(), d0, d1)); }
 
 }  // namespace qkv

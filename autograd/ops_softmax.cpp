@@ -1,5 +1,6 @@
 // Softmax and log-softmax over the last axis. Both save their output, which
-// is all their backward needs.
+// is all their backward needs. The two nodes are alike by design (see
+// ops_elementwise.cpp); the maths is in the core kernels they call.
 #include <memory>
 
 #include "autograd/node.h"

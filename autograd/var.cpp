@@ -164,7 +164,6 @@ thread_local bool t_retain_values = false;
 bool grad_enabled() { return t_grad_enabled; }
 void set_grad_enabled(bool on) { t_grad_enabled = on; }
 
-bool retain_values_enabled() { return t_retain_values; }
 RetainValuesGuard::RetainValuesGuard() : prev_(t_retain_values) { t_retain_values = true; }
 RetainValuesGuard::~RetainValuesGuard() { t_retain_values = prev_; }
 

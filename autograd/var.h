@@ -123,7 +123,6 @@ class NoGradGuard {
 // Within its scope every variable an op makes keeps its values for as long
 // as the variable exists, held by a handle or only by the graph (for
 // inspecting a graph after the fact). Costs the memory of every intermediate.
-bool retain_values_enabled();
 class RetainValuesGuard {
  public:
   RetainValuesGuard();

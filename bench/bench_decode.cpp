@@ -51,10 +51,14 @@ Tensor ids_tensor(const std::vector<int64_t>& ids, int64_t rows, int64_t cols) {
 
 }  // namespace
 
+// --seed's default, the model's initialisation and the sources': any fixed
+// value, so that runs time the same work.
+constexpr uint64_t kBenchSeed = 1;
+
 int main(int argc, char** argv) {
   int64_t len = 32, count = 1000, batch = 64;
   int threads = 1, repeats = 3;
-  uint64_t seed = 1;
+  uint64_t seed = kBenchSeed;
   std::string modes = "cached,uncached,beam", save_init, save_src, save_out;
   bool json = false;
   CLI::App app{"bench_decode: decoding tokens/s, cached vs uncached greedy and beam search (qkv)"};

@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 
+// Tensor storage's caching pool. core/pool.cpp has the same outline for
+// small host objects; the two differ in alignment, classes and bookkeeping.
 namespace qkv {
 namespace {
 
@@ -91,15 +93,6 @@ AllocatorStats allocator_stats() {
   Pool& P = pool();
   std::lock_guard<std::mutex> lock(P.mu);
   return P.stats;
-}
-
-void allocator_release_cache() {
-  Pool& P = pool();
-  std::lock_guard<std::mutex> lock(P.mu);
-  for (auto& [sz, blocks] : P.free_blocks)
-    for (void* b : blocks) std::free(b);
-  P.free_blocks.clear();
-  P.stats.bytes_cached = 0;
 }
 
 }  // namespace qkv

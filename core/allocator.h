@@ -21,7 +21,5 @@ struct AllocatorStats {
 void* storage_alloc(size_t bytes);
 void storage_free(void* p, size_t bytes);
 AllocatorStats allocator_stats();
-// Returns every cached block to the system.
-void allocator_release_cache();
 
 }  // namespace qkv

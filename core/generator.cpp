@@ -7,7 +7,8 @@
 namespace qkv {
 namespace {
 uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  uint64_t z = (x += kGoldenGamma);
+  // splitmix64's mixing constants (Steele, Lea and Flood 2014).
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);

@@ -6,9 +6,18 @@
 
 namespace qkv {
 
+// 2^64 / golden ratio (odd): splitmix64's increment, whose bits look random.
+// XORed into a model's seed it gives the dropout stream a seed of its own,
+// unrelated to the initialisation stream's (nn::dropout_seed).
+constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ULL;
+
+// The seed of a Generator made without one (and of the default generator):
+// any fixed value makes runs repeatable; this one spells "seed".
+constexpr uint64_t kDefaultSeed = 0x5eed;
+
 class Generator {
  public:
-  explicit Generator(uint64_t seed = 0x5eed) { manual_seed(seed); }
+  explicit Generator(uint64_t seed = kDefaultSeed) { manual_seed(seed); }
   void manual_seed(uint64_t seed);
   uint64_t next_u64();
   double uniform();                       // [0, 1), 53 random bits

@@ -63,15 +63,19 @@ Tensor permute(const Tensor& a, const std::vector<int>& dims_in) {
   return out;
 }
 
-Tensor transpose(const Tensor& a, int d0, int d1) {
-  check_defined(a, "transpose");
-  const int r = a.dim();
-  const int x0 = normalize_axis(d0, r, "transpose", a.shape());
-  const int x1 = normalize_axis(d1, r, "transpose", a.shape());
+std::vector<int> transpose_dims(const Shape& shape, int d0, int d1) {
+  const int r = static_cast<int>(shape.size());
+  const int x0 = normalize_axis(d0, r, "transpose", shape);
+  const int x1 = normalize_axis(d1, r, "transpose", shape);
   std::vector<int> dims(r);
   for (int i = 0; i < r; ++i) dims[i] = i;
   std::swap(dims[x0], dims[x1]);
-  return permute(a, dims);
+  return dims;
+}
+
+Tensor transpose(const Tensor& a, int d0, int d1) {
+  check_defined(a, "transpose");
+  return permute(a, transpose_dims(a.shape(), d0, d1));
 }
 
 std::vector<int> inverse_permutation(const std::vector<int>& dims) {

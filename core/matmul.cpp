@@ -59,6 +59,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
       if (d >= ob && bb[d - ob] != 1) stB[d] = stb[d - ob];
     }
   }
+  // Batch i's offsets into a and b: unravel i over the batch shape (the same
+  // walk as map_broadcast's per-row offsets in core/elementwise.cpp; both are
+  // kept inline, a few lines each, in their loops).
   for (int64_t i = 0; i < nb; ++i) {
     int64_t rem = i, ia = 0, ib = 0;
     for (int d = r - 1; d >= 0; --d) {

@@ -3,6 +3,10 @@
 #include <mutex>
 #include <new>
 
+// Alike in outline to core/allocator.cpp (a leaked, locked pool of size
+// classes) but a different pool: this one is for small host objects (free
+// lists threaded through the blocks, 16-byte classes); allocator.cpp is for
+// tensor storage (64-byte aligned, power-of-two classes, with stats).
 namespace qkv {
 namespace {
 

@@ -135,34 +135,52 @@ inline real row_max(const real* __restrict row, int64_t n) {
   return m;
 }
 
-// Rows [0, rows) of a block in place: row = exp(row - max) / sum(exp(row - max)).
+// Rows [0, rows) of a block, x -> p (p may be x: in place):
+//   p = exp(x - max) / sum(exp(x - max)), and when asked, per row,
+//   lse = log(sum(exp(x))) = max + log(sum(exp(x - max)))  and  sum_x = sum(x)
+// (what a loss over log-probabilities needs; see nn/cross_entropy.cpp).
 // Done in three passes over the block rather than row by row, so that the
 // costly part, exp, runs as one vector loop over rows * n contiguous numbers:
 // with short rows (attention over 12 keys) a per-row exp loop spends most of
 // its time in the scalar remainder after the last full vector. The block is
 // kept small (kSoftmaxBlock numbers) so the three passes stay in L1.
 constexpr int64_t kSoftmaxBlock = 2048;
-__attribute__((noinline)) void softmax_block(real* __restrict x, int64_t rows, int64_t n) {
-  // 1. row -= max(row). A fully masked row (every entry -inf) is left as it
-  //    is: -inf - -inf would be NaN, and exp(-inf) = 0 is what it needs.
+__attribute__((noinline)) void softmax_block(const real* x, real* __restrict p, int64_t rows,
+                                             int64_t n, RowSums* sums) {
+  // 1. p = x - max(x), keeping the max for lse. A fully masked row (every
+  //    entry -inf) is copied as it is: -inf - -inf would be NaN, and
+  //    exp(-inf) = 0 is what it needs. (No __restrict on x: it may be p.)
   for (int64_t r = 0; r < rows; ++r) {
-    real* __restrict row = x + r * n;
-    const real m = row_max(row, n);
-    if (m == -std::numeric_limits<real>::infinity()) continue;
+    const real* xr = x + r * n;
+    real* __restrict pr = p + r * n;
+    const real m = row_max(xr, n);
+    const real shift = m == -std::numeric_limits<real>::infinity() ? real(0) : m;
+    if (sums) {
+      double sx = 0;
+#pragma omp simd reduction(+ : sx)
+      for (int64_t k = 0; k < n; ++k) {
+        sx += xr[k];
+        pr[k] = xr[k] - shift;
+      }
+      sums[r].lse = m;  // completed in pass 3
+      sums[r].sum_x = sx;
+    } else {
 #pragma omp simd
-    for (int64_t k = 0; k < n; ++k) row[k] -= m;
+      for (int64_t k = 0; k < n; ++k) pr[k] = xr[k] - shift;
+    }
   }
   // 2. exp over the whole block.
   const int64_t total = rows * n;
 #pragma omp simd
-  for (int64_t i = 0; i < total; ++i) x[i] = fast_exp(x[i]);
+  for (int64_t i = 0; i < total; ++i) p[i] = fast_exp(p[i]);
   // 3. row /= sum(row). The sum is at least 1 (the max entry gave exp(0))
   //    unless the row was fully masked, whose zeros are the defined result.
   for (int64_t r = 0; r < rows; ++r) {
-    real* __restrict row = x + r * n;
+    real* __restrict row = p + r * n;
     real s = 0;
 #pragma omp simd reduction(+ : s)
     for (int64_t k = 0; k < n; ++k) s += row[k];
+    if (sums) sums[r].lse += std::log(static_cast<double>(s));
     if (s == 0) continue;
     const real inv = real(1) / s;
 #pragma omp simd
@@ -171,10 +189,10 @@ __attribute__((noinline)) void softmax_block(real* __restrict x, int64_t rows, i
 }
 
 // Rows in blocks of about kSoftmaxBlock numbers (at least one row each).
-void softmax_rows_serial(real* x, int64_t rows, int64_t n) {
+void softmax_rows_serial(const real* x, real* p, int64_t rows, int64_t n, RowSums* sums) {
   const int64_t per_block = std::max<int64_t>(1, kSoftmaxBlock / std::max<int64_t>(n, 1));
   for (int64_t r = 0; r < rows; r += per_block)
-    softmax_block(x + r * n, std::min(per_block, rows - r), n);
+    softmax_block(x + r * n, p + r * n, std::min(per_block, rows - r), n, sums ? sums + r : nullptr);
 }
 
 // row = row - logsumexp(row). x - logsumexp(x) = (x - m) - log(s): subtracting
@@ -192,14 +210,16 @@ __attribute__((noinline)) void log_softmax_row(real* __restrict row, int64_t n) 
 
 }  // namespace
 
-void softmax_rows(real* x, int64_t rows, int64_t n) {
+void softmax_rows(const real* x, real* p, int64_t rows, int64_t n, RowSums* sums) {
   parallel_for(
       rows,
       [&](int64_t r0, int64_t r1) {
-        softmax_rows_serial(x + r0 * n, r1 - r0, n);
+        softmax_rows_serial(x + r0 * n, p + r0 * n, r1 - r0, n, sums ? sums + r0 : nullptr);
       },
       grain_for(n));
 }
+
+void softmax_rows(real* x, int64_t rows, int64_t n) { softmax_rows(x, x, rows, n, nullptr); }
 
 void log_softmax_rows(real* x, int64_t rows, int64_t n) {
   parallel_for(
@@ -243,6 +263,13 @@ void check_rowwise(const Tensor& a, const char* op) {
   check_defined(a, op);
   if (a.dim() == 0) throw Error(std::string(op) + ": needs rank >= 1, got a scalar");
 }
+// The backward kernels' arguments: output y and its gradient g, same shape.
+void check_rowwise_backward(const Tensor& g, const Tensor& y, const char* op) {
+  check_rowwise(y, op);
+  if (g.shape() != y.shape())
+    throw Error(std::string(op) + ": grad " + to_string(g.shape()) + " vs output " +
+                to_string(y.shape()));
+}
 }  // namespace
 
 Tensor softmax(const Tensor& a) {
@@ -262,10 +289,7 @@ Tensor log_softmax(const Tensor& a) {
 }
 
 Tensor softmax_backward(const Tensor& g, const Tensor& y) {
-  check_rowwise(y, "softmax_backward");
-  if (g.shape() != y.shape())
-    throw Error("softmax_backward: grad " + to_string(g.shape()) + " vs output " +
-                to_string(y.shape()));
+  check_rowwise_backward(g, y, "softmax_backward");
   Tensor dx = Tensor::empty(y.shape());
   const int64_t n = y.size(-1), rows = n ? y.numel() / n : 0;
   const real* gp = g.data();
@@ -289,10 +313,9 @@ Tensor softmax_backward(const Tensor& g, const Tensor& y) {
 }
 
 Tensor log_softmax_backward(const Tensor& g, const Tensor& y) {
-  check_rowwise(y, "log_softmax_backward");
-  if (g.shape() != y.shape())
-    throw Error("log_softmax_backward: grad " + to_string(g.shape()) + " vs output " +
-                to_string(y.shape()));
+  check_rowwise_backward(g, y, "log_softmax_backward");
+  // The same row loop as softmax_backward's, with this row formula (written
+  // out, not shared through a callback, so each stays one readable loop).
   Tensor dx = Tensor::empty(y.shape());
   const int64_t n = y.size(-1), rows = n ? y.numel() / n : 0;
   const real* gp = g.data();

@@ -28,8 +28,17 @@ Tensor log_softmax(const Tensor& a);
 Tensor softmax_backward(const Tensor& g, const Tensor& y);
 Tensor log_softmax_backward(const Tensor& g, const Tensor& y);
 
-// In-place row kernels on a (rows, n) block, used by fused layers too.
-void softmax_rows(real* x, int64_t rows, int64_t n);
+// Row kernels on a (rows, n) block, used by fused layers too. This is the one
+// softmax of the library: softmax(Tensor), the autograd op, attention and
+// cross-entropy all call it.
+//   p = softmax(x) row by row (p may be x); a fully masked row (all -inf) gives zeros.
+//   sums, when given (rows entries): each row's log-sum-exp and sum of x, in double.
+struct RowSums {
+  double lse = 0;    // log(sum_k exp(x[k]))
+  double sum_x = 0;  // sum_k x[k]
+};
+void softmax_rows(const real* x, real* p, int64_t rows, int64_t n, RowSums* sums = nullptr);
+void softmax_rows(real* x, int64_t rows, int64_t n);  // in place
 void log_softmax_rows(real* x, int64_t rows, int64_t n);
 
 // Raw (rows, n) block kernels of the bias of a linear map:

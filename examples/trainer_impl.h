@@ -58,9 +58,17 @@ inline void check_memory(const TrainConfig& c, int64_t V, int64_t T) {
   }
 }
 
+// An odd 64-bit constant with well-mixed bits (a multiplier from the R2
+// quasi-random sequence): multiplying the rank by it spreads ranks 1, 2, ...
+// over far-apart seeds.
+constexpr uint64_t kRankSeedMultiplier = 0xd1b54a32d192ed03ULL;
+// XORed into --seed for the held-out split's own stream (0x5d17: "split");
+// any constant works, this one must stay: it fixes which pairs are held out.
+constexpr uint64_t kSplitSeedSalt = 0x5d17ULL;
+
 // The dropout seed of MPI rank r > 0 (rank 0 uses the model's own).
 inline uint64_t rank_dropout_seed(uint64_t seed, int r) {
-  return seed ^ (0xd1b54a32d192ed03ULL * static_cast<uint64_t>(r + 1));
+  return seed ^ (kRankSeedMultiplier * static_cast<uint64_t>(r + 1));
 }
 
 // Data parallel: the rows [begin, end) of a batch drawn on every rank.
@@ -197,7 +205,7 @@ inline void Trainer::build_data(const Vocab* given) {
       if (train_tok.size() < 2) throw Error("--data " + cfg.data + ": one pair cannot be split into training and held-out");
       std::vector<size_t> order(train_tok.size());
       std::iota(order.begin(), order.end(), size_t{0});
-      Generator split_gen(cfg.seed ^ 0x5d17ULL);
+      Generator split_gen(cfg.seed ^ detail::kSplitSeedSalt);
       for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[static_cast<size_t>(split_gen.randint(0, static_cast<int64_t>(i)))]);
       const size_t n_valid = std::clamp<size_t>(static_cast<size_t>(std::llround(cfg.valid_fraction * double(order.size()))), 1, order.size() - 1);
       std::vector<TokenPair> kept;

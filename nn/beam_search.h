@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "nn/kv_cache.h"
-#include "nn/transformer.h"
+#include "nn/encoder_decoder.h"
 
 namespace qkv::nn {
 

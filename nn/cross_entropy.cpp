@@ -9,11 +9,12 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/pool.h"
+#include "core/reduce.h"
 
 namespace qkv::nn {
 
 // Saved: the softmax probabilities p (N, V), the targets, and the count of
-// rows that are not ignored. Ignored rows of p are never written or read.
+// rows that are not ignored. Ignored rows of p are computed but never read.
 struct CrossEntropyNode : Node {
   Tensor p;
   PoolVector<int64_t> targets;  // pooled: a copy is made every step
@@ -81,44 +82,25 @@ Var cross_entropy(const Var& logits, const std::vector<int64_t>& targets, int64_
     ++n_valid;
   }
 
-  // Per row, with lse = log(sum_c exp(x_c)) and logp_c = x_c - lse:
+  // p = softmax(x) (N, V), kept for backward, with each row's
+  // lse = log(sum_c exp(x_c)) and sum_c x_c: the core row softmax computes all
+  // three in its passes over the row. Then per row, as logp_c = x_c - lse:
   //   -logp[y] = lse - x_y;  sum_c(-logp[c]) = V * lse - sum_c x_c.
-  // p = exp(x - lse) is kept for backward.
+  // (Ignored rows are computed too, and never read.)
   Tensor p = Tensor::empty(X.shape());
-  PoolVector<double> row_loss(N, 0.0);
+  PoolVector<RowSums> sums(N);
+  softmax_rows(X.data(), p.data(), N, V, sums.data());
   const real* __restrict xp = X.data();
-  real* __restrict pp = p.data();
   const double eps = label_smoothing;
-  parallel_for(
-      N,
-      [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t y = targets[r];
-          if (y == ignore_index) continue;
-          const real* __restrict xr = xp + r * V;
-          real* __restrict pr = pp + r * V;
-          real mx = xr[0];
-          for (int64_t c = 1; c < V; ++c) mx = std::max(mx, xr[c]);
-          double se = 0, sx = 0;
-#pragma omp simd reduction(+ : se, sx)
-          for (int64_t c = 0; c < V; ++c) {
-            const real e = std::exp(xr[c] - mx);
-            pr[c] = e;
-            se += e;
-            sx += xr[c];
-          }
-          const real inv = static_cast<real>(1.0 / se);
-#pragma omp simd
-          for (int64_t c = 0; c < V; ++c) pr[c] *= inv;
-          const double lse = mx + std::log(se);
-          const double nll = lse - xr[y];
-          const double smooth = V * lse - sx;  // sum_c(-logp[c])
-          row_loss[r] = (1 - eps) * nll + eps / static_cast<double>(V) * smooth;
-        }
-      },
-      std::max<int64_t>(1, kParallelGrain / V));
   double total = 0;
-  for (int64_t r = 0; r < N; ++r) total += row_loss[r];  // in row order: deterministic
+  for (int64_t r = 0; r < N; ++r) {  // in row order: deterministic
+    const int64_t y = targets[r];
+    if (y == ignore_index) continue;
+    const double lse = sums[r].lse;
+    const double nll = lse - xp[r * V + y];
+    const double smooth = V * lse - sums[r].sum_x;  // sum_c(-logp[c])
+    total += (1 - eps) * nll + eps / static_cast<double>(V) * smooth;
+  }
   const real loss = n_valid > 0 ? static_cast<real>(total / static_cast<double>(n_valid)) : real(0);
 
   auto node = make_node<CrossEntropyNode>();

@@ -15,7 +15,8 @@
 #include "nn/beam_search.h"
 #include "nn/kv_cache.h"
 #include "nn/sampling.h"
-#include "nn/transformer.h"
+#include "nn/encoder_decoder.h"
+#include "nn/gpt.h"
 
 namespace qkv::nn {
 

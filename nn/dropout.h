@@ -10,6 +10,10 @@ namespace qkv::nn {
 // The mask comes from g, so the same seed gives the same mask.
 Var dropout(const Var& x, real p, Generator& g = default_generator());
 
+// A model seeds two generators from its one seed: initialisation with the
+// seed itself, dropout with this, so the two streams differ.
+inline uint64_t dropout_seed(uint64_t model_seed) { return model_seed ^ kGoldenGamma; }
+
 class Dropout : public Module {
  public:
   // The generator is used at every forward, so it must outlive the module

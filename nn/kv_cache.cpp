@@ -10,6 +10,7 @@
 #include "core/parallel.h"
 #include "autograd/ops.h"
 #include "core/reduce.h"
+#include "nn/sublayer.h"
 
 namespace qkv::nn {
 
@@ -46,13 +47,6 @@ void KVCache::reorder(const std::vector<int64_t>& from) {
 }
 
 namespace {
-
-// Residual sublayer, as in transformer.cpp:  Post-LN norm(x + drop(f(x))),  Pre-LN x + drop(f(norm(x))).
-template <class F>
-Var sublayer(const Var& x, LayerNorm& norm, Dropout& drop, bool pre_norm, F f) {
-  if (pre_norm) return x + drop.forward(f(norm.forward(x)));
-  return norm.forward(x, drop.forward(f(x)));
-}
 
 // The k projections [W_1; ...; W_k] (k*block) back to back: MultiHeadAttention
 // keeps W_Q, W_K, W_V (and the biases) in one buffer, so this is the first

@@ -19,7 +19,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "nn/transformer.h"
+#include "nn/encoder_decoder.h"
+#include "nn/gpt.h"
 
 namespace qkv::nn {
 

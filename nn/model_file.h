@@ -20,7 +20,8 @@
 
 #include "core/error.h"
 #include "nn/checkpoint.h"
-#include "nn/transformer.h"
+#include "nn/encoder_decoder.h"
+#include "nn/gpt.h"
 
 namespace qkv::nn {
 

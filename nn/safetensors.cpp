@@ -411,8 +411,40 @@ class Writer {
     }
   }
 
+  // Validate and lay out everything before any file is created, then write
+  // to a temporary file and rename it over the path (atomic).
   void write(const NamedTensors& tensors, const Metadata& metadata, FileDtype dtype) {
-    // Validate and lay out everything before any file is created.
+    const std::vector<size_t> order = sorted_by_name(tensors);
+    const int esize = dtype == FileDtype::F32 ? 4 : 8;
+    const std::string header = header_text(tensors, order, metadata, esize);
+
+    const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) fail("cannot create " + tmp + ": " + std::strerror(errno));
+    try {
+      unsigned char len[8];
+      store_le(len, header.size(), 8);
+      write_all(fd, len, 8, tmp);
+      write_all(fd, reinterpret_cast<const unsigned char*>(header.data()), header.size(), tmp);
+      for (size_t i : order) write_data(fd, tensors[i].second, esize, tmp);
+      if (::fsync(fd) != 0) fail("fsync of " + tmp + " failed: " + std::strerror(errno));
+      const int rc = ::close(fd);
+      fd = -1;
+      if (rc != 0) fail("close of " + tmp + " failed: " + std::strerror(errno));
+      if (::rename(tmp.c_str(), path_.c_str()) != 0)
+        fail("rename of " + tmp + " failed: " + std::strerror(errno));
+    } catch (...) {
+      if (fd >= 0) ::close(fd);
+      ::unlink(tmp.c_str());
+      throw;
+    }
+    sync_directory();
+  }
+
+ private:
+  // The tensors' indices sorted by name; checks the names (non-empty, not
+  // reserved, unique) and that every tensor is defined.
+  std::vector<size_t> sorted_by_name(const NamedTensors& tensors) const {
     std::vector<size_t> order(tensors.size());
     std::iota(order.begin(), order.end(), size_t{0});
     std::sort(order.begin(), order.end(),
@@ -424,9 +456,14 @@ class Writer {
       if (k > 0 && tensors[order[k - 1]].first == name) fail("duplicate tensor name '" + name + "'");
       if (!t.defined()) fail("tensor '" + name + "' is undefined");
     }
-    const int esize = dtype == FileDtype::F32 ? 4 : 8;
-    // ordered_json keeps insertion order: tensors sorted by name, each entry as
-    // dtype, shape, data_offsets, then __metadata__ (as tests/pytorch/st.py).
+    return order;
+  }
+
+  // The JSON header, padded with spaces to a multiple of 8 bytes.
+  // ordered_json keeps insertion order: tensors sorted by name, each entry as
+  // dtype, shape, data_offsets, then __metadata__ (as tests/pytorch/st.py).
+  std::string header_text(const NamedTensors& tensors, const std::vector<size_t>& order,
+                          const Metadata& metadata, int esize) const {
     nlohmann::ordered_json header = nlohmann::ordered_json::object();
     uint64_t offset = 0;
     for (size_t i : order) {
@@ -445,56 +482,37 @@ class Writer {
       fail(std::string("cannot encode the header (names must be UTF-8): ") + e.what());
     }
     text.append((8 - text.size() % 8) % 8, ' ');  // pad to a multiple of 8 bytes
-
-    const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) fail("cannot create " + tmp + ": " + std::strerror(errno));
-    try {
-      unsigned char len[8];
-      store_le(len, text.size(), 8);
-      write_all(fd, len, 8, tmp);
-      write_all(fd, reinterpret_cast<const unsigned char*>(text.data()), text.size(), tmp);
-      constexpr int64_t kChunk = 1 << 14;  // elements converted per write
-      std::vector<unsigned char> buf(static_cast<size_t>(kChunk) * esize);
-      for (size_t i : order) {
-        const Tensor& t = tensors[i].second;
-        const real* src = t.data();
-        for (int64_t start = 0; start < t.numel(); start += kChunk) {
-          const int64_t m = std::min(kChunk, t.numel() - start);
-          unsigned char* p = buf.data();
-          if (esize == 4) {
-            for (int64_t j = 0; j < m; ++j) {
-              const float f = static_cast<float>(src[start + j]);
-              uint32_t bits;
-              std::memcpy(&bits, &f, 4);
-              store_le(p + 4 * j, bits, 4);
-            }
-          } else {
-            for (int64_t j = 0; j < m; ++j) {
-              const double d = static_cast<double>(src[start + j]);
-              uint64_t bits;
-              std::memcpy(&bits, &d, 8);
-              store_le(p + 8 * j, bits, 8);
-            }
-          }
-          write_all(fd, p, static_cast<size_t>(m) * esize, tmp);
-        }
-      }
-      if (::fsync(fd) != 0) fail("fsync of " + tmp + " failed: " + std::strerror(errno));
-      const int rc = ::close(fd);
-      fd = -1;
-      if (rc != 0) fail("close of " + tmp + " failed: " + std::strerror(errno));
-      if (::rename(tmp.c_str(), path_.c_str()) != 0)
-        fail("rename of " + tmp + " failed: " + std::strerror(errno));
-    } catch (...) {
-      if (fd >= 0) ::close(fd);
-      ::unlink(tmp.c_str());
-      throw;
-    }
-    sync_directory();
+    return text;
   }
 
- private:
+  // One tensor's numbers as little-endian F32 or F64 (esize 4 or 8 bytes),
+  // converted in chunks of kChunk elements.
+  void write_data(int fd, const Tensor& t, int esize, const std::string& file) {
+    constexpr int64_t kChunk = 1 << 14;  // elements converted per write
+    buf_.resize(static_cast<size_t>(kChunk) * esize);
+    const real* src = t.data();
+    for (int64_t start = 0; start < t.numel(); start += kChunk) {
+      const int64_t m = std::min(kChunk, t.numel() - start);
+      unsigned char* p = buf_.data();
+      if (esize == 4) {
+        for (int64_t j = 0; j < m; ++j) {
+          const float f = static_cast<float>(src[start + j]);
+          uint32_t bits;
+          std::memcpy(&bits, &f, 4);
+          store_le(p + 4 * j, bits, 4);
+        }
+      } else {
+        for (int64_t j = 0; j < m; ++j) {
+          const double d = static_cast<double>(src[start + j]);
+          uint64_t bits;
+          std::memcpy(&bits, &d, 8);
+          store_le(p + 8 * j, bits, 8);
+        }
+      }
+      write_all(fd, p, static_cast<size_t>(m) * esize, file);
+    }
+  }
+
   // Makes the rename itself durable. Filesystems that cannot fsync a
   // directory (EINVAL) are fine: the file is in place either way.
   void sync_directory() const {
@@ -510,6 +528,7 @@ class Writer {
   }
 
   std::string path_;
+  std::vector<unsigned char> buf_;  // write_data's conversion buffer, allocated once
 };
 
 }  // namespace

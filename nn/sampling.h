@@ -14,7 +14,7 @@
 
 #include "core/generator.h"
 #include "nn/kv_cache.h"
-#include "nn/transformer.h"
+#include "nn/gpt.h"
 
 namespace qkv::nn {
 

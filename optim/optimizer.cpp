@@ -97,107 +97,143 @@ bool parse_index(const std::string& s, size_t& i) {
   return true;
 }
 
-}  // namespace
 
-void Optimizer::load_state_dict(const NamedTensors& state) {
-  const std::string where = std::string(name_) + ".load_state_dict: ";
-  const size_t n = params_.size();
-  auto fail = [&](const std::string& entry, const std::string& why) {
-    throw Error(where + "entry \"" + entry + "\": " + why);
-  };
+// load_state_dict's reading half: every entry of a state dict checked and
+// gathered into local copies, so that a bad dict changes nothing. Errors
+// name the entry: "<opt>.load_state_dict: entry "<name>": <why>".
+class StateDictReader {
+  // The optimizer's side (declared first: the public members below are sized by n_).
+  std::string where_;
+  const char* opt_;
+  const std::vector<Var>& params_;
+  std::vector<const char*> kinds_;  // the rule's buffer names, e.g. "exp_avg"
+  size_t n_;                        // parameters
 
-  // Validate everything into local copies first, so a bad dict changes nothing.
-  bool have_step = false, have_param_steps = false;
-  int64_t step_count = 0;
-  std::vector<int64_t> param_steps(n, 0);
-  std::vector<std::vector<Tensor>> loaded(state_.size(), std::vector<Tensor>(n));
-  std::vector<size_t> present(state_.size(), 0);
+ public:
+  StateDictReader(const char* opt, const std::vector<Var>& params, std::vector<const char*> kinds)
+      : where_(std::string(opt) + ".load_state_dict: "), opt_(opt), params_(params),
+        kinds_(std::move(kinds)), n_(params.size()), param_steps(n_, 0),
+        buffers(kinds_.size(), std::vector<Tensor>(n_)), present_(kinds_.size(), 0) {}
 
-  for (const auto& [name, t] : state) {
+  void read(const std::string& name, const Tensor& t) {
     if (!t.defined()) fail(name, "tensor is undefined");
-    if (name == "step") {
-      if (have_step) fail(name, "appears twice");
-      if (t.numel() != 1) fail(name, "expected 1 element, got shape " + to_string(t.shape()));
-      if (!is_count(t.item(), 0)) fail(name, "expected a step count, got " + std::to_string(t.item()));
-      step_count = static_cast<int64_t>(t.item());
-      have_step = true;
-      continue;
+    if (name == "step") return read_step(name, t);
+    if (name == "param_steps") return read_param_steps(name, t);
+    read_buffer(name, t);
+  }
+
+  // After every entry: the counts are there, and the buffers are
+  // all-or-nothing (none at all, saved before the first step, or every kind
+  // for every parameter).
+  void check_complete() const {
+    if (!have_step_) throw Error(where_ + "missing entry \"step\"");
+    if (!have_param_steps_) throw Error(where_ + "missing entry \"param_steps\"");
+    for (size_t k = 0; k < kinds_.size() && any_buffers(); ++k)
+      for (size_t i = 0; i < n_; ++i)
+        if (!buffers[k][i].defined())
+          throw Error(where_ + "missing entry \"" + kinds_[k] + "." + std::to_string(i) +
+                      "\" (the dict has " + std::to_string(present_[k]) + " of " +
+                      std::to_string(n_) + " \"" + kinds_[k] + ".<i>\" entries)");
+    if (!any_buffers() && !kinds_.empty())
+      for (size_t i = 0; i < n_; ++i)
+        if (param_steps[i] != 0)
+          throw Error(where_ + "entry \"param_steps\": parameter " + std::to_string(i) +
+                      " has had " + std::to_string(param_steps[i]) +
+                      " updates but the dict has no \"" + kinds_[0] + ".<i>\" entries");
+  }
+
+  bool any_buffers() const {
+    for (size_t c : present_)
+      if (c > 0) return true;
+    return false;
+  }
+
+  int64_t step_count = 0;
+  std::vector<int64_t> param_steps;         // (N)
+  std::vector<std::vector<Tensor>> buffers;  // [kind][parameter], shared with the dict
+
+ private:
+  [[noreturn]] void fail(const std::string& entry, const std::string& why) const {
+    throw Error(where_ + "entry \"" + entry + "\": " + why);
+  }
+
+  // "step": one count.
+  void read_step(const std::string& name, const Tensor& t) {
+    if (have_step_) fail(name, "appears twice");
+    if (t.numel() != 1) fail(name, "expected 1 element, got shape " + to_string(t.shape()));
+    if (!is_count(t.item(), 0)) fail(name, "expected a step count, got " + std::to_string(t.item()));
+    step_count = static_cast<int64_t>(t.item());
+    have_step_ = true;
+  }
+
+  // "param_steps": one count per parameter.
+  void read_param_steps(const std::string& name, const Tensor& t) {
+    if (have_param_steps_) fail(name, "appears twice");
+    if (t.shape() != Shape{static_cast<int64_t>(n_)})
+      fail(name, "shape " + to_string(t.shape()) + ", but this optimizer has " +
+                     std::to_string(n_) + " parameters (expected (" + std::to_string(n_) + "))");
+    const real* v = t.data();
+    for (size_t i = 0; i < n_; ++i) {
+      if (!is_count(v[i], 0))
+        fail(name, "element " + std::to_string(i) + " is not a step count: " +
+                       std::to_string(v[i]));
+      param_steps[i] = static_cast<int64_t>(v[i]);
     }
-    if (name == "param_steps") {
-      if (have_param_steps) fail(name, "appears twice");
-      if (t.shape() != Shape{static_cast<int64_t>(n)})
-        fail(name, "shape " + to_string(t.shape()) + ", but this optimizer has " +
-                       std::to_string(n) + " parameters (expected (" + std::to_string(n) + "))");
-      const real* v = t.data();
-      for (size_t i = 0; i < n; ++i) {
-        if (!is_count(v[i], 0))
-          fail(name, "element " + std::to_string(i) + " is not a step count: " +
-                         std::to_string(v[i]));
-        param_steps[i] = static_cast<int64_t>(v[i]);
-      }
-      have_param_steps = true;
-      continue;
-    }
-    // "<kind>.<i>"
+    have_param_steps_ = true;
+  }
+
+  // "<kind>.<i>": buffer `kind` of parameter i, of that parameter's shape.
+  void read_buffer(const std::string& name, const Tensor& t) {
     const size_t dot = name.rfind('.');
     int k = -1;
     size_t i = 0;
     if (dot != std::string::npos)
-      for (size_t j = 0; j < state_.size(); ++j)
-        if (name.compare(0, dot, state_[j].first) == 0 && std::strlen(state_[j].first) == dot)
+      for (size_t j = 0; j < kinds_.size(); ++j)
+        if (name.compare(0, dot, kinds_[j]) == 0 && std::strlen(kinds_[j]) == dot)
           k = static_cast<int>(j);
     if (k < 0 || !parse_index(name.substr(dot + 1), i)) {
       std::string known = "\"step\", \"param_steps\"";
-      for (const auto& kind : state_) known += std::string(", \"") + kind.first + ".<i>\"";
-      fail(name, std::string("unknown name; ") + name_ + " state has " + known);
+      for (const char* kind : kinds_) known += std::string(", \"") + kind + ".<i>\"";
+      fail(name, std::string("unknown name; ") + opt_ + " state has " + known);
     }
-    if (i >= n)
+    if (i >= n_)
       fail(name, "parameter index " + std::to_string(i) + " out of range: this optimizer has " +
-                     std::to_string(n) + " parameters");
-    if (loaded[k][i].defined()) fail(name, "appears twice");
+                     std::to_string(n_) + " parameters");
+    if (buffers[k][i].defined()) fail(name, "appears twice");
     if (t.shape() != params_[i].shape())
       fail(name, "shape " + to_string(t.shape()) + " != parameter " + std::to_string(i) +
                      " shape " + to_string(params_[i].shape()));
-    loaded[k][i] = t;
-    ++present[k];
+    buffers[k][i] = t;
+    ++present_[k];
   }
-  if (!have_step) throw Error(where + "missing entry \"step\"");
-  if (!have_param_steps) throw Error(where + "missing entry \"param_steps\"");
-  // All-or-nothing: either no buffers at all (saved before the first step) or
-  // every kind for every parameter.
-  size_t total = 0;
-  for (size_t c : present) total += c;
-  const bool any = total > 0;
-  for (size_t k = 0; k < state_.size() && any; ++k)
-    for (size_t i = 0; i < n; ++i)
-      if (!loaded[k][i].defined())
-        throw Error(where + "missing entry \"" + state_[k].first + "." + std::to_string(i) +
-                    "\" (the dict has " + std::to_string(present[k]) + " of " +
-                    std::to_string(n) + " \"" + state_[k].first + ".<i>\" entries)");
 
-  if (!any && !state_.empty())
-    for (size_t i = 0; i < n; ++i)
-      if (param_steps[i] != 0)
-        throw Error(where + "entry \"param_steps\": parameter " + std::to_string(i) +
-                    " has had " + std::to_string(param_steps[i]) + " updates but the dict has no \"" +
-                    state_[0].first + ".<i>\" entries");
+  bool have_step_ = false, have_param_steps_ = false;
+  std::vector<size_t> present_;  // entries read per kind
+};
+
+}  // namespace
+
+void Optimizer::load_state_dict(const NamedTensors& state) {
+  std::vector<const char*> kinds;
+  for (const auto& kind : state_) kinds.push_back(kind.first);
+  StateDictReader dict(name_, params_, kinds);
+  for (const auto& [name, t] : state) dict.read(name, t);
+  dict.check_complete();
 
   // Commit: copy the numbers (the optimizer must not share storage with the dict).
-  step_count_ = step_count;
-  param_steps_ = param_steps;
-  if (any) {
-    for (size_t k = 0; k < state_.size(); ++k)
-      for (size_t i = 0; i < n; ++i) {
-        Tensor& dst = state_[k].second[i];
-        if (!dst.defined() || dst.shape() != params_[i].shape())
-          dst = Tensor::empty(params_[i].shape());
-        dst.copy_(loaded[k][i]);
+  step_count_ = dict.step_count;
+  param_steps_ = dict.param_steps;
+  allocated_ = dict.any_buffers();
+  for (size_t k = 0; k < state_.size(); ++k)
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Tensor& dst = state_[k].second[i];
+      if (!allocated_) {
+        dst = Tensor();
+        continue;
       }
-  } else {
-    for (auto& kind : state_)
-      for (Tensor& b : kind.second) b = Tensor();
-  }
-  allocated_ = any;
+      if (!dst.defined() || dst.shape() != params_[i].shape()) dst = Tensor::empty(params_[i].shape());
+      dst.copy_(dict.buffers[k][i]);
+    }
 }
 
 }  // namespace qkv::optim

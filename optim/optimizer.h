@@ -73,7 +73,6 @@ class Optimizer {
   int add_state(const char* name);
   std::vector<Tensor>& state(int k) { return state_[k].second; }
   const std::vector<Tensor>& state(int k) const { return state_[k].second; }
-  bool has_state() const { return allocated_; }
 
   // Call at the start of step(), before changing anything: checks lr and that
   // every defined gradient has its parameter's shape (throws otherwise, so a

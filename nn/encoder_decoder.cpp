@@ -1,4 +1,4 @@
-#include "nn/transformer.h"
+#include "nn/encoder_decoder.h"
 
 #include <cmath>
 #include <string>
@@ -6,38 +6,9 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "nn/init.h"
+#include "nn/sublayer.h"
 
 namespace qkv::nn {
-
-// ---- Tokens ------------------------------------------------------------------
-std::vector<int64_t> Tokens::full_lengths() const {
-  return lengths.empty() ? std::vector<int64_t>(static_cast<size_t>(batch), len) : lengths;
-}
-
-void Tokens::check(const char* op) const {
-  if (batch < 0 || len < 0 || static_cast<int64_t>(ids.size()) != batch * len)
-    throw Error(std::string(op) + ": " + std::to_string(ids.size()) + " token ids for (B,T) = (" +
-                std::to_string(batch) + "," + std::to_string(len) + ")");
-  if (!lengths.empty()) {
-    if (static_cast<int64_t>(lengths.size()) != batch)
-      throw Error(std::string(op) + ": " + std::to_string(lengths.size()) +
-                  " lengths for a batch of " + std::to_string(batch));
-    for (int64_t b = 0; b < batch; ++b)
-      if (lengths[b] < 0 || lengths[b] > len)
-        throw Error(std::string(op) + ": length " + std::to_string(lengths[b]) + " of sequence " +
-                    std::to_string(b) + " outside [0, " + std::to_string(len) + "]");
-  }
-}
-
-namespace {
-// Residual sublayer, both placements of LayerNorm (section 3.1; Pre-LN variant):
-//   Post-LN: norm(x + drop(f(x)))      Pre-LN: x + drop(f(norm(x)))
-template <class F>
-Var sublayer(const Var& x, LayerNorm& norm, Dropout& drop, bool pre_norm, F f) {
-  if (pre_norm) return x + drop.forward(f(norm.forward(x)));
-  return norm.forward(x, drop.forward(f(x)));  // norm(x + ...), the sum fused into the norm
-}
-}  // namespace
 
 // ---- Encoder layer -------------------------------------------------------------
 EncoderLayer::EncoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
@@ -59,6 +30,8 @@ Var EncoderLayer::forward(const Var& x, const AttentionMask& self_mask) {
 }
 
 // ---- Decoder layer -------------------------------------------------------------
+// Registers its modules as EncoderLayer does, plus cross-attention: spelled
+// out, in the order of the forward, so the parameter names read off the code.
 DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
     : pre_norm(o.pre_norm) {
   self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
@@ -115,7 +88,7 @@ Var Decoder::forward(const Var& y, const Var& memory, const AttentionMask& self_
 
 // ---- Encoder-decoder model ----------------------------------------------------------
 Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c)
-    : cfg(c), init_gen(c.seed), dropout_gen(c.seed ^ 0x9e3779b97f4a7c15ULL) {
+    : cfg(c), init_gen(c.seed), dropout_gen(dropout_seed(c.seed)) {
   if (c.src_vocab <= 0 || c.tgt_vocab <= 0)
     throw Error("Seq2SeqTransformer: vocabulary sizes must be positive");
   const LayerOptions o = c.layer();
@@ -186,53 +159,6 @@ std::vector<Tensor> Seq2SeqTransformer::cross_attention() const {
   std::vector<Tensor> out;
   for (auto& layer : decoder->layers) out.push_back(layer->cross_attn->last_attention());
   return out;
-}
-
-// ---- Decoder-only language model --------------------------------------------------------
-GPT::GPT(const GPTConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(c.seed ^ 0x9e3779b97f4a7c15ULL) {
-  const LayerOptions o{c.d_model, c.heads, c.d_ff, c.dropout, c.activation, c.pre_norm};
-  tok_embed = register_module("tok_embed", std::make_shared<Embedding>(c.vocab, c.d_model, init_gen));
-  pos_embed = register_module("pos_embed", std::make_shared<LearnedPositionalEmbedding>(c.max_len, c.d_model, init_gen));
-  // GPT-2's initialisation: N(0, 0.02) for token and position tables (with a
-  // tied head, N(0,1) rows would start the logits at the scale of D).
-  tok_embed->weight.data().copy_(normal_init({c.vocab, c.d_model}, real(0.02), init_gen));
-  pos_embed->weight.data().copy_(normal_init({c.max_len, c.d_model}, real(0.02), init_gen));
-  drop = register_module("drop", std::make_shared<Dropout>(c.dropout, dropout_gen));
-  for (int64_t i = 0; i < c.layers; ++i)
-    layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<EncoderLayer>(o, init_gen, dropout_gen)));
-  if (c.pre_norm) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model));
-  if (!c.tie_weights) lm_head = register_module("lm_head", std::make_shared<Linear>(c.d_model, c.vocab, false, init_gen));
-}
-
-Var GPT::forward(const Tokens& t) {
-  ModuleScope scope(this);
-  t.check("GPT::forward");
-  // (B,T) -> (B,T,D): token + learned position embeddings (no sqrt(D) scaling)
-  Var x = drop->forward(pos_embed->forward(tok_embed->forward(t.ids, {t.batch, t.len})));
-  const AttentionMask mask = AttentionMask::causal_padding(t.lengths);
-  for (auto& layer : layers) x = layer->forward(x, mask);
-  if (norm) x = norm->forward(x);
-  return linear(x, lm_head ? lm_head->weight : tok_embed->weight);  // (B,T,V)
-}
-
-// ---- Encoder-only model --------------------------------------------------------------------
-EncoderOnlyModel::EncoderOnlyModel(int64_t vocab, int64_t n_classes, int64_t n_layers,
-                                   const LayerOptions& o, uint64_t seed)
-    : init_gen(seed), dropout_gen(seed ^ 0x9e3779b97f4a7c15ULL), d_model(o.d_model) {
-  embed = register_module("embed", std::make_shared<Embedding>(vocab, o.d_model, init_gen));
-  embed->weight.data().copy_(xavier_uniform({vocab, o.d_model}, init_gen));  // as Seq2SeqTransformer
-  pos = std::make_shared<SinusoidalPositionalEncoding>(o.d_model);
-  drop = register_module("drop", std::make_shared<Dropout>(o.dropout, dropout_gen));
-  encoder = register_module("encoder", std::make_shared<Encoder>(n_layers, o, init_gen, dropout_gen));
-  head = register_module("head", std::make_shared<Linear>(o.d_model, n_classes, true, init_gen));
-}
-
-Var EncoderOnlyModel::forward(const Tokens& t) {
-  ModuleScope scope(this);
-  t.check("EncoderOnlyModel::forward");
-  Var x = embed->forward(t.ids, {t.batch, t.len}, std::sqrt(static_cast<real>(d_model)));
-  x = drop->forward(pos->forward(x));
-  return head->forward(encoder->forward(x, AttentionMask::padding(t.lengths)));
 }
 
 }  // namespace qkv::nn
