@@ -42,18 +42,21 @@ void team_record(int64_t busy_ns, int64_t wait_ns) {
 }  // namespace detail
 
 bool TeamPolicy::record(int64_t busy, int64_t wait, int64_t now) {
+  const int64_t start = now - busy - wait;
+  const bool cold = last_end_ < 0 || start - last_end_ > p_.cold_gap_ns;
+  last_end_ = now;
+  if (cold) return false;  // its wait is the threads waking up, not the load
   busy_ += busy;
   wait_ += wait;
-  if (wait_ > std::max(busy_, p_.min_stall_ns)) {  // the team cost more than it gave
+  if (busy_ + wait_ < p_.window_ns) return false;  // judge whole windows only
+  const bool lost = wait_ > busy_;  // the team cost more than it gave
+  busy_ = wait_ = 0;
+  if (lost) {
     solo_until_ = now + solo_ns_;
     solo_ns_ = std::min(4 * solo_ns_, p_.solo_max_ns);
-    busy_ = wait_ = 0;
     return true;
   }
-  if (busy_ + wait_ >= p_.window_ns) {  // a clean window: forget the past
-    solo_ns_ = p_.solo_min_ns;
-    busy_ = wait_ = 0;
-  }
+  solo_ns_ = p_.solo_min_ns;  // a clean window: forget the past
   return false;
 }
 

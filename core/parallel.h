@@ -48,25 +48,32 @@ inline bool in_parallel_region() {
 //   record(busy, wait, now) after a team region: the calling thread's own work
 //     and the time it then waited for the other threads.
 //   use_team(now) before a region: false while the team is benched.
-// Over a window of regions, waiting longer than the calling thread worked
-// means the team took longer than one thread doing both shares would have
-// (with equal shares the other thread's work is about `busy`). Then the team
-// is benched for `solo` ns, four times longer each time the next try fails
-// too (a load that persists costs one slow region per try: after a few tries,
-// one per second), back to the minimum after a clean window. A total wait below min_stall_ns never benches the team: that
-// much is the cost of waking a sleeping thread.
+// The regions are judged by windows of window_ns of their time (busy + wait).
+// Waiting longer than the calling thread worked over a window means the team
+// took longer than one thread doing both shares would have (with equal shares
+// the other thread's work is about `busy`). Then the team is benched for
+// `solo` ns, four times longer each time the next window fails too (a load
+// that persists costs one window of slow regions per try: after a few tries,
+// one per second), back to the minimum after a clean window. A single stall
+// does not bench the team: on a virtual machine the other vCPU can vanish for
+// a few ms with nothing else running, and a first step's page faults make its
+// regions uneven; a competing process makes nearly every region wait.
+// A cold region, the first one, or one that starts more than cold_gap_ns after
+// the previous team region ended, is not judged at all: its threads have gone
+// to sleep, and on this project's VM waking them costs up to ~8 ms after a
+// 20 ms gap (a few us after 5 ms). Judged, that wake-up failed every try.
 class TeamPolicy {
  public:
   struct Params {
-    int64_t min_stall_ns = 300'000;        // 0.3 ms
-    int64_t window_ns = 20'000'000;        // a clean window of 20 ms of regions
+    int64_t window_ns = 50'000'000;        // judge 50 ms of region time at once
     int64_t solo_min_ns = 20'000'000;      // first bench: 20 ms
     int64_t solo_max_ns = 1'000'000'000;   // longest bench: 1 s
+    int64_t cold_gap_ns = 2'000'000;       // idle longer than 2 ms: threads asleep
   };
   TeamPolicy() = default;
   explicit TeamPolicy(const Params& p) : p_(p), solo_ns_(p.solo_min_ns) {}
   bool use_team(int64_t now) const { return now >= solo_until_; }
-  // Returns true when this region benched the team.
+  // Returns true when this region benched the team. `now` is the region's end.
   bool record(int64_t busy, int64_t wait, int64_t now);
   int64_t solo_until() const { return solo_until_; }
   int64_t next_solo_ns() const { return solo_ns_; }
@@ -74,6 +81,7 @@ class TeamPolicy {
  private:
   Params p_{};
   int64_t busy_ = 0, wait_ = 0;  // sums over the current window
+  int64_t last_end_ = -1;        // when the last team region ended (-1: none yet)
   int64_t solo_until_ = 0;       // benched until this time
   int64_t solo_ns_ = Params{}.solo_min_ns;
 };

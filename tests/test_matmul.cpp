@@ -307,11 +307,13 @@ TEST_CASE("a split gemm gives bitwise the same result on a team and on a benched
     set_num_threads(2);  // a fresh policy
     CHECK(plan_team().team);
     gemm(false, false, c.M, c.N, c.K, 1, A.data(), c.K, B.data(), c.N, 0, team.data(), c.N);
-    // A 5 ms stall, with a bench of 1000 s: longer than any slow machine takes here.
+    // A 100 ms stall (a whole window), with a bench of 1000 s: longer than any
+    // slow machine takes here.
     TeamPolicy::Params p;
     p.solo_min_ns = p.solo_max_ns = int64_t{1'000'000'000} * 1000;
     detail::calling_thread_policy() = TeamPolicy(p);
-    detail::calling_thread_policy().record(10'000, 5'000'000, detail::now_ns());
+    detail::calling_thread_policy().record(10'000, 1'000, detail::now_ns());  // cold: not judged
+    detail::calling_thread_policy().record(10'000, 100'000'000, detail::now_ns());
     CHECK_FALSE(plan_team().team);
     gemm(false, false, c.M, c.N, c.K, 1, A.data(), c.K, B.data(), c.N, 0, alone.data(), c.N);
     bool same = true;
