@@ -308,11 +308,11 @@ InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputPro
   real* dxq = want_dxq ? r.dxq.data() : nullptr;
   real* db = has_bias ? r.db.data() : nullptr;
   if (p.self()) {
-    linear_backward(g.dQKV.data(), xq, p.W_qkv.data(), 3 * D, dxq, false, r.dW.data(), db);
+    linear_backward(g.dQKV.data(), xq, p.W_qkv.data(), 3 * D, dxq, r.dW.data(), db);
   } else {
-    linear_backward(g.dQ.data(), xq, p.W_q.data(), D, dxq, false, r.dW.data(), db);
+    linear_backward(g.dQ.data(), xq, p.W_q.data(), D, dxq, r.dW.data(), db);
     linear_backward(g.dKV.data(), xkv, p.W_kv.data(), 2 * D, want_dxkv ? r.dxkv.data() : nullptr,
-                    false, r.dW.data() + D * D, has_bias ? db + D : nullptr);
+                    r.dW.data() + D * D, has_bias ? db + D : nullptr);
   }
   return r;
 }
@@ -345,7 +345,7 @@ struct AttentionNode : Node {
     Tensor dO = Tensor::empty({BT, D});                         // (B*T, D)
     Tensor dWo = Tensor::empty({D, D});                         // (D, D)
     Tensor dbo = has_bias ? Tensor::empty({D}) : Tensor();      // (D)
-    linear_backward(dY.data(), O_used, wo.data(), D, dO.data(), false, nullptr,
+    linear_backward(dY.data(), O_used, wo.data(), D, dO.data(), nullptr,
                     has_bias ? dbo.data() : nullptr);  // reads only O_used's shape
 
     // forward: attention_forward (P and O_h = P V_h for every head)
@@ -354,7 +354,7 @@ struct AttentionNode : Node {
     attention_backward(dproj.columns(D), recompute_O ? O_used.data() : nullptr, dO.data(),
                        P.data(), in.columns(D), dims);
     //   dWo = dY^T O   (D, B*T) x (B*T, D) -> (D, D)
-    linear_backward(dY.data(), O_used, wo.data(), D, nullptr, false, dWo.data(), nullptr);
+    linear_backward(dY.data(), O_used, wo.data(), D, nullptr, dWo.data(), nullptr);
 
     // forward: project_inputs (Q, K, V from xq and xkv)
     //   dxq, dxkv, and dW, db for [Wq; Wk; Wv], [bq; bk; bv]

@@ -139,13 +139,13 @@ void feed_forward_backward(const real* dy, const Tensor& x, const Tensor& W1, co
   // dW2 = dy^T h; db2 = sum over rows of dy.
   const bool want_dpre = dx || dW1 || db1;
   Tensor dpre = want_dpre ? Tensor::empty({N, F}) : Tensor();
-  linear_backward(dy, hidden.h, W2.data(), D, want_dpre ? dpre.data() : nullptr, false, dW2, db2);
+  linear_backward(dy, hidden.h, W2.data(), D, want_dpre ? dpre.data() : nullptr, dW2, db2);
   if (!want_dpre) return;
   // dpre = dh * act'(pre), and db1.
   const bool relu = act == Activation::ReLU;
   activation_backward(dpre.data(), relu ? hidden.h.data() : hidden.pre.data(), act, N, F, db1);
   // First linear: dx (N,D) = dpre (N,F) W1 (F,D); dW1 = dpre^T x.
-  linear_backward(dpre.data(), x, W1.data(), F, dx, false, dW1, nullptr);
+  linear_backward(dpre.data(), x, W1.data(), F, dx, dW1, nullptr);
 }
 }  // namespace
 

@@ -20,9 +20,9 @@ void linear_forward(const Tensor& X, const real* W, const real* b, int64_t out, 
 
 // Y = X W^T + b  =>  dX = dY W (N,out)x(out,in);  dW = dY^T X (out,N)x(N,in);  db = sum_N dY
 void linear_backward(const real* dY, const Tensor& X, const real* W, int64_t out, real* dX,
-                     bool accumulate_dx, real* dW, real* db) {
+                     real* dW, real* db) {
   const int64_t in = X.size(-1), N = X.numel() / in;
-  if (dX) gemm(false, false, N, in, out, 1, dY, out, W, in, accumulate_dx ? 1 : 0, dX, in);
+  if (dX) gemm(false, false, N, in, out, 1, dY, out, W, in, 0, dX, in);
   if (dW) gemm(true, false, out, in, N, 1, dY, out, X.data(), in, 0, dW, in);
   if (db) sum_rows(dY, N, out, db);
 }
@@ -36,7 +36,7 @@ struct LinearNode : Node {
     Tensor dx = needs_grad(0) ? Tensor::empty(x.shape()) : Tensor();
     Tensor dw = needs_grad(1) ? Tensor::empty(w.shape()) : Tensor();
     Tensor db = has_bias && needs_grad(2) ? Tensor::empty({out}) : Tensor();
-    linear_backward(g.data(), x, w.data(), out, dx.defined() ? dx.data() : nullptr, false,
+    linear_backward(g.data(), x, w.data(), out, dx.defined() ? dx.data() : nullptr,
                     dw.defined() ? dw.data() : nullptr, db.defined() ? db.data() : nullptr);
     if (has_bias) return {dx, dw, db};
     return {dx, dw};

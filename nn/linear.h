@@ -13,11 +13,11 @@ Var linear(const Var& x, const Var& weight, const Var& bias = Var());
 // maps (the attention projections). X is (N, in) with N = its leading dims;
 // W points at an (out, in) row-major block, b at (out) or is null.
 //   forward:  Y (N, out) = X W^T + b
-//   backward: dX (+)= dY W;  dW = dY^T X;  db = column sums of dY
-// Each backward output may be null (not wanted); accumulate_dx adds into dX.
+//   backward: dX = dY W;  dW = dY^T X;  db = column sums of dY
+// Each backward output may be null (not wanted).
 void linear_forward(const Tensor& X, const real* W, const real* b, int64_t out, real* Y);
 void linear_backward(const real* dY, const Tensor& X, const real* W, int64_t out, real* dX,
-                     bool accumulate_dx, real* dW, real* db);
+                     real* dW, real* db);
 
 class Linear : public Module {
  public:
