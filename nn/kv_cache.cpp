@@ -10,6 +10,7 @@
 #include "core/parallel.h"
 #include "autograd/ops.h"
 #include "core/reduce.h"
+#include "core/stacked.h"
 #include "nn/sublayer.h"
 
 namespace qkv::nn {
@@ -47,22 +48,6 @@ void KVCache::reorder(const std::vector<int64_t>& from) {
 }
 
 namespace {
-
-// The k projections [W_1; ...; W_k] (k*block) back to back: MultiHeadAttention
-// keeps W_Q, W_K, W_V (and the biases) in one buffer, so this is the first
-// one's pointer; otherwise the parts are copied into `scratch`.
-const real* stacked(std::initializer_list<const Var*> parts, int64_t block, Tensor& scratch) {
-  const real* first = (*parts.begin())->data().data();
-  bool contiguous = true;
-  int64_t i = 0;
-  for (const Var* p : parts) contiguous &= p->data().data() == first + block * i++;
-  if (contiguous) return first;
-  scratch = Tensor::empty({static_cast<int64_t>(parts.size()) * block});
-  i = 0;
-  for (const Var* p : parts)
-    std::copy(p->data().data(), p->data().data() + block, scratch.data() + block * i++);
-  return scratch.data();
-}
 
 // Attention of n new queries per row over that row's keys, all heads:
 //   O[r, i, head h] = softmax(scale q_h K_h^T + mask) V_h
@@ -104,8 +89,11 @@ Tensor self_attention_step(MultiHeadAttention& a, const Tensor& x, Tensor& kv, i
   const int64_t R = x.size(0), n = x.size(1), D = a.d_model, cap = kv.size(1);
   Tensor wscratch, bscratch;
   const bool bias = a.w_q->bias.defined();
-  const real* W = stacked({&a.w_q->weight, &a.w_k->weight, &a.w_v->weight}, D * D, wscratch);
-  const real* b = bias ? stacked({&a.w_q->bias, &a.w_k->bias, &a.w_v->bias}, D, bscratch) : nullptr;
+  const real* W =
+      stacked({&a.w_q->weight.data(), &a.w_k->weight.data(), &a.w_v->weight.data()}, D * D, wscratch);
+  const real* b =
+      bias ? stacked({&a.w_q->bias.data(), &a.w_k->bias.data(), &a.w_v->bias.data()}, D, bscratch)
+           : nullptr;
   Tensor QKV = Tensor::empty({R * n, 3 * D});
   linear_forward(x, W, b, 3 * D, QKV.data());  // (R*n, D) x (D, 3D) -> (R*n, 3D)
   for (int64_t r = 0; r < R; ++r)
@@ -186,8 +174,8 @@ KVCache start_decoding(Seq2SeqTransformer& model, const Tokens& src, int64_t cap
     MultiHeadAttention& a = *layer->cross_attn;
     Tensor wscratch, bscratch;
     const bool bias = a.w_k->bias.defined();
-    const real* W = stacked({&a.w_k->weight, &a.w_v->weight}, D * D, wscratch);
-    const real* b = bias ? stacked({&a.w_k->bias, &a.w_v->bias}, D, bscratch) : nullptr;
+    const real* W = stacked({&a.w_k->weight.data(), &a.w_v->weight.data()}, D * D, wscratch);
+    const real* b = bias ? stacked({&a.w_k->bias.data(), &a.w_v->bias.data()}, D, bscratch) : nullptr;
     Tensor kv = Tensor::empty({B, S, 2 * D});
     linear_forward(memory, W, b, 2 * D, kv.data());  // (B*S, D) x (D, 2D) -> (B*S, 2D)
     c.memory_kv.push_back(kv);
