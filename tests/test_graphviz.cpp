@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "nn/cross_entropy.h"
 #include "nn/transformer.h"
+#include "examples/step_through.h"
 
 using namespace qkv;
 
@@ -325,14 +326,7 @@ TEST_CASE("write_dot boxes nest as module paths do, with one-op modules and box-
 }
 
 TEST_CASE("write_dot of a 1+1-layer Transformer: one box per layer, 16 op nodes, tied weight kept") {
-  nn::TransformerConfig c;
-  c.src_vocab = c.tgt_vocab = 8;
-  c.d_model = 8;
-  c.heads = 2;
-  c.encoder_layers = c.decoder_layers = 1;
-  c.d_ff = 16;
-  c.dropout = 0;
-  c.seed = 1;
+  nn::TransformerConfig c = step::tiny_config();  // the step-through's part 2 model
   for (bool tie : {false, true}) {
     CAPTURE(tie);
     c.tie_weights = tie;
