@@ -1,5 +1,8 @@
 // Shared helpers for tests of error messages.
 #pragma once
+#include <doctest/doctest.h>
+
+#include <initializer_list>
 #include <string>
 
 #include "core/error.h"
@@ -18,5 +21,14 @@ std::string error_of(F&& f) {
 }
 
 inline bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+
+// Runs f, expecting a qkv::Error whose message contains every one of `parts`.
+template <class F>
+void check_error(F&& f, std::initializer_list<const char*> parts) {
+  const std::string msg = error_of(f);
+  INFO("message: " << msg);
+  REQUIRE(msg != "<no throw>");
+  for (const char* p : parts) CHECK(has(msg, p));
+}
 
 }  // namespace qkv::testing

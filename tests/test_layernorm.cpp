@@ -69,3 +69,25 @@ TEST_CASE("layer_norm in float32 is accurate on rows far from zero (mean 1000, s
   // float32 stores x to ~6e-5 at 1000; E[x^2] - E[x]^2 in float would be off by ~10%
   CHECK(worst < 2e-4);
 }
+
+TEST_CASE("layer_norm gives the same results on 1 and 2 threads (rows split across threads)") {
+  const int prev = get_num_threads();
+  Generator g(12);
+  const int64_t N = 600, D = 96;  // N*D above the parallel grain
+  Tensor x = Tensor::normal({N, D}, 0, 1, g), gam = Tensor::normal({D}, 1, 0.3, g),
+         bet = Tensor::normal({D}, 0, 0.3, g), up = Tensor::normal({N, D}, 0, 1, g);
+  struct Out { Tensor y, dx, dg, db; };
+  auto run = [&](int threads) {
+    set_num_threads(threads);
+    Var vx(x.clone(), true), vg(gam.clone(), true), vb(bet.clone(), true);
+    Var y = nn::layer_norm(vx, vg, vb);
+    y.backward(up);
+    return Out{y.data(), vx.grad(), vg.grad(), vb.grad()};
+  };
+  Out one = run(1), two = run(2);
+  set_num_threads(prev);
+  CHECK(max_abs_diff(one.y, two.y) == 0);  // rows are independent
+  CHECK(max_abs_diff(one.dx, two.dx) == 0);
+  CHECK(allclose(one.dg, two.dg, 1e-5, 1e-5));  // column sums: only the order of adds differs
+  CHECK(allclose(one.db, two.db, 1e-5, 1e-5));
+}

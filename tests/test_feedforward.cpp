@@ -1,0 +1,57 @@
+// FeedForward in float32: parity with PyTorch (fixtures ffn_relu and ffn_gelu
+// in tests/fixtures/layers.safetensors) and the errors it raises. The float64
+// gradient checks and the fused-vs-composed tests are in
+// test_feedforward_grad.cpp.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "autograd/qkv_autograd.h"
+#include "compare.h"
+#include "errors.h"
+#include "fixture.h"
+#include "nn/feedforward.h"
+
+using namespace qkv;
+
+using qkv::testing::check_close;
+using qkv::testing::check_error;
+
+namespace {
+
+void ffn_fixture_case(const std::string& c, nn::Activation act) {
+  TensorFile f = load_fixture("layers.safetensors");
+  nn::FeedForward ffn(8, 16, act);
+  load_params(ffn, f, c + ".");
+  Var x(f.get(c + ".in.x").clone(), true);
+  Var y = ffn(x);
+  check_close(y.data(), f.get(c + ".out.y"), c + " out.y");
+  y.backward(f.get(c + ".in.upstream"));  // loss = sum(y * upstream)
+  check_close(x.grad(), f.get(c + ".grad.x"), c + " grad.x");
+  for (auto& [name, p] : ffn.named_parameters()) check_close(p.grad(), f.get(c + ".grad." + name), c + " grad." + name);
+}
+
+}  // namespace
+
+TEST_CASE("FeedForward (ReLU) matches PyTorch: output and every gradient (fixture ffn_relu)") {
+  ffn_fixture_case("ffn_relu", nn::Activation::ReLU);
+}
+
+TEST_CASE("FeedForward (exact GELU) matches PyTorch: output and every gradient (fixture ffn_gelu)") {
+  ffn_fixture_case("ffn_gelu", nn::Activation::GELU);
+}
+
+TEST_CASE("feed_forward rejects mismatched input, weight and bias shapes, naming them") {
+  nn::FeedForward ffn(4, 6);
+  check_error([&] { ffn(Var(Tensor::zeros({2, 5}))); }, {"feed_forward", "(2,5)", "(6,4)"});
+  Var x(Tensor::zeros({2, 4}));
+  check_error([&] {
+    nn::feed_forward(x, ffn.linear1->weight, ffn.linear1->bias, Var(Tensor::zeros({4, 5})),
+                     ffn.linear2->bias);
+  }, {"feed_forward", "(4,5)"});
+  check_error([&] {
+    nn::feed_forward(x, ffn.linear1->weight, Var(Tensor::zeros({4})), ffn.linear2->weight,
+                     ffn.linear2->bias);
+  }, {"feed_forward", "b1", "(4)"});
+  check_error([] { nn::FeedForward bad(4, 0); }, {"FeedForward", "F 0"});
+}
