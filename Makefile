@@ -151,7 +151,7 @@ test: $(B32)/qkv_tests $(B64)/qkv_grad_tests $(EXAMPLES) $(PC32)
 ifneq ($(MPI),1)
 export QKV_MPI_BIN := $(BUILD)/$(MODE)-mpi-f32
 .PHONY: mpi-train
-test: mpi-train
+test bench bench-torch: mpi-train
 mpi-train: | deps
 	@if command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then \
 	  env -u MAKEFLAGS -u MFLAGS $(MAKE) --no-print-directory MPI=1 SANITIZE=$(SANITIZE) BUILD=$(BUILD) \
@@ -170,10 +170,10 @@ step: $(B32)/step_through
 	$(B32)/step_through
 
 bench: $(BENCHES)
-	bash bench/run.sh $(B32)
+	BENCH_MPI_BUILD=$(QKV_MPI_BIN) bash bench/run.sh $(B32)
 
 bench-torch: $(BENCHES)
-	bash bench/run.sh $(B32) --torch
+	BENCH_MPI_BUILD=$(QKV_MPI_BIN) bash bench/run.sh $(B32) --torch
 
 fixtures:
 	/usr/bin/python3 tests/pytorch/make_fixtures.py

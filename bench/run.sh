@@ -30,6 +30,9 @@
 #   BENCH_TORCH_LOADED_LIMIT  seconds after which a PyTorch run under the load
 #                   stops timing steps (default 30; at least 3 steps are timed)
 #   BENCH_OUT       report path (default BENCHMARKS.md at the top of the tree)
+#   BENCH_DECODE    0: do not retake the decoding section (bench/run_decode.sh)
+#   BENCH_MPI       0: do not retake the data-parallel section (bench/run_mpi.sh)
+#   BENCH_MPI_BUILD the MPI build's directory (make bench passes build/rel-mpi-f32)
 #   BENCH_RESULTS   a JSONL file to append every run to, and to report from
 #                   with the runs already in it (e.g. base run earlier on its
 #                   own); default: a temporary file, this run's runs only
@@ -66,6 +69,8 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qkv-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
+# The report as it was, for the sections this run does not retake (see the end).
+if [ -f "$OUT" ]; then cp "$OUT" "$WORK/old_report.md"; else : > "$WORK/old_report.md"; fi
 if [ -n "${BENCH_RESULTS:-}" ]; then
   touch "$BENCH_RESULTS"
   RESULTS=$(cd "$(dirname "$BENCH_RESULTS")" && pwd)/$(basename "$BENCH_RESULTS")
@@ -450,10 +455,28 @@ PYEOF
 # The hand-written profile summary (bench/PROFILE.md) closes the report.
 if [ -f "$ROOT/bench/PROFILE.md" ]; then cat "$ROOT/bench/PROFILE.md" >> "$OUT"; fi
 
-# ==== decoding benchmark (bench/run_decode.sh) ===================================
-# Appends the "Decoding" section (between <!-- decode:begin/end --> markers) to
-# the report just written. BENCH_DECODE=0 skips it.
+# ==== decoding and data-parallel benchmarks ========================================
+# bench/run_decode.sh writes the "Decoding" section (between <!-- decode:begin/end
+# --> markers) and bench/run_mpi.sh the "Data parallel over MPI" one (<!--
+# mpi:begin/end -->), each into the report just written. BENCH_DECODE=0 or
+# BENCH_MPI=0 skips one; a section not retaken is carried over from the report
+# as it was before this run, so no figures are lost.
+carry_over() {  # carry_over <name>: the old report's <name> section, re-appended
+  local block
+  block=$(sed -n "/<!-- $1:begin -->/,/<!-- $1:end -->/p" "$WORK/old_report.md")
+  [ -n "$block" ] && printf '\n%s\n' "$block" >> "$OUT"
+  return 0
+}
 if [ "${BENCH_DECODE:-1}" != 0 ]; then
   BENCH_OUT="$OUT" bash "$ROOT/bench/run_decode.sh" "$BUILD_DIR" $([ "$TORCH" = 1 ] && echo --torch)
+else
+  carry_over decode
 fi
-# ==== end of the decoding benchmark =================================================
+MPI_BUILD=${BENCH_MPI_BUILD:-}
+if [ "${BENCH_MPI:-1}" != 0 ] && [ -n "$MPI_BUILD" ] && [ -x "$MPI_BUILD/train" ] && command -v mpirun >/dev/null; then
+  BENCH_OUT="$OUT" bash "$ROOT/bench/run_mpi.sh" "$BUILD_DIR" "$MPI_BUILD"
+else
+  [ "${BENCH_MPI:-1}" != 0 ] && echo "run.sh: no MPI trainer or mpirun (BENCH_MPI_BUILD=$MPI_BUILD): the MPI section is carried over"
+  carry_over mpi
+fi
+# ==== end of the decoding and data-parallel benchmarks ==============================
