@@ -39,7 +39,9 @@ VarList topological_order(const Var& root) {
 
 namespace {
 // Adds g into a leaf's (or retaining non-leaf's) .grad. The first time, the
-// gradient is copied: g may be shared with other tensors of the graph.
+// gradient is copied: g may be shared with other tensors of the graph. A
+// .grad of another shape than g (the variable's data was replaced by a tensor
+// of a new shape since its last backward) is not added to but replaced.
 void accumulate_into(VarImpl* v, const Tensor& g) {
   if (!v->grad.defined() || v->grad.shape() != g.shape())
     v->grad = g.clone();

@@ -45,9 +45,11 @@
 // pass: never modify it in place (returning it, or a reshape of it, is fine).
 // Return exactly one Tensor per input, in the order given to make_result,
 // each of that input's shape (the engine checks the count and the shapes and
-// throws naming the op). An entry may be left undefined (Tensor()) when
-// needs_grad(i) is false; the engine ignores entries for such inputs anyway,
-// so skip their work. The engine sums the gradients of an input used several
+// throws naming the op). An entry may be left undefined (Tensor()): the
+// engine reads that as a zero gradient and adds nothing. Do so when
+// needs_grad(i) is false (the engine ignores entries for such inputs anyway,
+// so skip their work), or when the op sends input i nothing: self-attention
+// gets one Var as both inputs and returns all of dx for the first. The engine sums the gradients of an input used several
 // times and adds leaves' gradients into .grad(). Backward may throw
 // qkv::Error; the exception leaves loss.backward().
 //
@@ -81,8 +83,8 @@ class Node {
   // The op's name, for error messages and graph dumps ("matmul", "layer_norm").
   virtual const char* name() const = 0;
   // Given dL/d(output) (out_shape; do not modify it), return dL/d(input i)
-  // for every input, in order, each of input i's shape. An entry may be left
-  // undefined when needs_grad(i) is false. See the contract above.
+  // for every input, in order, each of input i's shape. An undefined entry is
+  // a zero gradient. See the contract above.
   virtual TensorList backward(const Tensor& grad_out) = 0;
   // Frees what forward saved for backward. Called after backward unless the
   // graph is retained.

@@ -29,6 +29,13 @@ int get_num_threads();
 // a second thread costs tens of microseconds, more than the work it would take.
 inline constexpr int64_t kParallelGrain = 32768;
 
+// The grain of a loop over items that each do `work_per_item` elements of
+// work (a row of D numbers, say): enough items that a task holds about
+// kParallelGrain elements, and at least one.
+inline int64_t grain_for(int64_t work_per_item) {
+  return work_per_item >= kParallelGrain ? 1 : kParallelGrain / (work_per_item > 1 ? work_per_item : 1);
+}
+
 namespace detail {
 // True while the calling thread runs the parts of a benched team in turn
 // (run_parts): code called from there must act as inside a region.

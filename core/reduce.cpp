@@ -34,10 +34,6 @@ AxisView axis_view(const Tensor& a, int axis, bool keepdim, const char* op) {
   return v;
 }
 
-int64_t grain_for(int64_t work_per_item) {
-  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(work_per_item, 1));
-}
-
 }  // namespace
 
 Tensor sum(const Tensor& a, int axis, bool keepdim) {

@@ -1,13 +1,15 @@
 // Multi-head attention (Vaswani et al., section 3.2) as one fused op with a
-// hand-written backward. Read top to bottom:
+// hand-written backward. Read top to bottom, in the order data flows:
 //   1. the maths, forward and backward (this comment);
-//   2. attention_forward: the heads' kernel (scores, mask, softmax, P V);
-//   3. attention_backward: its gradient, each step under the forward line it
-//      differentiates;
-//   4. the input projections Q, K, V, stacked so one sgemm serves each input;
-//   5. AttentionNode, the adapter: what forward saves, and a backward that
+//   2. forward: project_inputs makes Q, K, V, stacked so one sgemm serves
+//      each input; then attention_forward, the heads' kernel (scores, mask,
+//      softmax, P V);
+//   3. backward, in reverse: attention_backward, the heads' gradient, each
+//      step under the forward line it differentiates; then
+//      project_inputs_backward;
+//   4. AttentionNode, the adapter: what forward saves, and a backward that
 //      calls the kernels;
-//   6. multi_head_attention, the public op, and the MultiHeadAttention module.
+//   5. multi_head_attention, the public op, and the MultiHeadAttention module.
 //
 // Sizes: B batch, T query (target) length, S key (source) length, D d_model,
 // H heads, d_k = D / H the head size.
@@ -120,7 +122,57 @@ struct QKVGradColumns {
   int64_t ldq, ldkv;
 };
 
-// ---- Forward kernel ---------------------------------------------------------------------
+// ---- Forward: the input projections -----------------------------------------------------
+
+// The projections that read the same input are stacked, so that one sgemm
+// computes them all:
+//   self-attention:   QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]   (B*T, 3D)
+//   cross-attention:  Q   = xq Wq^T + bq                       (B*T, D)
+//                     KV  = xkv [Wk; Wv]^T + [bk; bv]           (B*S, 2D)
+// MultiHeadAttention keeps its weights back to back in one buffer, so the
+// stack is the first weight itself; other callers' weights are copied
+// (core/stacked.h). Forward keeps all of it for backward.
+struct InputProjections {
+  Tensor W_qkv, QKV;        // self:  [Wq; Wk; Wv] (3D, D), QKV (B*T, 3D)
+  Tensor W_q, Q, W_kv, KV;  // cross: Wq (D, D), Q (B*T, D), [Wk; Wv] (2D, D), KV (B*S, 2D)
+
+  bool self() const { return QKV.defined(); }
+  QKVColumns columns(int64_t D) const {
+    if (self()) return {QKV.data(), QKV.data() + D, QKV.data() + 2 * D, 3 * D, 3 * D};
+    return {Q.data(), KV.data(), KV.data() + D, D, 2 * D};
+  }
+};
+
+InputProjections project_inputs(const Var& xq, const Var& xkv, bool self, const Var& wq,
+                                const Var& bq, const Var& wk, const Var& bk, const Var& wv,
+                                const Var& bv, const AttentionSizes& dims) {
+  const int64_t B = dims.B, T = dims.T, S = dims.S, D = dims.D;
+  const bool has_bias = bq.defined();
+  InputProjections p;
+  Tensor W_copy, b_copy;  // (k*D, D), (k*D): the stacks, when they have to be copied
+  if (self) {
+    const real* W = stacked({&wq.data(), &wk.data(), &wv.data()}, D * D, W_copy);  // (3D, D)
+    const real* b = has_bias ? stacked({&bq.data(), &bk.data(), &bv.data()}, D, b_copy) : nullptr;  // (3D)
+    p.QKV = Tensor::empty({B * T, 3 * D});
+    linear_forward(xq.data(), W, b, 3 * D, p.QKV.data());  // (B*T, D) x (D, 3D) -> (B*T, 3D)
+    // Keeps the stack alive. When it is the module's packed buffer, wq's
+    // storage holds all three weights and backward reads 3*D*D from its start.
+    p.W_qkv = W_copy.defined() ? W_copy : wq.data();
+  } else {
+    p.Q = Tensor::empty({B * T, D});
+    linear_forward(xq.data(), wq.data().data(), has_bias ? bq.data().data() : nullptr, D,
+                   p.Q.data());  // (B*T, D) x (D, D) -> (B*T, D)
+    const real* W = stacked({&wk.data(), &wv.data()}, D * D, W_copy);  // (2D, D)
+    const real* b = has_bias ? stacked({&bk.data(), &bv.data()}, D, b_copy) : nullptr;  // (2D)
+    p.KV = Tensor::empty({B * S, 2 * D});
+    linear_forward(xkv.data(), W, b, 2 * D, p.KV.data());  // (B*S, D) x (D, 2D) -> (B*S, 2D)
+    p.W_q = wq.data();
+    p.W_kv = W_copy.defined() ? W_copy : wk.data();
+  }
+  return p;
+}
+
+// ---- Forward: the heads' kernel ---------------------------------------------------------
 
 // For every sequence b and head h:  Z = scale Q_h K_h^T + M,  P = softmax(Z),
 // O_h = P V_h. Writes P (B,H,T,S) and O (B*T, D), head h into its columns.
@@ -151,7 +203,7 @@ void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMa
       /*grain=*/2);
 }
 
-// ---- Backward kernel --------------------------------------------------------------------
+// ---- Backward: the heads' kernel --------------------------------------------------------
 
 // Softmax backward of a (T, S) block, in place: dP in, dZ out, row by row,
 //   dZ = P * (dP - rowsum(dP * P)).
@@ -180,7 +232,7 @@ void attention_backward(const QKVGradColumns& grad, real* O_again, const real* d
   parallel_for(
       dims.B * H,
       [&](int64_t bh0, int64_t bh1) {
-        real* dZ = scratch.mine();  // (T, S)
+        real* dP = scratch.mine();  // (T, S)
         for (int64_t bh = bh0; bh < bh1; ++bh) {
           const int64_t b = bh / H, h = bh % H;
           const real* Pbh = P + bh * T * S;                       // (T, S)
@@ -199,13 +251,14 @@ void attention_backward(const QKVGradColumns& grad, real* O_again, const real* d
 
           // forward: O_h = P V_h
           //   dP = dO_h V_h^T        (T, d_k) x (d_k, S) -> (T, S)
-          gemm(false, true, T, S, d_k, 1, dOh, D, Vh, in.ldkv, 0, dZ, S);
+          gemm(false, true, T, S, d_k, 1, dOh, D, Vh, in.ldkv, 0, dP, S);
           //   dV_h = P^T dO_h        (S, T) x (T, d_k) -> (S, d_k)
           gemm(true, false, S, d_k, T, 1, Pbh, S, dOh, D, 0, dVh, grad.ldkv);
 
           // forward: P = softmax(Z)
           //   dZ = P * (dP - rowsum(dP * P))          (T, S), in place over dP
-          softmax_backward_in_place(dZ, Pbh, T, S);
+          softmax_backward_in_place(dP, Pbh, T, S);
+          const real* dZ = dP;
 
           // forward: Z = scale Q_h K_h^T + M  (M is a constant)
           //   dQ_h = scale dZ K_h    (T, S) x (S, d_k) -> (T, d_k)
@@ -217,55 +270,7 @@ void attention_backward(const QKVGradColumns& grad, real* O_again, const real* d
       /*grain=*/2);
 }
 
-// ---- The input projections --------------------------------------------------------------
-
-// The projections that read the same input are stacked, so that one sgemm
-// computes them all:
-//   self-attention:   QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]   (B*T, 3D)
-//   cross-attention:  Q   = xq Wq^T + bq                       (B*T, D)
-//                     KV  = xkv [Wk; Wv]^T + [bk; bv]           (B*S, 2D)
-// MultiHeadAttention keeps its weights back to back in one buffer, so the
-// stack is the first weight itself; other callers' weights are copied
-// (core/stacked.h). Forward keeps all of it for backward.
-struct InputProjections {
-  Tensor W_qkv, QKV;        // self:  [Wq; Wk; Wv] (3D, D), QKV (B*T, 3D)
-  Tensor W_q, Q, W_kv, KV;  // cross: Wq (D, D), Q (B*T, D), [Wk; Wv] (2D, D), KV (B*S, 2D)
-
-  bool self() const { return QKV.defined(); }
-  QKVColumns columns(int64_t D) const {
-    if (self()) return {QKV.data(), QKV.data() + D, QKV.data() + 2 * D, 3 * D, 3 * D};
-    return {Q.data(), KV.data(), KV.data() + D, D, 2 * D};
-  }
-};
-
-InputProjections project_inputs(const Var& xq, const Var& xkv, bool self, const Var& wq,
-                                const Var& bq, const Var& wk, const Var& bk, const Var& wv,
-                                const Var& bv, const AttentionSizes& dims) {
-  const int64_t B = dims.B, T = dims.T, S = dims.S, D = dims.D;
-  const bool has_bias = bq.defined();
-  InputProjections p;
-  Tensor W_copy, b_copy;  // (k*D, D), (k*D): the stacks, when they have to be copied
-  if (self) {
-    const real* W = stacked({&wq.data(), &wk.data(), &wv.data()}, D * D, W_copy);
-    const real* b = has_bias ? stacked({&bq.data(), &bk.data(), &bv.data()}, D, b_copy) : nullptr;
-    p.QKV = Tensor::empty({B * T, 3 * D});
-    linear_forward(xq.data(), W, b, 3 * D, p.QKV.data());  // (B*T, D) x (D, 3D) -> (B*T, 3D)
-    // Keeps the stack alive. When it is the module's packed buffer, wq's
-    // storage holds all three weights and backward reads 3*D*D from its start.
-    p.W_qkv = W_copy.defined() ? W_copy : wq.data();
-  } else {
-    p.Q = Tensor::empty({B * T, D});
-    linear_forward(xq.data(), wq.data().data(), has_bias ? bq.data().data() : nullptr, D,
-                   p.Q.data());  // (B*T, D) x (D, D) -> (B*T, D)
-    const real* W = stacked({&wk.data(), &wv.data()}, D * D, W_copy);
-    const real* b = has_bias ? stacked({&bk.data(), &bv.data()}, D, b_copy) : nullptr;
-    p.KV = Tensor::empty({B * S, 2 * D});
-    linear_forward(xkv.data(), W, b, 2 * D, p.KV.data());  // (B*S, D) x (D, 2D) -> (B*S, 2D)
-    p.W_q = wq.data();
-    p.W_kv = W_copy.defined() ? W_copy : wk.data();
-  }
-  return p;
-}
+// ---- The input projections' backward ----------------------------------------------------
 
 // The projections' gradients dQKV (B*T, 3D), or dQ (B*T, D) and dKV (B*S, 2D):
 // the stacked layout of forward, so each input's backward is one sgemm too.
@@ -305,8 +310,8 @@ InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputPro
   if (want_dxkv && !p.self()) r.dxkv = Tensor::empty(xkv.shape());
   r.dW = Tensor::empty({3 * D, D});
   if (has_bias) r.db = Tensor::empty({3 * D});
-  real* dxq = want_dxq ? r.dxq.data() : nullptr;
-  real* db = has_bias ? r.db.data() : nullptr;
+  real* dxq = want_dxq ? r.dxq.data() : nullptr;  // (B*T, D), or null: not wanted
+  real* db = has_bias ? r.db.data() : nullptr;     // (3D), or null: no biases
   if (p.self()) {
     linear_backward(g.dQKV.data(), xq, p.W_qkv.data(), 3 * D, dxq, r.dW.data(), db);
   } else {
@@ -321,11 +326,13 @@ InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputPro
 
 // ---- The Node adapter -------------------------------------------------------------------
 
-// Saves exactly what backward needs, all of it tensors that exist anyway
-// (shared storage, no copies): the inputs and weights for the projections'
-// gradients, the projections Q, K, V, the probabilities P, and the head
-// outputs O only when the memory policy keeps them (nn/attention_internal.h);
-// otherwise backward makes O again from P and V.
+// Saves exactly what backward needs: the inputs and weights for the
+// projections' gradients, the projections Q, K, V, the probabilities P, and
+// the head outputs O only when the memory policy keeps them
+// (nn/attention_internal.h); otherwise backward makes O again from P and V.
+// These are tensors forward made anyway, shared, not copied; the one copy is
+// the stacked [Wq; Wk; Wv] that project_inputs makes when the caller's
+// weights are not already rows of one buffer, kept until backward.
 struct AttentionNode : Node {
   AttentionSizes dims{};
   bool has_bias = false;
@@ -360,8 +367,10 @@ struct AttentionNode : Node {
     //   dxq, dxkv, and dW, db for [Wq; Wk; Wv], [bq; bk; bv]
     InputGrads g = project_inputs_backward(dproj, in, xq, xkv, needs_grad(0), needs_grad(1),
                                            has_bias, D);
+    // (D, D) each: the row blocks of d[Wq; Wk; Wv] (3D, D)
     Tensor dWq = g.dW.slice0(0, D), dWk = g.dW.slice0(D, 2 * D), dWv = g.dW.slice0(2 * D, 3 * D);
     if (has_bias) {
+      // (D) each, of d[bq; bk; bv] (3D)
       Tensor dbq = g.db.slice0(0, D), dbk = g.db.slice0(D, 2 * D), dbv = g.db.slice0(2 * D, 3 * D);
       return {g.dxq, g.dxkv, dWq, dbq, dWk, dbk, dWv, dbv, dWo, dbo};
     }
@@ -445,7 +454,7 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
   linear_forward(O, wo.data().data(), has_bias ? bo.data().data() : nullptr, D, Y.data());
   if (probs_out) *probs_out = P;
 
-  // Save for backward (references, no copies); O only if the memory policy keeps it.
+  // Save for backward (shared, not copied); O only if the memory policy keeps it.
   node->dims = dims;
   node->has_bias = has_bias;
   node->xq = xq.data();
@@ -499,7 +508,7 @@ Var MultiHeadAttention::forward(const Var& xq, const Var& xkv, const AttentionMa
   return y;
 }
 
-// ---- Machinery: the memory policy's test hook (nn/attention_internal.h) ------------------
+// ---- Machinery: the memory policy's test hook (nn/attention_internal.h) -----------------
 
 namespace detail {
 

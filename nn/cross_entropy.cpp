@@ -1,3 +1,10 @@
+// Cross-entropy with label smoothing as one fused op, read top to bottom:
+//   1. the maths, forward and backward;
+//   2. the forward kernel: softmax, then the smoothed loss of each row;
+//   3. the backward kernel: (p - q) / n_valid;
+//   4. the Node adapter: what is saved, and the call of the backward kernel;
+//   5. cross_entropy, the public op: checks, forward kernel, node.
+// docs/cross-entropy.md derives the gradient step by step.
 #include "nn/cross_entropy.h"
 
 #include <algorithm>
@@ -13,44 +20,98 @@
 
 namespace qkv::nn {
 
-// Saved: the softmax probabilities p (N, V), the targets, and the count of
-// rows that are not ignored. Ignored rows of p are computed but never read.
+// ============================================================================
+// 1. The maths
+// ============================================================================
+// Logits x (N, V), one target y per row, smoothing eps (the argument
+// label_smoothing; `smoothing` below; the ε of PyTorch's docs). Per row:
+//
+//   lse    = log sum_c exp(x_c),   logp_c = x_c - lse,   p = softmax(x)
+//   q_c    = (1 - eps) [c == y] + eps / V      the smoothed target, sums to 1
+//   loss_r = -sum_c q_c logp_c
+//          = (1 - eps) (lse - x_y) + eps / V (V lse - sum_c x_c)
+//   loss   = sum of loss_r over the counted rows (y != ignore_index) / n_valid
+//
+// Backward: d lse / dx_c = p_c, and sum_c q_c = 1, so
+//   d loss_r / dx_c = sum_k q_k (p_c - [c == k]) = p_c - q_c
+// and with dL/dloss = g:
+//   dx[r, c] = g (p_c - q_c) / n_valid   for a counted row, 0 for an ignored one.
+//
+// Saved for backward: p (N, V), the targets and n_valid. q is rebuilt from
+// the targets, eps and V. Ignored rows of p are computed but never read.
+
+// ============================================================================
+// 2. The forward kernel
+// ============================================================================
+// x (N, V) -> p (N, V), and the sum of loss_r over the counted rows. The core
+// row softmax gives each row's lse and sum_c x_c with p, in its passes over
+// the row; the row losses are added in row order, in double, so the result
+// does not depend on the thread count.
+double cross_entropy_forward(const real* x, const int64_t* targets, int64_t N, int64_t V,
+                             int64_t ignore_index, real smoothing, real* p) {
+  PoolVector<RowSums> sums(N);  // (N): lse and sum_c x_c of each row
+  softmax_rows(x, p, N, V, sums.data());
+  const double eps = smoothing;
+  double total = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    const int64_t y = targets[r];
+    if (y == ignore_index) continue;
+    const double lse = sums[r].lse;
+    const double nll = lse - x[r * V + y];              // -logp_y
+    const double all = V * lse - sums[r].sum_x;         // sum_c -logp_c
+    total += (1 - eps) * nll + eps / static_cast<double>(V) * all;
+  }
+  return total;
+}
+
+// ============================================================================
+// 3. The backward kernel
+// ============================================================================
+// p (N, V) -> dx (N, V) = scale (p - q), scale = g / n_valid; ignored rows 0.
+// q is eps / V off the target and 1 - eps + eps / V at it, so each row is
+// (p_c - eps / V) scale, then (1 - eps) scale taken off at c = y.
+void cross_entropy_backward(const real* __restrict p, const int64_t* targets, int64_t N,
+                            int64_t V, int64_t ignore_index, real smoothing, real scale,
+                            real* __restrict dx) {
+  const real off = smoothing / static_cast<real>(V);  // q_c for c != y
+  const real on = real(1) - smoothing;                // q_y - off
+  parallel_for(
+      N,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          real* __restrict dr = dx + r * V;       // (V): row r of dx
+          const int64_t y = targets[r];
+          if (y == ignore_index) {
+            std::fill(dr, dr + V, real(0));
+            continue;
+          }
+          const real* __restrict pr = p + r * V;  // (V): row r of p
+#pragma omp simd
+          for (int64_t c = 0; c < V; ++c) dr[c] = (pr[c] - off) * scale;
+          dr[y] -= on * scale;
+        }
+      },
+      grain_for(V));
+}
+
+// ============================================================================
+// 4. The Node adapter
+// ============================================================================
 struct CrossEntropyNode : Node {
-  Tensor p;
-  PoolVector<int64_t> targets;  // pooled: a copy is made every step
+  Tensor p;                     // (N, V) (or (B, T, V)): the softmax of the logits
+  PoolVector<int64_t> targets;  // (N); pooled: a copy is made every step
   int64_t ignore_index = -100;
-  int64_t n_valid = 0;
+  int64_t n_valid = 0;          // rows whose target is not ignore_index
   real smoothing = 0;
   const char* name() const override { return "cross_entropy"; }
 
-  // d(-logp[c]) / dlogits = softmax - onehot(c), so with q = (1 - eps) onehot(y) + eps / V
-  // (the smoothed target, summing to 1): dlogits_i = (p_i - q_i) / n_valid; ignored rows 0.
   TensorList backward(const Tensor& g) override {
     const int64_t V = p.size(-1), N = p.numel() / V;
-    Tensor d = Tensor::empty(p.shape());
-    real* __restrict dp = d.data();
-    const real* __restrict pp = p.data();
+    Tensor dx = Tensor::empty(p.shape());  // the logits' shape
     const real scale = n_valid > 0 ? g.item() / static_cast<real>(n_valid) : real(0);
-    const real off = smoothing / static_cast<real>(V);  // q off the target
-    const real on = real(1) - smoothing;                // q at the target, less off
-    parallel_for(
-        N,
-        [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            real* __restrict dr = dp + r * V;
-            const int64_t y = targets[r];
-            if (y == ignore_index) {
-              std::fill(dr, dr + V, real(0));
-              continue;
-            }
-            const real* __restrict pr = pp + r * V;
-#pragma omp simd
-            for (int64_t c = 0; c < V; ++c) dr[c] = (pr[c] - off) * scale;
-            dr[y] -= on * scale;
-          }
-        },
-        std::max<int64_t>(1, kParallelGrain / V));
-    return {d};
+    cross_entropy_backward(p.data(), targets.data(), N, V, ignore_index, smoothing, scale,
+                           dx.data());
+    return {dx};
   }
   void release_saved() override {
     p = Tensor();
@@ -58,9 +119,13 @@ struct CrossEntropyNode : Node {
   }
 };
 
-Var cross_entropy(const Var& logits, const std::vector<int64_t>& targets, int64_t ignore_index,
-                  real label_smoothing) {
-  const Tensor& X = logits.data();
+// ============================================================================
+// 5. The public op
+// ============================================================================
+namespace {
+// The shape, target and smoothing checks. Returns n_valid, the counted rows.
+int64_t check_cross_entropy_args(const Tensor& X, const std::vector<int64_t>& targets,
+                                 int64_t ignore_index, real label_smoothing) {
   if (X.dim() < 2 || X.size(-1) == 0)
     throw Error("cross_entropy: logits " + to_string(X.shape()) +
                 " must be (N, V) or (B, T, V) with V > 0");
@@ -72,35 +137,28 @@ Var cross_entropy(const Var& logits, const std::vector<int64_t>& targets, int64_
     throw Error("cross_entropy: label_smoothing must be in [0, 1], got " +
                 std::to_string(label_smoothing));
   int64_t n_valid = 0;
-  for (int64_t i = 0; i < N; ++i) {
-    const int64_t y = targets[i];
+  for (int64_t r = 0; r < N; ++r) {
+    const int64_t y = targets[r];
     if (y == ignore_index) continue;
     if (y < 0 || y >= V)
-      throw Error("cross_entropy: target " + std::to_string(y) + " at index " + std::to_string(i) +
+      throw Error("cross_entropy: target " + std::to_string(y) + " at index " + std::to_string(r) +
                   " is out of range [0, V) with V = " + std::to_string(V) +
                   " (and is not ignore_index " + std::to_string(ignore_index) + ")");
     ++n_valid;
   }
+  return n_valid;
+}
+}  // namespace
 
-  // p = softmax(x) (N, V), kept for backward, with each row's
-  // lse = log(sum_c exp(x_c)) and sum_c x_c: the core row softmax computes all
-  // three in its passes over the row. Then per row, as logp_c = x_c - lse:
-  //   -logp[y] = lse - x_y;  sum_c(-logp[c]) = V * lse - sum_c x_c.
-  // (Ignored rows are computed too, and never read.)
-  Tensor p = Tensor::empty(X.shape());
-  PoolVector<RowSums> sums(N);
-  softmax_rows(X.data(), p.data(), N, V, sums.data());
-  const real* __restrict xp = X.data();
-  const double eps = label_smoothing;
-  double total = 0;
-  for (int64_t r = 0; r < N; ++r) {  // in row order: deterministic
-    const int64_t y = targets[r];
-    if (y == ignore_index) continue;
-    const double lse = sums[r].lse;
-    const double nll = lse - xp[r * V + y];
-    const double smooth = V * lse - sums[r].sum_x;  // sum_c(-logp[c])
-    total += (1 - eps) * nll + eps / static_cast<double>(V) * smooth;
-  }
+Var cross_entropy(const Var& logits, const std::vector<int64_t>& targets, int64_t ignore_index,
+                  real label_smoothing) {
+  const Tensor& X = logits.data();  // (N, V) or (B, T, V)
+  const int64_t n_valid = check_cross_entropy_args(X, targets, ignore_index, label_smoothing);
+  const int64_t V = X.size(-1), N = X.numel() / V;
+
+  Tensor p = Tensor::empty(X.shape());  // the softmax, kept for backward
+  const double total = cross_entropy_forward(X.data(), targets.data(), N, V, ignore_index,
+                                             label_smoothing, p.data());
   const real loss = n_valid > 0 ? static_cast<real>(total / static_cast<double>(n_valid)) : real(0);
 
   auto node = make_node<CrossEntropyNode>();

@@ -71,7 +71,7 @@ Var embedding(const Var& weight, const std::vector<int64_t>& ids, const Shape& s
           for (int64_t j = 0; j < D; ++j) orow[j] = scale * wr[j];
         }
       },
-      std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)));
+      grain_for(D));
 
   auto node = make_node<EmbeddingNode>();
   node->weight_shape = W.shape();

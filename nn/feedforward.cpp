@@ -67,11 +67,12 @@ Tensor activate(Tensor& pre, Activation act) {
   Tensor h = Tensor::empty(pre.shape());
   real* __restrict hp = h.data();
   const real* __restrict pp = pre.data();
-  // GELU's erf + exp per element is worth a thread sooner.
+  // GELU's erf + exp costs about 8 simple element operations: a thread is
+  // worth it at an eighth of the elements.
   parallel_for(NF, [&](int64_t b, int64_t e) {
 #pragma omp simd
     for (int64_t i = b; i < e; ++i) hp[i] = gelu_scalar(pp[i]);
-  }, kParallelGrain / 8);
+  }, grain_for(8));
   return h;
 }
 
@@ -122,8 +123,8 @@ void activation_backward(real* dpre, const real* act_in, Activation act, int64_t
             for (int64_t j = 0; j < F; ++j) acc[j] += d[j];
         }
       },
-      // GELU's erf + exp per element is worth a thread sooner.
-      std::max<int64_t>(1, (relu ? kParallelGrain : kParallelGrain / 8) / F));
+      // a row of GELU's derivative counts as 8 F elements of work (as above)
+      grain_for(relu ? F : 8 * F));
   if (want_db1) db1_parts.sum_into(db1);
 }
 
@@ -135,17 +136,22 @@ void feed_forward_backward(const real* dy, const Tensor& x, const Tensor& W1, co
                            const Hidden& hidden, Activation act, real* dx, real* dW1, real* db1,
                            real* dW2, real* db2) {
   const int64_t F = W1.size(0), D = W1.size(1), N = x.numel() / D;
-  // Second linear: dh (N,F) = dy (N,D) W2 (D,F), written into dpre;
-  // dW2 = dy^T h; db2 = sum over rows of dy.
+  // One (N, F) buffer holds dh, then dpre in place.
   const bool want_dpre = dx || dW1 || db1;
-  Tensor dpre = want_dpre ? Tensor::empty({N, F}) : Tensor();
-  linear_backward(dy, hidden.h, W2.data(), D, want_dpre ? dpre.data() : nullptr, dW2, db2);
+  Tensor buffer = want_dpre ? Tensor::empty({N, F}) : Tensor();
+  real* dh = want_dpre ? buffer.data() : nullptr;  // (N, F)
+  // forward: y = h W2^T + b2
+  //   dh (N,F) = dy (N,D) W2 (D,F);  dW2 = dy^T h;  db2 = sum over rows of dy
+  linear_backward(dy, hidden.h, W2.data(), D, dh, dW2, db2);
   if (!want_dpre) return;
-  // dpre = dh * act'(pre), and db1.
+  // forward: h = act(pre)
+  //   dpre = dh * act'(pre), in place over dh; and db1 = sum over rows of dpre
   const bool relu = act == Activation::ReLU;
-  activation_backward(dpre.data(), relu ? hidden.h.data() : hidden.pre.data(), act, N, F, db1);
-  // First linear: dx (N,D) = dpre (N,F) W1 (F,D); dW1 = dpre^T x.
-  linear_backward(dpre.data(), x, W1.data(), F, dx, dW1, nullptr);
+  activation_backward(dh, relu ? hidden.h.data() : hidden.pre.data(), act, N, F, db1);
+  const real* dpre = dh;  // (N, F)
+  // forward: pre = x W1^T + b1
+  //   dx (N,D) = dpre (N,F) W1 (F,D);  dW1 = dpre^T x
+  linear_backward(dpre, x, W1.data(), F, dx, dW1, nullptr);
 }
 }  // namespace
 

@@ -80,7 +80,7 @@ void attend(const real* q, int64_t ldq, const real* kv, int64_t kv_stride, KvRow
           gemm(false, false, n, dk, L, 1, Pr, L, Kr + D, ldkv, 0, O + r * n * D + h * dk, D);
         }
       },
-      std::max<int64_t>(2, kParallelGrain / std::max<int64_t>(1, 2 * n * L * dk)));
+      std::max<int64_t>(2, grain_for(2 * n * L * dk)));
 }
 
 // Self-attention of x (R, n, D), the positions [t0, t0 + n), with the cached

@@ -50,11 +50,6 @@ namespace qkv::nn {
 // What backward needs is x, gamma and per row mean and rstd (N each): xhat is
 // recomputed from x as it is read, which saves an (N, D) buffer.
 
-namespace {
-// Row loops parallelise once the whole tensor is as big as one parallel grain.
-int64_t row_grain(int64_t D) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)); }
-}  // namespace
-
 // ============================================================================
 // 2. Forward kernel
 // ============================================================================
@@ -95,7 +90,7 @@ void layernorm_forward(real* y, real* mean, real* rstd, const real* x, const rea
         for (int64_t r = r0; r < r1; ++r)
           layernorm_forward_row(x + r * D, gamma, beta, D, eps, y + r * D, mean + r, rstd + r);
       },
-      row_grain(D));
+      grain_for(D));
 }
 
 // ============================================================================
@@ -157,7 +152,7 @@ void layernorm_backward(real* dx, real* dgamma, real* dbeta, const real* dy_, co
             dxr[j] = s * (dyr[j] * gamma[j] - mean_dxhat - (xr[j] - m) * s * mean_dxhat_xhat);
         }
       },
-      row_grain(D));
+      grain_for(D));
   if (dgamma) dgamma_parts.sum_into(dgamma);
   if (dbeta) dbeta_parts.sum_into(dbeta);
 }
@@ -264,14 +259,14 @@ void add_layernorm_forward(real* y, real* x, real* mean, real* rstd, const real*
       [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           real* __restrict xr = x + r * D;  // (D)
-          const real* __restrict ar = a + r * D;
-          const real* __restrict br = b + r * D;
+          const real* __restrict ar = a + r * D;  // (D)
+          const real* __restrict br = b + r * D;  // (D)
 #pragma omp simd
           for (int64_t j = 0; j < D; ++j) xr[j] = ar[j] + br[j];
           layernorm_forward_row(xr, gamma, beta, D, eps, y + r * D, mean + r, rstd + r);
         }
       },
-      row_grain(D));
+      grain_for(D));
 }
 
 // Inputs (a, b, gamma, beta); saved.x holds the sum a + b.

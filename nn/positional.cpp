@@ -59,7 +59,7 @@ Var add_positions(const Var& x, const Var& table) {
           for (int64_t k = 0; k < TD; ++k) yb[k] = xb[k] + pp[k];
         }
       },
-      std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(TD, 1)));
+      grain_for(TD));
   auto node = make_node<AddPositionsNode>();
   node->table_shape = P.shape();
   node->T = T;

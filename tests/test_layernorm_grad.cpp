@@ -78,8 +78,13 @@ TEST_CASE("layer_norm fused equals layer norm composed from primitive ops (3-D i
 
 TEST_CASE("layer_norm stays exact on rows far from zero (the one-pass variance does not cancel)") {
   Generator g(5);
-  // mean ~1000, spread ~1: a naive E[x^2] - E[x]^2 in float would lose every digit
+  // Spread ~1 around mean 1e3, then 1e7. The kernel sums in double, where an
+  // unshifted E[x^2] - E[x]^2 is still good to ~1e-10 at mean 1e3 but wrong
+  // by tens of percent at 1e7 (x^2 ~ 1e14 leaves the variance ~1 a digit or
+  // two of double's sixteen): only the shift by the row's first element
+  // passes the second case.
   testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({3, 16}, g, 1000), 1e-8);
+  testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({3, 16}, g, 1e7), 1e-8);
 }
 
 TEST_CASE("LayerNorm module: weight ones, bias zeros, forward equals layer_norm with them") {
