@@ -24,7 +24,8 @@ namespace qkv::nn {
 // 1. The maths
 // ============================================================================
 // The input x (..., D) is read as N rows of D (N = product of the leading
-// dims); W1 (F, D), b1 (F), W2 (D, F), b2 (D):
+// dims). F is the hidden width, d_ff in the paper (4 D there: 2048 for
+// D = 512). W1 (F, D), b1 (F), W2 (D, F), b2 (D):
 //   pre = x W1^T + b1      (N, D) x (D, F) -> (N, F)
 //   h   = act(pre)         (N, F), act = ReLU or GELU, elementwise
 //   y   = h W2^T + b2      (N, F) x (F, D) -> (N, D)
@@ -92,14 +93,14 @@ Hidden feed_forward_forward(real* y, const Tensor& x, const Tensor& W1, const re
 // 3. Backward kernel
 // ============================================================================
 
-// dpre (N, F) *= act'(pre), in place, row by row, reading act'(pre) off
-// act_in: h for ReLU, pre for GELU. When db1 (F) is not null, db1 = sum over
-// rows of dpre is made in the same pass, so dpre is not read again for it:
-// each thread adds the rows it made into its own (F) block (ThreadSums), and
-// the blocks are added in thread order at the end.
-void activation_backward(real* dpre, const real* act_in, Activation act, int64_t N, int64_t F,
+// dpre = dh * act'(pre), in place over d (N, F): dh in, dpre out, row by
+// row, reading act'(pre) off act_in: h for ReLU, pre for GELU. When db1 (F)
+// is not null, db1 = sum over rows of dpre is made in the same pass, so dpre
+// is not read again for it: each thread adds the rows it made into its own
+// (F) block (ThreadSums), and the blocks are added in thread order at the end.
+void activation_backward(real* d, const real* act_in, Activation act, int64_t N, int64_t F,
                          real* db1) {
-  real* __restrict dp = dpre;
+  real* __restrict dp = d;
   const real* __restrict ap = act_in;
   const bool relu = act == Activation::ReLU;
   const bool want_db1 = db1 != nullptr;
@@ -109,18 +110,18 @@ void activation_backward(real* dpre, const real* act_in, Activation act, int64_t
       [&](int64_t r0, int64_t r1) {
         real* __restrict acc = want_db1 ? db1_parts.mine() : nullptr;  // (F), this thread's share
         for (int64_t r = r0; r < r1; ++r) {
-          real* __restrict d = dp + r * F;        // (F)
+          real* __restrict dr = dp + r * F;       // (F): row r of dh, then of dpre
           const real* __restrict a = ap + r * F;  // (F)
           if (relu) {
 #pragma omp simd
-            for (int64_t j = 0; j < F; ++j) d[j] = a[j] > 0 ? d[j] : real(0);
+            for (int64_t j = 0; j < F; ++j) dr[j] = a[j] > 0 ? dr[j] : real(0);
           } else {
 #pragma omp simd
-            for (int64_t j = 0; j < F; ++j) d[j] *= gelu_grad_scalar(a[j]);
+            for (int64_t j = 0; j < F; ++j) dr[j] *= gelu_grad_scalar(a[j]);
           }
           if (acc)
 #pragma omp simd
-            for (int64_t j = 0; j < F; ++j) acc[j] += d[j];
+            for (int64_t j = 0; j < F; ++j) acc[j] += dr[j];
         }
       },
       // a row of GELU's derivative counts as 8 F elements of work (as above)
@@ -163,7 +164,7 @@ namespace {
 // Inputs (x, w1, b1, w2, b2). Saved: x (..., D), W1 (F, D), W2 (D, F) and the
 // hidden layer (section 2).
 struct FeedForwardNode : Node {
-  Tensor x, w1, w2;
+  Tensor x, w1, w2;  // (..., D), (F, D), (D, F)
   Hidden hidden;
   Activation act = Activation::ReLU;
   const char* name() const override { return "feed_forward"; }

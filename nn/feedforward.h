@@ -1,6 +1,7 @@
 // nn::FeedForward: the Transformer's position-wise feed-forward block,
 //   y = act(x W1^T + b1) W2^T + b2,
-// x (..., D), W1 (F, D), W2 (D, F). The parameters live in two Linear children
+// x (..., D), W1 (F, D), W2 (D, F), with F the hidden width (the paper's
+// d_ff, usually 4 D). The parameters live in two Linear children
 // (linear1, linear2) so their names match PyTorch's; the computation is one
 // fused op (nn::feed_forward) with its own backward.
 #pragma once

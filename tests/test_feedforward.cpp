@@ -4,7 +4,9 @@
 // test_feedforward_grad.cpp.
 #include <doctest/doctest.h>
 
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "autograd/qkv_autograd.h"
 #include "compare.h"
@@ -54,4 +56,23 @@ TEST_CASE("feed_forward rejects mismatched input, weight and bias shapes, naming
                      ffn.linear2->bias);
   }, {"feed_forward", "b1", "(4)"});
   check_error([] { nn::FeedForward bad(4, 0); }, {"FeedForward", "F 0"});
+}
+
+TEST_CASE("feed_forward on the worked example of docs/feedforward-backward.md: y and every gradient by hand") {
+  auto var = [](std::initializer_list<real> v, Shape s) {
+    return Var(Tensor::from_vector(std::vector<real>(v), s), true);
+  };
+  Var x = var({1, 2}, {1, 2});
+  Var w1 = var({1, 0, 0, 1, 1, -1}, {3, 2}), b1 = var({0, -3, 0.5}, {3});
+  Var w2 = var({1, 2, 3, -1, 0, 1}, {2, 3}), b2 = var({0, 0}, {2});
+  Var y = nn::feed_forward(x, w1, b1, w2, b2, nn::Activation::ReLU);
+  // pre = [1, -1, -0.5], h = [1, 0, 0], y = [1, -1]
+  CHECK(y.data().to_vector() == std::vector<real>{1, -1});
+  y.backward(Tensor::from_vector({2, 1}, {1, 2}));  // dy = [2, 1]
+  CHECK(w2.grad().to_vector() == std::vector<real>{2, 0, 0, 1, 0, 0});  // dy^T h
+  CHECK(b2.grad().to_vector() == std::vector<real>{2, 1});
+  // dh = [1, 4, 7]; only unit 1 is on, so dpre = [1, 0, 0]
+  CHECK(w1.grad().to_vector() == std::vector<real>{1, 2, 0, 0, 0, 0});  // dpre^T x
+  CHECK(b1.grad().to_vector() == std::vector<real>{1, 0, 0});
+  CHECK(x.grad().to_vector() == std::vector<real>{1, 0});  // dpre W1
 }
