@@ -79,11 +79,11 @@ export DEC_CMD="$ENVS$CMD" DEC_ROUNDS="$ROUNDS" DEC_REPEATS="$REPEATS" DEC_LOAD_
 export DEC_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 export DEC_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | head -n 1)" ]; then DEC_COMMIT+=" (with uncommitted changes)"; fi
-"$PY" - "$RESULTS" "$OUT" <<'PYEOF'
+"$PY" - "$RESULTS" "$OUT" "$ROOT/bench" <<'PYEOF'
 import json, os, sys
 
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
-out_path = sys.argv[2]
+out_path, bench_dir = sys.argv[2], sys.argv[3]
 E = os.environ
 
 
@@ -157,15 +157,8 @@ w("\"X vs Y\" = Y's time / X's time (above 1: X is faster). \"same tokens\": sha
   "whose output equals qkv's cached greedy output token for token. Timings on this shared "
   "machine move with the load shown above; compare figures from the same row.")
 w("<!-- decode:end -->")
-section = "\n".join(lines) + "\n"
-
-text = open(out_path).read() if os.path.exists(out_path) else "# qkv benchmarks\n"
-b, e = text.find("<!-- decode:begin -->"), text.find("<!-- decode:end -->")
-if b >= 0 and e > b:
-    text = text[:b] + section + text[e + len("<!-- decode:end -->"):].lstrip("\n")
-else:
-    text = text.rstrip("\n") + "\n\n" + section
-with open(out_path, "w") as fh:
-    fh.write(text)
+sys.path.insert(0, bench_dir)
+from report_section import write_section
+write_section(out_path, "decode", lines)
 print(f"wrote the Decoding section of {out_path}")
 PYEOF

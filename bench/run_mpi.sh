@@ -84,11 +84,13 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | head -n 1)" ]; then COMMIT+=" (with uncommitted changes)"; fi
 
 "$PY" - "$RESULTS" "$OUT" "$CONFIGS" "$LOAD_BEFORE" "$LOAD_AFTER" "$ROUNDS" \
-  "$(config_flags small)" "$(config_flags base)" "$(mpirun --version 2>&1 | head -1)" <<'PYEOF'
+  "$(config_flags small)" "$(config_flags base)" "$(mpirun --version 2>&1 | head -1)" "$ROOT/bench" "$COMMIT" <<'PYEOF'
 import datetime, os, sys
-res, out, configs, load_before, load_after, rounds, small_flags, base_flags, mpi_version = sys.argv[1:10]
+res, out, configs, load_before, load_after, rounds, small_flags, base_flags, mpi_version, bench_dir, commit = sys.argv[1:12]
 rows = [l.rstrip("\n").split("\t") for l in open(res) if l.strip()]
 best, params = {}, {}
 for cfg, setup, rnd, ms, tok, ar, load, n in rows:
@@ -100,7 +102,7 @@ loads = [float(r[6]) for r in rows]
 now = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
 lines = ["<!-- mpi:begin -->", "## Data parallel over MPI", ""]
 w = lines.append
-w(f"Written by `bash bench/run_mpi.sh` (run last by `make bench`), {now}, on "
+w(f"Written by `bash bench/run_mpi.sh` (run last by `make bench`) at commit {commit}, {now}, on "
   f"{os.cpu_count()} cores; load average before {load_before}, after {load_after}, "
   f"{min(loads):.1f}-{max(loads):.1f} at the end of the runs. {mpi_version}. Through the "
   f"training program itself (its first step included), on one global batch per "
@@ -165,13 +167,8 @@ if base_step and "base" in params:
       f"{gbit / backward_s:.1f} Gbit/s per machine to hide entirely.")
     w("")
 w("<!-- mpi:end -->")
-section = "\n".join(lines) + "\n"
-text = open(out).read() if os.path.exists(out) else ""
-b, e = text.find("<!-- mpi:begin -->"), text.find("<!-- mpi:end -->")
-if b >= 0 and e > b:
-    text = text[:b] + section + text[e + len("<!-- mpi:end -->"):].lstrip("\n")
-else:
-    text = text.rstrip("\n") + "\n\n" + section
-open(out, "w").write(text)
+sys.path.insert(0, bench_dir)
+from report_section import write_section
+write_section(out, "mpi", lines)
 print(f"wrote the MPI section of {out}")
 PYEOF
