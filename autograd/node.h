@@ -49,9 +49,10 @@
 // engine reads that as a zero gradient and adds nothing. Do so when
 // needs_grad(i) is false (the engine ignores entries for such inputs anyway,
 // so skip their work), or when the op sends input i nothing: self-attention
-// gets one Var as both inputs and returns all of dx for the first. The engine sums the gradients of an input used several
-// times and adds leaves' gradients into .grad(). Backward may throw
-// qkv::Error; the exception leaves loss.backward().
+// gets one Var as both inputs and returns all of dx for the first. The
+// engine sums the gradients of an input used several times and adds leaves'
+// gradients into .grad(). Backward may throw qkv::Error; the exception
+// leaves loss.backward().
 //
 // release_saved(). After a node's backward, unless backward(grad, true)
 // retained the graph, the engine calls release_saved() and marks the node

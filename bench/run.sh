@@ -467,16 +467,24 @@ carry_over() {  # carry_over <name>: the old report's <name> section, re-appende
   [ -n "$block" ] && printf '\n%s\n' "$block" >> "$OUT"
   return 0
 }
-if [ "${BENCH_DECODE:-1}" != 0 ]; then
-  BENCH_OUT="$OUT" bash "$ROOT/bench/run_decode.sh" "$BUILD_DIR" $([ "$TORCH" = 1 ] && echo --torch)
-else
+STATUS=0
+if [ "${BENCH_DECODE:-1}" = 0 ]; then
   carry_over decode
+elif ! BENCH_OUT="$OUT" bash "$ROOT/bench/run_decode.sh" "$BUILD_DIR" $([ "$TORCH" = 1 ] && echo --torch); then
+  echo "run.sh: the decoding benchmark failed; its section is carried over from the old report" >&2
+  carry_over decode
+  STATUS=1
 fi
 MPI_BUILD=${BENCH_MPI_BUILD:-}
-if [ "${BENCH_MPI:-1}" != 0 ] && [ -n "$MPI_BUILD" ] && [ -x "$MPI_BUILD/train" ] && command -v mpirun >/dev/null; then
-  BENCH_OUT="$OUT" bash "$ROOT/bench/run_mpi.sh" "$BUILD_DIR" "$MPI_BUILD"
-else
-  [ "${BENCH_MPI:-1}" != 0 ] && echo "run.sh: no MPI trainer or mpirun (BENCH_MPI_BUILD=$MPI_BUILD): the MPI section is carried over"
+if [ "${BENCH_MPI:-1}" = 0 ]; then
   carry_over mpi
+elif [ -z "$MPI_BUILD" ] || [ ! -x "$MPI_BUILD/train" ] || ! mpirun --version 2>&1 | grep -q "Open MPI"; then
+  echo "run.sh: no Open MPI mpirun or MPI trainer (BENCH_MPI_BUILD=$MPI_BUILD): the MPI section is carried over"
+  carry_over mpi
+elif ! BENCH_OUT="$OUT" bash "$ROOT/bench/run_mpi.sh" "$BUILD_DIR" "$MPI_BUILD"; then
+  echo "run.sh: the MPI benchmark failed; its section is carried over from the old report" >&2
+  carry_over mpi
+  STATUS=1
 fi
 # ==== end of the decoding and data-parallel benchmarks ==============================
+exit "$STATUS"

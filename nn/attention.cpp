@@ -331,8 +331,9 @@ InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputPro
 // the head outputs O only when the memory policy keeps them
 // (nn/attention_internal.h); otherwise backward makes O again from P and V.
 // These are tensors forward made anyway, shared, not copied; the one copy is
-// the stacked [Wq; Wk; Wv] that project_inputs makes when the caller's
-// weights are not already rows of one buffer, kept until backward.
+// the weight stack ([Wq; Wk; Wv], or [Wk; Wv] for cross-attention) that
+// project_inputs makes when the caller's weights are not already rows of one
+// buffer, kept until backward.
 struct AttentionNode : Node {
   AttentionSizes dims{};
   bool has_bias = false;

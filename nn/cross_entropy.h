@@ -18,7 +18,9 @@ namespace qkv::nn {
 Var cross_entropy(const Var& logits, const std::vector<int64_t>& targets,
                   int64_t ignore_index = -100, real label_smoothing = 0);
 
-// The kernels over flat arrays, without the graph. x, p, dx (N, V); targets (N).
+// The kernels over flat arrays, without the graph. x, p, dx (N, V); targets (N),
+// each in [0, V) or equal to ignore_index: cross_entropy checks that, these
+// kernels do not (a target out of range reads and writes out of bounds).
 // Forward writes p = softmax(x) and returns the sum of the counted rows' losses
 // (divide by their number for the mean); backward writes
 // dx = scale * (p - q), scale = dL/dloss / n_valid, and zero rows where
