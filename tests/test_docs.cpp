@@ -1,21 +1,30 @@
 // The docs/ pages point into the code by line: "`layernorm_backward` (lines
-// 105-163)". Code moves; this test keeps the pointers true. In each page's
+// 100-158)". Code moves; this test keeps the pointers true. In each page's
 // "## In the code" section:
 //
 //   - A file is named at the start of a paragraph or a bullet
 //     ("nn/attention.cpp reads ...", "- optim/adam.cpp: ..."); ranges after it
 //     refer to that file, unless the parenthesis names another one:
-//     "`softmax_backward` (core/reduce.cpp, lines 291-313)".
-//   - A named range, "`name` (lines A-B)", "`name`, what it does (lines A-B)"
-//     or "`name` (line A)", must start on a line that contains the name (its
-//     last part after ::) or on the comment just above such a line, and a
-//     range of more than one line must end where a definition ends: line B
-//     closes a brace and the brace depth counted from line A is zero there
-//     (or, with no braces, line B ends in ';'). "nn/file.h (lines A-B): ..."
-//     names a range of the file itself.
-//   - An unnamed range, "the mask (lines 143-144)", must lie inside a named
-//     range given earlier in the same bullet, when the bullet has one, and
-//     inside the file always.
+//     "`softmax_backward` (core/reduce.cpp, lines 287-309)".
+//   - No range cuts a comment block or starts or ends on a blank line.
+//   - A named range, "`name` (lines A-B)", "`name`, what it does (lines
+//     A-B)" or "`name` (line A)", covers one definition: the first code line
+//     in it names `name` (its last part after ::), only the comment block
+//     just above that line may come before it, and the range ends where the
+//     definition does (its braces close on line B, or, with no braces, line
+//     B ends in ';'). Two names share no range: "`a` and `b` (lines ...)"
+//     is refused.
+//   - "nn/file.h (lines A-B)" is a comment block of the file, whole.
+//   - "Section N (lines A-B)" starts at the banner of the file's section N
+//     and ends where section N+1's banner (or the namespace, or the file)
+//     begins.
+//   - Any other range, a step such as "the mask (lines 195-196)", must lie
+//     inside a range named earlier in the same bullet when the bullet names
+//     one, may not follow a parenthesis that names another file, and needs
+//     its own "lines": "lines 110-112 and lines 156-157".
+//
+// What it cannot see: a step that still fits these rules after its lines
+// moved inside a function whose own start and end did not move.
 #include <doctest/doctest.h>
 
 #include <cctype>
@@ -69,37 +78,6 @@ std::vector<Block> in_the_code_blocks(const std::vector<std::string>& page) {
   return blocks;
 }
 
-// Whether the range [a, b] (1-based) ends where a definition ends: line b
-// closes a brace and leaves the depth counted from line a at zero, never
-// below, or, when no brace opens in the range, line b ends a declaration
-// with ';'. Braces in // comments and in string or character literals do not
-// count.
-bool ends_on(const std::vector<std::string>& src, int a, int b) {
-  int depth = 0;
-  bool opened = false, closed_on_b = false;
-  for (int i = a; i <= b; ++i) {
-    const std::string& s = src[i - 1];
-    char quote = 0;
-    for (size_t k = 0; k < s.size(); ++k) {
-      const char c = s[k];
-      if (quote) {
-        if (c == '\\') ++k;
-        else if (c == quote) quote = 0;
-        continue;
-      }
-      if (c == '"' || c == '\'') quote = c;
-      else if (c == '/' && k + 1 < s.size() && s[k + 1] == '/') break;
-      else if (c == '{') ++depth, opened = true;
-      else if (c == '}') --depth, closed_on_b = i == b;
-      if (depth < 0) return false;
-    }
-  }
-  if (opened) return depth == 0 && closed_on_b;
-  const std::string& s = src[b - 1];
-  const size_t last = s.substr(0, s.find("//")).find_last_not_of(' ');
-  return last != std::string::npos && s[last] == ';';
-}
-
 bool has_word(const std::string& line, const std::string& word) {
   for (size_t at = line.find(word); at != std::string::npos; at = line.find(word, at + 1)) {
     auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
@@ -110,16 +88,97 @@ bool has_word(const std::string& line, const std::string& word) {
   return false;
 }
 
-// Whether line a names `name`, or starts the comment (and blank lines) just
-// above a line that does, within [a, b].
-bool names_at(const std::vector<std::string>& src, int a, int b, const std::string& name) {
-  int i = a;
-  auto comment_or_blank = [](const std::string& s) {
-    const size_t k = s.find_first_not_of(' ');
-    return k == std::string::npos || s.compare(k, 2, "//") == 0;
-  };
-  while (i < b && comment_or_blank(src[i - 1]) && !has_word(src[i - 1], name)) ++i;
-  return has_word(src[i - 1], name);
+// A source file's lines, 1-based, with the tests the rules above need.
+struct Source {
+  std::vector<std::string> lines;
+  int size() const { return static_cast<int>(lines.size()); }
+  const std::string& at(int i) const { return lines[i - 1]; }
+  bool blank(int i) const { return at(i).find_first_not_of(' ') == std::string::npos; }
+  bool comment(int i) const {
+    if (i < 1 || i > size()) return false;
+    const size_t k = at(i).find_first_not_of(' ');
+    return k != std::string::npos && at(i).compare(k, 2, "//") == 0;
+  }
+  // A section rule, "// ====..." or "// ----...": it bounds comment blocks.
+  bool banner(int i) const {
+    return i >= 1 && i <= size() && (at(i).rfind("// ====", 0) == 0 || at(i).rfind("// ----", 0) == 0);
+  }
+  // A comment line that continues the one above it (not after a rule).
+  bool continues_comment(int i) const { return comment(i) && comment(i - 1) && !banner(i - 1) && !banner(i); }
+  // The code of line i without its // comment; braces and quotes respected.
+  std::string code(int i) const {
+    const std::string& s = at(i);
+    std::string out;
+    char quote = 0;
+    for (size_t k = 0; k < s.size(); ++k) {
+      const char c = s[k];
+      if (quote) {
+        if (c == '\\' && k + 1 < s.size()) ++k;
+        else if (c == quote) quote = 0;
+        continue;  // a literal's text is not code
+      }
+      if (c == '/' && k + 1 < s.size() && s[k + 1] == '/') break;
+      if (c == '"' || c == '\'') quote = c;
+      out += c;
+    }
+    return out;
+  }
+  // Whether the definition starting on line d ends on line b: its braces
+  // first close again on b, or, with no brace in [d, b], line b ends in ';'.
+  bool definition_ends(int d, int b) const {
+    int depth = 0;
+    bool opened = false;
+    for (int i = d; i <= b; ++i) {
+      for (char c : code(i)) {
+        if (c == '{') ++depth, opened = true;
+        if (c == '}') --depth;
+      }
+      if (opened && depth == 0) return i == b;
+    }
+    if (opened) return false;
+    const std::string c = code(b);
+    const size_t last = c.find_last_not_of(' ');
+    return last != std::string::npos && c[last] == ';';
+  }
+};
+
+// The rules every range keeps, whatever it points at. Empty when it does.
+std::string whole_lines(const Source& src, int a, int b) {
+  if (a < 1 || b < a || b > src.size()) return "outside the file's " + std::to_string(src.size()) + " lines";
+  if (src.blank(a) || src.blank(b)) return "starts or ends on a blank line";
+  if (src.continues_comment(a)) return "starts inside a comment block (line " + std::to_string(a - 1) + " is one too)";
+  if (src.continues_comment(b + 1)) return "ends inside a comment block (line " + std::to_string(b + 1) + " is one too)";
+  return "";
+}
+
+std::string check_named(const Source& src, const std::string& name, int a, int b) {
+  const std::string last = name.substr(name.rfind(':') == std::string::npos ? 0 : name.rfind(':') + 1);
+  int d = a;
+  while (d <= b && src.comment(d) && !src.banner(d)) ++d;  // the comment block above the definition
+  if (d > b || !has_word(src.code(d), last))
+    return "its first code line, " + std::to_string(std::min(d, b)) + ", does not name " + last;
+  if (!src.definition_ends(d, b))
+    return "the definition that starts on line " + std::to_string(d) + " does not end on line " + std::to_string(b);
+  return "";
+}
+
+std::string check_file_comment(const Source& src, int a, int b) {
+  for (int i = a; i <= b; ++i)
+    if (!src.comment(i)) return "line " + std::to_string(i) + " is not part of a comment block";
+  return "";
+}
+
+std::string check_section(const Source& src, int n, int a, int b) {
+  const std::string title = "// " + std::to_string(n) + ".";
+  bool titled = false;
+  for (int i = a; i <= std::min(a + 2, b); ++i) titled |= src.at(i).rfind(title, 0) == 0;
+  if (!titled) return "section " + std::to_string(n) + "'s title (\"" + title + "\") is not in its first three lines";
+  int next = b + 1;
+  while (next <= src.size() && src.blank(next)) ++next;
+  if (next > src.size()) return "";
+  const std::string& s = src.at(next);
+  if (s.rfind("// ====", 0) == 0 || s.rfind("}  // namespace", 0) == 0) return "";
+  return "line " + std::to_string(next) + " after it is not the next section's banner or the namespace's end";
 }
 
 struct Range {
@@ -129,78 +188,106 @@ struct Range {
 
 // Checks one page; returns one message per broken pointer.
 std::vector<std::string> check_page(const fs::path& root, const fs::path& page_path) {
-  static const std::regex file_at_start(R"(^(?:- )?((?:core|autograd|nn|optim|examples)/\w+\.(?:h|cpp))\b)");
-  static const std::regex range(R"(\blines? (\d+)(?:-(\d+))?\b)");
-  static const std::regex named(R"(`([A-Za-z_~][\w:~]*)`(?:,[^`()]*)? \((?:((?:core|autograd|nn|optim|examples)/\w+\.(?:h|cpp)), )?lines? (\d+)(?:-(\d+))?\))");
+  static const std::string path = R"((?:core|autograd|nn|optim|examples)/\w+\.(?:h|cpp))";
+  static const std::regex file_at_start("^(?:- )?(" + path + R"()(?: \(lines? (\d+)(?:-(\d+))?\))?)");
+  static const std::regex named(R"(`([A-Za-z_~][\w:~]*)`(?:,[^`()]*)? \((?:()" + path +
+                                R"(), )?lines? (\d+)(?:-(\d+))?\))");
+  static const std::regex section(R"(\bSection (\d+)[^`()]* \(lines? (\d+)(?:-(\d+))?\))");
+  static const std::regex any_range(R"(\blines? (\d+)(?:-(\d+))?\b)");
+  static const std::regex shared_range(R"(`[A-Za-z_~][\w:~]*` and `[A-Za-z_~][\w:~]*`(?:,[^`()]*)? \((?:[^()]*, )?lines? \d)");
+  static const std::regex bare_second(R"(\blines? \d+(?:-\d+)? and \d)");
   std::vector<std::string> errors;
-  std::map<std::string, std::vector<std::string>> sources;
-  auto source = [&](const std::string& rel) -> const std::vector<std::string>& {
+  std::map<std::string, Source> sources;
+  auto source = [&](const std::string& rel) -> const Source& {
     auto it = sources.find(rel);
-    if (it == sources.end()) it = sources.emplace(rel, read_lines(root / rel)).first;
+    if (it == sources.end()) it = sources.emplace(rel, Source{read_lines(root / rel)}).first;
     return it->second;
   };
   const std::string page = page_path.filename().string();
   std::string file;  // the file the page is talking about
   for (const Block& blk : in_the_code_blocks(read_lines(page_path))) {
-    const std::string where = page + ":" + std::to_string(blk.first_line);
-    std::vector<Range> named_ranges;
-    std::vector<std::pair<size_t, size_t>> named_spans;  // where the named ranges sit in the text
+    const std::string where = page + ":" + std::to_string(blk.first_line) + ": ";
+    const std::string& text = blk.text;
+    auto fail = [&](const std::string& what, const std::string& why) {
+      if (!why.empty()) errors.push_back(where + what + ": " + why);
+    };
+    std::vector<std::pair<size_t, size_t>> checked;  // spans of the text already checked
+    std::vector<Range> named_here;                   // named ranges of this file, in text order
+    size_t other_file_at = std::string::npos;        // where a parenthesis first names another file
+    auto span_of = [](const std::smatch& m) {
+      return std::make_pair(static_cast<size_t>(m.position(0)), static_cast<size_t>(m.position(0) + m.length(0)));
+    };
+    auto lines_of = [](const std::ssub_match& a, const std::ssub_match& b) {
+      const int x = std::stoi(a);
+      return std::make_pair(x, b.matched ? std::stoi(b) : x);
+    };
+    auto rng = [](int a, int b) { return "lines " + std::to_string(a) + "-" + std::to_string(b); };
+
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), shared_range); it != std::sregex_iterator(); ++it)
+      fail("\"" + it->str() + "...\"", "two names share one range; give each its own");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), bare_second); it != std::sregex_iterator(); ++it)
+      fail("\"" + it->str() + "...\"", "write \"lines\" before the second range too");
+
     std::smatch m;
-    if (std::regex_search(blk.text, m, file_at_start)) {
+    if (std::regex_search(text, m, file_at_start)) {
       file = m[1];
-      std::smatch r;  // "nn/file.h (lines A-B)": a range of the file itself
-      const std::string rest = m.suffix();
-      if (std::regex_search(rest, r, range) && r.position(0) == 2 && rest.compare(0, 2, " (") == 0) {
-        named_ranges.push_back({std::stoi(r[1]), r[2].matched ? std::stoi(r[2]) : std::stoi(r[1])});
-        named_spans.emplace_back(m.length(0), m.length(0) + 2 + r.length(0));
+      if (m[2].matched) {
+        const auto [a, b] = lines_of(m[2], m[3]);
+        const Source& src = source(file);
+        std::string why = whole_lines(src, a, b);
+        if (why.empty()) why = check_file_comment(src, a, b);
+        fail(file + " (" + rng(a, b) + ")", why);
+        named_here.push_back({a, b, 0});
+        checked.push_back(span_of(m));
       }
     }
-    for (auto it = std::sregex_iterator(blk.text.begin(), blk.text.end(), named); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), named); it != std::sregex_iterator(); ++it) {
       const std::smatch& n = *it;
       const std::string name = n[1], rel = n[2].matched ? std::string(n[2]) : file;
-      const int a = std::stoi(n[3]), b = n[4].matched ? std::stoi(n[4]) : a;
-      named_spans.emplace_back(n.position(0), n.position(0) + n.length(0));
+      const auto [a, b] = lines_of(n[3], n[4]);
+      checked.push_back(span_of(n));
+      if (n[2].matched && rel != file) other_file_at = std::min<size_t>(other_file_at, n.position(0));
       if (rel.empty()) {
-        errors.push_back(where + ": `" + name + "` has a line range but no file before it");
+        fail("`" + name + "`", "a line range but no file named before it");
         continue;
       }
-      const auto& src = source(rel);
-      const std::string at = where + ": `" + name + "` (" + rel + ", lines " + std::to_string(a) + "-" +
-                             std::to_string(b) + ")";
-      if (src.empty()) {
-        errors.push_back(at + ": cannot read " + rel);
-        continue;
-      }
-      if (a < 1 || b < a || b > static_cast<int>(src.size())) {
-        errors.push_back(at + ": outside the file's " + std::to_string(src.size()) + " lines");
-        continue;
-      }
-      const std::string last = name.substr(name.rfind(':') == std::string::npos ? 0 : name.rfind(':') + 1);
-      if (!names_at(src, a, b, last))
-        errors.push_back(at + ": line " + std::to_string(a) + " does not name " + last + ", nor starts the comment above it: \"" +
-                         src[a - 1] + "\"");
-      else if (b > a && !ends_on(src, a, b))
-        errors.push_back(at + ": line " + std::to_string(b) + " does not end a definition begun in the range");
-      if (!n[2].matched) named_ranges.push_back({a, b, static_cast<size_t>(n.position(0))});
+      const Source& src = source(rel);
+      std::string why = src.size() == 0 ? "cannot read " + rel : whole_lines(src, a, b);
+      if (why.empty()) why = check_named(src, name, a, b);
+      fail("`" + name + "` (" + rel + ", " + rng(a, b) + ")", why);
+      if (rel == file) named_here.push_back({a, b, static_cast<size_t>(n.position(0))});
     }
-    if (file.empty()) continue;
-    const int size = static_cast<int>(source(file).size());
-    for (auto it = std::sregex_iterator(blk.text.begin(), blk.text.end(), range); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), section); it != std::sregex_iterator(); ++it) {
+      const std::smatch& s = *it;
+      const auto [a, b] = lines_of(s[2], s[3]);
+      checked.push_back(span_of(s));
+      if (file.empty()) continue;
+      const Source& src = source(file);
+      std::string why = whole_lines(src, a, b);
+      if (why.empty()) why = check_section(src, std::stoi(s[1]), a, b);
+      fail("Section " + std::string(s[1]) + " (" + file + ", " + rng(a, b) + ")", why);
+    }
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), any_range); it != std::sregex_iterator(); ++it) {
       const size_t pos = it->position(0);
-      bool is_named = false;
-      for (auto [s, e] : named_spans) is_named |= pos >= s && pos < e;
-      if (is_named) continue;
-      const int a = std::stoi((*it)[1]), b = (*it)[2].matched ? std::stoi((*it)[2]) : a;
-      const std::string at = where + ": lines " + std::to_string(a) + "-" + std::to_string(b) + " of " + file;
-      if (a < 1 || b < a || b > size) {
-        errors.push_back(at + ": outside the file's " + std::to_string(size) + " lines");
+      bool done = false;
+      for (auto [s, e] : checked) done |= pos >= s && pos < e;
+      if (done) continue;
+      const auto [a, b] = lines_of((*it)[1], (*it)[2]);
+      const std::string what = rng(a, b) + " of " + (file.empty() ? "?" : file);
+      if (file.empty()) {
+        fail(what, "no file named before it");
         continue;
       }
+      if (pos > other_file_at) {
+        fail(what, "follows a parenthesis that names another file; name the file here too");
+        continue;
+      }
+      std::string why = whole_lines(source(file), a, b);
       bool any = false, inside = false;
-      for (const Range& r : named_ranges)
+      for (const Range& r : named_here)
         if (r.at < pos) any = true, inside |= r.a <= a && b <= r.b;
-      if (!any) continue;
-      if (!inside) errors.push_back(at + ": not inside a range named earlier in the same bullet");
+      if (why.empty() && any && !inside) why = "not inside a range named earlier in the same bullet";
+      fail(what, why);
     }
   }
   return errors;
@@ -219,35 +306,54 @@ TEST_CASE("docs/*.md: each named line range starts at its name and ends at its c
   CHECK(pages >= 5);
 }
 
-TEST_CASE("the docs checker catches a range that has drifted by one line") {
-  // A page of its own, pointing into a file of its own: the checker must
-  // accept the true ranges and refuse each kind of drift.
+TEST_CASE("the docs checker accepts true ranges and refuses each kind of drift") {
+  // A page of its own, pointing into a file of its own.
   qkv::testing::TempDir tmp("qkv_docs_check");
   const fs::path dir = tmp.dir;
   fs::create_directories(dir / "nn");
   {
     std::ofstream src(dir / "nn" / "toy.cpp");
-    src << "// toy\n"                          // 1
-           "int twice(int x) {\n"              // 2
-           "  // doubles: \"}\" is not a brace\n"  // 3
-           "  return 2 * x;\n"                 // 4
-           "}\n"                               // 5
-           "\n"                                // 6
-           "struct Half {\n"                   // 7
-           "  int operator()(int x) { return x / 2; }\n"  // 8
-           "};\n";                             // 9
+    src << "// toy: a file of two sections\n"     // 1
+           "\n"                                    // 2
+           "// ====\n"                             // 3
+           "// 1. Doubling\n"                      // 4
+           "// ====\n"                             // 5
+           "// twice: 2 x\n"                       // 6
+           "int twice(int x) {\n"                  // 7
+           "  // doubles: \"}\" is not a brace\n"   // 8
+           "  return 2 * x;\n"                     // 9
+           "}\n"                                   // 10
+           "\n"                                    // 11
+           "// ====\n"                             // 12
+           "// 2. Halving\n"                       // 13
+           "// ====\n"                             // 14
+           "struct Half {\n"                       // 15
+           "  int operator()(int x) { return x / 2; }\n"  // 16
+           "};\n"                                  // 17
+           "const int kOne = 1;\n";                // 18
   }
   auto errors_for = [&](const std::string& bullet) {
     std::ofstream(dir / "page.md") << "# toy\n\n## In the code\n\n" << bullet << "\n";
     return check_page(dir, dir / "page.md");
   };
-  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 2-5), its return (line 4); `Half` (lines 7-9).").empty());
-  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 3-5).").size() == 1);      // does not start at the name
-  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 2-4).").size() == 1);      // stops before the closing brace
-  CHECK(errors_for("- nn/toy.cpp: `Half` (lines 7-8).").size() == 1);       // the struct's brace is still open
-  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 2-6).").size() == 1);      // one line past the brace
-  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 1-9).").empty());          // comment above, two definitions
-  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 2-5), x (line 7).").size() == 1);  // not inside `twice`
-  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 2-12).").size() == 1);     // past the end of the file
-  CHECK(errors_for("- `twice` (lines 2-5).").size() == 1);                  // no file named
+  // true ones
+  CHECK(errors_for("- nn/toy.cpp (line 1): `twice` (lines 6-10), its return (line 9); `Half` (lines 15-17).").empty());
+  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 7-10); `kOne` (line 18).").empty());
+  CHECK(errors_for("- nn/toy.cpp: Section 1 (lines 3-10), Section 2 (lines 12-18).").empty());
+  // each kind of drift: one error each
+  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 8-10).").size() == 1);    // starts inside the definition
+  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 5-10).").size() == 1);    // starts inside a comment block
+  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 7-9).").size() == 1);     // stops before the closing brace
+  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 7-11).").size() == 1);    // ends on a blank line
+  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 7-17).").size() == 1);    // runs on into another definition
+  CHECK(errors_for("- nn/toy.cpp: `Half` (lines 15-16).").size() == 1);    // the struct's brace is still open
+  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 7-10), x (line 16).").size() == 1);  // not inside `twice`
+  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 7-40).").size() == 1);    // past the end of the file
+  CHECK(errors_for("- `twice` (lines 7-10).").size() == 1);                // no file named
+  CHECK(errors_for("- nn/toy.cpp (lines 1-3): toy.").size() == 1);        // past the comment block
+  CHECK(errors_for("- nn/toy.cpp: Section 1 (lines 3-9).").size() == 1);   // stops inside the section
+  CHECK(errors_for("- nn/toy.cpp: Section 2 (lines 3-10).").size() == 1);  // another section's title
+  CHECK(errors_for("- nn/toy.cpp: `twice` and `Half` (lines 7-17).").size() >= 1);  // one range, two names
+  CHECK(errors_for("- nn/toy.cpp: the two (lines 7-9 and 15-17).").size() == 1);    // second "lines" missing
+  CHECK(errors_for("- nn/toy.cpp: `f` (nn/other.cpp, lines 1-2), then x (line 9).").size() >= 1);  // which file?
 }
