@@ -33,7 +33,8 @@ inline constexpr int64_t kParallelGrain = 32768;
 // work (a row of D numbers, say): enough items that a task holds about
 // kParallelGrain elements, and at least one.
 inline int64_t grain_for(int64_t work_per_item) {
-  return work_per_item >= kParallelGrain ? 1 : kParallelGrain / (work_per_item > 1 ? work_per_item : 1);
+  if (work_per_item >= kParallelGrain) return 1;
+  return kParallelGrain / (work_per_item > 1 ? work_per_item : 1);
 }
 
 namespace detail {

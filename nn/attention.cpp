@@ -131,7 +131,8 @@ struct QKVGradColumns {
 //                     KV  = xkv [Wk; Wv]^T + [bk; bv]           (B*S, 2D)
 // MultiHeadAttention keeps its weights back to back in one buffer, so the
 // stack is the first weight itself; other callers' weights are copied
-// (core/stacked.h). Forward keeps all of it for backward.
+// (core/stacked.h). Backward needs the weight stack and the inputs, not the
+// biases: forward keeps the first and drops a copied bias stack.
 struct InputProjections {
   Tensor W_qkv, QKV;        // self:  [Wq; Wk; Wv] (3D, D), QKV (B*T, 3D)
   Tensor W_q, Q, W_kv, KV;  // cross: Wq (D, D), Q (B*T, D), [Wk; Wv] (2D, D), KV (B*S, 2D)
@@ -151,8 +152,9 @@ InputProjections project_inputs(const Var& xq, const Var& xkv, bool self, const 
   InputProjections p;
   Tensor W_copy, b_copy;  // (k*D, D), (k*D): the stacks, when they have to be copied
   if (self) {
-    const real* W = stacked({&wq.data(), &wk.data(), &wv.data()}, D * D, W_copy);  // (3D, D)
-    const real* b = has_bias ? stacked({&bq.data(), &bk.data(), &bv.data()}, D, b_copy) : nullptr;  // (3D)
+    // [Wq; Wk; Wv] (3D, D) and [bq; bk; bv] (3D)
+    const real* W = stacked({&wq.data(), &wk.data(), &wv.data()}, D * D, W_copy);
+    const real* b = has_bias ? stacked({&bq.data(), &bk.data(), &bv.data()}, D, b_copy) : nullptr;
     p.QKV = Tensor::empty({B * T, 3 * D});
     linear_forward(xq.data(), W, b, 3 * D, p.QKV.data());  // (B*T, D) x (D, 3D) -> (B*T, 3D)
     // Keeps the stack alive. When it is the module's packed buffer, wq's
@@ -162,8 +164,9 @@ InputProjections project_inputs(const Var& xq, const Var& xkv, bool self, const 
     p.Q = Tensor::empty({B * T, D});
     linear_forward(xq.data(), wq.data().data(), has_bias ? bq.data().data() : nullptr, D,
                    p.Q.data());  // (B*T, D) x (D, D) -> (B*T, D)
-    const real* W = stacked({&wk.data(), &wv.data()}, D * D, W_copy);  // (2D, D)
-    const real* b = has_bias ? stacked({&bk.data(), &bv.data()}, D, b_copy) : nullptr;  // (2D)
+    // [Wk; Wv] (2D, D) and [bk; bv] (2D)
+    const real* W = stacked({&wk.data(), &wv.data()}, D * D, W_copy);
+    const real* b = has_bias ? stacked({&bk.data(), &bv.data()}, D, b_copy) : nullptr;
     p.KV = Tensor::empty({B * S, 2 * D});
     linear_forward(xkv.data(), W, b, 2 * D, p.KV.data());  // (B*S, D) x (D, 2D) -> (B*S, 2D)
     p.W_q = wq.data();

@@ -209,7 +209,8 @@ Var feed_forward(const Var& x, const Var& w1, const Var& b1, const Var& w2, cons
                 (b2.defined() ? to_string(b2.shape()) : std::string("undefined")));
 
   Tensor Y = Tensor::empty(X.shape());  // (..., D)
-  Hidden hidden = feed_forward_forward(Y.data(), X, W1, b1.data().data(), W2, b2.data().data(), act);
+  Hidden hidden =
+      feed_forward_forward(Y.data(), X, W1, b1.data().data(), W2, b2.data().data(), act);
 
   auto node = make_node<FeedForwardNode>();
   node->x = X;

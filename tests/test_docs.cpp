@@ -188,12 +188,12 @@ struct Range {
 
 // Checks one page; returns one message per broken pointer.
 std::vector<std::string> check_page(const fs::path& root, const fs::path& page_path) {
-  static const std::string path = R"((?:core|autograd|nn|optim|examples)/\w+\.(?:h|cpp))";
+  static const std::string path = R"((?:core|autograd|nn|optim|examples|tests|bench)/\w+\.(?:h|cpp|sh|py))";
   static const std::regex file_at_start("^(?:- )?(" + path + R"()(?: \(lines? (\d+)(?:-(\d+))?\))?)");
   static const std::regex named(R"(`([A-Za-z_~][\w:~]*)`(?:,[^`()]*)? \((?:()" + path +
                                 R"(), )?lines? (\d+)(?:-(\d+))?\))");
   static const std::regex section(R"(\bSection (\d+)[^`()]* \(lines? (\d+)(?:-(\d+))?\))");
-  static const std::regex any_range(R"(\blines? (\d+)(?:-(\d+))?\b)");
+  static const std::regex any_range(R"(\b[Ll]ines? (\d+)(?:-(\d+))?\b)");
   static const std::regex shared_range(R"(`[A-Za-z_~][\w:~]*` and `[A-Za-z_~][\w:~]*`(?:,[^`()]*)? \((?:[^()]*, )?lines? \d)");
   static const std::regex bare_second(R"(\blines? \d+(?:-\d+)? and \d)");
   std::vector<std::string> errors;
@@ -225,6 +225,8 @@ std::vector<std::string> check_page(const fs::path& root, const fs::path& page_p
 
     for (auto it = std::sregex_iterator(text.begin(), text.end(), shared_range); it != std::sregex_iterator(); ++it)
       fail("\"" + it->str() + "...\"", "two names share one range; give each its own");
+    if (text.find("\xE2\x80\x93") != std::string::npos)  // an en dash, which the patterns would not read
+      fail("an en dash", "write line ranges with '-'");
     for (auto it = std::sregex_iterator(text.begin(), text.end(), bare_second); it != std::sregex_iterator(); ++it)
       fail("\"" + it->str() + "...\"", "write \"lines\" before the second range too");
 
@@ -355,5 +357,6 @@ TEST_CASE("the docs checker accepts true ranges and refuses each kind of drift")
   CHECK(errors_for("- nn/toy.cpp: Section 2 (lines 3-10).").size() == 1);  // another section's title
   CHECK(errors_for("- nn/toy.cpp: `twice` and `Half` (lines 7-17).").size() >= 1);  // one range, two names
   CHECK(errors_for("- nn/toy.cpp: the two (lines 7-9 and 15-17).").size() == 1);    // second "lines" missing
+  CHECK(errors_for("- nn/toy.cpp: `twice` (lines 7\xE2\x80\x93" "10).").size() >= 1);  // an en dash
   CHECK(errors_for("- nn/toy.cpp: `f` (nn/other.cpp, lines 1-2), then x (line 9).").size() >= 1);  // which file?
 }
