@@ -11,11 +11,13 @@
 #include "outer_region.h"
 #include "nn/attention.h"
 #include "nn/attention_internal.h"
+#include "test_seed.h"
 
 using namespace qkv;
 using namespace qkv::nn;
 using qkv::testing::check_close;
 using qkv::testing::ids_of;
+using qkv::testing::test_generator;
 
 namespace {
 // Loss = sum(out * upstream), as the fixture's reference.
@@ -46,7 +48,7 @@ TEST_CASE("padded cross-attention (T != S) matches torch.nn.MultiheadAttention")
 }
 
 TEST_CASE("MultiHeadAttention keeps W_Q, W_K, W_V back to back, and the packed path equals the copying path") {
-  Generator g(2);
+  Generator g = test_generator();
   MultiHeadAttention mha(8, 2, true, g);
   const real* q = mha.w_q->weight.data().data();
   CHECK(mha.w_k->weight.data().data() == q + 64);
@@ -77,7 +79,7 @@ TEST_CASE("MultiHeadAttention keeps W_Q, W_K, W_V back to back, and the packed p
 }
 
 TEST_CASE("a query whose keys are all masked gets a zero output row and zero gradient, never NaN") {
-  Generator g(4);
+  Generator g = test_generator();
   MultiHeadAttention mha(4, 2, true, g);
   Var x(Tensor::normal({2, 3, 4}, 0, 1, g), true);
   // Sequence 1 has no valid keys at all.
@@ -114,7 +116,7 @@ TEST_CASE("attention errors name the op and the shapes") {
 }
 
 TEST_CASE("a boolean mask hides exactly the marked scores") {
-  Generator g(6);
+  Generator g = test_generator();
   MultiHeadAttention mha(4, 1, true, g);
   mha.keep_attention(true);
   Var x(Tensor::normal({1, 3, 4}, 0, 1, g));
@@ -143,7 +145,7 @@ TEST_CASE("attention backward twice with retain_graph gives exactly twice the gr
   for (const Case c : {Case{8, 2, 4, HeadOutputs::Keep}, Case{8, 2, 3, HeadOutputs::Recompute}}) {
     CAPTURE(c.S);
     const nn::detail::ForceHeadOutputs force(c.saved);
-    Generator g(3);
+    Generator g = test_generator();
     MultiHeadAttention mha(c.D, c.H, true, g);
     Var x(Tensor::normal({2, c.S, c.D}, 0, 1, g), true);
     const Tensor up = Tensor::normal({2, c.S, c.D}, 0, 1, g);
@@ -202,7 +204,7 @@ TEST_CASE("ForceHeadOutputs overrides Auto's choice inside its scope, nests, and
 TEST_CASE("attention backward inside an outer parallel region gives the serial gradients") {
   const int prev = get_num_threads();
   set_num_threads(1);
-  Generator g(11);
+  Generator g = test_generator();
   MultiHeadAttention mha(8, 2, true, g);
   const Tensor x0 = Tensor::normal({3, 5, 8}, 0, 1, g), up = Tensor::normal({3, 5, 8}, 0, 1, g);
   auto grad_of_x = [&] {

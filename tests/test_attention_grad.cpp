@@ -7,9 +7,11 @@
 #include "autograd/qkv_autograd.h"
 #include "nn/attention.h"
 #include "nn/attention_internal.h"
+#include "test_seed.h"
 
 using namespace qkv;
 using nn::AttentionMask;
+using qkv::testing::test_generator;
 
 namespace {
 
@@ -35,7 +37,7 @@ Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, int64_t H, c
 
 void run_case(const Case& c) {
   const nn::detail::ForceHeadOutputs force(c.head_outputs);  // Auto: the op's own choice
-  Generator g(42);
+  Generator g = test_generator();
   Var xq(Tensor::normal({c.B, c.T, c.D}, 0, 1, g), true);
   Var xkv = c.cross ? Var(Tensor::normal({c.B, c.S, c.D}, 0, 1, g), true) : xq;
   std::vector<Var> p = make_params(c.D, g);

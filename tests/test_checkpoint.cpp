@@ -6,6 +6,7 @@
 
 #include "errors.h"
 #include "temp_dir.h"
+#include "test_seed.h"
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -32,6 +33,7 @@ using namespace qkv;
 namespace fs = std::filesystem;
 
 using qkv::testing::error_of;
+using qkv::testing::test_seed;
 
 namespace {
 
@@ -134,7 +136,7 @@ std::vector<std::string> tmp_leftovers(const TempDir& tmp) {
 TEST_CASE("checkpoint: save then load into a differently seeded model restores every parameter exactly and in place") {
   TempDir tmp;
   const std::string path = tmp.file("model.safetensors");
-  TwoLinear a(3, 4, 2, 1), b(3, 4, 2, 2);
+  TwoLinear a(3, 4, 2, test_seed()), b(3, 4, 2, test_seed(1));
   REQUIRE(a.linear1->weight.data().to_vector() != b.linear1->weight.data().to_vector());
   nn::save(a, path);
 
@@ -154,7 +156,7 @@ TEST_CASE("checkpoint: save then load into a differently seeded model restores e
 }
 
 TEST_CASE("checkpoint: state_dict lists dotted parameter names and shares their storage") {
-  TwoLinear m(3, 4, 2, 7);
+  TwoLinear m(3, 4, 2, test_seed());
   const NamedTensors sd = nn::state_dict(m);
   REQUIRE(sd.size() == 4);
   CHECK(sd[0].first == "linear1.weight");
@@ -168,13 +170,13 @@ TEST_CASE("checkpoint: state_dict lists dotted parameter names and shares their 
 TEST_CASE("checkpoint: metadata round-trips through save and load, including quotes, empty and non-ASCII values") {
   TempDir tmp;
   const std::string path = tmp.file("meta.safetensors");
-  TwoLinear m(2, 2, 2, 3);
+  TwoLinear m(2, 2, 2, test_seed());
   const Metadata md = {{"step", "1200"},
                        {"note", "say \"hi\"\n\tbye"},
                        {"empty", ""},
                        {"unicode", "\xc3\xa9t\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x98\x80"}};
   nn::save(m, path, md);
-  TwoLinear other(2, 2, 2, 4);
+  TwoLinear other(2, 2, 2, test_seed(1));
   CHECK(nn::load(other, path) == md);
   CHECK(read_safetensors(path).metadata == md);
 }
@@ -519,7 +521,7 @@ TEST_CASE("safetensors: the writer rejects duplicate, empty, reserved names and 
 TEST_CASE("checkpoint: a successful save leaves no temporary file; a save into a missing directory throws and leaves the old file intact") {
   TempDir tmp;
   const std::string path = tmp.file("model.safetensors");
-  TwoLinear a(3, 4, 2, 1);
+  TwoLinear a(3, 4, 2, test_seed());
   nn::save(a, path);
   nn::save(a, path);  // over an existing file
   CHECK(tmp_leftovers(tmp).empty());
@@ -535,10 +537,10 @@ TEST_CASE("checkpoint: a successful save leaves no temporary file; a save into a
 TEST_CASE("checkpoint: a save that fails midway (file size limit hit) keeps the old file byte for byte and removes the temporary") {
   TempDir tmp;
   const std::string path = tmp.file("model.safetensors");
-  TwoLinear small(2, 2, 2, 1);
+  TwoLinear small(2, 2, 2, test_seed());
   nn::save(small, path);
   const std::string before = read_bytes(path);
-  TwoLinear big(64, 64, 64, 2);  // ~33 KB of data
+  TwoLinear big(64, 64, 64, test_seed(1));  // ~33 KB of data
 
   // RLIMIT_FSIZE makes write() fail with EFBIG past 4 KB (SIGXFSZ ignored), a
   // real failure in the middle of the data section.
@@ -569,7 +571,7 @@ TEST_CASE("checkpoint: a save that fails midway (file size limit hit) keeps the 
   CHECK(contains(msg, "write"));
   CHECK(read_bytes(path) == before);
   CHECK(tmp_leftovers(tmp).empty());
-  TwoLinear check(2, 2, 2, 9);
+  TwoLinear check(2, 2, 2, test_seed(2));
   nn::load(check, path);  // still a valid checkpoint of `small`
   CHECK(check.linear1->weight.data().to_vector() == small.linear1->weight.data().to_vector());
 }
@@ -579,7 +581,7 @@ TEST_CASE("checkpoint: a save that fails midway (file size limit hit) keeps the 
 TEST_CASE("checkpoint: load names a missing tensor and the file, and changes no parameter") {
   TempDir tmp;
   const std::string path = tmp.file("m.safetensors");
-  TwoLinear a(3, 4, 2, 1), b(3, 4, 2, 2);
+  TwoLinear a(3, 4, 2, test_seed()), b(3, 4, 2, test_seed(1));
   NamedTensors sd = nn::state_dict(a);
   sd.pop_back();  // drop linear2.bias
   write_safetensors(path, sd);
@@ -592,7 +594,7 @@ TEST_CASE("checkpoint: load names a missing tensor and the file, and changes no 
 TEST_CASE("checkpoint: load names an unexpected extra tensor, and changes no parameter") {
   TempDir tmp;
   const std::string path = tmp.file("m.safetensors");
-  TwoLinear a(3, 4, 2, 1), b(3, 4, 2, 2);
+  TwoLinear a(3, 4, 2, test_seed()), b(3, 4, 2, test_seed(1));
   NamedTensors sd = nn::state_dict(a);
   sd.emplace_back("foo", Tensor::ones({1}));
   write_safetensors(path, sd);
@@ -604,7 +606,7 @@ TEST_CASE("checkpoint: load names an unexpected extra tensor, and changes no par
 TEST_CASE("checkpoint: a shape mismatch in a later parameter is reported with both shapes before any parameter is modified") {
   TempDir tmp;
   const std::string path = tmp.file("m.safetensors");
-  TwoLinear a(3, 4, 2, 1), b(3, 4, 2, 2);
+  TwoLinear a(3, 4, 2, test_seed()), b(3, 4, 2, test_seed(1));
   NamedTensors sd = nn::state_dict(a);
   sd[2].second = Tensor::zeros({4, 2});  // linear2.weight is (2,4) in the model
   write_safetensors(path, sd);
@@ -617,7 +619,7 @@ TEST_CASE("checkpoint: a shape mismatch in a later parameter is reported with bo
 TEST_CASE("checkpoint: load_state_dict with a prefix takes prefix+name, ignores other tensors, and is strict within the prefix") {
   TempDir tmp;
   const std::string path = tmp.file("both.safetensors");
-  TwoLinear a(3, 4, 2, 1), b(3, 4, 2, 2);
+  TwoLinear a(3, 4, 2, test_seed()), b(3, 4, 2, test_seed(1));
   NamedTensors sd;
   for (const auto& [name, t] : nn::state_dict(a)) sd.emplace_back("model." + name, t);
   sd.emplace_back("optim.step", Tensor::scalar(3));
@@ -629,7 +631,7 @@ TEST_CASE("checkpoint: load_state_dict with a prefix takes prefix+name, ignores 
   CHECK(b.linear2->bias.data().to_vector() == a.linear2->bias.data().to_vector());
 
   // Without the prefix the same file is wrong: its names do not match.
-  TwoLinear c(3, 4, 2, 3);
+  TwoLinear c(3, 4, 2, test_seed(2));
   CHECK(contains(error_of([&] { nn::load_state_dict(c, f); }), "missing tensor 'linear1.bias'"));
 
   sd.emplace_back("model.extra", Tensor::ones({1}));
@@ -642,13 +644,13 @@ TEST_CASE("checkpoint: load_state_dict with a prefix takes prefix+name, ignores 
 
 TEST_CASE("fixture: load_params loads <prefix>param.<name> tensors from a PyTorch fixture and names a missing one") {
   const TensorFile f = load_fixture("layers.safetensors");
-  TwoLinear ffn(8, 16, 8, 5);  // the ffn_relu case: linear1 (16,8), linear2 (8,16)
+  TwoLinear ffn(8, 16, 8, test_seed());  // the ffn_relu case: linear1 (16,8), linear2 (8,16)
   load_params(ffn, f, "ffn_relu.");
   CHECK(ffn.linear1->weight.data().at({0, 0}) == static_cast<real>(-0.093836375f));
   CHECK(ffn.linear1->weight.data().to_vector() == f.get("ffn_relu.param.linear1.weight").to_vector());
   CHECK(ffn.linear2->bias.data().to_vector() == f.get("ffn_relu.param.linear2.bias").to_vector());
 
-  TwoLinear wrong(8, 16, 8, 5);
+  TwoLinear wrong(8, 16, 8, test_seed());
   const auto before = wrong.linear1->weight.data().to_vector();
   const std::string msg = error_of([&] { load_params(wrong, f, "ffn_gelu_nope."); });
   CHECK(contains(msg, "missing tensor 'ffn_gelu_nope.param.linear1.weight'"));
@@ -666,7 +668,7 @@ TEST_CASE("checkpoint: a stdlib-only Python reader (check_qkv_checkpoint.py) rea
   }
   TempDir tmp;
   const std::string path = tmp.file("py.safetensors");
-  TwoLinear m(3, 4, 2, 1);
+  TwoLinear m(3, 4, 2, test_seed());
   // Exactly representable values: fc1.weight = k/4 - 1 for k = 0..11, sum 4.5.
   std::vector<real> w(12);
   for (int k = 0; k < 12; ++k) w[k] = real(k) / 4 - 1;

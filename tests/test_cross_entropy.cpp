@@ -12,12 +12,14 @@
 #include "errors.h"
 #include "fixture.h"
 #include "nn/cross_entropy.h"
+#include "test_seed.h"
 
 using namespace qkv;
 
 using qkv::testing::check_close;
 using qkv::testing::check_error;
 using qkv::testing::ids_of;
+using qkv::testing::test_generator;
 
 namespace {
 
@@ -60,7 +62,7 @@ TEST_CASE("cross_entropy rejects a wrong number of targets, 1-D logits and bad s
 
 TEST_CASE("cross_entropy gives the same loss and gradient on 1 and 2 threads (rows split across threads)") {
   const int prev = get_num_threads();
-  Generator g(12);
+  Generator g = test_generator();
   const int64_t N = 600, V = 80;  // N*V above the parallel grain
   Tensor logits = Tensor::normal({N, V}, 0, 2, g);
   std::vector<int64_t> tg(N);

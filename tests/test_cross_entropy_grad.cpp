@@ -8,8 +8,12 @@
 #include "autograd/qkv_autograd.h"
 #include "fused_vs_composed.h"
 #include "nn/cross_entropy.h"
+#include "test_seed.h"
 
 using namespace qkv;
+
+using qkv::testing::test_generator;
+using qkv::testing::test_seed;
 
 namespace {
 
@@ -56,40 +60,40 @@ const Case k3D{{2, 3, 4}, {1, -100, 3, 0, 2, -100}, -100, 0.1};
 }  // namespace
 
 TEST_CASE("cross_entropy backward matches finite differences (no smoothing, nothing ignored)") {
-  auto r = gradcheck(fused(kPlain), {logits_for(kPlain, 21)});
+  auto r = gradcheck(fused(kPlain), {logits_for(kPlain, test_seed())});
   INFO(r.report);
   CHECK(r.ok);
 }
 
 TEST_CASE("cross_entropy backward matches finite differences with smoothing and ignored rows") {
-  auto r = gradcheck(fused(kSmoothIgnored), {logits_for(kSmoothIgnored, 22)});
+  auto r = gradcheck(fused(kSmoothIgnored), {logits_for(kSmoothIgnored, test_seed())});
   INFO(r.report);
   CHECK(r.ok);
 }
 
 TEST_CASE("cross_entropy backward matches finite differences on (B, T, V) logits") {
-  auto r = gradcheck(fused(k3D), {logits_for(k3D, 23)});
+  auto r = gradcheck(fused(k3D), {logits_for(k3D, test_seed())});
   INFO(r.report);
   CHECK(r.ok);
 }
 
 TEST_CASE("cross_entropy fused equals -sum(log_softmax * onehot) / N composed from ops") {
-  testing::check_fused_equals_composed(fused(kPlain), composed(kPlain), {logits_for(kPlain, 24)});
+  testing::check_fused_equals_composed(fused(kPlain), composed(kPlain), {logits_for(kPlain, test_seed())});
 }
 
 TEST_CASE("cross_entropy fused equals composed with label smoothing and ignored rows") {
   testing::check_fused_equals_composed(fused(kSmoothIgnored), composed(kSmoothIgnored),
-                                       {logits_for(kSmoothIgnored, 25)});
+                                       {logits_for(kSmoothIgnored, test_seed())});
 }
 
 TEST_CASE("cross_entropy fused equals composed on (B, T, V) logits with smoothing and ignores") {
-  testing::check_fused_equals_composed(fused(k3D), composed(k3D), {logits_for(k3D, 26)});
+  testing::check_fused_equals_composed(fused(k3D), composed(k3D), {logits_for(k3D, test_seed())});
 }
 
 TEST_CASE("cross_entropy equals the textbook per-row formula with smoothing (hand loop)") {
   // loss_i = (1 - eps)(-logp[y]) + eps/V sum_c(-logp[c]), mean over kept rows
   const Case& c = kSmoothIgnored;
-  Var x = logits_for(c, 27);
+  Var x = logits_for(c, test_seed());
   const int64_t V = 5;
   double total = 0;
   int n = 0;
@@ -108,7 +112,7 @@ TEST_CASE("cross_entropy equals the textbook per-row formula with smoothing (han
 }
 
 TEST_CASE("cross_entropy with every row ignored is 0 with a zero gradient, not NaN") {
-  Generator g(28);
+  Generator g = test_generator();
   Var x(Tensor::normal({3, 4}, 0, 1, g), true);
   Var loss = nn::cross_entropy(x, {-100, -100, -100}, -100, 0.1);
   CHECK(loss.item() == 0);

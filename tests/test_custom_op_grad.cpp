@@ -15,10 +15,12 @@
 #include "fused_vs_composed.h"
 #include "outer_region.h"
 #include "outer_region_check.h"
+#include "test_seed.h"
 
 using namespace qkv;
 using qkv::testing::error_of;
 using qkv::testing::has;
+using qkv::testing::test_generator;
 
 namespace {
 
@@ -43,7 +45,7 @@ std::vector<Var> make_inputs(const Shape& xs, Generator& g, real offset = 0) {
 }  // namespace
 
 TEST_CASE("custom rms_norm backward matches finite differences for x and gamma on a 3-D input") {
-  Generator g(1);
+  Generator g = test_generator();
   auto in = make_inputs({2, 3, 5}, g);
   auto r = gradcheck(custom_rms, in);
   INFO(r.report);
@@ -52,7 +54,7 @@ TEST_CASE("custom rms_norm backward matches finite differences for x and gamma o
 }
 
 TEST_CASE("custom rms_norm backward matches finite differences on one row with a non-zero mean") {
-  Generator g(2);
+  Generator g = test_generator();
   auto in = make_inputs({1, 7}, g, /*offset=*/1.5);
   auto r = gradcheck(custom_rms, in);
   INFO(r.report);
@@ -60,7 +62,7 @@ TEST_CASE("custom rms_norm backward matches finite differences on one row with a
 }
 
 TEST_CASE("custom rms_norm returns only the gradients that are needed") {
-  Generator g(3);
+  Generator g = test_generator();
   SUBCASE("x only") {
     auto in = make_inputs({4, 6}, g);
     in[1].requires_grad_(false);
@@ -86,7 +88,7 @@ TEST_CASE("custom rms_norm returns only the gradients that are needed") {
 }
 
 TEST_CASE("custom rms_norm equals RMSNorm composed from primitive ops, outputs and gradients") {
-  Generator g(4);
+  Generator g = test_generator();
   qkv::testing::check_fused_equals_composed(custom_rms, composed_rms, make_inputs({3, 4, 8}, g));
 }
 
@@ -94,7 +96,7 @@ TEST_CASE("custom rms_norm differentiates through an intermediate input whose va
   // x * 3 is a temporary: its last handle goes when rms_norm returns, which
   // frees its values in the graph (autograd/var.h). The node saved its own
   // reference, so backward still has them.
-  Generator g(5);
+  Generator g = test_generator();
   auto in = make_inputs({2, 5}, g);
   auto through_temp = [](const std::vector<Var>& v) { return custom_rms({v[0] * real(3), v[1]}); };
   auto composed = [](const std::vector<Var>& v) { return composed_rms({v[0] * real(3), v[1]}); };
@@ -110,7 +112,7 @@ TEST_CASE("custom rms_norm differentiates through an intermediate input whose va
 }
 
 TEST_CASE("custom rms_norm frees its saved tensors after backward unless the graph is retained") {
-  Generator g(6);
+  Generator g = test_generator();
   auto in = make_inputs({3, 4}, g);
   Var y = custom_rms(in);
   auto* node = dynamic_cast<custom::RMSNormNode*>(y.grad_fn().get());
@@ -128,7 +130,7 @@ TEST_CASE("custom rms_norm frees its saved tensors after backward unless the gra
 }
 
 TEST_CASE("custom rms_norm gives the same gradients on 1 and 2 threads and in an outer region") {
-  Generator g(7);
+  Generator g = test_generator();
   auto in = make_inputs({4096, 8}, g);  // 32768 elements: the row loops go parallel
   auto grads = [&in] {
     for (Var v : in) v.clear_grad();

@@ -9,8 +9,12 @@
 
 #include "examples/trainer.h"
 #include "optim/distributed.h"
+#include "test_seed.h"
 
 using namespace qkv;
+
+using qkv::testing::test_generator;
+using qkv::testing::test_seed;
 
 TEST_CASE("dist::share gives every row to exactly one rank, in order, shares differing by at most one") {
   for (int64_t n : {1, 2, 5, 7, 64}) {
@@ -75,9 +79,9 @@ TEST_CASE("the ranks' losses weighted by local/global target tokens sum to the w
   nn::TransformerConfig c;
   c.src_vocab = c.tgt_vocab = 9;
   c.d_model = 8; c.heads = 2; c.encoder_layers = c.decoder_layers = 1; c.d_ff = 16;
-  c.dropout = 0; c.seed = 3;
+  c.dropout = 0; c.seed = test_seed(1);  // stream 0 is g's
   nn::Seq2SeqTransformer m(c);
-  Generator g(5);
+  Generator g = test_generator();
   train::PairData data(tasks::TaskConfig{tasks::Task::Reverse, 6, 1, 7}, 10, g);
   const std::vector<train::Pair> batch = data.draw(7, g);
 
@@ -113,7 +117,7 @@ TEST_CASE("the ranks' losses weighted by local/global target tokens sum to the w
 
 TEST_CASE("rows_of keeps a language-model batch's rows with their targets and counts their tokens") {
   train::TextData text(train::Seq{3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, train::Seq{3, 4, 5, 6}, 3);
-  Generator g(1);
+  Generator g = test_generator();
   const train::LMBatch b = text.draw(5, g);
   const train::LMBatch part = train::detail::rows_of(b, dist::share(5, 1, 2));  // rows 3, 4
   CHECK(part.ids.batch == 2);

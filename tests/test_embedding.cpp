@@ -9,13 +9,15 @@
 #include "compare.h"
 #include "errors.h"
 #include "nn/embedding.h"
+#include "test_seed.h"
 
 using namespace qkv;
 
 using qkv::testing::check_error;
+using qkv::testing::test_generator;
 
 TEST_CASE("embedding rejects an out-of-range or negative id, naming the id, its position and V") {
-  Generator g(1);
+  Generator g = test_generator();
   nn::Embedding emb(10, 4, g);
   check_error([&] { emb({1, 2, 3, 10}, {2, 2}); }, {"embedding", "id 10", "position 3", "V = 10"});
   check_error([&] { emb({1, -2, 3, 4}, {2, 2}); }, {"embedding", "id -2", "position 1", "V = 10"});
@@ -24,7 +26,7 @@ TEST_CASE("embedding rejects an out-of-range or negative id, naming the id, its 
 }
 
 TEST_CASE("Embedding: weight (V, D) drawn N(0, 1) like nn.Embedding; forward gives (B, T, D) rows") {
-  Generator g(9);
+  Generator g = test_generator();
   nn::Embedding emb(1000, 16, g);
   REQUIRE(emb.weight.shape() == Shape{1000, 16});
   CHECK(emb.named_parameters()[0].first == "weight");

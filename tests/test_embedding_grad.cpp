@@ -9,8 +9,12 @@
 #include "fused_vs_composed.h"
 #include "nn/embedding.h"
 #include "nn/positional.h"
+#include "test_seed.h"
 
 using namespace qkv;
+
+using qkv::testing::test_generator;
+using qkv::testing::test_seed;
 
 namespace {
 
@@ -36,7 +40,7 @@ Var weight(uint64_t seed) {
 
 TEST_CASE("embedding backward (scatter-add with repeated ids) matches finite differences") {
   auto r = gradcheck([](const std::vector<Var>& v) { return nn::embedding(v[0], kIds, kShape); },
-                     {weight(31)});
+                     {weight(test_seed())});
   INFO(r.report);
   CHECK(r.ok);
   CHECK(r.checked == kV * kD);
@@ -45,7 +49,7 @@ TEST_CASE("embedding backward (scatter-add with repeated ids) matches finite dif
 TEST_CASE("embedding with scale sqrt(D) backward matches finite differences") {
   const real s = std::sqrt(static_cast<real>(kD));
   auto r = gradcheck([s](const std::vector<Var>& v) { return nn::embedding(v[0], kIds, kShape, s); },
-                     {weight(32)});
+                     {weight(test_seed())});
   INFO(r.report);
   CHECK(r.ok);
 }
@@ -53,17 +57,17 @@ TEST_CASE("embedding with scale sqrt(D) backward matches finite differences") {
 TEST_CASE("embedding fused equals a one-hot matmul composed from ops (output and dweight)") {
   testing::check_fused_equals_composed(
       [](const std::vector<Var>& v) { return nn::embedding(v[0], kIds, kShape); },
-      [](const std::vector<Var>& v) { return composed_embedding(v[0], 1); }, {weight(33)});
+      [](const std::vector<Var>& v) { return composed_embedding(v[0], 1); }, {weight(test_seed())});
 }
 
 TEST_CASE("embedding with scale fused equals scale * one-hot matmul composed from ops") {
   testing::check_fused_equals_composed(
       [](const std::vector<Var>& v) { return nn::embedding(v[0], kIds, kShape, 2.5); },
-      [](const std::vector<Var>& v) { return composed_embedding(v[0], 2.5); }, {weight(34)});
+      [](const std::vector<Var>& v) { return composed_embedding(v[0], 2.5); }, {weight(test_seed())});
 }
 
 TEST_CASE("embedding gives a never-looked-up row exactly zero gradient") {
-  Var w = weight(35);
+  Var w = weight(test_seed());
   Var y = nn::embedding(w, kIds, kShape);
   y.backward(Tensor::ones(y.shape()));
   for (int64_t j = 0; j < kD; ++j) {
@@ -73,7 +77,7 @@ TEST_CASE("embedding gives a never-looked-up row exactly zero gradient") {
 }
 
 TEST_CASE("add_positions backward matches finite differences for x and the learned table") {
-  Generator g(36);
+  Generator g = test_generator();
   Var x(Tensor::normal({2, 3, 4}, 0, 1, g), true);
   Var table(Tensor::normal({5, 4}, 0, 1, g), true);  // max_len 5 > T 3: rows 3, 4 get 0
   auto r = gradcheck([](const std::vector<Var>& v) { return nn::add_positions(v[0], v[1]); },
@@ -84,7 +88,7 @@ TEST_CASE("add_positions backward matches finite differences for x and the learn
 }
 
 TEST_CASE("LearnedPositionalEmbedding fused equals x + weight[:T] composed from ops") {
-  Generator g(37);
+  Generator g = test_generator();
   nn::LearnedPositionalEmbedding pos(6, 4, g);
   Var x(Tensor::normal({2, 3, 4}, 0, 1, g), true);
   // weight[:T] via a constant (T, max_len) selector: rows 0..T-1 of the identity

@@ -10,8 +10,11 @@
 #include "nn/layernorm.h"
 #include "outer_region.h"
 #include "outer_region_check.h"
+#include "test_seed.h"
 
 using namespace qkv;
+
+using qkv::testing::test_generator;
 
 namespace {
 
@@ -43,7 +46,7 @@ std::vector<Var> make_inputs(const Shape& xs, Generator& g, real offset = 0) {
 }  // namespace
 
 TEST_CASE("layer_norm backward matches finite differences for x, gamma and beta on a 3-D input") {
-  Generator g(1);
+  Generator g = test_generator();
   auto in = make_inputs({2, 3, 5}, g);
   auto r = gradcheck(fused_ln, in);
   INFO(r.report);
@@ -52,7 +55,7 @@ TEST_CASE("layer_norm backward matches finite differences for x, gamma and beta 
 }
 
 TEST_CASE("layer_norm backward matches finite differences on a 2-D input with one row") {
-  Generator g(2);
+  Generator g = test_generator();
   auto in = make_inputs({1, 7}, g);
   auto r = gradcheck(fused_ln, in);
   INFO(r.report);
@@ -60,7 +63,7 @@ TEST_CASE("layer_norm backward matches finite differences on a 2-D input with on
 }
 
 TEST_CASE("layer_norm gives only the requested gradients when just x requires grad") {
-  Generator g(3);
+  Generator g = test_generator();
   auto in = make_inputs({4, 6}, g);
   in[1].requires_grad_(false);
   in[2].requires_grad_(false);
@@ -72,19 +75,21 @@ TEST_CASE("layer_norm gives only the requested gradients when just x requires gr
 }
 
 TEST_CASE("layer_norm fused equals layer norm composed from primitive ops (3-D input)") {
-  Generator g(4);
+  Generator g = test_generator();
   testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({3, 4, 8}, g));
 }
 
 TEST_CASE("layer_norm stays exact on rows far from zero (the one-pass variance does not cancel)") {
-  Generator g(5);
+  Generator g = test_generator();
   // Spread ~1 around mean 1e3, then 1e7. The kernel sums in double, where an
   // unshifted E[x^2] - E[x]^2 is still good to ~1e-10 at mean 1e3 but wrong
   // by tens of percent at 1e7 (x^2 ~ 1e14 leaves the variance ~1 a digit or
   // two of double's sixteen): only the shift by the row's first element
-  // passes the second case.
+  // passes the second case. At 1e7 the inputs themselves are spaced 1.9e-9
+  // apart in double, so fused and composed agree to ~1e-8 there, not 1e-12;
+  // 1e-7 bounds that, and the unshifted sums miss by 0.02-0.06 (measured).
   testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({3, 16}, g, 1000), 1e-8);
-  testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({3, 16}, g, 1e7), 1e-8);
+  testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({3, 16}, g, 1e7), 1e-7);
 }
 
 TEST_CASE("LayerNorm module: weight ones, bias zeros, forward equals layer_norm with them") {
@@ -95,7 +100,7 @@ TEST_CASE("LayerNorm module: weight ones, bias zeros, forward equals layer_norm 
   CHECK(named[1].first == "bias");
   CHECK(allclose(ln.weight.data(), Tensor::ones({6})));
   CHECK(allclose(ln.bias.data(), Tensor::zeros({6})));
-  Generator g(6);
+  Generator g = test_generator();
   Var x(Tensor::normal({2, 6}, 0, 1, g), true);
   auto r = gradcheck([&](const std::vector<Var>& v) { return ln(v[0]); }, {x, ln.weight, ln.bias});
   INFO(r.report);
@@ -108,7 +113,7 @@ TEST_CASE("LayerNorm module: weight ones, bias zeros, forward equals layer_norm 
 TEST_CASE("layer_norm fused equals composed when backward splits rows over 2 threads") {
   const int prev = get_num_threads();
   set_num_threads(2);
-  Generator g(6);
+  Generator g = test_generator();
   testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({2, 2500, 8}, g));
   auto in = make_inputs({5000, 8}, g);
   in[2].requires_grad_(false);
@@ -121,7 +126,7 @@ TEST_CASE("layer_norm fused equals composed when backward splits rows over 2 thr
 TEST_CASE("layer_norm backward inside an outer parallel region gives the serial gradients") {
   const int prev = get_num_threads();
   set_num_threads(2);
-  Generator g(7);
+  Generator g = test_generator();
   const Tensor x0 = Tensor::normal({5000, 8}, 0, 1, g), up = Tensor::normal({5000, 8}, 0, 1, g);
   const Tensor g0 = Tensor::normal({8}, 1, 0.5, g), b0 = Tensor::normal({8}, 0, 0.5, g);
   auto grads = [&] {
@@ -129,8 +134,14 @@ TEST_CASE("layer_norm backward inside an outer parallel region gives the serial 
     nn::layer_norm(x, gamma, beta, 1e-5).backward(up);
     return std::vector<Tensor>{x.grad(), gamma.grad(), beta.grad()};
   };
+  // The serial reference runs on one thread, as each thread of the region
+  // does, so the two agree bit for bit. (On two threads it adds up gamma's and
+  // beta's gradients in another order: rounding, which took some seeds past
+  // 1e-12.)
+  set_num_threads(1);
   const std::vector<Tensor> serial = grads();
-  testing::check_each_thread_matches(testing::on_each_thread_of_outer_region(grads), serial, 1e-12);
+  set_num_threads(2);
+  testing::check_each_thread_matches(testing::on_each_thread_of_outer_region(grads), serial, 1e-300);  // bit for bit
   set_num_threads(prev);
 }
 
@@ -138,7 +149,7 @@ TEST_CASE("layer_norm backward inside an outer parallel region gives the serial 
 // made inside the norm's row pass: finite differences for both addends, gamma
 // and beta, and equality with the composed add + layer_norm.
 TEST_CASE("add_layer_norm matches finite differences and equals add then layer_norm") {
-  Generator g(8);
+  Generator g = test_generator();
   auto in = make_inputs({2, 3, 8}, g);
   Var b(Tensor::normal({2, 3, 8}, 0, 1, g), true);
   b.set_name("b");
@@ -159,7 +170,7 @@ TEST_CASE("add_layer_norm matches finite differences and equals add then layer_n
 }
 
 TEST_CASE("add_layer_norm rejects addends of different shapes, naming the op and both shapes") {
-  Generator g(9);
+  Generator g = test_generator();
   Var a(Tensor::normal({2, 4}, 0, 1, g)), b(Tensor::normal({2, 3}, 0, 1, g));
   Var gamma(Tensor::ones({4})), beta(Tensor::zeros({4}));
   const std::string msg = testing::error_of([&] { nn::add_layer_norm(a, b, gamma, beta); });

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "errors.h"
+#include "test_seed.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +20,7 @@ using namespace qkv;
 namespace {
 using qkv::testing::error_of;
 using qkv::testing::has;
+using qkv::testing::test_generator;
 
 // Naive (M,K) x (K,N) on raw row-major blocks, accumulated in double.
 void naive_mm(const real* a, const real* b, real* c, int64_t M, int64_t K, int64_t N) {
@@ -47,7 +49,7 @@ TEST_CASE("2-D matmul matches the hand-computed product") {
 }
 
 TEST_CASE("batched (B,M,K) x (B,K,N) multiplies each pair of matrices") {
-  Generator g(1);
+  Generator g = test_generator();
   const int64_t B = 3, M = 4, K = 5, N = 2;
   Tensor a = Tensor::normal({B, M, K}, 0, 1, g), b = Tensor::normal({B, K, N}, 0, 1, g);
   Tensor c = matmul(a, b);
@@ -64,7 +66,7 @@ TEST_CASE("batched (B,M,K) x (B,K,N) multiplies each pair of matrices") {
 }
 
 TEST_CASE("batched (B,M,K) x (K,N): one weight for every batch element") {
-  Generator g(2);
+  Generator g = test_generator();
   Tensor a = Tensor::normal({2, 3, 4, 5}, 0, 1, g), w = Tensor::normal({5, 6}, 0, 1, g);
   Tensor c = matmul(a, w);
   REQUIRE(c.shape() == Shape{2, 3, 4, 6});
@@ -83,7 +85,7 @@ TEST_CASE("batched (B,M,K) x (K,N): one weight for every batch element") {
 }
 
 TEST_CASE("leading dims broadcast: (2,1,M,K) x (3,K,N) -> (2,3,M,N)") {
-  Generator g(3);
+  Generator g = test_generator();
   const int64_t M = 3, K = 4, N = 5;
   Tensor a = Tensor::normal({2, 1, M, K}, 0, 1, g), b = Tensor::normal({3, K, N}, 0, 1, g);
   Tensor c = matmul(a, b);
@@ -121,7 +123,7 @@ TEST_CASE("leading dims broadcast: (2,1,M,K) x (3,K,N) -> (2,3,M,N)") {
 }
 
 TEST_CASE("every transpose flag combination equals matmul of explicit transpose() copies") {
-  Generator g(4);
+  Generator g = test_generator();
   // Shapes with batch dims that broadcast, so every path is exercised.
   struct Case {
     Shape a, b;  // a: (..., M, K) before transposing; b: (..., K, N)
@@ -147,7 +149,7 @@ TEST_CASE("every transpose flag combination equals matmul of explicit transpose(
 }
 
 TEST_CASE("a big batched product (each product cut across the threads) matches the naive product") {
-  Generator g(5);
+  Generator g = test_generator();
   const int64_t B = 2, M = 130, K = 120, N = 140;  // 2MNK > 2^21: gemm cuts each product
   Tensor a = Tensor::uniform({B, M, K}, -1, 1, g), b = Tensor::uniform({B, N, K}, -1, 1, g);
   Tensor c = matmul(a, b, false, true);
@@ -209,7 +211,7 @@ TEST_CASE("gemm with beta accumulates into C and counts flops") {
 TEST_CASE("gemm split across 2 threads (along M, N or K) matches the naive product for every flag") {
   const int prev = get_num_threads();
   set_num_threads(2);
-  Generator g(21);
+  Generator g = test_generator();
   struct Case { int64_t M, N, K; const char* cut; };
   const Case cases[] = {{1000, 48, 80, "M"}, {40, 1000, 96, "N"}, {48, 40, 3000, "K"},
                         {333, 129, 517, "odd sizes"}};
@@ -258,7 +260,7 @@ TEST_CASE("gemm split across 2 threads (along M, N or K) matches the naive produ
 // 2-thread split paths.
 TEST_CASE("gemm with beta = 0 ignores NaN already in C and leaves its padding alone") {
   const int prev = get_num_threads();
-  Generator g(5);
+  Generator g = test_generator();
   struct Case { int64_t M, N, K; };
   const Case cases[] = {{32, 32, 32}, {1000, 48, 80}, {40, 1000, 96}, {48, 40, 3000}};  // one, M, N, K cut
   for (int threads : {1, 2})
@@ -298,7 +300,7 @@ TEST_CASE("gemm with beta = 0 ignores NaN already in C and leaves its padding al
 TEST_CASE("a split gemm gives bitwise the same result on a team and on a benched team") {
   const int prev = get_num_threads();
   set_num_threads(2);
-  Generator g(22);
+  Generator g = test_generator();
   struct Case { int64_t M, N, K; };
   for (const Case& c : {Case{1000, 48, 80}, Case{40, 1000, 96}, Case{48, 40, 3000}}) {
     CAPTURE(c.M);
@@ -332,7 +334,7 @@ TEST_CASE("gemm calls sgemm single-threaded and leaves the caller's OpenMP threa
   set_num_threads(2);
   CHECK(openblas_get_num_threads() == 1);
   openblas_set_num_threads(2);  // as a user's code might: gemm puts it back
-  Generator g(23);
+  Generator g = test_generator();
   // 60 x 60 x 250: too narrow for qkv to cut, big enough for OpenBLAS to thread.
   const Tensor A = Tensor::uniform({60, 250}, -1, 1, g), B = Tensor::uniform({250, 60}, -1, 1, g);
   Tensor C = Tensor::zeros({60, 60});

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autograd/qkv_autograd.h"
+#include "test_seed.h"
 
 using namespace qkv;
 
@@ -26,10 +27,10 @@ void check_grad(const Fn& f, const std::vector<Var>& inputs) {
   CHECK(r.checked > 0);
 }
 
-Generator& gen() {
-  static Generator g(2024);
-  return g;
-}
+// The running test case's generator, shared by the helpers below and seeded
+// from its name (test_seed.h): a test's inputs do not depend on which tests
+// ran before it.
+Generator& gen() { return testing::test_case_generator(); }
 Var randn(const Shape& s) { return Var(Tensor::normal(s, 0, 1, gen()), true); }
 // Values in [lo, hi).
 Var randu(const Shape& s, double lo, double hi) {

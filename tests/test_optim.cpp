@@ -19,9 +19,13 @@
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/sgd.h"
+#include "test_seed.h"
 
 using namespace qkv;
 using namespace qkv::optim;
+
+using qkv::testing::test_generator;
+using qkv::testing::test_seed;
 
 namespace {
 
@@ -269,9 +273,10 @@ TEST_CASE("zero_grad zeroes every parameter's grad and keeps the buffers") {
 // ---- performance contracts --------------------------------------------------------
 
 TEST_CASE("Adam, AdamW and SGD steps allocate nothing after the first step") {
-  Var p(Tensor::normal({64, 33}, 0, 1), true), q(Tensor::normal({7}, 0, 1), true);
-  set_grad(p, Tensor::normal({64, 33}, 0, 1));
-  set_grad(q, Tensor::normal({7}, 0, 1));
+  Generator g = test_generator();
+  Var p(Tensor::normal({64, 33}, 0, 1, g), true), q(Tensor::normal({7}, 0, 1, g), true);
+  set_grad(p, Tensor::normal({64, 33}, 0, 1, g));
+  set_grad(q, Tensor::normal({7}, 0, 1, g));
   Adam adam({p, q}, AdamOptions{1e-3, 0.9, 0.999, 1e-8, 0.1});
   AdamW adamw({p, q});
   SGD sgd({p, q}, 0.01, 0.9, 0.01, true);
@@ -288,7 +293,7 @@ TEST_CASE("Adam, AdamW and SGD steps allocate nothing after the first step") {
 TEST_CASE("Adam on a large tensor gives bitwise the same result with 1 and 2 threads") {
   const int saved = get_num_threads();
   const int64_t n = 3 * kParallelGrain + 17;  // several chunks, ragged end
-  Generator gen(7);
+  Generator gen = test_generator();
   const Tensor p0 = Tensor::normal({n}, 0, 1, gen);
   const Tensor g1 = Tensor::normal({n}, 0, 1, gen), g2 = Tensor::normal({n}, 0, 1, gen);
   std::vector<Tensor> results;
@@ -369,7 +374,7 @@ std::unique_ptr<Optimizer> make_sgd_plain(std::vector<Var> p) {
 // steps both 3 more times; `transfer` moves the state from A to B.
 template <class Transfer>
 void check_resume(Factory make, Transfer transfer) {
-  Problem prob(11);
+  Problem prob(test_seed());
   auto a = make(prob.params);
   for (int s = 0; s < 3; ++s) {
     apply_grads(prob.params, prob.grads[s]);
@@ -413,7 +418,7 @@ TEST_CASE("optimizer state survives a safetensors file round trip bitwise") {
 }
 
 TEST_CASE("Adam state_dict has step, param_steps, exp_avg.<i> and exp_avg_sq.<i>, as copies") {
-  Problem prob(3);
+  Problem prob(test_seed());
   Adam opt(prob.params);
   NamedTensors before = opt.state_dict();  // no step yet: counters only
   REQUIRE(before.size() == 2);
@@ -444,7 +449,7 @@ TEST_CASE("Adam state_dict has step, param_steps, exp_avg.<i> and exp_avg_sq.<i>
 }
 
 TEST_CASE("state_dict saved before the first step loads and clears the state") {
-  Problem prob(5);
+  Problem prob(test_seed());
   Adam fresh(prob.copies());
   Adam used(prob.params);
   apply_grads(prob.params, prob.grads[0]);
@@ -455,7 +460,7 @@ TEST_CASE("state_dict saved before the first step loads and clears the state") {
 }
 
 TEST_CASE("load_state_dict rejects a wrong parameter count, shapes, and missing, unknown or duplicate entries") {
-  Problem prob(9);
+  Problem prob(test_seed());
   Adam src(prob.params);
   apply_grads(prob.params, prob.grads[0]);
   src.step();
@@ -610,7 +615,7 @@ TEST_CASE("clip_grad_norm leaves grads below max_norm untouched") {
 
 TEST_CASE("clip_grad_norm over a large gradient matches a double-precision sum and clips to max_norm") {
   const int64_t n = 5 * kParallelGrain + 3;
-  Generator gen(21);
+  Generator gen = test_generator();
   Var a(Tensor::zeros({n}), true);
   set_grad(a, Tensor::normal({n}, 0, 1, gen));
   double want = 0;

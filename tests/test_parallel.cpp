@@ -11,8 +11,11 @@
 #include <vector>
 
 #include "core/qkv_core.h"
+#include "test_seed.h"
 
 using namespace qkv;
+
+using qkv::testing::test_generator;
 
 namespace {
 // Sets the thread count for a scope and restores the previous one after.
@@ -87,7 +90,7 @@ TEST_CASE("parallel_for covers [0, n) exactly once with 2 threads") {
 }
 
 TEST_CASE("large elementwise ops give bitwise identical results with 1 and 2 threads") {
-  Generator g(1);
+  Generator g = test_generator();
   const Tensor a = Tensor::normal({kBig}, 0, 1, g);
   const Tensor b = Tensor::uniform({kBig}, 0.5, 2, g);
   const Tensor row = Tensor::normal({1024}, 0, 1, g);
@@ -112,7 +115,7 @@ TEST_CASE("large elementwise ops give bitwise identical results with 1 and 2 thr
 }
 
 TEST_CASE("large sums agree with 1 and 2 threads within 1e-5 relative") {
-  Generator g(2);
+  Generator g = test_generator();
   const Tensor a = Tensor::uniform({kBig}, 0, 1, g);  // positive: no cancellation
   auto [one, two] = with_1_and_2_threads([&] { return sum(a); });
   CHECK(one.item() == doctest::Approx(two.item()).epsilon(1e-5));
@@ -132,7 +135,7 @@ TEST_CASE("large sums agree with 1 and 2 threads within 1e-5 relative") {
 }
 
 TEST_CASE("batched matmul gives the same result with 1 and 2 threads") {
-  Generator g(3);
+  Generator g = test_generator();
   const Tensor a = Tensor::normal({64, 16, 32}, 0, 1, g), b = Tensor::normal({64, 32, 16}, 0, 1, g);
   auto [one, two] = with_1_and_2_threads([&] { return matmul(a, b); });
   CHECK(max_abs_diff(one, two) < 1e-5);
@@ -318,7 +321,7 @@ TEST_CASE("run_parts in turn acts as a region: nested calls run on the caller, s
 
 TEST_CASE("per-slot partial sums are bitwise the same whether the team runs or is benched") {
   ThreadScope ts(2);
-  Generator g(9);
+  Generator g = test_generator();
   const Tensor x = Tensor::normal({kBig}, 0, 1, g);
   auto slot_sums = [&] {
     const ThreadSlots slots;

@@ -9,13 +9,15 @@
 #include "compare.h"
 #include "errors.h"
 #include "nn/positional.h"
+#include "test_seed.h"
 
 using namespace qkv;
 
 using qkv::testing::check_error;
+using qkv::testing::test_generator;
 
 TEST_CASE("LearnedPositionalEmbedding rejects T > max_len, naming T and max_len") {
-  Generator g(1);
+  Generator g = test_generator();
   nn::LearnedPositionalEmbedding pos(5, 4, g);
   check_error([&] { pos(Var(Tensor::zeros({2, 7, 4}))); }, {"T = 7", "max_len = 5"});
   check_error([&] { pos(Var(Tensor::zeros({2, 3, 6}))); }, {"LearnedPositionalEmbedding", "(2,3,6)"});
@@ -47,7 +49,7 @@ TEST_CASE("sinusoidal table: PE(0) = [0,1,0,1,...], PE(1,0) = sin(1), PE(1,1) = 
 
 TEST_CASE("SinusoidalPositionalEncoding adds PE[:T] to every batch row, gradient passes to x unchanged") {
   nn::SinusoidalPositionalEncoding pe(6, 10);
-  Generator g(2);
+  Generator g = test_generator();
   Var x(Tensor::normal({3, 4, 6}, 0, 1, g), true);
   Var y = pe(x);
   Tensor t = pe.table(4);
@@ -74,7 +76,7 @@ TEST_CASE("SinusoidalPositionalEncoding grows its table for a sequence longer th
 }
 
 TEST_CASE("LearnedPositionalEmbedding adds weight[:T] and sends the batch-summed gradient to those rows") {
-  Generator g(5);
+  Generator g = test_generator();
   nn::LearnedPositionalEmbedding pos(6, 3, g);
   REQUIRE(pos.named_parameters().size() == 1);
   CHECK(pos.named_parameters()[0].first == "weight");

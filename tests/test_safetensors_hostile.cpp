@@ -11,6 +11,7 @@
 
 #include "errors.h"
 #include "temp_dir.h"
+#include "test_seed.h"
 
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -35,6 +36,7 @@ using namespace qkv;
 namespace fs = std::filesystem;
 using qkv::testing::error_of;
 using qkv::testing::has;
+using qkv::testing::test_seed;
 
 namespace {
 
@@ -292,7 +294,7 @@ TEST_CASE("nonfinite: find_nonfinite reports the first bad tensor, its first bad
 
 TEST_CASE("nonfinite: nn::load refuses NaN or Inf naming the file and the tensor, and changes no parameter") {
   TempDir tmp;
-  TwoLinear src(1), dst(2);
+  TwoLinear src(test_seed()), dst(test_seed(1));
   const auto before = values_of(dst);
   const std::string path = tmp.file("nan.safetensors");
   for (real bad : {std::numeric_limits<real>::quiet_NaN(), std::numeric_limits<real>::infinity()}) {
@@ -316,7 +318,7 @@ TEST_CASE("nonfinite: nn::load refuses NaN or Inf naming the file and the tensor
 
 TEST_CASE("nonfinite: LoadOptions::allow_nonfinite loads a NaN checkpoint for inspection") {
   TempDir tmp;
-  TwoLinear src(1), dst(2);
+  TwoLinear src(test_seed()), dst(test_seed(1));
   NamedTensors sd = nn::state_dict(src);
   Tensor w = sd[0].second.clone();
   w.data()[0] = std::numeric_limits<real>::quiet_NaN();
@@ -332,7 +334,7 @@ TEST_CASE("nonfinite: LoadOptions::allow_nonfinite loads a NaN checkpoint for in
 
 TEST_CASE("nonfinite: a prefixed load checks only the tensors it takes; check_finite(file) checks all") {
   TempDir tmp;
-  TwoLinear src(1), dst(2);
+  TwoLinear src(test_seed()), dst(test_seed(1));
   NamedTensors all;
   for (auto& [n, t] : nn::state_dict(src)) all.emplace_back("model." + n, t);
   all.emplace_back("optim.exp_avg.0", Tensor::from_vector({0, std::numeric_limits<real>::infinity()}));
@@ -348,7 +350,7 @@ TEST_CASE("nonfinite: a prefixed load checks only the tensors it takes; check_fi
 
 TEST_CASE("nonfinite: nn::save refuses a NaN parameter naming the path and the tensor, writing nothing") {
   TempDir tmp;
-  TwoLinear m(1);
+  TwoLinear m(test_seed());
   const std::string path = tmp.file("m.safetensors");
   nn::save(m, path);
   const std::string good = read_bytes(path);

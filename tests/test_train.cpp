@@ -7,9 +7,12 @@
 #include <filesystem>
 
 #include "examples/trainer.h"
+#include "test_seed.h"
 
 using namespace qkv;
 using namespace qkv::nn;
+
+using qkv::testing::test_seed;
 
 namespace {
 
@@ -39,7 +42,7 @@ TransformerConfig tiny(int64_t V) {
   TransformerConfig c;
   c.src_vocab = c.tgt_vocab = V;
   c.d_model = 8; c.heads = 2; c.encoder_layers = c.decoder_layers = 1; c.d_ff = 8;
-  c.dropout = 0; c.pre_norm = true; c.seed = 11;
+  c.dropout = 0; c.pre_norm = true; c.seed = test_seed();
   return c;
 }
 
@@ -81,7 +84,7 @@ train::TrainConfig small_config() {
   c.task = "reverse"; c.vocab = 6; c.min_len = 2; c.max_len = 5;
   c.d_model = 16; c.heads = 2; c.layers = 1; c.d_ff = 32;
   c.batch = 32; c.steps = 300; c.warmup = 20; c.lr = 3e-3; c.heldout = 50;
-  c.seed = 4;
+  c.seed = test_seed();
   return c;
 }
 
@@ -122,11 +125,15 @@ TEST_CASE("training a tiny model on reverse for 300 steps cuts the loss by more 
 TEST_CASE("the decoder-only model learns a task read as 'source <s> target </s>'") {
   train::TrainConfig c = small_config();
   c.model = "gpt"; c.pre_ln = true; c.activation = "gelu"; c.tie = true; c.positions = "learned";
+  // 500 steps: in 300, 1 of 200 seeds (QKV_TEST_SEED=0..199) stayed on a
+  // plateau at half the first loss; after 500 the worst last/first of those
+  // 200 is 0.33, the median 0.08.
+  c.steps = 500;
   train::Trainer t(c);
   CHECK(t.gpt);
   CHECK_FALSE(t.s2s);
   CHECK(t.cfg.context == 2 * c.max_len + 1);  // what the longest "src <s> tgt" needs
-  auto [first, last] = loss_ends(t, 300, 20);
+  auto [first, last] = loss_ends(t, c.steps, 20);
   INFO("mean loss first 20 steps " << first << ", last 20 steps " << last);
   CHECK(last < 0.5 * first);
   const train::EvalResult r = t.evaluate();
@@ -342,7 +349,14 @@ TEST_CASE("a pairs file: vocabulary from its tokens, a held-out split, unknown h
   train::Trainer w(c);
   CHECK(w.pairs->train_pairs().size() == 3);
   CHECK(w.pairs->heldout().size() == 1);
-  CHECK(w.vocab.find("deux") > 3);
+  // Which pair is held out depends on the seed; whichever it is, every token of
+  // the training pairs is a whole word of the file: not <unk>, not one letter.
+  for (const train::Pair& p : w.pairs->train_pairs())
+    for (const train::Seq* s : {&p.src, &p.tgt})
+      for (int64_t id : *s) {
+        CHECK(id > train::Vocab::kUnk);
+        CHECK(w.decode_text({id}).size() > 1);
+      }
   std::remove(train_f.c_str());
   std::remove(valid_f.c_str());
 }
