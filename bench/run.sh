@@ -175,7 +175,10 @@ export BENCH_GXX=$(${CXX:-g++} --version | head -n 1)
 export BENCH_BLAS=$(dpkg-query -W -f='${Package} ${Version}' libopenblas0-openmp 2>/dev/null || echo unknown)
 export BENCH_KERNEL=$(uname -sr)
 export BENCH_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | head -n 1)" ]; then BENCH_COMMIT+=" (with uncommitted changes)"; fi
+# (the report itself, rewritten by this run, does not count as a change)
+if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | grep -v " $(basename "$OUT")\$" | head -n 1)" ]; then
+  BENCH_COMMIT+=" (with uncommitted changes)"
+fi
 export BENCH_STEPS_USED=$STEPS
 "$PY" - "$RESULTS" "$OUT" <<'PYEOF'
 import json, os, sys

@@ -78,7 +78,10 @@ done
 export DEC_CMD="$ENVS$CMD" DEC_ROUNDS="$ROUNDS" DEC_REPEATS="$REPEATS" DEC_LOAD_BEFORE="$LOAD_BEFORE" DEC_LOAD_AFTER="$LOAD_AFTER"
 export DEC_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 export DEC_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | head -n 1)" ]; then DEC_COMMIT+=" (with uncommitted changes)"; fi
+# (the report itself, rewritten by this run, does not count as a change)
+if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | grep -v " $(basename "$OUT")\$" | head -n 1)" ]; then
+  DEC_COMMIT+=" (with uncommitted changes)"
+fi
 "$PY" - "$RESULTS" "$OUT" "$ROOT/bench" <<'PYEOF'
 import json, os, sys
 

@@ -96,7 +96,10 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | head -n 1)" ]; then COMMIT+=" (with uncommitted changes)"; fi
+# (the report itself, rewritten by this run, does not count as a change)
+if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | grep -v " $(basename "$OUT")\$" | head -n 1)" ]; then
+  COMMIT+=" (with uncommitted changes)"
+fi
 
 "$PY" - "$RESULTS" "$OUT" "$CONFIGS" "$LOAD_BEFORE" "$LOAD_AFTER" "$ROUNDS" \
   "$(config_flags small)" "$(config_flags base)" "$(mpirun --version 2>&1 | head -1)" "$ROOT/bench" "$COMMIT" <<'PYEOF'
