@@ -47,10 +47,14 @@ Tensor sum(const Tensor& a, int axis, bool keepdim) {
         [&](int64_t o0, int64_t o1) {
           for (int64_t o = o0; o < o1; ++o) {
             const real* row = x + o * v.n;
-            real s = 0;
+            // In double: a float accumulator over a million numbers drifts by
+            // ~1e-5 relative, more or less depending on how the compiler
+            // splits the loop into vector lanes; double makes the result the
+            // row's sum rounded once, in every build.
+            double s = 0;
 #pragma omp simd reduction(+ : s)
             for (int64_t k = 0; k < v.n; ++k) s += row[k];
-            y[o] = s;
+            y[o] = static_cast<real>(s);
           }
         },
         grain_for(v.n));
