@@ -16,6 +16,7 @@
 using namespace qkv;
 using namespace qkv::nn;
 using qkv::testing::check_close;
+using qkv::testing::check_param_grads;
 using qkv::testing::ids_of;
 using qkv::testing::test_generator;
 
@@ -35,7 +36,7 @@ void parity_case(const std::string& c, bool cross) {
   y.backward(f.get(c + ".in.upstream"));
   check_close(xq.grad(), f.get(c + (cross ? ".grad.xq" : ".grad.x")), c + " grad of the query input");
   if (cross) check_close(xkv.grad(), f.get(c + ".grad.xkv"), c + " grad.xkv");
-  for (auto& [name, p] : mha.named_parameters()) check_close(p.grad(), f.get(c + ".grad." + name), c + " grad." + name);
+  check_param_grads(mha.named_parameters(), f, c + ".grad.", c);
 }
 }  // namespace
 

@@ -30,7 +30,7 @@ void ffn_fixture_case(const std::string& c, nn::Activation act) {
   check_close(y.data(), f.get(c + ".out.y"), c + " out.y");
   y.backward(f.get(c + ".in.upstream"));  // loss = sum(y * upstream)
   check_close(x.grad(), f.get(c + ".grad.x"), c + " grad.x");
-  for (auto& [name, p] : ffn.named_parameters()) check_close(p.grad(), f.get(c + ".grad." + name), c + " grad." + name);
+  qkv::testing::check_param_grads(ffn.named_parameters(), f, c + ".grad.", c);
 }
 
 }  // namespace

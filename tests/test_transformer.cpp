@@ -35,10 +35,7 @@ void check_same_names(const Module& m, const TensorFile& f) {
 }
 
 void check_grads(const Module& m, const TensorFile& f) {
-  for (auto& [n, v] : m.named_parameters()) {
-    REQUIRE_MESSAGE(v.grad().defined(), "no gradient for " << n);
-    check_close(v.grad(), f.get("grad." + n), "grad." + n);
-  }
+  qkv::testing::check_param_grads(m.named_parameters(), f, "grad.", "model");
 }
 
 TransformerConfig seq2seq_config(const TensorFile& f) {
