@@ -10,7 +10,9 @@
 // reads a pair as one sequence "source <s> target </s>" and is trained only on
 // the target part, or reads windows of a text stream as a language model.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -43,6 +45,28 @@ inline uint64_t fnv1a64(const std::string& s) {
   return h;
 }
 
+// The offset of the first byte of `s` that is not part of well-formed UTF-8
+// (no overlong forms, no surrogates, nothing past U+10FFFF), or npos.
+inline size_t first_invalid_utf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned c = p[i];
+    if (c < 0x80) { ++i; continue; }
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) { len = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+    else if (c >= 0xF0 && c <= 0xF4) { len = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+    else return i;
+    if (i + len > n || p[i + 1] < lo || p[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k)
+      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
 inline TextFile read_text_file(const std::string& path, const std::string& flag, int64_t max_bytes) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw Error(flag + " " + path + ": no such file");
@@ -56,6 +80,16 @@ inline TextFile read_text_file(const std::string& path, const std::string& flag,
   ss << in.rdbuf();
   TextFile f{path, ss.str(), 0};
   f.hash = fnv1a64(f.text);
+  // Tokens are UTF-8 text (a checkpoint stores the vocabulary as JSON): other
+  // bytes are refused here, before training, never when the model is saved.
+  if (const size_t bad = first_invalid_utf8(f.text); bad != std::string::npos) {
+    const size_t line_start = f.text.rfind('\n', bad) == std::string::npos ? 0 : f.text.rfind('\n', bad) + 1;
+    const int64_t line = 1 + std::count(f.text.begin(), f.text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
+    char b[8];
+    std::snprintf(b, sizeof b, "0x%02x", static_cast<unsigned char>(f.text[bad]));
+    throw Error(flag + " " + path + ":" + std::to_string(line) + ": byte " + b + " at column " +
+                std::to_string(bad - line_start + 1) + " is not UTF-8 (qkv reads UTF-8 text; convert the file, e.g. with iconv)");
+  }
   if (f.text.find_first_not_of(" \t\r\n") == std::string::npos) throw Error(flag + " " + path + ": the file is empty");
   return f;
 }

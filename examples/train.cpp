@@ -14,12 +14,16 @@
 // and plots.
 #include <unistd.h>
 
+#include <csignal>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
+#include <type_traits>
 
 #include "examples/output_paths.h"
 #include "examples/plots.h"
@@ -54,59 +58,104 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 // ---- flags --------------------------------------------------------------------
 
+// Every value is checked as typed, before CLI11 converts it: an empty string
+// is a value (refused here, never read as "not given" or as 0), numbers are
+// plain decimal (no "0x10", no "1e3" for a count, no "-1" for an unsigned
+// seed), and a number out of the type's range is refused as typed, not
+// clamped. Errors quote the value briefly (a 300-digit number is cut).
+std::string check_number_text(const std::string& s, bool integer, bool may_be_negative, double lo, double hi) {
+  if (s.empty()) return "expected a number, got an empty string";
+  const std::string shown = "'" + brief(s, 40) + "'";
+  size_t i = s[0] == '-' || s[0] == '+' ? 1 : 0;
+  if (s[0] == '-' && !may_be_negative) return "must not be negative, got " + shown;
+  if (integer) {
+    if (i == s.size() || s.find_first_not_of("0123456789", i) != std::string::npos)
+      return "expected a whole number in decimal digits, got " + shown;
+    errno = 0;
+    const double v = may_be_negative ? double(std::strtoll(s.c_str(), nullptr, 10)) : double(std::strtoull(s.c_str(), nullptr, 10));
+    if (errno == ERANGE || v < lo || v > hi) return shown + " is out of range";
+    return "";
+  }
+  if (s.find_first_of("xXpP") != std::string::npos) return "expected a decimal number, got " + shown;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || i == s.size()) return "expected a number, got " + shown;
+  if (errno == ERANGE || !std::isfinite(v) || v < lo || v > hi) {
+    if (s.find_first_of("nN") != std::string::npos) return "expected a finite number, got " + shown;
+    return shown + " is out of range";
+  }
+  return "";
+}
+
+template <class T>
+CLI::Option* add_value(CLI::App& app, const std::string& name, T& ref, const std::string& help) {
+  CLI::Option* opt = app.add_option(name, ref, help);
+  if constexpr (std::is_same_v<T, std::string>) {
+    opt->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("the value is empty") : std::string(); },
+                              "TEXT", "non-empty"));
+  } else {
+    constexpr bool integer = std::is_integral_v<T>, negative = std::is_signed_v<T>;
+    const double lo = double(std::numeric_limits<T>::lowest()), hi = double(std::numeric_limits<T>::max());
+    opt->check(CLI::Validator([=](std::string& s) { return check_number_text(s, integer, negative, lo, hi); },
+                              integer ? "INT" : "NUMBER", "number"));
+  }
+  return opt;
+}
+
 void add_flags(CLI::App& app, TrainConfig& c, Options& o) {
   app.get_formatter()->column_width(27);
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last wins
-  app.add_option("--model", c.model, "seq2seq or gpt (decoder-only)")->capture_default_str();
-  app.add_option("--task", c.task, "copy, reverse or sort (without --data)")->capture_default_str();
-  app.add_option("--data", c.data, "train on a file: source<TAB>target lines");
-  app.add_option("--format", c.format, "tsv (pairs) or text (gpt corpus)")->capture_default_str();
-  app.add_option("--tokens", c.tokens, "char or word tokens for --data")->capture_default_str();
-  app.add_option("--valid", c.valid, "held-out file (else part of --data)");
-  app.add_option("--valid-fraction", c.valid_fraction, "share of --data held out")->capture_default_str();
-  app.add_option("--max-vocab", c.max_vocab, "refuse data with more tokens")->capture_default_str();
-  app.add_option("--vocab", c.vocab, "number of symbols of the task")->capture_default_str();
-  app.add_option("--min-len", c.min_len, "shortest task sequence")->capture_default_str();
-  app.add_option("--max-len", c.max_len, "longest task sequence")->capture_default_str();
-  app.add_option("--heldout", c.heldout, "held-out task sequences")->capture_default_str();
-  app.add_option("--d-model", c.d_model, "model width D")->capture_default_str();
-  app.add_option("--heads", c.heads, "attention heads H")->capture_default_str();
-  app.add_option("--layers", c.layers, "layers (encoder = decoder)")->capture_default_str();
-  app.add_option("--d-ff", c.d_ff, "feed-forward width")->capture_default_str();
-  app.add_option("--dropout", c.dropout, "dropout rate")->capture_default_str();
+  add_value(app, "--model", c.model, "seq2seq or gpt (decoder-only)")->capture_default_str();
+  add_value(app, "--task", c.task, "copy, reverse or sort (without --data)")->capture_default_str();
+  add_value(app, "--data", c.data, "train on a file: source<TAB>target lines");
+  add_value(app, "--format", c.format, "tsv (pairs) or text (gpt corpus)")->capture_default_str();
+  add_value(app, "--tokens", c.tokens, "char or word tokens for --data")->capture_default_str();
+  add_value(app, "--valid", c.valid, "held-out file (else part of --data)");
+  add_value(app, "--valid-fraction", c.valid_fraction, "share of --data held out")->capture_default_str();
+  add_value(app, "--max-vocab", c.max_vocab, "refuse data with more tokens")->capture_default_str();
+  add_value(app, "--vocab", c.vocab, "number of symbols of the task")->capture_default_str();
+  add_value(app, "--min-len", c.min_len, "shortest task sequence")->capture_default_str();
+  add_value(app, "--max-len", c.max_len, "longest task sequence")->capture_default_str();
+  add_value(app, "--heldout", c.heldout, "held-out task sequences")->capture_default_str();
+  add_value(app, "--d-model", c.d_model, "model width D")->capture_default_str();
+  add_value(app, "--heads", c.heads, "attention heads H")->capture_default_str();
+  add_value(app, "--layers", c.layers, "layers (encoder = decoder)")->capture_default_str();
+  add_value(app, "--d-ff", c.d_ff, "feed-forward width")->capture_default_str();
+  add_value(app, "--dropout", c.dropout, "dropout rate")->capture_default_str();
   app.add_flag("--pre-ln,!--post-ln", c.pre_ln, "Pre-LN (default: Post-LN; gpt: Pre-LN)");
   app.add_flag("--tie,!--no-tie", c.tie, "tie output and embedding (gpt: on)");
-  app.add_option("--positions", c.positions, "sinusoidal or learned (gpt)")->capture_default_str();
-  app.add_option("--activation", c.activation, "relu or gelu (gpt: gelu)")->capture_default_str();
-  app.add_option("--context", c.context, "position table rows (0: as needed)")->capture_default_str();
-  app.add_option("--batch", c.batch, "sequences per batch")->capture_default_str();
-  app.add_option("--steps", c.steps, "training steps (may stop early)")->capture_default_str();
-  app.add_option("--lr", c.lr, "peak learning rate (noam: factor)")->capture_default_str();
-  app.add_option("--warmup", c.warmup, "warm-up steps")->capture_default_str();
-  app.add_option("--schedule", c.schedule, "cosine, noam or constant")->capture_default_str();
-  app.add_option("--label-smoothing", c.label_smoothing, "label smoothing epsilon")->capture_default_str();
-  app.add_option("--clip", c.clip, "clip the gradient norm (0: off)")->capture_default_str();
-  app.add_option("--seed", c.seed, "seed of data, init and dropout")->capture_default_str();
-  app.add_option("--threads", o.threads, "threads (0: all cores)")->capture_default_str();
-  app.add_option("--eval-every", o.eval_every, "steps between held-out checks")->capture_default_str();
-  app.add_option("--target", o.target, "stop once held-out exact >= this")->capture_default_str();
+  add_value(app, "--positions", c.positions, "sinusoidal or learned (gpt)")->capture_default_str();
+  add_value(app, "--activation", c.activation, "relu or gelu (gpt: gelu)")->capture_default_str();
+  add_value(app, "--context", c.context, "position table rows (0: as needed)")->capture_default_str();
+  add_value(app, "--batch", c.batch, "sequences per batch")->capture_default_str();
+  add_value(app, "--steps", c.steps, "training steps (may stop early)")->capture_default_str();
+  add_value(app, "--lr", c.lr, "peak learning rate (noam: factor)")->capture_default_str();
+  add_value(app, "--warmup", c.warmup, "warm-up steps")->capture_default_str();
+  add_value(app, "--schedule", c.schedule, "cosine, noam or constant")->capture_default_str();
+  add_value(app, "--label-smoothing", c.label_smoothing, "label smoothing epsilon")->capture_default_str();
+  add_value(app, "--clip", c.clip, "clip the gradient norm (0: off)")->capture_default_str();
+  add_value(app, "--seed", c.seed, "seed of data, init and dropout")->capture_default_str();
+  add_value(app, "--threads", o.threads, "threads (0: all cores)")->capture_default_str();
+  add_value(app, "--eval-every", o.eval_every, "steps between held-out checks")->capture_default_str();
+  add_value(app, "--target", o.target, "stop once held-out exact >= this")->capture_default_str();
   app.add_flag("--no-early-stop", o.no_early_stop, "always run all --steps");
-  app.add_option("--log-every", o.log_every, "steps between log lines")->capture_default_str();
-  app.add_option("--out", o.out_dir, "logs and plots (default runs/<name>)");
-  app.add_option("--save", o.save_path, "checkpoint (default <out>/model.safetensors)");
+  add_value(app, "--log-every", o.log_every, "steps between log lines")->capture_default_str();
+  add_value(app, "--out", o.out_dir, "logs and plots (default runs/<name>)");
+  add_value(app, "--save", o.save_path, "checkpoint (default <out>/model.safetensors)");
   app.add_flag("--no-save", o.no_save, "write no checkpoint");
-  app.add_option("--save-every", o.save_every, "also write it every N steps (0: off)")->capture_default_str();
-  app.add_option("--load", o.load_path, "resume from a checkpoint");
+  add_value(app, "--save-every", o.save_every, "also write it every N steps (0: off)")->capture_default_str();
+  add_value(app, "--load", o.load_path, "resume from a checkpoint");
   app.add_flag("--eval-only", o.eval_only, "only evaluate the --load checkpoint");
-  app.add_option("--ask", o.ask, "with --load: answer this text (- : stdin)");
+  add_value(app, "--ask", o.ask, "with --load: answer this text (- : stdin)");
   app.add_flag("--show-attention", o.show_attention, "with --ask: print cross-attention");
-  app.add_option("--decode", o.decode, "greedy or beam (checks, --ask)")->capture_default_str();
-  app.add_option("--beam", o.beam, "beam width")->capture_default_str();
-  app.add_option("--alpha", o.alpha, "beam length penalty exponent")->capture_default_str();
-  app.add_option("--temperature", o.temperature, "gpt text sampling (0: greedy)")->capture_default_str();
-  app.add_option("--top-k", o.top_k, "keep the k likeliest tokens (0: all)")->capture_default_str();
-  app.add_option("--top-p", o.top_p, "nucleus: keep this much probability")->capture_default_str();
-  app.add_option("--max-new", o.max_new, "tokens a language model writes")->capture_default_str();
+  add_value(app, "--decode", o.decode, "greedy or beam (checks, --ask)")->capture_default_str();
+  add_value(app, "--beam", o.beam, "beam width")->capture_default_str();
+  add_value(app, "--alpha", o.alpha, "beam length penalty exponent")->capture_default_str();
+  add_value(app, "--temperature", o.temperature, "gpt text sampling (0: greedy)")->capture_default_str();
+  add_value(app, "--top-k", o.top_k, "keep the k likeliest tokens (0: all)")->capture_default_str();
+  add_value(app, "--top-p", o.top_p, "nucleus: keep this much probability")->capture_default_str();
+  add_value(app, "--max-new", o.max_new, "tokens a language model writes")->capture_default_str();
   app.add_flag("--allow-nonfinite", o.allow_nonfinite, "load a checkpoint holding NaN/Inf");
   app.add_flag("--detect-anomaly", o.detect_anomaly, "name the first op making NaN/Inf");
 }
@@ -182,11 +231,20 @@ void prepare_outputs(const Options& o) {
       }
     }
     if (!outputs::can_create_in(out, &why)) throw Error("--out " + o.out_dir + ": cannot write files there: " + why);
-    if (!o.save_path.empty()) outputs::check_file_path("--save", o.save_path);
+    if (!o.save_path.empty())
+      outputs::check_file_path("--save", o.save_path, fs::path(safetensors_temp_path(o.save_path)).filename().string());
   } catch (...) {
     undo();
     throw;
   }
+}
+
+// Weights that are no longer finite mean the run diverged (e.g. in its last
+// update, after the loss was checked): said so, never "could not be written".
+void check_model_finite(const Trainer& t) {
+  if (auto bad = find_nonfinite(nn::state_dict(t.model())))
+    throw Diverged("after step " + std::to_string(t.step_count()) + " the weights are not finite (tensor '" +
+                   bad->tensor + "' holds " + std::to_string(bad->count) + " NaN or Inf values): training diverged");
 }
 
 // Writes the checkpoint; if that fails, tries fallback places and says where
@@ -195,7 +253,8 @@ std::string save_with_fallback(const Trainer& t, const std::string& path) {
   const std::vector<std::string> dropout_states = t.dropout_states();  // every MPI rank's
   if (dist::rank() != 0) return path;  // rank 0 writes
   std::vector<std::string> tries{path};
-  const std::string base = fs::path(path).filename().string();
+  // The rescue names stay short enough for any file system, whatever --save's length.
+  const std::string base = fs::path(path).filename().string().substr(0, 120);
   tries.push_back(base + ".rescued-" + std::to_string(getpid()));
   tries.push_back((fs::temp_directory_path() / (base + ".rescued-" + std::to_string(getpid()))).string());
   for (size_t i = 0; i < tries.size(); ++i) {
@@ -250,7 +309,58 @@ struct History {
   std::vector<double> steps, losses, eval_steps, eval_accs;  // eval_accs: a loss for a language model
   double train_seconds = 0, eval_seconds = 0, allreduce_seconds = 0;
   int64_t tokens = 0, first_step = 0;
+  int stopped_by = 0;  // the signal that ended training early, or 0
 };
+
+// ---- stopping on a signal ---------------------------------------------------------
+// SIGINT (Ctrl-C), SIGTERM (kill, a job scheduler) and SIGHUP (the terminal
+// closed) while training: the current step finishes, the checkpoint is
+// written, the program says where and exits with 128 + the signal's number.
+// A second signal ends the program at once (its default action).
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop_signal != 0) {  // the second one: as if no handler were installed
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  g_stop_signal = sig;
+}
+
+void catch_stop_signals(bool on) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction sa {};
+    sa.sa_handler = on ? on_stop_signal : SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+// Whether to stop now. Under MPI the ranks agree (any rank's signal stops
+// them all after the same step), so no rank waits in a collective for one
+// that left.
+bool stop_requested() {
+  if (dist::size() == 1) return g_stop_signal != 0;
+  const double any = dist::sum(g_stop_signal != 0 ? 1.0 : 0.0);
+  if (any > 0 && g_stop_signal == 0) g_stop_signal = SIGTERM;  // another rank's
+  return any > 0;
+}
+
+const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM"; }
+
+// --save-every: a failed periodic save is a warning, not the end of the run
+// (the previous checkpoint stays whole: writes are atomic).
+void periodic_save(const Trainer& t, const std::string& path) {
+  check_model_finite(t);
+  try {
+    t.save(path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\nwarning: the checkpoint of step %lld could not be written (%s); training goes on%s\n",
+                 static_cast<long long>(t.step_count()), e.what(),
+                 fs::exists(path) ? (", and " + path + " keeps the last good one").c_str() : "");
+  }
+}
 
 void progress_bar(int64_t step, int64_t total, real loss, real lr, double tok_s, double eta) {
   const int width = 24;
@@ -297,7 +407,11 @@ void train_loop(Trainer& t, const Options& o, CsvLog& log, History& h) {
       window_loss = 0;
       window_n = 0;
     }
-    if (o.save_every > 0 && s % o.save_every == 0 && !o.save_path.empty()) t.save(o.save_path);
+    if (o.save_every > 0 && s % o.save_every == 0 && !o.save_path.empty()) periodic_save(t, o.save_path);
+    if (stop_requested()) {
+      h.stopped_by = g_stop_signal;
+      break;
+    }
     if (o.eval_every > 0 && s % o.eval_every == 0) {
       const auto e0 = Clock::now();
       const EvalResult r = t.evaluate();
@@ -313,9 +427,16 @@ void train_loop(Trainer& t, const Options& o, CsvLog& log, History& h) {
                     s < t.cfg.steps ? ": stopping early" : "");
         break;
       }
+      if (stop_requested()) {  // a signal during the evaluation
+        h.stopped_by = g_stop_signal;
+        break;
+      }
     }
   }
   if (tty) std::printf("\n");
+  if (h.stopped_by)
+    std::printf("stopped by %s after step %lld: writing the checkpoint\n", signal_name(h.stopped_by),
+                static_cast<long long>(t.step_count()));
   const int64_t n = t.step_count() - h.first_step;
   std::printf("trained %lld steps in %.1f s (%.1f ms/step, %.0f target tokens/s); evaluation took %.1f s\n",
               static_cast<long long>(n), h.train_seconds, 1000 * h.train_seconds / double(std::max<int64_t>(1, n)),
@@ -479,6 +600,10 @@ int ask(Trainer& t, const Options& o) {
     int64_t unknown = 0;
     const Seq src = t.encode_text(line, &unknown);
     if (src.empty()) return;
+    if (t.text && static_cast<int64_t>(src.size()) > t.cfg.context)
+      std::fprintf(stderr, "note: the prompt has %zu tokens; the model sees its last %lld (its context)\n", src.size(),
+                   (long long)t.cfg.context);
+    if (!t.text) t.check_source_fits(src.size());
     const Seq out = t.text ? t.continue_text(src, o.max_new, sampling(o), gen) : t.answer({src}).front();
     std::printf("%s\n", t.decode_text(out).c_str());
     if (unknown) std::fprintf(stderr, "note: %lld input tokens are not in the vocabulary (read as <unk>)\n", (long long)unknown);
@@ -585,7 +710,9 @@ int train_main(int argc, char** argv) {
       CsvLog log(lead ? o.out_dir + "/log.csv" : "/dev/null");
       try {
         DetectAnomalyGuard anomaly(o.detect_anomaly);
+        catch_stop_signals(true);
         train_loop(t, o, log, h);
+        if (!o.save_path.empty()) check_model_finite(t);
       } catch (const Error& e) {  // Diverged, or AnomalyError from --detect-anomaly
         const bool anomaly = dynamic_cast<const AnomalyError*>(&e) != nullptr;
         if (!anomaly && !dynamic_cast<const Diverged*>(&e)) throw;
@@ -610,6 +737,11 @@ int train_main(int argc, char** argv) {
         std::printf("checkpoint: %s (step %lld)\n", written.c_str(), (long long)t.step_count());
         outputs_ok = outputs_ok && written == o.save_path;
       }
+    }
+    catch_stop_signals(false);  // the model is safe: a signal now ends the program at once
+    if (h.stopped_by) {  // no final evaluation: the user asked to stop
+      if (lead) std::printf("log: %s/log.csv; resume with --load %s\n", o.out_dir.c_str(), o.save_path.c_str());
+      return 128 + h.stopped_by;
     }
     if (!lead) return outputs_ok ? 0 : kExitError;
     const EvalResult r = final_report(t, o);

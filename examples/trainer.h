@@ -132,9 +132,10 @@ inline std::string show_value(const json& v) {
 }
 
 // Checks every setting before anything is read or built; each error names the
-// flag. The bounds keep any value from hanging the program or exhausting
-// memory before it says what is wrong.
-void validate(const TrainConfig& c);
+// flag, or with a non-empty `where` (a checkpoint's "<file>: train_config")
+// the file and the key. The bounds keep any value from hanging the program or
+// exhausting memory before it says what is wrong.
+void validate(const TrainConfig& c, const std::string& where);
 
 struct EvalResult {
   int64_t sequences = 0, exact = 0, tokens = 0, tokens_right = 0;
@@ -209,6 +210,10 @@ class Trainer {
   EvalResult evaluate();
   EvalResult evaluate(const std::vector<Pair>& pairs, int64_t chunk = 500);
 
+  // Refuses (naming the length and the memory) a source of `n` tokens that
+  // the model cannot take: past a learned position table, or whose attention
+  // maps would not fit in memory.
+  void check_source_fits(size_t n) const;
   // Answers for source sequences (either model kind), by `decoding`.
   std::vector<Seq> answer(const std::vector<Seq>& sources);
   // The decoder answer() and evaluate() use: greedy, or beam search (encoder-

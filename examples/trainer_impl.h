@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <set>
+#include <string_view>
 
 #include "examples/trainer.h"
 
@@ -17,13 +19,15 @@ inline void require(bool ok, const std::string& flag, const std::string& what) {
   if (!ok) throw Error(flag + ": " + what);
 }
 template <class T>
-void require_range(T v, T lo, T hi, const char* key) {
+void require_range(T v, T lo, T hi, const std::string& label) {
   if (!(v >= lo && v <= hi)) {
     std::ostringstream m;
     m << "must be in [" << lo << ", " << hi << "], got " << v;
-    throw Error(flag_of(key) + " " + m.str());
+    throw Error(label + " " + m.str());
   }
 }
+// A number as a person would write it (1e+300, not 300 digits; 0.1, not 0.100000).
+inline std::string num(double v) { return show_value(json(v)); }
 inline std::string hex64(uint64_t h) {
   char b[20];
   std::snprintf(b, sizeof b, "%016" PRIx64, h);
@@ -35,6 +39,19 @@ inline json file_info(const TextFile& f) {
 inline double physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? double(pages) * double(page) : 8e9;
+}
+inline std::string gib(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f GiB", bytes / 1073741824.0);
+  return b;
+}
+// Refuses data whose estimated `bytes` would take more than half the
+// machine's memory, before any of it is allocated: "<what>: <detail> need
+// about 12.3 GiB, more than half of this machine's 23.4 GiB".
+inline void check_data_memory(double bytes, const std::string& what, const std::string& detail_text) {
+  const double have = physical_memory_bytes();
+  if (bytes > 0.5 * have)
+    throw Error(what + ": " + detail_text + " need about " + gib(bytes) + ", more than half of this machine's " + gib(have));
 }
 // Refuses a model or batch whose memory would clearly not fit, before it is
 // built. An estimate: weights, gradients and Adam's two moments (16 bytes per
@@ -97,59 +114,62 @@ inline Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t gl
 
 }  // namespace detail
 
-inline void validate(const TrainConfig& c) {
+inline void validate(const TrainConfig& c, const std::string& where) {
+  // "--d-model" on the command line; "<file>: train_config key 'd_model'" for a checkpoint's.
+  auto name = [&](const char* key) { return where.empty() ? flag_of(key) : where + " key '" + key + "'"; };
   using detail::require;
   using detail::require_range;
-  require(c.model == "seq2seq" || c.model == "gpt", "--model", "expected seq2seq or gpt, got '" + c.model + "'");
-  require_range<int64_t>(c.d_model, 1, 16384, "d_model");
-  require_range<int64_t>(c.heads, 1, 1024, "heads");
-  require(c.d_model % c.heads == 0, "--heads",
+  using detail::num;
+  require(c.model == "seq2seq" || c.model == "gpt", name("model"), "expected seq2seq or gpt, got '" + brief(c.model) + "'");
+  require_range<int64_t>(c.d_model, 1, 16384, name("d_model"));
+  require_range<int64_t>(c.heads, 1, 1024, name("heads"));
+  require(c.d_model % c.heads == 0, name("heads"),
           std::to_string(c.heads) + " heads do not divide --d-model " + std::to_string(c.d_model));
-  require_range<int64_t>(c.layers, 1, 128, "layers");
-  require_range<int64_t>(c.d_ff, 1, 65536, "d_ff");
-  require(c.dropout >= 0 && c.dropout < 1, "--dropout", "must be in [0, 1), got " + std::to_string(c.dropout));
-  require(c.positions == "sinusoidal" || c.positions == "learned", "--positions",
-          "expected sinusoidal or learned, got '" + c.positions + "'");
-  require(!(c.is_gpt() && c.positions != "learned"), "--positions",
+  require_range<int64_t>(c.layers, 1, 128, name("layers"));
+  require_range<int64_t>(c.d_ff, 1, 65536, name("d_ff"));
+  require(c.dropout >= 0 && c.dropout < 1, name("dropout"), "must be in [0, 1), got " + num(c.dropout));
+  require(c.positions == "sinusoidal" || c.positions == "learned", name("positions"),
+          "expected sinusoidal or learned, got '" + brief(c.positions) + "'");
+  require(!(c.is_gpt() && c.positions != "learned"), name("positions"),
           "the gpt model has learned positions only (nn::GPT)");
-  require(c.activation == "relu" || c.activation == "gelu", "--activation",
-          "expected relu or gelu, got '" + c.activation + "'");
-  require_range<int64_t>(c.context, 0, 65536, "context");
-  require(c.format == "tsv" || c.format == "text", "--format", "expected tsv or text, got '" + c.format + "'");
-  require(c.tokens == "char" || c.tokens == "word", "--tokens", "expected char or word, got '" + c.tokens + "'");
+  require(c.activation == "relu" || c.activation == "gelu", name("activation"),
+          "expected relu or gelu, got '" + brief(c.activation) + "'");
+  require_range<int64_t>(c.context, 0, 65536, name("context"));
+  require(c.format == "tsv" || c.format == "text", name("format"), "expected tsv or text, got '" + brief(c.format) + "'");
+  require(c.tokens == "char" || c.tokens == "word", name("tokens"), "expected char or word, got '" + brief(c.tokens) + "'");
   if (c.data.empty()) {
     tasks::parse_task(c.task);
-    require(c.valid.empty(), "--valid", "needs --data (the built-in tasks draw their own held-out set)");
-    require_range<int64_t>(c.vocab, 1, 100000, "vocab");
-    require_range<int64_t>(c.min_len, 1, 4096, "min_len");
-    require_range<int64_t>(c.max_len, 1, 4096, "max_len");
-    require(c.min_len <= c.max_len, "--min-len",
+    require(c.valid.empty(), name("valid"), "needs --data (the built-in tasks draw their own held-out set)");
+    require_range<int64_t>(c.vocab, 1, 100000, name("vocab"));
+    require_range<int64_t>(c.min_len, 1, 4096, name("min_len"));
+    require_range<int64_t>(c.max_len, 1, 4096, name("max_len"));
+    require(c.min_len <= c.max_len, name("min_len"),
             std::to_string(c.min_len) + " is more than --max-len " + std::to_string(c.max_len));
-    require_range<int64_t>(c.heldout, 1, 1000000, "heldout");
+    require_range<int64_t>(c.heldout, 1, 1000000, name("heldout"));
   } else {
-    require(!(c.format == "text" && !c.is_gpt()), "--format",
+    require(!(c.format == "text" && !c.is_gpt()), name("format"),
             "text (a plain corpus) trains a language model: use --model gpt");
     if (c.valid.empty())
-      require(c.valid_fraction > 0 && c.valid_fraction <= 0.5, "--valid-fraction",
-              "must be in (0, 0.5], got " + std::to_string(c.valid_fraction));
+      require(c.valid_fraction > 0 && c.valid_fraction <= 0.5, name("valid_fraction"),
+              "must be in (0, 0.5], got " + num(c.valid_fraction));
   }
-  require_range<int64_t>(c.max_vocab, 1, 1000000, "max_vocab");
-  require_range<int64_t>(c.batch, 1, 65536, "batch");
-  require(c.batch >= dist::size(), "--batch",
+  require_range<int64_t>(c.max_vocab, 1, 1000000, name("max_vocab"));
+  require_range<int64_t>(c.batch, 1, 65536, name("batch"));
+  require(c.batch >= dist::size(), name("batch"),
           std::to_string(c.batch) + " sequences cannot be shared by " + std::to_string(dist::size()) +
               " MPI ranks (each needs at least one)");
-  require_range<int64_t>(c.steps, 1, 1000000000, "steps");
-  require(c.schedule == "noam" || c.schedule == "cosine" || c.schedule == "constant", "--schedule",
-          "expected noam, cosine or constant, got '" + c.schedule + "'");
-  require(std::isfinite(c.lr) && c.lr > 0 && c.lr <= 1e6, "--lr", "must be finite, > 0 and <= 1e6, got " + std::to_string(c.lr));
-  require_range<int64_t>(c.warmup, 0, 1000000000, "warmup");
-  require(!(c.schedule == "noam" && c.warmup < 1), "--warmup", "the noam schedule needs --warmup >= 1");
-  require(!(c.schedule == "cosine" && c.warmup > c.steps), "--warmup",
+  require_range<int64_t>(c.steps, 1, 1000000000, name("steps"));
+  require(c.schedule == "noam" || c.schedule == "cosine" || c.schedule == "constant", name("schedule"),
+          "expected noam, cosine or constant, got '" + brief(c.schedule) + "'");
+  require(std::isfinite(c.lr) && c.lr > 0 && c.lr <= 1e6, name("lr"), "must be finite, > 0 and <= 1e6, got " + num(c.lr));
+  require_range<int64_t>(c.warmup, 0, 1000000000, name("warmup"));
+  require(!(c.schedule == "noam" && c.warmup < 1), name("warmup"), "the noam schedule needs --warmup >= 1");
+  require(!(c.schedule == "cosine" && c.warmup > c.steps), name("warmup"),
           std::to_string(c.warmup) + " is more than --steps " + std::to_string(c.steps) +
               " (the cosine schedule warms up within --steps)");
-  require(c.label_smoothing >= 0 && c.label_smoothing < 1, "--label-smoothing",
-          "must be in [0, 1), got " + std::to_string(c.label_smoothing));
-  require(std::isfinite(c.clip) && c.clip >= 0, "--clip", "must be finite and >= 0, got " + std::to_string(c.clip));
+  require(c.label_smoothing >= 0 && c.label_smoothing < 1, name("label_smoothing"),
+          "must be in [0, 1), got " + num(c.label_smoothing));
+  require(std::isfinite(c.clip) && c.clip >= 0, name("clip"), "must be finite and >= 0, got " + num(c.clip));
 }
 
 inline std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c) {
@@ -160,7 +180,7 @@ inline std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c) {
 }
 
 inline Trainer::Trainer(const TrainConfig& c, const Vocab* given) : cfg(c), data_gen(c.seed) {
-  validate(cfg);
+  validate(cfg, "");
   build_data(given);
   build_model();
   opt = std::make_unique<optim::Adam>(model().parameters(), optim::AdamOptions::paper(cfg.lr));
@@ -181,6 +201,9 @@ inline void Trainer::build_data(const Vocab* given) {
     vocab = Vocab::symbols(cfg.vocab);
     if (given && given->to_json() != vocab.to_json())
       throw Error("checkpoint: its vocabulary is not the --vocab " + std::to_string(cfg.vocab) + " symbols of the task");
+    // The held-out set is kept as ids (8 bytes a token, source and target).
+    detail::check_data_memory(double(cfg.heldout) * (16.0 * double(cfg.max_len) + 64), "--heldout " + std::to_string(cfg.heldout),
+                              "sequences of up to --max-len " + std::to_string(cfg.max_len) + " tokens");
     try {
       pairs = std::make_unique<PairData>(
           tasks::TaskConfig{tasks::parse_task(cfg.task), cfg.vocab, cfg.min_len, cfg.max_len}, cfg.heldout, data_gen);
@@ -193,6 +216,9 @@ inline void Trainer::build_data(const Vocab* given) {
     longest_where = "--max-len " + std::to_string(cfg.max_len);
   } else if (cfg.format == "tsv") {
     TextFile f = read_text_file(cfg.data, "--data", kMaxFileBytes);
+    // Each pair's tokens are held as strings (~40 bytes a character) until encoded.
+    detail::check_data_memory(48.0 * double(f.text.size()), "--data " + cfg.data,
+                              std::to_string(f.text.size()) + " bytes of pairs");
     std::vector<TokenPair> train_tok = parse_pairs(f, how), valid_tok;
     data_info = {{"kind", "pairs"}, {"data", detail::file_info(f)}};
     if (!cfg.valid.empty()) {
@@ -236,31 +262,48 @@ inline void Trainer::build_data(const Vocab* given) {
     add(train_tok, train_p, &unknown_train, cfg.data);
     add(valid_tok, valid_p, &unknown_heldout_tokens, cfg.valid.empty() ? cfg.data : cfg.valid);
     pairs = std::make_unique<PairData>(std::move(train_p), std::move(valid_p));
-  } else {  // text: a language model's token stream
+  } else {  // text: a language model's token stream, encoded straight into ids
     TextFile f = read_text_file(cfg.data, "--data", kMaxFileBytes);
-    std::vector<std::string> toks = split_tokens(f.text, how), valid_toks;
     data_info = {{"kind", "text"}, {"data", detail::file_info(f)}};
+    std::optional<TextFile> v;
     if (!cfg.valid.empty()) {
-      TextFile v = read_text_file(cfg.valid, "--valid", kMaxFileBytes);
-      valid_toks = split_tokens(v.text, how);
-      data_info["valid"] = detail::file_info(v);
-    } else {
-      const size_t n_valid = static_cast<size_t>(cfg.valid_fraction * double(toks.size()));
-      valid_toks.assign(toks.end() - static_cast<std::ptrdiff_t>(n_valid), toks.end());
-      toks.resize(toks.size() - n_valid);
+      v = read_text_file(cfg.valid, "--valid", kMaxFileBytes);
+      data_info["valid"] = detail::file_info(*v);
     }
+    // Count first: the ids take 8 bytes a token (twice while the split is made).
+    int64_t n_train = 0, n_valid_file = 0;
+    for_each_token(f.text, how, [&](std::string_view) { ++n_train; });
+    if (v) for_each_token(v->text, how, [&](std::string_view) { ++n_valid_file; });
+    detail::check_data_memory(double(n_train + n_valid_file) * 16, "--data " + cfg.data,
+                              std::to_string(n_train + n_valid_file) + " tokens");
     if (given) {
       vocab = *given;
     } else {
-      const auto distinct = distinct_tokens({&toks});
+      std::set<std::string, std::less<>> distinct;
+      const int64_t n_fit = v ? n_train : n_train - static_cast<int64_t>(cfg.valid_fraction * double(n_train));
+      int64_t k = 0;
+      for_each_token(f.text, how, [&](std::string_view t) {
+        if (k++ < n_fit && distinct.find(t) == distinct.end()) distinct.emplace(t);
+      });
       if (static_cast<int64_t>(distinct.size()) > cfg.max_vocab)
         throw Error("--data " + cfg.data + ": " + std::to_string(distinct.size()) +
                     " distinct tokens is more than --max-vocab " + std::to_string(cfg.max_vocab));
-      vocab = Vocab::from_tokens(distinct);
+      vocab = Vocab::from_tokens({distinct.begin(), distinct.end()});
     }
     if (cfg.context == 0) cfg.context = 64;
     int64_t unknown_train = 0;
-    Seq train_ids = vocab.encode(toks, &unknown_train), valid_ids = vocab.encode(valid_toks, &unknown_heldout_tokens);
+    Seq train_ids, valid_ids;
+    train_ids.reserve(static_cast<size_t>(n_train));
+    for_each_token(f.text, how, [&](std::string_view t) { train_ids.push_back(vocab.id_of(t, &unknown_train)); });
+    if (v) {
+      valid_ids.reserve(static_cast<size_t>(n_valid_file));
+      for_each_token(v->text, how, [&](std::string_view t) { valid_ids.push_back(vocab.id_of(t, &unknown_heldout_tokens)); });
+    } else {  // the last --valid-fraction of the stream
+      const size_t n_valid = static_cast<size_t>(cfg.valid_fraction * double(train_ids.size()));
+      valid_ids.assign(train_ids.end() - static_cast<std::ptrdiff_t>(n_valid), train_ids.end());
+      train_ids.resize(train_ids.size() - n_valid);
+      train_ids.shrink_to_fit();
+    }
     if (static_cast<int64_t>(train_ids.size()) < cfg.context + 2)
       throw Error("--data " + cfg.data + ": " + std::to_string(train_ids.size()) + " training tokens is too few for --context " +
                   std::to_string(cfg.context));
@@ -449,6 +492,20 @@ inline nn::Tokens Trainer::source_batch(const std::vector<Seq>& sources) const {
   return src;
 }
 
+inline void Trainer::check_source_fits(size_t n) const {
+  const int64_t T = static_cast<int64_t>(n) + (gpt ? 1 : 0);  // gpt reads "source <s>"
+  const bool fixed_table = gpt || cfg.positions == "learned";
+  if (fixed_table && T > cfg.context)
+    throw Error("the input has " + std::to_string(n) + " tokens; this model's position table holds " +
+                std::to_string(cfg.context) + (gpt ? " (the input and its answer together)" : ""));
+  // Every layer's attention keeps (H, T, T) probabilities (and the decoder's
+  // cross-attention against an answer up to as long).
+  const double bytes = 4.0 * 3 * double(cfg.layers) * double(cfg.heads) * double(T + 2) * double(T + 2);
+  if (bytes > 0.5 * detail::physical_memory_bytes())
+    throw Error("the input has " + std::to_string(n) + " tokens; its attention maps need about " + detail::gib(bytes) +
+                ", more than half of this machine's " + detail::gib(detail::physical_memory_bytes()));
+}
+
 inline std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
   if (text) throw Error("answer: a language model continues text; it has no source to answer");
   if (decoding.method != "greedy" && decoding.method != "beam")
@@ -505,12 +562,28 @@ inline std::vector<Seq> Trainer::gpt_answer(const std::vector<Seq>& sources, int
 inline Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, Generator& gen) {
   if (!gpt) throw Error("continue_text: needs the decoder-only model (--model gpt)");
   if (prompt.empty()) throw Error("continue_text: the prompt is empty");
-  // The last context - n + 1 tokens of the prompt, so prompt + n fits the table.
-  const int64_t keep = std::max<int64_t>(1, cfg.context - n + 1);
-  const Seq p(prompt.end() - std::min<int64_t>(keep, static_cast<int64_t>(prompt.size())), prompt.end());
-  opt.max_new_tokens = std::min<int64_t>(n, cfg.context - static_cast<int64_t>(p.size()) + 1);
+  // The model sees at most `context` tokens (its position table): the whole
+  // prompt when it fits, else its last `context` tokens (prompt_cut says so).
+  // Generation fills the table, then slides: the last half of the window
+  // becomes the prompt of the next block (the cache is rebuilt from it), so
+  // every token is drawn with at least context/2 tokens before it.
+  const int64_t W = cfg.context;
+  Seq seq(prompt.end() - std::min<int64_t>(W, static_cast<int64_t>(prompt.size())), prompt.end());
+  // Never <pad> or <s> (a language model's text has neither), nor </s> when
+  // the model does not stop at it.
+  opt.suppress = {Vocab::kPad, Vocab::kBos};
+  if (!opt.eos) opt.suppress.push_back(Vocab::kEos);
+  Seq out;
   gpt->eval();
-  Seq out = nn::generate(*gpt, source_batch({p}), opt, gen).front();
+  while (static_cast<int64_t>(out.size()) < n) {
+    const int64_t keep = std::min<int64_t>(static_cast<int64_t>(seq.size()), out.empty() ? W : std::max<int64_t>(1, W / 2));
+    const Seq window(seq.end() - keep, seq.end());
+    opt.max_new_tokens = std::min<int64_t>(n - static_cast<int64_t>(out.size()), W - keep + 1);
+    const Seq more = nn::generate(*gpt, source_batch({window}), opt, gen).front();
+    out.insert(out.end(), more.begin(), more.end());
+    seq.insert(seq.end(), more.begin(), more.end());
+    if (more.empty() || (opt.eos && more.back() == *opt.eos)) break;
+  }
   gpt->train();
   return out;
 }

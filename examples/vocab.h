@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -29,30 +30,35 @@ inline Split parse_split(const std::string& s) {
 }
 inline const char* split_name(Split s) { return s == Split::Char ? "char" : "word"; }
 
-// Cuts `text` into tokens: UTF-8 characters, or whitespace-separated words.
-inline std::vector<std::string> split_tokens(const std::string& text, Split how) {
-  std::vector<std::string> out;
+// Calls f(token) for each token of `text`, UTF-8 characters or whitespace-
+// separated words, as views into `text`: nothing is copied, so a large file
+// can be counted, then encoded straight into ids.
+template <class F>
+void for_each_token(std::string_view text, Split how, F&& f) {
   if (how == Split::Word) {
-    std::string cur;
-    for (char c : text) {
-      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-        if (!cur.empty()) out.push_back(std::move(cur));
-        cur.clear();
-      } else {
-        cur += c;
-      }
+    size_t start = 0;
+    for (size_t i = 0; i <= text.size(); ++i) {
+      const bool space = i == text.size() || text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r';
+      if (!space) continue;
+      if (i > start) f(text.substr(start, i - start));
+      start = i + 1;
     }
-    if (!cur.empty()) out.push_back(std::move(cur));
-    return out;
+    return;
   }
   for (size_t i = 0; i < text.size();) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     // The length of this UTF-8 sequence from its lead byte; a stray byte is one token.
     size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
     n = std::min(n, text.size() - i);
-    out.push_back(text.substr(i, n));
+    f(text.substr(i, n));
     i += n;
   }
+}
+
+// The tokens of `text` as strings.
+inline std::vector<std::string> split_tokens(const std::string& text, Split how) {
+  std::vector<std::string> out;
+  for_each_token(text, how, [&](std::string_view t) { out.emplace_back(t); });
   return out;
 }
 
@@ -86,7 +92,7 @@ class Vocab {
     return tokens_[static_cast<size_t>(id)];
   }
   // The id of a token; -1 when it is not in the vocabulary.
-  int64_t find(const std::string& tok) const {
+  int64_t find(std::string_view tok) const {
     auto it = index_.find(tok);
     return it == index_.end() ? -1 : it->second;
   }
@@ -96,16 +102,18 @@ class Vocab {
   Seq encode(const std::vector<std::string>& toks, int64_t* unknown = nullptr) const {
     Seq ids;
     ids.reserve(toks.size());
-    for (const auto& t : toks) {
-      int64_t id = find(t);
-      if (id < 0 || id < 3) {  // specials are never typed in
-        if (!has_unk()) throw Error("vocab: unknown token '" + t + "' (the vocabulary has " + describe() + ")");
-        id = kUnk;
-        if (unknown) ++*unknown;
-      }
-      ids.push_back(id);
-    }
+    for (const auto& t : toks) ids.push_back(id_of(t, unknown));
     return ids;
+  }
+  // One token's id, as encode() gives it.
+  int64_t id_of(std::string_view t, int64_t* unknown = nullptr) const {
+    int64_t id = find(t);
+    if (id < 0 || id < 3) {  // specials are never typed in
+      if (!has_unk()) throw Error("vocab: unknown token '" + brief(std::string(t), 40) + "' (the vocabulary has " + describe() + ")");
+      id = kUnk;
+      if (unknown) ++*unknown;
+    }
+    return id;
   }
   // Ids -> text, tokens joined by `sep` (no separator for characters).
   std::string decode(const Seq& ids, const std::string& sep) const {
@@ -136,7 +144,7 @@ class Vocab {
     for (size_t i = 0; i < tokens_.size(); ++i) index_.emplace(tokens_[i], static_cast<int64_t>(i));
   }
   std::vector<std::string> tokens_;
-  std::map<std::string, int64_t> index_;
+  std::map<std::string, int64_t, std::less<>> index_;  // std::less<>: found by string_view
 };
 
 }  // namespace qkv::train

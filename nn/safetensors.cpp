@@ -418,7 +418,7 @@ class Writer {
     const int esize = dtype == FileDtype::F32 ? 4 : 8;
     const std::string header = header_text(tensors, order, metadata, esize);
 
-    const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
+    const std::string tmp = safetensors_temp_path(path_);
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) fail("cannot create " + tmp + ": " + std::strerror(errno));
     try {
@@ -626,6 +626,10 @@ TensorFile parse_safetensors(const void* bytes, size_t size, const std::string& 
 TensorFile read_safetensors(const std::string& path) {
   const FileBytes file(path);
   return Parser("read_safetensors", path).parse(file.data(), file.size());
+}
+
+std::string safetensors_temp_path(const std::string& path) {
+  return path + ".tmp." + std::to_string(::getpid());
 }
 
 }  // namespace qkv

@@ -53,6 +53,11 @@ enum class FileDtype { F32, F64 };
 // removed first.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const Metadata& metadata = {}, FileDtype dtype = FileDtype::F32);
+// The temporary file write_safetensors writes first, "<path>.tmp.<pid>": a
+// program that checks its output paths before working checks this name too
+// (its file name is longer than path's, and may pass the file system's limit
+// where path's does not).
+std::string safetensors_temp_path(const std::string& path);
 
 // Reads a whole safetensors file. F32, F64, F16 and BF16 data are converted to
 // qkv::real; any other dtype is an Error naming the tensor and the dtype.

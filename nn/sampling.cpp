@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <set>
 #include <string>
 
 #include "core/error.h"
@@ -80,6 +82,12 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt, con
     shortest = std::min(shortest, len[b]);
     longest = std::max(longest, len[b]);
   }
+  for (int64_t id : opt.suppress)
+    if (id < 0 || id >= V)
+      throw Error("generate: suppress holds token id " + std::to_string(id) + ", outside the vocabulary [0, " +
+                  std::to_string(V) + ")");
+  if (V > 0 && static_cast<int64_t>(std::set<int64_t>(opt.suppress.begin(), opt.suppress.end()).size()) >= V)
+    throw Error("generate: suppress holds every one of the " + std::to_string(V) + " tokens");
   std::vector<std::vector<int64_t>> out(static_cast<size_t>(B));
   if (B == 0 || opt.max_new_tokens == 0) return out;
   // Positions fed: each prompt, then all but the last generated token.
@@ -112,7 +120,9 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt, con
       if (pos < len[b]) {
         tok = prompt.ids[b * prompt.len + pos];  // still reading the prompt
       } else {
-        tok = sample_token(logits.data() + (r * n + n - 1) * V, V, opt, gen, scratch);
+        real* lr = logits.data() + (r * n + n - 1) * V;  // this row's logits for position pos
+        for (int64_t id : opt.suppress) lr[id] = -std::numeric_limits<real>::infinity();
+        tok = sample_token(lr, V, opt, gen, scratch);
         out[b].push_back(tok);
         if ((opt.eos && tok == *opt.eos) || static_cast<int64_t>(out[b].size()) == opt.max_new_tokens)
           continue;  // row b is done

@@ -24,6 +24,7 @@ struct SampleOptions {
   std::optional<int64_t> top_k;  // unset: all tokens; else >= 1
   double top_p = 1.0;            // in (0, 1]; 1 = off
   std::optional<int64_t> eos;    // if set, a row stops after generating this token (kept in the output)
+  std::vector<int64_t> suppress; // token ids never generated (e.g. <pad> and <s> in a text model's output)
 };
 
 // Throws qkv::Error naming the bad option (top_k < 1, top_p outside (0, 1],
@@ -42,7 +43,8 @@ int64_t sample_token(const real* logits, int64_t V, const SampleOptions& opt, Ge
 
 // Continues each prompt of `prompt` (B, L; prompt.lengths[b] >= 1 tokens of row
 // b, the rest padding) by max_new_tokens sampled tokens, with the key/value
-// cache. Returns the new tokens per row (not the prompt). Needs
+// cache. The ids in opt.suppress get logit -inf before each draw (an id
+// outside [0, V), or suppressing every token, is an Error). Returns the new tokens per row (not the prompt). Needs
 // max(lengths) + max_new_tokens - 1 <= cfg.max_len (the position table).
 std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt, const SampleOptions& opt,
                                            Generator& gen);

@@ -14,7 +14,7 @@ refused "--heads: 3 heads do not divide --d-model 16" --heads 3
 refused "--min-len: 5 is more than --max-len 3" --min-len 5 --max-len 3
 refused "--threads: must be in [0, 1024], got -1" --threads -1
 refused "--threads: must be in [0, 1024], got 5000" --threads 5000
-refused "--lr: must be finite" --lr nan
+refused "--lr: expected a finite number, got 'nan'" --lr nan
 refused "--lr: must be finite, > 0" --lr -1
 refused "--steps must be in [1, 1000000000], got 0" --steps 0
 refused "--d-model must be in [1, 16384], got 100000" --d-model 100000
@@ -32,3 +32,27 @@ refused "--model: expected seq2seq or gpt" --model bert
 refused "--positions: the gpt model has learned positions only" --model gpt --positions sinusoidal
 refused "--format: text (a plain corpus) trains a language model" --data /etc/hostname --format text
 refused "--steps" --steps abc
+# An empty string is a value, never "not given" (which would start a new run
+# over runs/<task>/), and numbers are read as typed: no hex, no wrap-around of
+# a negative unsigned seed, no clamping of a number out of range.
+refused "--ask: the value is empty" --ask ''
+refused "--load: the value is empty" --load ''
+refused "--save: the value is empty" --save ''
+refused "--out: the value is empty" --out ''
+refused "--data: the value is empty" --data ''
+refused "--steps: expected a number, got an empty string" --steps ''
+refused "--steps: expected a whole number in decimal digits, got '0x10'" --steps 0x10
+refused "--seed: must not be negative, got '-1'" --seed -1
+refused "--steps: '99999999999999999999' is out of range" --steps 99999999999999999999
+refused "--lr: '1e999' is out of range" --lr 1e999
+refused "--lr: expected a decimal number" --lr 0x1p3
+# A number of 300 digits is quoted briefly, not whole.
+expect_fail "$TRAIN" --lr "$(printf '9%.0s' $(seq 300))"
+expect_out "is out of range"
+[ "$(wc -c < "$QKV_TMP/out")" -lt 300 ] || fail "a 300-digit value was quoted whole"
+# A --save name whose temporary file name passes the file system's limit is
+# refused before training (the trained model would be lost at the end).
+refused "cannot create the file" --save "$(printf 'a%.0s' $(seq 250)).st"
+# Bytes that are not UTF-8 in a data file: refused before training, naming line and byte.
+printf 'ab\tba\ncd\tdc\nx\377y\tz\n' > latin1.tsv
+refused "--data latin1.tsv:3: byte 0xff at column 2 is not UTF-8" --data latin1.tsv
