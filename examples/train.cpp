@@ -44,7 +44,7 @@ struct Options {
   double target = 0.99;
   bool eval_only = false, no_early_stop = false, no_save = false, show_attention = false, allow_nonfinite = false;
   bool detect_anomaly = false;
-  std::string out_dir, save_path, load_path, ask;
+  std::string out_dir, save_path, load_path, ask, init_from;
   std::string decode = "greedy";  // held-out checks and --ask: greedy | beam
   int64_t beam = 4, max_new = 200, top_k = 0;
   double alpha = 0.6, temperature = 0.8, top_p = 0.95;
@@ -147,6 +147,7 @@ void add_flags(CLI::App& app, TrainConfig& c, Options& o) {
   add_value(app, "--save-every", o.save_every, "also write it every N steps (0: off)")->capture_default_str();
   add_value(app, "--load", o.load_path, "resume from a checkpoint");
   app.add_flag("--eval-only", o.eval_only, "only evaluate the --load checkpoint");
+  add_value(app, "--init-from", o.init_from, "fine-tune: weights, model, vocab of a file");
   add_value(app, "--ask", o.ask, "with --load: answer this text (- : stdin)");
   app.add_flag("--show-attention", o.show_attention, "with --ask: print cross-attention");
   add_value(app, "--decode", o.decode, "greedy or beam (checks, --ask)")->capture_default_str();
@@ -188,19 +189,58 @@ Trainer new_run(TrainConfig c, const std::vector<std::string>& given) {
 // Resumes (or, for --eval-only and --decode, reopens) a checkpoint. Its file
 // holds every setting; a flag given as well must agree with it, except --steps.
 Trainer resumed_run(const std::string& path, const TrainConfig& flags, const std::vector<std::string>& given,
-                    bool allow_nonfinite) {
+                    bool allow_nonfinite, DataUse use) {
   const json mine = flags.to_json();
-  return Trainer::resume(path, [&](TrainConfig& c) {
+  return Trainer::resume(path, [&](TrainConfig& c, bool model_file) {
     const json saved = c.to_json();
+    if (model_file) {  // no run to agree with: the flags say how to read and evaluate it
+      json j = saved;
+      for (const std::string& k : given) {
+        if (TrainConfig::is_arch_key(k) && saved[k] != mine[k])
+          throw Error(flag_of(k) + ": the model file " + path + " holds a model with " + flag_of(k) + " " +
+                      show_value(saved[k]) + ", but the command line gives " + show_value(mine[k]));
+        j[k] = mine[k];
+      }
+      c = TrainConfig::from_json(j, "the command line");
+      return;
+    }
     for (const std::string& k : given) {
       if (k == "steps" || saved[k] == mine[k]) continue;
+      // Evaluating: the data may be named anew (moved, or another folder); its hash decides.
+      if (use == DataUse::Evaluate && (k == "data" || k == "valid" || (k == "format" && saved["data"] == ""))) {
+        (k == "data" ? c.data : k == "valid" ? c.valid : c.format) = mine[k].get<std::string>();
+        continue;
+      }
       throw Error(flag_of(k) + ": the checkpoint " + path + " was trained with " + flag_of(k) + " " +
                   show_value(saved[k]) + ", but the command line gives " + show_value(mine[k]) +
                   " (leave the flag out to use the checkpoint's)");
     }
     c.steps = flags.steps;
     if (std::find(given.begin(), given.end(), "steps") == given.end()) c.steps = saved["steps"].get<int64_t>();
-  }, allow_nonfinite);
+  }, allow_nonfinite, use);
+}
+
+// Under MPI every rank must read the same data (same flags are not enough:
+// each rank reads its own copy of the files). Compares the files' hashes and
+// the vocabulary across ranks, before any collective could mismatch, naming
+// the first rank that differs from rank 0 and the file.
+void check_same_data_on_all_ranks(const Trainer& t) {
+  if (dist::size() == 1) return;
+  auto hash_of = [&](const char* part) {
+    return t.data_info.contains(part) ? t.data_info[part]["fnv1a64"].get<std::string>() : std::string("-");
+  };
+  const json mine = {hash_of("data"), hash_of("valid"), train::detail::hex64(fnv1a64(t.vocab.to_json().dump()))};
+  const std::vector<std::string> all = dist::all_gather(mine.dump());
+  const json first = json::parse(all[0]);
+  for (size_t r = 1; r < all.size(); ++r) {
+    const json other = json::parse(all[r]);
+    const char* what[] = {"--data file", "--valid file", "vocabulary"};
+    for (size_t k = 0; k < 3; ++k)
+      if (other[k] != first[k])
+        throw Error("MPI rank " + std::to_string(r) + " reads a different " + what[k] + " than rank 0 (hash " +
+                    other[k].get<std::string>() + " vs " + first[k].get<std::string>() + (k == 0 ? ", " + t.cfg.data : "") +
+                    "): every rank needs the same data files");
+  }
 }
 
 std::string run_name(const TrainConfig& c) {
@@ -600,11 +640,11 @@ int ask(Trainer& t, const Options& o) {
     int64_t unknown = 0;
     const Seq src = t.encode_text(line, &unknown);
     if (src.empty()) return;
-    if (t.text && static_cast<int64_t>(src.size()) > t.cfg.context)
+    if (t.is_lm() && static_cast<int64_t>(src.size()) > t.cfg.context)
       std::fprintf(stderr, "note: the prompt has %zu tokens; the model sees its last %lld (its context)\n", src.size(),
                    (long long)t.cfg.context);
-    if (!t.text) t.check_source_fits(src.size());
-    const Seq out = t.text ? t.continue_text(src, o.max_new, sampling(o), gen) : t.answer({src}).front();
+    if (!t.is_lm()) t.check_source_fits(src.size());
+    const Seq out = t.is_lm() ? t.continue_text(src, o.max_new, sampling(o), gen) : t.answer({src}).front();
     std::printf("%s\n", t.decode_text(out).c_str());
     if (unknown) std::fprintf(stderr, "note: %lld input tokens are not in the vocabulary (read as <unk>)\n", (long long)unknown);
     if (o.show_attention && t.s2s) print_attention(cross_attention_of(t, src, out));
@@ -680,13 +720,18 @@ int train_main(int argc, char** argv) {
 
     // 2. The run: new, or every setting from the checkpoint.
     const std::vector<std::string> given = given_keys(app);
-    Trainer t = o.load_path.empty() ? new_run(flags, given) : resumed_run(o.load_path, flags, given, o.allow_nonfinite);
+    if (!o.init_from.empty() && !o.load_path.empty()) throw Error("--init-from: starts a new run; --load resumes one (give one of them)");
+    const DataUse use = !o.ask.empty() ? DataUse::None : o.eval_only ? DataUse::Evaluate : DataUse::Train;
+    Trainer t = !o.load_path.empty() ? resumed_run(o.load_path, flags, given, o.allow_nonfinite, use)
+                : !o.init_from.empty() ? Trainer::init_from(o.init_from, flags, given)
+                                       : new_run(flags, given);
     t.decoding = {o.decode, o.beam, o.alpha, true};
     // Under mpirun: every rank must run the same settings (they take part in
     // the same collective calls); rank 0 alone prints and writes files.
     const bool lead = dist::rank() == 0;
     if (!dist::all_equal(t.cfg.to_json().dump() + app.config_to_str(true, false)))
       throw Error("the MPI ranks were started with different flags; every rank needs the same command line");
+    check_same_data_on_all_ranks(t);
     if (!lead && !std::freopen("/dev/null", "w", stdout)) throw Error("cannot silence stdout of a rank > 0");
     if (!o.ask.empty()) return ask(t, o);
 

@@ -89,6 +89,19 @@ struct TrainConfig {
     for_each_field(*this, [&](const char* k, const auto& v) { j[k] = v; });
     return j;
   }
+  // The architecture: what the model's own config (nn::TransformerConfig or
+  // nn::GPTConfig) holds. A checkpoint stores it once, as model_config; its
+  // train_config holds the other keys (run_json()).
+  static bool is_arch_key(const std::string& k) {
+    for (const char* a : {"model", "d_model", "heads", "layers", "d_ff", "dropout", "pre_ln", "tie", "positions", "activation"})
+      if (k == a) return true;
+    return false;
+  }
+  json run_json() const {
+    json j = to_json();
+    for (auto it = j.begin(); it != j.end();) it = is_arch_key(it.key()) ? j.erase(it) : std::next(it);
+    return j;
+  }
   static TrainConfig from_json(const json& j, const std::string& where) {
     TrainConfig c;
     for_each_field(c, [&](const char* k, auto& v) { nn::read_json_field(j, k, v, where); });
@@ -173,25 +186,54 @@ inline void set_generator_state(Generator& g, const std::string& s, const std::s
   g.set_state(st);
 }
 
-inline constexpr const char* kCheckpointFormat = "qkv-train-v2";
+// v3: the architecture once (model_config); v2 (read too) also had it in train_config.
+inline constexpr const char* kCheckpointFormat = "qkv-train-v3";
+inline constexpr const char* kCheckpointFormatV2 = "qkv-train-v2";
+
+// The architecture keys of `c` from a model file's kind and model_config
+// (`where` names them in errors). The trainer's models have one layer count
+// and one vocabulary for both sides: an encoder-decoder with other shapes is
+// refused naming the keys.
+void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& model_config, const std::string& where);
+
+// What a Trainer reads besides the checkpoint's own contents.
+enum class DataUse {
+  Train,     // a new or resumed run: every data file, hash-checked on resume
+  Evaluate,  // --eval-only: the held-out data (a moved file is found by hash, a new --valid is taken)
+  None,      // --ask: the vocabulary is in the file; no data file is read
+};
 
 class Trainer {
  public:
   // A new run: reads (or draws) the data, builds the vocabulary, the model and
   // Adam. With `vocab` (from a checkpoint) the data is encoded with it instead.
-  explicit Trainer(const TrainConfig& c, const Vocab* vocab = nullptr);
+  // `where` names the settings' source in errors ("" for flags, else e.g.
+  // "<file>: train_config"); DataUse::None builds the model only.
+  explicit Trainer(const TrainConfig& c, const Vocab* vocab = nullptr, const std::string& where = "",
+                   DataUse use = DataUse::Train);
 
   // Reads a checkpoint written by save(): its config (with `adjust` applied,
   // e.g. a longer --steps), vocabulary, data, weights, optimizer state, step
   // and random streams. Errors name the file and the key.
   // A checkpoint holding NaN or Inf (weights or optimizer state) is refused
   // naming the tensor, unless allow_nonfinite (to inspect it).
+  // A model file without training state (nn::save_model, or written by
+  // another program) opens for DataUse::Evaluate and DataUse::None only.
   static Trainer resume(const std::string& path,
-                        const std::function<void(TrainConfig&)>& adjust = nullptr,
-                        bool allow_nonfinite = false);
+                        const std::function<void(TrainConfig&, bool model_file)>& adjust = nullptr,
+                        bool allow_nonfinite = false, DataUse use = DataUse::Train);
+  // A new run from `c` whose architecture, vocabulary and weights come from
+  // the model file or checkpoint at `path` (--init-from: fine-tuning with a
+  // fresh optimizer). `given` lists the keys set on the command line: an
+  // architecture key among them must agree with the file.
+  static Trainer init_from(const std::string& path, TrainConfig c, const std::vector<std::string>& given);
   // The run settings stored in a checkpoint (for comparing with flags).
   static TrainConfig checkpoint_config(const TensorFile& f);
+  // The vocabulary stored in a model file or checkpoint, checked against the
+  // model's size (model_config) and the special tokens; Error naming the file and key.
+  static Vocab checkpoint_vocab(const TensorFile& f, int64_t model_vocab);
 
+  bool is_lm() const { return cfg.is_text(); }  // a language model (text data)
   // One optimisation step on a fresh batch; returns the loss. Throws Diverged
   // (before changing any parameter) when the loss or the gradient norm is NaN
   // or infinite.

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <filesystem>
 #include <numeric>
 #include <set>
 #include <string_view>
@@ -33,8 +34,12 @@ inline std::string hex64(uint64_t h) {
   std::snprintf(b, sizeof b, "%016" PRIx64, h);
   return b;
 }
+// A data file as a checkpoint records it: the path as typed and absolute (so
+// the file is found from another folder), its size and hash.
 inline json file_info(const TextFile& f) {
-  return {{"path", f.path}, {"bytes", f.text.size()}, {"fnv1a64", hex64(f.hash)}};
+  std::error_code ec;
+  const std::string abs = std::filesystem::absolute(f.path, ec).lexically_normal().string();
+  return {{"path", f.path}, {"abspath", ec ? f.path : abs}, {"bytes", f.text.size()}, {"fnv1a64", hex64(f.hash)}};
 }
 inline double physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -179,9 +184,15 @@ inline std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c) {
   throw Error("--schedule: unknown schedule '" + c.schedule + "' (expected noam, cosine or constant)");
 }
 
-inline Trainer::Trainer(const TrainConfig& c, const Vocab* given) : cfg(c), data_gen(c.seed) {
-  validate(cfg, "");
-  build_data(given);
+inline Trainer::Trainer(const TrainConfig& c, const Vocab* given, const std::string& where, DataUse use)
+    : cfg(c), data_gen(c.seed) {
+  validate(cfg, where);
+  if (use == DataUse::None) {
+    if (!given) throw Error("Trainer: DataUse::None needs the vocabulary");
+    vocab = *given;  // the position table (cfg.context) is the file's
+  } else {
+    build_data(given);
+  }
   build_model();
   opt = std::make_unique<optim::Adam>(model().parameters(), optim::AdamOptions::paper(cfg.lr));
   schedule = make_schedule(cfg);
@@ -507,14 +518,15 @@ inline void Trainer::check_source_fits(size_t n) const {
 }
 
 inline std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
-  if (text) throw Error("answer: a language model continues text; it has no source to answer");
+  if (is_lm()) throw Error("answer: a language model continues text; it has no source to answer");
   if (decoding.method != "greedy" && decoding.method != "beam")
     throw Error("--decode: expected greedy or beam, got '" + decoding.method + "'");
   if (decoding.method == "beam" && gpt) throw Error("--decode beam: beam search here is for the encoder-decoder (--model seq2seq)");
   int64_t longest = 0;
   for (const Seq& s : sources) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
-  for (const Pair& p : pairs->heldout()) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.tgt.size()));
-  if (!pairs->from_file()) longest = std::max(longest, cfg.max_len);
+  if (pairs)
+    for (const Pair& p : pairs->heldout()) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.tgt.size()));
+  if (cfg.data.empty()) longest = std::max(longest, cfg.max_len);
   const int64_t max_new = longest + 2;
   if (gpt) return gpt_answer(sources, max_new);
   const nn::Tokens src = source_batch(sources);
@@ -611,8 +623,12 @@ inline void Trainer::write_checkpoint(const std::string& path, const std::vector
   for (auto& [n, t] : opt->state_dict()) all.emplace_back("optim." + n, t);
   Metadata md = s2s ? nn::model_metadata(*s2s, "model.") : nn::model_metadata(*gpt, "model.");
   md["format"] = kCheckpointFormat;
-  md["train_config"] = cfg.to_json().dump();
+  md["train_config"] = cfg.run_json().dump();  // the architecture is model_config's alone
   md["vocab"] = vocab.to_json().dump();
+  md["tokenizer"] = cfg.data.empty() || cfg.tokens == "word" ? "word" : "char";
+  json special = {{"pad", Vocab::kPad}, {"bos", Vocab::kBos}, {"eos", Vocab::kEos}};
+  if (vocab.has_unk()) special["unk"] = Vocab::kUnk;
+  md["special_tokens"] = special.dump();
   md["data"] = data_info.dump();
   md["step"] = std::to_string(opt->step_count());
   md["data_gen"] = generator_state_string(data_gen);
@@ -622,21 +638,105 @@ inline void Trainer::write_checkpoint(const std::string& path, const std::vector
   write_safetensors(path, all, md);
 }
 
+inline void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc, const std::string& where) {
+  if (kind == "gpt") {
+    const nn::GPTConfig g = nn::gpt_config_from_json(mc, where);
+    c.model = "gpt";
+    c.d_model = g.d_model; c.heads = g.heads; c.layers = g.layers; c.d_ff = g.d_ff; c.dropout = g.dropout;
+    c.pre_ln = g.pre_norm; c.tie = g.tie_weights; c.positions = "learned";
+    c.activation = nn::activation_name(g.activation);
+  } else if (kind == "seq2seq") {
+    const nn::TransformerConfig m = nn::transformer_config_from_json(mc, where);
+    if (m.encoder_layers != m.decoder_layers)
+      throw Error(where + ": encoder_layers " + std::to_string(m.encoder_layers) + " != decoder_layers " +
+                  std::to_string(m.decoder_layers) + " (the trainer's --layers sets both)");
+    if (m.src_vocab != m.tgt_vocab)
+      throw Error(where + ": src_vocab " + std::to_string(m.src_vocab) + " != tgt_vocab " + std::to_string(m.tgt_vocab) +
+                  " (the trainer's models share one vocabulary)");
+    c.model = "seq2seq";
+    c.d_model = m.d_model; c.heads = m.heads; c.layers = m.encoder_layers; c.d_ff = m.d_ff; c.dropout = m.dropout;
+    c.pre_ln = m.pre_norm; c.tie = m.tie_weights; c.positions = m.learned_positions ? "learned" : "sinusoidal";
+    c.activation = nn::activation_name(m.activation);
+  } else {
+    throw Error(where + ": model_kind '" + brief(kind, 40) + "' is neither seq2seq nor gpt");
+  }
+}
+
+namespace detail {
+// The model file's kind and its model_config (as JSON), checked present.
+inline std::pair<std::string, json> model_of(const TensorFile& f) {
+  auto kind = f.metadata.find("model_kind");
+  if (kind == f.metadata.end())
+    throw Error(f.path + ": metadata has no 'model_kind': not a model file (nn::save_model) or a training checkpoint");
+  return {kind->second, nn::metadata_json(f.metadata, "model_config", f.path)};
+}
+// The model's vocabulary size from its config.
+inline int64_t model_vocab_size(const std::string& kind, const json& mc) {
+  const json& v = mc.at(kind == "gpt" ? "vocab" : "src_vocab");
+  return v.get<int64_t>();
+}
+// The model's position table (its config's max_len).
+inline int64_t model_max_len(const json& mc) { return mc.at("max_len").get<int64_t>(); }
+}  // namespace detail
+
 inline TrainConfig Trainer::checkpoint_config(const TensorFile& f) {
   auto fmt = f.metadata.find("format");
   if (fmt == f.metadata.end())
     throw Error(f.path + ": not a qkv training checkpoint (metadata has no 'format')");
-  if (fmt->second != kCheckpointFormat)
-    throw Error(f.path + ": checkpoint format '" + fmt->second + "' is not the '" + kCheckpointFormat +
-                "' this program reads");
-  return TrainConfig::from_json(nn::metadata_json(f.metadata, "train_config", f.path),
-                                f.path + ": metadata 'train_config'");
+  const bool v2 = fmt->second == kCheckpointFormatV2;
+  if (fmt->second != kCheckpointFormat && !v2)
+    throw Error(f.path + ": checkpoint format '" + brief(fmt->second, 40) + "' is not the '" + kCheckpointFormat +
+                "' (or v2) this program reads");
+  const std::string where = f.path + ": metadata 'train_config'";
+  json run = nn::metadata_json(f.metadata, "train_config", f.path);
+  if (!run.is_object()) throw Error(where + ": expected a JSON object");
+  const auto [kind, mc] = detail::model_of(f);
+  TrainConfig arch;
+  set_arch_from_model(arch, kind, mc, f.path + ": metadata 'model_config'");
+  const json from_model = arch.to_json();
+  for (auto& [k, v] : from_model.items()) {
+    if (!TrainConfig::is_arch_key(k)) continue;
+    // Version 2 stored the architecture twice: both must say the same.
+    if (v2 && run.contains(k) && run[k] != v)
+      throw Error(f.path + ": the file's parts disagree: train_config says " + k + " = " + brief(run[k].dump(), 40) +
+                  " but model_config gives " + brief(v.dump(), 40));
+    run[k] = v;
+  }
+  TrainConfig c = TrainConfig::from_json(run, where);
+  const int64_t table = detail::model_max_len(mc);
+  if ((c.is_gpt() || c.positions == "learned") && c.context != table)
+    throw Error(f.path + ": the file's parts disagree: train_config says context = " + std::to_string(c.context) +
+                " but model_config's max_len is " + std::to_string(table));
+  return c;
+}
+
+inline Vocab Trainer::checkpoint_vocab(const TensorFile& f, int64_t model_vocab) {
+  Vocab v;
+  try {
+    v = Vocab::from_json(nn::metadata_json(f.metadata, "vocab", f.path));
+  } catch (const json::exception& e) {
+    throw Error(f.path + ": metadata 'vocab' is not a list of strings (" + brief(e.what(), 120) + ")");
+  } catch (const Error& e) {
+    throw Error(f.path + ": metadata 'vocab': " + e.what());
+  }
+  if (v.size() != model_vocab)
+    throw Error(f.path + ": the file's parts disagree: metadata 'vocab' has " + std::to_string(v.size()) +
+                " tokens but model_config's vocabulary size is " + std::to_string(model_vocab));
+  if (f.metadata.count("special_tokens")) {
+    const json sp = nn::metadata_json(f.metadata, "special_tokens", f.path);
+    const json want = {{"pad", Vocab::kPad}, {"bos", Vocab::kBos}, {"eos", Vocab::kEos}};
+    for (auto& [k, id] : want.items())
+      if (!sp.is_object() || !sp.contains(k) || sp[k] != id)
+        throw Error(f.path + ": metadata 'special_tokens' key '" + k + "' must be " + id.dump() +
+                    " (the vocabulary's <pad>, <s>, </s> are ids 0, 1, 2)");
+  }
+  return v;
 }
 
 namespace detail {
 // The run's weights, optimizer state, step and random streams from `f`, after
 // checking that its data files are the ones the checkpoint was trained on.
-inline void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite) {
+inline void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite, DataUse use = DataUse::Train) {
   // Weights and optimizer state alike; --allow-nonfinite loads such a file for inspection.
   if (!allow_nonfinite) check_finite(f.tensors, f.path + ": refused (--allow-nonfinite loads it anyway)");
   const json saved = nn::metadata_json(f.metadata, "data", f.path);
@@ -645,6 +745,13 @@ inline void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite) {
     const json& now = t.data_info[part];
     if (!saved.contains(part) || !saved[part].is_object() || !saved[part].contains("fnv1a64"))
       throw Error(f.path + ": metadata 'data' has no '" + part + "' file entry, but this run reads " + now["path"].get<std::string>());
+    // Evaluating on a held-out file named anew (not the run's own path): taken, with a note.
+    const bool named_anew = saved[part].value("path", "") != now["path"] && saved[part].value("abspath", "") != now["abspath"];
+    if (saved[part]["fnv1a64"] != now["fnv1a64"] && use == DataUse::Evaluate && std::string(part) == "valid" && named_anew) {
+      std::printf("note: evaluating on %s, not the held-out file the run was trained with\n",
+                  now["path"].get<std::string>().c_str());
+      continue;
+    }
     if (saved[part]["fnv1a64"] != now["fnv1a64"])
       throw Error(f.path + ": was trained on a " + part + " file with hash " + saved[part]["fnv1a64"].dump() +
                   " but " + now["path"].get<std::string>() + " now has hash " + now["fnv1a64"].dump() +
@@ -658,6 +765,11 @@ inline void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite) {
   for (auto& [n, x] : f.tensors)
     if (n.rfind("optim.", 0) == 0) st.emplace_back(n.substr(6), x);
   t.opt->load_state_dict(st);
+  const auto step = f.metadata.find("step");
+  if (step == f.metadata.end()) throw Error(f.path + ": metadata has no 'step'");
+  if (step->second != std::to_string(t.opt->step_count()))
+    throw Error(f.path + ": the file's parts disagree: metadata 'step' is '" + brief(step->second, 40) +
+                "' but the optimizer state (optim.step) is at step " + std::to_string(t.opt->step_count()));
   for (const char* key : {"data_gen", "dropout_gen"})
     if (!f.metadata.count(key)) throw Error(f.path + ": metadata has no '" + std::string(key) + "'");
   set_generator_state(t.data_gen, f.metadata.at("data_gen"), f.path + ": metadata 'data_gen'");
@@ -675,21 +787,85 @@ inline void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite) {
 }
 }  // namespace detail
 
-inline Trainer Trainer::resume(const std::string& path, const std::function<void(TrainConfig&)>& adjust,
-                              bool allow_nonfinite) {
+namespace detail {
+// A data file named in a checkpoint, found again: as typed (from the current
+// folder), else at its absolute path when that file has the same hash.
+inline void find_moved_data(TrainConfig& c, const TensorFile& f) {
+  std::error_code ec;
+  const auto it = f.metadata.find("data");
+  if (it == f.metadata.end()) return;
+  const json saved = nn::metadata_json(f.metadata, "data", f.path);
+  auto relocate = [&](std::string& path, const char* part) {
+    if (path.empty() || std::filesystem::exists(path, ec)) return;
+    if (!saved.is_object() || !saved.contains(part) || !saved[part].is_object()) return;
+    const json& e = saved[part];
+    if (e.contains("abspath") && e["abspath"].is_string() && std::filesystem::exists(e["abspath"].get<std::string>(), ec))
+      path = e["abspath"].get<std::string>();
+  };
+  relocate(c.data, "data");
+  relocate(c.valid, "valid");
+  for (const std::string* p : {&c.data, &c.valid})
+    if (!p->empty() && !std::filesystem::exists(*p, ec))
+      throw Error(f.path + ": its " + (p == &c.data ? "data" : "held-out") + " file " + *p +
+                  " is gone (moved or deleted): give its new path with " + (p == &c.data ? "--data" : "--valid") +
+                  " (its hash is checked)" + (p == &c.data ? "" : ", or another held-out file"));
+}
+}  // namespace detail
+
+inline Trainer Trainer::resume(const std::string& path, const std::function<void(TrainConfig&, bool)>& adjust,
+                              bool allow_nonfinite, DataUse use) {
   TensorFile f = read_safetensors(path);
-  TrainConfig c = checkpoint_config(f);
-  if (adjust) adjust(c);
-  Vocab v;
-  try {
-    v = Vocab::from_json(nn::metadata_json(f.metadata, "vocab", path));
-  } catch (const json::exception& e) {
-    throw Error(path + ": metadata 'vocab' is not a list of strings (" + e.what() + ")");
-  } catch (const Error& e) {
-    throw Error(path + ": metadata 'vocab': " + e.what());
+  const auto [kind, mc] = detail::model_of(f);
+  const std::string prefix = f.metadata.count("model_prefix") ? f.metadata.at("model_prefix") : "";
+  if (!f.metadata.count("format")) {
+    // A model file: the weights and the architecture, no training state.
+    if (use == DataUse::Train)
+      throw Error(path + ": a model file without training state (no 'format'): --ask and --eval-only read it, "
+                  "--init-from fine-tunes it with a new optimizer");
+    TrainConfig c;
+    set_arch_from_model(c, kind, mc, path + ": metadata 'model_config'");
+    c.context = detail::model_max_len(mc);
+    const auto tok = f.metadata.find("tokenizer");
+    c.tokens = tok == f.metadata.end() ? "char" : tok->second;
+    // A decoder-only model file is a language model unless the flags say otherwise.
+    if (kind == "gpt") c.format = "text";
+    const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
+    if (!v.has_unk()) c.vocab = v.size() - 3;  // a built-in task's symbols
+    if (adjust) adjust(c, true);
+    if (use == DataUse::None && c.data.empty() && v.has_unk()) c.data = "(model file)";  // text is cut by c.tokens
+    Trainer t(c, &v, path + ": metadata", use);
+    nn::LoadOptions lo;
+    lo.prefix = prefix;
+    lo.allow_nonfinite = allow_nonfinite;
+    nn::load_state_dict(t.model(), f, lo);
+    return t;
   }
-  Trainer t(c, &v);
-  detail::restore(t, f, allow_nonfinite);
+  TrainConfig c = checkpoint_config(f);
+  if (adjust) adjust(c, false);
+  if (use == DataUse::Evaluate) detail::find_moved_data(c, f);
+  const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
+  Trainer t(c, &v, path + ": metadata 'train_config'", use);
+  detail::restore(t, f, allow_nonfinite, use);
+  return t;
+}
+
+inline Trainer Trainer::init_from(const std::string& path, TrainConfig c, const std::vector<std::string>& given) {
+  TensorFile f = read_safetensors(path);
+  const auto [kind, mc] = detail::model_of(f);
+  TrainConfig arch = c;
+  set_arch_from_model(arch, kind, mc, path + ": metadata 'model_config'");
+  const json mine = c.to_json(), theirs = arch.to_json();
+  for (const std::string& k : given)
+    if (TrainConfig::is_arch_key(k) && mine[k] != theirs[k])
+      throw Error(flag_of(k) + ": --init-from " + path + " holds a model with " + flag_of(k) + " " + show_value(theirs[k]) +
+                  ", but the command line gives " + show_value(mine[k]) + " (leave the flag out)");
+  arch.context = detail::model_max_len(mc);
+  if (kind == "seq2seq" && arch.positions == "sinusoidal") arch.context = c.context;  // the table grows on demand
+  const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
+  Trainer t(arch, &v);
+  nn::LoadOptions lo;
+  lo.prefix = f.metadata.count("model_prefix") ? f.metadata.at("model_prefix") : "";
+  nn::load_state_dict(t.model(), f, lo);
   return t;
 }
 

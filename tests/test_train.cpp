@@ -281,16 +281,27 @@ TEST_CASE("missing or mistyped checkpoint metadata is an error naming the file a
     if (value.is_null()) j.erase(key); else j[key] = value;
     return j.dump();
   };
+  // Without 'format' it is a model file: it has no training state to resume.
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m.erase("format"); })),
+                       doctest::Contains("a model file without training state"), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::checkpoint_config(read_safetensors(broken([](Metadata& m) { m.erase("format"); }))),
                        doctest::Contains("not a qkv training checkpoint"), Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m.erase("train_config"); })),
                        doctest::Contains((bad + ": metadata has no 'train_config'").c_str()), Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("lr", nullptr); })),
                        doctest::Contains("missing key 'lr'"), Error);
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("d_model", "64"); })),
-                       doctest::Contains("key 'd_model' has the wrong type"), Error);
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("heads", 1.5); })),
-                       doctest::Contains("key 'heads' has the wrong type"), Error);
+  // The architecture is model_config's alone.
+  auto model_with = [&](const std::string& key, const train::json& value) {
+    train::json j = train::json::parse(good.metadata.at("model_config"));
+    j[key] = value;
+    return j.dump();
+  };
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["model_config"] = model_with("d_model", "64"); })),
+                       doctest::Contains("metadata 'model_config': key 'd_model' has the wrong type"), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["model_config"] = model_with("heads", 1.5); })),
+                       doctest::Contains("metadata 'model_config': key 'heads' has the wrong type"), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("lr", "big"); })),
+                       doctest::Contains("metadata 'train_config': key 'lr' has the wrong type"), Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m["train_config"] = "{not json"; })),
                        doctest::Contains("metadata 'train_config' is not valid JSON"), Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m.erase("vocab"); })),
@@ -303,6 +314,84 @@ TEST_CASE("missing or mistyped checkpoint metadata is an error naming the file a
                        doctest::Contains("metadata has no 'model_kind'"), Error);
   std::remove(path.c_str());
   std::remove(bad.c_str());
+}
+
+TEST_CASE("a checkpoint is one model: the parts of a file that disagree are refused, naming the file and the key") {
+  const std::string path = temp_path("parts.safetensors"), bad = temp_path("parts_bad.safetensors");
+  {
+    train::Trainer t(small_config());
+    t.step();
+    t.save(path);
+  }
+  const TensorFile good = read_safetensors(path);
+  auto broken = [&](auto&& edit) {
+    Metadata md = good.metadata;
+    edit(md);
+    write_safetensors(bad, good.tensors, md);
+    return bad;
+  };
+  // The run settings hold no architecture: heads is model_config's alone.
+  CHECK_FALSE(train::json::parse(good.metadata.at("train_config")).contains("heads"));
+  CHECK(good.metadata.at("format") == "qkv-train-v3");
+  // A version-2 file held the architecture twice; both must agree.
+  const train::json full = train::Trainer::resume(path).cfg.to_json();  // every setting, architecture too
+  auto as_v2 = [&](int64_t heads) {
+    return broken([&](Metadata& m) {
+      train::json run = full;
+      run["heads"] = heads;
+      m["train_config"] = run.dump();
+      m["format"] = "qkv-train-v2";
+    });
+  };
+  CHECK(train::Trainer::resume(as_v2(small_config().heads)).cfg.heads == small_config().heads);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(as_v2(small_config().heads * 2)),
+                       doctest::Contains("the file's parts disagree: train_config says heads"), Error);
+  // The vocabulary against the model's size, the step against the optimizer's.
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) {
+                         train::json v = train::json::parse(m.at("vocab"));
+                         v.erase(v.size() - 1);
+                         m["vocab"] = v.dump();
+                       })),
+                       doctest::Contains((bad + ": the file's parts disagree: metadata 'vocab' has").c_str()), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m["step"] = "7"; })),
+                       doctest::Contains("metadata 'step' is '7' but the optimizer state (optim.step) is at step 1"), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m["special_tokens"] = R"({"pad":5,"bos":1,"eos":2})"; })),
+                       doctest::Contains("metadata 'special_tokens' key 'pad' must be 0"), Error);
+  std::remove(path.c_str());
+  std::remove(bad.c_str());
+}
+
+TEST_CASE("a model file without training state is asked and evaluated; --init-from fine-tunes it with a fresh optimizer") {
+  const std::string ckpt = temp_path("mf_ckpt.safetensors"), mf = temp_path("mf_model.safetensors");
+  train::TrainConfig c = small_config();
+  std::vector<train::Seq> answers;
+  {
+    train::Trainer t(c);
+    for (int i = 0; i < 3; ++i) t.step();
+    t.save(ckpt);
+    answers = t.answer({t.pairs->heldout()[0].src});
+    // The library's own model file, with the vocabulary and tokenizer beside it.
+    const TensorFile f = read_safetensors(ckpt);
+    nn::save_model(*t.s2s, mf, {{"vocab", f.metadata.at("vocab")}, {"tokenizer", f.metadata.at("tokenizer")}});
+  }
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(mf), doctest::Contains("--init-from fine-tunes it"), Error);
+  train::Trainer asked = train::Trainer::resume(mf, nullptr, false, train::DataUse::None);
+  CHECK(asked.pairs == nullptr);  // no data read
+  CHECK(asked.answer({asked.encode_text("a b c")}).size() == 1);
+  // Evaluated on the task its vocabulary names (the flags would set the lengths).
+  train::Trainer evaluated = train::Trainer::resume(mf, [&](train::TrainConfig& e, bool) {
+    e.min_len = c.min_len; e.max_len = c.max_len; e.heldout = c.heldout; e.seed = c.seed;
+  }, false, train::DataUse::Evaluate);
+  CHECK(evaluated.answer({evaluated.pairs->heldout()[0].src}) == answers);  // same weights, same answers
+  // Fine-tuning: the weights of the file, a new optimizer at step 0.
+  train::Trainer tuned = train::Trainer::init_from(mf, c, {});
+  CHECK(tuned.step_count() == 0);
+  CHECK(max_abs_diff(tuned.s2s->src_embed->weight.data(), asked.s2s->src_embed->weight.data()) == 0);
+  train::TrainConfig wrong = c;
+  wrong.heads = c.heads * 2;
+  CHECK_THROWS_WITH_AS(train::Trainer::init_from(mf, wrong, {"heads"}), doctest::Contains("--heads: --init-from"), Error);
+  std::remove(ckpt.c_str());
+  std::remove(mf.c_str());
 }
 
 TEST_CASE("settings are validated before anything is built, each error naming its flag") {

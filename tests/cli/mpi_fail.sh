@@ -21,6 +21,14 @@ expect_out "no-such-flag"
 expect_status_not_hang "${MPIRUN[@]}" -np 1 "$MPI_TRAIN" "${RUN[@]}" --steps 1000 --out diff : \
   -np 1 "$MPI_TRAIN" "${RUN[@]}" --steps 1000 --out diff --lr 0.001
 expect_out "the MPI ranks were started with different flags"
+# The same flags, but each rank reads its own copy of --data (another working
+# directory) and the copies differ: refused at start, naming the rank and file.
+mkdir -p wa wb
+printf 'ab\tba\ncd\tdc\nef\tfe\ngh\thg\n' > wa/d.tsv
+printf 'ab\tba\ncd\tdc\nef\tfe\ngh\tgg\n' > wb/d.tsv
+expect_status_not_hang "${MPIRUN[@]}" -np 1 -wdir "$QKV_TMP/wa" "$MPI_TRAIN" "${RUN[@]}" --data d.tsv --out dd : \
+  -np 1 -wdir "$QKV_TMP/wb" "$MPI_TRAIN" "${RUN[@]}" --data d.tsv --out dd
+expect_out "MPI rank 1 reads a different --data file than rank 0"
 # --batch smaller than the rank count.
 expect_status_not_hang "${MPIRUN[@]}" -np 2 "$MPI_TRAIN" "${RUN[@]}" --batch 1 --out small
 expect_out "--batch: 1 sequences cannot be shared by 2 MPI ranks"

@@ -20,6 +20,33 @@ echo "1 May 2000	2000-05-01" >> v.tsv
 expect_fail "$TRAIN" --load d2/model.safetensors --eval-only
 expect_out "v.tsv now has hash"
 
+# A checkpoint loads anywhere: trained on files typed as relative paths, then
+# asked and evaluated from another folder, and after the files moved.
+mkdir -p here elsewhere
+head -300 "$QKV_SRC/data/dates/train.tsv" > here/train.tsv
+head -100 "$QKV_SRC/data/dates/valid.tsv" > here/valid.tsv
+(cd here && expect_ok "$TRAIN" "${small[@]}" --data train.tsv --valid valid.tsv --steps 5 --out run)
+(cd elsewhere && expect_ok "$TRAIN" --load ../here/run/model.safetensors --ask "3 March 2021")
+(cd elsewhere && expect_ok "$TRAIN" --load ../here/run/model.safetensors --eval-only)
+expect_out "held-out exact-sequence accuracy"
+mv here/train.tsv moved_train.tsv
+mv here/valid.tsv moved_valid.tsv
+expect_ok "$TRAIN" --load here/run/model.safetensors --ask "3 March 2021"   # the vocabulary is in the file
+expect_fail "$TRAIN" --load here/run/model.safetensors --eval-only
+expect_out "its data file train.tsv is gone (moved or deleted): give its new path with --data"
+expect_ok "$TRAIN" --load here/run/model.safetensors --eval-only --data moved_train.tsv --valid moved_valid.tsv
+expect_out "held-out exact-sequence accuracy"
+# Another held-out file, named anew, is taken (with a note); a changed training file is not.
+head -50 "$QKV_SRC/data/dates/valid.tsv" > other_valid.tsv
+expect_ok "$TRAIN" --load here/run/model.safetensors --eval-only --data moved_train.tsv --valid other_valid.tsv
+expect_out "note: evaluating on other_valid.tsv"
+echo "1 May 2000	2000-05-01" >> moved_train.tsv
+expect_fail "$TRAIN" --load here/run/model.safetensors --eval-only --data moved_train.tsv --valid moved_valid.tsv
+expect_out "moved_train.tsv now has hash"
+# Resuming training on moved data stays refused.
+expect_fail "$TRAIN" --load here/run/model.safetensors --steps 10 --data moved_train.tsv
+expect_out "--data: the checkpoint"
+
 # A character language model on a text file.
 for i in $(seq 300); do echo "the quick brown fox jumps over the lazy dog $i"; done > corpus.txt
 expect_ok "$TRAIN" "${small[@]}" --model gpt --data corpus.txt --format text --context 32 --steps 40 --out lm
