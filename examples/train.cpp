@@ -659,11 +659,12 @@ int ask(Trainer& t, const Options& o) {
 
 // Logs and plots, after the checkpoint. Each failure is reported; returns
 // false if any happened.
-bool write_plots(Trainer& t, const Options& o, const History& h, const EvalResult& r) {
+bool write_plots(Trainer& t, const Options& o, const History& h, const EvalResult& r, std::vector<std::string>* written) {
   bool ok = true;
   auto attempt = [&](const char* what, auto&& f) {
     try {
       f();
+      written->push_back(what);  // only what was written is reported as written
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error writing %s: %s\n", what, e.what());
       ok = false;
@@ -750,7 +751,7 @@ int train_main(int argc, char** argv) {
 
     // 4. Train (or only evaluate).
     History h;
-    bool outputs_ok = true;
+    bool outputs_ok = true, log_ok = true;
     if (training) {
       CsvLog log(lead ? o.out_dir + "/log.csv" : "/dev/null");
       try {
@@ -768,7 +769,8 @@ int train_main(int argc, char** argv) {
         return kExitDiverged;
       }
       log.close();
-      outputs_ok = !log.failed();
+      log_ok = !log.failed();
+      outputs_ok = log_ok;
     }
 
     // 5. The model first, then everything else.
@@ -791,9 +793,11 @@ int train_main(int argc, char** argv) {
     if (!lead) return outputs_ok ? 0 : kExitError;
     const EvalResult r = final_report(t, o);
     if (training) {
-      outputs_ok = write_plots(t, o, h, r) && outputs_ok;
-      std::printf("\nwrote %s/log.csv%s%s\n", o.out_dir.c_str(), h.steps.empty() ? "" : ", loss.svg",
-                  t.s2s ? ", attention.svg" : "");
+      std::vector<std::string> written;
+      outputs_ok = write_plots(t, o, h, r, &written) && outputs_ok;
+      std::string list = log_ok ? o.out_dir + "/log.csv" : "";
+      for (const std::string& w : written) list += (list.empty() ? o.out_dir + "/" : ", ") + w;
+      if (!list.empty()) std::printf("\nwrote %s\n", list.c_str());
     } else if (t.s2s) {  // --eval-only writes no file, so as not to touch the run's own
       std::printf("\n");
       print_attention(cross_attention_of(t, t.pairs->heldout()[0].src, r.predictions.at(0)));

@@ -120,8 +120,17 @@ inline Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t gl
 }  // namespace detail
 
 inline void validate(const TrainConfig& c, const std::string& where) {
-  // "--d-model" on the command line; "<file>: train_config key 'd_model'" for a checkpoint's.
-  auto name = [&](const char* key) { return where.empty() ? flag_of(key) : where + " key '" + key + "'"; };
+  // "--d-model" on the command line; for a checkpoint's settings the file and
+  // the key: "<file>: metadata 'model_config' key 'd_model'" (the
+  // architecture, under the model's own names) or "... 'train_config' key 'lr'".
+  auto name = [&](const char* key) {
+    if (where.empty()) return flag_of(key);
+    if (!TrainConfig::is_arch_key(key)) return where + ": metadata 'train_config' key '" + key + "'";
+    const std::map<std::string, std::string> model_name = {
+        {"pre_ln", "pre_norm"}, {"tie", "tie_weights"}, {"positions", "learned_positions"}, {"layers", "layers"}};
+    const auto it = model_name.find(key);
+    return where + ": metadata 'model_config' key '" + (it == model_name.end() ? key : it->second) + "'";
+  };
   using detail::require;
   using detail::require_range;
   using detail::num;
@@ -190,6 +199,7 @@ inline Trainer::Trainer(const TrainConfig& c, const Vocab* given, const std::str
   if (use == DataUse::None) {
     if (!given) throw Error("Trainer: DataUse::None needs the vocabulary");
     vocab = *given;  // the position table (cfg.context) is the file's
+    detail::check_memory(cfg, vocab.size(), std::max<int64_t>(1, cfg.context));
   } else {
     build_data(given);
   }
@@ -466,7 +476,10 @@ inline EvalResult Trainer::evaluate() {
 
 inline EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
   EvalResult r;
+  // A long evaluation shows how far it is, on a terminal.
+  const bool progress = set.size() > 20000 && isatty(STDERR_FILENO) && dist::rank() == 0;
   for (size_t i = 0; i < set.size(); i += static_cast<size_t>(chunk)) {
+    if (progress) std::fprintf(stderr, "\r  evaluating: %zu of %zu sequences ", i, set.size());
     const size_t end = std::min(set.size(), i + static_cast<size_t>(chunk));
     std::vector<Seq> sources;
     for (size_t k = i; k < end; ++k) sources.push_back(set[k].src);
@@ -487,6 +500,7 @@ inline EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk)
       r.predictions.push_back(got);
     }
   }
+  if (progress) std::fprintf(stderr, "\r%60s\r", "");
   return r;
 }
 
@@ -833,7 +847,7 @@ inline Trainer Trainer::resume(const std::string& path, const std::function<void
     if (!v.has_unk()) c.vocab = v.size() - 3;  // a built-in task's symbols
     if (adjust) adjust(c, true);
     if (use == DataUse::None && c.data.empty() && v.has_unk()) c.data = "(model file)";  // text is cut by c.tokens
-    Trainer t(c, &v, path + ": metadata", use);
+    Trainer t(c, &v, path, use);
     nn::LoadOptions lo;
     lo.prefix = prefix;
     lo.allow_nonfinite = allow_nonfinite;
@@ -844,7 +858,7 @@ inline Trainer Trainer::resume(const std::string& path, const std::function<void
   if (adjust) adjust(c, false);
   if (use == DataUse::Evaluate) detail::find_moved_data(c, f);
   const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
-  Trainer t(c, &v, path + ": metadata 'train_config'", use);
+  Trainer t(c, &v, path, use);
   detail::restore(t, f, allow_nonfinite, use);
   return t;
 }

@@ -300,6 +300,12 @@ TEST_CASE("missing or mistyped checkpoint metadata is an error naming the file a
                        doctest::Contains("metadata 'model_config': key 'd_model' has the wrong type"), Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["model_config"] = model_with("heads", 1.5); })),
                        doctest::Contains("metadata 'model_config': key 'heads' has the wrong type"), Error);
+  // A value out of range names the file and the key, not a flag the user never typed.
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["model_config"] = model_with("d_model", 100000); })),
+                       doctest::Contains((bad + ": metadata 'model_config' key 'd_model' must be in [1, 16384], got 100000").c_str()),
+                       Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("lr", -1.0); })),
+                       doctest::Contains((bad + ": metadata 'train_config' key 'lr': must be finite").c_str()), Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("lr", "big"); })),
                        doctest::Contains("metadata 'train_config': key 'lr' has the wrong type"), Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m["train_config"] = "{not json"; })),

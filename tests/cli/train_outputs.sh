@@ -22,6 +22,8 @@ expect_out "--out not_a_dir/sub"
 mkdir -p run && mkdir run/loss.svg
 expect_fail "$TRAIN" "${TINY[@]}" --steps 20 --out run
 expect_out "error writing loss.svg"
+expect_out "wrote run/log.csv, attention.svg"   # what was written, and only that
+grep -q "^wrote .*loss.svg" "$QKV_TMP/out" && fail "a plot that could not be written was reported as written"
 expect_out "checkpoint: run/model.safetensors (step 20)"
 expect_ok "$TRAIN" --load run/model.safetensors --eval-only --threads 1
 expect_out "held-out exact-sequence accuracy"
