@@ -684,6 +684,14 @@ inline std::pair<std::string, json> model_of(const TensorFile& f) {
     throw Error(f.path + ": metadata has no 'model_kind': not a model file (nn::save_model) or a training checkpoint");
   return {kind->second, nn::metadata_json(f.metadata, "model_config", f.path)};
 }
+// Every size in the file's model_config against its tensors, before the
+// model is built from it (a config saying d_model 20000 over small tensors
+// would otherwise allocate until the process is killed).
+inline void check_model_fits(const TensorFile& f, const std::string& kind, const json& mc, const std::string& prefix) {
+  const std::string where = f.path + ": metadata 'model_config'";
+  if (kind == "gpt") nn::check_config_fits(f, prefix, nn::gpt_config_from_json(mc, where));
+  else nn::check_config_fits(f, prefix, nn::transformer_config_from_json(mc, where));
+}
 // The model's vocabulary size from its config.
 inline int64_t model_vocab_size(const std::string& kind, const json& mc) {
   const json& v = mc.at(kind == "gpt" ? "vocab" : "src_vocab");
@@ -831,6 +839,7 @@ inline Trainer Trainer::resume(const std::string& path, const std::function<void
   TensorFile f = read_safetensors(path);
   const auto [kind, mc] = detail::model_of(f);
   const std::string prefix = f.metadata.count("model_prefix") ? f.metadata.at("model_prefix") : "";
+  detail::check_model_fits(f, kind, mc, prefix);
   if (!f.metadata.count("format")) {
     // A model file: the weights and the architecture, no training state.
     if (use == DataUse::Train)
@@ -866,8 +875,10 @@ inline Trainer Trainer::resume(const std::string& path, const std::function<void
 inline Trainer Trainer::init_from(const std::string& path, TrainConfig c, const std::vector<std::string>& given) {
   TensorFile f = read_safetensors(path);
   const auto [kind, mc] = detail::model_of(f);
+  const std::string prefix = f.metadata.count("model_prefix") ? f.metadata.at("model_prefix") : "";
   TrainConfig arch = c;
   set_arch_from_model(arch, kind, mc, path + ": metadata 'model_config'");
+  detail::check_model_fits(f, kind, mc, prefix);
   const json mine = c.to_json(), theirs = arch.to_json();
   for (const std::string& k : given)
     if (TrainConfig::is_arch_key(k) && mine[k] != theirs[k])
@@ -878,7 +889,7 @@ inline Trainer Trainer::init_from(const std::string& path, TrainConfig c, const 
   const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
   Trainer t(arch, &v);
   nn::LoadOptions lo;
-  lo.prefix = f.metadata.count("model_prefix") ? f.metadata.at("model_prefix") : "";
+  lo.prefix = prefix;
   nn::load_state_dict(t.model(), f, lo);
   return t;
 }

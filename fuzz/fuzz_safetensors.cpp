@@ -78,8 +78,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!same(a.data()[k], b.data()[k])) finding("round trip changed a value");
     }
   } catch (const qkv::Error& e) {
-    // The writer refuses names the reader accepts only if they cannot be
-    // encoded; the reader's names are valid UTF-8, so that is a finding too.
+    // Reader and writer share their rules (nn/safetensors.h): a file the
+    // reader accepts must write back, so a refusal here is a finding too.
     std::fprintf(stderr, "fuzz_safetensors: round trip failed: %s\n", e.what());
     std::abort();
   }

@@ -31,10 +31,10 @@ void load_state_dict(Module& m, const TensorFile& f, const LoadOptions& options)
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string full = prefix + params[i].first;
     auto it = in_file.find(full);
-    if (it == in_file.end()) fail("missing tensor '" + full + "'");
+    if (it == in_file.end()) fail("missing tensor '" + brief(full) + "'");
     const Tensor& t = *it->second;
     if (t.shape() != params[i].second.shape())
-      fail("tensor '" + full + "' has shape " + to_string(t.shape()) + " but the model expects " +
+      fail("tensor '" + brief(full) + "' has shape " + to_string(t.shape()) + " but the model expects " +
            to_string(params[i].second.shape()));
     src[i] = &t;
     in_file.erase(it);
@@ -42,7 +42,7 @@ void load_state_dict(Module& m, const TensorFile& f, const LoadOptions& options)
   if (!in_file.empty()) {
     // Report the first left-over name in file order, so the message is stable.
     for (const auto& [name, t] : f.tensors)
-      if (in_file.count(name)) fail("unexpected tensor '" + name + "'");
+      if (in_file.count(name)) fail("unexpected tensor '" + brief(name) + "'");
   }
   if (!options.allow_nonfinite) {
     NamedTensors taken;  // the tensors about to be copied, under their names in the file

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "nn/json_bounded.h"
 
 namespace qkv {
 
@@ -26,11 +27,20 @@ namespace {
 
 using json = nlohmann::json;
 
-// The reference implementation refuses headers over 100 MB; so do we, before
-// allocating anything for them.
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 // A header needs 3 levels of nesting; deeper ones are refused while parsing.
 constexpr int kMaxHeaderDepth = 8;
+
+// ---- the rules reader and writer share ----------------------------------------
+// Whatever the writer refuses, the reader refuses (and the converse: a file
+// the reader accepts writes back), so a file read and written again is the
+// same file; the fuzzer (fuzz/) checks this round trip.
+
+// Why `name` cannot name a tensor, or nullptr when it can.
+const char* bad_tensor_name(const std::string& name) {
+  if (name.empty()) return "a tensor has an empty name";
+  if (name == "__metadata__") return "'__metadata__' is reserved and cannot name a tensor";
+  return nullptr;
+}
 
 // ---- little-endian byte order, independent of the host's --------------------
 uint64_t load_le(const unsigned char* p, int nbytes) {
@@ -94,11 +104,9 @@ struct Entry {
   uint64_t begin, end;  // byte range in the data section
 };
 
-// A JSON value as quoted in a message: at most 80 characters of it.
-std::string clip(std::string text) {
-  if (text.size() > 80) text = text.substr(0, 77) + "...";
-  return text;
-}
+// A JSON value from the header as quoted in a message (brief; a parsed
+// header's strings are UTF-8, so printing cannot throw).
+std::string clip(const json& value) { return brief(value.dump()); }
 
 std::string range_str(uint64_t b, uint64_t e) {
   return "[" + std::to_string(b) + "," + std::to_string(e) + "]";
@@ -115,9 +123,9 @@ class Parser {
       fail("file is " + std::to_string(size) +
            " bytes, too short for a safetensors file (the header length alone is 8)");
     const uint64_t n = load_le(bytes, 8);
-    if (n > kMaxHeaderBytes)
+    if (n > kMaxSafetensorsHeaderBytes)
       fail("header length " + std::to_string(n) + " is absurd (limit " +
-           std::to_string(kMaxHeaderBytes) + " bytes)");
+           std::to_string(kMaxSafetensorsHeaderBytes) + " bytes)");
     if (n > size - 8)
       fail("header length " + std::to_string(n) + " is larger than the " +
            std::to_string(size - 8) + " bytes that follow it (truncated file?)");
@@ -149,35 +157,21 @@ class Parser {
     throw Error(std::string(op_) + ": " + name_ + ": " + msg);
   }
   [[noreturn]] void fail(const std::string& tensor, const std::string& msg) const {
-    fail("tensor '" + tensor + "': " + msg);
+    fail("tensor '" + brief(tensor) + "': " + msg);
   }
 
   json parse_header(const char* text, uint64_t n) const {
-    // nlohmann keeps the last of two equal keys; the callback sees every
-    // top-level key (depth 1) so that a duplicate tensor name is an error.
-    // The callback also bounds the nesting: a valid header needs 3 levels
-    // (header, entry, shape list), and anything deeper would only feed deep
-    // recursion to the json library's printing and destruction.
+    // The nesting is bounded while parsing: a valid header needs 3 levels
+    // (header, entry, shape list). nlohmann keeps the last of two equal keys;
+    // the key hook sees every top-level key (depth 1) so that a duplicate
+    // tensor name is an error.
     std::set<std::string> seen;
     std::string duplicate;
-    json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
-      if (event == json::parse_event_t::key && depth == 1 && duplicate.empty()) {
-        const std::string& key = parsed.get_ref<const std::string&>();
-        if (!seen.insert(key).second) duplicate = key;
-      }
-      if ((event == json::parse_event_t::object_start ||
-           event == json::parse_event_t::array_start) &&
-          depth >= kMaxHeaderDepth)
-        fail("header nests lists or objects deeper than " + std::to_string(kMaxHeaderDepth) +
-             " levels");
-      return true;
+    auto on_key = [&](int depth, const std::string& key) {
+      if (depth == 1 && duplicate.empty() && !seen.insert(key).second) duplicate = key;
     };
-    json header;
-    try {
-      header = json::parse(text, text + n, cb);
-    } catch (const json::exception& e) {
-      fail(std::string("header is not valid JSON: ") + e.what());
-    }
+    const json header = parse_json_bounded(std::string_view(text, n), std::string(op_) + ": " + name_ + ": header",
+                                           kMaxHeaderDepth, on_key);
     if (!header.is_object())
       fail(std::string("header is not a JSON object (it is ") + header.type_name() + ")");
     if (!duplicate.empty()) fail(duplicate, "duplicate tensor name in the header");
@@ -191,13 +185,14 @@ class Parser {
       fail(std::string("__metadata__ is not an object (it is ") + value.type_name() + ")");
     for (const auto& [k, v] : value.items()) {
       if (!v.is_string())
-        fail("__metadata__ value for '" + k + "' is not a string (it is " + v.type_name() + ")");
+        fail("__metadata__ value for '" + brief(k) + "' is not a string (it is " + v.type_name() + ")");
       md[k] = v.get<std::string>();
     }
     return md;
   }
 
   Entry parse_entry(const std::string& name, const json& info, uint64_t data_size) const {
+    if (const char* why = bad_tensor_name(name)) fail(why);
     if (!info.is_object())
       fail(name, std::string("entry is not an object (it is ") + info.type_name() + ")");
     for (const char* field : {"dtype", "shape", "data_offsets"})
@@ -206,27 +201,27 @@ class Parser {
     e.name = name;
 
     const json& dt = info["dtype"];
-    if (!dt.is_string()) fail(name, "dtype is not a string: " + clip(dt.dump()));
+    if (!dt.is_string()) fail(name, "dtype is not a string: " + clip(dt));
     const std::string dtype = dt.get<std::string>();
     e.dtype = find_dtype(dtype);
-    if (!e.dtype) fail(name, "unknown dtype '" + dtype + "'");
+    if (!e.dtype) fail(name, "unknown dtype '" + brief(dtype) + "'");
     if (!e.dtype->readable)
       fail(name, "dtype " + dtype + " is not supported (qkv reads F32, F64, F16 and BF16)");
 
     const json& sh = info["shape"];
-    if (!sh.is_array()) fail(name, "shape is not a list: " + clip(sh.dump()));
+    if (!sh.is_array()) fail(name, "shape is not a list: " + clip(sh));
     if (sh.size() > static_cast<size_t>(kMaxRank))
-      fail(name, "shape " + clip(sh.dump()) + " has rank " + std::to_string(sh.size()) +
+      fail(name, "shape " + clip(sh) + " has rank " + std::to_string(sh.size()) +
                      " > " + std::to_string(kMaxRank));
     uint64_t numel = 1;
     bool overflow = false;
     for (const json& d : sh) {
       if (d.is_number_integer() && !d.is_number_unsigned())
-        fail(name, "shape " + clip(sh.dump()) + " has a negative dimension");
-      if (!d.is_number_unsigned()) fail(name, "shape " + clip(sh.dump()) + " is not a list of integers");
+        fail(name, "shape " + clip(sh) + " has a negative dimension");
+      if (!d.is_number_unsigned()) fail(name, "shape " + clip(sh) + " is not a list of integers");
       const uint64_t v = d.get<uint64_t>();
       if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        fail(name, "shape " + clip(sh.dump()) + " has a dimension too large");
+        fail(name, "shape " + clip(sh) + " has a dimension too large");
       e.shape.push_back(static_cast<int64_t>(v));
       overflow |= __builtin_mul_overflow(numel, v, &numel);
     }
@@ -236,15 +231,15 @@ class Parser {
     const json& off = info["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
         !off[1].is_number_unsigned())
-      fail(name, "data_offsets " + clip(off.dump()) + " is not [begin, end] of non-negative integers");
+      fail(name, "data_offsets " + clip(off) + " is not [begin, end] of non-negative integers");
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
-    if (e.begin > e.end) fail(name, "data_offsets " + clip(off.dump()) + " has begin > end");
+    if (e.begin > e.end) fail(name, "data_offsets " + clip(off) + " has begin > end");
     if (e.end > data_size)
-      fail(name, "data_offsets " + clip(off.dump()) + " end beyond the data section (" +
+      fail(name, "data_offsets " + clip(off) + " end beyond the data section (" +
                      std::to_string(data_size) + " bytes)");
     if (overflow || nbytes != e.end - e.begin)
-      fail(name, "data_offsets " + clip(off.dump()) + " hold " + std::to_string(e.end - e.begin) +
+      fail(name, "data_offsets " + clip(off) + " hold " + std::to_string(e.end - e.begin) +
                      " bytes but dtype " + dtype + " with shape " + to_string(e.shape) +
                      " needs " + (overflow ? std::string("more than 2^64") : std::to_string(nbytes)));
     // The bytes match, so the elements fit in the file; but zero-size dims
@@ -269,13 +264,13 @@ class Parser {
     const Entry* prev = nullptr;  // the tensor that ends at cursor
     for (const Entry* e : by_offset) {
       if (e->begin < cursor)
-        fail(e->name, "offsets overlap with tensor '" + prev->name + "' (data_offsets " +
+        fail(e->name, "offsets overlap with tensor '" + brief(prev->name) + "' (data_offsets " +
                           range_str(e->begin, e->end) + " and " +
                           range_str(prev->begin, prev->end) + ")");
       if (e->begin > cursor)
         fail(e->name, "offsets leave a gap of " + std::to_string(e->begin - cursor) +
                           " bytes before it (data_offsets " + range_str(e->begin, e->end) +
-                          (prev ? ", previous tensor '" + prev->name + "' ends at " +
+                          (prev ? ", previous tensor '" + brief(prev->name) + "' ends at " +
                                       std::to_string(cursor)
                                 : std::string(", the data section starts at 0")) +
                           ")");
@@ -451,10 +446,9 @@ class Writer {
               [&](size_t a, size_t b) { return tensors[a].first < tensors[b].first; });
     for (size_t k = 0; k < order.size(); ++k) {
       const auto& [name, t] = tensors[order[k]];
-      if (name.empty()) fail("a tensor has an empty name");
-      if (name == "__metadata__") fail("'__metadata__' is reserved and cannot name a tensor");
-      if (k > 0 && tensors[order[k - 1]].first == name) fail("duplicate tensor name '" + name + "'");
-      if (!t.defined()) fail("tensor '" + name + "' is undefined");
+      if (const char* why = bad_tensor_name(name)) fail(why);
+      if (k > 0 && tensors[order[k - 1]].first == name) fail("duplicate tensor name '" + brief(name) + "'");
+      if (!t.defined()) fail("tensor '" + brief(name) + "' is undefined");
     }
     return order;
   }
@@ -479,9 +473,14 @@ class Writer {
     try {
       text = header.dump(-1, ' ', /*ensure_ascii=*/true);
     } catch (const nlohmann::json::exception& e) {
-      fail(std::string("cannot encode the header (names must be UTF-8): ") + e.what());
+      fail(std::string("cannot encode the header (tensor names and metadata must be UTF-8): ") + brief(e.what()));
     }
     text.append((8 - text.size() % 8) % 8, ' ');  // pad to a multiple of 8 bytes
+    // The reader's limit (a huge metadata value or very many tensors would
+    // otherwise make a file no reader opens).
+    if (text.size() > kMaxSafetensorsHeaderBytes)
+      fail("the header would be " + std::to_string(text.size()) + " bytes, over the limit of " +
+           std::to_string(kMaxSafetensorsHeaderBytes) + " that readers accept (metadata too large?)");
     return text;
   }
 
@@ -542,7 +541,7 @@ bool TensorFile::has(const std::string& name) const {
 const Tensor& TensorFile::get(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return t;
-  throw Error("TensorFile: " + path + ": no tensor named '" + name + "'");
+  throw Error("TensorFile: " + path + ": no tensor named '" + brief(name) + "'");
 }
 
 namespace {
@@ -604,7 +603,7 @@ void check_finite(const NamedTensors& tensors, const std::string& where) {
       at[i] = rest % shape[i];
       rest /= shape[i];
     }
-    throw Error(where + ": tensor '" + name + "' holds " + std::to_string(nf.value) +
+    throw Error(where + ": tensor '" + brief(name) + "' holds " + std::to_string(nf.value) +
                 " at index " + to_string(at) + " of shape " + to_string(shape) + " (" +
                 std::to_string(nf.count) + " non-finite value" + (nf.count == 1 ? "" : "s") +
                 " in it)");

@@ -40,17 +40,28 @@ struct TensorFile {
   const Tensor& get(const std::string& name) const;
 };
 
+// The largest header (JSON and padding) the reader accepts, as the reference
+// implementation: the writer refuses to write a larger one.
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+
 // How the writer stores numbers. F32 is the default whatever qkv::real is, so
 // checkpoints from the float and the double builds are interchangeable.
 enum class FileDtype { F32, F64 };
 
-// Writes `tensors` (names unique, non-empty, not "__metadata__"; tensors
-// defined) and `metadata` to `path` atomically: the bytes go to
+// Writes `tensors` and `metadata` to `path` atomically: the bytes go to
 // "<path>.tmp.<pid>", which is fsynced and renamed over `path`, then the
 // directory is fsynced. On any failure the temporary file is removed, `path`
 // is left as it was, and an Error naming `path` is thrown. Temporaries of
 // `path` left by writers killed mid-save (whose process no longer exists) are
 // removed first.
+//
+// The rules, shared with the reader: tensor names unique, non-empty and not
+// "__metadata__"; tensors defined; names, metadata keys and values UTF-8; a
+// header of at most kMaxSafetensorsHeaderBytes. Every file the writer writes
+// reads back; the reader refuses a file that breaks a rule above; and the
+// tensors and metadata of any file the reader accepts write back (one
+// exception: non-ASCII text is written as \u escapes, as Python's json does,
+// so a header near the limit that holds much of it may grow past it).
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const Metadata& metadata = {}, FileDtype dtype = FileDtype::F32);
 // The temporary file write_safetensors writes first, "<path>.tmp.<pid>": a
@@ -76,7 +87,8 @@ std::string safetensors_temp_path(const std::string& path);
 // The contents, each rejected with an Error naming the file (and the tensor
 // when there is one): a file shorter than 8 bytes; a header length beyond the
 // file or over 100 MB; invalid JSON, a header that is not an object, or one
-// nested deeper than 8 levels; duplicate tensor names; an entry that is not an
+// nested deeper than 8 levels; duplicate tensor names; a tensor named ""
+// (the writer's rules, above); an entry that is not an
 // object or lacks dtype/shape/data_offsets; a shape that is not a list of
 // non-negative integers (or has rank > kMaxRank, or is too large for any
 // tensor: shape_too_large); data_offsets that are not [begin, end] with

@@ -23,6 +23,7 @@ void check_sample_options(const SampleOptions& o) {
 
 int64_t sample_token(const real* logits, int64_t V, const SampleOptions& opt, Generator& gen,
                      SampleScratch& sc) {
+  if (V < 1) throw Error("sample_token: no logits to sample from (V = " + std::to_string(V) + ")");
   if (opt.temperature == 0) {  // greedy: the first largest logit
     int64_t best = 0;
     for (int64_t v = 1; v < V; ++v)
@@ -74,7 +75,9 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt, con
                                            Generator& gen) {
   prompt.check("generate");
   check_sample_options(opt);
-  const int64_t B = prompt.batch, V = model.cfg.vocab;
+  const int64_t B = prompt.batch;
+  if (model.cfg.vocab < 1)
+    throw Error("generate: the model's vocabulary is empty (cfg.vocab = " + std::to_string(model.cfg.vocab) + ")");
   const std::vector<int64_t> len = prompt.full_lengths();
   int64_t shortest = prompt.len, longest = 0;
   for (int64_t b = 0; b < B; ++b) {
@@ -82,12 +85,13 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt, con
     shortest = std::min(shortest, len[b]);
     longest = std::max(longest, len[b]);
   }
+  const int64_t vocab = model.cfg.vocab;
   for (int64_t id : opt.suppress)
-    if (id < 0 || id >= V)
+    if (id < 0 || id >= vocab)
       throw Error("generate: suppress holds token id " + std::to_string(id) + ", outside the vocabulary [0, " +
-                  std::to_string(V) + ")");
-  if (V > 0 && static_cast<int64_t>(std::set<int64_t>(opt.suppress.begin(), opt.suppress.end()).size()) >= V)
-    throw Error("generate: suppress holds every one of the " + std::to_string(V) + " tokens");
+                  std::to_string(vocab) + ")");
+  if (static_cast<int64_t>(std::set<int64_t>(opt.suppress.begin(), opt.suppress.end()).size()) >= vocab)
+    throw Error("generate: suppress holds every one of the " + std::to_string(vocab) + " tokens");
   std::vector<std::vector<int64_t>> out(static_cast<size_t>(B));
   if (B == 0 || opt.max_new_tokens == 0) return out;
   // Positions fed: each prompt, then all but the last generated token.
@@ -106,6 +110,7 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt, con
     std::copy(prompt.ids.begin() + b * prompt.len, prompt.ids.begin() + b * prompt.len + shortest,
               ids.begin() + b * shortest);
   Tensor logits = forward_step(model, cache, ids, shortest);  // (B, shortest, V)
+  const int64_t V = logits.size(2);                           // the row width, whatever cfg says
   int64_t n = shortest;                                       // logits row i of each block: position i
   std::vector<int64_t> row(static_cast<size_t>(B));           // cache row r generates for prompt row[r]
   for (int64_t b = 0; b < B; ++b) row[b] = b;

@@ -30,7 +30,7 @@ Adam::Adam(std::vector<Var> params, const AdamOptions& o, bool decoupled, const 
   check_hyper(std::isfinite(o.weight_decay) && o.weight_decay >= 0, name, "weight_decay",
               "finite and >= 0", o.weight_decay);
   exp_avg_ = add_state("exp_avg");
-  exp_avg_sq_ = add_state("exp_avg_sq");
+  exp_avg_sq_ = add_state("exp_avg_sq", /*non_negative=*/true);  // v, a mean of squares
 }
 
 Adam::Adam(std::vector<Var> params, const AdamOptions& options)

@@ -1,6 +1,7 @@
 #include "optim/optimizer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -39,8 +40,9 @@ void Optimizer::zero_grad() {
   for (Var& p : params_) p.zero_grad();
 }
 
-int Optimizer::add_state(const char* name) {
+int Optimizer::add_state(const char* name, bool non_negative) {
   state_.emplace_back(name, std::vector<Tensor>(params_.size()));
+  non_negative_.push_back(non_negative);
   return static_cast<int>(state_.size()) - 1;
 }
 
@@ -107,12 +109,14 @@ class StateDictReader {
   const char* opt_;
   const std::vector<Var>& params_;
   std::vector<const char*> kinds_;  // the rule's buffer names, e.g. "exp_avg"
+  std::vector<bool> non_negative_;  // per kind: its values are never negative
   size_t n_;                        // parameters
 
  public:
-  StateDictReader(const char* opt, const std::vector<Var>& params, std::vector<const char*> kinds)
+  StateDictReader(const char* opt, const std::vector<Var>& params, std::vector<const char*> kinds,
+                  std::vector<bool> non_negative)
       : where_(std::string(opt) + ".load_state_dict: "), opt_(opt), params_(params),
-        kinds_(std::move(kinds)), n_(params.size()), param_steps(n_, 0),
+        kinds_(std::move(kinds)), non_negative_(std::move(non_negative)), n_(params.size()), param_steps(n_, 0),
         buffers(kinds_.size(), std::vector<Tensor>(n_)), present_(kinds_.size(), 0) {}
 
   void read(const std::string& name, const Tensor& t) {
@@ -154,7 +158,7 @@ class StateDictReader {
 
  private:
   [[noreturn]] void fail(const std::string& entry, const std::string& why) const {
-    throw Error(where_ + "entry \"" + entry + "\": " + why);
+    throw Error(where_ + "entry \"" + brief(entry) + "\": " + why);
   }
 
   // "step": one count.
@@ -203,8 +207,34 @@ class StateDictReader {
     if (t.shape() != params_[i].shape())
       fail(name, "shape " + to_string(t.shape()) + " != parameter " + std::to_string(i) +
                      " shape " + to_string(params_[i].shape()));
+    if (non_negative_[k]) check_non_negative(name, kinds_[k], t);
     buffers[k][i] = t;
     ++present_[k];
+  }
+
+  // A buffer the rule keeps >= 0: the first negative element, named.
+  void check_non_negative(const std::string& name, const char* kind, const Tensor& t) const {
+    const real* v = t.data();
+    int64_t first = -1, negative = 0;
+    for (int64_t j = 0; j < t.numel(); ++j)
+      if (v[j] < 0) {
+        if (first < 0) first = j;
+        ++negative;
+      }
+    if (negative == 0) return;
+    // The flat index as a multi-index, e.g. 5 in (2,3) -> (1,2).
+    const Shape& shape = t.shape();
+    Shape at(shape.size());
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1, rest = first; d >= 0; --d) {
+      at[d] = rest % shape[d];
+      rest /= shape[d];
+    }
+    char value[32];
+    std::snprintf(value, sizeof value, "%.9g", static_cast<double>(v[first]));
+    fail(name, std::string("holds ") + value + " at index " + to_string(at) + " of shape " +
+                   to_string(shape) + " (" + std::to_string(negative) + " negative value" +
+                   (negative == 1 ? "" : "s") + " in it); " + opt_ + "'s \"" + kind +
+                   "\" is never negative");
   }
 
   bool have_step_ = false, have_param_steps_ = false;
@@ -216,7 +246,7 @@ class StateDictReader {
 void Optimizer::load_state_dict(const NamedTensors& state) {
   std::vector<const char*> kinds;
   for (const auto& kind : state_) kinds.push_back(kind.first);
-  StateDictReader dict(name_, params_, kinds);
+  StateDictReader dict(name_, params_, kinds, non_negative_);
   for (const auto& [name, t] : state) dict.read(name, t);
   dict.check_complete();
 

@@ -60,8 +60,10 @@ class Optimizer {
   virtual NamedTensors state_dict() const;
   // Restores a state_dict() of an optimizer of the same kind over parameters
   // of the same shapes. Checks everything first (unknown or duplicate names,
-  // the parameter count, shapes, buffers present for some parameters only) and
-  // throws qkv::Error naming the entry; on error nothing is changed.
+  // the parameter count, shapes, buffers present for some parameters only,
+  // counts that are negative or not whole numbers, a negative number in a
+  // buffer its rule keeps non-negative, such as Adam's exp_avg_sq) and throws
+  // qkv::Error naming the entry (and the element); on error nothing is changed.
   virtual void load_state_dict(const NamedTensors& state);
 
  protected:
@@ -69,8 +71,10 @@ class Optimizer {
   // each kind once, in its constructor (add_state("exp_avg") -> k); state(k)[i]
   // is that buffer for parameter i. begin_step() allocates every buffer of
   // every parameter (zeros) on the first step, so steady-state steps allocate
-  // nothing and the state is all-or-nothing.
-  int add_state(const char* name);
+  // nothing and the state is all-or-nothing. A kind registered `non_negative`
+  // holds values the rule keeps >= 0 (a mean of squares): load_state_dict
+  // refuses a dict with a negative one, which the rule would turn into NaN.
+  int add_state(const char* name, bool non_negative = false);
   std::vector<Tensor>& state(int k) { return state_[k].second; }
   const std::vector<Tensor>& state(int k) const { return state_[k].second; }
 
@@ -91,6 +95,7 @@ class Optimizer {
   const char* name_;
   int64_t step_count_ = 0;
   std::vector<std::pair<const char*, std::vector<Tensor>>> state_;
+  std::vector<bool> non_negative_;  // per state kind: add_state's flag
   bool allocated_ = false;
 };
 

@@ -614,3 +614,20 @@ TEST_CASE("generate rejects bad sampling options and over-long requests by name"
   empty_row.lengths[1] = 0;
   CHECK(has(error_of([&] { generate(m, empty_row, SampleOptions{}, g); }), "prompt 1 is empty"));
 }
+
+TEST_CASE("sample_token and generate refuse an empty vocabulary (V = 0) naming the op, without reading a logit") {
+  using namespace qkv::decode_tests;
+  Generator g = test_generator();
+  SampleScratch sc;
+  SampleOptions greedy;
+  greedy.temperature = 0;
+  // No logits at all: a null pointer, so any read would crash under any build.
+  for (const SampleOptions& o : {SampleOptions{}, greedy}) {
+    CHECK(error_of([&] { sample_token(nullptr, 0, o, g, sc); }) == "sample_token: no logits to sample from (V = 0)");
+    CHECK(has(error_of([&] { sample_token(nullptr, -3, o, g, sc); }), "sample_token: no logits to sample from (V = -3)"));
+  }
+  GPT m(gpt_config(true));
+  m.cfg.vocab = 0;
+  CHECK(error_of([&] { generate(m, gpt_prompts(), SampleOptions{}, g); }) ==
+        "generate: the model's vocabulary is empty (cfg.vocab = 0)");
+}

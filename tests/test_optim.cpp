@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "autograd/qkv_autograd.h"
 #include "core/allocator.h"
 #include "core/parallel.h"
+#include "errors.h"
 #include "fixture.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
@@ -24,6 +26,8 @@
 using namespace qkv;
 using namespace qkv::optim;
 
+using qkv::testing::error_of;
+using qkv::testing::has;
 using qkv::testing::test_generator;
 using qkv::testing::test_seed;
 
@@ -547,6 +551,73 @@ TEST_CASE("load_state_dict rejects a wrong parameter count, shapes, and missing,
     CHECK_THROWS_WITH_AS(dst.load_state_dict(bad), doctest::Contains("entry \"step\""), Error);
     unchanged();
   }
+}
+
+TEST_CASE("Adam and AdamW refuse a negative second moment on load, naming the entry, the index and the value, and change nothing") {
+  // sqrt of a negative exp_avg_sq is NaN: one step with such a state turned
+  // every parameter it touched to NaN.
+  for (Factory make : {make_adam, make_adamw}) {
+    Problem prob(test_seed());
+    std::unique_ptr<Optimizer> src = make(prob.params);
+    apply_grads(prob.params, prob.grads[0]);
+    src->step();
+    std::vector<Var> copies = prob.copies();
+    std::unique_ptr<Optimizer> dst = make(copies);
+    CAPTURE(dst->name());
+    apply_grads(copies, prob.grads[1]);
+    dst->step();
+    const NamedTensors before = dst->state_dict();
+    const std::vector<real> params_before = copies[0].data().to_vector();
+    auto with = [&](const char* entry, int64_t index, real value) {
+      NamedTensors st = src->state_dict();
+      for (auto& [n, t] : st)
+        if (n == entry) {
+          t = t.clone();
+          t.data()[index] = value;
+        }
+      return st;
+    };
+    const std::string opt = dst->name();
+    CHECK(error_of([&] { dst->load_state_dict(with("exp_avg_sq.0", 5, real(-0.5))); }) ==
+          opt + ".load_state_dict: entry \"exp_avg_sq.0\": holds -0.5 at index (1,2) of shape (2,3) "
+                "(1 negative value in it); " + opt + "'s \"exp_avg_sq\" is never negative");
+    CHECK(has(error_of([&] { dst->load_state_dict(with("exp_avg_sq.1", 3, -std::numeric_limits<real>::infinity())); }),
+              "entry \"exp_avg_sq.1\": holds -inf at index (3) of shape (4)"));
+    // Nothing changed: the state and the parameters are as before.
+    const NamedTensors now = dst->state_dict();
+    REQUIRE(now.size() == before.size());
+    for (size_t i = 0; i < now.size(); ++i) CHECK(bitwise_equal(now[i].second, before[i].second));
+    CHECK(copies[0].data().to_vector() == params_before);
+    // Controls: a negative first moment is an ordinary state, and -0 is not negative.
+    CHECK_NOTHROW(dst->load_state_dict(with("exp_avg.0", 5, real(-0.5))));
+    CHECK_NOTHROW(dst->load_state_dict(with("exp_avg_sq.0", 5, real(-0.0))));
+    apply_grads(copies, prob.grads[2]);
+    dst->step();
+    for (const Var& p : copies)
+      for (real v : p.data().to_vector()) CHECK(std::isfinite(v));
+  }
+}
+
+TEST_CASE("load_state_dict refuses a step count that is negative or not a whole number, in \"step\" and \"param_steps\"") {
+  Problem prob(test_seed());
+  Adam src(prob.params);
+  apply_grads(prob.params, prob.grads[0]);
+  src.step();
+  std::vector<Var> copies = prob.copies();
+  Adam dst(copies);
+  for (real bad : {real(-1), real(2.5), std::numeric_limits<real>::quiet_NaN(), std::numeric_limits<real>::infinity()}) {
+    CAPTURE(bad);
+    NamedTensors st = src.state_dict();
+    st[0].second = Tensor::from_vector({bad});
+    CHECK(has(error_of([&] { dst.load_state_dict(st); }), "Adam.load_state_dict: entry \"step\": expected a step count"));
+    st = src.state_dict();
+    st[1].second = Tensor::from_vector({1, bad});
+    CHECK(has(error_of([&] { dst.load_state_dict(st); }),
+              "Adam.load_state_dict: entry \"param_steps\": element 1 is not a step count"));
+  }
+  CHECK(dst.step_count() == 0);
+  CHECK_NOTHROW(dst.load_state_dict(src.state_dict()));
+  CHECK(dst.step_count() == 1);
 }
 
 // ---- bad arguments ------------------------------------------------------------------

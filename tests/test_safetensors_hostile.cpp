@@ -6,7 +6,9 @@
 // size changes under the reader, headers claiming shapes whose sizes overflow
 // (which must fail before anything is allocated: under ASan an attempt would
 // abort the binary), absurd nesting, and the in-memory parser the fuzzer
-// drives (fuzz/). Then the NaN/Inf policy of nn::load and nn::save.
+// drives (fuzz/). Then the NaN/Inf policy of nn::load and nn::save, and the
+// rules reader and writer share: whatever one refuses the other refuses, and
+// whatever the reader accepts writes back unchanged.
 #include <doctest/doctest.h>
 
 #include "errors.h"
@@ -23,9 +25,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/allocator.h"
@@ -366,4 +371,190 @@ TEST_CASE("nonfinite: nn::save refuses a NaN parameter naming the path and the t
   post_mortem.allow_nonfinite = true;
   nn::save(m, fresh, {}, post_mortem);
   CHECK(std::isnan(read_safetensors(fresh).get("b.bias").data()[1]));
+}
+
+// ---- reader and writer agree on every rule --------------------------------------------
+
+namespace {
+
+// A header laying out tensors back to back: each entry is (name as a JSON
+// string literal, dtype, shape as JSON, element size), with `metadata` (JSON
+// text, or "" for none) last. The data section is filled with random bytes.
+struct RawTensor {
+  std::string json_name, dtype, shape;
+  int64_t numel;
+  int esize;
+};
+std::string layout(const std::vector<RawTensor>& ts, const std::string& metadata, Generator& g) {
+  std::string header = "{";
+  uint64_t offset = 0;
+  for (const RawTensor& t : ts) {
+    const uint64_t n = static_cast<uint64_t>(t.numel * t.esize);
+    if (header.size() > 1) header += ",";
+    header += t.json_name + R"(:{"dtype":")" + t.dtype + R"(","shape":)" + t.shape +
+              R"(,"data_offsets":[)" + std::to_string(offset) + "," + std::to_string(offset + n) + "]}";
+    offset += n;
+  }
+  if (!metadata.empty()) header += std::string(header.size() > 1 ? "," : "") + R"("__metadata__":)" + metadata;
+  header += "}";
+  std::string data(offset, '\0');
+  for (char& c : data) c = static_cast<char>(g.randint(0, 256));
+  return st_file(header, data);
+}
+
+// Same bits, or both NaN.
+bool same_value(real a, real b) { return std::memcmp(&a, &b, sizeof a) == 0 || (a != a && b != b); }
+
+}  // namespace
+
+TEST_CASE("hostile: a tensor named \"\" is refused by the reader with the writer's words (the fuzzer's round-trip finding)") {
+  TempDir tmp;
+  const std::string bytes = st_file(R"({"":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string(4, '\0'));
+  const std::string read = error_of([&] { parse_safetensors(bytes.data(), bytes.size(), "hostile.st"); });
+  CHECK(read == "parse_safetensors: hostile.st: a tensor has an empty name");
+  const std::string path = tmp.file("w.safetensors");
+  CHECK(error_of([&] { write_safetensors(path, {{"", Tensor::ones({1})}}); }) ==
+        "write_safetensors: " + path + ": a tensor has an empty name");
+  // Also beside well-named tensors, wherever it sorts.
+  const std::string two = st_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                  R"("":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                  std::string(8, '\0'));
+  CHECK(has(error_of([&] { parse_safetensors(two.data(), two.size(), "hostile.st"); }), "a tensor has an empty name"));
+}
+
+TEST_CASE("hostile: whatever the writer refuses to write, the reader refuses to read") {
+  TempDir tmp;
+  const std::string path = tmp.file("w.safetensors");
+  const Tensor t = Tensor::ones({1});
+  const std::string four(4, '\0');
+  auto entry = [](const std::string& json_name, uint64_t begin) {
+    return json_name + R"(:{"dtype":"F32","shape":[1],"data_offsets":[)" + std::to_string(begin) + "," +
+           std::to_string(begin + 4) + "]}";
+  };
+  struct Rule {
+    const char* what;
+    std::function<void()> write;  // must throw, creating no file
+    std::string file;              // the same content as bytes: must be refused
+    const char* refusal;
+  };
+  const std::vector<Rule> rules = {
+      {"an empty name", [&] { write_safetensors(path, {{"", t}}); },
+       st_file("{" + entry(R"("")", 0) + "}", four), "a tensor has an empty name"},
+      {"a duplicate name", [&] { write_safetensors(path, {{"x", t}, {"x", t}}); },
+       st_file("{" + entry(R"("x")", 0) + "," + entry(R"("x")", 4) + "}", four + four), "duplicate tensor name"},
+      {"a name that is not UTF-8", [&] { write_safetensors(path, {{"bad\xff", t}}); },
+       st_file("{" + entry("\"bad\xff\"", 0) + "}", four), "not valid JSON"},
+      {"a name holding a lone UTF-16 surrogate", [&] { write_safetensors(path, {{"s\xed\xa0\x80", t}}); },
+       st_file("{" + entry(R"("s\ud800")", 0) + "}", four), "not valid JSON"},
+      {"metadata that is not UTF-8", [&] { write_safetensors(path, {{"x", t}}, {{"k", "v\xfe"}}); },
+       st_file("{" + entry(R"("x")", 0) + ",\"__metadata__\":{\"k\":\"v\xfe\"}}", four), "not valid JSON"},
+      {"a tensor named __metadata__", [&] { write_safetensors(path, {{"__metadata__", t}}); },
+       st_file("{" + entry(R"("__metadata__")", 0) + "}", four), "__metadata__ value for 'data_offsets' is not a string"},
+  };
+  for (const Rule& r : rules) {
+    CAPTURE(r.what);
+    CHECK(error_of(r.write) != "<no throw>");
+    CHECK_FALSE(fs::exists(path));
+    const std::string msg = error_of([&] { parse_safetensors(r.file.data(), r.file.size(), "hostile.st"); });
+    CHECK(has(msg, "parse_safetensors: hostile.st: "));
+    CHECK(has(msg, r.refusal));
+  }
+}
+
+TEST_CASE("hostile: the writer refuses a header over the reader's 100 MB limit, creating no file") {
+  TempDir tmp;
+  const std::string path = tmp.file("big.safetensors");
+  // One metadata value alone makes the header kMaxSafetensorsHeaderBytes + ~40 bytes.
+  const Metadata md{{"notes", std::string(kMaxSafetensorsHeaderBytes, 'n')}};
+  const std::string msg = error_of([&] { write_safetensors(path, {{"x", Tensor::ones({1})}}, md); });
+  CHECK(has(msg, "write_safetensors: " + path + ": the header would be "));
+  CHECK(has(msg, "over the limit of 100000000"));
+  CHECK(msg.size() < 400);
+  CHECK_FALSE(fs::exists(path));
+}
+
+TEST_CASE("hostile: files the reader accepts at the edges of the rules write back and read back unchanged") {
+  TempDir tmp;
+  Generator g = testing::test_generator();
+  const std::vector<std::pair<std::vector<RawTensor>, std::string>> files = {
+      // Names: NUL and other control characters, quotes, backslashes, non-ASCII
+      // (raw and as escapes, a surrogate pair), a lone "." and a very long one.
+      {{{R"("a\u0000b")", "F32", "[2]", 2, 4},
+        {R"("line\nbreak\t\"q\"\\")", "F64", "[1,2]", 2, 8},
+        {"\"gr\xc3\xb6\xc3\x9f" "e\"", "F16", "[3]", 3, 2},
+        {R"("\u00e9\ud83d\ude00")", "BF16", "[2,1]", 2, 2},
+        {R"(".")", "F32", "[]", 1, 4},
+        {"\"" + std::string(5000, 'n') + "\"", "F32", "[1]", 1, 4}},
+       R"({"":"empty key","k":"","__metadata__":"a key like the reserved name","\u0001":"\u0002\n"})"},
+      // Shapes: zero-size dims, rank 0, the largest rank.
+      {{{R"("zero")", "F32", "[0,3]", 0, 4},
+        {R"("zero_rank8")", "F16", "[1,1,1,1,1,1,1,0]", 0, 2},
+        {R"("rank8")", "F64", "[1,2,1,2,1,1,1,2]", 8, 8},
+        {R"("scalar")", "BF16", "[]", 1, 2}},
+       "null"},
+      // No tensors at all; metadata only, and nothing.
+      {{}, R"({"only":"metadata"})"},
+      {{}, ""},
+  };
+  const std::string path = tmp.file("round.safetensors");
+  for (size_t k = 0; k < files.size(); ++k) {
+    CAPTURE(k);
+    const std::string bytes = layout(files[k].first, files[k].second, g);
+    const TensorFile f = parse_safetensors(bytes.data(), bytes.size(), "edge.st");
+    REQUIRE(f.tensors.size() == files[k].first.size());
+    for (FileDtype dtype : {FileDtype::F64, FileDtype::F32}) {
+      write_safetensors(path, f.tensors, f.metadata, dtype);
+      const TensorFile back = read_safetensors(path);
+      CHECK(back.metadata == f.metadata);
+      REQUIRE(back.tensors.size() == f.tensors.size());
+      for (size_t i = 0; i < f.tensors.size(); ++i) {
+        CAPTURE(brief(f.tensors[i].first));
+        CHECK(back.tensors[i].first == f.tensors[i].first);
+        const Tensor& a = f.tensors[i].second;
+        const Tensor& b = back.tensors[i].second;
+        REQUIRE(a.shape() == b.shape());
+        if (dtype == FileDtype::F32 && !std::is_same<real, float>::value) continue;  // F64 values round in F32
+        for (int64_t j = 0; j < a.numel(); ++j) CHECK(same_value(a.data()[j], b.data()[j]));
+      }
+    }
+  }
+  // The names as decoded: escapes resolved, NUL kept.
+  const std::string bytes = layout(files[0].first, files[0].second, g);
+  const TensorFile f = parse_safetensors(bytes.data(), bytes.size(), "edge.st");
+  CHECK(f.has(std::string("a\0b", 3)));
+  CHECK(f.has("line\nbreak\t\"q\"\\"));
+  CHECK(f.has("\xc3\xa9\xf0\x9f\x98\x80"));
+  CHECK(f.metadata.at("") == "empty key");
+}
+
+TEST_CASE("hostile: a 1 MB tensor name, dtype or metadata key is quoted briefly, control characters escaped") {
+  const std::string big(1 << 20, 'n');
+  // A name that long with a dtype qkv does not read.
+  const std::string named = st_file("{\"" + big + R"(":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})",
+                                    std::string(4, '\0'));
+  std::string msg = error_of([&] { parse_safetensors(named.data(), named.size(), "hostile.st"); });
+  CHECK(has(msg, "tensor 'nnnn"));
+  CHECK(has(msg, "... (1048576 bytes)': dtype I32 is not supported"));
+  CHECK(msg.size() < 400);
+  // A dtype that long.
+  const std::string typed = st_file(R"({"w":{"dtype":")" + big + R"(","shape":[1],"data_offsets":[0,4]}})",
+                                    std::string(4, '\0'));
+  msg = error_of([&] { parse_safetensors(typed.data(), typed.size(), "hostile.st"); });
+  CHECK(has(msg, "tensor 'w': unknown dtype 'nnn"));
+  CHECK(msg.size() < 400);
+  // A metadata key that long, with a value that is not a string.
+  const std::string keyed = st_file("{\"__metadata__\":{\"" + big + "\":1}}");
+  msg = error_of([&] { parse_safetensors(keyed.data(), keyed.size(), "hostile.st"); });
+  CHECK(has(msg, "__metadata__ value for 'nnn"));
+  CHECK(msg.size() < 400);
+  // Control characters in a name show escaped.
+  const std::string ctrl = st_file(R"({"a\nb\u001b[2J":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})",
+                                   std::string(4, '\0'));
+  msg = error_of([&] { parse_safetensors(ctrl.data(), ctrl.size(), "hostile.st"); });
+  CHECK(has(msg, "tensor 'a\\nb\\x1b[2J': dtype I32"));
+  CHECK(msg.find('\n') == std::string::npos);
+  // And a name quoted by nn::load_state_dict and check_finite.
+  const std::string nan_name = std::string(3000, 'q') + "\n";
+  CHECK(error_of([&] { check_finite({{nan_name, Tensor::from_vector({std::numeric_limits<real>::quiet_NaN()})}}, "here"); })
+            .size() < 400);
 }

@@ -301,9 +301,15 @@ TEST_CASE("missing or mistyped checkpoint metadata is an error naming the file a
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["model_config"] = model_with("heads", 1.5); })),
                        doctest::Contains("metadata 'model_config': key 'heads' has the wrong type"), Error);
   // A value out of range names the file and the key, not a flag the user never typed.
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["model_config"] = model_with("d_model", 100000); })),
-                       doctest::Contains((bad + ": metadata 'model_config' key 'd_model' must be in [1, 16384], got 100000").c_str()),
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["model_config"] = model_with("dropout", 2.0); })),
+                       doctest::Contains((bad + ": model_config key 'dropout' is 2: must be in [0, 1)").c_str()),
                        Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("batch", 0); })),
+                       doctest::Contains((bad + ": metadata 'train_config' key 'batch' must be in [1, 65536], got 0").c_str()),
+                       Error);
+  // A size the tensors do not have is refused before the model is built.
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["model_config"] = model_with("d_model", 8192); })),
+                       doctest::Contains("model_config key 'd_model' is 8192 but tensor"), Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("lr", -1.0); })),
                        doctest::Contains((bad + ": metadata 'train_config' key 'lr': must be finite").c_str()), Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("lr", "big"); })),
