@@ -130,8 +130,10 @@ inline std::string flag_of(const std::string& key) {
 
 // A setting's value as a person would type it: strings bare, numbers in the
 // shortest form that reads back to the same float (1e-07, not 1.00000001e-07).
+// Values from a file are quoted briefly (qkv::brief).
 inline std::string show_value(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
+  if (v.is_string()) return brief(v.get<std::string>(), 80);
+  if (!v.is_number()) return brief(v.dump(), 80);
   if (!v.is_number_float()) return v.dump();
   const double d = v.get<double>();
   const bool is_float = static_cast<double>(static_cast<float>(d)) == d;
@@ -181,7 +183,7 @@ inline void set_generator_state(Generator& g, const std::string& s, const std::s
   int cached = 0;
   if (std::sscanf(s.c_str(), "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %la %d", &st.s[0],
                   &st.s[1], &st.s[2], &st.s[3], &st.cached_normal, &cached) != 6)
-    throw Error(what + ": cannot parse the generator state '" + s + "'");
+    throw Error(what + ": cannot parse the generator state '" + brief(s, 80) + "'");
   st.has_cached = cached != 0;
   g.set_state(st);
 }

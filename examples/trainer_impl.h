@@ -775,7 +775,7 @@ inline void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite, DataU
       continue;
     }
     if (saved[part]["fnv1a64"] != now["fnv1a64"])
-      throw Error(f.path + ": was trained on a " + part + " file with hash " + saved[part]["fnv1a64"].dump() +
+      throw Error(f.path + ": was trained on a " + part + " file with hash " + brief(saved[part]["fnv1a64"].dump(), 40) +
                   " but " + now["path"].get<std::string>() + " now has hash " + now["fnv1a64"].dump() +
                   " (the file changed)");
   }
