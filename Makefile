@@ -32,7 +32,7 @@ else
   LDOPT  :=
 endif
 
-# MPI=1: data-parallel training over MPI (optim/distributed.cpp with
+# MPI=1: data-parallel training over MPI (dist/distributed.cpp with
 # -DQKV_MPI), compiled by OpenMPI's mpicxx into its own directory
 # (build/rel-mpi-f32); run it with mpirun -np N build/rel-mpi-f32/train ...
 MPI ?= 0
@@ -46,7 +46,10 @@ CXXFLAGS := -std=c++17 -Wall -Wextra -Wno-unused-parameter -fno-math-errno -fno-
 LDFLAGS  := -fopenmp $(LDOPT) -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB)
 LDLIBS   := -lopenblas -lpthread -lm
 
-LIB_SRC  := $(wildcard core/*.cpp autograd/*.cpp nn/*.cpp optim/*.cpp)
+# The library's folders, each including only from itself and those before it
+# (tests/cli/layering.sh checks every #include against this order).
+LAYERS   := core io autograd nn optim models generation checkpoint data dist trainer
+LIB_SRC  := $(wildcard $(LAYERS:%=%/*.cpp))
 TEST_SRC := $(filter-out %_grad.cpp tests/main.cpp,$(wildcard tests/test_*.cpp))
 GRAD_SRC := $(wildcard tests/test_*_grad.cpp)
 
@@ -91,7 +94,7 @@ $(B64)/qkv_grad_tests: $(B64)/tests/main.o $(GRAD_SRC:%.cpp=$(B64)/%.o) $(LIB64)
 # ---- installing; pkg-config -------------------------------------------------
 # `make install PREFIX=/opt/qkv` (default /usr/local; DESTDIR is prepended to
 # every path written, not to the paths inside qkv.pc) installs
-#   include/qkv/{core,autograd,nn,optim}/*.h   (programs #include "nn/transformer.h")
+#   include/qkv/{core,autograd,nn,optim}/*.h   (programs #include "models/transformer.h")
 #   lib/libqkv.a                               (the float32 release build)
 #   lib/pkgconfig/qkv.pc                       (every compile and link flag)
 # and builds nothing that is already built. `make` also writes
@@ -127,7 +130,7 @@ $(PC32): qkv.pc.in Makefile
 INSTALL_DIR = $(DESTDIR)$(abspath $(PREFIX))
 install: $(LIB32) qkv.pc.in
 	@test -n "$(PREFIX)" || { echo "install: PREFIX is empty"; exit 1; }
-	for d in core autograd nn optim; do \
+	for d in $(LAYERS); do \
 	  install -d $(INSTALL_DIR)/include/qkv/$$d && install -m 644 $$d/*.h $(INSTALL_DIR)/include/qkv/$$d/ || exit 1; \
 	done
 	install -d $(INSTALL_DIR)/lib/pkgconfig
@@ -193,7 +196,7 @@ FUZZ_CXX  ?= clang++
 FUZZ_DIR  := $(BUILD)/fuzz
 FUZZ_OPT  := -std=c++17 -O1 -g -fopenmp -fno-omit-frame-pointer -I. -I$(BLAS_INC) \
              -fsanitize=address,undefined -fno-sanitize-recover=undefined -DQKV_NO_ALLOC_CACHE
-FUZZ_LIB  := nn/safetensors.cpp nn/json_bounded.cpp core/tensor.cpp core/shape.cpp core/allocator.cpp \
+FUZZ_LIB  := io/safetensors.cpp io/json_bounded.cpp core/tensor.cpp core/shape.cpp core/allocator.cpp \
              core/pool.cpp core/parallel.cpp core/generator.cpp core/blas.cpp
 .PHONY: fuzz fuzz-deps
 fuzz-deps:

@@ -33,9 +33,9 @@
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/parallel.h"
-#include "nn/checkpoint.h"
-#include "nn/decode.h"
-#include "nn/safetensors.h"
+#include "checkpoint/checkpoint.h"
+#include "generation/decode.h"
+#include "io/safetensors.h"
 
 using namespace qkv;
 using Clock = std::chrono::steady_clock;

@@ -62,12 +62,12 @@
 #include "core/generator.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
-#include "nn/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "nn/cross_entropy.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "nn/attention.h"
 #include "nn/attention_internal.h"
-#include "nn/transformer.h"
+#include "models/transformer.h"
 #include "optim/adam.h"
 
 // Every plain operator new of the process is counted (libstdc++'s array and

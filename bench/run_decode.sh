@@ -118,7 +118,7 @@ w(f"Greedy decoding of {count} reverse-task sources of length L in batches of 64
   f"(encoder included); each figure is the fastest of {E['DEC_ROUNDS']} interleaved rounds of "
   f"{E['DEC_REPEATS']} passes.")
 w("")
-w("- qkv cached: `greedy_decode` (KV cache, nn/kv_cache.h); uncached: the same with "
+w("- qkv cached: `greedy_decode` (KV cache, generation/kv_cache.h); uncached: the same with "
   "`use_cache = false` (the decoder reruns over the prefix every step); beam 4: "
   "`beam_search`, beam 4, alpha 0.6, all hypotheses to L + 1 tokens.")
 if torch_on:

@@ -29,7 +29,7 @@
 
 #include "autograd/anomaly.h"
 #include "autograd/graphviz.h"
-#include "examples/output_paths.h"
+#include "trainer/output_paths.h"
 #include "examples/step_through.h"
 
 namespace {

@@ -28,7 +28,7 @@
 #include "nn/attention.h"
 #include "nn/cross_entropy.h"
 #include "nn/layernorm.h"
-#include "nn/transformer.h"
+#include "models/transformer.h"
 
 namespace qkv::step {
 

@@ -25,9 +25,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "examples/output_paths.h"
-#include "examples/plots.h"
-#include "examples/trainer.h"
+#include "trainer/output_paths.h"
+#include "trainer/plots.h"
+#include "trainer/trainer.h"
 
 using namespace qkv;
 using namespace qkv::train;
@@ -817,7 +817,7 @@ int train_main(int argc, char** argv) {
   }
 }
 
-// Under mpirun (make MPI=1) every rank runs train_main; see optim/distributed.h.
+// Under mpirun (make MPI=1) every rank runs train_main; see dist/distributed.h.
 int main(int argc, char** argv) {
   dist::init(&argc, &argv);
   const int status = train_main(argc, argv);

@@ -1,4 +1,4 @@
-// libFuzzer harness for the safetensors reader (nn/safetensors.cpp).
+// libFuzzer harness for the safetensors reader (io/safetensors.cpp).
 //
 // Every input is handed to parse_safetensors, the parser read_safetensors uses
 // once it has the file's bytes. The only allowed outcomes are a TensorFile or
@@ -21,7 +21,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 
 namespace {
 
@@ -78,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!same(a.data()[k], b.data()[k])) finding("round trip changed a value");
     }
   } catch (const qkv::Error& e) {
-    // Reader and writer share their rules (nn/safetensors.h): a file the
+    // Reader and writer share their rules (io/safetensors.h): a file the
     // reader accepts must write back, so a refusal here is a finding too.
     std::fprintf(stderr, "fuzz_safetensors: round trip failed: %s\n", e.what());
     std::abort();

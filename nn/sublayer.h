@@ -1,6 +1,6 @@
 // The residual sublayer of section 3.1 of the paper, in both placements of
-// LayerNorm, shared by the encoder and decoder layers (nn/encoder_decoder.cpp)
-// and their cached, one-step-at-a-time twins (nn/kv_cache.cpp):
+// LayerNorm, shared by the encoder and decoder layers (models/encoder_decoder.cpp)
+// and their cached, one-step-at-a-time twins (generation/kv_cache.cpp):
 //   Post-LN (the paper):  norm(x + drop(f(x)))
 //   Pre-LN:               x + drop(f(norm(x)))
 #pragma once

@@ -22,7 +22,7 @@
 
 #include "autograd/var.h"
 #include "core/tensor.h"
-#include "nn/safetensors.h"  // NamedTensors
+#include "io/safetensors.h"  // NamedTensors
 
 namespace qkv::optim {
 

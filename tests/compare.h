@@ -9,7 +9,7 @@
 
 #include "core/elementwise.h"
 #include "core/tensor.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 
 namespace qkv::testing {
 

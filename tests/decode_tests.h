@@ -15,7 +15,7 @@
 #include "core/error.h"
 #include "errors.h"
 #include "core/reduce.h"
-#include "nn/decode.h"
+#include "generation/decode.h"
 #include "test_seed.h"
 
 namespace qkv::decode_tests {

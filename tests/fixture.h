@@ -16,7 +16,7 @@
 
 #include "core/error.h"
 #include "nn/module.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 
 namespace qkv {
 

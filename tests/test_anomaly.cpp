@@ -13,7 +13,7 @@
 #include "autograd/anomaly.h"
 #include "autograd/qkv_autograd.h"
 #include "nn/module.h"
-#include "nn/transformer.h"
+#include "models/transformer.h"
 #include "test_seed.h"
 
 using namespace qkv;

@@ -1,5 +1,5 @@
-// Checkpoints: the safetensors reader and writer (nn/safetensors.h), module
-// save/load (nn/checkpoint.h) and the fixture helpers (tests/fixture.h).
+// Checkpoints: the safetensors reader and writer (io/safetensors.h), module
+// save/load (checkpoint/checkpoint.h) and the fixture helpers (tests/fixture.h).
 // Bad files are crafted byte by byte; every rejection must be a qkv::Error
 // naming the file and the tensor (these tests also run under ASan/UBSan).
 #include <doctest/doctest.h>
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "nn/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "nn/linear.h"
 #include "tests/fixture.h"
 

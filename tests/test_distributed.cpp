@@ -1,4 +1,4 @@
-// Data-parallel training (optim/distributed.h and the Trainer's hooks), the
+// Data-parallel training (dist/distributed.h and the Trainer's hooks), the
 // parts one process can check: how a batch is shared among ranks, and that the
 // ranks' token-weighted losses give, summed, the gradient of the whole batch
 // (what mpirun -np N computes, here done rank after rank). tests/cli/mpi_*.sh
@@ -7,8 +7,8 @@
 
 #include <cmath>
 
-#include "examples/trainer.h"
-#include "optim/distributed.h"
+#include "trainer/trainer.h"
+#include "dist/distributed.h"
 #include "test_seed.h"
 
 using namespace qkv;

@@ -17,7 +17,7 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "nn/cross_entropy.h"
-#include "nn/transformer.h"
+#include "models/transformer.h"
 #include "examples/step_through.h"
 
 using namespace qkv;

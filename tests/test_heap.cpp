@@ -15,7 +15,7 @@
 #include "core/allocator.h"
 #include "core/pool.h"
 #include "nn/cross_entropy.h"
-#include "nn/transformer.h"
+#include "models/transformer.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "test_seed.h"

@@ -1,4 +1,4 @@
-// parse_json_bounded (nn/json_bounded.h): JSON from files with its nesting
+// parse_json_bounded (io/json_bounded.h): JSON from files with its nesting
 // bounded while parsing.
 #include <doctest/doctest.h>
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "errors.h"
-#include "nn/json_bounded.h"
+#include "io/json_bounded.h"
 
 using namespace qkv;
 using qkv::testing::error_of;

@@ -1,4 +1,4 @@
-// Self-describing model files (nn/model_file.h) read from hostile files: JSON
+// Self-describing model files (checkpoint/model_file.h) read from hostile files: JSON
 // in the metadata nested without end or holding huge values, and
 // configurations whose sizes disagree with the file's tensors. Each is refused
 // with one short line naming the file and the key, before a model is built.
@@ -13,8 +13,8 @@
 
 #include "core/allocator.h"
 #include "errors.h"
-#include "nn/json_bounded.h"
-#include "nn/model_file.h"
+#include "io/json_bounded.h"
+#include "checkpoint/model_file.h"
 #include "temp_dir.h"
 #include "test_seed.h"
 

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "core/allocator.h"
-#include "nn/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "nn/linear.h"
 
 using namespace qkv;

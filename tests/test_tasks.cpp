@@ -1,7 +1,7 @@
 // The toy task generators and the batching used by the training program.
 #include <doctest/doctest.h>
 
-#include "examples/tasks.h"
+#include "data/tasks.h"
 #include "test_seed.h"
 
 using namespace qkv;

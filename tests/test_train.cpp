@@ -2,11 +2,12 @@
 // runs that must cut the loss (every model kind), resume equal to an
 // uninterrupted run bit for bit, and checkpoints that describe their run.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 
-#include "examples/trainer.h"
+#include "trainer/trainer.h"
 #include "test_seed.h"
 
 using namespace qkv;

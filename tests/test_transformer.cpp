@@ -10,7 +10,7 @@
 #include "compare.h"
 #include "fixture.h"
 #include "nn/cross_entropy.h"
-#include "nn/transformer.h"
+#include "models/transformer.h"
 
 using namespace qkv;
 using namespace qkv::nn;

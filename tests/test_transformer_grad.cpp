@@ -4,7 +4,7 @@
 
 #include "autograd/qkv_autograd.h"
 #include "nn/cross_entropy.h"
-#include "nn/transformer.h"
+#include "models/transformer.h"
 #include "test_seed.h"
 
 using namespace qkv;

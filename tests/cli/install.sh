@@ -19,7 +19,7 @@ qmake() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "
 prefix="$QKV_TMP/prefix"
 qmake install PREFIX="$prefix" >"$QKV_TMP/install.log" 2>&1 || { cat "$QKV_TMP/install.log"; fail "make install failed"; }
 if grep -E '(^| )(g\+\+|c\+\+|cc) .* -c ' "$QKV_TMP/install.log"; then fail "make install recompiled the library"; fi
-[ -f "$prefix/include/qkv/nn/transformer.h" ] || fail "no include/qkv/nn/transformer.h"
+[ -f "$prefix/include/qkv/models/transformer.h" ] || fail "no include/qkv/models/transformer.h"
 [ -f "$prefix/include/qkv/autograd/node.h" ] || fail "no include/qkv/autograd/node.h"
 cmp -s "$prefix/lib/libqkv.a" "$bin/libqkv.a" || fail "lib/libqkv.a is not the built $bin/libqkv.a"
 [ -f "$prefix/lib/pkgconfig/qkv.pc" ] || fail "no lib/pkgconfig/qkv.pc"

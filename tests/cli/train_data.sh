@@ -6,16 +6,16 @@ cd "$QKV_TMP"
 small=(--d-model 32 --heads 2 --layers 1 --d-ff 64 --batch 32 --threads 1 --eval-every 0 --warmup 1)
 
 # Pairs: the date data, a short run (the README shows a full one).
-expect_ok "$TRAIN" "${small[@]}" --data "$QKV_SRC/data/dates/train.tsv" --valid "$QKV_SRC/data/dates/valid.tsv" \
+expect_ok "$TRAIN" "${small[@]}" --data "$QKV_SRC/datasets/dates/train.tsv" --valid "$QKV_SRC/datasets/dates/valid.tsv" \
   --steps 30 --out dates
-expect_out "data $QKV_SRC/data/dates/train.tsv (tsv, char tokens"
+expect_out "data $QKV_SRC/datasets/dates/train.tsv (tsv, char tokens"
 expect_out "held-out (1000 sequences"
 expect_ok "$TRAIN" --load dates/model.safetensors --ask "3 March 2021"
 [ "$(wc -l < "$QKV_TMP/out")" -eq 1 ] || fail "--ask printed more than one line"
 expect_ok "$TRAIN" --load dates/model.safetensors --eval-only
 # The data file changed since training: refused, naming the file.
-cp "$QKV_SRC/data/dates/valid.tsv" v.tsv
-expect_ok "$TRAIN" "${small[@]}" --data "$QKV_SRC/data/dates/train.tsv" --valid v.tsv --steps 5 --out d2
+cp "$QKV_SRC/datasets/dates/valid.tsv" v.tsv
+expect_ok "$TRAIN" "${small[@]}" --data "$QKV_SRC/datasets/dates/train.tsv" --valid v.tsv --steps 5 --out d2
 echo "1 May 2000	2000-05-01" >> v.tsv
 expect_fail "$TRAIN" --load d2/model.safetensors --eval-only
 expect_out "v.tsv now has hash"
@@ -23,8 +23,8 @@ expect_out "v.tsv now has hash"
 # A checkpoint loads anywhere: trained on files typed as relative paths, then
 # asked and evaluated from another folder, and after the files moved.
 mkdir -p here elsewhere
-head -300 "$QKV_SRC/data/dates/train.tsv" > here/train.tsv
-head -100 "$QKV_SRC/data/dates/valid.tsv" > here/valid.tsv
+head -300 "$QKV_SRC/datasets/dates/train.tsv" > here/train.tsv
+head -100 "$QKV_SRC/datasets/dates/valid.tsv" > here/valid.tsv
 (cd here && expect_ok "$TRAIN" "${small[@]}" --data train.tsv --valid valid.tsv --steps 5 --out run)
 (cd elsewhere && expect_ok "$TRAIN" --load ../here/run/model.safetensors --ask "3 March 2021")
 (cd elsewhere && expect_ok "$TRAIN" --load ../here/run/model.safetensors --eval-only)
@@ -37,7 +37,7 @@ expect_out "its data file train.tsv is gone (moved or deleted): give its new pat
 expect_ok "$TRAIN" --load here/run/model.safetensors --eval-only --data moved_train.tsv --valid moved_valid.tsv
 expect_out "held-out exact-sequence accuracy"
 # Another held-out file, named anew, is taken (with a note); a changed training file is not.
-head -50 "$QKV_SRC/data/dates/valid.tsv" > other_valid.tsv
+head -50 "$QKV_SRC/datasets/dates/valid.tsv" > other_valid.tsv
 expect_ok "$TRAIN" --load here/run/model.safetensors --eval-only --data moved_train.tsv --valid other_valid.tsv
 expect_out "note: evaluating on other_valid.tsv"
 echo "1 May 2000	2000-05-01" >> moved_train.tsv

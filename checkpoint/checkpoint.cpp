@@ -1,0 +1,68 @@
+#include "checkpoint/checkpoint.h"
+
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace qkv::nn {
+
+NamedTensors state_dict(const Module& m) {
+  NamedTensors out;
+  for (const auto& [name, v] : m.named_parameters()) out.emplace_back(name, v.data());
+  return out;
+}
+
+void load_state_dict(Module& m, const TensorFile& f, const std::string& prefix) {
+  LoadOptions options;
+  options.prefix = prefix;
+  load_state_dict(m, f, options);
+}
+
+void load_state_dict(Module& m, const TensorFile& f, const LoadOptions& options) {
+  const std::string& prefix = options.prefix;
+  auto fail = [&](const std::string& msg) { throw Error("load: " + f.path + ": " + msg); };
+  std::unordered_map<std::string, const Tensor*> in_file;  // full name in the file -> tensor
+  for (const auto& [name, t] : f.tensors)
+    if (name.compare(0, prefix.size(), prefix) == 0) in_file.emplace(name, &t);
+
+  // Check everything first: a failed load leaves every parameter untouched.
+  auto params = m.named_parameters();
+  std::vector<const Tensor*> src(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string full = prefix + params[i].first;
+    auto it = in_file.find(full);
+    if (it == in_file.end()) fail("missing tensor '" + brief(full) + "'");
+    const Tensor& t = *it->second;
+    if (t.shape() != params[i].second.shape())
+      fail("tensor '" + brief(full) + "' has shape " + to_string(t.shape()) + " but the model expects " +
+           to_string(params[i].second.shape()));
+    src[i] = &t;
+    in_file.erase(it);
+  }
+  if (!in_file.empty()) {
+    // Report the first left-over name in file order, so the message is stable.
+    for (const auto& [name, t] : f.tensors)
+      if (in_file.count(name)) fail("unexpected tensor '" + brief(name) + "'");
+  }
+  if (!options.allow_nonfinite) {
+    NamedTensors taken;  // the tensors about to be copied, under their names in the file
+    for (size_t i = 0; i < params.size(); ++i) taken.emplace_back(prefix + params[i].first, *src[i]);
+    check_finite(taken, "load: " + f.path);
+  }
+  for (size_t i = 0; i < params.size(); ++i) params[i].second.data().copy_(*src[i]);
+}
+
+void save(const Module& m, const std::string& path, const Metadata& metadata,
+          const SaveOptions& options) {
+  const NamedTensors tensors = state_dict(m);
+  if (!options.allow_nonfinite) check_finite(tensors, "save: " + path);  // before any file exists
+  write_safetensors(path, tensors, metadata);
+}
+
+Metadata load(Module& m, const std::string& path, const LoadOptions& options) {
+  TensorFile f = read_safetensors(path);
+  load_state_dict(m, f, options);
+  return std::move(f.metadata);
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,117 @@
+// Self-describing model files: a checkpoint that carries the model's
+// configuration, so that it can be rebuilt from the file alone.
+//
+//   nn::save_model(model, "m.safetensors");            // weights + config
+//   auto m = nn::load_seq2seq("m.safetensors");         // no settings retyped
+//   auto g = nn::load_gpt("runs/lm/model.safetensors"); // also reads train's checkpoints
+//
+// The configuration is stored as JSON in the safetensors metadata under
+// "model_kind" ("seq2seq" or "gpt") and "model_config"; "model_prefix" names
+// the prefix of the weights in the file ("" for save_model, "model." for the
+// training program's checkpoints, which also hold the optimizer state).
+#pragma once
+#include <memory>
+#include <string>
+
+#include <cstdint>
+#include <type_traits>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "checkpoint/checkpoint.h"
+#include "models/encoder_decoder.h"
+#include "models/gpt.h"
+
+namespace qkv::nn {
+
+nlohmann::json config_to_json(const TransformerConfig& c);
+nlohmann::json config_to_json(const GPTConfig& c);
+// Strict: every field must be present with the right JSON type; an Error names
+// `where` (the file) and the key otherwise.
+TransformerConfig transformer_config_from_json(const nlohmann::json& j, const std::string& where);
+GPTConfig gpt_config_from_json(const nlohmann::json& j, const std::string& where);
+
+// The metadata keys above for a model (merge them into your own metadata).
+Metadata model_metadata(const Seq2SeqTransformer& m, const std::string& prefix = "");
+Metadata model_metadata(const GPT& m, const std::string& prefix = "");
+
+// Weights and configuration in one file (atomic, as nn::save), plus `extra` metadata.
+void save_model(const Seq2SeqTransformer& m, const std::string& path, const Metadata& extra = {});
+void save_model(const GPT& m, const std::string& path, const Metadata& extra = {});
+
+// Rebuilds the model from a file written by save_model or by the training
+// program. Errors name the file and the key (missing config, wrong kind,
+// mistyped field) or the tensor (missing, wrong shape).
+std::unique_ptr<Seq2SeqTransformer> load_seq2seq(const std::string& path);
+std::unique_ptr<GPT> load_gpt(const std::string& path);
+// "seq2seq" or "gpt": what kind of model a file holds.
+std::string model_kind(const std::string& path);
+
+// Refuses, before any model is built, a configuration whose sizes disagree
+// with the tensors of `f` named `prefix` + parameter name, so that a file
+// cannot make a loader allocate more than the tensors it holds:
+//   d_model and the vocabulary sizes against the token embeddings, heads
+//   against d_model (it must divide it), d_ff against each stack's first FFN
+//   weight, the layer counts against the layer indices in the tensor names,
+//   max_len against the learned position tables (sinusoidal: at most
+//   kMaxSinusoidalPositions rows, and the table must fit in memory), dropout
+//   in [0, 1), and the number of parameters the configuration implies against
+//   the numbers the file holds under `prefix`.
+// The Error names the file and the key:
+//   "m.safetensors: model_config key 'd_model' is 20000 but tensor
+//    'model.src_embed.weight' has shape (13,64)"
+// load_seq2seq and load_gpt call it; so can any program that builds a model
+// from a file's configuration.
+void check_config_fits(const TensorFile& f, const std::string& prefix, const TransformerConfig& c);
+void check_config_fits(const TensorFile& f, const std::string& prefix, const GPTConfig& c);
+// The most positions a sinusoidal table is built with from a file's max_len.
+inline constexpr int64_t kMaxSinusoidalPositions = 65536;
+// How many numbers (parameters) a model of this configuration holds, as
+// named_parameters() counts them (tied weights once). A double: a hostile
+// configuration may describe more than 2^63.
+double parameter_count(const TransformerConfig& c);
+double parameter_count(const GPTConfig& c);
+
+// The metadata value of `key`, parsed as JSON with its nesting bounded
+// (parse_json_bounded, io/json_bounded.h); an Error naming the file and the
+// key when it is missing, is not valid JSON or nests too deep.
+nlohmann::json metadata_json(const Metadata& md, const std::string& key, const std::string& path);
+
+// Reads one field of a JSON object strictly (used for every config above).
+// Errors quote the value brief (core/error.h), however large it is.
+template <class T>
+void read_json_field(const nlohmann::json& j, const char* key, T& out, const std::string& where) {
+  if (!j.is_object()) throw Error(where + ": expected a JSON object holding '" + key + "'");
+  auto it = j.find(key);
+  if (it == j.end()) throw Error(where + ": missing key '" + key + "'");
+  const auto quoted = [&] {
+    return brief(it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  };
+  bool ok;
+  const char* want;
+  if constexpr (std::is_same_v<T, bool>) {
+    ok = it->is_boolean();
+    want = "a boolean";
+  } else if constexpr (std::is_integral_v<T>) {
+    ok = it->is_number_integer();
+    want = "an integer";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    ok = it->is_number();
+    want = "a number";
+  } else {
+    ok = it->is_string();
+    want = "a string";
+  }
+  if (!ok)
+    throw Error(where + ": key '" + key + "' has the wrong type (expected " + want + ", got " +
+                it->type_name() + " " + quoted() + ")");
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    const bool negative = !it->is_number_unsigned();  // nlohmann keeps non-negative integers unsigned
+    const bool fits = std::is_unsigned_v<T> ? !negative : negative || it->template get<uint64_t>() <= uint64_t(INT64_MAX);
+    if (!fits) throw Error(where + ": key '" + key + "' is out of range (" + quoted() + ")");
+  }
+  out = it->template get<T>();
+}
+
+}  // namespace qkv::nn

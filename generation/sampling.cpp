@@ -1,0 +1,150 @@
+#include "generation/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+
+#include "core/error.h"
+
+namespace qkv::nn {
+
+void check_sample_options(const SampleOptions& o) {
+  if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
+    throw Error("sampling: temperature must be finite and >= 0, got " + std::to_string(o.temperature));
+  if (o.top_k && *o.top_k < 1)
+    throw Error("sampling: top_k must be >= 1 (or unset for all tokens), got " + std::to_string(*o.top_k));
+  if (!(o.top_p > 0 && o.top_p <= 1))
+    throw Error("sampling: top_p must be in (0, 1], got " + std::to_string(o.top_p));
+  if (o.max_new_tokens < 0)
+    throw Error("sampling: max_new_tokens must be >= 0, got " + std::to_string(o.max_new_tokens));
+}
+
+int64_t sample_token(const real* logits, int64_t V, const SampleOptions& opt, Generator& gen,
+                     SampleScratch& sc) {
+  if (V < 1) throw Error("sample_token: no logits to sample from (V = " + std::to_string(V) + ")");
+  if (opt.temperature == 0) {  // greedy: the first largest logit
+    int64_t best = 0;
+    for (int64_t v = 1; v < V; ++v)
+      if (logits[v] > logits[best]) best = v;
+    return best;
+  }
+  sc.prob.resize(static_cast<size_t>(V));
+  sc.order.resize(static_cast<size_t>(V));
+  // Unnormalised probabilities exp((z - max z) / T), computed in double so a
+  // tiny temperature underflows to exact zeros rather than overflowing.
+  real zmax = logits[0];
+  for (int64_t v = 1; v < V; ++v) zmax = std::max(zmax, logits[v]);
+  for (int64_t v = 0; v < V; ++v)
+    sc.prob[v] = static_cast<real>(std::exp((static_cast<double>(logits[v]) - zmax) / opt.temperature));
+  // Tokens from most to least likely (ties: lower id first); only the first
+  // `keep` are candidates.
+  for (int64_t v = 0; v < V; ++v) sc.order[v] = v;
+  int64_t keep = opt.top_k ? std::min<int64_t>(*opt.top_k, V) : V;
+  auto likelier = [&](int64_t a, int64_t b) {
+    return sc.prob[a] > sc.prob[b] || (sc.prob[a] == sc.prob[b] && a < b);
+  };
+  std::partial_sort(sc.order.begin(), sc.order.begin() + keep, sc.order.end(), likelier);
+  if (opt.top_p < 1) {
+    // Nucleus: the shortest prefix of the sorted candidates whose share of
+    // their total probability reaches top_p.
+    double total = 0;
+    for (int64_t i = 0; i < keep; ++i) total += sc.prob[sc.order[i]];
+    double cum = 0;
+    int64_t n = 0;
+    while (n < keep) {
+      cum += sc.prob[sc.order[n++]];
+      if (cum >= opt.top_p * total) break;
+    }
+    keep = n;
+  }
+  double total = 0;
+  for (int64_t i = 0; i < keep; ++i) total += sc.prob[sc.order[i]];
+  // Inverse CDF over the candidates, most likely first.
+  const double u = gen.uniform() * total;
+  double cum = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    cum += sc.prob[sc.order[i]];
+    if (u < cum) return sc.order[i];
+  }
+  return sc.order[keep - 1];  // u within rounding of the total
+}
+
+std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt, const SampleOptions& opt,
+                                           Generator& gen) {
+  prompt.check("generate");
+  check_sample_options(opt);
+  const int64_t B = prompt.batch;
+  if (model.cfg.vocab < 1)
+    throw Error("generate: the model's vocabulary is empty (cfg.vocab = " + std::to_string(model.cfg.vocab) + ")");
+  const std::vector<int64_t> len = prompt.full_lengths();
+  int64_t shortest = prompt.len, longest = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    if (len[b] < 1) throw Error("generate: prompt " + std::to_string(b) + " is empty (needs >= 1 token)");
+    shortest = std::min(shortest, len[b]);
+    longest = std::max(longest, len[b]);
+  }
+  const int64_t vocab = model.cfg.vocab;
+  for (int64_t id : opt.suppress)
+    if (id < 0 || id >= vocab)
+      throw Error("generate: suppress holds token id " + std::to_string(id) + ", outside the vocabulary [0, " +
+                  std::to_string(vocab) + ")");
+  if (static_cast<int64_t>(std::set<int64_t>(opt.suppress.begin(), opt.suppress.end()).size()) >= vocab)
+    throw Error("generate: suppress holds every one of the " + std::to_string(vocab) + " tokens");
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(B));
+  if (B == 0 || opt.max_new_tokens == 0) return out;
+  // Positions fed: each prompt, then all but the last generated token.
+  const int64_t capacity = longest + opt.max_new_tokens - 1;
+  if (capacity > model.cfg.max_len)
+    throw Error("generate: prompt length " + std::to_string(longest) + " + max_new_tokens " +
+                std::to_string(opt.max_new_tokens) + " - 1 exceeds the model's max_len " +
+                std::to_string(model.cfg.max_len));
+  NoGradGuard no_grad;
+  KVCache cache = start_generation(model, B, capacity);
+  // Every row advances one position per step. The prefix all prompts share in
+  // length goes in as one block (prefill); after that a row whose prompt is
+  // not used up is fed its next prompt token, the others their last sample.
+  std::vector<int64_t> ids(static_cast<size_t>(B * shortest));
+  for (int64_t b = 0; b < B; ++b)
+    std::copy(prompt.ids.begin() + b * prompt.len, prompt.ids.begin() + b * prompt.len + shortest,
+              ids.begin() + b * shortest);
+  Tensor logits = forward_step(model, cache, ids, shortest);  // (B, shortest, V)
+  const int64_t V = logits.size(2);                           // the row width, whatever cfg says
+  int64_t n = shortest;                                       // logits row i of each block: position i
+  std::vector<int64_t> row(static_cast<size_t>(B));           // cache row r generates for prompt row[r]
+  for (int64_t b = 0; b < B; ++b) row[b] = b;
+  std::vector<int64_t> keep, next;
+  SampleScratch scratch;
+  for (int64_t pos = shortest;; ++pos) {  // the logits predict position pos
+    keep.clear();
+    next.clear();
+    for (int64_t r = 0; r < static_cast<int64_t>(row.size()); ++r) {
+      const int64_t b = row[r];
+      int64_t tok;
+      if (pos < len[b]) {
+        tok = prompt.ids[b * prompt.len + pos];  // still reading the prompt
+      } else {
+        real* lr = logits.data() + (r * n + n - 1) * V;  // this row's logits for position pos
+        for (int64_t id : opt.suppress) lr[id] = -std::numeric_limits<real>::infinity();
+        tok = sample_token(lr, V, opt, gen, scratch);
+        out[b].push_back(tok);
+        if ((opt.eos && tok == *opt.eos) || static_cast<int64_t>(out[b].size()) == opt.max_new_tokens)
+          continue;  // row b is done
+      }
+      keep.push_back(r);
+      next.push_back(tok);
+    }
+    if (keep.empty()) break;
+    if (keep.size() != row.size()) {
+      cache.reorder(keep);
+      for (size_t i = 0; i < keep.size(); ++i) row[i] = row[keep[i]];
+      row.resize(keep.size());
+    }
+    logits = forward_step(model, cache, next);  // (rows, 1, V)
+    n = 1;
+  }
+  return out;
+}
+
+}  // namespace qkv::nn

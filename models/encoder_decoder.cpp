@@ -1,0 +1,164 @@
+#include "models/encoder_decoder.h"
+
+#include <cmath>
+#include <string>
+
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "nn/init.h"
+#include "nn/sublayer.h"
+
+namespace qkv::nn {
+
+// ---- Encoder layer -------------------------------------------------------------
+EncoderLayer::EncoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
+    : pre_norm(o.pre_norm) {
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model));
+  ffn = register_module("ffn", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, init));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model));
+  drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
+  drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));
+}
+
+Var EncoderLayer::forward(const Var& x, const AttentionMask& self_mask) {
+  ModuleScope scope(this);
+  // (B,S,D) -> (B,S,D)
+  Var h = sublayer(x, *norm1, *drop1, pre_norm,
+                   [&](const Var& v) { return self_attn->forward(v, v, self_mask); });
+  return sublayer(h, *norm2, *drop2, pre_norm, [&](const Var& v) { return ffn->forward(v); });
+}
+
+// ---- Decoder layer -------------------------------------------------------------
+// Registers its modules as EncoderLayer does, plus cross-attention: spelled
+// out, in the order of the forward, so the parameter names read off the code.
+DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
+    : pre_norm(o.pre_norm) {
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model));
+  cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model));
+  ffn = register_module("ffn", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, init));
+  norm3 = register_module("norm3", std::make_shared<LayerNorm>(o.d_model));
+  drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
+  drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));
+  drop3 = register_module("drop3", std::make_shared<Dropout>(o.dropout, dg));
+}
+
+Var DecoderLayer::forward(const Var& y, const Var& memory, const AttentionMask& self_mask,
+                          const AttentionMask& cross_mask) {
+  ModuleScope scope(this);
+  // (B,T,D), memory (B,S,D) -> (B,T,D)
+  Var h = sublayer(y, *norm1, *drop1, pre_norm,
+                   [&](const Var& v) { return self_attn->forward(v, v, self_mask); });
+  h = sublayer(h, *norm2, *drop2, pre_norm,
+               [&](const Var& v) { return cross_attn->forward(v, memory, cross_mask); });
+  return sublayer(h, *norm3, *drop3, pre_norm, [&](const Var& v) { return ffn->forward(v); });
+}
+
+// ---- Stacks ----------------------------------------------------------------------
+Encoder::Encoder(int64_t n, const LayerOptions& o, Generator& init, Generator& dg) {
+  if (n < 1) throw Error("Encoder: needs at least one layer, got " + std::to_string(n));
+  for (int64_t i = 0; i < n; ++i)
+    layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<EncoderLayer>(o, init, dg)));
+  if (o.pre_norm) norm = register_module("norm", std::make_shared<LayerNorm>(o.d_model));
+}
+
+Var Encoder::forward(const Var& x, const AttentionMask& mask) {
+  ModuleScope scope(this);
+  Var h = x;
+  for (auto& layer : layers) h = layer->forward(h, mask);
+  return norm ? norm->forward(h) : h;
+}
+
+Decoder::Decoder(int64_t n, const LayerOptions& o, Generator& init, Generator& dg) {
+  if (n < 1) throw Error("Decoder: needs at least one layer, got " + std::to_string(n));
+  for (int64_t i = 0; i < n; ++i)
+    layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<DecoderLayer>(o, init, dg)));
+  if (o.pre_norm) norm = register_module("norm", std::make_shared<LayerNorm>(o.d_model));
+}
+
+Var Decoder::forward(const Var& y, const Var& memory, const AttentionMask& self_mask,
+                     const AttentionMask& cross_mask) {
+  ModuleScope scope(this);
+  Var h = y;
+  for (auto& layer : layers) h = layer->forward(h, memory, self_mask, cross_mask);
+  return norm ? norm->forward(h) : h;
+}
+
+// ---- Encoder-decoder model ----------------------------------------------------------
+Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c)
+    : cfg(c), init_gen(c.seed), dropout_gen(dropout_seed(c.seed)) {
+  if (c.src_vocab <= 0 || c.tgt_vocab <= 0)
+    throw Error("Seq2SeqTransformer: vocabulary sizes must be positive");
+  const LayerOptions o = c.layer();
+  src_embed = register_module("src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, init_gen));
+  tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, init_gen));
+  // As the Annotated Transformer does: Xavier-uniform embeddings, so that after
+  // the sqrt(D) scaling they have unit-order entries like the positions they
+  // are added to (N(0,1) would make them sqrt(D) times larger).
+  src_embed->weight.data().copy_(xavier_uniform({c.src_vocab, c.d_model}, init_gen));
+  tgt_embed->weight.data().copy_(xavier_uniform({c.tgt_vocab, c.d_model}, init_gen));
+  if (c.learned_positions) {
+    src_pos = register_module("src_pos", std::make_shared<LearnedPositionalEmbedding>(c.max_len, c.d_model, init_gen));
+    tgt_pos = register_module("tgt_pos", std::make_shared<LearnedPositionalEmbedding>(c.max_len, c.d_model, init_gen));
+  } else {
+    sin_pos = std::make_shared<SinusoidalPositionalEncoding>(c.d_model, c.max_len);
+  }
+  src_drop = register_module("src_drop", std::make_shared<Dropout>(c.dropout, dropout_gen));
+  tgt_drop = register_module("tgt_drop", std::make_shared<Dropout>(c.dropout, dropout_gen));
+  encoder = register_module("encoder", std::make_shared<Encoder>(c.encoder_layers, o, init_gen, dropout_gen));
+  decoder = register_module("decoder", std::make_shared<Decoder>(c.decoder_layers, o, init_gen, dropout_gen));
+  if (c.tie_weights) {
+    // Only the bias is the generator's own; the weight is tgt_embed.weight.
+    generator = std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, init_gen);
+    generator->weight = tgt_embed->weight;
+    struct BiasOnly : Module {
+      explicit BiasOnly(const Var& b) { register_parameter("bias", b); }
+    };
+    register_module("generator", std::make_shared<BiasOnly>(generator->bias));
+  } else {
+    generator = register_module("generator", std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, init_gen));
+  }
+}
+
+Var Seq2SeqTransformer::embed(const Tokens& t, Embedding& emb, LearnedPositionalEmbedding* pos,
+                              Dropout& drop) {
+  // (B,L) ids -> (B,L,D): embedding * sqrt(D) + positions, then dropout (section 3.4/5.4)
+  Var x = emb.forward(t.ids, {t.batch, t.len}, std::sqrt(static_cast<real>(cfg.d_model)));
+  x = pos ? pos->forward(x) : sin_pos->forward(x);
+  return drop.forward(x);
+}
+
+Var Seq2SeqTransformer::encode(const Tokens& src) {
+  ModuleScope scope(this);  // names the modules in detect-anomaly reports (module.h)
+  src.check("Seq2SeqTransformer::encode");
+  Var x = embed(src, *src_embed, src_pos.get(), *src_drop);
+  // Tokens and AttentionMask agree that no lengths means nothing is padding.
+  return encoder->forward(x, AttentionMask::padding(src.lengths));
+}
+
+Var Seq2SeqTransformer::decode(const Tokens& tgt, const Var& memory, const Tokens& src) {
+  ModuleScope scope(this);
+  tgt.check("Seq2SeqTransformer::decode");
+  if (memory.dim() != 3 || memory.size(0) != tgt.batch || memory.size(1) != src.len)
+    throw Error("Seq2SeqTransformer::decode: memory " + to_string(memory.shape()) +
+                " does not match target batch " + std::to_string(tgt.batch) +
+                " and source length " + std::to_string(src.len));
+  Var y = embed(tgt, *tgt_embed, tgt_pos.get(), *tgt_drop);
+  y = decoder->forward(y, memory, AttentionMask::causal_padding(tgt.lengths),
+                       AttentionMask::padding(src.lengths));
+  return linear(y, generator->weight, generator->bias);  // (B,T,D) -> (B,T,V)
+}
+
+void Seq2SeqTransformer::keep_attention(bool on) {
+  for (auto& layer : decoder->layers) layer->cross_attn->keep_attention(on);
+}
+
+std::vector<Tensor> Seq2SeqTransformer::cross_attention() const {
+  std::vector<Tensor> out;
+  for (auto& layer : decoder->layers) out.push_back(layer->cross_attn->last_attention());
+  return out;
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,119 @@
+// The encoder-decoder Transformer of "Attention Is All You Need" (figure 1),
+// read top to bottom in the order of the paper: the layer options, the
+// encoder layer and the decoder layer (each sublayer wrapped in residual +
+// LayerNorm, section 3.1, nn/sublayer.h), the N-layer stacks, then the whole
+// model: embeddings and positions (3.4, 3.5), encoder, decoder, generator.
+// The decoder-only (models/gpt.h) and encoder-only (models/encoder_only.h) models are
+// made of the same layers.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "nn/activation.h"
+#include "nn/attention.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/feedforward.h"
+#include "nn/layernorm.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "nn/positional.h"
+#include "nn/tokens.h"
+
+namespace qkv::nn {
+
+struct LayerOptions {
+  int64_t d_model = 512, heads = 8, d_ff = 2048;
+  real dropout = 0.1;
+  Activation activation = Activation::ReLU;
+  bool pre_norm = false;  // false: Post-LN as in the paper; true: Pre-LN
+};
+
+// Encoder layer: self-attention, then the feed-forward network.
+//   Post-LN: x = norm1(x + drop(self_attn(x)));  x = norm2(x + drop(ffn(x)))
+//   Pre-LN:  x = x + drop(self_attn(norm1(x)));  x = x + drop(ffn(norm2(x)))
+class EncoderLayer : public Module {
+ public:
+  EncoderLayer(const LayerOptions& o, Generator& init, Generator& dropout);
+  Var forward(const Var& x, const AttentionMask& self_mask);
+  std::shared_ptr<MultiHeadAttention> self_attn;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<FeedForward> ffn;
+  std::shared_ptr<Dropout> drop1, drop2;
+  bool pre_norm;
+};
+
+// Decoder layer: masked self-attention, cross-attention over the encoder's
+// output (memory), then the feed-forward network; each wrapped as above.
+class DecoderLayer : public Module {
+ public:
+  DecoderLayer(const LayerOptions& o, Generator& init, Generator& dropout);
+  Var forward(const Var& y, const Var& memory, const AttentionMask& self_mask,
+              const AttentionMask& cross_mask);
+  std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
+  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+  std::shared_ptr<FeedForward> ffn;
+  std::shared_ptr<Dropout> drop1, drop2, drop3;
+  bool pre_norm;
+};
+
+// N encoder layers; Pre-LN adds the final LayerNorm `norm` it needs.
+class Encoder : public Module {
+ public:
+  Encoder(int64_t n_layers, const LayerOptions& o, Generator& init, Generator& dropout);
+  Var forward(const Var& x, const AttentionMask& mask);
+  std::vector<std::shared_ptr<EncoderLayer>> layers;
+  std::shared_ptr<LayerNorm> norm;  // null for Post-LN
+};
+
+class Decoder : public Module {
+ public:
+  Decoder(int64_t n_layers, const LayerOptions& o, Generator& init, Generator& dropout);
+  Var forward(const Var& y, const Var& memory, const AttentionMask& self_mask,
+              const AttentionMask& cross_mask);
+  std::vector<std::shared_ptr<DecoderLayer>> layers;
+  std::shared_ptr<LayerNorm> norm;  // null for Post-LN
+};
+
+struct TransformerConfig {
+  int64_t src_vocab = 16, tgt_vocab = 16;
+  int64_t d_model = 512, heads = 8, encoder_layers = 6, decoder_layers = 6, d_ff = 2048;
+  real dropout = 0.1;
+  Activation activation = Activation::ReLU;
+  bool pre_norm = false;
+  bool tie_weights = false;        // output projection reuses tgt_embed.weight
+  bool learned_positions = false;  // else sinusoidal
+  int64_t max_len = 512;           // table size for learned positions
+  uint64_t seed = 0;               // initialisation and dropout streams
+  LayerOptions layer() const { return {d_model, heads, d_ff, dropout, activation, pre_norm}; }
+};
+
+// The encoder-decoder model (figure 1 of the paper).
+class Seq2SeqTransformer : public Module {
+ public:
+  explicit Seq2SeqTransformer(const TransformerConfig& cfg);
+  // src (B,S) -> memory (B,S,D)
+  Var encode(const Tokens& src);
+  // tgt (B,T), memory (B,S,D) -> logits (B,T,V_tgt). src gives the source lengths.
+  Var decode(const Tokens& tgt, const Var& memory, const Tokens& src);
+  Var forward(const Tokens& src, const Tokens& tgt) { return decode(tgt, encode(src), src); }
+  // Cross-attention probabilities of every decoder layer from the last decode
+  // (B,H,T,S each), when keep_attention(true) was set.
+  void keep_attention(bool on);
+  std::vector<Tensor> cross_attention() const;
+
+  TransformerConfig cfg;
+  Generator init_gen, dropout_gen;
+  std::shared_ptr<Embedding> src_embed, tgt_embed;
+  std::shared_ptr<SinusoidalPositionalEncoding> sin_pos;
+  std::shared_ptr<LearnedPositionalEmbedding> src_pos, tgt_pos;
+  std::shared_ptr<Dropout> src_drop, tgt_drop;
+  std::shared_ptr<Encoder> encoder;
+  std::shared_ptr<Decoder> decoder;
+  std::shared_ptr<Linear> generator;  // weight absent (bias only) when tied
+
+ private:
+  Var embed(const Tokens& t, Embedding& emb, LearnedPositionalEmbedding* pos, Dropout& drop);
+};
+
+}  // namespace qkv::nn

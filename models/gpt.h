@@ -1,0 +1,37 @@
+// A decoder-only (GPT-style) causal language model, made of the encoder layers
+// of models/encoder_decoder.h run under a causal mask.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "models/encoder_decoder.h"
+
+namespace qkv::nn {
+
+struct GPTConfig {
+  int64_t vocab = 512, d_model = 128, heads = 4, layers = 2, d_ff = 512, max_len = 64;
+  real dropout = 0.0;
+  Activation activation = Activation::GELU;
+  bool pre_norm = true;
+  bool tie_weights = true;  // lm_head uses tok_embed.weight (no lm_head bias)
+  uint64_t seed = 0;
+};
+
+// Decoder-only causal language model: token + learned position embeddings,
+// layers of masked self-attention + FFN (encoder layers with a causal mask),
+// a final LayerNorm (Pre-LN), and the LM head.
+class GPT : public Module {
+ public:
+  explicit GPT(const GPTConfig& cfg);
+  Var forward(const Tokens& ids);  // -> logits (B,T,V)
+  GPTConfig cfg;
+  Generator init_gen, dropout_gen;
+  std::shared_ptr<Embedding> tok_embed;
+  std::shared_ptr<LearnedPositionalEmbedding> pos_embed;
+  std::shared_ptr<Dropout> drop;
+  std::vector<std::shared_ptr<EncoderLayer>> layers;
+  std::shared_ptr<LayerNorm> norm;   // null for Post-LN
+  std::shared_ptr<Linear> lm_head;   // null when tied
+};
+
+}  // namespace qkv::nn

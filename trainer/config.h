@@ -1,0 +1,138 @@
+// The settings of a training run (TrainConfig): every one is a flag of the
+// program train, a key of a checkpoint's train_config, or (the architecture)
+// a field of the model's own config. Checking them, the schedule they ask
+// for, and the architecture read back from a model file.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/model_file.h"
+#include "core/error.h"
+#include "core/real.h"
+#include "optim/schedule.h"
+
+namespace qkv::train {
+
+using json = nlohmann::json;
+
+// Everything that defines a run. Each field is a flag of the program: the
+// JSON key with '_' as '-' (d_model is --d-model); see for_each_field.
+// --seed's default. Any fixed value: the same flags then train the same model
+// (initialisation, data order and dropout all come from it).
+inline constexpr uint64_t kTrainSeed = 1;
+
+struct TrainConfig {
+  // model
+  std::string model = "seq2seq";        // seq2seq (encoder-decoder) | gpt (decoder-only)
+  int64_t d_model = 64, heads = 4, layers = 2, d_ff = 256;
+  real dropout = 0;
+  bool pre_ln = false;                  // Pre-LN (default Post-LN for seq2seq, Pre-LN for gpt)
+  bool tie = false;                     // output layer shares the target embedding
+  std::string positions = "sinusoidal"; // sinusoidal | learned (gpt: learned)
+  std::string activation = "relu";      // relu | gelu
+  int64_t context = 0;                  // position table rows (0: what the data needs)
+  // data
+  std::string task = "reverse";         // copy | reverse | sort, when no --data
+  std::string data, valid;              // data file, held-out file
+  std::string format = "tsv";           // tsv (pairs) | text (language model)
+  std::string tokens = "char";          // char | word
+  double valid_fraction = 0.1;          // held out from --data when no --valid
+  int64_t vocab = 10;                   // the task's alphabet size (symbols)
+  int64_t min_len = 3, max_len = 10;    // the task's sequence lengths
+  int64_t heldout = 1000;               // the task's held-out sequences
+  int64_t max_vocab = 10000;            // refuse data with more distinct tokens
+  // optimisation
+  int64_t batch = 64;
+  int64_t steps = 1000;                 // upper bound, and the cosine schedule's length
+  std::string schedule = "cosine";      // noam | cosine | constant
+  real lr = 2e-3;                       // peak lr (cosine/constant); factor for noam
+  int64_t warmup = 100;
+  real label_smoothing = 0;
+  real clip = 1;                        // global grad-norm clip; 0 = off
+  uint64_t seed = kTrainSeed;
+
+  bool is_gpt() const { return model == "gpt"; }
+  bool is_text() const { return !data.empty() && format == "text"; }
+
+  json to_json() const {
+    json j;
+    for_each_field(*this, [&](const char* k, const auto& v) { j[k] = v; });
+    return j;
+  }
+  // The architecture: what the model's own config (nn::TransformerConfig or
+  // nn::GPTConfig) holds. A checkpoint stores it once, as model_config; its
+  // train_config holds the other keys (run_json()).
+  static bool is_arch_key(const std::string& k) {
+    for (const char* a : {"model", "d_model", "heads", "layers", "d_ff", "dropout", "pre_ln", "tie", "positions", "activation"})
+      if (k == a) return true;
+    return false;
+  }
+  json run_json() const {
+    json j = to_json();
+    for (auto it = j.begin(); it != j.end();) it = is_arch_key(it.key()) ? j.erase(it) : std::next(it);
+    return j;
+  }
+  static TrainConfig from_json(const json& j, const std::string& where) {
+    TrainConfig c;
+    for_each_field(c, [&](const char* k, auto& v) { nn::read_json_field(j, k, v, where); });
+    return c;
+  }
+  // Every field with its JSON key, once, so flags, JSON and checks agree.
+  template <class C, class F>
+  static void for_each_field(C& c, F&& f) {
+    f("model", c.model); f("d_model", c.d_model); f("heads", c.heads); f("layers", c.layers);
+    f("d_ff", c.d_ff); f("dropout", c.dropout); f("pre_ln", c.pre_ln); f("tie", c.tie);
+    f("positions", c.positions); f("activation", c.activation); f("context", c.context);
+    f("task", c.task); f("data", c.data); f("valid", c.valid); f("format", c.format); f("tokens", c.tokens);
+    f("valid_fraction", c.valid_fraction); f("vocab", c.vocab); f("min_len", c.min_len); f("max_len", c.max_len);
+    f("heldout", c.heldout); f("max_vocab", c.max_vocab);
+    f("batch", c.batch); f("steps", c.steps); f("schedule", c.schedule); f("lr", c.lr); f("warmup", c.warmup);
+    f("label_smoothing", c.label_smoothing); f("clip", c.clip); f("seed", c.seed);
+  }
+};
+
+// "--d-model" for "d_model".
+inline std::string flag_of(const std::string& key) {
+  std::string f = "--" + key;
+  for (char& c : f) c = c == '_' ? '-' : c;
+  return f;
+}
+
+// A setting's value as a person would type it: strings bare, numbers in the
+// shortest form that reads back to the same float (1e-07, not 1.00000001e-07).
+// Values from a file are quoted briefly (qkv::brief).
+inline std::string show_value(const json& v) {
+  if (v.is_string()) return brief(v.get<std::string>(), 80);
+  if (!v.is_number()) return brief(v.dump(), 80);
+  if (!v.is_number_float()) return v.dump();
+  const double d = v.get<double>();
+  const bool is_float = static_cast<double>(static_cast<float>(d)) == d;
+  char buf[40];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, d);
+    const double back = std::strtod(buf, nullptr);
+    if (is_float ? static_cast<float>(back) == static_cast<float>(d) : back == d) break;
+  }
+  return buf;
+}
+
+// Checks every setting before anything is read or built; each error names the
+// flag, or with a non-empty `where` (a checkpoint's "<file>: train_config")
+// the file and the key. The bounds keep any value from hanging the program or
+// exhausting memory before it says what is wrong.
+void validate(const TrainConfig& c, const std::string& where);
+
+// The architecture keys of `c` from a model file's kind and model_config
+// (`where` names them in errors). The trainer's models have one layer count
+// and one vocabulary for both sides: an encoder-decoder with other shapes is
+// refused naming the keys.
+void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& model_config, const std::string& where);
+
+std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c);
+
+}  // namespace qkv::train

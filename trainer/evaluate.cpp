@@ -1,0 +1,206 @@
+// The Trainer on held-out data and on a user's input: the anomaly check,
+// held-out evaluation (decoded accuracy, or a language model's loss), answers
+// by greedy or beam decoding, and a language model's continuation of a prompt.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "trainer/trainer.h"
+
+namespace qkv::train {
+
+real Trainer::check_anomalies() {
+  DetectAnomalyGuard anomaly;
+  model().eval();
+  Var loss;
+  if (text) {
+    const LMBatch b = text->heldout_batches(cfg.batch).front();
+    loss = nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad);
+  } else {
+    const std::vector<Pair>& held = pairs->heldout();
+    const std::vector<Pair> some(held.begin(), held.begin() + std::min<size_t>(held.size(), static_cast<size_t>(cfg.batch)));
+    if (gpt) {
+      const LMBatch b = collate_prompted(some);
+      loss = nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad);
+    } else {
+      const tasks::Batch b = collate_pairs(some);
+      loss = nn::cross_entropy(s2s->forward(b.src, b.tgt_in), b.tgt_out, Vocab::kPad);
+    }
+  }
+  loss.backward();
+  model().zero_grad();
+  model().train();
+  return loss.item();
+}
+
+EvalResult Trainer::evaluate() {
+  if (!text) {
+    EvalResult r = evaluate(pairs->heldout());
+    r.unknown_tokens = unknown_heldout_tokens;
+    return r;
+  }
+  NoGradGuard no_grad;
+  gpt->eval();
+  EvalResult r;
+  r.is_lm = true;
+  double total = 0;
+  for (const LMBatch& b : text->heldout_batches(cfg.batch)) {
+    total += double(nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad).item()) * double(b.target_tokens);
+    r.tokens += b.target_tokens;
+  }
+  r.loss = r.tokens ? total / double(r.tokens) : 0;
+  r.unknown_tokens = unknown_heldout_tokens;
+  gpt->train();
+  return r;
+}
+
+EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
+  EvalResult r;
+  // A long evaluation shows how far it is, on a terminal.
+  const bool progress = set.size() > 20000 && isatty(STDERR_FILENO) && dist::rank() == 0;
+  for (size_t i = 0; i < set.size(); i += static_cast<size_t>(chunk)) {
+    if (progress) std::fprintf(stderr, "\r  evaluating: %zu of %zu sequences ", i, set.size());
+    const size_t end = std::min(set.size(), i + static_cast<size_t>(chunk));
+    std::vector<Seq> sources;
+    for (size_t k = i; k < end; ++k) sources.push_back(set[k].src);
+    std::vector<Seq> pred = answer(sources);
+    for (size_t k = i; k < end; ++k) {
+      const Seq& want = set[k].tgt;
+      const Seq& got = pred[k - i];
+      r.sequences++;
+      r.exact += got == want;
+      // Token accuracy: position by position over the expected answer and
+      // its </s>; a missing or wrong token counts as wrong.
+      for (size_t j = 0; j <= want.size(); ++j) {
+        const int64_t w = j < want.size() ? want[j] : Vocab::kEos;
+        const int64_t p = j < got.size() ? got[j] : (j == got.size() ? Vocab::kEos : -1);
+        r.tokens++;
+        r.tokens_right += p == w;
+      }
+      r.predictions.push_back(got);
+    }
+  }
+  if (progress) std::fprintf(stderr, "\r%60s\r", "");
+  return r;
+}
+
+// Sources as one right-padded batch (B, S) with their lengths.
+nn::Tokens Trainer::source_batch(const std::vector<Seq>& sources) const {
+  const int64_t B = static_cast<int64_t>(sources.size());
+  nn::Tokens src{std::vector<int64_t>(), B, 0, std::vector<int64_t>(static_cast<size_t>(B))};
+  for (const Seq& s : sources) src.len = std::max<int64_t>(src.len, static_cast<int64_t>(s.size()));
+  src.ids.assign(static_cast<size_t>(B * src.len), Vocab::kPad);
+  for (int64_t b = 0; b < B; ++b) {
+    std::copy(sources[b].begin(), sources[b].end(), src.ids.begin() + b * src.len);
+    src.lengths[b] = static_cast<int64_t>(sources[b].size());
+  }
+  return src;
+}
+
+void Trainer::check_source_fits(size_t n) const {
+  const int64_t T = static_cast<int64_t>(n) + (gpt ? 1 : 0);  // gpt reads "source <s>"
+  const bool fixed_table = gpt || cfg.positions == "learned";
+  if (fixed_table && T > cfg.context)
+    throw Error("the input has " + std::to_string(n) + " tokens; this model's position table holds " +
+                std::to_string(cfg.context) + (gpt ? " (the input and its answer together)" : ""));
+  // Every layer's attention keeps (H, T, T) probabilities (and the decoder's
+  // cross-attention against an answer up to as long).
+  const double bytes = 4.0 * 3 * double(cfg.layers) * double(cfg.heads) * double(T + 2) * double(T + 2);
+  if (bytes > 0.5 * detail::physical_memory_bytes())
+    throw Error("the input has " + std::to_string(n) + " tokens; its attention maps need about " + detail::gib(bytes) +
+                ", more than half of this machine's " + detail::gib(detail::physical_memory_bytes()));
+}
+
+std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
+  if (is_lm()) throw Error("answer: a language model continues text; it has no source to answer");
+  if (decoding.method != "greedy" && decoding.method != "beam")
+    throw Error("--decode: expected greedy or beam, got '" + decoding.method + "'");
+  if (decoding.method == "beam" && gpt) throw Error("--decode beam: beam search here is for the encoder-decoder (--model seq2seq)");
+  int64_t longest = 0;
+  for (const Seq& s : sources) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
+  if (pairs)
+    for (const Pair& p : pairs->heldout()) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.tgt.size()));
+  if (cfg.data.empty()) longest = std::max(longest, cfg.max_len);
+  const int64_t max_new = longest + 2;
+  if (gpt) return gpt_answer(sources, max_new);
+  const nn::Tokens src = source_batch(sources);
+  s2s->eval();
+  std::vector<Seq> out;
+  if (decoding.method == "beam") {
+    nn::BeamOptions bo;
+    bo.beam = decoding.beam; bo.alpha = decoding.alpha; bo.max_len = max_new;
+    bo.bos = Vocab::kBos; bo.eos = Vocab::kEos; bo.pad = Vocab::kPad;
+    for (nn::BeamHypothesis& h : nn::beam_search(*s2s, src, bo)) out.push_back(std::move(h.tokens));
+  } else {
+    nn::DecodeOptions o;
+    o.bos = Vocab::kBos; o.eos = Vocab::kEos; o.pad = Vocab::kPad;
+    o.max_len = max_new;
+    o.use_cache = decoding.cache;
+    out = nn::greedy_decode(*s2s, src, o);
+  }
+  s2s->train();
+  return out;
+}
+
+// Greedy continuation of "source <s>" until </s>, with the key/value cache
+// (nn::generate at temperature 0), within the position table.
+std::vector<Seq> Trainer::gpt_answer(const std::vector<Seq>& sources, int64_t max_new) {
+  std::vector<Seq> prompts;
+  int64_t longest = 0;
+  for (const Seq& s : sources) {
+    prompts.push_back(s);
+    prompts.back().push_back(Vocab::kBos);
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(prompts.back().size()));
+  }
+  nn::SampleOptions o;
+  o.temperature = 0;
+  o.eos = Vocab::kEos;
+  o.max_new_tokens = std::max<int64_t>(1, std::min(max_new, cfg.context - longest + 1));
+  Generator unused(0);  // greedy draws nothing
+  gpt->eval();
+  std::vector<Seq> out = nn::generate(*gpt, source_batch(prompts), o, unused);
+  gpt->train();
+  for (Seq& s : out)
+    if (!s.empty() && s.back() == Vocab::kEos) s.pop_back();
+  return out;
+}
+
+Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, Generator& gen) {
+  if (!gpt) throw Error("continue_text: needs the decoder-only model (--model gpt)");
+  if (prompt.empty()) throw Error("continue_text: the prompt is empty");
+  // The model sees at most `context` tokens (its position table): the whole
+  // prompt when it fits, else its last `context` tokens (prompt_cut says so).
+  // Generation fills the table, then slides: the last half of the window
+  // becomes the prompt of the next block (the cache is rebuilt from it), so
+  // every token is drawn with at least context/2 tokens before it.
+  const int64_t W = cfg.context;
+  Seq seq(prompt.end() - std::min<int64_t>(W, static_cast<int64_t>(prompt.size())), prompt.end());
+  // Never <pad> or <s> (a language model's text has neither), nor </s> when
+  // the model does not stop at it.
+  opt.suppress = {Vocab::kPad, Vocab::kBos};
+  if (!opt.eos) opt.suppress.push_back(Vocab::kEos);
+  Seq out;
+  gpt->eval();
+  while (static_cast<int64_t>(out.size()) < n) {
+    const int64_t keep = std::min<int64_t>(static_cast<int64_t>(seq.size()), out.empty() ? W : std::max<int64_t>(1, W / 2));
+    const Seq window(seq.end() - keep, seq.end());
+    opt.max_new_tokens = std::min<int64_t>(n - static_cast<int64_t>(out.size()), W - keep + 1);
+    const Seq more = nn::generate(*gpt, source_batch({window}), opt, gen).front();
+    out.insert(out.end(), more.begin(), more.end());
+    seq.insert(seq.end(), more.begin(), more.end());
+    if (more.empty() || (opt.eos && more.back() == *opt.eos)) break;
+  }
+  gpt->train();
+  return out;
+}
+
+Seq Trainer::encode_text(const std::string& s, int64_t* unknown) const {
+  const bool words = cfg.data.empty() || cfg.tokens == "word";
+  return vocab.encode(split_tokens(s, words ? Split::Word : Split::Char), unknown);
+}
+std::string Trainer::decode_text(const Seq& ids) const {
+  return vocab.decode(ids, cfg.data.empty() || cfg.tokens == "word" ? " " : "");
+}
+
+}  // namespace qkv::train

@@ -1,0 +1,376 @@
+// The Trainer's definitions (trainer/trainer.h holds the class and reads
+// first): the data, the model, one step, evaluation, answers and writing a
+// checkpoint. Reading one back is in trainer/checkpoint.cpp.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <numeric>
+#include <set>
+#include <sstream>
+#include <string_view>
+
+#include "trainer/trainer.h"
+
+namespace qkv::train {
+
+namespace detail {
+std::string hex64(uint64_t h) {
+  char b[20];
+  std::snprintf(b, sizeof b, "%016" PRIx64, h);
+  return b;
+}
+// A data file as a checkpoint records it: the path as typed and absolute (so
+// the file is found from another folder), its size and hash.
+json file_info(const TextFile& f) {
+  std::error_code ec;
+  const std::string abs = std::filesystem::absolute(f.path, ec).lexically_normal().string();
+  return {{"path", f.path}, {"abspath", ec ? f.path : abs}, {"bytes", f.text.size()}, {"fnv1a64", hex64(f.hash)}};
+}
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 8e9;
+}
+std::string gib(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f GiB", bytes / 1073741824.0);
+  return b;
+}
+// Refuses data whose estimated `bytes` would take more than half the
+// machine's memory, before any of it is allocated: "<what>: <detail> need
+// about 12.3 GiB, more than half of this machine's 23.4 GiB".
+void check_data_memory(double bytes, const std::string& what, const std::string& detail_text) {
+  const double have = physical_memory_bytes();
+  if (bytes > 0.5 * have)
+    throw Error(what + ": " + detail_text + " need about " + gib(bytes) + ", more than half of this machine's " + gib(have));
+}
+// Refuses a model or batch whose memory would clearly not fit, before it is
+// built. An estimate: weights, gradients and Adam's two moments (16 bytes per
+// parameter) plus the activations a step keeps, roughly 40 numbers of width
+// max(D, F) per token per layer and the attention maps.
+void check_memory(const TrainConfig& c, int64_t V, int64_t T) {
+  const double D = double(c.d_model), F = double(c.d_ff), L = double(c.layers), H = double(c.heads);
+  const double stacks = c.is_gpt() ? 1 : 2.5;  // encoder, decoder (with cross-attention)
+  const double params = stacks * L * (4 * D * D + 2 * D * F) + 2 * double(V) * D + double(T) * D;
+  const double tokens = double(c.batch) * double(T);
+  const double acts = stacks * L * tokens * (40 * std::max(D, F) + 4 * H * double(T)) + 3 * tokens * double(V);
+  const double bytes = 16 * params + 4 * acts, have = physical_memory_bytes();
+  if (bytes > 0.8 * have) {
+    char m[300];
+    std::snprintf(m, sizeof m,
+                  "this model and batch need about %.1f GiB (--d-model %lld, --d-ff %lld, --layers %lld, "
+                  "--batch %lld, %lld tokens per sequence), more than this machine's %.1f GiB",
+                  bytes / 1073741824.0, (long long)c.d_model, (long long)c.d_ff, (long long)c.layers,
+                  (long long)c.batch, (long long)T, have / 1073741824.0);
+    throw Error(m);
+  }
+}
+
+// An odd 64-bit constant with well-mixed bits (a multiplier from the R2
+// quasi-random sequence): multiplying the rank by it spreads ranks 1, 2, ...
+// over far-apart seeds.
+constexpr uint64_t kRankSeedMultiplier = 0xd1b54a32d192ed03ULL;
+// XORed into --seed for the held-out split's own stream (0x5d17: "split");
+// any constant works, this one must stay: it fixes which pairs are held out.
+constexpr uint64_t kSplitSeedSalt = 0x5d17ULL;
+
+// The dropout seed of MPI rank r > 0 (rank 0 uses the model's own).
+uint64_t rank_dropout_seed(uint64_t seed, int r) {
+  return seed ^ (kRankSeedMultiplier * static_cast<uint64_t>(r + 1));
+}
+
+// Data parallel: the rows [begin, end) of a batch drawn on every rank.
+LMBatch rows_of(const LMBatch& b, dist::Share r) {
+  const int64_t T = b.ids.len, n = r.end - r.begin;
+  LMBatch out{{std::vector<int64_t>(b.ids.ids.begin() + r.begin * T, b.ids.ids.begin() + r.end * T), n, T, {}},
+              std::vector<int64_t>(b.targets.begin() + r.begin * T, b.targets.begin() + r.end * T), 0};
+  if (!b.ids.lengths.empty()) out.ids.lengths.assign(b.ids.lengths.begin() + r.begin, b.ids.lengths.begin() + r.end);
+  for (int64_t t : out.targets) out.target_tokens += t != Vocab::kPad;
+  return out;
+}
+
+// This rank's share of the global batch's mean loss. The loss of the global
+// batch is the mean over its N non-pad target tokens, L = (1/N) sum_i l_i;
+// rank r holds n_r of them and computes the mean over its own, L_r. Since
+// L = sum_r (n_r / N) L_r, each rank scales its L_r by n_r / N: the sum of
+// the ranks' scaled losses, and of their gradients (dist::allreduce_gradients
+// sums), is the one-process loss and gradient of the global batch, up to the
+// order of float additions. (Averaging the ranks' unscaled gradients would
+// be right only when every rank has the same number of target tokens.) In
+// one process n_r = N and nothing is scaled.
+Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t global_tokens) {
+  if (local_tokens == global_tokens) return local_mean;
+  return local_mean * static_cast<real>(double(local_tokens) / double(global_tokens));
+}
+}  // namespace detail
+
+Trainer::Trainer(const TrainConfig& c, const Vocab* given, const std::string& where, DataUse use)
+    : cfg(c), data_gen(c.seed) {
+  validate(cfg, where);
+  if (use == DataUse::None) {
+    if (!given) throw Error("Trainer: DataUse::None needs the vocabulary");
+    vocab = *given;  // the position table (cfg.context) is the file's
+    detail::check_memory(cfg, vocab.size(), std::max<int64_t>(1, cfg.context));
+  } else {
+    build_data(given);
+  }
+  build_model();
+  opt = std::make_unique<optim::Adam>(model().parameters(), optim::AdamOptions::paper(cfg.lr));
+  schedule = make_schedule(cfg);
+  // Each MPI rank drops out its own units: rank 0 keeps the model's stream
+  // (so one rank is a one-process run), rank r > 0 gets a stream of its own.
+  if (dist::rank() > 0) dropout_gen().manual_seed(detail::rank_dropout_seed(cfg.seed, dist::rank()));
+}
+
+// Reads the data, fixes the vocabulary and checks every sequence against the
+// position table (--context; 0 takes what the data needs).
+void Trainer::build_data(const Vocab* given) {
+  const Split how = parse_split(cfg.tokens);
+  const int64_t kMaxFileBytes = int64_t(1) << 30;
+  int64_t need = 0;  // the longest sequence a model input will hold
+  std::string longest_where;
+  if (cfg.data.empty()) {
+    vocab = Vocab::symbols(cfg.vocab);
+    if (given && given->to_json() != vocab.to_json())
+      throw Error("checkpoint: its vocabulary is not the --vocab " + std::to_string(cfg.vocab) + " symbols of the task");
+    // The held-out set is kept as ids (8 bytes a token, source and target).
+    detail::check_data_memory(double(cfg.heldout) * (16.0 * double(cfg.max_len) + 64), "--heldout " + std::to_string(cfg.heldout),
+                              "sequences of up to --max-len " + std::to_string(cfg.max_len) + " tokens");
+    try {
+      pairs = std::make_unique<PairData>(
+          tasks::TaskConfig{tasks::parse_task(cfg.task), cfg.vocab, cfg.min_len, cfg.max_len}, cfg.heldout, data_gen);
+    } catch (const Error& e) {  // e.g. a held-out set larger than half of all sequences
+      throw Error("--heldout " + std::to_string(cfg.heldout) + " with --vocab " + std::to_string(cfg.vocab) +
+                  ", --min-len " + std::to_string(cfg.min_len) + ", --max-len " + std::to_string(cfg.max_len) + ": " + e.what());
+    }
+    data_info = {{"kind", "task"}, {"task", cfg.task}};
+    need = cfg.is_gpt() ? 2 * cfg.max_len + 1 : cfg.max_len + 1;
+    longest_where = "--max-len " + std::to_string(cfg.max_len);
+  } else if (cfg.format == "tsv") {
+    TextFile f = read_text_file(cfg.data, "--data", kMaxFileBytes);
+    // Each pair's tokens are held as strings (~40 bytes a character) until encoded.
+    detail::check_data_memory(48.0 * double(f.text.size()), "--data " + cfg.data,
+                              std::to_string(f.text.size()) + " bytes of pairs");
+    std::vector<TokenPair> train_tok = parse_pairs(f, how), valid_tok;
+    data_info = {{"kind", "pairs"}, {"data", detail::file_info(f)}};
+    if (!cfg.valid.empty()) {
+      TextFile v = read_text_file(cfg.valid, "--valid", kMaxFileBytes);
+      valid_tok = parse_pairs(v, how);
+      data_info["valid"] = detail::file_info(v);
+    } else {
+      // A fixed split of the file, drawn from its own stream so that it does
+      // not depend on anything else the run draws.
+      if (train_tok.size() < 2) throw Error("--data " + cfg.data + ": one pair cannot be split into training and held-out");
+      std::vector<size_t> order(train_tok.size());
+      std::iota(order.begin(), order.end(), size_t{0});
+      Generator split_gen(cfg.seed ^ detail::kSplitSeedSalt);
+      for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[static_cast<size_t>(split_gen.randint(0, static_cast<int64_t>(i)))]);
+      const size_t n_valid = std::clamp<size_t>(static_cast<size_t>(std::llround(cfg.valid_fraction * double(order.size()))), 1, order.size() - 1);
+      std::vector<TokenPair> kept;
+      for (size_t i = 0; i < order.size(); ++i) (i < n_valid ? valid_tok : kept).push_back(train_tok[order[i]]);
+      train_tok.swap(kept);
+    }
+    if (given) {
+      vocab = *given;
+    } else {
+      std::vector<const std::vector<std::string>*> lists;
+      for (auto& p : train_tok) { lists.push_back(&p.src); lists.push_back(&p.tgt); }
+      const auto toks = distinct_tokens(lists);
+      if (static_cast<int64_t>(toks.size()) > cfg.max_vocab)
+        throw Error("--data " + cfg.data + ": " + std::to_string(toks.size()) + " distinct tokens is more than --max-vocab " +
+                    std::to_string(cfg.max_vocab) + (cfg.tokens == "word" ? "" : " (try --tokens word?)"));
+      vocab = Vocab::from_tokens(toks);
+    }
+    std::vector<Pair> train_p, valid_p;
+    int64_t unknown_train = 0;
+    auto add = [&](const std::vector<TokenPair>& in, std::vector<Pair>& out, int64_t* unk, const std::string& file) {
+      for (const TokenPair& p : in) {
+        out.push_back({vocab.encode(p.src, unk), vocab.encode(p.tgt, unk)});
+        const int64_t len = cfg.is_gpt() ? static_cast<int64_t>(p.src.size() + p.tgt.size()) + 1
+                                         : static_cast<int64_t>(std::max(p.src.size(), p.tgt.size() + 1));
+        if (len > need) { need = len; longest_where = file + ":" + std::to_string(p.line); }
+      }
+    };
+    add(train_tok, train_p, &unknown_train, cfg.data);
+    add(valid_tok, valid_p, &unknown_heldout_tokens, cfg.valid.empty() ? cfg.data : cfg.valid);
+    pairs = std::make_unique<PairData>(std::move(train_p), std::move(valid_p));
+  } else {  // text: a language model's token stream, encoded straight into ids
+    TextFile f = read_text_file(cfg.data, "--data", kMaxFileBytes);
+    data_info = {{"kind", "text"}, {"data", detail::file_info(f)}};
+    std::optional<TextFile> v;
+    if (!cfg.valid.empty()) {
+      v = read_text_file(cfg.valid, "--valid", kMaxFileBytes);
+      data_info["valid"] = detail::file_info(*v);
+    }
+    // Count first: the ids take 8 bytes a token (twice while the split is made).
+    int64_t n_train = 0, n_valid_file = 0;
+    for_each_token(f.text, how, [&](std::string_view) { ++n_train; });
+    if (v) for_each_token(v->text, how, [&](std::string_view) { ++n_valid_file; });
+    detail::check_data_memory(double(n_train + n_valid_file) * 16, "--data " + cfg.data,
+                              std::to_string(n_train + n_valid_file) + " tokens");
+    if (given) {
+      vocab = *given;
+    } else {
+      std::set<std::string, std::less<>> distinct;
+      const int64_t n_fit = v ? n_train : n_train - static_cast<int64_t>(cfg.valid_fraction * double(n_train));
+      int64_t k = 0;
+      for_each_token(f.text, how, [&](std::string_view t) {
+        if (k++ < n_fit && distinct.find(t) == distinct.end()) distinct.emplace(t);
+      });
+      if (static_cast<int64_t>(distinct.size()) > cfg.max_vocab)
+        throw Error("--data " + cfg.data + ": " + std::to_string(distinct.size()) +
+                    " distinct tokens is more than --max-vocab " + std::to_string(cfg.max_vocab));
+      vocab = Vocab::from_tokens({distinct.begin(), distinct.end()});
+    }
+    if (cfg.context == 0) cfg.context = 64;
+    int64_t unknown_train = 0;
+    Seq train_ids, valid_ids;
+    train_ids.reserve(static_cast<size_t>(n_train));
+    for_each_token(f.text, how, [&](std::string_view t) { train_ids.push_back(vocab.id_of(t, &unknown_train)); });
+    if (v) {
+      valid_ids.reserve(static_cast<size_t>(n_valid_file));
+      for_each_token(v->text, how, [&](std::string_view t) { valid_ids.push_back(vocab.id_of(t, &unknown_heldout_tokens)); });
+    } else {  // the last --valid-fraction of the stream
+      const size_t n_valid = static_cast<size_t>(cfg.valid_fraction * double(train_ids.size()));
+      valid_ids.assign(train_ids.end() - static_cast<std::ptrdiff_t>(n_valid), train_ids.end());
+      train_ids.resize(train_ids.size() - n_valid);
+      train_ids.shrink_to_fit();
+    }
+    if (static_cast<int64_t>(train_ids.size()) < cfg.context + 2)
+      throw Error("--data " + cfg.data + ": " + std::to_string(train_ids.size()) + " training tokens is too few for --context " +
+                  std::to_string(cfg.context));
+    if (static_cast<int64_t>(valid_ids.size()) < cfg.context + 1)
+      throw Error((cfg.valid.empty() ? "--valid-fraction: the held-out part of " + cfg.data : "--valid " + cfg.valid) + " has " +
+                  std::to_string(valid_ids.size()) + " tokens, fewer than one window of --context " +
+                  std::to_string(cfg.context) + " + 1");
+    text = std::make_unique<TextData>(std::move(train_ids), std::move(valid_ids), cfg.context);
+    need = cfg.context;
+    longest_where = "--context";
+  }
+  if (pairs && pairs->heldout().empty()) throw Error("--valid " + cfg.valid + ": no held-out pairs");
+  if (cfg.context == 0) cfg.context = need;
+  const bool table_is_fixed = cfg.is_gpt() || cfg.positions == "learned";
+  if (table_is_fixed && need > cfg.context)
+    throw Error("--context " + std::to_string(cfg.context) + ": the position table is shorter than a sequence of " +
+                std::to_string(need) + " tokens (" + longest_where + ")");
+  detail::check_memory(cfg, vocab.size(), need);
+}
+
+void Trainer::build_model() {
+  const nn::Activation act = cfg.activation == "gelu" ? nn::Activation::GELU : nn::Activation::ReLU;
+  if (cfg.is_gpt()) {
+    nn::GPTConfig g;
+    g.vocab = vocab.size();
+    g.d_model = cfg.d_model; g.heads = cfg.heads; g.layers = cfg.layers; g.d_ff = cfg.d_ff;
+    g.max_len = cfg.context; g.dropout = cfg.dropout; g.activation = act; g.pre_norm = cfg.pre_ln;
+    g.tie_weights = cfg.tie; g.seed = cfg.seed;
+    gpt = std::make_unique<nn::GPT>(g);
+  } else {
+    nn::TransformerConfig m;
+    m.src_vocab = m.tgt_vocab = vocab.size();
+    m.d_model = cfg.d_model; m.heads = cfg.heads;
+    m.encoder_layers = m.decoder_layers = cfg.layers;
+    m.d_ff = cfg.d_ff; m.dropout = cfg.dropout; m.activation = act; m.pre_norm = cfg.pre_ln;
+    m.tie_weights = cfg.tie;
+    m.learned_positions = cfg.positions == "learned";
+    m.max_len = m.learned_positions ? cfg.context : 512;  // sinusoidal tables grow on demand
+    m.seed = cfg.seed;
+    s2s = std::make_unique<nn::Seq2SeqTransformer>(m);
+  }
+}
+
+// Every MPI rank draws the whole global batch from data_gen (so data_gen
+// stays the same on all ranks, and the batch is a one-process run's) and
+// keeps its own rows (dist::share). *target_tokens gets the global count.
+Var Trainer::loss_on_batch(int64_t* target_tokens) {
+  const dist::Share mine = dist::share(cfg.batch, dist::rank(), dist::size());
+  if (text) {
+    LMBatch b = text->draw(cfg.batch, data_gen);
+    *target_tokens = b.target_tokens;
+    if (dist::size() > 1) b = detail::rows_of(b, mine);
+    return detail::share_of_loss(nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing),
+                                 b.target_tokens, *target_tokens);
+  }
+  std::vector<Pair> drawn = pairs->draw(cfg.batch, data_gen);
+  *target_tokens = 0;
+  for (const Pair& p : drawn) *target_tokens += static_cast<int64_t>(p.tgt.size()) + 1;  // y1 .. yL </s>
+  if (dist::size() > 1) drawn = std::vector<Pair>(drawn.begin() + mine.begin, drawn.begin() + mine.end);
+  if (gpt) {
+    LMBatch b = collate_prompted(drawn);
+    return detail::share_of_loss(nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing),
+                                 b.target_tokens, *target_tokens);
+  }
+  tasks::Batch b = collate_pairs(drawn);
+  Var logits = s2s->forward(b.src, b.tgt_in);  // (B, T, V)
+  return detail::share_of_loss(nn::cross_entropy(logits, b.tgt_out, Vocab::kPad, cfg.label_smoothing), b.target_tokens,
+                               *target_tokens);
+}
+
+real Trainer::step() {
+  model().train();
+  opt->zero_grad();
+  const int64_t s = step_count() + 1;
+  int64_t tokens = 0;
+  Var loss = loss_on_batch(&tokens);
+  // The global batch's loss (the ranks' shares summed): the same on every
+  // rank, so the checks below stop all ranks at the same step.
+  const real value = static_cast<real>(dist::sum(double(loss.item())));
+  if (!std::isfinite(value))
+    throw Diverged("step " + std::to_string(s) + ": the loss is " + std::to_string(value) + " (training diverged)");
+  // A cross-entropy far above a uniform guess's (ln V) means the weights have
+  // blown up even if every number is still finite: also a divergence.
+  const double uniform = std::log(double(vocab.size()));
+  if (value > kExplodedLoss * uniform) {
+    char m[200];
+    std::snprintf(m, sizeof m, "step %lld: the loss %.4g is over %g times a uniform guess's (ln V = %.3f): training diverged",
+                  (long long)s, double(value), kExplodedLoss, uniform);
+    throw Diverged(m);
+  }
+  loss.backward();
+  // The global batch's gradient on every rank, before clipping sees it.
+  last_allreduce_seconds = dist::allreduce_gradients(opt->params());
+  // The norm before clipping; with --clip 0 nothing is scaled.
+  last_grad_norm = optim::clip_grad_norm(opt->params(), cfg.clip > 0 ? cfg.clip : std::numeric_limits<real>::max());
+  if (!std::isfinite(last_grad_norm))
+    throw Diverged("step " + std::to_string(s) + ": the gradient norm is " + std::to_string(last_grad_norm) +
+                   " (training diverged; the parameters are those of step " + std::to_string(s - 1) + ")");
+  opt->lr = schedule->lr(s);
+  opt->step();
+  last_target_tokens = tokens;
+  return value;
+}
+
+std::vector<std::string> Trainer::dropout_states() const {
+  return dist::all_gather(generator_state_string(s2s ? s2s->dropout_gen : gpt->dropout_gen));
+}
+
+void Trainer::save(const std::string& path) const {
+  const std::vector<std::string> states = dropout_states();
+  if (dist::rank() == 0) write_checkpoint(path, states);
+}
+
+void Trainer::write_checkpoint(const std::string& path, const std::vector<std::string>& dropout_states) const {
+  NamedTensors all;
+  for (auto& [n, t] : nn::state_dict(model())) all.emplace_back("model." + n, t);
+  for (auto& [n, t] : opt->state_dict()) all.emplace_back("optim." + n, t);
+  Metadata md = s2s ? nn::model_metadata(*s2s, "model.") : nn::model_metadata(*gpt, "model.");
+  md["format"] = kCheckpointFormat;
+  md["train_config"] = cfg.run_json().dump();  // the architecture is model_config's alone
+  md["vocab"] = vocab.to_json().dump();
+  md["tokenizer"] = cfg.data.empty() || cfg.tokens == "word" ? "word" : "char";
+  json special = {{"pad", Vocab::kPad}, {"bos", Vocab::kBos}, {"eos", Vocab::kEos}};
+  if (vocab.has_unk()) special["unk"] = Vocab::kUnk;
+  md["special_tokens"] = special.dump();
+  md["data"] = data_info.dump();
+  md["step"] = std::to_string(opt->step_count());
+  md["data_gen"] = generator_state_string(data_gen);
+  md["dropout_gen"] = dropout_states.at(0);  // rank 0's (the only one in one process)
+  if (dropout_states.size() > 1) md["dropout_gen_ranks"] = json(dropout_states).dump();
+  check_finite(all, "checkpoint " + path + ": not written");  // never a NaN model on disk
+  write_safetensors(path, all, md);
+}
+
+}  // namespace qkv::train

@@ -1,0 +1,226 @@
+// The training loop of the training program, as a class so that the program
+// (examples/train.cpp) and the tests drive the same code.
+//
+//   Trainer t(cfg);            // reads or draws the data, builds model + Adam
+//   t.step();                  // one batch: forward, loss, backward, clip, update
+//   t.evaluate();              // held-out accuracy (or loss, for a language model)
+//   t.save("ckpt.safetensors");
+//   Trainer r = Trainer::resume("ckpt.safetensors");   // model, data, optimizer, step
+//
+// A checkpoint describes its run completely: the whole TrainConfig, the
+// vocabulary, the data files' hashes, the model's own configuration (so
+// nn::load_seq2seq / nn::load_gpt read it too), the optimizer state, the step
+// and both random streams.
+//
+// Under mpirun (make MPI=1; see dist/distributed.h) every rank runs the same
+// Trainer: step() draws the global batch on every rank, keeps the rank's
+// rows and sums the gradients over the ranks before clipping, so all ranks
+// take the same step; save() is then collective (rank 0 writes).
+#pragma once
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/qkv_autograd.h"
+#include "data/loaders.h"
+#include "checkpoint/checkpoint.h"
+#include "nn/cross_entropy.h"
+#include "generation/decode.h"
+#include "checkpoint/model_file.h"
+#include "models/transformer.h"
+#include "optim/adam.h"
+#include "optim/clip.h"
+#include "dist/distributed.h"
+#include "optim/schedule.h"
+#include "trainer/config.h"
+
+namespace qkv::train {
+
+using json = nlohmann::json;
+
+// Helpers shared by the trainer's .cpp files (and tested on their own).
+namespace detail {
+std::string hex64(uint64_t h);                 // 16 hex digits
+json file_info(const TextFile& f);             // a data file as a checkpoint records it
+double physical_memory_bytes();
+std::string gib(double bytes);                 // "12.3 GiB"
+// Refuses data whose estimated `bytes` would take over half the machine's memory.
+void check_data_memory(double bytes, const std::string& what, const std::string& detail_text);
+// Refuses a model and batch that clearly would not fit in memory.
+void check_memory(const TrainConfig& c, int64_t V, int64_t T);
+uint64_t rank_dropout_seed(uint64_t seed, int r);  // MPI rank r > 0's dropout stream
+// Data parallel: the rows [begin, end) of a batch drawn on every rank.
+LMBatch rows_of(const LMBatch& b, dist::Share r);
+// This rank's share of the global batch's mean loss (see trainer.cpp).
+Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t global_tokens);
+}  // namespace detail
+
+struct EvalResult {
+  int64_t sequences = 0, exact = 0, tokens = 0, tokens_right = 0;
+  double loss = 0;                  // language model: mean held-out cross-entropy
+  int64_t unknown_tokens = 0;       // held-out tokens the vocabulary lacks (<unk>)
+  bool is_lm = false;
+  double exact_acc() const { return sequences ? double(exact) / sequences : 0; }
+  double token_acc() const { return tokens ? double(tokens_right) / tokens : 0; }
+  double perplexity() const { return std::exp(loss); }
+  std::vector<Seq> predictions;
+};
+
+// Training stopped because the loss or the gradient norm was not finite, or
+// the loss exploded past kExplodedLoss times a uniform guess's.
+struct Diverged : Error {
+  using Error::Error;
+};
+inline constexpr double kExplodedLoss = 100;
+
+inline std::string generator_state_string(const Generator& g) {
+  const auto st = g.state();
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %a %d", st.s[0],
+                st.s[1], st.s[2], st.s[3], st.cached_normal, st.has_cached ? 1 : 0);
+  return buf;
+}
+
+inline void set_generator_state(Generator& g, const std::string& s, const std::string& what) {
+  Generator::State st{};
+  int cached = 0;
+  if (std::sscanf(s.c_str(), "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %la %d", &st.s[0],
+                  &st.s[1], &st.s[2], &st.s[3], &st.cached_normal, &cached) != 6)
+    throw Error(what + ": cannot parse the generator state '" + brief(s, 80) + "'");
+  st.has_cached = cached != 0;
+  g.set_state(st);
+}
+
+// v3: the architecture once (model_config); v2 (read too) also had it in train_config.
+inline constexpr const char* kCheckpointFormat = "qkv-train-v3";
+inline constexpr const char* kCheckpointFormatV2 = "qkv-train-v2";
+
+
+// What a Trainer reads besides the checkpoint's own contents.
+enum class DataUse {
+  Train,     // a new or resumed run: every data file, hash-checked on resume
+  Evaluate,  // --eval-only: the held-out data (a moved file is found by hash, a new --valid is taken)
+  None,      // --ask: the vocabulary is in the file; no data file is read
+};
+
+class Trainer {
+ public:
+  // A new run: reads (or draws) the data, builds the vocabulary, the model and
+  // Adam. With `vocab` (from a checkpoint) the data is encoded with it instead.
+  // `where` names the settings' source in errors ("" for flags, else e.g.
+  // "<file>: train_config"); DataUse::None builds the model only.
+  explicit Trainer(const TrainConfig& c, const Vocab* vocab = nullptr, const std::string& where = "",
+                   DataUse use = DataUse::Train);
+
+  // Reads a checkpoint written by save(): its config (with `adjust` applied,
+  // e.g. a longer --steps), vocabulary, data, weights, optimizer state, step
+  // and random streams. Errors name the file and the key.
+  // A checkpoint holding NaN or Inf (weights or optimizer state) is refused
+  // naming the tensor, unless allow_nonfinite (to inspect it).
+  // A model file without training state (nn::save_model, or written by
+  // another program) opens for DataUse::Evaluate and DataUse::None only.
+  static Trainer resume(const std::string& path,
+                        const std::function<void(TrainConfig&, bool model_file)>& adjust = nullptr,
+                        bool allow_nonfinite = false, DataUse use = DataUse::Train);
+  // A new run from `c` whose architecture, vocabulary and weights come from
+  // the model file or checkpoint at `path` (--init-from: fine-tuning with a
+  // fresh optimizer). `given` lists the keys set on the command line: an
+  // architecture key among them must agree with the file.
+  static Trainer init_from(const std::string& path, TrainConfig c, const std::vector<std::string>& given);
+  // The run settings stored in a checkpoint (for comparing with flags).
+  static TrainConfig checkpoint_config(const TensorFile& f);
+  // The vocabulary stored in a model file or checkpoint, checked against the
+  // model's size (model_config) and the special tokens; Error naming the file and key.
+  static Vocab checkpoint_vocab(const TensorFile& f, int64_t model_vocab);
+
+  bool is_lm() const { return cfg.is_text(); }  // a language model (text data)
+  // One optimisation step on a fresh batch; returns the loss. Throws Diverged
+  // (before changing any parameter) when the loss or the gradient norm is NaN
+  // or infinite.
+  real step();
+  int64_t step_count() const { return opt->step_count(); }
+  real current_lr() const { return opt->lr; }
+
+  // One teacher-forced forward and backward pass over held-out data with the
+  // anomaly mode on (qkv::DetectAnomalyGuard): throws qkv::AnomalyError
+  // naming the first op (and its module) whose value or gradient is NaN or
+  // Inf; returns the loss otherwise. Changes no parameter.
+  real check_anomalies();
+
+  // Held-out evaluation: greedy decoding scored by exact sequence and token
+  // accuracy, or, for a language model, held-out loss and perplexity.
+  EvalResult evaluate();
+  EvalResult evaluate(const std::vector<Pair>& pairs, int64_t chunk = 500);
+
+  // Refuses (naming the length and the memory) a source of `n` tokens that
+  // the model cannot take: past a learned position table, or whose attention
+  // maps would not fit in memory.
+  void check_source_fits(size_t n) const;
+  // Answers for source sequences (either model kind), by `decoding`.
+  std::vector<Seq> answer(const std::vector<Seq>& sources);
+  // The decoder answer() and evaluate() use: greedy, or beam search (encoder-
+  // decoder only) with the GNMT length penalty. Not part of the run's settings.
+  struct Decoding {
+    std::string method = "greedy";  // greedy | beam
+    int64_t beam = 4;
+    double alpha = 0.6;
+    bool cache = true;  // greedy with the key/value cache (false: recompute the prefix, for comparison)
+  } decoding;
+  // A language model's continuation of `prompt` (ids): `n` tokens sampled with
+  // `opt` (temperature 0: greedy) from `gen`.
+  Seq continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, Generator& gen);
+  // Tokenise a user's text with this run's vocabulary (see Vocab::encode).
+  Seq encode_text(const std::string& text, int64_t* unknown = nullptr) const;
+  std::string decode_text(const Seq& ids) const;
+
+  // Writes model, optimizer state, step, random streams, config, vocabulary
+  // and data description to `path` atomically; refuses (naming the tensor)
+  // when any of them holds a NaN or Inf. Under MPI every rank calls it (it
+  // gathers their dropout streams) and rank 0 alone writes.
+  void save(const std::string& path) const;
+  // The two halves of save(): every rank's dropout stream (collective), then
+  // the file, written with them by whichever rank calls it.
+  std::vector<std::string> dropout_states() const;
+  void write_checkpoint(const std::string& path, const std::vector<std::string>& dropout_states) const;
+  // Restores a checkpoint of this same run (settings must match; --steps is free).
+  void load(const std::string& path);
+
+  nn::Module& model() { return s2s ? static_cast<nn::Module&>(*s2s) : *gpt; }
+  const nn::Module& model() const { return s2s ? static_cast<const nn::Module&>(*s2s) : *gpt; }
+  Generator& dropout_gen() { return s2s ? s2s->dropout_gen : gpt->dropout_gen; }
+  // The global gradient norm of the last step (before clipping).
+  real last_grad_norm = 0;
+  int64_t last_target_tokens = 0;     // of the global batch (all ranks)
+  double last_allreduce_seconds = 0;  // the gradient allreduce of the last step (0 in one process)
+
+  TrainConfig cfg;
+  Vocab vocab;
+  json data_info;                        // where the data came from (files, hashes)
+  int64_t unknown_heldout_tokens = 0;    // held-out tokens mapped to <unk>
+  Generator data_gen;
+  std::unique_ptr<PairData> pairs;       // seq2seq data (task or file), or gpt on pairs
+  std::unique_ptr<TextData> text;        // gpt on a text file
+  std::unique_ptr<nn::Seq2SeqTransformer> s2s;
+  std::unique_ptr<nn::GPT> gpt;
+  std::unique_ptr<optim::Adam> opt;
+  std::unique_ptr<optim::Schedule> schedule;
+
+ private:
+  void build_data(const Vocab* given);
+  void build_model();
+  Var loss_on_batch(int64_t* target_tokens);
+  std::vector<Seq> gpt_answer(const std::vector<Seq>& sources, int64_t max_new);
+  nn::Tokens source_batch(const std::vector<Seq>& sources) const;
+};
+
+
+}  // namespace qkv::train
+
