@@ -1,0 +1,236 @@
+// The trainer's reports: what it prints and draws (trainer/report.h).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "trainer/plots.h"
+#include "trainer/report.h"
+
+namespace qkv::train {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+}  // namespace
+
+
+std::string label(const Trainer& t, int64_t id) {
+  if (id == Vocab::kPad) return "_";
+  const std::string& s = t.vocab.text(id);
+  return s == " " ? "_" : s;
+}
+
+void print_header(const Trainer& t, const RunOptions& o) {
+  const TrainConfig& c = t.cfg;
+  if (c.data.empty())
+    std::printf("qkv train: task %s, %lld symbols, lengths %lld..%lld, held-out %zu sequences\n", c.task.c_str(),
+                (long long)c.vocab, (long long)c.min_len, (long long)c.max_len, t.pairs->heldout().size());
+  else
+    std::printf("qkv train: data %s (%s, %s tokens, vocabulary %lld), held-out %s\n", c.data.c_str(), c.format.c_str(),
+                c.tokens.c_str(), (long long)t.vocab.size(),
+                t.text ? (std::to_string(t.text->heldout_tokens().size()) + " tokens").c_str()
+                       : (std::to_string(t.pairs->heldout().size()) + " pairs").c_str());
+  std::printf("model: %s, d_model %lld, %lld heads, %lld%s layers, d_ff %lld, %s, %s, %s positions%s, %lld parameters\n",
+              c.model.c_str(), (long long)c.d_model, (long long)c.heads, (long long)c.layers,
+              c.is_gpt() ? "" : ("+" + std::to_string(c.layers)).c_str(), (long long)c.d_ff,
+              c.pre_ln ? "Pre-LN" : "Post-LN", c.activation.c_str(), c.positions.c_str(), c.tie ? ", tied" : "",
+              (long long)t.model().num_parameters());
+  std::printf("training: batch %lld, up to %lld steps, Adam(0.9, 0.98, 1e-9), %s lr %.3g, warmup %lld, %d threads%s\n",
+              (long long)c.batch, (long long)c.steps, c.schedule.c_str(), double(c.lr), (long long)c.warmup,
+              get_num_threads(), o.load_path.empty() ? "" : (", from step " + std::to_string(t.step_count())).c_str());
+  if (dist::size() > 1)
+    std::printf("data parallel: %d MPI ranks, each with %lld..%lld of the %lld sequences of a step\n", dist::size(),
+                (long long)(c.batch / dist::size()), (long long)((c.batch + dist::size() - 1) / dist::size()),
+                (long long)c.batch);
+  if (t.unknown_heldout_tokens > 0)
+    std::printf("note: %lld held-out tokens are not in the training vocabulary; they read as <unk>\n",
+                (long long)t.unknown_heldout_tokens);
+}
+
+std::string eval_line(const EvalResult& r) {
+  char b[160];
+  if (r.is_lm)
+    std::snprintf(b, sizeof b, "loss %.4f, perplexity %.3f", r.loss, r.perplexity());
+  else
+    std::snprintf(b, sizeof b, "exact %.2f%%, token %.2f%%", 100 * r.exact_acc(), 100 * r.token_acc());
+  return b;
+}
+
+// Held-out results, a few examples and the length-generalisation check.
+// --temperature, --top-k, --top-p as nn::SampleOptions (checked).
+nn::SampleOptions sampling(const RunOptions& o) {
+  nn::SampleOptions s;
+  s.temperature = o.temperature;
+  if (o.top_k > 0) s.top_k = o.top_k;
+  s.top_p = o.top_p;
+  try {
+    nn::check_sample_options(s);
+  } catch (const Error& e) {
+    throw Error(std::string("--temperature / --top-k / --top-p: ") + e.what());
+  }
+  return s;
+}
+
+// A few continuations sampled from the start of held-out windows.
+void print_samples(Trainer& t, const RunOptions& o) {
+  const Seq& held = t.text->heldout_tokens();
+  const int64_t prompt = std::min<int64_t>(16, t.cfg.context / 2), n = std::min<int64_t>(o.max_new, 120);
+  Generator gen(t.cfg.seed);
+  std::printf("samples (temperature %g, top-p %g), each from a %lld-token held-out prompt:\n", o.temperature, o.top_p,
+              (long long)prompt);
+  for (int64_t k = 0; k < 3; ++k) {
+    const size_t at = static_cast<size_t>(k) * held.size() / 3;
+    if (at + static_cast<size_t>(prompt) > held.size()) break;
+    const Seq p(held.begin() + static_cast<std::ptrdiff_t>(at), held.begin() + static_cast<std::ptrdiff_t>(at) + prompt);
+    const Seq out = t.continue_text(p, n, sampling(o), gen);
+    std::string text = "[" + t.decode_text(p) + "]" + t.decode_text(out);
+    for (char& c : text) c = c == '\n' ? ' ' : c;
+    std::printf("  %s\n", text.c_str());
+  }
+}
+
+// Held-out accuracy by one decoder, timed.
+EvalResult timed_eval(Trainer& t, const std::string& method, const RunOptions& o, double* seconds) {
+  const Trainer::Decoding keep = t.decoding;
+  t.decoding = {method, o.beam, o.alpha, true};
+  const auto t0 = Clock::now();
+  EvalResult r = t.evaluate();
+  *seconds = seconds_since(t0);
+  t.decoding = keep;
+  return r;
+}
+
+EvalResult final_report(Trainer& t, const RunOptions& o) {
+  if (t.text) {
+    EvalResult r = t.evaluate();
+    std::printf("\nheld-out (%lld tokens): loss %.4f, perplexity %.3f\n", (long long)r.tokens, r.loss, r.perplexity());
+    print_samples(t, o);
+    return r;
+  }
+  // Greedy, and (for the encoder-decoder) beam search beside it.
+  double greedy_s = 0, beam_s = 0;
+  const EvalResult greedy = timed_eval(t, "greedy", o, &greedy_s);
+  std::printf("\nheld-out (%lld sequences, never trained on):\n", (long long)greedy.sequences);
+  std::printf("  greedy:                 exact-sequence accuracy %6.2f%%, token accuracy %6.2f%% (%.2f s)\n",
+              100 * greedy.exact_acc(), 100 * greedy.token_acc(), greedy_s);
+  EvalResult r = greedy;
+  if (t.s2s) {
+    const EvalResult beam = timed_eval(t, "beam", o, &beam_s);
+    std::printf("  beam %lld (alpha %.2g):     exact-sequence accuracy %6.2f%%, token accuracy %6.2f%% (%.2f s)\n",
+                (long long)o.beam, o.alpha, 100 * beam.exact_acc(), 100 * beam.token_acc(), beam_s);
+    if (o.decode == "beam") r = beam;
+  }
+  const auto& held = t.pairs->heldout();
+  for (size_t i = 0; i < 5 && i < held.size(); ++i)
+    std::printf("  %-24s -> %-24s %s\n", t.decode_text(held[i].src).c_str(), t.decode_text(r.predictions[i]).c_str(),
+                r.predictions[i] == held[i].tgt ? "ok" : ("WRONG, want " + t.decode_text(held[i].tgt)).c_str());
+  const bool table_ok = t.cfg.positions == "sinusoidal" || t.cfg.context >= (t.cfg.is_gpt() ? 2 : 1) * (t.cfg.max_len + 3) + 1;
+  if (!t.pairs->from_file() && table_ok) {
+    Generator long_gen(t.cfg.seed + 7);
+    const EvalResult lr = t.evaluate(t.pairs->longer_set(o.long_eval, 3, long_gen));
+    std::printf("length generalization (%lld sequences of length %lld..%lld, longer than any trained on): %s\n",
+                (long long)lr.sequences, (long long)t.cfg.max_len + 1, (long long)t.cfg.max_len + 3, eval_line(lr).c_str());
+  }
+  return r;
+}
+
+// The cross-attention of one source (seq2seq only): per layer (H, T, S) maps,
+// the source and decoder-input labels.
+struct AttentionPicture {
+  std::vector<Tensor> maps;
+  std::vector<std::string> src, tgt;
+};
+AttentionPicture cross_attention_of(Trainer& t, const Seq& src, const Seq& answer) {
+  NoGradGuard no_grad;
+  AttentionPicture p;
+  tasks::Batch one = collate_pairs({{src, answer}});
+  t.s2s->eval();
+  t.s2s->keep_attention(true);
+  t.s2s->forward(one.src, one.tgt_in);
+  for (const Tensor& a : t.s2s->cross_attention()) p.maps.push_back(a.reshape({a.size(1), a.size(2), a.size(3)}));
+  t.s2s->keep_attention(false);
+  t.s2s->train();
+  for (int64_t tok : one.src.ids) p.src.push_back(label(t, tok));
+  for (int64_t tok : one.tgt_in.ids) p.tgt.push_back(label(t, tok));
+  return p;
+}
+
+void print_attention(const AttentionPicture& p) {
+  const Tensor& last = p.maps.back();
+  const int64_t H = last.size(0), T = last.size(1), S = last.size(2);
+  Tensor avg = Tensor::zeros({T, S});
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t k = 0; k < T * S; ++k) avg.data()[k] += last.data()[h * T * S + k] / static_cast<real>(H);
+  std::printf("cross-attention of the last decoder layer (mean over heads):\n%s",
+              plots::ascii_heatmap(avg.data(), T, S, p.src, p.tgt).c_str());
+}
+
+
+// --ask: answer each line (the text, or stdin's lines for "-"); a language
+// model continues the text instead.
+int ask(Trainer& t, const RunOptions& o) {
+  Generator gen(t.cfg.seed);
+  auto one = [&](const std::string& line) {
+    int64_t unknown = 0;
+    const Seq src = t.encode_text(line, &unknown);
+    if (src.empty()) return;
+    if (t.is_lm() && static_cast<int64_t>(src.size()) > t.cfg.context)
+      std::fprintf(stderr, "note: the prompt has %zu tokens; the model sees its last %lld (its context)\n", src.size(),
+                   (long long)t.cfg.context);
+    if (!t.is_lm()) t.check_source_fits(src.size());
+    const Seq out = t.is_lm() ? t.continue_text(src, o.max_new, sampling(o), gen) : t.answer({src}).front();
+    std::printf("%s\n", t.decode_text(out).c_str());
+    if (unknown) std::fprintf(stderr, "note: %lld input tokens are not in the vocabulary (read as <unk>)\n", (long long)unknown);
+    if (o.show_attention && t.s2s) print_attention(cross_attention_of(t, src, out));
+  };
+  if (o.ask != "-") {
+    one(o.ask);
+    return 0;
+  }
+  for (std::string line; std::getline(std::cin, line);) one(line);
+  return 0;
+}
+
+// Logs and plots, after the checkpoint. Each failure is reported; returns
+// false if any happened.
+bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalResult& r, std::vector<std::string>* written) {
+  bool ok = true;
+  auto attempt = [&](const char* what, auto&& f) {
+    try {
+      f();
+      written->push_back(what);  // only what was written is reported as written
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error writing %s: %s\n", what, e.what());
+      ok = false;
+    }
+  };
+  const std::string name = run_name(t.cfg);
+  if (!h.steps.empty())
+    attempt("loss.svg", [&] {
+      plots::write_loss_svg(o.out_dir + "/loss.svg", h.steps, h.losses, h.eval_steps, h.eval_accs,
+                            "qkv: " + name + ", training loss and held-out " + (r.is_lm ? "loss" : "accuracy"),
+                            r.is_lm ? plots::EvalKind::Loss : plots::EvalKind::Accuracy);
+    });
+  if (t.s2s && !t.pairs->heldout().empty())
+    attempt("attention.svg", [&] {
+      const Seq& src = t.pairs->heldout()[0].src;
+      AttentionPicture p = cross_attention_of(t, src, r.predictions.at(0));
+      plots::write_attention_svg(o.out_dir + "/attention.svg", p.maps, p.src, p.tgt,
+                                 "cross-attention, " + name + ": rows = decoder input, columns = source");
+      std::printf("\n");
+      print_attention(p);
+    });
+  return ok;
+}
+
+
+void print_first_attention(Trainer& t, const EvalResult& r) {
+  print_attention(cross_attention_of(t, t.pairs->heldout()[0].src, r.predictions.at(0)));
+}
+
+std::string run_name(const TrainConfig& c) {
+  return c.data.empty() ? c.task : std::filesystem::path(c.data).stem().string();
+}
+
+}  // namespace qkv::train

@@ -1,0 +1,52 @@
+// The program train as a component: the settings of one invocation
+// (RunOptions: what to do with the run, never part of it), opening the run
+// (new, resumed, or from a model file), and running it: train, then write the
+// checkpoint first and the logs and plots after, then report. examples/train.cpp
+// is a thin main over it that reads the flags.
+//
+//   train::RunOptions o;              // --out, --save, --eval-every, ...
+//   train::check_options(o);
+//   train::Trainer t = train::open_run(flags, given, o);
+//   return train::run(t, o, flags_text);
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer/trainer.h"
+
+namespace qkv::train {
+
+// Settings of this invocation that are not part of the run (not checked
+// against a checkpoint).
+struct RunOptions {
+  int threads = 0;
+  int64_t eval_every = 250, log_every = 100, save_every = 0, long_eval = 200;
+  double target = 0.99;
+  bool eval_only = false, no_early_stop = false, no_save = false, show_attention = false, allow_nonfinite = false;
+  bool detect_anomaly = false;
+  std::string out_dir, save_path, load_path, ask, init_from;
+  std::string decode = "greedy";  // held-out checks and --ask: greedy | beam
+  int64_t beam = 4, max_new = 200, top_k = 0;
+  double alpha = 0.6, temperature = 0.8, top_p = 0.95;
+};
+
+// Exit statuses: 0 done; 1 bad flags, bad input or a failed output;
+// 3 training diverged; 128 + N stopped by signal N (the checkpoint written).
+constexpr int kExitError = 1, kExitDiverged = 3;
+
+// Checks the settings that need no model (each error names the flag), and
+// sets the thread count.
+void check_options(const RunOptions& o);
+
+// The run: resumed or reopened from --load, started from --init-from's
+// model, or new. `given` lists the run settings given as flags (JSON keys).
+Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given, const RunOptions& o);
+
+// Trains (or evaluates, or answers --ask), writes the checkpoint, the logs and
+// plots, and reports; returns the exit status. `flags_text` is the whole
+// command line's settings (MPI ranks must agree on it). Throws Error for a
+// failure before training.
+int run(Trainer& t, RunOptions& o, const std::string& flags_text);
+
+}  // namespace qkv::train
