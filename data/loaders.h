@@ -21,14 +21,13 @@
 #include <sys/stat.h>
 #include <vector>
 
+#include "core/hash.h"
+#include "data/batch.h"
 #include "data/tasks.h"
 #include "data/vocab.h"
 
-namespace qkv::train {
+namespace qkv::data {
 
-struct Pair {
-  Seq src, tgt;
-};
 
 // ---- files --------------------------------------------------------------------
 
@@ -39,11 +38,6 @@ struct TextFile {
   uint64_t hash = 0;
 };
 
-inline uint64_t fnv1a64(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
 
 // The offset of the first byte of `s` that is not part of well-formed UTF-8
 // (no overlong forms, no surrogates, nothing past U+10FFFF), or npos.
@@ -67,15 +61,17 @@ inline size_t first_invalid_utf8(const std::string& s) {
   return std::string::npos;
 }
 
-inline TextFile read_text_file(const std::string& path, const std::string& flag, int64_t max_bytes) {
+// Errors name the file (and line): "<path>: no such file"; a program adds
+// the flag that named it.
+inline TextFile read_text_file(const std::string& path, int64_t max_bytes) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw Error(flag + " " + path + ": no such file");
-  if (!S_ISREG(st.st_mode)) throw Error(flag + " " + path + ": not a regular file");
+  if (::stat(path.c_str(), &st) != 0) throw Error(path + ": no such file");
+  if (!S_ISREG(st.st_mode)) throw Error(path + ": not a regular file");
   if (st.st_size > max_bytes)
-    throw Error(flag + " " + path + ": " + std::to_string(st.st_size) + " bytes is more than the " +
+    throw Error(path + ": " + std::to_string(st.st_size) + " bytes is more than the " +
                 std::to_string(max_bytes) + " this program reads");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(flag + " " + path + ": cannot be read");
+  if (!in) throw Error(path + ": cannot be read");
   std::ostringstream ss;
   ss << in.rdbuf();
   TextFile f{path, ss.str(), 0};
@@ -87,10 +83,10 @@ inline TextFile read_text_file(const std::string& path, const std::string& flag,
     const int64_t line = 1 + std::count(f.text.begin(), f.text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
     char b[8];
     std::snprintf(b, sizeof b, "0x%02x", static_cast<unsigned char>(f.text[bad]));
-    throw Error(flag + " " + path + ":" + std::to_string(line) + ": byte " + b + " at column " +
+    throw Error(path + ":" + std::to_string(line) + ": byte " + b + " at column " +
                 std::to_string(bad - line_start + 1) + " is not UTF-8 (qkv reads UTF-8 text; convert the file, e.g. with iconv)");
   }
-  if (f.text.find_first_not_of(" \t\r\n") == std::string::npos) throw Error(flag + " " + path + ": the file is empty");
+  if (f.text.find_first_not_of(" \t\r\n") == std::string::npos) throw Error(path + ": the file is empty");
   return f;
 }
 
@@ -132,64 +128,6 @@ inline std::vector<std::string> distinct_tokens(const std::vector<const std::vec
 
 // ---- batches ------------------------------------------------------------------
 
-// Encoder-decoder batch from pairs (layout in data/tasks.h's Batch).
-inline tasks::Batch collate_pairs(const std::vector<Pair>& pairs) {
-  tasks::Batch b;
-  const int64_t B = static_cast<int64_t>(pairs.size());
-  int64_t S = 0, T = 0;
-  for (const Pair& p : pairs) {
-    S = std::max<int64_t>(S, static_cast<int64_t>(p.src.size()));
-    T = std::max<int64_t>(T, static_cast<int64_t>(p.tgt.size()) + 1);
-  }
-  b.src = {std::vector<int64_t>(B * S, Vocab::kPad), B, S, std::vector<int64_t>(B)};
-  b.tgt_in = {std::vector<int64_t>(B * T, Vocab::kPad), B, T, std::vector<int64_t>(B)};
-  b.tgt_out.assign(B * T, Vocab::kPad);
-  for (int64_t i = 0; i < B; ++i) {
-    const Seq &s = pairs[i].src, &y = pairs[i].tgt;
-    const int64_t L = static_cast<int64_t>(y.size());
-    std::copy(s.begin(), s.end(), b.src.ids.begin() + i * S);
-    b.src.lengths[i] = static_cast<int64_t>(s.size());
-    b.tgt_in.ids[i * T] = Vocab::kBos;  // <s> y1 .. yL
-    std::copy(y.begin(), y.end(), b.tgt_in.ids.begin() + i * T + 1);
-    std::copy(y.begin(), y.end(), b.tgt_out.begin() + i * T);  // y1 .. yL </s>
-    b.tgt_out[i * T + L] = Vocab::kEos;
-    b.tgt_in.lengths[i] = L + 1;
-    b.target_tokens += L + 1;
-  }
-  return b;
-}
-
-// Decoder-only batch: ids (B, T) and next-token targets (B*T), pad = ignored.
-struct LMBatch {
-  nn::Tokens ids;
-  std::vector<int64_t> targets;
-  int64_t target_tokens = 0;
-};
-
-// A pair as one sequence "src <s> tgt </s>": the model reads all but the last
-// token and is scored only on predicting tgt and </s>.
-inline LMBatch collate_prompted(const std::vector<Pair>& pairs) {
-  LMBatch b;
-  const int64_t B = static_cast<int64_t>(pairs.size());
-  int64_t T = 0;
-  for (const Pair& p : pairs) T = std::max<int64_t>(T, static_cast<int64_t>(p.src.size() + p.tgt.size()) + 1);
-  b.ids = {std::vector<int64_t>(B * T, Vocab::kPad), B, T, std::vector<int64_t>(B)};
-  b.targets.assign(B * T, Vocab::kPad);
-  for (int64_t i = 0; i < B; ++i) {
-    const Seq &s = pairs[i].src, &y = pairs[i].tgt;
-    const int64_t Ls = static_cast<int64_t>(s.size()), Ly = static_cast<int64_t>(y.size());
-    int64_t* row = b.ids.ids.data() + i * T;
-    std::copy(s.begin(), s.end(), row);
-    row[Ls] = Vocab::kBos;
-    std::copy(y.begin(), y.end(), row + Ls + 1);
-    b.ids.lengths[i] = Ls + 1 + Ly;
-    // position Ls (reading <s>) predicts y1, ..., position Ls+Ly predicts </s>
-    for (int64_t k = 0; k < Ly; ++k) b.targets[i * T + Ls + k] = y[k];
-    b.targets[i * T + Ls + Ly] = Vocab::kEos;
-    b.target_tokens += Ly + 1;
-  }
-  return b;
-}
 
 // ---- sources ------------------------------------------------------------------
 
@@ -198,9 +136,9 @@ inline LMBatch collate_prompted(const std::vector<Pair>& pairs) {
 class PairData {
  public:
   // A built-in task; its held-out set is drawn first from `g`.
-  PairData(const tasks::TaskConfig& t, int64_t heldout, Generator& g) : task_(t) {
+  PairData(const TaskConfig& t, int64_t heldout, Generator& g) : task_(t) {
     gen_.emplace(t, heldout, g);
-    for (const Seq& s : gen_->heldout()) heldout_.push_back({s, tasks::apply_task(t.task, s)});
+    for (const Seq& s : gen_->heldout()) heldout_.push_back({s, apply_task(t.task, s)});
   }
   // Pairs from files, already turned into ids.
   PairData(std::vector<Pair> train, std::vector<Pair> heldout)
@@ -213,7 +151,7 @@ class PairData {
   Pair sample(Generator& g) const {
     if (!gen_) return train_[static_cast<size_t>(g.randint(0, static_cast<int64_t>(train_.size())))];
     Seq s = gen_->sample_train(g);
-    Seq y = tasks::apply_task(task_.task, s);
+    Seq y = apply_task(task_.task, s);
     return {std::move(s), std::move(y)};
   }
   std::vector<Pair> draw(int64_t B, Generator& g) const {
@@ -226,13 +164,13 @@ class PairData {
   std::vector<Pair> longer_set(int64_t n, int64_t extra, Generator& g) const {
     std::vector<Pair> out;
     if (!gen_) return out;
-    for (const Seq& s : gen_->longer_set(n, extra, g)) out.push_back({s, tasks::apply_task(task_.task, s)});
+    for (const Seq& s : gen_->longer_set(n, extra, g)) out.push_back({s, apply_task(task_.task, s)});
     return out;
   }
 
  private:
-  tasks::TaskConfig task_;
-  std::optional<tasks::TaskData> gen_;  // empty for pairs from a file
+  TaskConfig task_;
+  std::optional<TaskData> gen_;  // empty for pairs from a file
   std::vector<Pair> train_, heldout_;
 };
 
@@ -280,4 +218,4 @@ class TextData {
   int64_t context_;
 };
 
-}  // namespace qkv::train
+}  // namespace qkv::data

@@ -1,5 +1,5 @@
 // Toy sequence-to-sequence tasks: copy, reverse and sort random sequences of
-// symbols. Token ids: 0 <pad>, 1 <bos>, 2 <eos>, symbols from 3 on.
+// symbols. Token ids: 0 <pad>, 1 <s>, 2 </s> (data/batch.h), symbols from 3 on.
 //
 // A held-out evaluation set is drawn first; training batches never contain a
 // sequence from it (checked by hash lookup), so held-out accuracy measures
@@ -15,13 +15,11 @@
 
 #include "core/error.h"
 #include "core/generator.h"
-#include "models/transformer.h"
+#include "data/batch.h"
 
-namespace qkv::tasks {
+namespace qkv::data {
 
-inline constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kFirstSymbol = 3;
-
-using Seq = std::vector<int64_t>;
+inline constexpr int64_t kFirstSymbol = 3;  // the first symbol's id, after <pad>, <s>, </s>
 
 enum class Task { Copy, Reverse, Sort };
 
@@ -43,44 +41,15 @@ inline Seq apply_task(Task t, const Seq& src) {
   return out;
 }
 
-// A batch ready for teacher forcing:
-//   src     (B, S)  symbols, padded
-//   tgt_in  (B, T)  <bos> y1 .. yL, padded      (T = max L + 1)
-//   tgt_out (B*T)   y1 .. yL <eos>, padded       (pad ignored by the loss)
-struct Batch {
-  nn::Tokens src, tgt_in;
-  std::vector<int64_t> tgt_out;
-  std::vector<Seq> sources;
-  int64_t target_tokens = 0;  // non-pad entries of tgt_out
-};
-
+// A batch of sources with the task's answers (collate_pairs).
 inline Batch collate(Task task, const std::vector<Seq>& sources) {
-  Batch b;
-  b.sources = sources;
-  const int64_t B = static_cast<int64_t>(sources.size());
-  int64_t S = 0;
-  for (const Seq& s : sources) S = std::max<int64_t>(S, static_cast<int64_t>(s.size()));
-  const int64_t T = S + 1;
-  b.src = {std::vector<int64_t>(B * S, kPad), B, S, std::vector<int64_t>(B)};
-  b.tgt_in = {std::vector<int64_t>(B * T, kPad), B, T, std::vector<int64_t>(B)};
-  b.tgt_out.assign(B * T, kPad);
-  for (int64_t i = 0; i < B; ++i) {
-    const Seq& s = sources[i];
-    const Seq y = apply_task(task, s);
-    const int64_t L = static_cast<int64_t>(s.size());
-    std::copy(s.begin(), s.end(), b.src.ids.begin() + i * S);
-    b.src.lengths[i] = L;
-    b.tgt_in.ids[i * T] = kBos;
-    for (int64_t k = 0; k < L; ++k) {
-      b.tgt_in.ids[i * T + k + 1] = y[k];
-      b.tgt_out[i * T + k] = y[k];
-    }
-    b.tgt_out[i * T + L] = kEos;
-    b.tgt_in.lengths[i] = L + 1;
-    b.target_tokens += L + 1;
-  }
-  return b;
+  std::vector<Pair> pairs;
+  pairs.reserve(sources.size());
+  for (const Seq& s : sources) pairs.push_back({s, apply_task(task, s)});
+  return collate_pairs(pairs);
 }
+
+
 
 struct TaskConfig {
   Task task = Task::Reverse;
@@ -147,4 +116,4 @@ class TaskData {
   std::set<Seq> heldout_set_;
 };
 
-}  // namespace qkv::tasks
+}  // namespace qkv::data

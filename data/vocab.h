@@ -16,17 +16,17 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/batch.h"
 
-namespace qkv::train {
+namespace qkv::data {
 
-using Seq = std::vector<int64_t>;
 
 enum class Split { Char, Word };
 
 inline Split parse_split(const std::string& s) {
   if (s == "char") return Split::Char;
   if (s == "word") return Split::Word;
-  throw Error("--tokens: unknown tokenisation '" + s + "' (expected char or word)");
+  throw Error("tokens: unknown tokenisation '" + brief(s, 40) + "' (expected char or word)");
 }
 inline const char* split_name(Split s) { return s == Split::Char ? "char" : "word"; }
 
@@ -64,7 +64,7 @@ inline std::vector<std::string> split_tokens(const std::string& text, Split how)
 
 class Vocab {
  public:
-  static constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
+  static constexpr int64_t kPad = data::kPad, kBos = data::kBos, kEos = data::kEos, kUnk = data::kUnk;
 
   Vocab() : tokens_{"<pad>", "<s>", "</s>"} { reindex(); }
 
@@ -147,4 +147,4 @@ class Vocab {
   std::map<std::string, int64_t, std::less<>> index_;  // std::less<>: found by string_view
 };
 
-}  // namespace qkv::train
+}  // namespace qkv::data

@@ -1,5 +1,7 @@
 #include "dist/distributed.h"
 
+#include "core/hash.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,11 +22,6 @@ namespace {
 int g_rank = 0, g_size = 1;
 
 #ifdef QKV_MPI
-uint64_t fnv1a64(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
 
 MPI_Datatype real_type() { return sizeof(real) == sizeof(double) ? MPI_DOUBLE : MPI_FLOAT; }
 

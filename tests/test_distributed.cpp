@@ -82,12 +82,12 @@ TEST_CASE("the ranks' losses weighted by local/global target tokens sum to the w
   c.dropout = 0; c.seed = test_seed(1);  // stream 0 is g's
   nn::Seq2SeqTransformer m(c);
   Generator g = test_generator();
-  train::PairData data(tasks::TaskConfig{tasks::Task::Reverse, 6, 1, 7}, 10, g);
-  const std::vector<train::Pair> batch = data.draw(7, g);
+  data::PairData data(data::TaskConfig{data::Task::Reverse, 6, 1, 7}, 10, g);
+  const std::vector<data::Pair> batch = data.draw(7, g);
 
-  auto loss_of = [&](const std::vector<train::Pair>& rows) {
-    tasks::Batch b = train::collate_pairs(rows);
-    return std::make_pair(nn::cross_entropy(m.forward(b.src, b.tgt_in), b.tgt_out, train::Vocab::kPad),
+  auto loss_of = [&](const std::vector<data::Pair>& rows) {
+    data::Batch b = data::collate_pairs(rows);
+    return std::make_pair(nn::cross_entropy(m.forward(b.src, b.tgt_in), b.tgt_out, data::Vocab::kPad),
                           b.target_tokens);
   };
   for (Var& p : m.parameters()) p.zero_grad();
@@ -102,7 +102,7 @@ TEST_CASE("the ranks' losses weighted by local/global target tokens sum to the w
     int64_t tokens = 0;
     for (int r = 0; r < ranks; ++r) {  // rank r's work; backward accumulates = the allreduce's sum
       const dist::Share s = dist::share(7, r, ranks);
-      auto [mean, n] = loss_of(std::vector<train::Pair>(batch.begin() + s.begin, batch.begin() + s.end));
+      auto [mean, n] = loss_of(std::vector<data::Pair>(batch.begin() + s.begin, batch.begin() + s.end));
       Var share = train::detail::share_of_loss(mean, n, N);
       total += share.item();
       tokens += n;
@@ -116,10 +116,10 @@ TEST_CASE("the ranks' losses weighted by local/global target tokens sum to the w
 }
 
 TEST_CASE("rows_of keeps a language-model batch's rows with their targets and counts their tokens") {
-  train::TextData text(train::Seq{3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, train::Seq{3, 4, 5, 6}, 3);
+  data::TextData text(data::Seq{3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, data::Seq{3, 4, 5, 6}, 3);
   Generator g = test_generator();
-  const train::LMBatch b = text.draw(5, g);
-  const train::LMBatch part = train::detail::rows_of(b, dist::share(5, 1, 2));  // rows 3, 4
+  const data::LMBatch b = text.draw(5, g);
+  const data::LMBatch part = train::detail::rows_of(b, dist::share(5, 1, 2));  // rows 3, 4
   CHECK(part.ids.batch == 2);
   CHECK(part.ids.len == 3);
   CHECK(part.target_tokens == 6);

@@ -5,7 +5,7 @@
 #include "test_seed.h"
 
 using namespace qkv;
-using namespace qkv::tasks;
+using namespace qkv::data;
 
 using qkv::testing::test_generator;
 

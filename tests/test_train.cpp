@@ -143,8 +143,8 @@ TEST_CASE("the decoder-only model learns a task read as 'source <s> target </s>'
 }
 
 TEST_CASE("collate_prompted lays out 'source <s> target' and scores only the target and </s>") {
-  using train::Vocab;
-  train::LMBatch b = train::collate_prompted({{{4, 5}, {6}}, {{7}, {8, 9}}});
+  using data::Vocab;
+  data::LMBatch b = data::collate_prompted({{{4, 5}, {6}}, {{7}, {8, 9}}});
   CHECK(b.ids.len == 4);
   CHECK(b.ids.ids == std::vector<int64_t>{4, 5, Vocab::kBos, 6, 7, Vocab::kBos, 8, 9});
   CHECK(b.ids.lengths == std::vector<int64_t>{4, 4});
@@ -377,7 +377,7 @@ TEST_CASE("a checkpoint is one model: the parts of a file that disagree are refu
 TEST_CASE("a model file without training state is asked and evaluated; --init-from fine-tunes it with a fresh optimizer") {
   const std::string ckpt = temp_path("mf_ckpt.safetensors"), mf = temp_path("mf_model.safetensors");
   train::TrainConfig c = small_config();
-  std::vector<train::Seq> answers;
+  std::vector<data::Seq> answers;
   {
     train::Trainer t(c);
     for (int i = 0; i < 3; ++i) t.step();
@@ -442,7 +442,7 @@ TEST_CASE("a pairs file: vocabulary from its tokens, a held-out split, unknown h
   CHECK(t.pairs->train_pairs().size() == 3);
   REQUIRE(t.pairs->heldout().size() == 1);
   CHECK(t.unknown_heldout_tokens == 2);  // z in the source and in the target
-  CHECK(t.pairs->heldout()[0].src == train::Seq{t.vocab.find("a"), t.vocab.find("b"), train::Vocab::kUnk});
+  CHECK(t.pairs->heldout()[0].src == data::Seq{t.vocab.find("a"), t.vocab.find("b"), data::Vocab::kUnk});
   CHECK(t.decode_text(t.encode_text("cab")) == "cab");
   CHECK(std::isfinite(t.step()));
   // Word tokens, and a held-out share of the file instead of --valid.
@@ -453,10 +453,10 @@ TEST_CASE("a pairs file: vocabulary from its tokens, a held-out split, unknown h
   CHECK(w.pairs->heldout().size() == 1);
   // Which pair is held out depends on the seed; whichever it is, every token of
   // the training pairs is a whole word of the file: not <unk>, not one letter.
-  for (const train::Pair& p : w.pairs->train_pairs())
-    for (const train::Seq* s : {&p.src, &p.tgt})
+  for (const data::Pair& p : w.pairs->train_pairs())
+    for (const data::Seq* s : {&p.src, &p.tgt})
       for (int64_t id : *s) {
-        CHECK(id > train::Vocab::kUnk);
+        CHECK(id > data::Vocab::kUnk);
         CHECK(w.decode_text({id}).size() > 1);
       }
   std::remove(train_f.c_str());

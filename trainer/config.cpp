@@ -59,7 +59,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   require(c.format == "tsv" || c.format == "text", name("format"), "expected tsv or text, got '" + brief(c.format) + "'");
   require(c.tokens == "char" || c.tokens == "word", name("tokens"), "expected char or word, got '" + brief(c.tokens) + "'");
   if (c.data.empty()) {
-    tasks::parse_task(c.task);
+    data::parse_task(c.task);
     require(c.valid.empty(), name("valid"), "needs --data (the built-in tasks draw their own held-out set)");
     require_range<int64_t>(c.vocab, 1, 100000, name("vocab"));
     require_range<int64_t>(c.min_len, 1, 4096, name("min_len"));

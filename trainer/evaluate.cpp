@@ -21,10 +21,10 @@ real Trainer::check_anomalies() {
     const std::vector<Pair>& held = pairs->heldout();
     const std::vector<Pair> some(held.begin(), held.begin() + std::min<size_t>(held.size(), static_cast<size_t>(cfg.batch)));
     if (gpt) {
-      const LMBatch b = collate_prompted(some);
+      const LMBatch b = data::collate_prompted(some);
       loss = nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad);
     } else {
-      const tasks::Batch b = collate_pairs(some);
+      const data::Batch b = data::collate_pairs(some);
       loss = nn::cross_entropy(s2s->forward(b.src, b.tgt_in), b.tgt_out, Vocab::kPad);
     }
   }
@@ -197,7 +197,7 @@ Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, 
 
 Seq Trainer::encode_text(const std::string& s, int64_t* unknown) const {
   const bool words = cfg.data.empty() || cfg.tokens == "word";
-  return vocab.encode(split_tokens(s, words ? Split::Word : Split::Char), unknown);
+  return vocab.encode(data::split_tokens(s, words ? Split::Word : Split::Char), unknown);
 }
 std::string Trainer::decode_text(const Seq& ids) const {
   return vocab.decode(ids, cfg.data.empty() || cfg.tokens == "word" ? " " : "");

@@ -144,7 +144,7 @@ struct AttentionPicture {
 AttentionPicture cross_attention_of(Trainer& t, const Seq& src, const Seq& answer) {
   NoGradGuard no_grad;
   AttentionPicture p;
-  tasks::Batch one = collate_pairs({{src, answer}});
+  data::Batch one = data::collate_pairs({{src, answer}});
   t.s2s->eval();
   t.s2s->keep_attention(true);
   t.s2s->forward(one.src, one.tgt_in);

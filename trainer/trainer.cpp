@@ -18,6 +18,15 @@
 namespace qkv::train {
 
 namespace detail {
+// data/ names the file in its errors; the trainer adds the flag that named it.
+TextFile read_flag_file(const std::string& flag, const std::string& path, int64_t max_bytes) {
+  try {
+    return data::read_text_file(path, max_bytes);
+  } catch (const Error& e) {
+    throw Error(flag + " " + e.what());
+  }
+}
+
 std::string hex64(uint64_t h) {
   char b[20];
   std::snprintf(b, sizeof b, "%016" PRIx64, h);
@@ -128,7 +137,7 @@ Trainer::Trainer(const TrainConfig& c, const Vocab* given, const std::string& wh
 // Reads the data, fixes the vocabulary and checks every sequence against the
 // position table (--context; 0 takes what the data needs).
 void Trainer::build_data(const Vocab* given) {
-  const Split how = parse_split(cfg.tokens);
+  const Split how = data::parse_split(cfg.tokens);
   const int64_t kMaxFileBytes = int64_t(1) << 30;
   int64_t need = 0;  // the longest sequence a model input will hold
   std::string longest_where;
@@ -141,7 +150,7 @@ void Trainer::build_data(const Vocab* given) {
                               "sequences of up to --max-len " + std::to_string(cfg.max_len) + " tokens");
     try {
       pairs = std::make_unique<PairData>(
-          tasks::TaskConfig{tasks::parse_task(cfg.task), cfg.vocab, cfg.min_len, cfg.max_len}, cfg.heldout, data_gen);
+          data::TaskConfig{data::parse_task(cfg.task), cfg.vocab, cfg.min_len, cfg.max_len}, cfg.heldout, data_gen);
     } catch (const Error& e) {  // e.g. a held-out set larger than half of all sequences
       throw Error("--heldout " + std::to_string(cfg.heldout) + " with --vocab " + std::to_string(cfg.vocab) +
                   ", --min-len " + std::to_string(cfg.min_len) + ", --max-len " + std::to_string(cfg.max_len) + ": " + e.what());
@@ -150,15 +159,15 @@ void Trainer::build_data(const Vocab* given) {
     need = cfg.is_gpt() ? 2 * cfg.max_len + 1 : cfg.max_len + 1;
     longest_where = "--max-len " + std::to_string(cfg.max_len);
   } else if (cfg.format == "tsv") {
-    TextFile f = read_text_file(cfg.data, "--data", kMaxFileBytes);
+    TextFile f = detail::read_flag_file("--data", cfg.data, kMaxFileBytes);
     // Each pair's tokens are held as strings (~40 bytes a character) until encoded.
     detail::check_data_memory(48.0 * double(f.text.size()), "--data " + cfg.data,
                               std::to_string(f.text.size()) + " bytes of pairs");
-    std::vector<TokenPair> train_tok = parse_pairs(f, how), valid_tok;
+    std::vector<data::TokenPair> train_tok = data::parse_pairs(f, how), valid_tok;
     data_info = {{"kind", "pairs"}, {"data", detail::file_info(f)}};
     if (!cfg.valid.empty()) {
-      TextFile v = read_text_file(cfg.valid, "--valid", kMaxFileBytes);
-      valid_tok = parse_pairs(v, how);
+      TextFile v = detail::read_flag_file("--valid", cfg.valid, kMaxFileBytes);
+      valid_tok = data::parse_pairs(v, how);
       data_info["valid"] = detail::file_info(v);
     } else {
       // A fixed split of the file, drawn from its own stream so that it does
@@ -169,7 +178,7 @@ void Trainer::build_data(const Vocab* given) {
       Generator split_gen(cfg.seed ^ detail::kSplitSeedSalt);
       for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[static_cast<size_t>(split_gen.randint(0, static_cast<int64_t>(i)))]);
       const size_t n_valid = std::clamp<size_t>(static_cast<size_t>(std::llround(cfg.valid_fraction * double(order.size()))), 1, order.size() - 1);
-      std::vector<TokenPair> kept;
+      std::vector<data::TokenPair> kept;
       for (size_t i = 0; i < order.size(); ++i) (i < n_valid ? valid_tok : kept).push_back(train_tok[order[i]]);
       train_tok.swap(kept);
     }
@@ -178,7 +187,7 @@ void Trainer::build_data(const Vocab* given) {
     } else {
       std::vector<const std::vector<std::string>*> lists;
       for (auto& p : train_tok) { lists.push_back(&p.src); lists.push_back(&p.tgt); }
-      const auto toks = distinct_tokens(lists);
+      const auto toks = data::distinct_tokens(lists);
       if (static_cast<int64_t>(toks.size()) > cfg.max_vocab)
         throw Error("--data " + cfg.data + ": " + std::to_string(toks.size()) + " distinct tokens is more than --max-vocab " +
                     std::to_string(cfg.max_vocab) + (cfg.tokens == "word" ? "" : " (try --tokens word?)"));
@@ -186,8 +195,8 @@ void Trainer::build_data(const Vocab* given) {
     }
     std::vector<Pair> train_p, valid_p;
     int64_t unknown_train = 0;
-    auto add = [&](const std::vector<TokenPair>& in, std::vector<Pair>& out, int64_t* unk, const std::string& file) {
-      for (const TokenPair& p : in) {
+    auto add = [&](const std::vector<data::TokenPair>& in, std::vector<Pair>& out, int64_t* unk, const std::string& file) {
+      for (const data::TokenPair& p : in) {
         out.push_back({vocab.encode(p.src, unk), vocab.encode(p.tgt, unk)});
         const int64_t len = cfg.is_gpt() ? static_cast<int64_t>(p.src.size() + p.tgt.size()) + 1
                                          : static_cast<int64_t>(std::max(p.src.size(), p.tgt.size() + 1));
@@ -198,17 +207,17 @@ void Trainer::build_data(const Vocab* given) {
     add(valid_tok, valid_p, &unknown_heldout_tokens, cfg.valid.empty() ? cfg.data : cfg.valid);
     pairs = std::make_unique<PairData>(std::move(train_p), std::move(valid_p));
   } else {  // text: a language model's token stream, encoded straight into ids
-    TextFile f = read_text_file(cfg.data, "--data", kMaxFileBytes);
+    TextFile f = detail::read_flag_file("--data", cfg.data, kMaxFileBytes);
     data_info = {{"kind", "text"}, {"data", detail::file_info(f)}};
     std::optional<TextFile> v;
     if (!cfg.valid.empty()) {
-      v = read_text_file(cfg.valid, "--valid", kMaxFileBytes);
+      v = detail::read_flag_file("--valid", cfg.valid, kMaxFileBytes);
       data_info["valid"] = detail::file_info(*v);
     }
     // Count first: the ids take 8 bytes a token (twice while the split is made).
     int64_t n_train = 0, n_valid_file = 0;
-    for_each_token(f.text, how, [&](std::string_view) { ++n_train; });
-    if (v) for_each_token(v->text, how, [&](std::string_view) { ++n_valid_file; });
+    data::for_each_token(f.text, how, [&](std::string_view) { ++n_train; });
+    if (v) data::for_each_token(v->text, how, [&](std::string_view) { ++n_valid_file; });
     detail::check_data_memory(double(n_train + n_valid_file) * 16, "--data " + cfg.data,
                               std::to_string(n_train + n_valid_file) + " tokens");
     if (given) {
@@ -217,7 +226,7 @@ void Trainer::build_data(const Vocab* given) {
       std::set<std::string, std::less<>> distinct;
       const int64_t n_fit = v ? n_train : n_train - static_cast<int64_t>(cfg.valid_fraction * double(n_train));
       int64_t k = 0;
-      for_each_token(f.text, how, [&](std::string_view t) {
+      data::for_each_token(f.text, how, [&](std::string_view t) {
         if (k++ < n_fit && distinct.find(t) == distinct.end()) distinct.emplace(t);
       });
       if (static_cast<int64_t>(distinct.size()) > cfg.max_vocab)
@@ -229,10 +238,10 @@ void Trainer::build_data(const Vocab* given) {
     int64_t unknown_train = 0;
     Seq train_ids, valid_ids;
     train_ids.reserve(static_cast<size_t>(n_train));
-    for_each_token(f.text, how, [&](std::string_view t) { train_ids.push_back(vocab.id_of(t, &unknown_train)); });
+    data::for_each_token(f.text, how, [&](std::string_view t) { train_ids.push_back(vocab.id_of(t, &unknown_train)); });
     if (v) {
       valid_ids.reserve(static_cast<size_t>(n_valid_file));
-      for_each_token(v->text, how, [&](std::string_view t) { valid_ids.push_back(vocab.id_of(t, &unknown_heldout_tokens)); });
+      data::for_each_token(v->text, how, [&](std::string_view t) { valid_ids.push_back(vocab.id_of(t, &unknown_heldout_tokens)); });
     } else {  // the last --valid-fraction of the stream
       const size_t n_valid = static_cast<size_t>(cfg.valid_fraction * double(train_ids.size()));
       valid_ids.assign(train_ids.end() - static_cast<std::ptrdiff_t>(n_valid), train_ids.end());
@@ -303,7 +312,7 @@ Var Trainer::loss_on_batch(int64_t* target_tokens) {
     return detail::share_of_loss(nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing),
                                  b.target_tokens, *target_tokens);
   }
-  tasks::Batch b = collate_pairs(drawn);
+  data::Batch b = collate_pairs(drawn);
   Var logits = s2s->forward(b.src, b.tgt_in);  // (B, T, V)
   return detail::share_of_loss(nn::cross_entropy(logits, b.tgt_out, Vocab::kPad, cfg.label_smoothing), b.target_tokens,
                                *target_tokens);

@@ -45,6 +45,15 @@
 namespace qkv::train {
 
 using json = nlohmann::json;
+// The data the trainer reads (data/): named here without the data:: prefix.
+using data::LMBatch;
+using data::Pair;
+using data::PairData;
+using data::Seq;
+using data::Split;
+using data::TextData;
+using data::TextFile;
+using data::Vocab;
 
 // Helpers shared by the trainer's .cpp files (and tested on their own).
 namespace detail {
