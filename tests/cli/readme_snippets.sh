@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Every ```cpp block of README.md is a complete program: this extracts each
-# one, compiles it against the built library with the flags of the in-tree
-# pkg-config file ($QKV_BIN/pkgconfig/qkv.pc, written by `make`; the same
-# template as the installed one), runs it and requires exit status 0 and some
-# output. A README edit that breaks a snippet fails `make test`.
+# Every ```cpp block of README.md and of the pages in docs/ is a complete
+# program: this extracts each one, compiles it against the built library with
+# the flags of the in-tree pkg-config file ($QKV_BIN/pkgconfig/qkv.pc, written
+# by `make`; the same template as the installed one), runs it and requires
+# exit status 0 and some output. An edit that breaks a snippet fails
+# `make test`. (A fragment that is not a whole program is fenced ```c++ or
+# indented, and is not compiled.)
 source "$(dirname "$0")/lib.bash"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(cd "$root" && cd "$QKV_BIN" && pwd)
@@ -12,17 +14,22 @@ pc="$bin/pkgconfig"
 [ -f "$bin/libqkv.a" ] || fail "$bin/libqkv.a is missing"
 flags=$(PKG_CONFIG_PATH="$pc" pkg-config --cflags --libs qkv) || fail "pkg-config does not know qkv"
 
-# Split the README's ```cpp blocks into snippet_1.cpp, snippet_2.cpp, ...,
-# each headed by a #line so compiler errors point into README.md.
-awk -v dir="$QKV_TMP" '
-  /^```cpp[ \t]*$/ { n++; file = sprintf("%s/snippet_%d.cpp", dir, n); inside = 1
-                     printf "#line %d \"README.md\"\n", NR + 1 > file; next }
-  inside && /^```[ \t]*$/ { inside = 0; close(file); next }
-  inside { print > file }
-  END { if (inside) { print "README.md: unterminated ```cpp block" > "/dev/stderr"; exit 1 } }
-' "$root/README.md"
-snippets=("$QKV_TMP"/snippet_*.cpp)
-[ -e "${snippets[0]}" ] || fail "README.md has no \`\`\`cpp block"
+# Split each page's ```cpp blocks into <page>_1.cpp, <page>_2.cpp, ... (the
+# page's path with / as _, e.g. docs_training_md_1.cpp), each headed by a
+# #line so compiler errors point into the page.
+cd "$root"
+pages=(README.md docs/*.md)
+for page in "${pages[@]}"; do
+  awk -v dir="$QKV_TMP" -v page="$page" -v stem="$(echo "$page" | tr '/.' '__')" '
+    /^```cpp[ \t]*$/ { n++; file = sprintf("%s/%s_%d.cpp", dir, stem, n); inside = 1
+                       printf "#line %d \"%s\"\n", NR + 1, page > file; next }
+    inside && /^```[ \t]*$/ { inside = 0; close(file); next }
+    inside { print > file }
+    END { if (inside) exit 1 }
+  ' "$page" || fail "$page: unterminated \`\`\`cpp block"
+done
+ls "$QKV_TMP"/README_md_*.cpp >/dev/null 2>&1 || fail "README.md has no \`\`\`cpp block"
+snippets=("$QKV_TMP"/*.cpp)
 echo "${#snippets[@]} snippets"
 
 # Compile in parallel (two at a time), then run one by one.
@@ -37,14 +44,14 @@ wait || true
 status=0
 for s in "${snippets[@]}"; do
   name=$(basename "$s" .cpp)
-  start=$(head -1 "$s" | awk '{print $2}')
+  where=$(head -1 "$s" | awk '{gsub(/"/, "", $3); print $3 " line " $2}')
   if [ ! -x "${s%.cpp}" ]; then
-    echo "$name (README.md line $start) does not compile:"; cat "${s%.cpp}.log"; status=1; continue
+    echo "$name ($where) does not compile:"; cat "${s%.cpp}.log"; status=1; continue
   fi
   if ! (cd "$QKV_TMP" && "${s%.cpp}") >"${s%.cpp}.out" 2>&1; then
-    echo "$name (README.md line $start) failed:"; cat "${s%.cpp}.out"; status=1; continue
+    echo "$name ($where) failed:"; cat "${s%.cpp}.out"; status=1; continue
   fi
-  [ -s "${s%.cpp}.out" ] || { echo "$name (README.md line $start) printed nothing"; status=1; continue; }
-  echo "== $name (README.md line $start):"; head -20 "${s%.cpp}.out"
+  [ -s "${s%.cpp}.out" ] || { echo "$name ($where) printed nothing"; status=1; continue; }
+  echo "== $name ($where):"; head -20 "${s%.cpp}.out"
 done
 exit $status
