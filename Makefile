@@ -94,7 +94,7 @@ $(B64)/qkv_grad_tests: $(B64)/tests/main.o $(GRAD_SRC:%.cpp=$(B64)/%.o) $(LIB64)
 # ---- installing; pkg-config -------------------------------------------------
 # `make install PREFIX=/opt/qkv` (default /usr/local; DESTDIR is prepended to
 # every path written, not to the paths inside qkv.pc) installs
-#   include/qkv/{core,autograd,nn,optim}/*.h   (programs #include "models/transformer.h")
+#   include/qkv/<folder>/*.h for every LAYERS folder (programs #include "models/transformer.h")
 #   lib/libqkv.a                               (the float32 release build)
 #   lib/pkgconfig/qkv.pc                       (every compile and link flag)
 # and builds nothing that is already built. `make` also writes
