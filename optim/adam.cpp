@@ -43,7 +43,7 @@ AdamW::AdamW(std::vector<Var> params, real lr, real beta1, real beta2, real eps,
              real weight_decay)
     : Adam(std::move(params), AdamOptions{lr, beta1, beta2, eps, weight_decay}, true, "AdamW") {}
 
-AdamW::AdamW(std::vector<Var> params, const AdamOptions& options)
+AdamW::AdamW(std::vector<Var> params, const AdamWOptions& options)
     : Adam(std::move(params), options, true, "AdamW") {}
 
 AdamOptions Adam::options() const { return AdamOptions{lr, beta1_, beta2_, eps_, weight_decay_}; }

@@ -42,14 +42,20 @@ class Adam : public Optimizer {
   int exp_avg_, exp_avg_sq_;  // state indices: m and v
 };
 
+// AdamW's options: Adam's, with torch.optim.AdamW's default weight decay
+// 0.01 (Adam's is 0). AdamW takes only these, so every way of making one
+// starts from the same defaults: AdamW(params) == AdamW(params, AdamWOptions{}).
+struct AdamWOptions : AdamOptions {
+  AdamWOptions() { weight_decay = real(0.01); }
+};
+
 // Adam with decoupled weight decay: p *= 1 - lr * weight_decay before the
 // Adam update, instead of adding weight_decay * p to the gradient.
 class AdamW : public Adam {
  public:
-  explicit AdamW(std::vector<Var> params, real lr = 1e-3, real beta1 = 0.9, real beta2 = 0.999,
-                 real eps = 1e-8, real weight_decay = 0.01);
-  // Uses options.weight_decay as given (AdamOptions defaults it to 0).
-  AdamW(std::vector<Var> params, const AdamOptions& options);
+  explicit AdamW(std::vector<Var> params, const AdamWOptions& options = AdamWOptions());
+  AdamW(std::vector<Var> params, real lr, real beta1 = 0.9, real beta2 = 0.999, real eps = 1e-8,
+        real weight_decay = 0.01);
 };
 
 }  // namespace qkv::optim

@@ -204,7 +204,7 @@ std::unique_ptr<Optimizer> make_from_metadata(const TensorFile& f, const std::st
                 real(std::stod(betas.substr(comma + 1))), meta_real(f, key + ".eps"), wd};
   if (kind == "Adam") return std::make_unique<Adam>(std::vector<Var>{p}, o);
   REQUIRE(kind == "AdamW");
-  return std::make_unique<AdamW>(std::vector<Var>{p}, o);
+  return std::make_unique<AdamW>(std::vector<Var>{p}, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
 }
 
 }  // namespace
@@ -635,6 +635,10 @@ TEST_CASE("optimizers reject empty, duplicate or non-leaf parameters and bad hyp
                        Error);
   CHECK_THROWS_WITH_AS(Adam({p}, AdamOptions{0.1, 1.0, 0.999, 1e-8, 0}),
                        doctest::Contains("Adam: beta1 must be in [0, 1)"), Error);
+  // One set of defaults however an AdamW is made (torch.optim.AdamW's weight decay 0.01).
+  CHECK(AdamW({p}).options().weight_decay == AdamW({p}, AdamWOptions{}).options().weight_decay);
+  CHECK(AdamW({p}).options().weight_decay == AdamW({p}, real(1e-3)).options().weight_decay);
+  CHECK(AdamW({p}).options().weight_decay == doctest::Approx(0.01));
   CHECK_THROWS_WITH_AS(AdamW({p}, 0.1, 0.9, -0.5), doctest::Contains("AdamW: beta2 must be in [0, 1)"),
                        Error);
   CHECK_THROWS_WITH_AS(Adam({p}, 0.1, 0.9, 0.999, -1.0), doctest::Contains("eps"), Error);
