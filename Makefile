@@ -68,8 +68,13 @@ BENCHES  := $(patsubst bench/%.cpp,$(B32)/%,$(wildcard bench/*.cpp))
 .SECONDARY:
 all: $(LIB32) $(EXAMPLES) $(PC32)
 
+# DEPS=0 installs nothing (the build then fails plainly if a package is
+# missing). Open MPI is installed only for what uses it: the MPI build
+# (MPI=1) and the goals that build and run the MPI trainer (test, bench).
+DEPS ?= 1
+DEPS_MPI := $(if $(filter 1,$(MPI))$(filter test test-faults bench bench-torch,$(MAKECMDGOALS)),libopenmpi-dev openmpi-bin)
 deps:
-	@bash .ci/deps
+	@if [ "$(DEPS)" != 0 ]; then bash .ci/deps $(DEPS_MPI); fi
 
 lib: $(LIB32)
 
