@@ -31,6 +31,10 @@ void load_state_dict(Module& m, const TensorFile& f, const LoadOptions& options)
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string full = prefix + params[i].first;
     auto it = in_file.find(full);
+    if (it == in_file.end())  // a file written before the parameter was renamed
+      for (const auto& [now, before] : kRenamedParameters)
+        if (params[i].first.compare(0, now.size(), now) == 0)
+          it = in_file.find(prefix + before + params[i].first.substr(now.size()));
     if (it == in_file.end()) fail("missing tensor '" + brief(full) + "'");
     const Tensor& t = *it->second;
     if (t.shape() != params[i].second.shape())

@@ -11,6 +11,8 @@
 //   nn::load(model, "diverged.safetensors", inspect);
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "nn/module.h"
 #include "io/safetensors.h"
@@ -20,6 +22,12 @@ namespace qkv::nn {
 // name -> parameter data, in named_parameters() order. The tensors share
 // storage with the parameters (no copy). Tied weights appear once.
 NamedTensors state_dict(const Module& m);
+
+// Parameters renamed since files were first written, as (name prefix now,
+// name prefix before): load_state_dict takes a parameter missing under its
+// name from the tensor under its old one, so every file ever written loads.
+//   lm_head.  <- generator.   the encoder-decoder's output layer (one name with the GPT's)
+inline const std::vector<std::pair<std::string, std::string>> kRenamedParameters = {{"lm_head.", "generator."}};
 
 // How load_state_dict and load treat a file.
 struct LoadOptions {

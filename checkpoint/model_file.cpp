@@ -233,7 +233,7 @@ double parameter_count(const TransformerConfig& c) {
   if (c.learned_positions) n += 2 * double(c.max_len) * D;       // src_pos, tgt_pos
   n += double(c.encoder_layers) * enc_layer + double(c.decoder_layers) * dec_layer;
   if (c.pre_norm) n += 2 * norm_numbers(D);                      // each stack's final norm
-  n += double(c.tgt_vocab) * (c.tie_weights ? 1 : D + 1);        // generator: bias (+ weight)
+  n += double(c.tgt_vocab) * (c.tie_weights ? 1 : D + 1);        // lm_head: bias (+ weight)
   return n;
 }
 

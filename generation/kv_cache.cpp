@@ -211,7 +211,7 @@ Tensor decode_step(Seq2SeqTransformer& model, KVCache& cache, const std::vector<
   }
   if (model.decoder->norm) y = model.decoder->norm->forward(y);
   cache.advance(n);
-  return linear(y, model.generator->weight, model.generator->bias).data();  // (R, n, V)
+  return linear(y, model.lm_head->weight, model.lm_head->bias).data();  // (R, n, V)
 }
 
 // ---- decoder-only (GPT) --------------------------------------------------------------------

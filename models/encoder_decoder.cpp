@@ -110,15 +110,15 @@ Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c)
   encoder = register_module("encoder", std::make_shared<Encoder>(c.encoder_layers, o, init_gen, dropout_gen));
   decoder = register_module("decoder", std::make_shared<Decoder>(c.decoder_layers, o, init_gen, dropout_gen));
   if (c.tie_weights) {
-    // Only the bias is the generator's own; the weight is tgt_embed.weight.
-    generator = std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, init_gen);
-    generator->weight = tgt_embed->weight;
+    // Only the bias is lm_head's own; the weight is tgt_embed.weight.
+    lm_head = std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, init_gen);
+    lm_head->weight = tgt_embed->weight;
     struct BiasOnly : Module {
       explicit BiasOnly(const Var& b) { register_parameter("bias", b); }
     };
-    register_module("generator", std::make_shared<BiasOnly>(generator->bias));
+    register_module("lm_head", std::make_shared<BiasOnly>(lm_head->bias));
   } else {
-    generator = register_module("generator", std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, init_gen));
+    lm_head = register_module("lm_head", std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, init_gen));
   }
 }
 
@@ -148,7 +148,7 @@ Var Seq2SeqTransformer::decode(const Tokens& tgt, const Var& memory, const Token
   Var y = embed(tgt, *tgt_embed, tgt_pos.get(), *tgt_drop);
   y = decoder->forward(y, memory, AttentionMask::causal_padding(tgt.lengths),
                        AttentionMask::padding(src.lengths));
-  return linear(y, generator->weight, generator->bias);  // (B,T,D) -> (B,T,V)
+  return linear(y, lm_head->weight, lm_head->bias);  // (B,T,D) -> (B,T,V)
 }
 
 void Seq2SeqTransformer::keep_attention(bool on) {

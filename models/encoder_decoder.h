@@ -2,7 +2,7 @@
 // read top to bottom in the order of the paper: the layer options, the
 // encoder layer and the decoder layer (each sublayer wrapped in residual +
 // LayerNorm, section 3.1, nn/sublayer.h), the N-layer stacks, then the whole
-// model: embeddings and positions (3.4, 3.5), encoder, decoder, generator.
+// model: embeddings and positions (3.4, 3.5), encoder, decoder, output layer (lm_head).
 // The decoder-only (models/gpt.h) and encoder-only (models/encoder_only.h) models are
 // made of the same layers.
 #pragma once
@@ -110,7 +110,9 @@ class Seq2SeqTransformer : public Module {
   std::shared_ptr<Dropout> src_drop, tgt_drop;
   std::shared_ptr<Encoder> encoder;
   std::shared_ptr<Decoder> decoder;
-  std::shared_ptr<Linear> generator;  // weight absent (bias only) when tied
+  // The output layer (D -> V), named lm_head as in the GPT (the paper's
+  // "generator"; files written before the rename load: checkpoint/checkpoint.h).
+  std::shared_ptr<Linear> lm_head;  // weight absent (bias only) when tied
 
  private:
   Var embed(const Tokens& t, Embedding& emb, LearnedPositionalEmbedding* pos, Dropout& drop);

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -24,8 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "core/elementwise.h"
 #include "core/error.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/model_file.h"
 #include "nn/linear.h"
 #include "tests/fixture.h"
 
@@ -691,4 +694,35 @@ TEST_CASE("checkpoint: a stdlib-only Python reader (check_qkv_checkpoint.py) rea
   CHECK(contains(out, "linear2.bias F32 (2,)"));
   CHECK(contains(out, "metadata epoch=7"));
   CHECK(contains(out, "ok: 4 tensors"));
+}
+
+TEST_CASE("a file written before the output layer's rename (generator -> lm_head) loads, as a model file and as a training checkpoint's prefix") {
+  TempDir dir;
+  nn::TransformerConfig c;
+  c.src_vocab = c.tgt_vocab = 9;
+  c.d_model = 8; c.heads = 2; c.encoder_layers = c.decoder_layers = 1; c.d_ff = 16;
+  c.seed = test_seed();
+  for (const bool tied : {false, true}) {
+    c.tie_weights = tied;
+    nn::Seq2SeqTransformer model(c);
+    // Today's names, and the names of files written before the rename.
+    NamedTensors old_names;
+    for (auto& [name, t] : nn::state_dict(model)) {
+      std::string n = name;
+      if (n.rfind("lm_head.", 0) == 0) n = "generator." + n.substr(8);
+      old_names.emplace_back("model." + n, t);
+    }
+    CHECK(std::any_of(old_names.begin(), old_names.end(), [](auto& nt) { return nt.first == "model.generator.bias"; }));
+    const std::string path = dir.file("old_names.safetensors");
+    Metadata md = nn::model_metadata(model, "model.");
+    write_safetensors(path, old_names, md);
+    auto back = nn::load_seq2seq(path);
+    auto a = nn::state_dict(model), b = nn::state_dict(*back);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO(a[i].first);
+      CHECK(a[i].first == b[i].first);
+      CHECK(max_abs_diff(a[i].second, b[i].second) == 0);
+    }
+  }
 }

@@ -235,7 +235,7 @@ TEST_CASE("tiny Transformer: the gradient-norm table lists every parameter once,
   }
   // Each group appears as one contiguous block.
   CHECK(group_order == std::vector<std::string>{"src_embed", "tgt_embed", "encoder.layers.0",
-                                                 "decoder.layers.0", "generator"});
+                                                 "decoder.layers.0", "lm_head"});
 }
 
 TEST_CASE("step-through helpers reject what they cannot handle with qkv::Error") {

@@ -32,9 +32,9 @@ void hand_set(Seq2SeqTransformer& m, const std::vector<int64_t>& next) {
   E.zero_();
   const int64_t V = E.size(0);
   for (int64_t k = 0; k < V; ++k) E.at({k, k}) = 50;
-  Tensor& W = m.generator->weight.data();  // (V, D)
+  Tensor& W = m.lm_head->weight.data();  // (V, D)
   W.zero_();
-  m.generator->bias.data().zero_();
+  m.lm_head->bias.data().zero_();
   for (int64_t k = 0; k < V; ++k)
     if (next[k] >= 0) W.at({next[k], k}) = 10;
 }

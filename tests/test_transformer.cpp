@@ -115,7 +115,7 @@ TEST_CASE("transformer parameter names follow PyTorch-style hierarchy and counts
   CHECK(names.count("encoder.layers.1.self_attn.w_q.weight"));
   CHECK(names.count("decoder.layers.0.cross_attn.w_o.bias"));
   CHECK(names.count("decoder.layers.0.norm3.weight"));
-  CHECK(names.count("generator.weight"));
+  CHECK(names.count("lm_head.weight"));
   CHECK_FALSE(names.count("encoder.norm.weight"));  // Post-LN: no final norm
   const int64_t D = 8, F = 16, attn = 4 * (D * D + D), ffn = D * F + F + F * D + D, ln = 2 * D;
   const int64_t expect = 10 * D + 12 * D + 2 * (attn + ffn + 2 * ln) + (2 * attn + ffn + 3 * ln) +
@@ -129,8 +129,8 @@ TEST_CASE("transformer parameter names follow PyTorch-style hierarchy and counts
   for (auto& [n, v] : t.named_parameters()) names.insert(n);
   CHECK(names.count("encoder.norm.weight"));
   CHECK(names.count("decoder.norm.bias"));
-  CHECK_FALSE(names.count("generator.weight"));  // tied: the weight is tgt_embed.weight
-  CHECK(names.count("generator.bias"));
+  CHECK_FALSE(names.count("lm_head.weight"));  // tied: the weight is tgt_embed.weight
+  CHECK(names.count("lm_head.bias"));
   CHECK(t.num_parameters() == expect - 12 * D + 4 * D);
 }
 

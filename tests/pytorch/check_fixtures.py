@@ -195,9 +195,9 @@ def check_seq2seq(fname):
     pre, act = meta["norm_first"] == "true", act_fn(meta["activation"])
     tied = meta["tied"] == "true"
     for k in ("in.src", "in.src_lens", "in.tgt_in", "in.tgt_out", "in.tgt_lens",
-              "out.logits", "out.loss", "out.enc", "param.generator.bias"):
+              "out.logits", "out.loss", "out.enc", "param.lm_head.bias"):
         check(f"{fname}:{k} present", k in t)
-    check(f"{fname}:generator.weight iff untied", ("param.generator.weight" in t) == (not tied))
+    check(f"{fname}:lm_head.weight iff untied", ("param.lm_head.weight" in t) == (not tied))
     check(f"{fname}:final norms iff pre-LN", ("param.encoder.norm.weight" in t) == pre)
 
     src, tgt_in, tgt_out = t["in.src"].astype(int), t["in.tgt_in"].astype(int), t["in.tgt_out"]
@@ -219,8 +219,8 @@ def check_seq2seq(fname):
         y = decoder_layer(y, x, p, f"decoder.layers.{i}", h, self_mask, cross_mask, pre, act)
     if pre:
         y = layer_norm(y, p, "decoder.norm")
-    w = p["tgt_embed.weight"] if tied else p["generator.weight"]
-    logits = y @ w.T + p["generator.bias"]
+    w = p["tgt_embed.weight"] if tied else p["lm_head.weight"]
+    logits = y @ w.T + p["lm_head.bias"]
     close(f"{fname}:out.logits vs SPEC", logits, t["out.logits"])
     v = logits.shape[-1]
     loss = cross_entropy(logits.reshape(-1, v), tgt_out.reshape(-1), int(meta["pad_id"]),

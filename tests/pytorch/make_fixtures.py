@@ -192,9 +192,9 @@ def make_seq2seq(filename, seed, norm_first, activation, tied, label_smoothing):
         init.layer_norm(params, "encoder.norm", d)
         init.layer_norm(params, "decoder.norm", d)
     if not tied:
-        init.linear(params, "generator", d, cfg["tgt_vocab"])
+        init.linear(params, "lm_head", d, cfg["tgt_vocab"])
     else:
-        params["generator.bias"] = init.uniform((cfg["tgt_vocab"],), 0.2)
+        params["lm_head.bias"] = init.uniform((cfg["tgt_vocab"],), 0.2)
 
     # Batch: B=3, S=7, T=6. tgt_in starts with BOS=1, tgt_out is tgt_in shifted
     # left by one; both are pad (0) from the target length on.

@@ -173,8 +173,8 @@ class TorchSeq2Seq(nn.Module):
             b.layer_norm("encoder.norm", self.enc_norm)
             b.layer_norm("decoder.norm", self.dec_norm)
         if not self.tied:
-            b.add("generator.weight", self.gen_weight)
-        b.add("generator.bias", self.gen_bias)
+            b.add("lm_head.weight", self.gen_weight)
+        b.add("lm_head.bias", self.gen_bias)
         b.check_covers(self)
         return b
 
