@@ -93,13 +93,35 @@ Metadata model_metadata(const GPT& m, const std::string& prefix) {
   return {{"model_kind", "gpt"}, {"model_config", config_to_json(m.cfg).dump()}, {"model_prefix", prefix}};
 }
 
+std::string special_tokens_json(const SpecialTokens& s) {
+  json j = {{"pad", s.pad}, {"bos", s.bos}, {"eos", s.eos}};
+  if (s.unk >= 0) j["unk"] = s.unk;
+  return j.dump();
+}
+
+SpecialTokens special_tokens(const Metadata& md, const std::string& path) {
+  SpecialTokens s;
+  if (!md.count("special_tokens")) return s;
+  const json j = metadata_json(md, "special_tokens", path);
+  const std::string where = path + ": metadata 'special_tokens'";
+  read_json_field(j, "pad", s.pad, where);
+  read_json_field(j, "bos", s.bos, where);
+  read_json_field(j, "eos", s.eos, where);
+  if (j.contains("unk")) read_json_field(j, "unk", s.unk, where);
+  for (const auto& [key, id] : {std::pair<const char*, int64_t>{"pad", s.pad}, {"bos", s.bos}, {"eos", s.eos}})
+    if (id < 0) throw Error(where + ": key '" + key + "' is " + std::to_string(id) + " (a token id is >= 0)");
+  return s;
+}
+
 void save_model(const Seq2SeqTransformer& m, const std::string& path, const Metadata& extra) {
   Metadata md = extra;
+  if (!md.count("special_tokens")) md["special_tokens"] = special_tokens_json(SpecialTokens{});
   for (auto& [k, v] : model_metadata(m)) md[k] = v;
   save(m, path, md);
 }
 void save_model(const GPT& m, const std::string& path, const Metadata& extra) {
   Metadata md = extra;
+  if (!md.count("special_tokens")) md["special_tokens"] = special_tokens_json(SpecialTokens{});
   for (auto& [k, v] : model_metadata(m)) md[k] = v;
   save(m, path, md);
 }

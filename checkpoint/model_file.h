@@ -37,6 +37,21 @@ Metadata model_metadata(const Seq2SeqTransformer& m, const std::string& prefix =
 Metadata model_metadata(const GPT& m, const std::string& prefix = "");
 
 // Weights and configuration in one file (atomic, as nn::save), plus `extra` metadata.
+// The special token ids a model was trained with travel in its file
+// ("special_tokens": {"pad": 0, "bos": 1, "eos": 2}, and "unk" when the
+// vocabulary has one), so a program that loads it decodes with the right ids:
+//   nn::SpecialTokens sp = nn::special_tokens(md, path);
+//   opt.bos = sp.bos; opt.eos = sp.eos; opt.pad = sp.pad;   // nn::DecodeOptions
+// save_model writes the decoders' defaults (0, 1, 2) unless `extra` gives its own.
+struct SpecialTokens {
+  int64_t pad = 0, bos = 1, eos = 2;
+  int64_t unk = -1;  // -1: the vocabulary has no <unk>
+};
+std::string special_tokens_json(const SpecialTokens& s);
+// The file's special tokens; the defaults when it has none. Error naming the
+// file and the key for anything else than non-negative integer ids.
+SpecialTokens special_tokens(const Metadata& md, const std::string& path);
+
 void save_model(const Seq2SeqTransformer& m, const std::string& path, const Metadata& extra = {});
 void save_model(const GPT& m, const std::string& path, const Metadata& extra = {});
 

@@ -291,3 +291,28 @@ TEST_CASE("check_config_fits accepts every model flavour save_model writes, and 
       same(g, *load_gpt(path));
     }
 }
+
+TEST_CASE("model files carry their special token ids: the decoders' defaults unless given, read back by special_tokens") {
+  TempDir dir;
+  GPTConfig c;
+  c.vocab = 12; c.d_model = 8; c.heads = 2; c.layers = 1; c.d_ff = 16; c.max_len = 8;
+  c.seed = test_seed();
+  GPT model(c);
+  const std::string plain = dir.file("plain.safetensors"), own = dir.file("own.safetensors");
+  save_model(model, plain);
+  const SpecialTokens d = special_tokens(read_safetensors(plain).metadata, plain);
+  CHECK(d.pad == 0);
+  CHECK(d.bos == 1);
+  CHECK(d.eos == 2);
+  CHECK(d.unk == -1);
+  save_model(model, own, {{"special_tokens", special_tokens_json({5, 6, 7, 8})}});
+  const SpecialTokens s = special_tokens(read_safetensors(own).metadata, own);
+  CHECK(s.pad == 5);
+  CHECK(s.bos == 6);
+  CHECK(s.eos == 7);
+  CHECK(s.unk == 8);
+  CHECK(has(error_of([&] { special_tokens({{"special_tokens", R"({"pad":0,"bos":"one","eos":2})"}}, "f.st"); }),
+            "f.st: metadata 'special_tokens': key 'bos' has the wrong type"));
+  CHECK(has(error_of([&] { special_tokens({{"special_tokens", R"({"pad":-1,"bos":1,"eos":2})"}}, "f.st"); }),
+            "key 'pad' is -1"));
+}

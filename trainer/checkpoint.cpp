@@ -2,6 +2,7 @@
 // rules (docs/checkpoint-format.md), every part checked against the others,
 // data files found again, and fine-tuning from any model file.
 #include <filesystem>
+#include <tuple>
 
 #include "trainer/trainer.h"
 
@@ -75,14 +76,12 @@ Vocab Trainer::checkpoint_vocab(const TensorFile& f, int64_t model_vocab) {
   if (v.size() != model_vocab)
     throw Error(f.path + ": the file's parts disagree: metadata 'vocab' has " + std::to_string(v.size()) +
                 " tokens but model_config's vocabulary size is " + std::to_string(model_vocab));
-  if (f.metadata.count("special_tokens")) {
-    const json sp = nn::metadata_json(f.metadata, "special_tokens", f.path);
-    const json want = {{"pad", Vocab::kPad}, {"bos", Vocab::kBos}, {"eos", Vocab::kEos}};
-    for (auto& [k, id] : want.items())
-      if (!sp.is_object() || !sp.contains(k) || sp[k] != id)
-        throw Error(f.path + ": metadata 'special_tokens' key '" + k + "' must be " + id.dump() +
-                    " (the vocabulary's <pad>, <s>, </s> are ids 0, 1, 2)");
-  }
+  const nn::SpecialTokens sp = nn::special_tokens(f.metadata, f.path);
+  for (const auto& [key, id, want] : {std::tuple<const char*, int64_t, int64_t>{"pad", sp.pad, Vocab::kPad},
+                                      {"bos", sp.bos, Vocab::kBos}, {"eos", sp.eos, Vocab::kEos}})
+    if (id != want)
+      throw Error(f.path + ": metadata 'special_tokens' key '" + key + "' must be " + std::to_string(want) +
+                  " (the vocabulary's <pad>, <s>, </s> are ids 0, 1, 2)");
   return v;
 }
 

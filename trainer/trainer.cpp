@@ -370,9 +370,7 @@ void Trainer::write_checkpoint(const std::string& path, const std::vector<std::s
   md["train_config"] = cfg.run_json().dump();  // the architecture is model_config's alone
   md["vocab"] = vocab.to_json().dump();
   md["tokenizer"] = cfg.data.empty() || cfg.tokens == "word" ? "word" : "char";
-  json special = {{"pad", Vocab::kPad}, {"bos", Vocab::kBos}, {"eos", Vocab::kEos}};
-  if (vocab.has_unk()) special["unk"] = Vocab::kUnk;
-  md["special_tokens"] = special.dump();
+  md["special_tokens"] = nn::special_tokens_json({Vocab::kPad, Vocab::kBos, Vocab::kEos, vocab.has_unk() ? Vocab::kUnk : -1});
   md["data"] = data_info.dump();
   md["step"] = std::to_string(opt->step_count());
   md["data_gen"] = generator_state_string(data_gen);
