@@ -2,6 +2,8 @@
 //
 //   make step                          runs both parts
 //   step_through --part 1              the worked attention example only
+//   step_through --order               also list the ops of part 2's model in
+//                                      the order the engine's backward visits them
 //   step_through --dot graph.dot       also write the Transformer's autograd
 //                                      graph, one box per layer (and
 //                                      graph.dot.svg if `dot` exists)
@@ -9,13 +11,14 @@
 //                                      drawn as a node of its own
 //   step_through --no-fd               skip the finite differences
 //
-// Part 1 follows one query through attention over four keys, forward and then
-// backward, printing every intermediate's gradient as qkv's engine computed
-// it, the hand formula that predicts it, and a finite-difference check.
-// Part 2 does the same for a real (tiny) Transformer: gradient norms of every
-// parameter, then the LayerNorm backward formula (the library's own kernel,
-// called directly) and the softmax backward formula (by hand) applied to the
-// numbers flowing through the model, compared with the engine.
+// Every gradient is printed as qkv's engine computed it ("engine") beside the
+// same formula applied by hand ("by hand": plain loops in double in
+// examples/step_through.h, no library kernel) and, where cheap, a finite
+// difference. Part 1 follows one query through attention over four keys, the
+// worked example of docs/attention-backward.md. Part 2 does the same for a
+// real (tiny) Transformer: gradient norms of every parameter, then LayerNorm's
+// and attention's backward by hand on the numbers flowing through the model.
+// Names as in docs/symbols.md: Z scores, P probabilities, dA = dL/dA.
 // The computations live in examples/step_through.h; this file prints them.
 #include <CLI/CLI.hpp>
 
@@ -51,142 +54,139 @@ void section(const std::string& title) {
 }
 
 // One row of numbers: "[ 0.3655 -0.1345]".
-std::string row_text(const real* p, int64_t n, int prec) {
+std::string row_text(const Mat& m, int64_t i, int prec = 4) {
   std::string s = "[";
   char buf[32];
-  for (int64_t i = 0; i < n; ++i) {
-    std::snprintf(buf, sizeof buf, "%*.*f", prec + 3, prec, static_cast<double>(p[i]) + 0.0);  // + 0.0: no "-0.0000"
-    s += (i ? " " : "") + std::string(buf);
+  for (int64_t j = 0; j < m.cols; ++j) {
+    std::snprintf(buf, sizeof buf, "%*.*f", prec + 3, prec, m(i, j) + 0.0);  // + 0.0: no "-0.0000"
+    s += (j ? " " : "") + std::string(buf);
   }
   return s + "]";
 }
 
-// A tensor as lines of rows (its last dimension across, the rest down).
-std::vector<std::string> rows_of(const Tensor& t, int prec) {
-  const int64_t cols = t.dim() == 0 ? 1 : t.size(-1);
+std::vector<std::string> rows_of(const Mat& m, int prec = 4) {
   std::vector<std::string> lines;
-  for (int64_t r = 0; r < t.numel() / std::max<int64_t>(cols, 1); ++r)
-    lines.push_back(row_text(t.data() + r * cols, cols, prec));
+  for (int64_t i = 0; i < m.rows; ++i) lines.push_back(row_text(m, i, prec));
   return lines;
 }
 
-// "   label              (1,4)  [ ... ]" (further rows aligned below).
-void show(const std::string& label, const Tensor& t, int prec = 4) {
-  const std::vector<std::string> lines = rows_of(t, prec);
-  for (size_t i = 0; i < lines.size(); ++i)
-    std::printf("   %-22s %-7s %s\n", i ? "" : label.c_str(),
-                i ? "" : to_string(t.shape()).c_str(), lines[i].c_str());
+std::string shape_text(const Mat& m) {
+  return "(" + std::to_string(m.rows) + "," + std::to_string(m.cols) + ")";
 }
 
-// One gradient from several sources (the hand formula, the engine, a finite
+// One quantity from several sources (by hand, the engine, a finite
 // difference): side by side when the columns fit in 80, else one above the other.
-using Column = std::pair<std::string, const Tensor*>;
-void compare(const std::vector<Column>& cols, int prec = 4) {
+using Column = std::pair<std::string, const Mat*>;
+void compare(const std::vector<Column>& cols) {
   std::vector<std::vector<std::string>> rows;
-  for (const auto& c : cols) rows.push_back(rows_of(*c.second, prec));
-  const std::string shape = to_string(cols[0].second->shape());
+  for (const auto& c : cols) rows.push_back(rows_of(*c.second));
+  const std::string shape = shape_text(*cols[0].second);
   const size_t width = rows[0][0].size();
   if (14 + cols.size() * (width + 3) <= 80) {
     std::string head = "     " + std::string(7, ' ');
     for (size_t k = 0; k < cols.size(); ++k)
-      head += " " + (k + 1 < cols.size() ? cols[k].first + std::string(width + 2 - cols[k].first.size(), ' ') : cols[k].first);
+      head += " " + (k + 1 < cols.size()
+                         ? cols[k].first + std::string(width + 2 - cols[k].first.size(), ' ')
+                         : cols[k].first);
     std::printf("%s\n", head.c_str());
     for (size_t i = 0; i < rows[0].size(); ++i) {
       std::printf("     %-7s", i ? "" : shape.c_str());
-      for (size_t k = 0; k < rows.size(); ++k) std::printf(" %s%s", rows[k][i].c_str(), k + 1 < rows.size() ? "  " : "");
+      for (size_t k = 0; k < rows.size(); ++k)
+        std::printf(" %s%s", rows[k][i].c_str(), k + 1 < rows.size() ? "  " : "");
       std::printf("\n");
     }
     return;
   }
   for (size_t k = 0; k < cols.size(); ++k)
     for (size_t i = 0; i < rows[k].size(); ++i)
-      std::printf("     %-7s %-8s %s\n", i || k ? "" : shape.c_str(), i ? "" : cols[k].first.c_str(),
-                  rows[k][i].c_str());
+      std::printf("     %-7s %-8s %s\n", i || k ? "" : shape.c_str(),
+                  i ? "" : cols[k].first.c_str(), rows[k][i].c_str());
+}
+
+// Two matrices of the same height side by side under their titles.
+void side_by_side(const std::string& left, const Mat& a, const std::string& right, const Mat& b) {
+  std::printf("\n   %-34s %s\n", left.c_str(), right.c_str());
+  for (int64_t i = 0; i < a.rows; ++i)
+    std::printf("   %-34s %s\n", row_text(a, i).c_str(), row_text(b, i).c_str());
 }
 
 // ---- Part 1 ------------------------------------------------------------------
 
-// Largest gaps seen so far: engine vs the hand formula, engine vs finite differences.
+// Largest gaps seen so far: engine vs by hand, by hand vs finite differences.
 struct Gaps {
-  double formula = 0, fd = 0;
+  double engine = 0, fd = 0;
 };
 
-// One gradient: the formula, a remark, then its value by the formula (computed
-// by hand in plain loops), by the engine and by finite differences.
-void grad_step(const std::string& formula, const std::string& why, const Tensor& hand, const Tensor& engine,
-               const Tensor* fd, Gaps& gaps) {
+// One quantity: its formula, a remark, then its value by hand, by the engine
+// and by finite differences (when given).
+void step_row(const std::string& formula, const std::string& why, const Mat& hand,
+              const Tensor& engine, const Mat* fd, Gaps& gaps) {
   std::printf("\n   %s\n", formula.c_str());
   if (!why.empty()) std::printf("     (%s)\n", why.c_str());
-  std::vector<Column> cols{{"formula", &hand}, {"engine", &engine}};
+  const Mat e = to_mat(engine);
+  std::vector<Column> cols{{"by hand", &hand}, {"engine", &e}};
   if (fd) cols.push_back({"fin.diff", fd});
   compare(cols);
-  gaps.formula = std::max(gaps.formula, max_abs_diff(engine, hand));
-  if (fd) gaps.fd = std::max(gaps.fd, max_abs_diff(engine, *fd));
+  gaps.engine = std::max(gaps.engine, max_gap(e, hand));
+  if (fd) gaps.fd = std::max(gaps.fd, max_gap(hand, *fd));
 }
 
 void part1_variant(const WorkedExample& ex, bool scaled, bool with_fd) {
   const AttentionPass p = attention_pass(ex, scaled);
-  const FiniteDifferences fd = with_fd ? finite_differences(p) : FiniteDifferences{};
-  auto f = [&](const Tensor& t) { return with_fd ? &t : nullptr; };
-  char buf[128];
+  const AttentionByHand h = attention_by_hand(ex, scaled);
+  const FiniteDifferences fd = with_fd ? finite_differences(ex, scaled) : FiniteDifferences{};
+  auto f = [&](const Mat& m) { return with_fd ? &m : nullptr; };
+  const double scale = attention_scale(ex, scaled);
+  char buf[160];
 
   if (scaled)
-    section("1a. Scaled: z = s / sqrt(d_k), d_k = 2, scale = 0.7071");
+    section("1b. Scaled: scale = 1/sqrt(d_k) = 1/sqrt(2) = 0.7071");
   else
-    section("1b. Unscaled: z = s (scale 1)");
+    section("1a. Unscaled (scale = 1): docs/attention-backward.md's worked check");
 
-  std::printf(" Forward (each intermediate, its shape, its value)\n");
-  show("s   = q K^T", p.s.data());
-  if (scaled) show("z   = s * scale", p.z.data());
-  show(scaled ? "w   = softmax(z)" : "w   = softmax(s)", p.w.data());
-  show("out = w V", p.out.data());
-  const real e = std::exp(scaled ? p.scale : real(1));
-  std::snprintf(buf, sizeof buf, "w = [E, 1, E, 1] / (2E + 2) with E = exp(%s) = %.4f",
-                scaled ? "0.7071" : "1", static_cast<double>(e));
-  std::printf("     %s\n", buf);
-
-  std::printf("\n Backward from dL/dout = 1 (L = out). \"formula\" applies the rule above by\n"
-              " hand (plain loops, examples/step_through.h hand_gradients); \"engine\" is\n"
-              " qkv's autograd, read from .grad() after retain_grad().\n");
-  if (with_fd)
-    std::printf(" \"fin.diff\" (finite difference) nudges one number by +-h, reruns the\n"
-                " forward and takes (L+ - L-) / 2h, h = %g.\n",
-                static_cast<double>(kFdStep));
+  std::printf(" Forward\n");
   Gaps gaps;
-  const HandGradients h = hand_gradients(p);
-  const real out = p.out.item();
-  grad_step("dL/dw_j = v_j", "out = sum_j w_j v_j", h.w, p.w.grad(), f(fd.w), gaps);
-  std::snprintf(buf, sizeof buf, "softmax backward; here sum(w * dL/dw) = out = %.4f",
-                static_cast<double>(out));
-  if (scaled) {
-    grad_step("dL/dz = w * (dL/dw - sum(w * dL/dw))", buf, h.z, p.z.grad(), f(fd.z), gaps);
-    grad_step("dL/ds = scale * dL/dz", "z = s * scale", h.s, p.s.grad(), f(fd.s), gaps);
-  } else {
-    grad_step("dL/ds = w * (dL/dw - sum(w * dL/dw))", buf, h.s, p.s.grad(), f(fd.s), gaps);
-  }
-  grad_step(scaled ? "dL/dq = scale * sum_j dL/dz_j k_j  (= sum_j dL/ds_j k_j)"
-                   : "dL/dq = sum_j dL/ds_j k_j",
-            "s_j = q . k_j", h.q, p.q.grad(), f(fd.q), gaps);
-  grad_step("dL/dk_j = dL/ds_j q", "q = [1, 0], so only column 0 of K gets gradient",
-            h.K, p.K.grad(), f(fd.K), gaps);
-  grad_step("dL/dv_j = w_j", "out = sum_j w_j v_j", h.V, p.V.grad(), f(fd.V), gaps);
-  std::printf("\n   max |engine - formula| over all of the above: %.1e\n", gaps.formula);
+  step_row(scaled ? "Z = scale * q K^T" : "Z = q K^T", "scores, one per key", h.Z, p.Z.data(),
+           nullptr, gaps);
+  step_row("P = softmax(Z)", "", h.P, p.P.data(), nullptr, gaps);
+  std::snprintf(buf, sizeof buf, "P = [E, 1, E, 1] / (2E + 2) with E = exp(%s) = %.4f",
+                scaled ? "0.7071" : "1", std::exp(scale));
+  std::printf("     %s\n", buf);
+  step_row("out = P V", "a weighted average of the values", h.out, p.out.data(), nullptr, gaps);
+
+  std::printf("\n Backward from dout = 1 (L = out)\n");
+  step_row("dP = dout V^T = V^T", "out = P V, and the matrix rule", h.dP, p.P.grad(), f(fd.P),
+           gaps);
+  std::snprintf(buf, sizeof buf,
+                "softmax backward; here rowsum(dP * P) = sum_j v_j p_j = out = %.4f", h.out(0, 0));
+  step_row("dZ = P * (dP - rowsum(dP * P))", buf, h.dZ, p.Z.grad(), f(fd.Z), gaps);
+  step_row(scaled ? "dq = scale * dZ K" : "dq = dZ K", scaled ? "Z = scale * q K^T" : "Z = q K^T",
+           h.dq, p.q.grad(), f(fd.q), gaps);
+  step_row(scaled ? "dK = scale * dZ^T q  (row j: scale * dZ_j q)" : "dK = dZ^T q  (row j: dZ_j q)",
+           "q = [1, 0], so only column 0 of K gets gradient", h.dK, p.K.grad(), f(fd.K), gaps);
+  step_row("dV = P^T dout = P^T", "out = P V", h.dV, p.V.grad(), f(fd.V), gaps);
+  std::printf("\n   max |engine - by hand| over all of the above: %.1e\n", gaps.engine);
   if (with_fd)
-    std::printf("   max |engine - finite difference| over all of the above: %.1e\n", gaps.fd);
+    std::printf("   max |by hand - fin.diff| over all of the above: %.1e\n", gaps.fd);
 }
 
 void part1(bool with_fd) {
   banner("Part 1. One query attends over four keys: forward, then backward");
-  const WorkedExample ex = worked_example();
   std::printf(" q = [1, 0]                        (1,2)  the query\n"
               " K = [[1,0], [0,1], [1,1], [0,0]]  (4,2)  one key k_j per row\n"
               " V = [[1], [2], [3], [4]]          (4,1)  one value v_j per row\n"
-              " out = softmax(q K^T * scale) V: a weighted average of the values.\n");
-  part1_variant(ex, /*scaled=*/true, with_fd);
+              " out = P V with P = softmax(Z), Z = scale * q K^T.\n"
+              " Names as in docs/symbols.md: Z scores, P probabilities, dA = dL/dA,\n"
+              " rowsum = the sum over the last axis, * elementwise. Up to three sources:\n"
+              "   by hand   plain loops in double (examples/step_through.h), no qkv kernel\n"
+              "   engine    qkv's autograd (float32), read from .grad() after retain_grad()\n");
+  if (with_fd)
+    std::printf("   fin.diff  nudge one number by +-h in the by-hand forward and take\n"
+                "             (out+ - out-) / 2h, h = %g, in double\n",
+                hand::kFdStep);
+  const WorkedExample ex = worked_example();
   part1_variant(ex, /*scaled=*/false, with_fd);
-  std::printf("\n Note: unscaled, softmax([1, 0, 1, 0]) = [0.3655, 0.1345, 0.3655, 0.1345]\n"
-              " (e / (2e + 2) and 1 / (2e + 2)) and out = 2.2689. A widely copied write-up\n"
-              " of this example prints other numbers; tests/test_step_through.cpp pins these.\n");
+  part1_variant(ex, /*scaled=*/true, with_fd);
 }
 
 // ---- Part 2 ------------------------------------------------------------------
@@ -199,8 +199,6 @@ std::string ids_text(const std::vector<int64_t>& ids) {
 
 void grad_norm_table(const TinyRun& r) {
   const std::vector<ParamGradNorm> rows = param_grad_norms(*r.model);
-  double top = 0;
-  for (const auto& row : rows) top = std::max(top, row.norm);
   std::printf("\n Gradient norm |dL/dp| of every parameter, layer by layer. Bar: log10\n"
               " scale, one # per decade above 1e-8.\n");
   std::string group;
@@ -209,7 +207,8 @@ void grad_norm_table(const TinyRun& r) {
       group = row.group;
       std::printf("   %s\n", group.c_str());
     }
-    const int hashes = row.norm > 0 ? std::max(0, static_cast<int>(std::floor(std::log10(row.norm) + 8))) : 0;
+    const int hashes =
+        row.norm > 0 ? std::max(0, static_cast<int>(std::floor(std::log10(row.norm) + 8))) : 0;
     std::printf("     %-24s %-7s %9.2e  %s\n", row.name.c_str(), to_string(row.shape).c_str(),
                 row.norm, std::string(static_cast<size_t>(std::min(hashes, 30)), '#').c_str());
   }
@@ -219,48 +218,45 @@ void grad_norm_table(const TinyRun& r) {
 
 void layer_norm_step(const TinyRun& r) {
   const nn::LayerNorm& ln = *r.model->decoder->layers[0]->norm3;
-  const Tensor& x = r.ln_x;            // (1,T,D): h + ffn(h)
   const Tensor& dy = r.ln_out.grad();  // (1,T,D): the gradient arriving at y
-  const int64_t D = ln.D;
-  const LayerNormByFormula f =
-      layer_norm_by_formula(x, dy, ln.weight.data(), ln.bias.data(), ln.eps);
+  const LayerNormByHand by_hand =
+      layer_norm_by_hand(r.ln_x, dy, ln.weight.data(), ln.bias.data(), ln.eps);
+  const hand::LayerNorm& f = by_hand.f;
+  const Mat dx_engine = to_mat(r.ln_dx);  // what reached ffn(h), the addend
 
-  section("2b. LayerNorm backward by its formula: decoder.layers.0.norm3, row 0");
+  section("2b. LayerNorm backward by hand: decoder.layers.0.norm3, row 0");
   std::printf(" x = h + ffn(h), the residual sum, made in the same op (add_layer_norm);\n"
               " the sum passes dx unchanged to both h and ffn(h).\n"
               " y = xhat * gamma + beta, xhat = (x - mean) * rstd, rstd = 1/sqrt(var+eps).\n"
               " mean and rstd depend on every x of the row, hence the two extra terms:\n"
               "   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),\n"
               "   dxhat = dy * gamma  (gamma is all ones at initialisation)\n"
-              " \"formula\" is the library's kernel nn::layernorm_backward called on these\n"
-              " numbers; \"engine\" is the gradient the autograd graph delivered to\n"
-              " ffn(h); \"fin.diff\" nudges one x by +-h (h = %g) and takes the change\n"
-              " of sum(dy * y) over 2h.\n",
-              static_cast<double>(kFdStep));
-  auto line = [](const char* label, const Tensor& t) {
-    std::printf("  %-11s %s\n", label, rows_of(t, 4)[0].c_str());
+              " \"by hand\" recomputes mean, rstd and xhat from the saved x and applies\n"
+              " the formula in plain loops (double); \"engine\" is the gradient the\n"
+              " autograd graph delivered to ffn(h); \"fin.diff\" nudges one x by +-h\n"
+              " (h = %g) and takes the change of sum(dy * y) over 2h.\n",
+              hand::kFdStep);
+  auto line = [](const char* label, const Mat& m) {
+    std::printf("  %-12s %s\n", label, row_text(m, 0).c_str());
   };
-  auto row0 = [D](const Tensor& t) { return t.reshape({-1}).slice0(0, D); };
-  auto vec = [](const std::vector<double>& v) {
-    return Tensor::from_vector(std::vector<real>(v.begin(), v.end()));
-  };
-  line("x", row0(x));
-  std::printf("  %-11s mean = %.4f, rstd = %.4f\n", "", static_cast<double>(f.mean.data()[0]),
-              static_cast<double>(f.rstd.data()[0]));
-  line("xhat", vec(f.xhat));
-  line("dy (engine)", row0(dy));
-  line("dxhat", vec(f.dxhat));
-  std::printf("  %-11s mean(dxhat) = %.4f, mean(dxhat * xhat) = %.4f\n", "", f.mean_dxhat,
-              f.mean_dxhat_xhat);
-  const Tensor& engine_dx = r.ln_dx;  // what reached ffn(h), the addend
-  line("dx formula", row0(f.dx));
-  line("dx engine", row0(engine_dx));
-  line("dx fin.diff", row0(f.dx_fd));
-  const long long rows = static_cast<long long>(x.numel() / D);
-  std::printf("  max |formula - engine| over all %lld rows: %.1e (the graph runs this kernel)\n",
-              rows, max_abs_diff(f.dx, engine_dx));
-  std::printf("  max |formula - fin.diff| over all %lld rows: %.1e\n", rows,
-              max_abs_diff(f.dx, f.dx_fd));
+  line("x", to_mat(r.ln_x));
+  std::printf("  %-12s mean = %.4f, rstd = %.4f\n", "", f.mean(0, 0), f.rstd(0, 0));
+  line("xhat", f.xhat);
+  line("dy (engine)", to_mat(dy));
+  line("dxhat", f.dxhat);
+  std::printf("  %-12s mean(dxhat) = %.4f, mean(dxhat * xhat) = %.4f\n", "", f.mean_dxhat(0, 0),
+              f.mean_dxhat_xhat(0, 0));
+  line("dx by hand", f.dx);
+  line("dx engine", dx_engine);
+  line("dx fin.diff", by_hand.dx_fd);
+  const long long rows = static_cast<long long>(f.dx.rows);
+  std::printf("  Over all %lld rows, max |a - b| / max |b|:\n"
+              "    dx      by hand vs engine %.1e, by hand vs fin.diff %.1e\n"
+              "    dgamma  by hand vs engine %.1e    (colsum(dy * xhat))\n"
+              "    dbeta   by hand vs engine %.1e    (colsum(dy))\n",
+              rows, relative_gap(f.dx, dx_engine), relative_gap(f.dx, by_hand.dx_fd),
+              relative_gap(f.dgamma, to_mat(ln.weight.grad())),
+              relative_gap(f.dbeta, to_mat(ln.bias.grad())));
 }
 
 void attention_step(const TinyRun& r) {
@@ -270,29 +266,25 @@ void attention_step(const TinyRun& r) {
 
   section("2c. Attention backward by hand: decoder.layers.0.cross_attn, head 0");
   std::printf(" The T = %lld target positions (queries) attend over the S = %lld source\n"
-              " positions (keys); d_k = %lld.\n"
-              " The fused op saved P = softmax(scores) (B,H,T,S). Its backward, per head,\n"
-              " with dS = dL/d(scaled scores):\n"
-              "   dO_h = (dY Wo)[:, head columns]   dY: gradient at the sublayer output\n"
+              " positions (keys); d_k = %lld. By hand, in plain loops (double), from the\n"
+              " sublayer's inputs, its weights and dY, the gradient at its output:\n"
+              "   Z    = Q_h K_h^T / sqrt(d_k),  P = softmax(Z)      (T,S)\n"
+              "   dO_h = (dY Wo)[:, head columns]\n"
               "   dP   = dO_h V_h^T                 (T,d_k) x (d_k,S) -> (T,S)\n"
-              "   dS   = P * (dP - rowsum(dP * P))  softmax backward, row by row\n"
-              "   dQ_h = dS K_h / sqrt(d_k), dK_h = dS^T Q_h / sqrt(d_k), dV_h = P^T dO_h\n",
+              "   dZ   = P * (dP - rowsum(dP * P))  softmax backward, row by row\n"
+              "   dQ_h = dZ K_h / sqrt(d_k), dK_h = dZ^T Q_h / sqrt(d_k), dV_h = P^T dO_h\n",
               static_cast<long long>(c.T), static_cast<long long>(c.S),
               static_cast<long long>(c.d_k));
-  std::printf("\n   P (T,S)                            dP (T,S)\n");
-  const auto lp = rows_of(c.P, 4), ld = rows_of(c.dP, 4);
-  for (size_t i = 0; i < lp.size(); ++i)
-    std::printf("   %-34s %s\n", lp[i].c_str(), ld[i].c_str());
-  std::printf("   rowsum(dP * P) (T)  %s\n", rows_of(c.rowdot, 4)[0].c_str());
-  std::printf("\n   dS by the formula                  dS from the engine (softmax op)\n");
-  const auto lf = rows_of(c.dS, 4), le = rows_of(c.dS_engine, 4);
-  for (size_t i = 0; i < lf.size(); ++i)
-    std::printf("   %-34s %s\n", lf[i].c_str(), le[i].c_str());
-  std::printf("   max |formula - engine| for dS: %.1e\n", max_abs_diff(c.dS, c.dS_engine));
-  std::printf("\n Then through the input projections (all heads): dx_q = dQ Wq and\n"
-              " dx_kv = dK Wk + dV Wv, against the fused multi_head_attention backward:\n"
-              "   max |formula - engine|: dx_q %.1e, dx_kv (the encoder output) %.1e\n",
-              max_abs_diff(c.dxq, c.dxq_engine), max_abs_diff(c.dxkv, c.dxkv_engine));
+  side_by_side("P by hand (T,S)", c.P, "P saved by the engine's fused op", c.P_engine);
+  side_by_side("P (T,S)", c.P, "dP (T,S)", c.dP);
+  std::printf("   rowsum(dP * P) (T)  %s\n", row_text(hand::transpose(c.rowdot), 0).c_str());
+  side_by_side("dZ by hand", c.dZ, "dZ from the engine (softmax op)", c.dZ_engine);
+  std::printf("\n Then through the input projections (all heads): dxq = dQ Wq and\n"
+              " dxkv = dK Wk + dV Wv, against the fused multi_head_attention backward.\n"
+              " By hand vs engine, max |a - b| / max |b|:\n"
+              "   P %.1e, dZ %.1e, dxq %.1e, dxkv (the encoder output) %.1e\n",
+              relative_gap(c.P, c.P_engine), relative_gap(c.dZ, c.dZ_engine),
+              relative_gap(c.dxq, c.dxq_engine), relative_gap(c.dxkv, c.dxkv_engine));
 }
 
 void part2(const TinyRun& r) {
@@ -316,6 +308,44 @@ void part2(const TinyRun& r) {
   grad_norm_table(r);
   layer_norm_step(r);
   attention_step(r);
+}
+
+// A leaf's name as seen from the op's module: "decoder.layers.0.norm3.weight"
+// read by an op of "decoder.layers.0.norm3" is "weight".
+std::string relative_name(const std::string& name, const std::string& module) {
+  if (!module.empty() && name.rfind(module + ".", 0) == 0) return name.substr(module.size() + 1);
+  return name;
+}
+
+// Part 2's backward, op by op, in the engine's order (the modules come from
+// the forward having run under DetectAnomalyGuard, which main turns on).
+void print_backward_order(const TinyRun& r) {
+  const std::vector<BackwardStep> steps = backward_order(r.loss);
+  section("The engine's backward order (part 2's model)");
+  std::printf(" loss.backward() sorts the graph once, topological_order(loss) in\n"
+              " autograd/engine.cpp, and walks it from the end: each op below runs its\n"
+              " backward once, with the gradient summed over every use of its output,\n"
+              " and sends a gradient to each input after \"->\" (#k: the op of step k,\n"
+              " which runs later; a name: a parameter, whose .grad() collects it).\n"
+              " Columns: step, op, output shape (= its gradient's), the module that\n"
+              " made it.\n\n");
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const BackwardStep& s = steps[k];
+    std::printf("  %2zu. %-22s %-8s %s\n", k + 1, s.op.c_str(), to_string(s.shape).c_str(),
+                s.module.empty() ? "(top level)" : s.module.c_str());
+    std::string to = "        ->";
+    for (size_t i = 0; i < s.sends_to.size(); ++i) {
+      const std::string item = " " + relative_name(s.sends_to[i], s.module) +
+                               (i + 1 < s.sends_to.size() ? "," : "");
+      if (to.size() + item.size() > 78) {
+        std::printf("%s\n", to.c_str());
+        to = "          ";
+      }
+      to += item;
+    }
+    std::printf("%s\n", to.c_str());
+  }
+  std::printf(" %zu ops. Parameter names are relative to the op's module.\n", steps.size());
 }
 
 // The graph of part 2's pass. Its module boxes come from the paths
@@ -358,12 +388,15 @@ void write_graph(const TinyRun& r, const std::string& path, const DotOptions& op
 int main(int argc, char** argv) {
   CLI::App app{"step_through: watch a gradient flow through attention and a tiny Transformer"};
   std::string part = "all", dot_path;
-  bool no_fd = false;
+  bool no_fd = false, order = false;
   app.add_option("--part", part, "1, 2 or all (default)")
       ->type_name("N")
       ->check(CLI::IsMember({"1", "2", "all"}));
-  CLI::Option* dot = app.add_option("--dot", dot_path, "write part 2's autograd graph (Graphviz DOT)")
-      ->type_name("PATH");
+  app.add_flag("--order", order,
+               "list the ops of part 2's model in the order the engine's backward visits them");
+  CLI::Option* dot =
+      app.add_option("--dot", dot_path, "write part 2's autograd graph (Graphviz DOT)")
+          ->type_name("PATH");
   DotOptions dot_options;
   app.add_flag("--dot-params", dot_options.show_parameters,
                "with --dot: draw every parameter as a node of its own")
@@ -374,15 +407,17 @@ int main(int argc, char** argv) {
   try {
     if (!dot_path.empty()) outputs::check_file_path("--dot", dot_path);  // before any work
     if (part != "2") part1(!no_fd);
-    if (part != "1" || !dot_path.empty()) {
-      const bool draw = !dot_path.empty();
+    const bool draw = !dot_path.empty();
+    if (part != "1" || draw || order) {
       const TinyRun r = [&] {
         // Detect-anomaly mode records in each op the module that made it
-        // (Node::module), which the drawing boxes by; it changes no number.
-        DetectAnomalyGuard record_modules(draw);
+        // (Node::module), which the drawing boxes by and the order names;
+        // it changes no number.
+        DetectAnomalyGuard record_modules(draw || order);
         return run_tiny_transformer(/*retain_all=*/draw);
       }();
       if (part != "1") part2(r);
+      if (order) print_backward_order(r);
       if (draw) write_graph(r, dot_path, dot_options);
     }
   } catch (const std::exception& e) {

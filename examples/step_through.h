@@ -2,14 +2,25 @@
 // learner through one gradient, step by step. The program prints what these
 // functions return; tests/test_step_through.cpp checks the same numbers.
 //
-// Part 1: single-query attention on a worked example, through qkv's own
-//   autograd (every intermediate keeps its gradient with retain_grad), next to
-//   central finite differences of the scalar output.
-// Part 2: a tiny Transformer on one copy example. Parameter gradient norms,
-//   and two backward formulas applied to the real numbers and compared with
-//   the engine: LayerNorm's dx (the library's own kernel, called directly,
-//   beside finite differences) and attention's softmax dS (by hand).
+// Two sources of numbers, kept apart:
+//   engine   qkv's autograd, read from .grad() (float32 in `make step`);
+//   by hand  plain loops in this file, in double (namespace qkv::step::hand),
+//            written from the formulas alone: no qkv kernel is called. A
+//            wrong kernel in the library shows as a gap between the two.
+// Finite differences nudge the by-hand forward, in double too.
+//
+// Part 1: one query over four keys, the worked example of
+//   docs/attention-backward.md: forward and backward, every gradient three
+//   ways (engine, by hand, finite differences).
+// Part 2: a tiny Transformer on one copy example: the gradient norm of every
+//   parameter; LayerNorm's and attention's backward by hand on the model's
+//   numbers, against the engine; the order in which the engine's backward
+//   visits the ops.
+//
+// Names as in docs/symbols.md: Z scores, P probabilities (softmax of each row
+// of Z), dA = dL/dA, rowsum(A) = the sum over the last axis (one number per row).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -23,14 +34,14 @@
 #include "autograd/ops.h"
 #include "core/elementwise.h"
 #include "core/error.h"
-#include "core/matmul.h"
-#include "core/reduce.h"
+#include "examples/by_hand.h"
 #include "nn/attention.h"
 #include "nn/cross_entropy.h"
 #include "nn/layernorm.h"
 #include "models/transformer.h"
 
 namespace qkv::step {
+
 
 // ============================================================================
 // Part 1. One query, four keys
@@ -47,119 +58,91 @@ inline WorkedExample worked_example() {
           Tensor::from_vector({1, 2, 3, 4}, {4, 1})};
 }
 
-// One forward and backward pass through qkv's autograd. Every intermediate
-// calls retain_grad(), so after out.backward() each .grad() holds dL/d(it)
-// exactly as the engine computed it, with L = out.
+// 1/sqrt(d_k), or 1 for the unscaled variant.
+inline double attention_scale(const WorkedExample& ex, bool scaled) {
+  return scaled ? 1 / std::sqrt(static_cast<double>(ex.q.size(1))) : 1.0;
+}
+
+// The engine: one forward and backward pass through qkv's autograd. Z and P
+// call retain_grad(), so after out.backward() each .grad() holds dL/d(it) as
+// the engine computed it, with L = out.
 struct AttentionPass {
-  real scale = 1;  // 1/sqrt(d_k), or 1 for the unscaled variant
-  Var q, K, V;     // leaves (1,2), (4,2), (4,1)
-  Var s;           // scores       q K^T      (1,2) x (2,4) -> (1,4)
-  Var z;           // scaled       s * scale  (1,4); the same Var as s when unscaled
-  Var w;           // weights      softmax(z) (1,4)
-  Var out;         // output       w V        (1,4) x (4,1) -> (1,1)
+  Var q, K, V;  // leaves (1,2), (4,2), (4,1)
+  Var Z;        // scores         scale * q K^T  (1,2) x (2,4) -> (1,4)
+  Var P;        // probabilities  softmax(Z)     (1,4)
+  Var out;      // output         P V            (1,4) x (4,1) -> (1,1)
 };
 
 inline AttentionPass attention_pass(const WorkedExample& ex, bool scaled) {
   AttentionPass p;
-  const int64_t d_k = ex.q.size(1);
-  p.scale = scaled ? real(1) / std::sqrt(static_cast<real>(d_k)) : real(1);
   p.q = Var(ex.q.clone(), true).set_name("q");
   p.K = Var(ex.K.clone(), true).set_name("K");
   p.V = Var(ex.V.clone(), true).set_name("V");
-  p.s = matmul(p.q, p.K, false, /*trans_b=*/true);
-  p.z = scaled ? p.s * p.scale : p.s;
-  p.w = softmax(p.z);
-  p.out = matmul(p.w, p.V);
-  for (Var* v : {&p.s, &p.z, &p.w}) v->retain_grad();
+  p.Z = matmul(p.q, p.K, false, /*trans_b=*/true);
+  if (scaled) p.Z = p.Z * static_cast<real>(attention_scale(ex, true));
+  p.P = softmax(p.Z);
+  p.out = matmul(p.P, p.V);
+  p.Z.retain_grad();
+  p.P.retain_grad();
   p.out.backward();  // dL/dout = 1
   return p;
 }
 
-// The scalar output as a function of one stage's value, everything upstream of
-// that stage held fixed. Finite differences nudge the argument.
-using ScalarFn = std::function<real(const Tensor&)>;
+// By hand, from q, K, V alone (docs/attention-backward.md in the same names):
+//   Z   = scale * q K^T     (1,d) x (d,n) -> (1,n)
+//   P   = softmax(Z)        (1,n)
+//   out = P V               (1,n) x (n,1) -> (1,1)
+// Backward from dout = 1, each line the matrix rule (C = A B gives dA = dC B^T,
+// dB = A^T dC) or the softmax backward:
+//   dP = dout V^T = V^T     (1,n)      dV = P^T dout = P^T   (n,1)
+//   dZ = P * (dP - rowsum(dP * P))     (1,n); here rowsum(dP * P) = out
+//   dq = scale * dZ K       (1,n) x (n,d) -> (1,d)
+//   dK = scale * dZ^T q     (n,1) x (1,d) -> (n,d): row j is scale * dZ_j q
+struct AttentionByHand {
+  Mat Z, P, out;
+  Mat dP, dZ, dq, dK, dV;
+};
 
-inline real out_from_w(const Tensor& w, const Tensor& V) { return matmul(w, V).item(); }
-inline real out_from_z(const Tensor& z, const Tensor& V) { return out_from_w(softmax(z), V); }
-inline real out_from_s(const Tensor& s, const Tensor& V, real scale) {
-  return out_from_z(scale == 1 ? s : mul(s, scale), V);
-}
-inline real out_from_qkv(const Tensor& q, const Tensor& K, const Tensor& V, real scale) {
-  return out_from_s(matmul(q, K, false, true), V, scale);  // (1,2) x (2,4) -> (1,4)
-}
-
-// Central differences: dF/dx_i ~ (F(x + h e_i) - F(x - h e_i)) / 2h.
-inline Tensor central_difference(const ScalarFn& F, const Tensor& x, real h) {
-  Tensor g = Tensor::empty(x.shape());
-  Tensor xp = x.clone();
-  real* p = xp.data();
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    const real orig = p[i];
-    p[i] = orig + h;
-    const double up = F(xp);
-    p[i] = orig - h;
-    const double down = F(xp);
-    p[i] = orig;
-    g.data()[i] = static_cast<real>((up - down) / (2.0 * h));
-  }
-  return g;
+inline AttentionByHand attention_by_hand(const Mat& q, const Mat& K, const Mat& V, double scale) {
+  AttentionByHand h;
+  h.Z = hand::scaled(hand::matmul(q, hand::transpose(K)), scale);
+  h.P = hand::softmax(h.Z);
+  h.out = hand::matmul(h.P, V);
+  h.dP = hand::transpose(V);
+  h.dV = hand::transpose(h.P);
+  h.dZ = hand::softmax_backward(h.P, h.dP);
+  h.dq = hand::scaled(hand::matmul(h.dZ, K), scale);
+  h.dK = hand::scaled(hand::matmul(hand::transpose(h.dZ), q), scale);
+  return h;
 }
 
-// float32 has ~7 digits: a larger step keeps rounding out of the quotient
-// (error ~ h^2 f''' from truncation, ~ 1e-7 / h from rounding).
-inline constexpr real kFdStep = sizeof(real) == 4 ? real(1e-2) : real(1e-6);
+inline AttentionByHand attention_by_hand(const WorkedExample& ex, bool scaled) {
+  return attention_by_hand(to_mat(ex.q), to_mat(ex.K), to_mat(ex.V), attention_scale(ex, scaled));
+}
 
-// Finite-difference gradients of out with respect to every stage of a pass.
+// Finite differences of out with respect to every stage, through the by-hand
+// forward: out as a function of one stage's value, everything upstream of it
+// held fixed (nudging P, the other P_j stay put).
 struct FiniteDifferences {
-  Tensor w, z, s, q, K, V;
+  Mat P, Z, q, K, V;
 };
 
-inline FiniteDifferences finite_differences(const AttentionPass& p, real h = kFdStep) {
-  const Tensor q = p.q.data(), K = p.K.data(), V = p.V.data();
-  const real sc = p.scale;
+inline FiniteDifferences finite_differences(const WorkedExample& ex, bool scaled) {
+  const Mat q = to_mat(ex.q), K = to_mat(ex.K), V = to_mat(ex.V);
+  const double s = attention_scale(ex, scaled);
+  const AttentionByHand h = attention_by_hand(q, K, V, s);
+  auto out = [&](const Mat& q_, const Mat& K_, const Mat& V_) {
+    return attention_by_hand(q_, K_, V_, s).out(0, 0);
+  };
+  using hand::central_difference;
   FiniteDifferences fd;
-  fd.w = central_difference([&](const Tensor& w) { return out_from_w(w, V); }, p.w.data(), h);
-  fd.z = central_difference([&](const Tensor& z) { return out_from_z(z, V); }, p.z.data(), h);
-  fd.s = central_difference([&](const Tensor& s) { return out_from_s(s, V, sc); }, p.s.data(), h);
-  fd.q = central_difference([&](const Tensor& x) { return out_from_qkv(x, K, V, sc); }, q, h);
-  fd.K = central_difference([&](const Tensor& x) { return out_from_qkv(q, x, V, sc); }, K, h);
-  fd.V = central_difference([&](const Tensor& x) { return out_from_qkv(q, K, x, sc); }, V, h);
+  fd.P = central_difference([&](const Mat& P) { return hand::matmul(P, V)(0, 0); }, h.P);
+  fd.Z = central_difference([&](const Mat& Z) { return hand::matmul(hand::softmax(Z), V)(0, 0); },
+                            h.Z);
+  fd.q = central_difference([&](const Mat& x) { return out(x, K, V); }, q);
+  fd.K = central_difference([&](const Mat& x) { return out(q, x, V); }, K);
+  fd.V = central_difference([&](const Mat& x) { return out(q, K, x); }, V);
   return fd;
-}
-
-// The hand derivation, evaluated from the forward values alone (no engine):
-//   out = sum_j w_j v_j                     =>  dL/dw_j = v_j
-//   w = softmax(z)                          =>  dL/dz = w * (dL/dw - sum(w * dL/dw))
-//   z = scale * s                           =>  dL/ds = scale * dL/dz
-//   s_j = q . k_j                           =>  dL/dq = sum_j dL/ds_j k_j,  dL/dk_j = dL/ds_j q
-//   out = sum_j w_j v_j                     =>  dL/dv_j = w_j
-struct HandGradients {
-  Tensor w, z, s, q, K, V;
-};
-
-inline HandGradients hand_gradients(const AttentionPass& p) {
-  const Tensor& w = p.w.data();  // (1,4)
-  const Tensor& q = p.q.data();  // (1,2)
-  const Tensor& K = p.K.data();  // (4,2)
-  const Tensor& V = p.V.data();  // (4,1)
-  const int64_t n = K.size(0), d = K.size(1);
-  HandGradients g;
-  g.w = V.clone().reshape({1, n});  // dL/dw_j = v_j
-  double wdw = 0;                   // sum_j w_j dL/dw_j (= out)
-  for (int64_t j = 0; j < n; ++j) wdw += double(w.data()[j]) * g.w.data()[j];
-  g.z = Tensor::empty({1, n});
-  for (int64_t j = 0; j < n; ++j)
-    g.z.data()[j] = static_cast<real>(w.data()[j] * (g.w.data()[j] - wdw));
-  g.s = mul(g.z, p.scale);
-  g.q = Tensor::zeros({1, d});
-  g.K = Tensor::empty({n, d});
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t c = 0; c < d; ++c) {
-      g.q.data()[c] += g.s.data()[j] * K.data()[j * d + c];
-      g.K.data()[j * d + c] = g.s.data()[j] * q.data()[c];
-    }
-  g.V = w.clone().reshape({n, 1});  // dL/dv_j = w_j
-  return g;
 }
 
 // ============================================================================
@@ -210,7 +193,8 @@ inline Var find_op_output(const Var& root, const std::string& op, const Var& par
 //                                add_layer_norm(h, ffn(h)) makes the sum in its row pass
 //                                and hands dx to both addends (d(h + f)/df = 1)
 //   decoder.layers.0.cross_attn  (h, memory)     ->  multi_head_attention
-// retain_all keeps every intermediate gradient (for the DOT drawing).
+// retain_all keeps every intermediate gradient (for the DOT drawing, and to
+// see which ops the backward reached).
 struct TinyRun {
   nn::TransformerConfig cfg;
   CopyExample ex;
@@ -228,7 +212,7 @@ inline TinyRun run_tiny_transformer(bool retain_all = false) {
   r.ex = copy_example();
   r.model = std::make_shared<nn::Seq2SeqTransformer>(r.cfg);
   r.model->keep_attention(true);  // cross-attention P stays readable: last_attention()
-  for (auto& np : r.model->named_parameters()) np.second.set_name(np.first);  // for the graph labels
+  for (auto& np : r.model->named_parameters()) np.second.set_name(np.first);  // for the labels
   {
     // The walk below reads intermediates' values (norm3's input, the
     // attention's inputs) that no handle of ours holds: keep them.
@@ -297,108 +281,66 @@ inline std::vector<ParamGradNorm> param_grad_norms(const nn::Module& m) {
   return rows;
 }
 
-// ---- LayerNorm backward, by the library's formula ----------------------------
-// y = xhat * gamma + beta with xhat = (x - mean) * rstd, rstd = 1/sqrt(var + eps).
-// Differentiating through mean and rstd (both depend on every x of the row):
-//   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dxhat = dy * gamma
-// That formula is nn::layernorm_backward (nn/layernorm.cpp), the kernel the
-// engine's add_layer_norm node runs. Here it is called directly on norm3's
-// numbers, outside the graph, after nn::layernorm_forward for each row's mean
-// and rstd; finite differences check it independently of any formula.
-struct LayerNormByFormula {
-  Tensor mean, rstd;       // (N) each, from nn::layernorm_forward
-  Tensor dx;               // x's shape (..., D), from nn::layernorm_backward
-  Tensor dgamma, dbeta;    // (D), from the same call
-  Tensor dx_fd;            // x's shape: central differences (undefined without fd)
-  // Row 0's pieces of the formula, for printing, in double from the kernel's
-  // mean and rstd: xhat and dxhat (D) and the two row means.
-  std::vector<double> xhat, dxhat;
-  double mean_dxhat = 0, mean_dxhat_xhat = 0;
+// ---- LayerNorm backward by hand, on the model's norm3 -------------------------
+// x (N, D): the rows norm3 normalised (saved by the model's forward); dy: the
+// gradient the engine delivered to its output. hand::layer_norm recomputes
+// mean, rstd and xhat from x and applies the backward formula; finite
+// differences of sum(dy * y) (its gradient in x is exactly dx, since the rest
+// of the model enters only through dy) check the formula itself.
+struct LayerNormByHand {
+  hand::LayerNorm f;  // every piece of the formula, every row
+  Mat dx_fd;          // (N,D): central differences (empty without fd)
 };
 
-// sum(dy * layer_norm(x)) with dy held fixed: its gradient in x is exactly the
-// dx that layer_norm's backward gives for dy (the rest of the model only
-// enters through dy), so finite differences of it check that dx.
-inline real layer_norm_dot(const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                           const Tensor& beta, real eps) {
-  const int64_t D = gamma.numel(), N = x.numel() / D;
-  Tensor y = Tensor::empty(x.shape()), mean = Tensor::empty({N}), rstd = Tensor::empty({N});
-  nn::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(),
-                        N, D, eps);
-  double s = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) s += double(dy.data()[i]) * y.data()[i];
-  return static_cast<real>(s);
-}
-
-// x, dy (..., D): the rows LayerNorm normalised and the gradient at its output.
-inline LayerNormByFormula layer_norm_by_formula(const Tensor& x, const Tensor& dy,
-                                                const Tensor& gamma, const Tensor& beta,
-                                                real eps, bool with_fd = true) {
+inline LayerNormByHand layer_norm_by_hand(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                                          const Tensor& beta, real eps, bool with_fd = true) {
   const int64_t D = gamma.numel();
   if (x.dim() < 1 || x.shape() != dy.shape() || x.size(-1) != D || beta.shape() != gamma.shape())
-    throw Error("layer_norm_by_formula: x " + to_string(x.shape()) + ", dy " +
+    throw Error("layer_norm_by_hand: x " + to_string(x.shape()) + ", dy " +
                 to_string(dy.shape()) + ", gamma " + to_string(gamma.shape()) + ", beta " +
                 to_string(beta.shape()));
-  const int64_t N = x.numel() / D;
-  LayerNormByFormula f;
-  Tensor y = Tensor::empty(x.shape());  // not shown: the model's own forward made it
-  f.mean = Tensor::empty({N});
-  f.rstd = Tensor::empty({N});
-  nn::layernorm_forward(y.data(), f.mean.data(), f.rstd.data(), x.data(), gamma.data(),
-                        beta.data(), N, D, eps);
-  f.dx = Tensor::empty(x.shape());
-  f.dgamma = Tensor::empty({D});
-  f.dbeta = Tensor::empty({D});
-  nn::layernorm_backward(f.dx.data(), f.dgamma.data(), f.dbeta.data(), dy.data(), x.data(),
-                         gamma.data(), f.mean.data(), f.rstd.data(), N, D);
+  const Mat X = to_mat(x), dY = to_mat(dy), g = to_mat(gamma), b = to_mat(beta);
+  LayerNormByHand r;
+  r.f = hand::layer_norm(X, dY, g, b, eps);
   if (with_fd)
-    f.dx_fd = central_difference(
-        [&](const Tensor& xx) { return layer_norm_dot(xx, dy, gamma, beta, eps); }, x, kFdStep);
-
-  // Row 0, spelled out from the definitions.
-  const double m = f.mean.data()[0], s = f.rstd.data()[0];
-  for (int64_t j = 0; j < D; ++j) {
-    f.xhat.push_back((x.data()[j] - m) * s);
-    f.dxhat.push_back(double(dy.data()[j]) * gamma.data()[j]);
-    f.mean_dxhat += f.dxhat[j] / D;
-    f.mean_dxhat_xhat += f.dxhat[j] * f.xhat[j] / D;
-  }
-  return f;
+    r.dx_fd = hand::central_difference(
+        [&](const Mat& xx) {
+          const Mat y = hand::layer_norm(xx, dY, g, b, eps).y;
+          double s = 0;
+          for (size_t i = 0; i < y.a.size(); ++i) s += dY.a[i] * y.a[i];
+          return s;
+        },
+        X);
+  return r;
 }
 
-// ---- Attention backward by hand ----------------------------------------------------
-// Columns [c0, c0 + n) of a (rows, D) matrix, copied out: one head's block.
-inline Tensor column_block(const Tensor& X, int64_t c0, int64_t n) {
-  const int64_t rows = X.size(0), D = X.size(1);
-  Tensor out = Tensor::empty({rows, n});
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t c = 0; c < n; ++c) out.data()[i * n + c] = X.data()[i * D + c0 + c];
-  return out;
-}
-
-// y = x W^T + b on a (N, in) matrix.
-inline Tensor project(const Tensor& x, const nn::Linear& l) {
-  Tensor y = matmul(x, l.weight.data(), false, true);  // (N,in) x (in,out) -> (N,out)
-  return l.bias.defined() ? add(y, l.bias.data()) : y;
-}
-
-// The attention sublayer re-run on its captured inputs (one sequence, B = 1),
-// then its backward traced by hand for head `head` and checked against qkv:
+// ---- Attention backward by hand, on the model's cross_attn --------------------
+// The sublayer's forward and backward by hand (all heads; one sequence, B = 1),
+// from its inputs xq (T,D), xkv (S,D), its weights and dY (T,D), the gradient
+// at its output:
+//   Q = xq Wq^T + bq,  K = xkv Wk^T + bk,  V = xkv Wv^T + bv
+//   per head h:  Z = Q_h K_h^T / sqrt(d_k),  P = softmax(Z)
 //   dO   = dY Wo                       (T,D): gradient of the concatenated heads
 //   dP   = dO_h V_h^T                  (T,d_k) x (d_k,S) -> (T,S)
-//   dS   = P * (dP - rowsum(dP * P))   softmax backward, row by row
-//   dQ_h = scale dS K_h,  dK_h = scale dS^T Q_h,  dV_h = P^T dO_h
-//   dx_q = dQ Wq,  dx_kv = dK Wk + dV Wv
+//   dZ   = P * (dP - rowsum(dP * P))   softmax backward, row by row
+//   dQ_h = dZ K_h / sqrt(d_k),  dK_h = dZ^T Q_h / sqrt(d_k),  dV_h = P^T dO_h
+//   dxq  = dQ Wq,  dxkv = dK Wk + dV Wv
+// against the engine: the fused multi_head_attention (its saved P and its dxq,
+// dxkv), and, for dZ, head `head` rebuilt from qkv's primitive ops (matmul,
+// softmax) on the same Q_h, K_h, V_h and dO_h (the fused op keeps its dZ in scratch).
 struct AttentionBackwardCheck {
   int64_t T = 0, S = 0, H = 0, d_k = 0, head = 0;
-  Tensor P;          // (T,S) this head's probabilities, saved by the fused forward
-  Tensor dO;         // (T,d_k) this head's block of dY Wo
-  Tensor dP;         // (T,S)
-  Tensor rowdot;     // (T) rowsum(dP * P)
-  Tensor dS;         // (T,S) by the formula
-  Tensor dS_engine;  // (T,S) from qkv's softmax op: the head rebuilt from primitive ops
-  Tensor dxq, dxkv;                // (T,D), (S,D) by the formulas, all heads
-  Tensor dxq_engine, dxkv_engine;  // the fused multi_head_attention backward
+  // By hand, head `head`:
+  Mat P;       // (T,S)
+  Mat dO;      // (T,d_k) this head's block of dY Wo
+  Mat dP;      // (T,S)
+  Mat rowdot;  // (T,1) rowsum(dP * P)
+  Mat dZ;      // (T,S)
+  Mat dxq, dxkv;  // (T,D), (S,D), all heads
+  // The engine:
+  Mat P_engine;                    // (T,S) what the fused op saved for this head
+  Mat dZ_engine;                   // (T,S) qkv's softmax op
+  Mat dxq_engine, dxkv_engine;     // the fused op's backward
 };
 
 inline AttentionBackwardCheck attention_backward_by_hand(const nn::MultiHeadAttention& m,
@@ -415,70 +357,114 @@ inline AttentionBackwardCheck attention_backward_by_hand(const nn::MultiHeadAtte
   c.H = m.heads;
   c.d_k = m.d_k;
   c.head = head;
-  const int64_t T = c.T, S = c.S, D = m.d_model, dk = c.d_k;
-  const real scale = real(1) / std::sqrt(static_cast<real>(dk));
+  const int64_t T = c.T, S = c.S, dk = c.d_k;
+  const double scale = 1 / std::sqrt(static_cast<double>(dk));
 
   // The engine: the fused op on fresh leaves, weights detached so that the
   // model's own parameter gradients are left untouched.
   Var xq_leaf(xq.clone(), true), xkv_leaf(xkv.clone(), true);
   auto w = [](const std::shared_ptr<nn::Linear>& l) { return l->weight.detach(); };
-  auto b = [](const std::shared_ptr<nn::Linear>& l) { return l->bias.defined() ? l->bias.detach() : Var(); };
+  auto b = [](const std::shared_ptr<nn::Linear>& l) {
+    return l->bias.defined() ? l->bias.detach() : Var();
+  };
   Tensor P_all;  // (1,H,T,S)
   Var y = nn::multi_head_attention(xq_leaf, xkv_leaf, w(m.w_q), b(m.w_q), w(m.w_k), b(m.w_k),
                                    w(m.w_v), b(m.w_v), w(m.w_o), b(m.w_o), m.heads, {}, &P_all);
   y.backward(dY);
-  c.dxq_engine = xq_leaf.grad().reshape({T, D});
-  c.dxkv_engine = xkv_leaf.grad().reshape({S, D});
+  c.dxq_engine = to_mat(xq_leaf.grad());
+  c.dxkv_engine = to_mat(xkv_leaf.grad());
+  c.P_engine = to_mat(P_all.reshape({-1}).slice0(head * T * S, (head + 1) * T * S).reshape({T, S}));
 
-  // By hand, from the same numbers.
-  const Tensor Xq = xq.reshape({T, D}), Xkv = xkv.reshape({S, D});
-  const Tensor Q = project(Xq, *m.w_q), K = project(Xkv, *m.w_k), V = project(Xkv, *m.w_v);
-  const Tensor dO = matmul(dY.reshape({T, D}), m.w_o->weight.data());  // (T,D) x (D,D) -> (T,D)
-  Tensor dQ = Tensor::empty({T, D}), dK = Tensor::empty({S, D}), dV = Tensor::empty({S, D});
+  // By hand, from the same inputs.
+  auto W = [](const std::shared_ptr<nn::Linear>& l) { return to_mat(l->weight.data()); };
+  auto bias = [](const std::shared_ptr<nn::Linear>& l) {
+    return l->bias.defined() ? to_mat(l->bias.data()) : Mat(1, l->weight.size(0));
+  };
+  const Mat Xq = to_mat(xq), Xkv = to_mat(xkv);
+  const Mat Q = hand::linear(Xq, W(m.w_q), bias(m.w_q));    // (T,D)
+  const Mat K = hand::linear(Xkv, W(m.w_k), bias(m.w_k));   // (S,D)
+  const Mat V = hand::linear(Xkv, W(m.w_v), bias(m.w_v));   // (S,D)
+  const Mat dO = hand::matmul(to_mat(dY), W(m.w_o));        // (T,D) x (D,D) -> (T,D)
+  Mat dQ(T, Q.cols), dK(S, K.cols), dV(S, V.cols);
   for (int64_t h = 0; h < c.H; ++h) {
-    Tensor P = Tensor::empty({T, S});
-    for (int64_t i = 0; i < T * S; ++i) P.data()[i] = P_all.data()[h * T * S + i];
-    const Tensor Qh = column_block(Q, h * dk, dk), Kh = column_block(K, h * dk, dk),
-                 Vh = column_block(V, h * dk, dk), dOh = column_block(dO, h * dk, dk);
-    const Tensor dP = matmul(dOh, Vh, false, true);  // (T,d_k) x (d_k,S) -> (T,S)
-    Tensor rowdot = Tensor::zeros({T}), dS = Tensor::empty({T, S});
-    for (int64_t i = 0; i < T; ++i) {
-      double dot = 0;
-      for (int64_t j = 0; j < S; ++j) dot += double(dP.data()[i * S + j]) * P.data()[i * S + j];
-      rowdot.data()[i] = static_cast<real>(dot);
-      for (int64_t j = 0; j < S; ++j)
-        dS.data()[i * S + j] = static_cast<real>(P.data()[i * S + j] * (dP.data()[i * S + j] - dot));
-    }
-    const Tensor dQh = mul(matmul(dS, Kh), scale);               // (T,S) x (S,d_k) -> (T,d_k)
-    const Tensor dKh = mul(matmul(dS, Qh, true, false), scale);  // (S,T) x (T,d_k) -> (S,d_k)
-    const Tensor dVh = matmul(P, dOh, true, false);              // (S,T) x (T,d_k) -> (S,d_k)
-    for (int64_t i = 0; i < T; ++i)
-      for (int64_t k = 0; k < dk; ++k) dQ.data()[i * D + h * dk + k] = dQh.data()[i * dk + k];
-    for (int64_t j = 0; j < S; ++j)
-      for (int64_t k = 0; k < dk; ++k) {
-        dK.data()[j * D + h * dk + k] = dKh.data()[j * dk + k];
-        dV.data()[j * D + h * dk + k] = dVh.data()[j * dk + k];
-      }
-    if (h == head) {
-      c.P = P;
-      c.dO = dOh;
-      c.dP = dP;
-      c.rowdot = rowdot;
-      c.dS = dS;
-      // The engine's dS: rebuild this head from primitive ops and keep the
-      // gradient of the scaled scores.
-      Var q_h(Qh, true), k_h(Kh, false), v_h(Vh, false);
-      Var z = matmul(q_h, k_h, false, true) * scale;  // (T,d_k) x (d_k,S) -> (T,S)
-      z.retain_grad();
-      Var o = matmul(softmax(z), v_h);  // (T,S) x (S,d_k) -> (T,d_k)
-      o.backward(dOh);
-      c.dS_engine = z.grad();
-    }
+    const Mat Qh = hand::columns(Q, h * dk, dk), Kh = hand::columns(K, h * dk, dk),
+              Vh = hand::columns(V, h * dk, dk), dOh = hand::columns(dO, h * dk, dk);
+    const Mat Z = hand::scaled(hand::matmul(Qh, hand::transpose(Kh)), scale);  // (T,S)
+    const Mat P = hand::softmax(Z);                                             // (T,S)
+    const Mat dP = hand::matmul(dOh, hand::transpose(Vh));                      // (T,S)
+    const Mat dZ = hand::softmax_backward(P, dP);                               // (T,S)
+    hand::set_columns(dQ, h * dk, hand::scaled(hand::matmul(dZ, Kh), scale));   // (T,d_k)
+    hand::set_columns(dK, h * dk, hand::scaled(hand::matmul(hand::transpose(dZ), Qh), scale));
+    hand::set_columns(dV, h * dk, hand::matmul(hand::transpose(P), dOh));       // (S,d_k)
+    if (h != head) continue;
+    c.P = P;
+    c.dO = dOh;
+    c.dP = dP;
+    Mat dPP = dP;
+    for (size_t i = 0; i < dPP.a.size(); ++i) dPP.a[i] *= P.a[i];
+    c.rowdot = hand::rowsum(dPP);
+    c.dZ = dZ;
+    // The engine's dZ: this head from qkv's primitive ops, the scaled scores
+    // keeping their gradient.
+    auto tensor = [](const Mat& M) {
+      return Tensor::from_vector(std::vector<real>(M.a.begin(), M.a.end()), {M.rows, M.cols});
+    };
+    Var q_h(tensor(Qh), true), k_h(tensor(Kh), false), v_h(tensor(Vh), false);
+    Var z = matmul(q_h, k_h, false, true) * static_cast<real>(scale);  // (T,d_k) x (d_k,S) -> (T,S)
+    z.retain_grad();
+    Var o = matmul(softmax(z), v_h);  // (T,S) x (S,d_k) -> (T,d_k)
+    o.backward(tensor(dOh));
+    c.dZ_engine = to_mat(z.grad());
   }
-  // Back through the input projections y = x W^T + b: dx = dy W.
-  c.dxq = matmul(dQ, m.w_q->weight.data());                                   // (T,D) x (D,D)
-  c.dxkv = add(matmul(dK, m.w_k->weight.data()), matmul(dV, m.w_v->weight.data()));  // (S,D)
+  // Back through the input projections Y = X W^T + b: dX = dY W.
+  c.dxq = hand::matmul(dQ, W(m.w_q));                                           // (T,D)
+  c.dxkv = hand::plus(hand::matmul(dK, W(m.w_k)), hand::matmul(dV, W(m.w_v)));  // (S,D)
   return c;
+}
+
+// ============================================================================
+// The engine's backward order
+// ============================================================================
+// run_backward (autograd/engine.cpp) sorts the graph once with
+// topological_order(root) (every variable after the variables its op read)
+// and walks that list from the end: each op's node gets the gradient summed
+// over the uses of its output, calls its backward, and passes one gradient to
+// each input that requires grad; a leaf only collects. Listing the same walk
+// spells the backward pass out op by op, as llm.c's gpt2_backward does.
+struct BackwardStep {
+  std::string op;      // Node::name(): "add_layer_norm"
+  std::string module;  // Node::module, the module whose forward made the op
+                       // ("decoder.layers.0.norm3"; "" at the top level, and
+                       // always "" unless the forward ran under DetectAnomalyGuard)
+  Shape shape;         // the op's output: the shape of the gradient it receives
+  std::vector<std::string> sends_to;  // its inputs that get a gradient, each once:
+                                      // "#k" for the op at step k, a leaf's name
+};
+
+inline std::vector<BackwardStep> backward_order(const Var& root) {
+  const VarList order = topological_order(root);  // the engine's own sort
+  std::vector<Var> ops;                           // op outputs, in backward's order
+  for (auto it = order.rbegin(); it != order.rend(); ++it)
+    if (!it->is_leaf()) ops.push_back(*it);
+  auto label = [&](const Var& v) {
+    for (size_t k = 0; k < ops.size(); ++k)
+      if (ops[k].same_as(v)) return "#" + std::to_string(k + 1);
+    return v.name().empty() ? std::string("leaf") : v.name();
+  };
+  std::vector<BackwardStep> steps;
+  for (const Var& v : ops) {
+    const Node& node = *v.grad_fn();
+    BackwardStep s{node.name(), node.module ? node.module : "", v.shape(), {}};
+    for (const Var& in : node.inputs) {
+      // An input read twice (self-attention's xq = xkv) gets one summed gradient.
+      const std::string to = label(in);
+      if (in.requires_grad() &&
+          std::find(s.sends_to.begin(), s.sends_to.end(), to) == s.sends_to.end())
+        s.sends_to.push_back(to);
+    }
+    steps.push_back(std::move(s));
+  }
+  return steps;
 }
 
 }  // namespace qkv::step

@@ -1,4 +1,6 @@
-# step_through: flags checked before any work (each error naming the flag), and part 1 shown three ways.
+# step_through: flags checked before any work (each error naming the flag); part 1
+# shown three ways (by hand, engine, finite difference) with the numbers of
+# docs/attention-backward.md; --order lists the engine's backward op by op.
 source "$(dirname "$0")/lib.bash"
 cd "$QKV_TMP"
 expect_fail "$QKV_BIN/step_through" --part 3
@@ -10,12 +12,47 @@ mkdir adir
 expect_fail "$QKV_BIN/step_through" --dot adir
 expect_out "--dot adir: is a directory"
 expect_ok "$QKV_BIN/step_through" --part 1 --no-fd
-# Part 1 prints each gradient three ways: the hand formula, the engine and a
-# finite difference, and the largest gaps between them.
+grep -q "fin.diff" "$QKV_TMP/out" && fail "--no-fd still printed finite differences"
+# Part 1 prints each gradient three ways, and the largest gaps between them.
+# 1a is the worked check of docs/attention-backward.md: its dZ, then 1b's (scaled).
 expect_ok "$QKV_BIN/step_through" --part 1
-expect_out "formula  [-0.4455 -0.0545  0.2243  0.2757]"
+expect_out "1a. Unscaled (scale = 1): docs/attention-backward.md's worked check"
+expect_out "by hand  [ 0.3655  0.1345  0.3655  0.1345]"
+expect_out "by hand  [-0.4638 -0.0362  0.2672  0.2328]"
+expect_out "engine   [-0.4638 -0.0362  0.2672  0.2328]"
+expect_out "fin.diff [-0.4638 -0.0362  0.2672  0.2328]"
 expect_out "engine   [-0.4455 -0.0545  0.2243  0.2757]"
-expect_out "fin.diff [-0.4455 -0.0545  0.2243  0.2757]"
-gap=$(sed -n 's/.*max |engine - formula| over all of the above: //p' "$QKV_TMP/out" | head -1)
-awk -v g="$gap" 'BEGIN { exit !(g != "" && g + 0 < 1e-5) }' || fail "engine and formula differ by $gap"
-awk 'length > 80 { bad = 1 } END { exit bad }' "$QKV_TMP/out" || fail "part 1 is wider than 80 columns"
+grep -q "Part 2" "$QKV_TMP/out" && fail "--part 1 printed part 2"
+for gap in $(sed -n 's/.*max |engine - by hand| over all of the above: //p' "$QKV_TMP/out"); do
+  awk -v g="$gap" 'BEGIN { exit !(g + 0 < 1e-6) }' || fail "engine and by hand differ by $gap"
+done
+for gap in $(sed -n 's/.*max |by hand - fin.diff| over all of the above: //p' "$QKV_TMP/out"); do
+  awk -v g="$gap" 'BEGIN { exit !(g + 0 < 1e-8) }' || fail "by hand and fin.diff differ by $gap"
+done
+[ "$(grep -c 'max |engine - by hand|' "$QKV_TMP/out")" = 2 ] || fail "expected two variants' gaps"
+narrow() {
+  awk 'length > 80 { bad = 1 } END { exit bad }' "$QKV_TMP/out" ||
+    fail "$1 is wider than 80 columns"
+}
+narrow "part 1"
+# Part 2: LayerNorm and attention by hand against the engine, ~1e-7 relative.
+expect_ok "$QKV_BIN/step_through" --part 2
+expect_out "dx      by hand vs engine "
+expect_out "dZ by hand                         dZ from the engine (softmax op)"
+narrow "part 2"
+grep -q "backward order" "$QKV_TMP/out" && fail "printed the backward order without --order"
+# --order: a numbered list of the ops backward visits, the loss's node first,
+# each with its module path.
+expect_ok "$QKV_BIN/step_through" --part 1 --no-fd --order
+expect_out "The engine's backward order (part 2's model)"
+grep -q "Part 2" "$QKV_TMP/out" && fail "--part 1 --order printed part 2"
+sed -n 's/^ *\([0-9][0-9]*\)\. .*/\1/p' "$QKV_TMP/out" > steps
+[ "$(head -1 steps)" = 1 ] || fail "the list does not start at 1"
+[ "$(wc -l < steps)" -ge 10 ] || fail "only $(wc -l < steps) steps listed"
+seq 1 "$(wc -l < steps)" | cmp -s - steps ||
+  fail "steps are not numbered 1, 2, 3, ...: $(tr '\n' ' ' < steps)"
+grep -qE '^ +1\. cross_entropy +\(\) ' "$QKV_TMP/out" ||
+  fail "step 1 is not the loss's node (cross_entropy, shape ())"
+grep -qE '^ +[0-9]+\. add_layer_norm +\(1,4,8\) +decoder\.layers\.0\.norm3$' "$QKV_TMP/out" ||
+  fail "no step names its module path (decoder.layers.0.norm3)"
+narrow "--order"
