@@ -167,7 +167,7 @@ ENVS=""
 for v in BENCH_CONFIGS BENCH_STEPS BENCH_THREADS BENCH_ROUNDS BENCH_BASE_ROUNDS BENCH_CONTEND BENCH_CONTEND_ROUNDS BENCH_TORCH_LOADED_LIMIT BENCH_RESULTS; do
   if [ -n "${!v:-}" ]; then ENVS+="$v=\"${!v}\" "; fi
 done
-export BENCH_CMD="$ENVS$CMD  (= ${ENVS}bash bench/run.sh ${1%/}$([ "$TORCH" = 1 ] && echo ' --torch'))"
+export BENCH_CMD="$ENVS$CMD  (= ${ENVS}bash bench/run.sh $(realpath -m --relative-to="$PWD" "${1%/}")$([ "$TORCH" = 1 ] && echo ' --torch'))"
 export BENCH_CPU=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
 export BENCH_NPROC=$(nproc)
 export BENCH_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')

@@ -70,7 +70,8 @@ done
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
-CMD="bash bench/run_decode.sh ${1%/}$([ "$TORCH" = 1 ] && echo ' --torch')"
+# The build folder as a checkout names it (never this machine's absolute path).
+CMD="bash bench/run_decode.sh $(realpath -m --relative-to="$PWD" "${1%/}")$([ "$TORCH" = 1 ] && echo ' --torch')"
 ENVS=""
 for v in BENCH_DECODE_LENS BENCH_DECODE_THREADS BENCH_DECODE_COUNT BENCH_DECODE_REPEATS BENCH_DECODE_ROUNDS; do
   if [ -n "${!v:-}" ]; then ENVS+="$v=\"${!v}\" "; fi
