@@ -63,7 +63,7 @@ PC32  := $(B32)/pkgconfig/qkv.pc
 EXAMPLES := $(patsubst examples/%.cpp,$(B32)/%,$(wildcard examples/*.cpp))
 BENCHES  := $(patsubst bench/%.cpp,$(B32)/%,$(wildcard bench/*.cpp))
 
-.PHONY: all deps test test-faults demo step bench bench-torch lib clean fixtures install pkgconfig
+.PHONY: all deps test test-faults demo step bench bench-torch lib clean fixtures install pkgconfig format
 # Keep the programs' object files (make would delete them as intermediates).
 .SECONDARY:
 all: $(LIB32) $(EXAMPLES) $(PC32)
@@ -73,8 +73,14 @@ all: $(LIB32) $(EXAMPLES) $(PC32)
 # (MPI=1) and the goals that build and run the MPI trainer (test, bench).
 DEPS ?= 1
 DEPS_MPI := $(if $(filter 1,$(MPI))$(filter test test-faults bench bench-torch,$(MAKECMDGOALS)),libopenmpi-dev openmpi-bin)
+DEPS_FORMAT := $(if $(filter test format,$(MAKECMDGOALS)),clang-format)
 deps:
-	@if [ "$(DEPS)" != 0 ]; then bash .ci/deps $(DEPS_MPI); fi
+	@if [ "$(DEPS)" != 0 ]; then bash .ci/deps $(DEPS_MPI) $(DEPS_FORMAT); fi
+
+# `make format` formats every C++ file as .clang-format says; make test checks
+# it (tests/cli/format.sh).
+format: deps
+	clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 lib: $(LIB32)
 

@@ -90,8 +90,8 @@ void check_forward_anomaly(const Tensor& out, const Node* node, const VarList& i
   const int64_t bad = first_non_finite(out);
   if (bad >= 0)
     fail(std::string("forward of ") + op + " produced " + describe_element(out, bad) +
-             " in its output " + to_string(out.shape()) + "; inputs " +
-             input_shapes(inputs) + "; " + where(module),
+             " in its output " + to_string(out.shape()) + "; inputs " + input_shapes(inputs) +
+             "; " + where(module),
          false, op, module, -1);
 }
 
@@ -113,8 +113,8 @@ void check_backward_anomaly(const Tensor& grad, const Node& node, size_t i, bool
 void check_root_gradient_anomaly(const Tensor& grad) {
   const int64_t bad = first_non_finite(grad);
   if (bad >= 0)
-    fail("the gradient passed to backward() holds " + describe_element(grad, bad), true,
-         "backward", nullptr, -1);
+    fail("the gradient passed to backward() holds " + describe_element(grad, bad), true, "backward",
+         nullptr, -1);
 }
 
 }  // namespace qkv

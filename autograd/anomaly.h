@@ -52,7 +52,11 @@ class AnomalyError : public Error {
  public:
   AnomalyError(const std::string& what, bool backward, std::string op, std::string module,
                int input)
-      : Error(what), backward(backward), op(std::move(op)), module(std::move(module)), input(input) {}
+      : Error(what),
+        backward(backward),
+        op(std::move(op)),
+        module(std::move(module)),
+        input(input) {}
   bool backward;       // found in a gradient (else in a forward value)
   std::string op;      // Node::name() of the op
   std::string module;  // where the op was made: "decoder.layers.0.ffn"; "" for the

@@ -53,8 +53,9 @@ void accumulate_into(VarImpl* v, const Tensor& g) {
 void run_backward(const Var& root, const Tensor& grad, bool retain_graph) {
   check_defined(grad, "backward");
   if (!root.requires_grad())
-    throw Error("backward: this Var does not require grad and has no grad_fn "
-                "(no input of the computation had requires_grad = true)");
+    throw Error(
+        "backward: this Var does not require grad and has no grad_fn "
+        "(no input of the computation had requires_grad = true)");
   if (grad.shape() != root.shape())
     throw Error("backward: gradient of shape " + to_string(grad.shape()) +
                 " does not match output of shape " + to_string(root.shape()));

@@ -62,15 +62,16 @@ std::string report(const GradcheckResult& res, const std::vector<Var>& inputs,
   std::snprintf(buf, sizeof buf,
                 "gradcheck %s: %lld elements, worst abs err %.3g, worst rel err (above atol) %.3g "
                 "(eps %.0e, atol %.0e, rtol %.0e, %s)",
-                res.ok ? "passed" : "FAILED", static_cast<long long>(res.checked),
-                res.max_abs_err, res.max_rel_err, opt.eps, opt.atol, opt.rtol, real_name);
+                res.ok ? "passed" : "FAILED", static_cast<long long>(res.checked), res.max_abs_err,
+                res.max_rel_err, opt.eps, opt.atol, opt.rtol, real_name);
   os << buf;
   if (!res.ok) {
     const Var& v = inputs[res.fail_input];
-    std::snprintf(buf, sizeof buf, "; first failure: input %d%s%s shape %s element %lld: analytic %.10g vs numeric %.10g",
-                  res.fail_input, v.name().empty() ? "" : " ", v.name().c_str(),
-                  to_string(v.shape()).c_str(), static_cast<long long>(res.fail_index),
-                  res.fail_analytic, res.fail_numeric);
+    std::snprintf(
+        buf, sizeof buf,
+        "; first failure: input %d%s%s shape %s element %lld: analytic %.10g vs numeric %.10g",
+        res.fail_input, v.name().empty() ? "" : " ", v.name().c_str(), to_string(v.shape()).c_str(),
+        static_cast<long long>(res.fail_index), res.fail_analytic, res.fail_numeric);
     os << buf;
   }
   return os.str();

@@ -38,8 +38,9 @@ struct GradcheckOptions {
 struct GradcheckResult {
   bool ok = true;
   double max_abs_err = 0;  // worst |analytic - numeric|
-  double max_rel_err = 0;  // worst |analytic - numeric| / max(|numeric|, 1e-12), over elements off by more than atol
-  int64_t checked = 0;     // number of elements compared
+  double max_rel_err =
+      0;  // worst |analytic - numeric| / max(|numeric|, 1e-12), over elements off by more than atol
+  int64_t checked = 0;  // number of elements compared
   // First failure (input position in `inputs`, flat element index), or -1.
   int fail_input = -1;
   int64_t fail_index = -1;

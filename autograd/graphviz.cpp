@@ -136,10 +136,10 @@ std::vector<Item> plan_nodes(const VarList& order, const Index& id, bool show_pa
 // A Graphviz cluster: the nodes one module made and the boxes of its
 // sub-modules. The outermost Box is the graph itself (path "").
 struct Box {
-  std::string path;            // the module's full dotted path
-  std::vector<size_t> nodes;   // places in the order, ascending
-  size_t ops = 0;              // how many of the nodes are ops (the rest: leaves)
-  std::vector<Box> boxes;      // sub-modules, in order of first appearance
+  std::string path;           // the module's full dotted path
+  std::vector<size_t> nodes;  // places in the order, ascending
+  size_t ops = 0;             // how many of the nodes are ops (the rest: leaves)
+  std::vector<Box> boxes;     // sub-modules, in order of first appearance
 };
 
 // Makes a Transformer layer read as one box: a sub-box holding one op and no

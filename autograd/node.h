@@ -100,8 +100,8 @@ class Node {
   // The variables this op read. Copy one to keep it (a copy is a counted
   // handle); moving out of this list would give an uncounted one.
   VarList inputs;
-  Shape out_shape;          // the shape of the op's output (checked against grad_out)
-  bool released = false;    // saved tensors already freed by a backward
+  Shape out_shape;               // the shape of the op's output (checked against grad_out)
+  bool released = false;         // saved tensors already freed by a backward
   const char* module = nullptr;  // detect-anomaly mode only: the module that made it (anomaly.h)
 };
 

@@ -116,9 +116,7 @@ struct RdivNode : Node {
   real s = 1;
   const char* name() const override { return "rdiv"; }
   // d(s/a)/da = -s / a^2
-  TensorList backward(const Tensor& g) override {
-    return {mul(div(g, mul(a, a)), -s)};
-  }
+  TensorList backward(const Tensor& g) override { return {mul(div(g, mul(a, a)), -s)}; }
   void release_saved() override { a = Tensor(); }
 };
 Var rdiv(real s, const Var& a) {

@@ -86,7 +86,10 @@ struct MaxNode : Node {
     for (size_t k = 0; k < index.size(); ++k) d[index[k]] += gp[k];
     return {dx};
   }
-  void release_saved() override { index.clear(); index.shrink_to_fit(); }
+  void release_saved() override {
+    index.clear();
+    index.shrink_to_fit();
+  }
 };
 Var max(const Var& a, int axis, bool keepdim) {
   auto n = make_node<MaxNode>();

@@ -32,6 +32,8 @@ Var permute(const Var& a, const std::vector<int>& dims) {
   return make_result(y, n, {a});
 }
 
-Var transpose(const Var& a, int d0, int d1) { return permute(a, transpose_dims(a.shape(), d0, d1)); }
+Var transpose(const Var& a, int d0, int d1) {
+  return permute(a, transpose_dims(a.shape(), d0, d1));
+}
 
 }  // namespace qkv

@@ -28,8 +28,8 @@ namespace qkv {
 class Node;
 
 struct VarImpl {
-  Tensor data;                    // undefined once an intermediate's values are freed
-  Tensor grad;                    // undefined until a backward reaches this variable
+  Tensor data;  // undefined once an intermediate's values are freed
+  Tensor grad;  // undefined until a backward reaches this variable
   bool requires_grad = false;
   bool retains_grad = false;      // non-leaves keep .grad only when asked (as in PyTorch)
   bool retains_values = false;    // made inside a RetainValuesGuard: data is never freed

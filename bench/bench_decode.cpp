@@ -62,16 +62,20 @@ int main(int argc, char** argv) {
   std::string modes = "cached,uncached,beam", save_init, save_src, save_out;
   bool json = false;
   CLI::App app{"bench_decode: decoding tokens/s, cached vs uncached greedy and beam search (qkv)"};
-  app.add_option("--len", len, "source length (symbols); outputs are len + 1 tokens")->check(CLI::Range(1, 1000));
+  app.add_option("--len", len, "source length (symbols); outputs are len + 1 tokens")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--count", count, "sources decoded per pass")->check(CLI::Range(1, 1000000));
   app.add_option("--batch", batch, "sources per batch")->check(CLI::Range(1, 100000));
-  app.add_option("--threads", threads, "threads for our kernels and OpenBLAS")->check(CLI::Range(1, 256));
-  app.add_option("--repeats", repeats, "timed passes per mode (the fastest is reported)")->check(CLI::Range(1, 1000));
+  app.add_option("--threads", threads, "threads for our kernels and OpenBLAS")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--repeats", repeats, "timed passes per mode (the fastest is reported)")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--seed", seed, "seed of the weights and the sources");
   app.add_option("--modes", modes, "comma-separated: cached, uncached, beam");
   app.add_option("--save-init", save_init, "write the weights here (safetensors, qkv names)");
   app.add_option("--save-src", save_src, "write the sources here (ids as F32, (count, len))");
-  app.add_option("--save-out", save_out, "write the cached greedy outputs here (ids as F32, (count, len + 1))");
+  app.add_option("--save-out", save_out,
+                 "write the cached greedy outputs here (ids as F32, (count, len + 1))");
   app.add_flag("--json", json, "one JSON line per mode");
   CLI11_PARSE(app, argc, argv);
 
@@ -79,8 +83,14 @@ int main(int argc, char** argv) {
     set_num_threads(threads);
     nn::TransformerConfig cfg;
     cfg.src_vocab = cfg.tgt_vocab = kFirstSymbol + kSymbols;
-    cfg.d_model = 128; cfg.heads = 4; cfg.encoder_layers = cfg.decoder_layers = 2; cfg.d_ff = 512;
-    cfg.dropout = 0; cfg.pre_norm = false; cfg.activation = nn::Activation::ReLU; cfg.seed = seed;
+    cfg.d_model = 128;
+    cfg.heads = 4;
+    cfg.encoder_layers = cfg.decoder_layers = 2;
+    cfg.d_ff = 512;
+    cfg.dropout = 0;
+    cfg.pre_norm = false;
+    cfg.activation = nn::Activation::ReLU;
+    cfg.seed = seed;
     nn::Seq2SeqTransformer model(cfg);
     model.eval();
 
@@ -90,25 +100,41 @@ int main(int argc, char** argv) {
     std::vector<nn::Tokens> batches;
     for (int64_t i = 0; i < count; i += batch) {
       const int64_t n = std::min(batch, count - i);
-      batches.push_back(nn::Tokens{std::vector<int64_t>(src_ids.begin() + i * len, src_ids.begin() + (i + n) * len),
-                                   n, len, std::vector<int64_t>(static_cast<size_t>(n), len)});
+      batches.push_back(nn::Tokens{
+          std::vector<int64_t>(src_ids.begin() + i * len, src_ids.begin() + (i + n) * len), n, len,
+          std::vector<int64_t>(static_cast<size_t>(n), len)});
     }
-    const Metadata meta{{"model", "seq2seq"}, {"d_model", "128"}, {"heads", "4"}, {"d_ff", "512"},
-                        {"encoder_layers", "2"}, {"decoder_layers", "2"},
-                        {"vocab", std::to_string(cfg.tgt_vocab)}, {"norm_first", "false"},
-                        {"activation", "relu"}, {"positions", "sinusoidal"}, {"tied", "false"},
-                        {"len", std::to_string(len)}, {"bos", std::to_string(kBos)},
+    const Metadata meta{{"model", "seq2seq"},
+                        {"d_model", "128"},
+                        {"heads", "4"},
+                        {"d_ff", "512"},
+                        {"encoder_layers", "2"},
+                        {"decoder_layers", "2"},
+                        {"vocab", std::to_string(cfg.tgt_vocab)},
+                        {"norm_first", "false"},
+                        {"activation", "relu"},
+                        {"positions", "sinusoidal"},
+                        {"tied", "false"},
+                        {"len", std::to_string(len)},
+                        {"bos", std::to_string(kBos)},
                         {"seed", std::to_string(seed)}};
     if (!save_init.empty()) nn::save(model, save_init, meta);
-    if (!save_src.empty()) write_safetensors(save_src, {{"src", ids_tensor(src_ids, count, len)}}, meta);
+    if (!save_src.empty())
+      write_safetensors(save_src, {{"src", ids_tensor(src_ids, count, len)}}, meta);
 
     nn::DecodeOptions greedy;
-    greedy.bos = kBos; greedy.eos = kEos; greedy.pad = kPad;
+    greedy.bos = kBos;
+    greedy.eos = kEos;
+    greedy.pad = kPad;
     greedy.max_len = len + 1;
     greedy.ignore_eos = true;
     nn::BeamOptions beam;
-    beam.beam = 4; beam.alpha = 0.6; beam.max_len = len + 1;
-    beam.bos = kBos; beam.eos = kEos; beam.pad = kPad;
+    beam.beam = 4;
+    beam.alpha = 0.6;
+    beam.max_len = len + 1;
+    beam.bos = kBos;
+    beam.eos = kEos;
+    beam.pad = kPad;
     beam.ignore_eos = true;
 
     std::vector<std::vector<int64_t>> cached_out;
@@ -158,17 +184,21 @@ int main(int argc, char** argv) {
       }
       const double tokens = static_cast<double>(count * (len + 1));
       if (json) {
-        std::printf("{\"impl\": \"qkv\", \"mode\": \"%s\", \"len\": %lld, \"count\": %lld, \"batch\": %lld, "
-                    "\"threads\": %d, \"seconds\": %.6f, \"tokens_per_s\": %.1f, \"same_as_cached\": %.4f, "
-                    "\"vs_cached\": %.4f}\n",
-                    mode.c_str(), static_cast<long long>(len), static_cast<long long>(count),
-                    static_cast<long long>(batch), threads, best, tokens / best, agree,
-                    cached_s > 0 ? best / cached_s : -1.0);
+        std::printf(
+            "{\"impl\": \"qkv\", \"mode\": \"%s\", \"len\": %lld, \"count\": %lld, \"batch\": "
+            "%lld, "
+            "\"threads\": %d, \"seconds\": %.6f, \"tokens_per_s\": %.1f, \"same_as_cached\": %.4f, "
+            "\"vs_cached\": %.4f}\n",
+            mode.c_str(), static_cast<long long>(len), static_cast<long long>(count),
+            static_cast<long long>(batch), threads, best, tokens / best, agree,
+            cached_s > 0 ? best / cached_s : -1.0);
       } else {
-        std::printf("%-9s len %lld, %lld sources, batch %lld, %d thread(s): %.3f s, %.0f tokens/s%s\n",
-                    mode.c_str(), static_cast<long long>(len), static_cast<long long>(count),
-                    static_cast<long long>(batch), threads, best, tokens / best,
-                    agree >= 0 ? (", same tokens as cached: " + std::to_string(agree * 100) + "%").c_str() : "");
+        std::printf(
+            "%-9s len %lld, %lld sources, batch %lld, %d thread(s): %.3f s, %.0f tokens/s%s\n",
+            mode.c_str(), static_cast<long long>(len), static_cast<long long>(count),
+            static_cast<long long>(batch), threads, best, tokens / best,
+            agree >= 0 ? (", same tokens as cached: " + std::to_string(agree * 100) + "%").c_str()
+                       : "");
       }
       std::fflush(stdout);
     }

@@ -97,8 +97,8 @@ namespace {
 // ---- the four configurations of the issue ----------------------------------------
 struct BenchCase {
   std::string name;
-  bool gpt = false;       // decoder-only GPT-2 shape, else encoder-decoder
-  int64_t B = 0, T = 0;   // batch, sequence length (source length S = T)
+  bool gpt = false;      // decoder-only GPT-2 shape, else encoder-decoder
+  int64_t B = 0, T = 0;  // batch, sequence length (source length S = T)
   int64_t D = 0, H = 0, F = 0, enc = 0, dec = 0, V = 0;  // dec = layers for gpt
 };
 
@@ -190,7 +190,8 @@ void attention_shapes(ShapeList& s, int64_t B, int64_t T, int64_t S, int64_t D, 
   s.add(kFwd, false, false, T, dk, S, BH, times);
   s.add(kBwd, false, true, T, S, dk, BH, times);
   s.add(kBwd, true, false, S, dk, T, BH, 2 * times);
-  const int64_t pv_bwd = nn::detail::attention_keeps_head_outputs(B, T, S, D, H) ? 1 : 2;  // dQ [+ O again]
+  const int64_t pv_bwd =
+      nn::detail::attention_keeps_head_outputs(B, T, S, D, H) ? 1 : 2;  // dQ [+ O again]
   s.add(kBwd, false, false, T, dk, S, BH, pv_bwd * times);
 }
 
@@ -212,7 +213,7 @@ ShapeList derive_step_shapes(const BenchCase& c) {
     ffn_shapes(s, N, c.D, c.F, c.dec);
   } else {
     const int64_t S = c.T;
-    attention_shapes(s, c.B, S, S, c.D, c.H, true, c.enc);       // encoder self-attention
+    attention_shapes(s, c.B, S, S, c.D, c.H, true, c.enc);  // encoder self-attention
     ffn_shapes(s, c.B * S, c.D, c.F, c.enc);
     attention_shapes(s, c.B, c.T, c.T, c.D, c.H, true, c.dec);  // decoder self-attention
     attention_shapes(s, c.B, c.T, S, c.D, c.H, false, c.dec);   // cross-attention over memory
@@ -248,11 +249,11 @@ class GemmTimer {
  private:
   void call() {
     if (g_.batch == 1)
-      gemm(g_.ta, g_.tb, g_.M, g_.N, g_.K, 1, A_.data(), a_cols_, B_.data(), b_cols_, 0,
-           C_.data(), g_.N);
+      gemm(g_.ta, g_.tb, g_.M, g_.N, g_.K, 1, A_.data(), a_cols_, B_.data(), b_cols_, 0, C_.data(),
+           g_.N);
     else  // B*H products, as the attention's per-head loop (one whole gemm per thread)
-      gemm_batched(g_.ta, g_.tb, g_.batch, g_.M, g_.N, g_.K, 1, A_.data(), sa_, a_cols_,
-                   B_.data(), sb_, b_cols_, 0, C_.data(), sc_, g_.N);
+      gemm_batched(g_.ta, g_.tb, g_.batch, g_.M, g_.N, g_.K, 1, A_.data(), sa_, a_cols_, B_.data(),
+                   sb_, b_cols_, 0, C_.data(), sc_, g_.N);
   }
   double per_call(int64_t reps) {
     const auto t0 = Clock::now();
@@ -298,8 +299,8 @@ class Contender {
 
  private:
   [[noreturn]] static void spin(pid_t parent, int cpu, int limit_s) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // killed with the parent's thread...
-    if (getppid() != parent) _exit(0);  // ...unless the parent is already gone
+    prctl(PR_SET_PDEATHSIG, SIGKILL);       // killed with the parent's thread...
+    if (getppid() != parent) _exit(0);      // ...unless the parent is already gone
     alarm(static_cast<unsigned>(limit_s));  // SIGALRM ends it at the limit
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -356,16 +357,19 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_train: time a Transformer training step and its sgemm ceiling (qkv)"};
   app.add_option("--config", config, "tiny, small, base or gpt")
       ->check(CLI::IsMember({"tiny", "small", "base", "gpt"}));
-  app.add_option("--threads", threads, "threads for our kernels and OpenBLAS")->check(CLI::Range(1, 256));
-  app.add_option("--steps", steps, "timed steps (the median is reported)")->check(CLI::Range(1, 100000));
+  app.add_option("--threads", threads, "threads for our kernels and OpenBLAS")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--steps", steps, "timed steps (the median is reported)")
+      ->check(CLI::Range(1, 100000));
   app.add_option("--warmup", warmup, "untimed steps first")->check(CLI::Range(0, 100000));
   app.add_option("--seed", seed, "seed of the weights and the token batch");
-  app.add_option("--save-init", save_init, "write the initial weights here (safetensors, qkv names)");
-  app.add_option("--save-batch", save_batch, "write the token batch here (src, tgt, targets as F32)");
+  app.add_option("--save-init", save_init,
+                 "write the initial weights here (safetensors, qkv names)");
+  app.add_option("--save-batch", save_batch,
+                 "write the token batch here (src, tgt, targets as F32)");
   app.add_flag("--no-ceiling", no_ceiling, "skip the sgemm ceiling measurement");
   app.add_flag("--shapes", show_shapes, "also print each sgemm shape's ideal time and GFLOP/s");
-  app.add_flag("--contend", contend,
-               "time the steps while a spinning process keeps one core busy");
+  app.add_flag("--contend", contend, "time the steps while a spinning process keeps one core busy");
   app.add_option("--contend-limit", contend_limit,
                  "seconds after which the spinning process stops by itself")
       ->check(CLI::Range(1, 86400));
@@ -387,34 +391,62 @@ int main(int argc, char** argv) {
     nn::Tokens src{random_ids(data_gen, c.B * c.T, c.V), c.B, c.T, {}};
     nn::Tokens tgt{random_ids(data_gen, c.B * c.T, c.V), c.B, c.T, {}};
     const std::vector<int64_t> targets = random_ids(data_gen, c.B * c.T, c.V);
-    Metadata meta{{"config", c.name}, {"batch", std::to_string(c.B)}, {"seq_len", std::to_string(c.T)},
-                  {"d_model", std::to_string(c.D)}, {"heads", std::to_string(c.H)},
-                  {"d_ff", std::to_string(c.F)}, {"vocab", std::to_string(c.V)},
+    Metadata meta{{"config", c.name},
+                  {"batch", std::to_string(c.B)},
+                  {"seq_len", std::to_string(c.T)},
+                  {"d_model", std::to_string(c.D)},
+                  {"heads", std::to_string(c.H)},
+                  {"d_ff", std::to_string(c.F)},
+                  {"vocab", std::to_string(c.V)},
                   {"seed", std::to_string(seed)}};
     if (c.gpt) {
       nn::GPTConfig g;
-      g.vocab = c.V; g.d_model = c.D; g.heads = c.H; g.layers = c.dec; g.d_ff = c.F;
-      g.max_len = c.T; g.dropout = 0; g.activation = nn::Activation::GELU;
-      g.pre_norm = true; g.tie_weights = true; g.seed = seed;
+      g.vocab = c.V;
+      g.d_model = c.D;
+      g.heads = c.H;
+      g.layers = c.dec;
+      g.d_ff = c.F;
+      g.max_len = c.T;
+      g.dropout = 0;
+      g.activation = nn::Activation::GELU;
+      g.pre_norm = true;
+      g.tie_weights = true;
+      g.seed = seed;
       auto m = std::make_shared<nn::GPT>(g);
       forward_loss = [m, &tgt, &targets] { return nn::cross_entropy(m->forward(tgt), targets); };
       model = m;
-      meta.insert({{"model", "gpt"}, {"layers", std::to_string(c.dec)}, {"norm_first", "true"},
-                   {"activation", "gelu"}, {"positions", "learned"}, {"tied", "true"}});
+      meta.insert({{"model", "gpt"},
+                   {"layers", std::to_string(c.dec)},
+                   {"norm_first", "true"},
+                   {"activation", "gelu"},
+                   {"positions", "learned"},
+                   {"tied", "true"}});
     } else {
       nn::TransformerConfig t;
-      t.src_vocab = t.tgt_vocab = c.V; t.d_model = c.D; t.heads = c.H;
-      t.encoder_layers = c.enc; t.decoder_layers = c.dec; t.d_ff = c.F; t.dropout = 0;
-      t.activation = nn::Activation::ReLU; t.pre_norm = false; t.tie_weights = false;
-      t.learned_positions = false; t.seed = seed;
+      t.src_vocab = t.tgt_vocab = c.V;
+      t.d_model = c.D;
+      t.heads = c.H;
+      t.encoder_layers = c.enc;
+      t.decoder_layers = c.dec;
+      t.d_ff = c.F;
+      t.dropout = 0;
+      t.activation = nn::Activation::ReLU;
+      t.pre_norm = false;
+      t.tie_weights = false;
+      t.learned_positions = false;
+      t.seed = seed;
       auto m = std::make_shared<nn::Seq2SeqTransformer>(t);
       forward_loss = [m, &src, &tgt, &targets] {
         return nn::cross_entropy(m->forward(src, tgt), targets);
       };
       model = m;
-      meta.insert({{"model", "seq2seq"}, {"encoder_layers", std::to_string(c.enc)},
-                   {"decoder_layers", std::to_string(c.dec)}, {"norm_first", "false"},
-                   {"activation", "relu"}, {"positions", "sinusoidal"}, {"tied", "false"}});
+      meta.insert({{"model", "seq2seq"},
+                   {"encoder_layers", std::to_string(c.enc)},
+                   {"decoder_layers", std::to_string(c.dec)},
+                   {"norm_first", "false"},
+                   {"activation", "relu"},
+                   {"positions", "sinusoidal"},
+                   {"tied", "false"}});
     }
     if (!save_init.empty()) nn::save(*model, save_init, meta);
     if (!save_batch.empty())
@@ -485,7 +517,7 @@ int main(int argc, char** argv) {
       fwd_allocs = allocator_stats().system_allocs - s0;
     }
     const int contend_cpu = contender ? contender->cpu() : -1;
-    contender.reset();  // the ceiling is measured on a quiet machine
+    contender.reset();                    // the ceiling is measured on a quiet machine
     const double rss_mb = peak_rss_mb();  // before the ceiling's own buffers
     const AllocatorStats alloc_peak = allocator_stats();
 
@@ -525,39 +557,55 @@ int main(int argc, char** argv) {
                    static_cast<double>(fwd_flops));
 
     if (json) {
-      nlohmann::json j = {
-          {"impl", "qkv"}, {"config", c.name}, {"threads", threads}, {"steps", steps},
-          {"contend", contend}, {"contend_cpu", contend_cpu}, {"adaptive", !fixed},
-          {"team_regions_per_step", double(team_regions) / steps},
-          {"benched_regions_per_step", double(benched_regions) / steps},
-          {"benches", benches},
-          {"warmup", warmup}, {"batch", c.B}, {"seq_len", c.T},
-          {"params", model->num_parameters()},
-          {"step_ms", step_ms}, {"step_ms_min", *std::min_element(step_s.begin(), step_s.end()) * 1e3},
-          {"fwd_ms", fwd_ms}, {"tokens_per_s", tokens / (step_ms * 1e-3)},
-          {"step_gflop", step_flops / 1e9}, {"fwd_gflop", fwd_flops / 1e9},
-          {"gflops", gflops}, {"fwd_gflops", fwd_gflops},
-          {"ceiling_gflops", ceiling}, {"ceiling_frac", ceiling > 0 ? gflops / ceiling : 0.0},
-          {"ceiling_fwd_gflops", ceiling_fwd},
-          {"gemm_shapes", static_cast<int64_t>(shapes.shapes().size())},
-          {"flop_mismatch", mismatch},
-          {"peak_rss_mb", rss_mb},
-          {"allocs_timed", train_allocs}, {"allocs_per_step", static_cast<double>(train_allocs) / steps},
-          {"fwd_allocs_timed", fwd_allocs}, {"heap_allocs_per_step", heap_per_step},
-          {"fwd_heap_allocs_per_step", fwd_heap_per_step},
-          {"loss_first", loss_first}, {"loss_last", loss_last}};
+      nlohmann::json j = {{"impl", "qkv"},
+                          {"config", c.name},
+                          {"threads", threads},
+                          {"steps", steps},
+                          {"contend", contend},
+                          {"contend_cpu", contend_cpu},
+                          {"adaptive", !fixed},
+                          {"team_regions_per_step", double(team_regions) / steps},
+                          {"benched_regions_per_step", double(benched_regions) / steps},
+                          {"benches", benches},
+                          {"warmup", warmup},
+                          {"batch", c.B},
+                          {"seq_len", c.T},
+                          {"params", model->num_parameters()},
+                          {"step_ms", step_ms},
+                          {"step_ms_min", *std::min_element(step_s.begin(), step_s.end()) * 1e3},
+                          {"fwd_ms", fwd_ms},
+                          {"tokens_per_s", tokens / (step_ms * 1e-3)},
+                          {"step_gflop", step_flops / 1e9},
+                          {"fwd_gflop", fwd_flops / 1e9},
+                          {"gflops", gflops},
+                          {"fwd_gflops", fwd_gflops},
+                          {"ceiling_gflops", ceiling},
+                          {"ceiling_frac", ceiling > 0 ? gflops / ceiling : 0.0},
+                          {"ceiling_fwd_gflops", ceiling_fwd},
+                          {"gemm_shapes", static_cast<int64_t>(shapes.shapes().size())},
+                          {"flop_mismatch", mismatch},
+                          {"peak_rss_mb", rss_mb},
+                          {"allocs_timed", train_allocs},
+                          {"allocs_per_step", static_cast<double>(train_allocs) / steps},
+                          {"fwd_allocs_timed", fwd_allocs},
+                          {"heap_allocs_per_step", heap_per_step},
+                          {"fwd_heap_allocs_per_step", fwd_heap_per_step},
+                          {"loss_first", loss_first},
+                          {"loss_last", loss_last}};
       std::printf("%s\n", j.dump().c_str());
     } else {
-      const std::string layers = c.gpt ? std::to_string(c.dec)
-                                       : std::to_string(c.enc) + "+" + std::to_string(c.dec);
-      std::printf("qkv %s (B %lld, T %lld, D %lld, H %lld, F %lld, layers %s, V %lld), "
-                  "%d thread(s)%s, %lld parameters\n",
-                  c.name.c_str(), (long long)c.B, (long long)c.T, (long long)c.D, (long long)c.H,
-                  (long long)c.F, layers.c_str(), (long long)c.V, threads,
-                  contend ? (", one core (CPU " + std::to_string(contend_cpu) + ") kept busy").c_str() : "",
-                  (long long)model->num_parameters());
-      std::printf("  train step   %9.3f ms median of %d (min %.3f), %.0f tokens/s\n", step_ms, steps,
-                  *std::min_element(step_s.begin(), step_s.end()) * 1e3, tokens / (step_ms * 1e-3));
+      const std::string layers =
+          c.gpt ? std::to_string(c.dec) : std::to_string(c.enc) + "+" + std::to_string(c.dec);
+      std::printf(
+          "qkv %s (B %lld, T %lld, D %lld, H %lld, F %lld, layers %s, V %lld), "
+          "%d thread(s)%s, %lld parameters\n",
+          c.name.c_str(), (long long)c.B, (long long)c.T, (long long)c.D, (long long)c.H,
+          (long long)c.F, layers.c_str(), (long long)c.V, threads,
+          contend ? (", one core (CPU " + std::to_string(contend_cpu) + ") kept busy").c_str() : "",
+          (long long)model->num_parameters());
+      std::printf("  train step   %9.3f ms median of %d (min %.3f), %.0f tokens/s\n", step_ms,
+                  steps, *std::min_element(step_s.begin(), step_s.end()) * 1e3,
+                  tokens / (step_ms * 1e-3));
       std::printf("  forward      %9.3f ms median (forward + loss, no graph)\n", fwd_ms);
       std::printf("  matmul       %.4f GFLOP/step -> %.2f GFLOP/s; forward %.2f GFLOP/s\n",
                   step_flops / 1e9, gflops, fwd_gflops);
@@ -574,22 +622,26 @@ int main(int argc, char** argv) {
         }
       }
       if (ceiling > 0)
-        std::printf("  sgemm ceiling %.2f GFLOP/s on the step's %zu shapes -> %.1f%% of it "
-                    "(forward ceiling %.2f)\n",
-                    ceiling, shapes.shapes().size(), 100 * gflops / ceiling, ceiling_fwd);
-      std::printf("  peak RSS     %.1f MB; tensor allocator peak %.1f MB (in use at once %.1f MB)\n",
-                  rss_mb, alloc_peak.peak_bytes / 1048576.0, alloc_peak.peak_in_use / 1048576.0);
-      std::printf("  allocations  %lld system allocs in %d timed steps (%.2f per step); "
-                  "forward-only %lld\n",
-                  (long long)train_allocs, steps, static_cast<double>(train_allocs) / steps,
-                  (long long)fwd_allocs);
-      std::printf("  threads      %.0f parallel regions per step on a team, %.0f with the team "
-                  "benched (run in turn); benched %lld time(s) in the timed steps\n",
-                  double(team_regions) / steps, double(benched_regions) / steps,
-                  (long long)benches);
-      std::printf("  heap         %.0f operator new calls per step (graph nodes and bookkeeping); "
-                  "forward-only %.0f\n",
-                  heap_per_step, fwd_heap_per_step);
+        std::printf(
+            "  sgemm ceiling %.2f GFLOP/s on the step's %zu shapes -> %.1f%% of it "
+            "(forward ceiling %.2f)\n",
+            ceiling, shapes.shapes().size(), 100 * gflops / ceiling, ceiling_fwd);
+      std::printf(
+          "  peak RSS     %.1f MB; tensor allocator peak %.1f MB (in use at once %.1f MB)\n",
+          rss_mb, alloc_peak.peak_bytes / 1048576.0, alloc_peak.peak_in_use / 1048576.0);
+      std::printf(
+          "  allocations  %lld system allocs in %d timed steps (%.2f per step); "
+          "forward-only %lld\n",
+          (long long)train_allocs, steps, static_cast<double>(train_allocs) / steps,
+          (long long)fwd_allocs);
+      std::printf(
+          "  threads      %.0f parallel regions per step on a team, %.0f with the team "
+          "benched (run in turn); benched %lld time(s) in the timed steps\n",
+          double(team_regions) / steps, double(benched_regions) / steps, (long long)benches);
+      std::printf(
+          "  heap         %.0f operator new calls per step (graph nodes and bookkeeping); "
+          "forward-only %.0f\n",
+          heap_per_step, fwd_heap_per_step);
       std::printf("  loss         %.5f at the first step, %.5f at the last\n",
                   static_cast<double>(loss_first), static_cast<double>(loss_last));
     }

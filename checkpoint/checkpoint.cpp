@@ -38,8 +38,8 @@ void load_state_dict(Module& m, const TensorFile& f, const LoadOptions& options)
     if (it == in_file.end()) fail("missing tensor '" + brief(full) + "'");
     const Tensor& t = *it->second;
     if (t.shape() != params[i].second.shape())
-      fail("tensor '" + brief(full) + "' has shape " + to_string(t.shape()) + " but the model expects " +
-           to_string(params[i].second.shape()));
+      fail("tensor '" + brief(full) + "' has shape " + to_string(t.shape()) +
+           " but the model expects " + to_string(params[i].second.shape()));
     src[i] = &t;
     in_file.erase(it);
   }
@@ -50,7 +50,8 @@ void load_state_dict(Module& m, const TensorFile& f, const LoadOptions& options)
   }
   if (!options.allow_nonfinite) {
     NamedTensors taken;  // the tensors about to be copied, under their names in the file
-    for (size_t i = 0; i < params.size(); ++i) taken.emplace_back(prefix + params[i].first, *src[i]);
+    for (size_t i = 0; i < params.size(); ++i)
+      taken.emplace_back(prefix + params[i].first, *src[i]);
     check_finite(taken, "load: " + f.path);
   }
   for (size_t i = 0; i < params.size(); ++i) params[i].second.data().copy_(*src[i]);

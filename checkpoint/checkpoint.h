@@ -27,7 +27,8 @@ NamedTensors state_dict(const Module& m);
 // name prefix before): load_state_dict takes a parameter missing under its
 // name from the tensor under its old one, so every file ever written loads.
 //   lm_head.  <- generator.   the encoder-decoder's output layer (one name with the GPT's)
-inline const std::vector<std::pair<std::string, std::string>> kRenamedParameters = {{"lm_head.", "generator."}};
+inline const std::vector<std::pair<std::string, std::string>> kRenamedParameters = {
+    {"lm_head.", "generator."}};
 
 // How load_state_dict and load treat a file.
 struct LoadOptions {
@@ -50,9 +51,9 @@ struct LoadOptions {
 // parameter changes. Errors read "load: <file>: missing tensor '<name>'",
 // "load: <file>: unexpected tensor '<name>'",
 // "load: <file>: tensor '<name>' has shape (3,4) but the model expects (4,3)" and
-// "load: <file>: tensor '<name>' holds nan at index (0,2) of shape (4,3) (1 non-finite value in it)".
-// (For other tensors of the same file, e.g. optimizer state, use check_finite(f)
-// from io/safetensors.h.)
+// "load: <file>: tensor '<name>' holds nan at index (0,2) of shape (4,3) (1 non-finite value in
+// it)". (For other tensors of the same file, e.g. optimizer state, use check_finite(f) from
+// io/safetensors.h.)
 void load_state_dict(Module& m, const TensorFile& f, const LoadOptions& options);
 // load_state_dict(m, f, LoadOptions{prefix}): finite values required.
 void load_state_dict(Module& m, const TensorFile& f, const std::string& prefix = "");
@@ -68,7 +69,8 @@ struct SaveOptions {
 
 // Writes state_dict(m) (as F32) and `metadata` atomically (write_safetensors).
 // Errors for a non-finite parameter read
-// "save: <path>: tensor '<name>' holds inf at index (1,0) of shape (2,2) (1 non-finite value in it)".
+// "save: <path>: tensor '<name>' holds inf at index (1,0) of shape (2,2) (1 non-finite value in
+// it)".
 void save(const Module& m, const std::string& path, const Metadata& metadata = {},
           const SaveOptions& options = {});
 // Reads `path` strictly into m (load_state_dict with `options`); returns its metadata.

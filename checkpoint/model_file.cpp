@@ -26,15 +26,31 @@ Activation parse_activation(const std::string& s, const std::string& where) {
 // cannot drift apart. Activation is stored by name.
 template <class C, class F>
 void transformer_fields(C& c, F&& f) {
-  f("src_vocab", c.src_vocab); f("tgt_vocab", c.tgt_vocab); f("d_model", c.d_model); f("heads", c.heads);
-  f("encoder_layers", c.encoder_layers); f("decoder_layers", c.decoder_layers); f("d_ff", c.d_ff);
-  f("dropout", c.dropout); f("pre_norm", c.pre_norm); f("tie_weights", c.tie_weights);
-  f("learned_positions", c.learned_positions); f("max_len", c.max_len); f("seed", c.seed);
+  f("src_vocab", c.src_vocab);
+  f("tgt_vocab", c.tgt_vocab);
+  f("d_model", c.d_model);
+  f("heads", c.heads);
+  f("encoder_layers", c.encoder_layers);
+  f("decoder_layers", c.decoder_layers);
+  f("d_ff", c.d_ff);
+  f("dropout", c.dropout);
+  f("pre_norm", c.pre_norm);
+  f("tie_weights", c.tie_weights);
+  f("learned_positions", c.learned_positions);
+  f("max_len", c.max_len);
+  f("seed", c.seed);
 }
 template <class C, class F>
 void gpt_fields(C& c, F&& f) {
-  f("vocab", c.vocab); f("d_model", c.d_model); f("heads", c.heads); f("layers", c.layers); f("d_ff", c.d_ff);
-  f("max_len", c.max_len); f("dropout", c.dropout); f("pre_norm", c.pre_norm); f("tie_weights", c.tie_weights);
+  f("vocab", c.vocab);
+  f("d_model", c.d_model);
+  f("heads", c.heads);
+  f("layers", c.layers);
+  f("d_ff", c.d_ff);
+  f("max_len", c.max_len);
+  f("dropout", c.dropout);
+  f("pre_norm", c.pre_norm);
+  f("tie_weights", c.tie_weights);
   f("seed", c.seed);
 }
 
@@ -60,7 +76,9 @@ TensorFile read_model_file(const std::string& path, const char* want_kind) {
   TensorFile f = read_safetensors(path);
   const std::string kind = f.metadata.count("model_kind") ? f.metadata.at("model_kind") : "";
   if (kind.empty())
-    throw Error(path + ": metadata has no 'model_kind': not a file written by nn::save_model or the training program");
+    throw Error(path +
+                ": metadata has no 'model_kind': not a file written by nn::save_model or the "
+                "training program");
   if (kind != want_kind)
     throw Error(path + ": holds a '" + brief(kind) + "' model, not a '" + want_kind + "' model");
   return f;
@@ -80,17 +98,22 @@ json config_to_json(const GPTConfig& c) {
   return to_json_with(c, [](auto& cc, auto&& f) { gpt_fields(cc, f); });
 }
 TransformerConfig transformer_config_from_json(const json& j, const std::string& where) {
-  return from_json_with<TransformerConfig>(j, where, [](auto& cc, auto&& f) { transformer_fields(cc, f); });
+  return from_json_with<TransformerConfig>(j, where,
+                                           [](auto& cc, auto&& f) { transformer_fields(cc, f); });
 }
 GPTConfig gpt_config_from_json(const json& j, const std::string& where) {
   return from_json_with<GPTConfig>(j, where, [](auto& cc, auto&& f) { gpt_fields(cc, f); });
 }
 
 Metadata model_metadata(const Seq2SeqTransformer& m, const std::string& prefix) {
-  return {{"model_kind", "seq2seq"}, {"model_config", config_to_json(m.cfg).dump()}, {"model_prefix", prefix}};
+  return {{"model_kind", "seq2seq"},
+          {"model_config", config_to_json(m.cfg).dump()},
+          {"model_prefix", prefix}};
 }
 Metadata model_metadata(const GPT& m, const std::string& prefix) {
-  return {{"model_kind", "gpt"}, {"model_config", config_to_json(m.cfg).dump()}, {"model_prefix", prefix}};
+  return {{"model_kind", "gpt"},
+          {"model_config", config_to_json(m.cfg).dump()},
+          {"model_prefix", prefix}};
 }
 
 std::string special_tokens_json(const SpecialTokens& s) {
@@ -108,8 +131,10 @@ SpecialTokens special_tokens(const Metadata& md, const std::string& path) {
   read_json_field(j, "bos", s.bos, where);
   read_json_field(j, "eos", s.eos, where);
   if (j.contains("unk")) read_json_field(j, "unk", s.unk, where);
-  for (const auto& [key, id] : {std::pair<const char*, int64_t>{"pad", s.pad}, {"bos", s.bos}, {"eos", s.eos}})
-    if (id < 0) throw Error(where + ": key '" + key + "' is " + std::to_string(id) + " (a token id is >= 0)");
+  for (const auto& [key, id] :
+       {std::pair<const char*, int64_t>{"pad", s.pad}, {"bos", s.bos}, {"eos", s.eos}})
+    if (id < 0)
+      throw Error(where + ": key '" + key + "' is " + std::to_string(id) + " (a token id is >= 0)");
   return s;
 }
 
@@ -162,7 +187,9 @@ class ConfigFit {
   static std::string key_is(const char* key, int64_t v) {
     return std::string("model_config key '") + key + "' is " + std::to_string(v);
   }
-  std::string tensor_name(const std::string& name) const { return "'" + brief(prefix_ + name) + "'"; }
+  std::string tensor_name(const std::string& name) const {
+    return "'" + brief(prefix_ + name) + "'";
+  }
 
   void at_least(const char* key, int64_t v, int64_t lo) const {
     if (v < lo) fail(key_is(key, v) + ": must be at least " + std::to_string(lo));
@@ -183,7 +210,8 @@ class ConfigFit {
   }
 
   // Dimension `dim` of `t` (the tensor prefix + name) is config value v of `key`.
-  void size_is(const std::string& name, const Tensor& t, int dim, const char* key, int64_t v) const {
+  void size_is(const std::string& name, const Tensor& t, int dim, const char* key,
+               int64_t v) const {
     if (t.size(dim) != v)
       fail(key_is(key, v) + " but tensor " + tensor_name(name) + " has shape " +
            to_string(t.shape()));
@@ -197,8 +225,10 @@ class ConfigFit {
     for (const auto& [n, t] : f_.tensors) {
       if (n.compare(0, start.size(), start) != 0) continue;
       const size_t dot = n.find('.', start.size());
-      const std::string index = n.substr(start.size(), dot == std::string::npos ? std::string::npos : dot - start.size());
-      if (index.empty() || index.size() > 9 || index.find_first_not_of("0123456789") != std::string::npos)
+      const std::string index =
+          n.substr(start.size(), dot == std::string::npos ? std::string::npos : dot - start.size());
+      if (index.empty() || index.size() > 9 ||
+          index.find_first_not_of("0123456789") != std::string::npos)
         continue;  // not a layer's tensor: load_state_dict names it
       found = std::max<int64_t>(found, std::stoll(index) + 1);
     }
@@ -206,7 +236,8 @@ class ConfigFit {
       fail(key_is(key, layers) + " but the file has tensors for " + std::to_string(found) + " (" +
            (found == 0 ? "none named '" + brief(start) + "<i>.*'"
                        : "'" + brief(start) + "0.*'" +
-                             (found > 1 ? " to '" + brief(start) + std::to_string(found - 1) + ".*'" : "")) +
+                             (found > 1 ? " to '" + brief(start) + std::to_string(found - 1) + ".*'"
+                                        : "")) +
            ")");
   }
 
@@ -231,8 +262,8 @@ class ConfigFit {
       if (n.compare(0, prefix_.size(), prefix_) == 0) in_file += double(t.numel());
     if (model_numbers > in_file)
       fail("model_config describes a model of " + number_text(model_numbers) +
-           " parameters but the file holds " + number_text(in_file) + " numbers under the prefix '" +
-           brief(prefix_) + "'");
+           " parameters but the file holds " + number_text(in_file) +
+           " numbers under the prefix '" + brief(prefix_) + "'");
   }
 
  private:
@@ -254,8 +285,8 @@ double parameter_count(const TransformerConfig& c) {
   double n = double(c.src_vocab) * D + double(c.tgt_vocab) * D;  // the embeddings
   if (c.learned_positions) n += 2 * double(c.max_len) * D;       // src_pos, tgt_pos
   n += double(c.encoder_layers) * enc_layer + double(c.decoder_layers) * dec_layer;
-  if (c.pre_norm) n += 2 * norm_numbers(D);                      // each stack's final norm
-  n += double(c.tgt_vocab) * (c.tie_weights ? 1 : D + 1);        // lm_head: bias (+ weight)
+  if (c.pre_norm) n += 2 * norm_numbers(D);                // each stack's final norm
+  n += double(c.tgt_vocab) * (c.tie_weights ? 1 : D + 1);  // lm_head: bias (+ weight)
   return n;
 }
 
@@ -284,7 +315,8 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const Tra
   fit.layers_are("encoder.layers.", "encoder_layers", c.encoder_layers);
   fit.layers_are("decoder.layers.", "decoder_layers", c.decoder_layers);
   fit.at_least("d_ff", c.d_ff, 1);
-  for (const char* name : {"encoder.layers.0.ffn.linear1.weight", "decoder.layers.0.ffn.linear1.weight"}) {
+  for (const char* name :
+       {"encoder.layers.0.ffn.linear1.weight", "decoder.layers.0.ffn.linear1.weight"}) {
     const Tensor& w1 = fit.matrix(name, "d_ff");
     fit.size_is(name, w1, 0, "d_ff", c.d_ff);  // (F, D)
     fit.size_is(name, w1, 1, "d_model", c.d_model);
@@ -303,8 +335,9 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const Tra
                std::to_string(kMaxSinusoidalPositions) + " positions is refused");
     const double bytes = double(c.max_len) * double(c.d_model) * sizeof(real);
     if (bytes > 0.5 * physical_memory_bytes())
-      fit.fail(ConfigFit::key_is("max_len", c.max_len) + ": its sinusoidal table (max_len x d_model " +
-               std::to_string(c.d_model) + ") would take " + number_text(bytes / 1073741824.0) +
+      fit.fail(ConfigFit::key_is("max_len", c.max_len) +
+               ": its sinusoidal table (max_len x d_model " + std::to_string(c.d_model) +
+               ") would take " + number_text(bytes / 1073741824.0) +
                " GiB, more than half of this machine's memory");
   }
   fit.dropout_ok(c.dropout);
@@ -339,8 +372,8 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const GPT
 std::unique_ptr<Seq2SeqTransformer> load_seq2seq(const std::string& path) {
   TensorFile f = read_model_file(path, "seq2seq");
   const std::string prefix = prefix_of(f);
-  const TransformerConfig c =
-      transformer_config_from_json(metadata_json(f.metadata, "model_config", path), path + ": model_config");
+  const TransformerConfig c = transformer_config_from_json(
+      metadata_json(f.metadata, "model_config", path), path + ": model_config");
   check_config_fits(f, prefix, c);  // before anything is allocated for the model
   auto m = std::make_unique<Seq2SeqTransformer>(c);
   load_state_dict(*m, f, prefix);
@@ -350,7 +383,8 @@ std::unique_ptr<Seq2SeqTransformer> load_seq2seq(const std::string& path) {
 std::unique_ptr<GPT> load_gpt(const std::string& path) {
   TensorFile f = read_model_file(path, "gpt");
   const std::string prefix = prefix_of(f);
-  const GPTConfig c = gpt_config_from_json(metadata_json(f.metadata, "model_config", path), path + ": model_config");
+  const GPTConfig c = gpt_config_from_json(metadata_json(f.metadata, "model_config", path),
+                                           path + ": model_config");
   check_config_fits(f, prefix, c);
   auto m = std::make_unique<GPT>(c);
   load_state_dict(*m, f, prefix);

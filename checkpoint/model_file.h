@@ -122,8 +122,11 @@ void read_json_field(const nlohmann::json& j, const char* key, T& out, const std
     throw Error(where + ": key '" + key + "' has the wrong type (expected " + want + ", got " +
                 it->type_name() + " " + quoted() + ")");
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    const bool negative = !it->is_number_unsigned();  // nlohmann keeps non-negative integers unsigned
-    const bool fits = std::is_unsigned_v<T> ? !negative : negative || it->template get<uint64_t>() <= uint64_t(INT64_MAX);
+    const bool negative =
+        !it->is_number_unsigned();  // nlohmann keeps non-negative integers unsigned
+    const bool fits = std::is_unsigned_v<T>
+                          ? !negative
+                          : negative || it->template get<uint64_t>() <= uint64_t(INT64_MAX);
     if (!fits) throw Error(where + ": key '" + key + "' is out of range (" + quoted() + ")");
   }
   out = it->template get<T>();

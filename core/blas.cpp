@@ -70,7 +70,8 @@ inline void gemm_one(bool transA, bool transB, int64_t M, int64_t N, int64_t K, 
     if (ldc == N)
       std::memset(C, 0, sizeof(real) * static_cast<size_t>(M * N));
     else
-      for (int64_t i = 0; i < M; ++i) std::memset(C + i * ldc, 0, sizeof(real) * static_cast<size_t>(N));
+      for (int64_t i = 0; i < M; ++i)
+        std::memset(C + i * ldc, 0, sizeof(real) * static_cast<size_t>(N));
     beta = 1;
   }
   const OneBlasThread one;
@@ -122,21 +123,25 @@ bool gemm_split(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real 
   if (how == kNone) return false;
 
   if (how == kM) {
-    run_parts(plan, [&](int t, int n) {  // (M,K) rows of A: A + b*lda, or columns of the stored (K,M): A + b
-      int64_t b, e;
-      part(M, t, n, 16, b, e);
-      if (b < e)
-        gemm_one(transA, transB, e - b, N, K, alpha, transA ? A + b : A + b * lda, lda, B, ldb,
-                 beta, C + b * ldc, ldc);
-    });
+    run_parts(
+        plan,
+        [&](int t, int n) {  // (M,K) rows of A: A + b*lda, or columns of the stored (K,M): A + b
+          int64_t b, e;
+          part(M, t, n, 16, b, e);
+          if (b < e)
+            gemm_one(transA, transB, e - b, N, K, alpha, transA ? A + b : A + b * lda, lda, B, ldb,
+                     beta, C + b * ldc, ldc);
+        });
   } else if (how == kN) {
-    run_parts(plan, [&](int t, int n) {  // (K,N) columns of B: B + b, or rows of the stored (N,K): B + b*ldb
-      int64_t b, e;
-      part(N, t, n, 16, b, e);
-      if (b < e)
-        gemm_one(transA, transB, M, e - b, K, alpha, A, lda, transB ? B + b * ldb : B + b, ldb,
-                 beta, C + b, ldc);
-    });
+    run_parts(
+        plan,
+        [&](int t, int n) {  // (K,N) columns of B: B + b, or rows of the stored (N,K): B + b*ldb
+          int64_t b, e;
+          part(N, t, n, 16, b, e);
+          if (b < e)
+            gemm_one(transA, transB, M, e - b, K, alpha, A, lda, transB ? B + b * ldb : B + b, ldb,
+                     beta, C + b, ldc);
+        });
   } else {
     // Split K: part t > 0 goes into its own (M,N) block of `partial`, then C
     // += the blocks, rows shared out again, parts added in order. Two
@@ -172,9 +177,8 @@ bool gemm_split(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real 
 
 // One product on the calling thread's share of the machine: cut across the
 // threads when that pays, else one sgemm call.
-void gemm_any(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha,
-              const real* A, int64_t lda, const real* B, int64_t ldb, real beta, real* C,
-              int64_t ldc) {
+void gemm_any(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha, const real* A,
+              int64_t lda, const real* B, int64_t ldb, real beta, real* C, int64_t ldc) {
   if (!gemm_split(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
     gemm_one(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

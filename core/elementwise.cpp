@@ -119,7 +119,6 @@ Tensor map_broadcast(const Tensor& a, const Tensor& b, const char* op, F f) {
   return out;
 }
 
-
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -135,17 +134,37 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return map_broadcast(a, b, "div", [](real x, real y) { return x / y; });
 }
 
-Tensor add(const Tensor& a, real s) { return map_unary(a, "add", [s](real x) { return x + s; }); }
-Tensor sub(const Tensor& a, real s) { return map_unary(a, "sub", [s](real x) { return x - s; }); }
-Tensor rsub(real s, const Tensor& a) { return map_unary(a, "rsub", [s](real x) { return s - x; }); }
-Tensor mul(const Tensor& a, real s) { return map_unary(a, "mul", [s](real x) { return x * s; }); }
-Tensor div(const Tensor& a, real s) { return map_unary(a, "div", [s](real x) { return x / s; }); }
-Tensor rdiv(real s, const Tensor& a) { return map_unary(a, "rdiv", [s](real x) { return s / x; }); }
+Tensor add(const Tensor& a, real s) {
+  return map_unary(a, "add", [s](real x) { return x + s; });
+}
+Tensor sub(const Tensor& a, real s) {
+  return map_unary(a, "sub", [s](real x) { return x - s; });
+}
+Tensor rsub(real s, const Tensor& a) {
+  return map_unary(a, "rsub", [s](real x) { return s - x; });
+}
+Tensor mul(const Tensor& a, real s) {
+  return map_unary(a, "mul", [s](real x) { return x * s; });
+}
+Tensor div(const Tensor& a, real s) {
+  return map_unary(a, "div", [s](real x) { return x / s; });
+}
+Tensor rdiv(real s, const Tensor& a) {
+  return map_unary(a, "rdiv", [s](real x) { return s / x; });
+}
 
-Tensor neg(const Tensor& a) { return map_unary(a, "neg", [](real x) { return -x; }); }
-Tensor exp(const Tensor& a) { return map_unary(a, "exp", [](real x) { return fast_exp(x); }); }
-Tensor log(const Tensor& a) { return map_unary(a, "log", [](real x) { return std::log(x); }); }
-Tensor sqrt(const Tensor& a) { return map_unary(a, "sqrt", [](real x) { return std::sqrt(x); }); }
+Tensor neg(const Tensor& a) {
+  return map_unary(a, "neg", [](real x) { return -x; });
+}
+Tensor exp(const Tensor& a) {
+  return map_unary(a, "exp", [](real x) { return fast_exp(x); });
+}
+Tensor log(const Tensor& a) {
+  return map_unary(a, "log", [](real x) { return std::log(x); });
+}
+Tensor sqrt(const Tensor& a) {
+  return map_unary(a, "sqrt", [](real x) { return std::sqrt(x); });
+}
 Tensor pow(const Tensor& a, real p) {
   return map_unary(a, "pow", [p](real x) { return std::pow(x, p); });
 }
@@ -153,7 +172,9 @@ Tensor relu(const Tensor& a) {
   return map_unary(a, "relu", [](real x) { return x > 0 ? x : real(0); });
 }
 Tensor gelu(const Tensor& a) { return map_unary(a, "gelu", gelu_scalar); }
-Tensor tanh(const Tensor& a) { return map_unary(a, "tanh", [](real x) { return std::tanh(x); }); }
+Tensor tanh(const Tensor& a) {
+  return map_unary(a, "tanh", [](real x) { return std::tanh(x); });
+}
 Tensor sigmoid(const Tensor& a) {
   return map_unary(a, "sigmoid", [](real x) { return real(1) / (real(1) + std::exp(-x)); });
 }
@@ -162,7 +183,8 @@ Tensor relu_backward(const Tensor& g, const Tensor& x) {
   return map_same(g, x, "relu_backward", [](real gi, real xi) { return xi > 0 ? gi : real(0); });
 }
 Tensor gelu_backward(const Tensor& g, const Tensor& x) {
-  return map_same(g, x, "gelu_backward", [](real gi, real xi) { return gi * gelu_grad_scalar(xi); });
+  return map_same(g, x, "gelu_backward",
+                  [](real gi, real xi) { return gi * gelu_grad_scalar(xi); });
 }
 Tensor tanh_backward(const Tensor& g, const Tensor& y) {
   return map_same(g, y, "tanh_backward", [](real gi, real yi) { return gi * (real(1) - yi * yi); });

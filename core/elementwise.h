@@ -47,10 +47,10 @@ inline Tensor operator-(const Tensor& a) { return neg(a); }
 
 // Derivative kernels: given the upstream gradient g and the op's input x (or
 // output y), return g * f'(.). Same shapes throughout.
-Tensor relu_backward(const Tensor& g, const Tensor& x);     // g * (x > 0)
-Tensor gelu_backward(const Tensor& g, const Tensor& x);     // g * (Phi(x) + x phi(x))
-Tensor tanh_backward(const Tensor& g, const Tensor& y);     // g * (1 - y^2)
-Tensor sigmoid_backward(const Tensor& g, const Tensor& y);  // g * y (1 - y)
+Tensor relu_backward(const Tensor& g, const Tensor& x);         // g * (x > 0)
+Tensor gelu_backward(const Tensor& g, const Tensor& x);         // g * (Phi(x) + x phi(x))
+Tensor tanh_backward(const Tensor& g, const Tensor& y);         // g * (1 - y^2)
+Tensor sigmoid_backward(const Tensor& g, const Tensor& y);      // g * y (1 - y)
 Tensor pow_backward(const Tensor& g, const Tensor& x, real p);  // g * p x^(p-1)
 
 // Scalar GELU and its derivative (gelu_scalar, gelu_grad_scalar) for fused

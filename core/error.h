@@ -42,8 +42,11 @@ inline std::string brief(const std::string& value, size_t max = 200) {
     }
     // A UTF-8 character is copied whole (never cut in two); a byte that does
     // not start one (a stray continuation byte, a truncated sequence) is escaped.
-    const size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-                                  : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    const size_t len = c < 0x80                 ? 1
+                       : c >= 0xc2 && c <= 0xdf ? 2
+                       : c >= 0xe0 && c <= 0xef ? 3
+                       : c >= 0xf0 && c <= 0xf4 ? 4
+                                                : 0;
     bool whole = len > 0 && i + len <= value.size();
     for (size_t k = 1; whole && k < len; ++k)
       whole = (static_cast<unsigned char>(value[i + k]) & 0xc0) == 0x80;

@@ -2,9 +2,9 @@
 // no libm call, no branch, only +, *, /, conversions and selects.
 //
 // float32 build: exp to < 1e-7 relative error, erf to < 3e-7 absolute
-// (1.5e-7 from the formula, the rest float32 rounding); that is below what float32 storage keeps anyway. float64
-// build (-DQKV_DOUBLE, the gradient-check build): the exact std::exp and
-// std::erf, so finite differences stay tight.
+// (1.5e-7 from the formula, the rest float32 rounding); that is below what float32 storage keeps
+// anyway. float64 build (-DQKV_DOUBLE, the gradient-check build): the exact std::exp and std::erf,
+// so finite differences stay tight.
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -20,8 +20,8 @@ class Generator {
   explicit Generator(uint64_t seed = kDefaultSeed) { manual_seed(seed); }
   void manual_seed(uint64_t seed);
   uint64_t next_u64();
-  double uniform();                       // [0, 1), 53 random bits
-  double normal();                        // standard normal (Box-Muller)
+  double uniform();                         // [0, 1), 53 random bits
+  double normal();                          // standard normal (Box-Muller)
   int64_t randint(int64_t lo, int64_t hi);  // uniform in [lo, hi)
   // The full state, so a checkpoint can resume the exact random stream.
   struct State {

@@ -7,7 +7,7 @@
 namespace qkv {
 
 inline uint64_t fnv1a64(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;  // the FNV offset basis
+  uint64_t h = 1469598103934665603ULL;                       // the FNV offset basis
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;  // the FNV prime
   return h;
 }

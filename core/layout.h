@@ -12,7 +12,8 @@ namespace qkv {
 Tensor permute(const Tensor& a, const std::vector<int>& dims);
 // Swaps two dimensions: permute by transpose_dims (shared with autograd's transpose).
 Tensor transpose(const Tensor& a, int d0, int d1);
-std::vector<int> transpose_dims(const Shape& shape, int d0, int d1);  // 0..rank-1 with d0, d1 swapped
+std::vector<int> transpose_dims(const Shape& shape, int d0,
+                                int d1);  // 0..rank-1 with d0, d1 swapped
 // The inverse permutation of `dims`, for permute's backward.
 std::vector<int> inverse_permutation(const std::vector<int>& dims);
 

@@ -49,7 +49,7 @@ bool TeamPolicy::record(int64_t busy, int64_t wait, int64_t now) {
   busy_ += busy;
   wait_ += wait;
   if (busy_ + wait_ < p_.window_ns) return false;  // judge whole windows only
-  const bool lost = wait_ > busy_;  // the team cost more than it gave
+  const bool lost = wait_ > busy_;                 // the team cost more than it gave
   busy_ = wait_ = 0;
   if (lost) {
     solo_until_ = now + solo_ns_;

@@ -73,10 +73,10 @@ inline bool in_parallel_region() {
 class TeamPolicy {
  public:
   struct Params {
-    int64_t window_ns = 50'000'000;        // judge 50 ms of region time at once
-    int64_t solo_min_ns = 20'000'000;      // first bench: 20 ms
-    int64_t solo_max_ns = 1'000'000'000;   // longest bench: 1 s
-    int64_t cold_gap_ns = 2'000'000;       // idle longer than 2 ms: threads asleep
+    int64_t window_ns = 50'000'000;       // judge 50 ms of region time at once
+    int64_t solo_min_ns = 20'000'000;     // first bench: 20 ms
+    int64_t solo_max_ns = 1'000'000'000;  // longest bench: 1 s
+    int64_t cold_gap_ns = 2'000'000;      // idle longer than 2 ms: threads asleep
   };
   TeamPolicy() = default;
   explicit TeamPolicy(const Params& p) : p_(p), solo_ns_(p.solo_min_ns) {}
@@ -110,7 +110,7 @@ bool adaptive_threads();
 
 namespace detail {
 int64_t now_ns();
-bool team_available();  // the calling thread's policy lets a team run now
+bool team_available();                // the calling thread's policy lets a team run now
 TeamPolicy& calling_thread_policy();  // for tests: feed it timings
 void team_record(int64_t busy_ns, int64_t wait_ns);
 // The calling thread's ThreadSlots row in the current region, or while the

@@ -71,17 +71,21 @@ struct PoolAllocator {
   void deallocate(T* p, size_t n) noexcept { pool_free(p, n * sizeof(T)); }
 
   template <class U>
-  bool operator==(const PoolAllocator<U>&) const noexcept { return true; }
+  bool operator==(const PoolAllocator<U>&) const noexcept {
+    return true;
+  }
   template <class U>
-  bool operator!=(const PoolAllocator<U>&) const noexcept { return false; }
+  bool operator!=(const PoolAllocator<U>&) const noexcept {
+    return false;
+  }
 };
 
 // Standard containers whose blocks come from the pool.
 template <class T>
 using PoolVector = std::vector<T, PoolAllocator<T>>;
 template <class K, class V>
-using PoolMap = std::unordered_map<K, V, std::hash<K>, std::equal_to<K>,
-                                   PoolAllocator<std::pair<const K, V>>>;
+using PoolMap =
+    std::unordered_map<K, V, std::hash<K>, std::equal_to<K>, PoolAllocator<std::pair<const K, V>>>;
 template <class K>
 using PoolSet = std::unordered_set<K, std::hash<K>, std::equal_to<K>, PoolAllocator<K>>;
 

@@ -192,7 +192,8 @@ __attribute__((noinline)) void softmax_block(const real* x, real* __restrict p, 
 void softmax_rows_serial(const real* x, real* p, int64_t rows, int64_t n, RowSums* sums) {
   const int64_t per_block = std::max<int64_t>(1, kSoftmaxBlock / std::max<int64_t>(n, 1));
   for (int64_t r = 0; r < rows; r += per_block)
-    softmax_block(x + r * n, p + r * n, std::min(per_block, rows - r), n, sums ? sums + r : nullptr);
+    softmax_block(x + r * n, p + r * n, std::min(per_block, rows - r), n,
+                  sums ? sums + r : nullptr);
 }
 
 // row = row - logsumexp(row). x - logsumexp(x) = (x - m) - log(s): subtracting

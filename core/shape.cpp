@@ -21,7 +21,7 @@ Shape::Shape(size_t n, int64_t value) {
 
 Shape::iterator Shape::insert(const_iterator pos, int64_t d) {
   const size_t i = static_cast<size_t>(pos - dims_);
-  push_back(d);                            // grows (and checks the rank)...
+  push_back(d);                              // grows (and checks the rank)...
   std::rotate(dims_ + i, end() - 1, end());  // ...then moves d into place
   return dims_ + i;
 }

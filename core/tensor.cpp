@@ -16,7 +16,8 @@
 namespace qkv {
 
 Storage::Storage(int64_t n) : n_(n) {
-  ptr_ = static_cast<real*>(storage_alloc(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(real)));
+  ptr_ = static_cast<real*>(
+      storage_alloc(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(real)));
 }
 Storage::~Storage() {
   storage_free(ptr_, static_cast<size_t>(std::max<int64_t>(n_, 1)) * sizeof(real));
@@ -272,7 +273,8 @@ void print_rec(std::ostream& os, const Tensor& t, int axis, int64_t offset, int 
       if (i + 1 < n) os << ", ";
     } else {
       print_rec(os, t, axis + 1, offset + i * st[axis], indent + 1, summarize, integral, width);
-      if (i + 1 < n) os << "," << std::string(t.dim() - axis - 1, '\n') << std::string(indent + 1, ' ');
+      if (i + 1 < n)
+        os << "," << std::string(t.dim() - axis - 1, '\n') << std::string(indent + 1, ' ');
     }
   }
   os << "]";

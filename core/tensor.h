@@ -76,7 +76,7 @@ class Tensor {
   // In place.
   Tensor& fill_(real value);
   Tensor& zero_() { return fill_(0); }
-  Tensor& copy_(const Tensor& src);                // same number of elements
+  Tensor& copy_(const Tensor& src);                   // same number of elements
   Tensor& add_(const Tensor& other, real alpha = 1);  // this += alpha * other, same shape
   Tensor& mul_(real s);
 

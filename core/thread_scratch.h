@@ -30,7 +30,7 @@ class ThreadScratch {
  private:
   ThreadSlots slots_;  // made first: blocks_ is sized by its count()
   int64_t per_thread_;
-  Tensor blocks_;      // (threads, per_thread)
+  Tensor blocks_;  // (threads, per_thread)
 };
 
 // A sum over the rows of a parallel_for that every part adds into: each part
@@ -53,7 +53,7 @@ class ThreadSums {
  private:
   ThreadSlots slots_;  // made first: blocks_ is sized by its count()
   int64_t n_;
-  Tensor blocks_;      // (threads, n), zeroed
+  Tensor blocks_;  // (threads, n), zeroed
 };
 
 }  // namespace qkv

@@ -72,7 +72,8 @@ inline LMBatch collate_prompted(const std::vector<Pair>& pairs) {
   LMBatch b;
   const int64_t B = static_cast<int64_t>(pairs.size());
   int64_t T = 0;
-  for (const Pair& p : pairs) T = std::max<int64_t>(T, static_cast<int64_t>(p.src.size() + p.tgt.size()) + 1);
+  for (const Pair& p : pairs)
+    T = std::max<int64_t>(T, static_cast<int64_t>(p.src.size() + p.tgt.size()) + 1);
   b.ids = {std::vector<int64_t>(B * T, kPad), B, T, std::vector<int64_t>(B)};
   b.targets.assign(B * T, kPad);
   for (int64_t i = 0; i < B; ++i) {

@@ -28,7 +28,6 @@
 
 namespace qkv::data {
 
-
 // ---- files --------------------------------------------------------------------
 
 // A whole text file, with its FNV-1a hash (a checkpoint records it, so a
@@ -38,7 +37,6 @@ struct TextFile {
   uint64_t hash = 0;
 };
 
-
 // The offset of the first byte of `s` that is not part of well-formed UTF-8
 // (no overlong forms, no surrogates, nothing past U+10FFFF), or npos.
 inline size_t first_invalid_utf8(const std::string& s) {
@@ -46,13 +44,24 @@ inline size_t first_invalid_utf8(const std::string& s) {
   const size_t n = s.size();
   for (size_t i = 0; i < n;) {
     const unsigned c = p[i];
-    if (c < 0x80) { ++i; continue; }
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
     size_t len;
     unsigned lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-    else return i;
+    if (c >= 0xC2 && c <= 0xDF)
+      len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else
+      return i;
     if (i + len > n || p[i + 1] < lo || p[i + 1] > hi) return i;
     for (size_t k = 2; k < len; ++k)
       if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
@@ -79,14 +88,18 @@ inline TextFile read_text_file(const std::string& path, int64_t max_bytes) {
   // Tokens are UTF-8 text (a checkpoint stores the vocabulary as JSON): other
   // bytes are refused here, before training, never when the model is saved.
   if (const size_t bad = first_invalid_utf8(f.text); bad != std::string::npos) {
-    const size_t line_start = f.text.rfind('\n', bad) == std::string::npos ? 0 : f.text.rfind('\n', bad) + 1;
-    const int64_t line = 1 + std::count(f.text.begin(), f.text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
+    const size_t line_start =
+        f.text.rfind('\n', bad) == std::string::npos ? 0 : f.text.rfind('\n', bad) + 1;
+    const int64_t line =
+        1 + std::count(f.text.begin(), f.text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
     char b[8];
     std::snprintf(b, sizeof b, "0x%02x", static_cast<unsigned char>(f.text[bad]));
     throw Error(path + ":" + std::to_string(line) + ": byte " + b + " at column " +
-                std::to_string(bad - line_start + 1) + " is not UTF-8 (qkv reads UTF-8 text; convert the file, e.g. with iconv)");
+                std::to_string(bad - line_start + 1) +
+                " is not UTF-8 (qkv reads UTF-8 text; convert the file, e.g. with iconv)");
   }
-  if (f.text.find_first_not_of(" \t\r\n") == std::string::npos) throw Error(path + ": the file is empty");
+  if (f.text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw Error(path + ": the file is empty");
   return f;
 }
 
@@ -108,7 +121,8 @@ inline std::vector<TokenPair> parse_pairs(const TextFile& f, Split how) {
     const std::string where = f.path + ":" + std::to_string(n) + ": ";
     const size_t tab = line.find('\t');
     if (tab == std::string::npos) throw Error(where + "expected 'source<TAB>target', found no tab");
-    if (line.find('\t', tab + 1) != std::string::npos) throw Error(where + "expected one tab, found more");
+    if (line.find('\t', tab + 1) != std::string::npos)
+      throw Error(where + "expected one tab, found more");
     TokenPair p{split_tokens(line.substr(0, tab), how), split_tokens(line.substr(tab + 1), how), n};
     if (p.src.empty()) throw Error(where + "the source is empty");
     if (p.tgt.empty()) throw Error(where + "the target is empty");
@@ -120,14 +134,14 @@ inline std::vector<TokenPair> parse_pairs(const TextFile& f, Split how) {
 
 // The distinct tokens of `lists`, sorted (so the vocabulary does not depend on
 // the order of the lines).
-inline std::vector<std::string> distinct_tokens(const std::vector<const std::vector<std::string>*>& lists) {
+inline std::vector<std::string> distinct_tokens(
+    const std::vector<const std::vector<std::string>*>& lists) {
   std::set<std::string> all;
   for (auto* l : lists) all.insert(l->begin(), l->end());
   return {all.begin(), all.end()};
 }
 
 // ---- batches ------------------------------------------------------------------
-
 
 // ---- sources ------------------------------------------------------------------
 
@@ -149,7 +163,8 @@ class PairData {
   const std::vector<Pair>& train_pairs() const { return train_; }
 
   Pair sample(Generator& g) const {
-    if (!gen_) return train_[static_cast<size_t>(g.randint(0, static_cast<int64_t>(train_.size())))];
+    if (!gen_)
+      return train_[static_cast<size_t>(g.randint(0, static_cast<int64_t>(train_.size())))];
     Seq s = gen_->sample_train(g);
     Seq y = apply_task(task_.task, s);
     return {std::move(s), std::move(y)};
@@ -164,7 +179,8 @@ class PairData {
   std::vector<Pair> longer_set(int64_t n, int64_t extra, Generator& g) const {
     std::vector<Pair> out;
     if (!gen_) return out;
-    for (const Seq& s : gen_->longer_set(n, extra, g)) out.push_back({s, apply_task(task_.task, s)});
+    for (const Seq& s : gen_->longer_set(n, extra, g))
+      out.push_back({s, apply_task(task_.task, s)});
     return out;
   }
 

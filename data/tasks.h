@@ -49,11 +49,9 @@ inline Batch collate(Task task, const std::vector<Seq>& sources) {
   return collate_pairs(pairs);
 }
 
-
-
 struct TaskConfig {
   Task task = Task::Reverse;
-  int64_t symbols = 10;          // alphabet size
+  int64_t symbols = 10;  // alphabet size
   int64_t min_len = 3, max_len = 10;
   int64_t vocab() const { return kFirstSymbol + symbols; }
 };
@@ -64,14 +62,15 @@ class TaskData {
   TaskData(const TaskConfig& cfg, int64_t heldout, Generator& g) : cfg_(cfg) {
     if (cfg.symbols < 1 || cfg.min_len < 1 || cfg.max_len < cfg.min_len)
       throw Error("TaskData: need symbols >= 1 and 1 <= min_len <= max_len (got symbols " +
-                  std::to_string(cfg.symbols) + ", lengths " + std::to_string(cfg.min_len) +
-                  ".." + std::to_string(cfg.max_len) + ")");
+                  std::to_string(cfg.symbols) + ", lengths " + std::to_string(cfg.min_len) + ".." +
+                  std::to_string(cfg.max_len) + ")");
     // Refuse a held-out set that would leave too little to train on.
     double space = 0;
     for (int64_t L = cfg.min_len; L <= cfg.max_len && space < 1e18; ++L)
       space += std::pow(static_cast<double>(cfg.symbols), static_cast<double>(L));
     if (static_cast<double>(heldout) > space / 2)
-      throw Error("TaskData: " + std::to_string(heldout) + " held-out sequences is more than half of the " +
+      throw Error("TaskData: " + std::to_string(heldout) +
+                  " held-out sequences is more than half of the " +
                   std::to_string(static_cast<int64_t>(space)) + " possible sequences");
     while (static_cast<int64_t>(heldout_.size()) < heldout) {
       Seq s = random_sequence(g, cfg.min_len, cfg.max_len);
@@ -99,7 +98,8 @@ class TaskData {
   // Sequences longer than any seen in training (length generalisation).
   std::vector<Seq> longer_set(int64_t n, int64_t extra, Generator& g) const {
     std::vector<Seq> out;
-    for (int64_t i = 0; i < n; ++i) out.push_back(random_sequence(g, cfg_.max_len + 1, cfg_.max_len + extra));
+    for (int64_t i = 0; i < n; ++i)
+      out.push_back(random_sequence(g, cfg_.max_len + 1, cfg_.max_len + extra));
     return out;
   }
 

@@ -20,7 +20,6 @@
 
 namespace qkv::data {
 
-
 enum class Split { Char, Word };
 
 inline Split parse_split(const std::string& s) {
@@ -38,7 +37,8 @@ void for_each_token(std::string_view text, Split how, F&& f) {
   if (how == Split::Word) {
     size_t start = 0;
     for (size_t i = 0; i <= text.size(); ++i) {
-      const bool space = i == text.size() || text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r';
+      const bool space = i == text.size() || text[i] == ' ' || text[i] == '\t' || text[i] == '\n' ||
+                         text[i] == '\r';
       if (!space) continue;
       if (i > start) f(text.substr(start, i - start));
       start = i + 1;
@@ -64,7 +64,8 @@ inline std::vector<std::string> split_tokens(const std::string& text, Split how)
 
 class Vocab {
  public:
-  static constexpr int64_t kPad = data::kPad, kBos = data::kBos, kEos = data::kEos, kUnk = data::kUnk;
+  static constexpr int64_t kPad = data::kPad, kBos = data::kBos, kEos = data::kEos,
+                           kUnk = data::kUnk;
 
   Vocab() : tokens_{"<pad>", "<s>", "</s>"} { reindex(); }
 
@@ -88,7 +89,9 @@ class Vocab {
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
   bool has_unk() const { return tokens_.size() > 3 && tokens_[3] == "<unk>"; }
   const std::string& text(int64_t id) const {
-    if (id < 0 || id >= size()) throw Error("vocab: id " + std::to_string(id) + " outside [0, " + std::to_string(size()) + ")");
+    if (id < 0 || id >= size())
+      throw Error("vocab: id " + std::to_string(id) + " outside [0, " + std::to_string(size()) +
+                  ")");
     return tokens_[static_cast<size_t>(id)];
   }
   // The id of a token; -1 when it is not in the vocabulary.
@@ -109,7 +112,9 @@ class Vocab {
   int64_t id_of(std::string_view t, int64_t* unknown = nullptr) const {
     int64_t id = find(t);
     if (id < 0 || id < 3) {  // specials are never typed in
-      if (!has_unk()) throw Error("vocab: unknown token '" + brief(std::string(t), 40) + "' (the vocabulary has " + describe() + ")");
+      if (!has_unk())
+        throw Error("vocab: unknown token '" + brief(std::string(t), 40) +
+                    "' (the vocabulary has " + describe() + ")");
       id = kUnk;
       if (unknown) ++*unknown;
     }
@@ -126,17 +131,20 @@ class Vocab {
   static Vocab from_json(const nlohmann::json& j) {
     Vocab v;
     v.tokens_ = j.get<std::vector<std::string>>();
-    if (v.tokens_.size() < 3 || v.tokens_[0] != "<pad>" || v.tokens_[1] != "<s>" || v.tokens_[2] != "</s>")
+    if (v.tokens_.size() < 3 || v.tokens_[0] != "<pad>" || v.tokens_[1] != "<s>" ||
+        v.tokens_[2] != "</s>")
       throw Error("vocab: the list must start with <pad>, <s>, </s>");
     v.reindex();
-    if (static_cast<int64_t>(v.index_.size()) != v.size()) throw Error("vocab: a token appears twice");
+    if (static_cast<int64_t>(v.index_.size()) != v.size())
+      throw Error("vocab: a token appears twice");
     return v;
   }
 
  private:
   std::string describe() const {
     std::string s = std::to_string(size() - 3) + " tokens:";
-    for (int64_t i = 3; i < std::min<int64_t>(size(), 13); ++i) s += " " + tokens_[static_cast<size_t>(i)];
+    for (int64_t i = 3; i < std::min<int64_t>(size(), 13); ++i)
+      s += " " + tokens_[static_cast<size_t>(i)];
     return s + (size() > 13 ? " ..." : "");
   }
   void reindex() {

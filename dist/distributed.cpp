@@ -99,17 +99,20 @@ std::vector<std::string> all_gather(const std::string& s) {
   if (g_size == 1) return {s};
   const int len = static_cast<int>(s.size());
   std::vector<int> lens(static_cast<size_t>(g_size)), at(static_cast<size_t>(g_size));
-  check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD), "dist::all_gather");
+  check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD),
+        "dist::all_gather");
   int total = 0;
   for (int r = 0; r < g_size; ++r) {
     at[r] = total;
     total += lens[r];
   }
   std::string all(static_cast<size_t>(total), '\0');
-  check(MPI_Allgatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), at.data(), MPI_CHAR, MPI_COMM_WORLD),
+  check(MPI_Allgatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), at.data(), MPI_CHAR,
+                       MPI_COMM_WORLD),
         "dist::all_gather");
   std::vector<std::string> out;
-  for (int r = 0; r < g_size; ++r) out.push_back(all.substr(static_cast<size_t>(at[r]), static_cast<size_t>(lens[r])));
+  for (int r = 0; r < g_size; ++r)
+    out.push_back(all.substr(static_cast<size_t>(at[r]), static_cast<size_t>(lens[r])));
   return out;
 }
 
@@ -121,8 +124,9 @@ double allreduce_gradients(const std::vector<Var>& params, int64_t bucket_bytes)
   // (zeros where missing), so every rank reduces the same buckets.
   PoolVector<int> has(n), any(n);
   for (size_t i = 0; i < n; ++i) has[i] = params[i].grad().defined() ? 1 : 0;
-  check(MPI_Allreduce(has.data(), any.data(), static_cast<int>(n), MPI_INT, MPI_MAX, MPI_COMM_WORLD),
-        "allreduce_gradients");
+  check(
+      MPI_Allreduce(has.data(), any.data(), static_cast<int>(n), MPI_INT, MPI_MAX, MPI_COMM_WORLD),
+      "allreduce_gradients");
   for (size_t i = 0; i < n; ++i)
     if (any[i] && !has[i]) params[i].impl()->grad = Tensor::zeros(params[i].shape());
 
@@ -136,7 +140,10 @@ double allreduce_gradients(const std::vector<Var>& params, int64_t bucket_bytes)
   };
   PoolVector<Bucket> buckets;
   for (size_t i = 0; i < n;) {
-    if (!any[i]) { ++i; continue; }
+    if (!any[i]) {
+      ++i;
+      continue;
+    }
     Bucket b{i, i, 0};
     while (b.last < n && (b.numel == 0 || b.numel + params[b.last].numel() <= cap)) {
       if (any[b.last]) b.numel += params[b.last].numel();
@@ -147,7 +154,8 @@ double allreduce_gradients(const std::vector<Var>& params, int64_t bucket_bytes)
   }
   int64_t biggest = 0;
   for (const Bucket& b : buckets) biggest = std::max(biggest, b.numel);
-  PoolVector<real> buf[2] = {PoolVector<real>(static_cast<size_t>(biggest)), PoolVector<real>(static_cast<size_t>(biggest))};
+  PoolVector<real> buf[2] = {PoolVector<real>(static_cast<size_t>(biggest)),
+                             PoolVector<real>(static_cast<size_t>(biggest))};
   MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   auto copy = [&](const Bucket& b, real* flat, bool pack) {
     for (size_t i = b.first; i < b.last; ++i) {
@@ -167,8 +175,8 @@ double allreduce_gradients(const std::vector<Var>& params, int64_t bucket_bytes)
   for (size_t k = 0; k < buckets.size(); ++k) {
     if (k >= 2) finish(k - 2);
     copy(buckets[k], buf[k % 2].data(), true);
-    check(MPI_Iallreduce(MPI_IN_PLACE, buf[k % 2].data(), static_cast<int>(buckets[k].numel), real_type(), MPI_SUM,
-                         MPI_COMM_WORLD, &req[k % 2]),
+    check(MPI_Iallreduce(MPI_IN_PLACE, buf[k % 2].data(), static_cast<int>(buckets[k].numel),
+                         real_type(), MPI_SUM, MPI_COMM_WORLD, &req[k % 2]),
           "allreduce_gradients");
   }
   for (size_t k = buckets.size() >= 2 ? buckets.size() - 2 : 0; k < buckets.size(); ++k) finish(k);
@@ -198,7 +206,8 @@ int size() { return g_size; }
 
 Share share(int64_t n, int r, int ranks) {
   if (ranks < 1 || r < 0 || r >= ranks)
-    throw Error("dist::share: rank " + std::to_string(r) + " of " + std::to_string(ranks) + " ranks");
+    throw Error("dist::share: rank " + std::to_string(r) + " of " + std::to_string(ranks) +
+                " ranks");
   const int64_t base = n / ranks, extra = n % ranks;
   const int64_t begin = r * base + std::min<int64_t>(r, extra);
   return {begin, begin + base + (r < extra ? 1 : 0)};

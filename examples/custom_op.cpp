@@ -36,9 +36,9 @@ class Net : public nn::Module {
         fc2(register_module("fc2", std::make_shared<nn::Linear>(hidden, 1, true, g))),
         gamma(register_parameter("norm.gamma", Tensor::ones({hidden}))) {}
 
-  Var forward(const Var& x) const {                     // x (B, in)
-    Var h = custom::rms_norm(fc1->forward(x), gamma);   // (B, hidden)
-    return fc2->forward(relu(h));                        // (B, 1)
+  Var forward(const Var& x) const {                    // x (B, in)
+    Var h = custom::rms_norm(fc1->forward(x), gamma);  // (B, hidden)
+    return fc2->forward(relu(h));                      // (B, 1)
   }
 
   std::shared_ptr<nn::Linear> fc1, fc2;
@@ -56,8 +56,8 @@ int main() {
   // ---- 1. gradcheck: analytic backward vs central differences ----
   Var x(Tensor::normal({2, 3, 4}, 0, 1, g), /*requires_grad=*/true);  // (2, 3, D=4)
   Var gamma(Tensor::normal({4}, 1, 0.5, g), true);                    // (D)
-  GradcheckResult r = gradcheck(
-      [](const std::vector<Var>& v) { return custom::rms_norm(v[0], v[1]); }, {x, gamma});
+  GradcheckResult r =
+      gradcheck([](const std::vector<Var>& v) { return custom::rms_norm(v[0], v[1]); }, {x, gamma});
   std::cout << "1. gradcheck of rms_norm (" << real_name << "): " << r << "\n";
 
   // ---- 2. the op checks its inputs ----
@@ -72,7 +72,7 @@ int main() {
   // ---- 3. train a model that uses it ----
   // Target: y = tanh(x . w*) for a fixed random w*, on 256 fixed inputs.
   const int64_t B = 256, in = 8, hidden = 32;
-  const Tensor X = Tensor::normal({B, in}, 0, 1, g);       // (B, in)
+  const Tensor X = Tensor::normal({B, in}, 0, 1, g);         // (B, in)
   const Tensor w_star = Tensor::normal({in, 1}, 0, 0.5, g);  // (in, 1)
   const Var inputs(X);                                       // (B, in), no grad
   const Var targets(tanh(matmul(X, w_star)));                // (B, 1), no grad

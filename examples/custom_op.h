@@ -61,16 +61,19 @@ inline int64_t row_grain(int64_t D) {
 // x (N, D), gamma (D) -> y (N, D), rstd (N).
 inline void rms_norm_forward(const real* x, const real* gamma, int64_t N, int64_t D, real eps,
                              real* y, real* rstd) {
-  qkv::parallel_for(N, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const real* xr = x + r * D;
-      real sq = 0;
-      for (int64_t j = 0; j < D; ++j) sq += xr[j] * xr[j];
-      const real rs = real(1) / std::sqrt(sq / static_cast<real>(D) + eps);
-      rstd[r] = rs;
-      for (int64_t j = 0; j < D; ++j) y[r * D + j] = xr[j] * rs * gamma[j];
-    }
-  }, row_grain(D));
+  qkv::parallel_for(
+      N,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const real* xr = x + r * D;
+          real sq = 0;
+          for (int64_t j = 0; j < D; ++j) sq += xr[j] * xr[j];
+          const real rs = real(1) / std::sqrt(sq / static_cast<real>(D) + eps);
+          rstd[r] = rs;
+          for (int64_t j = 0; j < D; ++j) y[r * D + j] = xr[j] * rs * gamma[j];
+        }
+      },
+      row_grain(D));
 }
 
 // g (N, D) = dL/dy, and the saved x (N, D), gamma (D), rstd (N) ->
@@ -78,18 +81,22 @@ inline void rms_norm_forward(const real* x, const real* gamma, int64_t N, int64_
 inline void rms_norm_backward(const real* g, const real* x, const real* gamma, const real* rstd,
                               int64_t N, int64_t D, real* dx, real* dgamma) {
   if (dx) {
-    qkv::parallel_for(N, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const real* gr = g + r * D;
-        const real* xr = x + r * D;
-        const real rs = rstd[r];
-        real m = 0;  // mean_i(dxhat_i * xhat_i) over this row
-        for (int64_t j = 0; j < D; ++j) m += gr[j] * gamma[j] * xr[j] * rs;
-        m /= static_cast<real>(D);
-        // dx_j = r * (dxhat_j - xhat_j * m)
-        for (int64_t j = 0; j < D; ++j) dx[r * D + j] = rs * (gr[j] * gamma[j] - xr[j] * rs * m);
-      }
-    }, row_grain(D));
+    qkv::parallel_for(
+        N,
+        [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            const real* gr = g + r * D;
+            const real* xr = x + r * D;
+            const real rs = rstd[r];
+            real m = 0;  // mean_i(dxhat_i * xhat_i) over this row
+            for (int64_t j = 0; j < D; ++j) m += gr[j] * gamma[j] * xr[j] * rs;
+            m /= static_cast<real>(D);
+            // dx_j = r * (dxhat_j - xhat_j * m)
+            for (int64_t j = 0; j < D; ++j)
+              dx[r * D + j] = rs * (gr[j] * gamma[j] - xr[j] * rs * m);
+          }
+        },
+        row_grain(D));
   }
   if (dgamma) {
     // dgamma_j = sum_r g_rj * xhat_rj: a column sum, kept serial (and so in a

@@ -166,24 +166,25 @@ void part1_variant(const WorkedExample& ex, bool scaled, bool with_fd) {
            "q = [1, 0], so only column 0 of K gets gradient", h.dK, p.K.grad(), f(fd.K), gaps);
   step_row("dV = P^T dout = P^T", "out = P V", h.dV, p.V.grad(), f(fd.V), gaps);
   std::printf("\n   max |engine - by hand| over all of the above: %.1e\n", gaps.engine);
-  if (with_fd)
-    std::printf("   max |by hand - fin.diff| over all of the above: %.1e\n", gaps.fd);
+  if (with_fd) std::printf("   max |by hand - fin.diff| over all of the above: %.1e\n", gaps.fd);
 }
 
 void part1(bool with_fd) {
   banner("Part 1. One query attends over four keys: forward, then backward");
-  std::printf(" q = [1, 0]                        (1,2)  the query\n"
-              " K = [[1,0], [0,1], [1,1], [0,0]]  (4,2)  one key k_j per row\n"
-              " V = [[1], [2], [3], [4]]          (4,1)  one value v_j per row\n"
-              " out = P V with P = softmax(Z), Z = scale * q K^T.\n"
-              " Names as in docs/symbols.md: Z scores, P probabilities, dA = dL/dA,\n"
-              " rowsum = the sum over the last axis, * elementwise. Up to three sources:\n"
-              "   by hand   plain loops in double (examples/step_through.h), no qkv kernel\n"
-              "   engine    qkv's autograd (float32), read from .grad() after retain_grad()\n");
+  std::printf(
+      " q = [1, 0]                        (1,2)  the query\n"
+      " K = [[1,0], [0,1], [1,1], [0,0]]  (4,2)  one key k_j per row\n"
+      " V = [[1], [2], [3], [4]]          (4,1)  one value v_j per row\n"
+      " out = P V with P = softmax(Z), Z = scale * q K^T.\n"
+      " Names as in docs/symbols.md: Z scores, P probabilities, dA = dL/dA,\n"
+      " rowsum = the sum over the last axis, * elementwise. Up to three sources:\n"
+      "   by hand   plain loops in double (examples/step_through.h), no qkv kernel\n"
+      "   engine    qkv's autograd (float32), read from .grad() after retain_grad()\n");
   if (with_fd)
-    std::printf("   fin.diff  nudge one number by +-h in the by-hand forward and take\n"
-                "             (out+ - out-) / 2h, h = %g, in double\n",
-                hand::kFdStep);
+    std::printf(
+        "   fin.diff  nudge one number by +-h in the by-hand forward and take\n"
+        "             (out+ - out-) / 2h, h = %g, in double\n",
+        hand::kFdStep);
   const WorkedExample ex = worked_example();
   part1_variant(ex, /*scaled=*/false, with_fd);
   part1_variant(ex, /*scaled=*/true, with_fd);
@@ -199,8 +200,9 @@ std::string ids_text(const std::vector<int64_t>& ids) {
 
 void grad_norm_table(const TinyRun& r) {
   const std::vector<ParamGradNorm> rows = param_grad_norms(*r.model);
-  std::printf("\n Gradient norm |dL/dp| of every parameter, layer by layer. Bar: log10\n"
-              " scale, one # per decade above 1e-8.\n");
+  std::printf(
+      "\n Gradient norm |dL/dp| of every parameter, layer by layer. Bar: log10\n"
+      " scale, one # per decade above 1e-8.\n");
   std::string group;
   for (const auto& row : rows) {
     if (row.group != group) {
@@ -212,8 +214,9 @@ void grad_norm_table(const TinyRun& r) {
     std::printf("     %-24s %-7s %9.2e  %s\n", row.name.c_str(), to_string(row.shape).c_str(),
                 row.norm, std::string(static_cast<size_t>(std::min(hashes, 30)), '#').c_str());
   }
-  std::printf(" The key biases (w_k.bias) get ~0: adding b to every key adds q.b to a\n"
-              " whole row of scores, and softmax ignores a shift of its row.\n");
+  std::printf(
+      " The key biases (w_k.bias) get ~0: adding b to every key adds q.b to a\n"
+      " whole row of scores, and softmax ignores a shift of its row.\n");
 }
 
 void layer_norm_step(const TinyRun& r) {
@@ -225,17 +228,18 @@ void layer_norm_step(const TinyRun& r) {
   const Mat dx_engine = to_mat(r.ln_dx);  // what reached ffn(h), the addend
 
   section("2b. LayerNorm backward by hand: decoder.layers.0.norm3, row 0");
-  std::printf(" x = h + ffn(h), the residual sum, made in the same op (add_layer_norm);\n"
-              " the sum passes dx unchanged to both h and ffn(h).\n"
-              " y = xhat * gamma + beta, xhat = (x - mean) * rstd, rstd = 1/sqrt(var+eps).\n"
-              " mean and rstd depend on every x of the row, hence the two extra terms:\n"
-              "   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),\n"
-              "   dxhat = dy * gamma  (gamma is all ones at initialisation)\n"
-              " \"by hand\" recomputes mean, rstd and xhat from the saved x and applies\n"
-              " the formula in plain loops (double); \"engine\" is the gradient the\n"
-              " autograd graph delivered to ffn(h); \"fin.diff\" nudges one x by +-h\n"
-              " (h = %g) and takes the change of sum(dy * y) over 2h.\n",
-              hand::kFdStep);
+  std::printf(
+      " x = h + ffn(h), the residual sum, made in the same op (add_layer_norm);\n"
+      " the sum passes dx unchanged to both h and ffn(h).\n"
+      " y = xhat * gamma + beta, xhat = (x - mean) * rstd, rstd = 1/sqrt(var+eps).\n"
+      " mean and rstd depend on every x of the row, hence the two extra terms:\n"
+      "   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),\n"
+      "   dxhat = dy * gamma  (gamma is all ones at initialisation)\n"
+      " \"by hand\" recomputes mean, rstd and xhat from the saved x and applies\n"
+      " the formula in plain loops (double); \"engine\" is the gradient the\n"
+      " autograd graph delivered to ffn(h); \"fin.diff\" nudges one x by +-h\n"
+      " (h = %g) and takes the change of sum(dy * y) over 2h.\n",
+      hand::kFdStep);
   auto line = [](const char* label, const Mat& m) {
     std::printf("  %-12s %s\n", label, row_text(m, 0).c_str());
   };
@@ -250,13 +254,14 @@ void layer_norm_step(const TinyRun& r) {
   line("dx engine", dx_engine);
   line("dx fin.diff", by_hand.dx_fd);
   const long long rows = static_cast<long long>(f.dx.rows);
-  std::printf("  Over all %lld rows, max |a - b| / max |b|:\n"
-              "    dx      by hand vs engine %.1e, by hand vs fin.diff %.1e\n"
-              "    dgamma  by hand vs engine %.1e    (colsum(dy * xhat))\n"
-              "    dbeta   by hand vs engine %.1e    (colsum(dy))\n",
-              rows, relative_gap(f.dx, dx_engine), relative_gap(f.dx, by_hand.dx_fd),
-              relative_gap(f.dgamma, to_mat(ln.weight.grad())),
-              relative_gap(f.dbeta, to_mat(ln.bias.grad())));
+  std::printf(
+      "  Over all %lld rows, max |a - b| / max |b|:\n"
+      "    dx      by hand vs engine %.1e, by hand vs fin.diff %.1e\n"
+      "    dgamma  by hand vs engine %.1e    (colsum(dy * xhat))\n"
+      "    dbeta   by hand vs engine %.1e    (colsum(dy))\n",
+      rows, relative_gap(f.dx, dx_engine), relative_gap(f.dx, by_hand.dx_fd),
+      relative_gap(f.dgamma, to_mat(ln.weight.grad())),
+      relative_gap(f.dbeta, to_mat(ln.bias.grad())));
 }
 
 void attention_step(const TinyRun& r) {
@@ -265,45 +270,48 @@ void attention_step(const TinyRun& r) {
       attention_backward_by_hand(m, r.att_q.data(), r.att_kv.data(), r.att_out.grad(), 0);
 
   section("2c. Attention backward by hand: decoder.layers.0.cross_attn, head 0");
-  std::printf(" The T = %lld target positions (queries) attend over the S = %lld source\n"
-              " positions (keys); d_k = %lld. By hand, in plain loops (double), from the\n"
-              " sublayer's inputs, its weights and dY, the gradient at its output:\n"
-              "   Z    = Q_h K_h^T / sqrt(d_k),  P = softmax(Z)      (T,S)\n"
-              "   dO_h = (dY Wo)[:, head columns]\n"
-              "   dP   = dO_h V_h^T                 (T,d_k) x (d_k,S) -> (T,S)\n"
-              "   dZ   = P * (dP - rowsum(dP * P))  softmax backward, row by row\n"
-              "   dQ_h = dZ K_h / sqrt(d_k), dK_h = dZ^T Q_h / sqrt(d_k), dV_h = P^T dO_h\n",
-              static_cast<long long>(c.T), static_cast<long long>(c.S),
-              static_cast<long long>(c.d_k));
+  std::printf(
+      " The T = %lld target positions (queries) attend over the S = %lld source\n"
+      " positions (keys); d_k = %lld. By hand, in plain loops (double), from the\n"
+      " sublayer's inputs, its weights and dY, the gradient at its output:\n"
+      "   Z    = Q_h K_h^T / sqrt(d_k),  P = softmax(Z)      (T,S)\n"
+      "   dO_h = (dY Wo)[:, head columns]\n"
+      "   dP   = dO_h V_h^T                 (T,d_k) x (d_k,S) -> (T,S)\n"
+      "   dZ   = P * (dP - rowsum(dP * P))  softmax backward, row by row\n"
+      "   dQ_h = dZ K_h / sqrt(d_k), dK_h = dZ^T Q_h / sqrt(d_k), dV_h = P^T dO_h\n",
+      static_cast<long long>(c.T), static_cast<long long>(c.S), static_cast<long long>(c.d_k));
   side_by_side("P by hand (T,S)", c.P, "P saved by the engine's fused op", c.P_engine);
   side_by_side("P (T,S)", c.P, "dP (T,S)", c.dP);
   std::printf("   rowsum(dP * P) (T)  %s\n", row_text(hand::transpose(c.rowdot), 0).c_str());
   side_by_side("dZ by hand", c.dZ, "dZ from the engine (softmax op)", c.dZ_engine);
-  std::printf("\n Then through the input projections (all heads): dxq = dQ Wq and\n"
-              " dxkv = dK Wk + dV Wv, against the fused multi_head_attention backward.\n"
-              " By hand vs engine, max |a - b| / max |b|:\n"
-              "   P %.1e, dZ %.1e, dxq %.1e, dxkv (the encoder output) %.1e\n",
-              relative_gap(c.P, c.P_engine), relative_gap(c.dZ, c.dZ_engine),
-              relative_gap(c.dxq, c.dxq_engine), relative_gap(c.dxkv, c.dxkv_engine));
+  std::printf(
+      "\n Then through the input projections (all heads): dxq = dQ Wq and\n"
+      " dxkv = dK Wk + dV Wv, against the fused multi_head_attention backward.\n"
+      " By hand vs engine, max |a - b| / max |b|:\n"
+      "   P %.1e, dZ %.1e, dxq %.1e, dxkv (the encoder output) %.1e\n",
+      relative_gap(c.P, c.P_engine), relative_gap(c.dZ, c.dZ_engine),
+      relative_gap(c.dxq, c.dxq_engine), relative_gap(c.dxkv, c.dxkv_engine));
 }
 
 void part2(const TinyRun& r) {
   banner("Part 2. A tiny Transformer, one copy example, one backward pass");
   const auto& c = r.cfg;
-  std::printf(" Seq2SeqTransformer with d_model %lld, %lld heads (d_k %lld), d_ff %lld,\n"
-              " %lld encoder and %lld decoder layer, dropout 0, seed %llu: %lld parameters.\n",
-              (long long)c.d_model, (long long)c.heads, (long long)(c.d_model / c.heads),
-              (long long)c.d_ff, (long long)c.encoder_layers, (long long)c.decoder_layers,
-              (unsigned long long)c.seed, (long long)r.model->num_parameters());
-  std::printf(" Tokens: 0 pad, 1 bos, 2 eos, symbols from 3. Copy the source:\n"
-              "   src %-10s tgt_in %-10s tgt_out %s\n",
-              ids_text(r.ex.src.ids).c_str(), ids_text(r.ex.tgt_in.ids).c_str(),
-              ids_text(r.ex.tgt_out).c_str());
-  std::printf(" loss = cross_entropy(logits %s, tgt_out) = %.4f\n"
-              " (a uniform guess over %lld tokens would give ln %lld = %.4f)\n",
-              to_string(r.logits.shape()).c_str(), static_cast<double>(r.loss.item()),
-              (long long)c.tgt_vocab, (long long)c.tgt_vocab,
-              std::log(static_cast<double>(c.tgt_vocab)));
+  std::printf(
+      " Seq2SeqTransformer with d_model %lld, %lld heads (d_k %lld), d_ff %lld,\n"
+      " %lld encoder and %lld decoder layer, dropout 0, seed %llu: %lld parameters.\n",
+      (long long)c.d_model, (long long)c.heads, (long long)(c.d_model / c.heads), (long long)c.d_ff,
+      (long long)c.encoder_layers, (long long)c.decoder_layers, (unsigned long long)c.seed,
+      (long long)r.model->num_parameters());
+  std::printf(
+      " Tokens: 0 pad, 1 bos, 2 eos, symbols from 3. Copy the source:\n"
+      "   src %-10s tgt_in %-10s tgt_out %s\n",
+      ids_text(r.ex.src.ids).c_str(), ids_text(r.ex.tgt_in.ids).c_str(),
+      ids_text(r.ex.tgt_out).c_str());
+  std::printf(
+      " loss = cross_entropy(logits %s, tgt_out) = %.4f\n"
+      " (a uniform guess over %lld tokens would give ln %lld = %.4f)\n",
+      to_string(r.logits.shape()).c_str(), static_cast<double>(r.loss.item()),
+      (long long)c.tgt_vocab, (long long)c.tgt_vocab, std::log(static_cast<double>(c.tgt_vocab)));
   section("2a. Gradient norms");
   grad_norm_table(r);
   layer_norm_step(r);
@@ -322,21 +330,22 @@ std::string relative_name(const std::string& name, const std::string& module) {
 void print_backward_order(const TinyRun& r) {
   const std::vector<BackwardStep> steps = backward_order(r.loss);
   section("The engine's backward order (part 2's model)");
-  std::printf(" loss.backward() sorts the graph once, topological_order(loss) in\n"
-              " autograd/engine.cpp, and walks it from the end: each op below runs its\n"
-              " backward once, with the gradient summed over every use of its output,\n"
-              " and sends a gradient to each input after \"->\" (#k: the op of step k,\n"
-              " which runs later; a name: a parameter, whose .grad() collects it).\n"
-              " Columns: step, op, output shape (= its gradient's), the module that\n"
-              " made it.\n\n");
+  std::printf(
+      " loss.backward() sorts the graph once, topological_order(loss) in\n"
+      " autograd/engine.cpp, and walks it from the end: each op below runs its\n"
+      " backward once, with the gradient summed over every use of its output,\n"
+      " and sends a gradient to each input after \"->\" (#k: the op of step k,\n"
+      " which runs later; a name: a parameter, whose .grad() collects it).\n"
+      " Columns: step, op, output shape (= its gradient's), the module that\n"
+      " made it.\n\n");
   for (size_t k = 0; k < steps.size(); ++k) {
     const BackwardStep& s = steps[k];
     std::printf("  %2zu. %-22s %-8s %s\n", k + 1, s.op.c_str(), to_string(s.shape).c_str(),
                 s.module.empty() ? "(top level)" : s.module.c_str());
     std::string to = "        ->";
     for (size_t i = 0; i < s.sends_to.size(); ++i) {
-      const std::string item = " " + relative_name(s.sends_to[i], s.module) +
-                               (i + 1 < s.sends_to.size() ? "," : "");
+      const std::string item =
+          " " + relative_name(s.sends_to[i], s.module) + (i + 1 < s.sends_to.size() ? "," : "");
       if (to.size() + item.size() > 78) {
         std::printf("%s\n", to.c_str());
         to = "          ";
@@ -358,10 +367,11 @@ void write_graph(const TinyRun& r, const std::string& path, const DotOptions& op
   out.close();
   if (!out) throw Error("writing '" + path + "' failed");
   section("The autograd graph");
-  std::printf(" Wrote %s: part 2's graph of %zu variables,\n"
-              " one box per layer; each op shows the module that made it, its shape\n"
-              " and its gradient norm, and arrows follow the forward pass.\n",
-              path.c_str(), topological_order(r.loss).size());
+  std::printf(
+      " Wrote %s: part 2's graph of %zu variables,\n"
+      " one box per layer; each op shows the module that made it, its shape\n"
+      " and its gradient norm, and arrows follow the forward pass.\n",
+      path.c_str(), topological_order(r.loss).size());
   std::fputs(options.show_parameters
                  ? " Every parameter is a node of its own (--dot-params).\n"
                  : " Each op lists the parameters it reads (--dot-params draws them\n"
@@ -378,8 +388,10 @@ void write_graph(const TinyRun& r, const std::string& path, const DotOptions& op
     else
       std::printf(" `%s` failed.\n", cmd.c_str());
   } else {
-    std::printf(" Graphviz `dot` is not installed. To render: apt-get install graphviz,\n"
-                " then dot -Tsvg %s -o %s.svg\n", path.c_str(), path.c_str());
+    std::printf(
+        " Graphviz `dot` is not installed. To render: apt-get install graphviz,\n"
+        " then dot -Tsvg %s -o %s.svg\n",
+        path.c_str(), path.c_str());
   }
 }
 

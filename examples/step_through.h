@@ -42,7 +42,6 @@
 
 namespace qkv::step {
 
-
 // ============================================================================
 // Part 1. One query, four keys
 // ============================================================================
@@ -247,7 +246,7 @@ struct ParamGradNorm {
   std::string group;  // "encoder.layers.0", or the first name component ("src_embed")
   std::string name;   // the rest ("self_attn.w_q.weight")
   Shape shape;
-  double norm = 0;    // Frobenius norm of .grad() (0 when no gradient arrived)
+  double norm = 0;  // Frobenius norm of .grad() (0 when no gradient arrived)
 };
 
 inline double frobenius_norm(const Tensor& t) {
@@ -296,9 +295,8 @@ inline LayerNormByHand layer_norm_by_hand(const Tensor& x, const Tensor& dy, con
                                           const Tensor& beta, real eps, bool with_fd = true) {
   const int64_t D = gamma.numel();
   if (x.dim() < 1 || x.shape() != dy.shape() || x.size(-1) != D || beta.shape() != gamma.shape())
-    throw Error("layer_norm_by_hand: x " + to_string(x.shape()) + ", dy " +
-                to_string(dy.shape()) + ", gamma " + to_string(gamma.shape()) + ", beta " +
-                to_string(beta.shape()));
+    throw Error("layer_norm_by_hand: x " + to_string(x.shape()) + ", dy " + to_string(dy.shape()) +
+                ", gamma " + to_string(gamma.shape()) + ", beta " + to_string(beta.shape()));
   const Mat X = to_mat(x), dY = to_mat(dy), g = to_mat(gamma), b = to_mat(beta);
   LayerNormByHand r;
   r.f = hand::layer_norm(X, dY, g, b, eps);
@@ -331,16 +329,16 @@ inline LayerNormByHand layer_norm_by_hand(const Tensor& x, const Tensor& dy, con
 struct AttentionBackwardCheck {
   int64_t T = 0, S = 0, H = 0, d_k = 0, head = 0;
   // By hand, head `head`:
-  Mat P;       // (T,S)
-  Mat dO;      // (T,d_k) this head's block of dY Wo
-  Mat dP;      // (T,S)
-  Mat rowdot;  // (T,1) rowsum(dP * P)
-  Mat dZ;      // (T,S)
+  Mat P;          // (T,S)
+  Mat dO;         // (T,d_k) this head's block of dY Wo
+  Mat dP;         // (T,S)
+  Mat rowdot;     // (T,1) rowsum(dP * P)
+  Mat dZ;         // (T,S)
   Mat dxq, dxkv;  // (T,D), (S,D), all heads
   // The engine:
-  Mat P_engine;                    // (T,S) what the fused op saved for this head
-  Mat dZ_engine;                   // (T,S) qkv's softmax op
-  Mat dxq_engine, dxkv_engine;     // the fused op's backward
+  Mat P_engine;                 // (T,S) what the fused op saved for this head
+  Mat dZ_engine;                // (T,S) qkv's softmax op
+  Mat dxq_engine, dxkv_engine;  // the fused op's backward
 };
 
 inline AttentionBackwardCheck attention_backward_by_hand(const nn::MultiHeadAttention& m,
@@ -381,21 +379,21 @@ inline AttentionBackwardCheck attention_backward_by_hand(const nn::MultiHeadAtte
     return l->bias.defined() ? to_mat(l->bias.data()) : Mat(1, l->weight.size(0));
   };
   const Mat Xq = to_mat(xq), Xkv = to_mat(xkv);
-  const Mat Q = hand::linear(Xq, W(m.w_q), bias(m.w_q));    // (T,D)
-  const Mat K = hand::linear(Xkv, W(m.w_k), bias(m.w_k));   // (S,D)
-  const Mat V = hand::linear(Xkv, W(m.w_v), bias(m.w_v));   // (S,D)
-  const Mat dO = hand::matmul(to_mat(dY), W(m.w_o));        // (T,D) x (D,D) -> (T,D)
+  const Mat Q = hand::linear(Xq, W(m.w_q), bias(m.w_q));   // (T,D)
+  const Mat K = hand::linear(Xkv, W(m.w_k), bias(m.w_k));  // (S,D)
+  const Mat V = hand::linear(Xkv, W(m.w_v), bias(m.w_v));  // (S,D)
+  const Mat dO = hand::matmul(to_mat(dY), W(m.w_o));       // (T,D) x (D,D) -> (T,D)
   Mat dQ(T, Q.cols), dK(S, K.cols), dV(S, V.cols);
   for (int64_t h = 0; h < c.H; ++h) {
     const Mat Qh = hand::columns(Q, h * dk, dk), Kh = hand::columns(K, h * dk, dk),
               Vh = hand::columns(V, h * dk, dk), dOh = hand::columns(dO, h * dk, dk);
     const Mat Z = hand::scaled(hand::matmul(Qh, hand::transpose(Kh)), scale);  // (T,S)
-    const Mat P = hand::softmax(Z);                                             // (T,S)
-    const Mat dP = hand::matmul(dOh, hand::transpose(Vh));                      // (T,S)
-    const Mat dZ = hand::softmax_backward(P, dP);                               // (T,S)
-    hand::set_columns(dQ, h * dk, hand::scaled(hand::matmul(dZ, Kh), scale));   // (T,d_k)
+    const Mat P = hand::softmax(Z);                                            // (T,S)
+    const Mat dP = hand::matmul(dOh, hand::transpose(Vh));                     // (T,S)
+    const Mat dZ = hand::softmax_backward(P, dP);                              // (T,S)
+    hand::set_columns(dQ, h * dk, hand::scaled(hand::matmul(dZ, Kh), scale));  // (T,d_k)
     hand::set_columns(dK, h * dk, hand::scaled(hand::matmul(hand::transpose(dZ), Qh), scale));
-    hand::set_columns(dV, h * dk, hand::matmul(hand::transpose(P), dOh));       // (S,d_k)
+    hand::set_columns(dV, h * dk, hand::matmul(hand::transpose(P), dOh));  // (S,d_k)
     if (h != head) continue;
     c.P = P;
     c.dO = dOh;
@@ -432,11 +430,11 @@ inline AttentionBackwardCheck attention_backward_by_hand(const nn::MultiHeadAtte
 // each input that requires grad; a leaf only collects. Listing the same walk
 // spells the backward pass out op by op, as llm.c's gpt2_backward does.
 struct BackwardStep {
-  std::string op;      // Node::name(): "add_layer_norm"
-  std::string module;  // Node::module, the module whose forward made the op
-                       // ("decoder.layers.0.norm3"; "" at the top level, and
-                       // always "" unless the forward ran under DetectAnomalyGuard)
-  Shape shape;         // the op's output: the shape of the gradient it receives
+  std::string op;                     // Node::name(): "add_layer_norm"
+  std::string module;                 // Node::module, the module whose forward made the op
+                                      // ("decoder.layers.0.norm3"; "" at the top level, and
+                                      // always "" unless the forward ran under DetectAnomalyGuard)
+  Shape shape;                        // the op's output: the shape of the gradient it receives
   std::vector<std::string> sends_to;  // its inputs that get a gradient, each once:
                                       // "#k" for the op at step k, a leaf's name
 };

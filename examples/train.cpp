@@ -34,7 +34,8 @@ namespace {
 // plain decimal (no "0x10", no "1e3" for a count, no "-1" for an unsigned
 // seed), and a number out of the type's range is refused as typed, not
 // clamped. Errors quote the value briefly (a 300-digit number is cut).
-std::string check_number_text(const std::string& s, bool integer, bool may_be_negative, double lo, double hi) {
+std::string check_number_text(const std::string& s, bool integer, bool may_be_negative, double lo,
+                              double hi) {
   if (s.empty()) return "expected a number, got an empty string";
   const std::string shown = "'" + brief(s, 40) + "'";
   size_t i = s[0] == '-' || s[0] == '+' ? 1 : 0;
@@ -43,11 +44,13 @@ std::string check_number_text(const std::string& s, bool integer, bool may_be_ne
     if (i == s.size() || s.find_first_not_of("0123456789", i) != std::string::npos)
       return "expected a whole number in decimal digits, got " + shown;
     errno = 0;
-    const double v = may_be_negative ? double(std::strtoll(s.c_str(), nullptr, 10)) : double(std::strtoull(s.c_str(), nullptr, 10));
+    const double v = may_be_negative ? double(std::strtoll(s.c_str(), nullptr, 10))
+                                     : double(std::strtoull(s.c_str(), nullptr, 10));
     if (errno == ERANGE || v < lo || v > hi) return shown + " is out of range";
     return "";
   }
-  if (s.find_first_of("xXpP") != std::string::npos) return "expected a decimal number, got " + shown;
+  if (s.find_first_of("xXpP") != std::string::npos)
+    return "expected a decimal number, got " + shown;
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(s.c_str(), &end);
@@ -63,27 +66,34 @@ template <class T>
 CLI::Option* add_value(CLI::App& app, const std::string& name, T& ref, const std::string& help) {
   CLI::Option* opt = app.add_option(name, ref, help);
   if constexpr (std::is_same_v<T, std::string>) {
-    opt->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("the value is empty") : std::string(); },
-                              "TEXT", "non-empty"));
+    opt->check(CLI::Validator(
+        [](std::string& s) {
+          return s.empty() ? std::string("the value is empty") : std::string();
+        },
+        "TEXT", "non-empty"));
   } else {
     constexpr bool integer = std::is_integral_v<T>, negative = std::is_signed_v<T>;
-    const double lo = double(std::numeric_limits<T>::lowest()), hi = double(std::numeric_limits<T>::max());
-    opt->check(CLI::Validator([=](std::string& s) { return check_number_text(s, integer, negative, lo, hi); },
-                              integer ? "INT" : "NUMBER", "number"));
+    const double lo = double(std::numeric_limits<T>::lowest()),
+                 hi = double(std::numeric_limits<T>::max());
+    opt->check(CLI::Validator(
+        [=](std::string& s) { return check_number_text(s, integer, negative, lo, hi); },
+        integer ? "INT" : "NUMBER", "number"));
   }
   return opt;
 }
 
 void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   app.get_formatter()->column_width(27);
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last wins
+  app.option_defaults()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last wins
   add_value(app, "--model", c.model, "seq2seq or gpt (decoder-only)")->capture_default_str();
   add_value(app, "--task", c.task, "copy, reverse or sort (without --data)")->capture_default_str();
   add_value(app, "--data", c.data, "train on a file: source<TAB>target lines");
   add_value(app, "--format", c.format, "tsv (pairs) or text (gpt corpus)")->capture_default_str();
   add_value(app, "--tokens", c.tokens, "char or word tokens for --data")->capture_default_str();
   add_value(app, "--valid", c.valid, "held-out file (else part of --data)");
-  add_value(app, "--valid-fraction", c.valid_fraction, "share of --data held out")->capture_default_str();
+  add_value(app, "--valid-fraction", c.valid_fraction, "share of --data held out")
+      ->capture_default_str();
   add_value(app, "--max-vocab", c.max_vocab, "refuse data with more tokens")->capture_default_str();
   add_value(app, "--vocab", c.vocab, "number of symbols of the task")->capture_default_str();
   add_value(app, "--min-len", c.min_len, "shortest task sequence")->capture_default_str();
@@ -98,24 +108,28 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   app.add_flag("--tie,!--no-tie", c.tie, "tie output and embedding (gpt: on)");
   add_value(app, "--positions", c.positions, "sinusoidal or learned (gpt)")->capture_default_str();
   add_value(app, "--activation", c.activation, "relu or gelu (gpt: gelu)")->capture_default_str();
-  add_value(app, "--context", c.context, "position table rows (0: as needed)")->capture_default_str();
+  add_value(app, "--context", c.context, "position table rows (0: as needed)")
+      ->capture_default_str();
   add_value(app, "--batch", c.batch, "sequences per batch")->capture_default_str();
   add_value(app, "--steps", c.steps, "training steps (may stop early)")->capture_default_str();
   add_value(app, "--lr", c.lr, "peak learning rate (noam: factor)")->capture_default_str();
   add_value(app, "--warmup", c.warmup, "warm-up steps")->capture_default_str();
   add_value(app, "--schedule", c.schedule, "cosine, noam or constant")->capture_default_str();
-  add_value(app, "--label-smoothing", c.label_smoothing, "label smoothing epsilon")->capture_default_str();
+  add_value(app, "--label-smoothing", c.label_smoothing, "label smoothing epsilon")
+      ->capture_default_str();
   add_value(app, "--clip", c.clip, "clip the gradient norm (0: off)")->capture_default_str();
   add_value(app, "--seed", c.seed, "seed of data, init and dropout")->capture_default_str();
   add_value(app, "--threads", o.threads, "threads (0: all cores)")->capture_default_str();
-  add_value(app, "--eval-every", o.eval_every, "steps between held-out checks")->capture_default_str();
+  add_value(app, "--eval-every", o.eval_every, "steps between held-out checks")
+      ->capture_default_str();
   add_value(app, "--target", o.target, "stop once held-out exact >= this")->capture_default_str();
   app.add_flag("--no-early-stop", o.no_early_stop, "always run all --steps");
   add_value(app, "--log-every", o.log_every, "steps between log lines")->capture_default_str();
   add_value(app, "--out", o.out_dir, "logs and plots (default runs/<name>)");
   add_value(app, "--save", o.save_path, "checkpoint (default <out>/model.safetensors)");
   app.add_flag("--no-save", o.no_save, "write no checkpoint");
-  add_value(app, "--save-every", o.save_every, "also write it every N steps (0: off)")->capture_default_str();
+  add_value(app, "--save-every", o.save_every, "also write it every N steps (0: off)")
+      ->capture_default_str();
   add_value(app, "--load", o.load_path, "resume from a checkpoint");
   app.add_flag("--eval-only", o.eval_only, "only evaluate the --load checkpoint");
   add_value(app, "--init-from", o.init_from, "fine-tune: weights, model, vocab of a file");
@@ -124,7 +138,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--decode", o.decode, "greedy or beam (checks, --ask)")->capture_default_str();
   add_value(app, "--beam", o.beam, "beam width")->capture_default_str();
   add_value(app, "--alpha", o.alpha, "beam length penalty exponent")->capture_default_str();
-  add_value(app, "--temperature", o.temperature, "gpt text sampling (0: greedy)")->capture_default_str();
+  add_value(app, "--temperature", o.temperature, "gpt text sampling (0: greedy)")
+      ->capture_default_str();
   add_value(app, "--top-k", o.top_k, "keep the k likeliest tokens (0: all)")->capture_default_str();
   add_value(app, "--top-p", o.top_p, "nucleus: keep this much probability")->capture_default_str();
   add_value(app, "--max-new", o.max_new, "tokens a language model writes")->capture_default_str();

@@ -20,12 +20,13 @@ void check_options(const BeamOptions& o, int64_t V) {
   if (o.beam < 1) throw Error("beam_search: beam must be >= 1, got " + std::to_string(o.beam));
   if (!(o.alpha >= 0) || !std::isfinite(o.alpha))
     throw Error("beam_search: alpha must be finite and >= 0, got " + std::to_string(o.alpha));
-  if (o.max_len < 1) throw Error("beam_search: max_len must be >= 1, got " + std::to_string(o.max_len));
+  if (o.max_len < 1)
+    throw Error("beam_search: max_len must be >= 1, got " + std::to_string(o.max_len));
   if (V < 1) throw Error("beam_search: vocabulary size must be >= 1, got " + std::to_string(V));
   for (int64_t id : {o.bos, o.eos, o.pad})
     if (id < 0 || id >= V)
-      throw Error("beam_search: special token id " + std::to_string(id) + " outside the vocabulary [0, " +
-                  std::to_string(V) + ")");
+      throw Error("beam_search: special token id " + std::to_string(id) +
+                  " outside the vocabulary [0, " + std::to_string(V) + ")");
 }
 
 constexpr double kDead = -std::numeric_limits<double>::infinity();
@@ -54,8 +55,13 @@ struct SourceState {
 class Search {
  public:
   Search(int64_t sources, int64_t V, const BeamOptions& opt)
-      : opt_(opt), V_(V), k_(opt.beam), L_(opt.max_len), state_(static_cast<size_t>(sources)),
-        running_(static_cast<size_t>(sources)), row_(static_cast<size_t>(V)) {
+      : opt_(opt),
+        V_(V),
+        k_(opt.beam),
+        L_(opt.max_len),
+        state_(static_cast<size_t>(sources)),
+        running_(static_cast<size_t>(sources)),
+        row_(static_cast<size_t>(V)) {
     ids.assign(static_cast<size_t>(sources * k_), opt.bos);
     for (SourceState& s : state_) {
       // Only hypothesis 0 starts live: k copies of <bos> would give k equal beams.
@@ -140,7 +146,8 @@ class Search {
       const double lp = cand_[c].first;
       if (lp == kDead) break;
       if (v == opt_.eos && !opt_.ignore_eos) {
-        if (c < k_) s.finish(&s.tok[j * L_], t - 1, lp, lp / length_penalty(t, opt_.alpha), true, k_);
+        if (c < k_)
+          s.finish(&s.tok[j * L_], t - 1, lp, lp / length_penalty(t, opt_.alpha), true, k_);
         continue;
       }
       std::copy(&s.tok[j * L_], &s.tok[j * L_] + (t - 1), &s.next_tok[live * L_]);
@@ -161,7 +168,8 @@ class Search {
     if (t == L_) {
       // The cap: the live hypotheses finish as they are (len t, no <eos>).
       for (int64_t j = 0; j < live; ++j)
-        s.finish(&s.tok[j * L_], t, s.logp[j], s.logp[j] / length_penalty(t, opt_.alpha), false, k_);
+        s.finish(&s.tok[j * L_], t, s.logp[j], s.logp[j] / length_penalty(t, opt_.alpha), false,
+                 k_);
       return true;
     }
     if (live == 0) return true;
@@ -175,10 +183,10 @@ class Search {
   const BeamOptions& opt_;
   int64_t V_, k_, L_;  // vocabulary, beam, max_len
   std::vector<SourceState> state_;
-  std::vector<int64_t> running_;                    // the sources still searching
+  std::vector<int64_t> running_;  // the sources still searching
   std::vector<int64_t> next_running_, next_from_, next_ids_;
-  std::vector<real> row_;                           // (V) one row's log-probabilities
-  std::vector<std::pair<double, int64_t>> cand_;    // (k V) one source's candidates
+  std::vector<real> row_;                         // (V) one row's log-probabilities
+  std::vector<std::pair<double, int64_t>> cand_;  // (k V) one source's candidates
 };
 
 }  // namespace
@@ -186,7 +194,8 @@ class Search {
 std::vector<BeamHypothesis> beam_search(int64_t sources, int64_t V, const BeamOptions& opt,
                                         const BeamStep& step) {
   check_options(opt, V);
-  if (sources < 0) throw Error("beam_search: negative number of sources " + std::to_string(sources));
+  if (sources < 0)
+    throw Error("beam_search: negative number of sources " + std::to_string(sources));
   Search search(sources, V, opt);
   for (int64_t t = 1; t <= opt.max_len && search.running(); ++t) {
     const int64_t R = search.rows();

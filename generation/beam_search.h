@@ -56,7 +56,8 @@ std::vector<BeamHypothesis> beam_search(Seq2SeqTransformer& model, const Tokens&
 // call, when every row starts from <bos>); ids (rows) are the rows' last
 // tokens. It returns logits (rows, V), or anything with rows * V elements.
 // The model version above reorders its KVCache by `from` and runs decode_step.
-using BeamStep = std::function<Tensor(const std::vector<int64_t>& from, const std::vector<int64_t>& ids)>;
+using BeamStep =
+    std::function<Tensor(const std::vector<int64_t>& from, const std::vector<int64_t>& ids)>;
 std::vector<BeamHypothesis> beam_search(int64_t sources, int64_t vocab, const BeamOptions& opt,
                                         const BeamStep& step);
 

@@ -90,12 +90,13 @@ std::vector<std::vector<int64_t>> greedy_cached(Seq2SeqTransformer& model, const
 std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const Tokens& src,
                                                 const DecodeOptions& opt) {
   src.check("greedy_decode");
-  if (opt.max_len < 1) throw Error("greedy_decode: max_len must be >= 1, got " + std::to_string(opt.max_len));
+  if (opt.max_len < 1)
+    throw Error("greedy_decode: max_len must be >= 1, got " + std::to_string(opt.max_len));
   const int64_t V = model.cfg.tgt_vocab;
   for (int64_t id : {opt.bos, opt.eos, opt.pad})
     if (id < 0 || id >= V)
-      throw Error("greedy_decode: special token id " + std::to_string(id) + " outside the target vocabulary [0, " +
-                  std::to_string(V) + ")");
+      throw Error("greedy_decode: special token id " + std::to_string(id) +
+                  " outside the target vocabulary [0, " + std::to_string(V) + ")");
   NoGradGuard no_grad;
   return opt.use_cache ? greedy_cached(model, src, opt) : greedy_uncached(model, src, opt);
 }

@@ -22,7 +22,7 @@ namespace qkv::nn {
 
 struct DecodeOptions {
   int64_t bos = 1, eos = 2, pad = 0;
-  int64_t max_len = 32;   // cap on generated tokens (not counting <bos>)
+  int64_t max_len = 32;     // cap on generated tokens (not counting <bos>)
   bool use_cache = true;    // false: rerun the decoder over the whole prefix every step
                             // (the slow reference path, for tests and benchmarks)
   bool ignore_eos = false;  // true: <eos> is an ordinary token, every output has

@@ -22,7 +22,8 @@ KVCache::KVCache(int64_t layers, int64_t rows, int64_t capacity, int64_t d_model
     throw Error("KVCache: need layers >= 0, rows >= 0, capacity >= 1 and d_model >= 1, got " +
                 std::to_string(layers) + ", " + std::to_string(rows) + ", " +
                 std::to_string(capacity) + ", " + std::to_string(d_model));
-  for (int64_t l = 0; l < layers; ++l) self_kv.push_back(Tensor::empty({rows, capacity, 2 * d_model}));
+  for (int64_t l = 0; l < layers; ++l)
+    self_kv.push_back(Tensor::empty({rows, capacity, 2 * d_model}));
 }
 
 void KVCache::reorder(const std::vector<int64_t>& from) {
@@ -66,9 +67,9 @@ void attend(const real* q, int64_t ldq, const real* kv, int64_t kv_stride, KvRow
       [&](int64_t p0, int64_t p1) {
         for (int64_t rh = p0; rh < p1; ++rh) {
           const int64_t r = rh / H, h = rh % H;
-          real* Pr = P.data() + rh * n * L;                            // (n, L)
-          const real* Kr = kv + kv_row(r) * kv_stride + h * dk;         // (L, d_k), ld 2D
-          const real* Qr = q + r * n * ldq + h * dk;                    // (n, d_k), ld ldq
+          real* Pr = P.data() + rh * n * L;                      // (n, L)
+          const real* Kr = kv + kv_row(r) * kv_stride + h * dk;  // (L, d_k), ld 2D
+          const real* Qr = q + r * n * ldq + h * dk;             // (n, d_k), ld ldq
           // scores = scale Q_h K_h^T   (n, d_k) x (d_k, L) -> (n, L)
           gemm(false, true, n, L, dk, scale, Qr, ldq, Kr, ldkv, 0, Pr, L);
           for (int64_t i = 0; i < n; ++i) {
@@ -89,8 +90,8 @@ Tensor self_attention_step(MultiHeadAttention& a, const Tensor& x, Tensor& kv, i
   const int64_t R = x.size(0), n = x.size(1), D = a.d_model, cap = kv.size(1);
   Tensor wscratch, bscratch;
   const bool bias = a.w_q->bias.defined();
-  const real* W =
-      stacked({&a.w_q->weight.data(), &a.w_k->weight.data(), &a.w_v->weight.data()}, D * D, wscratch);
+  const real* W = stacked({&a.w_q->weight.data(), &a.w_k->weight.data(), &a.w_v->weight.data()},
+                          D * D, wscratch);
   const real* b =
       bias ? stacked({&a.w_q->bias.data(), &a.w_k->bias.data(), &a.w_v->bias.data()}, D, bscratch)
            : nullptr;
@@ -102,11 +103,13 @@ Tensor self_attention_step(MultiHeadAttention& a, const Tensor& x, Tensor& kv, i
       std::copy(src, src + 2 * D, kv.data() + (r * cap + t0 + i) * 2 * D);
     }
   Tensor O = Tensor::empty({R * n, D});
-  attend(QKV.data(), 3 * D, kv.data(), cap * 2 * D, [](int64_t r) { return r; },
-         [t0](int64_t, int64_t i) { return t0 + i + 1; },  // causal: query t0+i sees keys [0, t0+i]
-         R, n, t0 + n, a.heads, a.d_k, O.data());
+  attend(
+      QKV.data(), 3 * D, kv.data(), cap * 2 * D, [](int64_t r) { return r; },
+      [t0](int64_t, int64_t i) { return t0 + i + 1; },  // causal: query t0+i sees keys [0, t0+i]
+      R, n, t0 + n, a.heads, a.d_k, O.data());
   Tensor Y = Tensor::empty({R, n, D});
-  linear_forward(O, a.w_o->weight.data().data(), bias ? a.w_o->bias.data().data() : nullptr, D, Y.data());
+  linear_forward(O, a.w_o->weight.data().data(), bias ? a.w_o->bias.data().data() : nullptr, D,
+                 Y.data());
   return Y;
 }
 
@@ -116,15 +119,18 @@ Tensor cross_attention_step(MultiHeadAttention& a, const Tensor& x, const Tensor
   const int64_t R = x.size(0), n = x.size(1), D = a.d_model, S = mem_kv.size(1);
   const bool bias = a.w_q->bias.defined();
   Tensor Q = Tensor::empty({R * n, D});
-  linear_forward(x, a.w_q->weight.data().data(), bias ? a.w_q->bias.data().data() : nullptr, D, Q.data());
+  linear_forward(x, a.w_q->weight.data().data(), bias ? a.w_q->bias.data().data() : nullptr, D,
+                 Q.data());
   Tensor O = Tensor::empty({R * n, D});
   const int64_t* mrow = c.memory_row.data();
   const int64_t* mlen = c.memory_lengths.data();
-  attend(Q.data(), D, mem_kv.data(), S * 2 * D, [mrow](int64_t r) { return mrow[r]; },
-         [mrow, mlen](int64_t r, int64_t) { return mlen[mrow[r]]; },  // source padding
-         R, n, S, a.heads, a.d_k, O.data());
+  attend(
+      Q.data(), D, mem_kv.data(), S * 2 * D, [mrow](int64_t r) { return mrow[r]; },
+      [mrow, mlen](int64_t r, int64_t) { return mlen[mrow[r]]; },  // source padding
+      R, n, S, a.heads, a.d_k, O.data());
   Tensor Y = Tensor::empty({R, n, D});
-  linear_forward(O, a.w_o->weight.data().data(), bias ? a.w_o->bias.data().data() : nullptr, D, Y.data());
+  linear_forward(O, a.w_o->weight.data().data(), bias ? a.w_o->bias.data().data() : nullptr, D,
+                 Y.data());
   return Y;
 }
 
@@ -132,7 +138,8 @@ void check_step(const char* op, const KVCache& c, const std::vector<int64_t>& id
                 size_t layers) {
   if (c.self_kv.size() != layers)
     throw Error(std::string(op) + ": cache has " + std::to_string(c.self_kv.size()) +
-                " layers, the model " + std::to_string(layers) + " (make it with the model's start function)");
+                " layers, the model " + std::to_string(layers) +
+                " (make it with the model's start function)");
   if (n < 1 || static_cast<int64_t>(ids.size()) != c.rows() * n)
     throw Error(std::string(op) + ": " + std::to_string(ids.size()) + " ids for (rows, n) = (" +
                 std::to_string(c.rows()) + "," + std::to_string(n) + ")");
@@ -161,10 +168,12 @@ KVCache start_decoding(Seq2SeqTransformer& model, const Tokens& src, int64_t cap
                        int64_t rows_per_source) {
   src.check("start_decoding");
   if (rows_per_source < 1)
-    throw Error("start_decoding: rows_per_source must be >= 1, got " + std::to_string(rows_per_source));
+    throw Error("start_decoding: rows_per_source must be >= 1, got " +
+                std::to_string(rows_per_source));
   if (model.tgt_pos && capacity > model.cfg.max_len)
     throw Error("start_decoding: capacity " + std::to_string(capacity) +
-                " exceeds the learned position table (max_len " + std::to_string(model.cfg.max_len) + ")");
+                " exceeds the learned position table (max_len " +
+                std::to_string(model.cfg.max_len) + ")");
   NoGradGuard no_grad;
   const int64_t B = src.batch, S = src.len, D = model.cfg.d_model;
   const auto& layers = model.decoder->layers;
@@ -175,7 +184,8 @@ KVCache start_decoding(Seq2SeqTransformer& model, const Tokens& src, int64_t cap
     Tensor wscratch, bscratch;
     const bool bias = a.w_k->bias.defined();
     const real* W = stacked({&a.w_k->weight.data(), &a.w_v->weight.data()}, D * D, wscratch);
-    const real* b = bias ? stacked({&a.w_k->bias.data(), &a.w_v->bias.data()}, D, bscratch) : nullptr;
+    const real* b =
+        bias ? stacked({&a.w_k->bias.data(), &a.w_v->bias.data()}, D, bscratch) : nullptr;
     Tensor kv = Tensor::empty({B, S, 2 * D});
     linear_forward(memory, W, b, 2 * D, kv.data());  // (B*S, D) x (D, 2D) -> (B*S, 2D)
     c.memory_kv.push_back(kv);
@@ -196,8 +206,10 @@ Tensor decode_step(Seq2SeqTransformer& model, KVCache& cache, const std::vector<
   NoGradGuard no_grad;
   const int64_t R = cache.rows(), t0 = cache.length(), D = model.cfg.d_model;
   // (R, n) ids -> (R, n, D): embedding * sqrt(D) + positions [t0, t0 + n), dropout
-  Tensor x = embedding(model.tgt_embed->weight, ids, {R, n}, std::sqrt(static_cast<real>(D))).data();
-  add_position_rows(x, model.tgt_pos ? model.tgt_pos->weight.data() : model.sin_pos->table(t0 + n), t0);
+  Tensor x =
+      embedding(model.tgt_embed->weight, ids, {R, n}, std::sqrt(static_cast<real>(D))).data();
+  add_position_rows(x, model.tgt_pos ? model.tgt_pos->weight.data() : model.sin_pos->table(t0 + n),
+                    t0);
   Var y = model.tgt_drop->forward(Var(x));
   for (size_t l = 0; l < layers.size(); ++l) {
     DecoderLayer& L = *layers[l];
@@ -207,7 +219,8 @@ Tensor decode_step(Seq2SeqTransformer& model, KVCache& cache, const std::vector<
     y = sublayer(y, *L.norm2, *L.drop2, L.pre_norm, [&](const Var& v) {
       return Var(cross_attention_step(*L.cross_attn, v.data(), cache.memory_kv[l], cache));
     });
-    y = sublayer(y, *L.norm3, *L.drop3, L.pre_norm, [&](const Var& v) { return L.ffn->forward(v); });
+    y = sublayer(y, *L.norm3, *L.drop3, L.pre_norm,
+                 [&](const Var& v) { return L.ffn->forward(v); });
   }
   if (model.decoder->norm) y = model.decoder->norm->forward(y);
   cache.advance(n);
@@ -235,11 +248,13 @@ Tensor forward_step(GPT& model, KVCache& cache, const std::vector<int64_t>& ids,
     x = sublayer(x, *L.norm1, *L.drop1, L.pre_norm, [&](const Var& v) {
       return Var(self_attention_step(*L.self_attn, v.data(), cache.self_kv[l], t0));
     });
-    x = sublayer(x, *L.norm2, *L.drop2, L.pre_norm, [&](const Var& v) { return L.ffn->forward(v); });
+    x = sublayer(x, *L.norm2, *L.drop2, L.pre_norm,
+                 [&](const Var& v) { return L.ffn->forward(v); });
   }
   if (model.norm) x = model.norm->forward(x);
   cache.advance(n);
-  return linear(x, model.lm_head ? model.lm_head->weight : model.tok_embed->weight).data();  // (R, n, V)
+  return linear(x, model.lm_head ? model.lm_head->weight : model.tok_embed->weight)
+      .data();  // (R, n, V)
 }
 
 }  // namespace qkv::nn

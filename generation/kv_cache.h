@@ -35,7 +35,7 @@ class KVCache {
   KVCache(int64_t layers, int64_t rows, int64_t capacity, int64_t d_model);
 
   int64_t rows() const { return rows_; }
-  int64_t length() const { return len_; }        // positions cached so far
+  int64_t length() const { return len_; }  // positions cached so far
   int64_t capacity() const { return capacity_; }
 
   // Beam search and finished rows: new row r is old row from[r] (every cached

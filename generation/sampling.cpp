@@ -12,9 +12,11 @@ namespace qkv::nn {
 
 void check_sample_options(const SampleOptions& o) {
   if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
-    throw Error("sampling: temperature must be finite and >= 0, got " + std::to_string(o.temperature));
+    throw Error("sampling: temperature must be finite and >= 0, got " +
+                std::to_string(o.temperature));
   if (o.top_k && *o.top_k < 1)
-    throw Error("sampling: top_k must be >= 1 (or unset for all tokens), got " + std::to_string(*o.top_k));
+    throw Error("sampling: top_k must be >= 1 (or unset for all tokens), got " +
+                std::to_string(*o.top_k));
   if (!(o.top_p > 0 && o.top_p <= 1))
     throw Error("sampling: top_p must be in (0, 1], got " + std::to_string(o.top_p));
   if (o.max_new_tokens < 0)
@@ -37,7 +39,8 @@ int64_t sample_token(const real* logits, int64_t V, const SampleOptions& opt, Ge
   real zmax = logits[0];
   for (int64_t v = 1; v < V; ++v) zmax = std::max(zmax, logits[v]);
   for (int64_t v = 0; v < V; ++v)
-    sc.prob[v] = static_cast<real>(std::exp((static_cast<double>(logits[v]) - zmax) / opt.temperature));
+    sc.prob[v] =
+        static_cast<real>(std::exp((static_cast<double>(logits[v]) - zmax) / opt.temperature));
   // Tokens from most to least likely (ties: lower id first); only the first
   // `keep` are candidates.
   for (int64_t v = 0; v < V; ++v) sc.order[v] = v;
@@ -71,26 +74,29 @@ int64_t sample_token(const real* logits, int64_t V, const SampleOptions& opt, Ge
   return sc.order[keep - 1];  // u within rounding of the total
 }
 
-std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt, const SampleOptions& opt,
-                                           Generator& gen) {
+std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt,
+                                           const SampleOptions& opt, Generator& gen) {
   prompt.check("generate");
   check_sample_options(opt);
   const int64_t B = prompt.batch;
   if (model.cfg.vocab < 1)
-    throw Error("generate: the model's vocabulary is empty (cfg.vocab = " + std::to_string(model.cfg.vocab) + ")");
+    throw Error("generate: the model's vocabulary is empty (cfg.vocab = " +
+                std::to_string(model.cfg.vocab) + ")");
   const std::vector<int64_t> len = prompt.full_lengths();
   int64_t shortest = prompt.len, longest = 0;
   for (int64_t b = 0; b < B; ++b) {
-    if (len[b] < 1) throw Error("generate: prompt " + std::to_string(b) + " is empty (needs >= 1 token)");
+    if (len[b] < 1)
+      throw Error("generate: prompt " + std::to_string(b) + " is empty (needs >= 1 token)");
     shortest = std::min(shortest, len[b]);
     longest = std::max(longest, len[b]);
   }
   const int64_t vocab = model.cfg.vocab;
   for (int64_t id : opt.suppress)
     if (id < 0 || id >= vocab)
-      throw Error("generate: suppress holds token id " + std::to_string(id) + ", outside the vocabulary [0, " +
-                  std::to_string(vocab) + ")");
-  if (static_cast<int64_t>(std::set<int64_t>(opt.suppress.begin(), opt.suppress.end()).size()) >= vocab)
+      throw Error("generate: suppress holds token id " + std::to_string(id) +
+                  ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  if (static_cast<int64_t>(std::set<int64_t>(opt.suppress.begin(), opt.suppress.end()).size()) >=
+      vocab)
     throw Error("generate: suppress holds every one of the " + std::to_string(vocab) + " tokens");
   std::vector<std::vector<int64_t>> out(static_cast<size_t>(B));
   if (B == 0 || opt.max_new_tokens == 0) return out;
@@ -111,8 +117,8 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt, con
               ids.begin() + b * shortest);
   Tensor logits = forward_step(model, cache, ids, shortest);  // (B, shortest, V)
   const int64_t V = logits.size(2);                           // the row width, whatever cfg says
-  int64_t n = shortest;                                       // logits row i of each block: position i
-  std::vector<int64_t> row(static_cast<size_t>(B));           // cache row r generates for prompt row[r]
+  int64_t n = shortest;                              // logits row i of each block: position i
+  std::vector<int64_t> row(static_cast<size_t>(B));  // cache row r generates for prompt row[r]
   for (int64_t b = 0; b < B; ++b) row[b] = b;
   std::vector<int64_t> keep, next;
   SampleScratch scratch;
@@ -129,7 +135,8 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt, con
         for (int64_t id : opt.suppress) lr[id] = -std::numeric_limits<real>::infinity();
         tok = sample_token(lr, V, opt, gen, scratch);
         out[b].push_back(tok);
-        if ((opt.eos && tok == *opt.eos) || static_cast<int64_t>(out[b].size()) == opt.max_new_tokens)
+        if ((opt.eos && tok == *opt.eos) ||
+            static_cast<int64_t>(out[b].size()) == opt.max_new_tokens)
           continue;  // row b is done
       }
       keep.push_back(r);

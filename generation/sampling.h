@@ -23,8 +23,10 @@ struct SampleOptions {
   double temperature = 1.0;      // >= 0; 0 = greedy
   std::optional<int64_t> top_k;  // unset: all tokens; else >= 1
   double top_p = 1.0;            // in (0, 1]; 1 = off
-  std::optional<int64_t> eos;    // if set, a row stops after generating this token (kept in the output)
-  std::vector<int64_t> suppress; // token ids never generated (e.g. <pad> and <s> in a text model's output)
+  std::optional<int64_t>
+      eos;  // if set, a row stops after generating this token (kept in the output)
+  std::vector<int64_t>
+      suppress;  // token ids never generated (e.g. <pad> and <s> in a text model's output)
 };
 
 // Throws qkv::Error naming the bad option (top_k < 1, top_p outside (0, 1],
@@ -48,7 +50,7 @@ int64_t sample_token(const real* logits, int64_t V, const SampleOptions& opt, Ge
 // outside [0, V), or suppressing every token, is an Error). Returns the new
 // tokens per row (not the prompt). Needs max(lengths) + max_new_tokens - 1 <=
 // cfg.max_len (the position table) and a vocabulary of at least one token.
-std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt, const SampleOptions& opt,
-                                           Generator& gen);
+std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt,
+                                           const SampleOptions& opt, Generator& gen);
 
 }  // namespace qkv::nn

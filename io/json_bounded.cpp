@@ -17,7 +17,8 @@ json parse_json_bounded(std::string_view text, const std::string& where, int max
         depth >= max_depth)
       throw Error(where + " nests lists or objects deeper than " + std::to_string(max_depth) +
                   " levels");
-    if (event == json::parse_event_t::key && on_key) on_key(depth, parsed.get_ref<const std::string&>());
+    if (event == json::parse_event_t::key && on_key)
+      on_key(depth, parsed.get_ref<const std::string&>());
     return true;
   };
   try {

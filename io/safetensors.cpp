@@ -85,9 +85,9 @@ struct DtypeInfo {
   bool readable;  // converted to qkv::real by the reader
 };
 constexpr DtypeInfo kDtypes[] = {
-    {"F64", 8, true},   {"F32", 4, true},     {"F16", 2, true},     {"BF16", 2, true},
-    {"I64", 8, false},  {"I32", 4, false},    {"I16", 2, false},    {"I8", 1, false},
-    {"U64", 8, false},  {"U32", 4, false},    {"U16", 2, false},    {"U8", 1, false},
+    {"F64", 8, true},   {"F32", 4, true},      {"F16", 2, true},      {"BF16", 2, true},
+    {"I64", 8, false},  {"I32", 4, false},     {"I16", 2, false},     {"I8", 1, false},
+    {"U64", 8, false},  {"U32", 4, false},     {"U16", 2, false},     {"U8", 1, false},
     {"BOOL", 1, false}, {"F8_E4M3", 1, false}, {"F8_E5M2", 1, false},
 };
 const DtypeInfo* find_dtype(const std::string& name) {
@@ -170,8 +170,9 @@ class Parser {
     auto on_key = [&](int depth, const std::string& key) {
       if (depth == 1 && duplicate.empty() && !seen.insert(key).second) duplicate = key;
     };
-    const json header = parse_json_bounded(std::string_view(text, n), std::string(op_) + ": " + name_ + ": header",
-                                           kMaxHeaderDepth, on_key);
+    const json header =
+        parse_json_bounded(std::string_view(text, n), std::string(op_) + ": " + name_ + ": header",
+                           kMaxHeaderDepth, on_key);
     if (!header.is_object())
       fail(std::string("header is not a JSON object (it is ") + header.type_name() + ")");
     if (!duplicate.empty()) fail(duplicate, "duplicate tensor name in the header");
@@ -185,7 +186,8 @@ class Parser {
       fail(std::string("__metadata__ is not an object (it is ") + value.type_name() + ")");
     for (const auto& [k, v] : value.items()) {
       if (!v.is_string())
-        fail("__metadata__ value for '" + brief(k) + "' is not a string (it is " + v.type_name() + ")");
+        fail("__metadata__ value for '" + brief(k) + "' is not a string (it is " + v.type_name() +
+             ")");
       md[k] = v.get<std::string>();
     }
     return md;
@@ -211,8 +213,8 @@ class Parser {
     const json& sh = info["shape"];
     if (!sh.is_array()) fail(name, "shape is not a list: " + clip(sh));
     if (sh.size() > static_cast<size_t>(kMaxRank))
-      fail(name, "shape " + clip(sh) + " has rank " + std::to_string(sh.size()) +
-                     " > " + std::to_string(kMaxRank));
+      fail(name, "shape " + clip(sh) + " has rank " + std::to_string(sh.size()) + " > " +
+                     std::to_string(kMaxRank));
     uint64_t numel = 1;
     bool overflow = false;
     for (const json& d : sh) {
@@ -240,8 +242,8 @@ class Parser {
                      std::to_string(data_size) + " bytes)");
     if (overflow || nbytes != e.end - e.begin)
       fail(name, "data_offsets " + clip(off) + " hold " + std::to_string(e.end - e.begin) +
-                     " bytes but dtype " + dtype + " with shape " + to_string(e.shape) +
-                     " needs " + (overflow ? std::string("more than 2^64") : std::to_string(nbytes)));
+                     " bytes but dtype " + dtype + " with shape " + to_string(e.shape) + " needs " +
+                     (overflow ? std::string("more than 2^64") : std::to_string(nbytes)));
     // The bytes match, so the elements fit in the file; but zero-size dims
     // hide the others: (0, 2^40, 2^40) holds 0 bytes and no tensor can have
     // that shape (its strides overflow). The limit every tensor has, checked
@@ -260,7 +262,7 @@ class Parser {
       if (a->begin != b->begin) return a->begin < b->begin;
       return a->end != b->end ? a->end < b->end : a->name < b->name;
     });
-    uint64_t cursor = 0;         // end of the bytes covered so far
+    uint64_t cursor = 0;          // end of the bytes covered so far
     const Entry* prev = nullptr;  // the tensor that ends at cursor
     for (const Entry* e : by_offset) {
       if (e->begin < cursor)
@@ -279,8 +281,7 @@ class Parser {
     }
     if (cursor != data_size) {
       const std::string tail = std::to_string(data_size - cursor) + " bytes after " +
-                               (prev ? "the last tensor" : "the header") +
-                               " belong to no tensor";
+                               (prev ? "the last tensor" : "the header") + " belong to no tensor";
       if (prev) fail(prev->name, tail);
       fail(tail);
     }
@@ -326,7 +327,8 @@ class FileBytes {
     if (fd_ < 0) fail(std::string("cannot open: ") + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd_, &st) != 0) fail(std::string("cannot stat: ") + std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) fail(std::string("is ") + file_kind(st.st_mode) + ", not a regular file");
+    if (!S_ISREG(st.st_mode))
+      fail(std::string("is ") + file_kind(st.st_mode) + ", not a regular file");
     if (st.st_size < 0) fail("has a negative size");
     size_ = static_cast<uint64_t>(st.st_size);
     if (size_ > std::numeric_limits<size_t>::max()) fail("is too large for this machine");
@@ -337,7 +339,8 @@ class FileBytes {
     }
     uint64_t got = 0;
     while (got < size_) {
-      const ssize_t r = ::read(fd_, bytes_.get() + got, static_cast<size_t>(std::min<uint64_t>(size_ - got, 1 << 30)));
+      const ssize_t r = ::read(fd_, bytes_.get() + got,
+                               static_cast<size_t>(std::min<uint64_t>(size_ - got, 1 << 30)));
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) fail(std::string("read failed: ") + std::strerror(errno));
       if (r == 0)
@@ -447,7 +450,8 @@ class Writer {
     for (size_t k = 0; k < order.size(); ++k) {
       const auto& [name, t] = tensors[order[k]];
       if (const char* why = bad_tensor_name(name)) fail(why);
-      if (k > 0 && tensors[order[k - 1]].first == name) fail("duplicate tensor name '" + brief(name) + "'");
+      if (k > 0 && tensors[order[k - 1]].first == name)
+        fail("duplicate tensor name '" + brief(name) + "'");
       if (!t.defined()) fail("tensor '" + brief(name) + "' is undefined");
     }
     return order;
@@ -473,14 +477,16 @@ class Writer {
     try {
       text = header.dump(-1, ' ', /*ensure_ascii=*/true);
     } catch (const nlohmann::json::exception& e) {
-      fail(std::string("cannot encode the header (tensor names and metadata must be UTF-8): ") + brief(e.what()));
+      fail(std::string("cannot encode the header (tensor names and metadata must be UTF-8): ") +
+           brief(e.what()));
     }
     text.append((8 - text.size() % 8) % 8, ' ');  // pad to a multiple of 8 bytes
     // The reader's limit (a huge metadata value or very many tensors would
     // otherwise make a file no reader opens).
     if (text.size() > kMaxSafetensorsHeaderBytes)
       fail("the header would be " + std::to_string(text.size()) + " bytes, over the limit of " +
-           std::to_string(kMaxSafetensorsHeaderBytes) + " that readers accept (metadata too large?)");
+           std::to_string(kMaxSafetensorsHeaderBytes) +
+           " that readers accept (metadata too large?)");
     return text;
   }
 
@@ -558,7 +564,8 @@ void remove_stale_temporaries(const std::string& path) {
     const std::string name = it->path().filename().string();
     if (name.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string pid = name.substr(prefix.size());
-    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos)
+      continue;
     const pid_t p = static_cast<pid_t>(std::stol(pid));
     if (p != ::getpid() && ::kill(p, 0) != 0 && errno == ESRCH) fs::remove(it->path(), ec);
   }

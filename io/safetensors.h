@@ -33,7 +33,7 @@ using Metadata = std::map<std::string, std::string>;
 struct TensorFile {
   NamedTensors tensors;  // in sorted name order, converted to qkv::real
   Metadata metadata;
-  std::string path;      // the file this was read from
+  std::string path;  // the file this was read from
 
   bool has(const std::string& name) const;
   // Throws Error "<path>: no tensor named '<name>'" when absent.

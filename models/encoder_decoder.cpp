@@ -13,9 +13,11 @@ namespace qkv::nn {
 // ---- Encoder layer -------------------------------------------------------------
 EncoderLayer::EncoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
     : pre_norm(o.pre_norm) {
-  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
+  self_attn = register_module("self_attn",
+                              std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model));
-  ffn = register_module("ffn", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, init));
+  ffn =
+      register_module("ffn", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, init));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model));
   drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
   drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));
@@ -34,11 +36,14 @@ Var EncoderLayer::forward(const Var& x, const AttentionMask& self_mask) {
 // out, in the order of the forward, so the parameter names read off the code.
 DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
     : pre_norm(o.pre_norm) {
-  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
+  self_attn = register_module("self_attn",
+                              std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model));
-  cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
+  cross_attn = register_module(
+      "cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model));
-  ffn = register_module("ffn", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, init));
+  ffn =
+      register_module("ffn", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, init));
   norm3 = register_module("norm3", std::make_shared<LayerNorm>(o.d_model));
   drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
   drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));
@@ -60,7 +65,8 @@ Var DecoderLayer::forward(const Var& y, const Var& memory, const AttentionMask& 
 Encoder::Encoder(int64_t n, const LayerOptions& o, Generator& init, Generator& dg) {
   if (n < 1) throw Error("Encoder: needs at least one layer, got " + std::to_string(n));
   for (int64_t i = 0; i < n; ++i)
-    layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<EncoderLayer>(o, init, dg)));
+    layers.push_back(register_module("layers." + std::to_string(i),
+                                     std::make_shared<EncoderLayer>(o, init, dg)));
   if (o.pre_norm) norm = register_module("norm", std::make_shared<LayerNorm>(o.d_model));
 }
 
@@ -74,7 +80,8 @@ Var Encoder::forward(const Var& x, const AttentionMask& mask) {
 Decoder::Decoder(int64_t n, const LayerOptions& o, Generator& init, Generator& dg) {
   if (n < 1) throw Error("Decoder: needs at least one layer, got " + std::to_string(n));
   for (int64_t i = 0; i < n; ++i)
-    layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<DecoderLayer>(o, init, dg)));
+    layers.push_back(register_module("layers." + std::to_string(i),
+                                     std::make_shared<DecoderLayer>(o, init, dg)));
   if (o.pre_norm) norm = register_module("norm", std::make_shared<LayerNorm>(o.d_model));
 }
 
@@ -92,23 +99,29 @@ Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c)
   if (c.src_vocab <= 0 || c.tgt_vocab <= 0)
     throw Error("Seq2SeqTransformer: vocabulary sizes must be positive");
   const LayerOptions o = c.layer();
-  src_embed = register_module("src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, init_gen));
-  tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, init_gen));
+  src_embed =
+      register_module("src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, init_gen));
+  tgt_embed =
+      register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, init_gen));
   // As the Annotated Transformer does: Xavier-uniform embeddings, so that after
   // the sqrt(D) scaling they have unit-order entries like the positions they
   // are added to (N(0,1) would make them sqrt(D) times larger).
   src_embed->weight.data().copy_(xavier_uniform({c.src_vocab, c.d_model}, init_gen));
   tgt_embed->weight.data().copy_(xavier_uniform({c.tgt_vocab, c.d_model}, init_gen));
   if (c.learned_positions) {
-    src_pos = register_module("src_pos", std::make_shared<LearnedPositionalEmbedding>(c.max_len, c.d_model, init_gen));
-    tgt_pos = register_module("tgt_pos", std::make_shared<LearnedPositionalEmbedding>(c.max_len, c.d_model, init_gen));
+    src_pos = register_module(
+        "src_pos", std::make_shared<LearnedPositionalEmbedding>(c.max_len, c.d_model, init_gen));
+    tgt_pos = register_module(
+        "tgt_pos", std::make_shared<LearnedPositionalEmbedding>(c.max_len, c.d_model, init_gen));
   } else {
     sin_pos = std::make_shared<SinusoidalPositionalEncoding>(c.d_model, c.max_len);
   }
   src_drop = register_module("src_drop", std::make_shared<Dropout>(c.dropout, dropout_gen));
   tgt_drop = register_module("tgt_drop", std::make_shared<Dropout>(c.dropout, dropout_gen));
-  encoder = register_module("encoder", std::make_shared<Encoder>(c.encoder_layers, o, init_gen, dropout_gen));
-  decoder = register_module("decoder", std::make_shared<Decoder>(c.decoder_layers, o, init_gen, dropout_gen));
+  encoder = register_module("encoder",
+                            std::make_shared<Encoder>(c.encoder_layers, o, init_gen, dropout_gen));
+  decoder = register_module("decoder",
+                            std::make_shared<Decoder>(c.decoder_layers, o, init_gen, dropout_gen));
   if (c.tie_weights) {
     // Only the bias is lm_head's own; the weight is tgt_embed.weight.
     lm_head = std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, init_gen);
@@ -118,7 +131,8 @@ Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c)
     };
     register_module("lm_head", std::make_shared<BiasOnly>(lm_head->bias));
   } else {
-    lm_head = register_module("lm_head", std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, init_gen));
+    lm_head = register_module("lm_head",
+                              std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, init_gen));
   }
 }
 

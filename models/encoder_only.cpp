@@ -11,10 +11,12 @@ EncoderOnlyModel::EncoderOnlyModel(int64_t vocab, int64_t n_classes, int64_t n_l
                                    const LayerOptions& o, uint64_t seed)
     : init_gen(seed), dropout_gen(dropout_seed(seed)), d_model(o.d_model) {
   embed = register_module("embed", std::make_shared<Embedding>(vocab, o.d_model, init_gen));
-  embed->weight.data().copy_(xavier_uniform({vocab, o.d_model}, init_gen));  // as Seq2SeqTransformer
+  embed->weight.data().copy_(
+      xavier_uniform({vocab, o.d_model}, init_gen));  // as Seq2SeqTransformer
   pos = std::make_shared<SinusoidalPositionalEncoding>(o.d_model);
   drop = register_module("drop", std::make_shared<Dropout>(o.dropout, dropout_gen));
-  encoder = register_module("encoder", std::make_shared<Encoder>(n_layers, o, init_gen, dropout_gen));
+  encoder =
+      register_module("encoder", std::make_shared<Encoder>(n_layers, o, init_gen, dropout_gen));
   head = register_module("head", std::make_shared<Linear>(o.d_model, n_classes, true, init_gen));
 }
 

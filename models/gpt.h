@@ -30,8 +30,8 @@ class GPT : public Module {
   std::shared_ptr<LearnedPositionalEmbedding> pos_embed;
   std::shared_ptr<Dropout> drop;
   std::vector<std::shared_ptr<EncoderLayer>> layers;
-  std::shared_ptr<LayerNorm> norm;   // null for Post-LN
-  std::shared_ptr<Linear> lm_head;   // null when tied
+  std::shared_ptr<LayerNorm> norm;  // null for Post-LN
+  std::shared_ptr<Linear> lm_head;  // null when tied
 };
 
 }  // namespace qkv::nn

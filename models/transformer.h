@@ -1,8 +1,8 @@
 // The Transformer of "Attention Is All You Need" and its two relatives, all
 // made of the same layers. One include for programs; the models live in
 //   nn/tokens.h           Tokens: a batch of token ids with their lengths
-//   models/encoder_decoder.h  encoder and decoder layers and stacks, the encoder-decoder model (the paper's)
-//   models/gpt.h              the decoder-only (GPT-style) language model
+//   models/encoder_decoder.h  encoder and decoder layers and stacks, the encoder-decoder model (the
+//   paper's) models/gpt.h              the decoder-only (GPT-style) language model
 //   models/encoder_only.h     the encoder-only token model
 #pragma once
 #include "models/encoder_decoder.h"

@@ -6,8 +6,6 @@ namespace qkv::nn {
 
 enum class Activation { ReLU, GELU };
 
-inline const char* activation_name(Activation a) {
-  return a == Activation::ReLU ? "relu" : "gelu";
-}
+inline const char* activation_name(Activation a) { return a == Activation::ReLU ? "relu" : "gelu"; }
 
 }  // namespace qkv::nn

@@ -214,8 +214,8 @@ void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMa
 // tensor for its result; here dZ overwrites dP in a per-thread scratch block.
 void softmax_backward_in_place(real* d, const real* P, int64_t T, int64_t S) {
   for (int64_t i = 0; i < T; ++i) {
-    real* r = d + i * S;          // (S): dP's row in, dZ's row out
-    const real* pr = P + i * S;   // (S)
+    real* r = d + i * S;         // (S): dP's row in, dZ's row out
+    const real* pr = P + i * S;  // (S)
     real dot = 0;
 #pragma omp simd reduction(+ : dot)
     for (int64_t j = 0; j < S; ++j) dot += r[j] * pr[j];
@@ -238,14 +238,14 @@ void attention_backward(const QKVGradColumns& grad, real* O_again, const real* d
         real* dP = scratch.mine();  // (T, S)
         for (int64_t bh = bh0; bh < bh1; ++bh) {
           const int64_t b = bh / H, h = bh % H;
-          const real* Pbh = P + bh * T * S;                       // (T, S)
-          const real* Qh = in.Q + b * T * in.ldq + h * d_k;       // (T, d_k), row stride ldq
-          const real* Kh = in.K + b * S * in.ldkv + h * d_k;      // (S, d_k), row stride ldkv
-          const real* Vh = in.V + b * S * in.ldkv + h * d_k;      // (S, d_k), row stride ldkv
-          const real* dOh = dO + b * T * D + h * d_k;             // (T, d_k), row stride D
-          real* dQh = grad.dQ + b * T * grad.ldq + h * d_k;       // (T, d_k), row stride ldq
-          real* dKh = grad.dK + b * S * grad.ldkv + h * d_k;      // (S, d_k), row stride ldkv
-          real* dVh = grad.dV + b * S * grad.ldkv + h * d_k;      // (S, d_k), row stride ldkv
+          const real* Pbh = P + bh * T * S;                   // (T, S)
+          const real* Qh = in.Q + b * T * in.ldq + h * d_k;   // (T, d_k), row stride ldq
+          const real* Kh = in.K + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
+          const real* Vh = in.V + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
+          const real* dOh = dO + b * T * D + h * d_k;         // (T, d_k), row stride D
+          real* dQh = grad.dQ + b * T * grad.ldq + h * d_k;   // (T, d_k), row stride ldq
+          real* dKh = grad.dK + b * S * grad.ldkv + h * d_k;  // (S, d_k), row stride ldkv
+          real* dVh = grad.dV + b * S * grad.ldkv + h * d_k;  // (S, d_k), row stride ldkv
           // O_h = P V_h again, when forward did not keep O (dWo needs it)
           //                      (T, S) x (S, d_k) -> (T, d_k), row stride D
           if (O_again)
@@ -314,7 +314,7 @@ InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputPro
   r.dW = Tensor::empty({3 * D, D});
   if (has_bias) r.db = Tensor::empty({3 * D});
   real* dxq = want_dxq ? r.dxq.data() : nullptr;  // (B*T, D), or null: not wanted
-  real* db = has_bias ? r.db.data() : nullptr;     // (3D), or null: no biases
+  real* db = has_bias ? r.db.data() : nullptr;    // (3D), or null: no biases
   if (p.self()) {
     linear_backward(g.dQKV.data(), xq, p.W_qkv.data(), 3 * D, dxq, r.dW.data(), db);
   } else {
@@ -340,11 +340,11 @@ InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputPro
 struct AttentionNode : Node {
   AttentionSizes dims{};
   bool has_bias = false;
-  Tensor xq, xkv;            // (B,T,D), (B,S,D)
-  InputProjections in;       // stacked weights and Q, K, V
-  Tensor P;                  // (B,H,T,S)
-  Tensor O;                  // (B*T, D), or undefined: recompute
-  Tensor wo;                 // (D, D)
+  Tensor xq, xkv;       // (B,T,D), (B,S,D)
+  InputProjections in;  // stacked weights and Q, K, V
+  Tensor P;             // (B,H,T,S)
+  Tensor O;             // (B*T, D), or undefined: recompute
+  Tensor wo;            // (D, D)
   const char* name() const override { return "multi_head_attention"; }
 
   TensorList backward(const Tensor& dY) override {
@@ -353,24 +353,24 @@ struct AttentionNode : Node {
     // the heads, which make O again when it was not kept.
     const bool recompute_O = !O.defined();
     Tensor O_used = recompute_O ? Tensor::empty({BT, D}) : O;  // (B*T, D)
-    Tensor dO = Tensor::empty({BT, D});                         // (B*T, D)
-    Tensor dWo = Tensor::empty({D, D});                         // (D, D)
-    Tensor dbo = has_bias ? Tensor::empty({D}) : Tensor();      // (D)
+    Tensor dO = Tensor::empty({BT, D});                        // (B*T, D)
+    Tensor dWo = Tensor::empty({D, D});                        // (D, D)
+    Tensor dbo = has_bias ? Tensor::empty({D}) : Tensor();     // (D)
     linear_backward(dY.data(), O_used, wo.data(), D, dO.data(), nullptr,
                     has_bias ? dbo.data() : nullptr);  // reads only O_used's shape
 
     // forward: attention_forward (P and O_h = P V_h for every head)
     //   dQ, dK, dV from dO and P, in the stacked layout of Q, K, V
     InputProjectionGrads dproj(in, dims);
-    attention_backward(dproj.columns(D), recompute_O ? O_used.data() : nullptr, dO.data(),
-                       P.data(), in.columns(D), dims);
+    attention_backward(dproj.columns(D), recompute_O ? O_used.data() : nullptr, dO.data(), P.data(),
+                       in.columns(D), dims);
     //   dWo = dY^T O   (D, B*T) x (B*T, D) -> (D, D)
     linear_backward(dY.data(), O_used, wo.data(), D, nullptr, dWo.data(), nullptr);
 
     // forward: project_inputs (Q, K, V from xq and xkv)
     //   dxq, dxkv, and dW, db for [Wq; Wk; Wv], [bq; bk; bv]
-    InputGrads g = project_inputs_backward(dproj, in, xq, xkv, needs_grad(0), needs_grad(1),
-                                           has_bias, D);
+    InputGrads g =
+        project_inputs_backward(dproj, in, xq, xkv, needs_grad(0), needs_grad(1), has_bias, D);
     // (D, D) each: the row blocks of d[Wq; Wk; Wv] (3D, D)
     Tensor dWq = g.dW.slice0(0, D), dWk = g.dW.slice0(D, 2 * D), dWv = g.dW.slice0(2 * D, 3 * D);
     if (has_bias) {
@@ -397,9 +397,8 @@ void check_mask(const AttentionMask& m, int64_t B, int64_t T, int64_t S) {
                   " key lengths for a batch of " + std::to_string(B));
     for (int64_t b = 0; b < B; ++b)
       if (m.key_lengths[b] < 0 || m.key_lengths[b] > S)
-        throw Error("attention: key length " + std::to_string(m.key_lengths[b]) +
-                    " of sequence " + std::to_string(b) + " is outside [0, " +
-                    std::to_string(S) + "]");
+        throw Error("attention: key length " + std::to_string(m.key_lengths[b]) + " of sequence " +
+                    std::to_string(b) + " is outside [0, " + std::to_string(S) + "]");
   }
   // causal with T > S is allowed: queries past S simply see all S keys.
   if (m.mask.defined()) {
@@ -437,10 +436,9 @@ AttentionSizes check_arguments(const Var& xq, const Var& xkv, const Var& wq, con
 
 }  // namespace
 
-Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var& bq,
-                         const Var& wk, const Var& bk, const Var& wv, const Var& bv,
-                         const Var& wo, const Var& bo, int64_t heads, const AttentionMask& mask,
-                         Tensor* probs_out) {
+Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var& bq, const Var& wk,
+                         const Var& bk, const Var& wv, const Var& bv, const Var& wo, const Var& bo,
+                         int64_t heads, const AttentionMask& mask, Tensor* probs_out) {
   const AttentionSizes dims = check_arguments(xq, xkv, wq, bq, wk, bk, wv, bv, wo, bo, heads);
   const int64_t B = dims.B, T = dims.T, S = dims.S, D = dims.D, H = dims.H;
   check_mask(mask, B, T, S);
@@ -451,7 +449,7 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
   node->in = project_inputs(xq, xkv, xq.same_as(xkv), wq, bq, wk, bk, wv, bv, dims);
   // P = softmax(Q_h K_h^T / sqrt(d_k) + M),  O_h = P V_h   for every head
   Tensor P = Tensor::empty({B, H, T, S});  // (B,H,T,S)
-  Tensor O = Tensor::empty({B * T, D});     // (B*T, D), head h in columns [h*d_k, (h+1)*d_k)
+  Tensor O = Tensor::empty({B * T, D});    // (B*T, D), head h in columns [h*d_k, (h+1)*d_k)
   attention_forward(P.data(), O.data(), node->in.columns(D), mask, dims);
   // Y = O Wo^T + bo   (B*T, D) x (D, D) -> (B, T, D)
   Tensor Y = Tensor::empty({B, T, D});  // (B,T,D)
@@ -475,8 +473,8 @@ Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var
 MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t heads_, bool bias, Generator& g)
     : d_model(d_model_), heads(heads_), d_k(heads_ > 0 ? d_model_ / heads_ : 0) {
   if (heads <= 0 || d_model % heads != 0)
-    throw Error("MultiHeadAttention: d_model " + std::to_string(d_model) +
-                " is not divisible by " + std::to_string(heads) + " heads");
+    throw Error("MultiHeadAttention: d_model " + std::to_string(d_model) + " is not divisible by " +
+                std::to_string(heads) + " heads");
   w_q = register_module("w_q", std::make_shared<Linear>(d_model, d_model, bias, g));
   w_k = register_module("w_k", std::make_shared<Linear>(d_model, d_model, bias, g));
   w_v = register_module("w_v", std::make_shared<Linear>(d_model, d_model, bias, g));
@@ -505,8 +503,8 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t heads_, bool bi
 Var MultiHeadAttention::forward(const Var& xq, const Var& xkv, const AttentionMask& mask) {
   ModuleScope scope(this);
   Tensor probs;
-  Var y = multi_head_attention(xq, xkv, w_q->weight, w_q->bias, w_k->weight, w_k->bias,
-                               w_v->weight, w_v->bias, w_o->weight, w_o->bias, heads, mask,
+  Var y = multi_head_attention(xq, xkv, w_q->weight, w_q->bias, w_k->weight, w_k->bias, w_v->weight,
+                               w_v->bias, w_o->weight, w_o->bias, heads, mask,
                                keep_attention_ ? &probs : nullptr);
   last_attention_ = keep_attention_ ? probs : Tensor();
   return y;

@@ -17,11 +17,11 @@ namespace qkv::nn {
 // Which scores are masked out (set to -inf before the softmax). Combined by OR.
 // A query row whose keys are all masked outputs zeros (never NaN).
 struct AttentionMask {
-  bool causal = false;                 // key j hidden from query i when j > i
+  bool causal = false;  // key j hidden from query i when j > i
   // Per sequence b: keys j >= key_lengths[b] hidden; empty: none hidden. A
   // pooled list (core/pool.h): models make their masks anew every forward.
   PoolVector<int64_t> key_lengths;
-  Tensor mask;                         // optional, nonzero = hidden; (T,S) or (B,T,S)
+  Tensor mask;  // optional, nonzero = hidden; (T,S) or (B,T,S)
 
   static AttentionMask none() { return {}; }
   static AttentionMask causal_mask() { return {true, {}, Tensor()}; }
@@ -39,10 +39,10 @@ struct AttentionMask {
 // undefined. If `probs_out` is non-null it receives P (B,H,T,S).
 // (Whether forward keeps the head outputs for backward or backward recomputes
 // them is the op's own memory policy: nn/attention_internal.h.)
-Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var& bq,
-                         const Var& wk, const Var& bk, const Var& wv, const Var& bv,
-                         const Var& wo, const Var& bo, int64_t heads,
-                         const AttentionMask& mask = {}, Tensor* probs_out = nullptr);
+Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var& bq, const Var& wk,
+                         const Var& bk, const Var& wv, const Var& bv, const Var& wo, const Var& bo,
+                         int64_t heads, const AttentionMask& mask = {},
+                         Tensor* probs_out = nullptr);
 
 class MultiHeadAttention : public Module {
  public:

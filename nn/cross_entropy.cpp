@@ -57,8 +57,8 @@ double cross_entropy_forward(const real* x, const int64_t* targets, int64_t N, i
     const int64_t y = targets[r];
     if (y == ignore_index) continue;
     const double lse = sums[r].lse;
-    const double nll = lse - x[r * V + y];              // -logp_y
-    const double all = V * lse - sums[r].sum_x;         // sum_c -logp_c
+    const double nll = lse - x[r * V + y];       // -logp_y
+    const double all = V * lse - sums[r].sum_x;  // sum_c -logp_c
     total += (1 - eps) * nll + eps / static_cast<double>(V) * all;
   }
   return total;
@@ -70,16 +70,15 @@ double cross_entropy_forward(const real* x, const int64_t* targets, int64_t N, i
 // p (N, V) -> dx (N, V) = scale (p - q), scale = g / n_valid; ignored rows 0.
 // q is eps / V off the target and 1 - eps + eps / V at it, so each row is
 // (p_c - eps / V) scale, then (1 - eps) scale taken off at c = y.
-void cross_entropy_backward(const real* __restrict p, const int64_t* targets, int64_t N,
-                            int64_t V, int64_t ignore_index, real smoothing, real scale,
-                            real* __restrict dx) {
+void cross_entropy_backward(const real* __restrict p, const int64_t* targets, int64_t N, int64_t V,
+                            int64_t ignore_index, real smoothing, real scale, real* __restrict dx) {
   const real off = smoothing / static_cast<real>(V);  // q_c for c != y
   const real on = real(1) - smoothing;                // q_y - off
   parallel_for(
       N,
       [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
-          real* __restrict dr = dx + r * V;       // (V): row r of dx
+          real* __restrict dr = dx + r * V;  // (V): row r of dx
           const int64_t y = targets[r];
           if (y == ignore_index) {
             std::fill(dr, dr + V, real(0));
@@ -101,7 +100,7 @@ struct CrossEntropyNode : Node {
   Tensor p;                     // (N, V) (or (B, T, V)): the softmax of the logits
   PoolVector<int64_t> targets;  // (N); pooled: a copy is made every step
   int64_t ignore_index = -100;
-  int64_t n_valid = 0;          // rows whose target is not ignore_index
+  int64_t n_valid = 0;  // rows whose target is not ignore_index
   real smoothing = 0;
   const char* name() const override { return "cross_entropy"; }
 

@@ -40,8 +40,7 @@ struct EmbeddingNode : Node {
 
 Var embedding(const Var& weight, const std::vector<int64_t>& ids, const Shape& shape, real scale) {
   const Tensor& W = weight.data();
-  if (W.dim() != 2)
-    throw Error("embedding: weight " + to_string(W.shape()) + " must be (V, D)");
+  if (W.dim() != 2) throw Error("embedding: weight " + to_string(W.shape()) + " must be (V, D)");
   check_shape(shape, "embedding");
   const int64_t V = W.size(0), D = W.size(1), n = numel(shape);
   if (static_cast<int64_t>(ids.size()) != n)
@@ -76,7 +75,8 @@ Var embedding(const Var& weight, const std::vector<int64_t>& ids, const Shape& s
   auto node = make_node<EmbeddingNode>();
   node->weight_shape = W.shape();
   node->scale = scale;
-  if (should_record({weight})) node->ids.assign(ids.begin(), ids.end());  // only when backward needs them
+  if (should_record({weight}))
+    node->ids.assign(ids.begin(), ids.end());  // only when backward needs them
   return make_result(out, node, {weight});
 }
 

@@ -70,10 +70,13 @@ Tensor activate(Tensor& pre, Activation act) {
   const real* __restrict pp = pre.data();
   // GELU's erf + exp costs about 8 simple element operations: a thread is
   // worth it at an eighth of the elements.
-  parallel_for(NF, [&](int64_t b, int64_t e) {
+  parallel_for(
+      NF,
+      [&](int64_t b, int64_t e) {
 #pragma omp simd
-    for (int64_t i = b; i < e; ++i) hp[i] = gelu_scalar(pp[i]);
-  }, grain_for(8));
+        for (int64_t i = b; i < e; ++i) hp[i] = gelu_scalar(pp[i]);
+      },
+      grain_for(8));
   return h;
 }
 
@@ -177,8 +180,8 @@ struct FeedForwardNode : Node {
     Tensor dw2 = needs_grad(3) ? Tensor::empty(w2.shape()) : Tensor();
     Tensor db2 = needs_grad(4) ? Tensor::empty({D}) : Tensor();
     auto ptr = [](Tensor& t) { return t.defined() ? t.data() : nullptr; };
-    feed_forward_backward(dy.data(), x, w1, w2, hidden, act, ptr(dx), ptr(dw1), ptr(db1),
-                          ptr(dw2), ptr(db2));
+    feed_forward_backward(dy.data(), x, w1, w2, hidden, act, ptr(dx), ptr(dw1), ptr(db1), ptr(dw2),
+                          ptr(db2));
     return {dx, dw1, db1, dw2, db2};
   }
   void release_saved() override { x = w1 = w2 = hidden.pre = hidden.h = Tensor(); }

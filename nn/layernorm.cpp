@@ -72,8 +72,8 @@ inline void layernorm_forward_row(const real* __restrict xr, const real* __restr
   }
   const double md = s1 / D;
   const double var = std::max(0.0, s2 / D - md * md);
-  const real m = static_cast<real>(shift + md);                   // mean
-  const real s = static_cast<real>(1.0 / std::sqrt(var + eps));   // rstd
+  const real m = static_cast<real>(shift + md);                  // mean
+  const real s = static_cast<real>(1.0 / std::sqrt(var + eps));  // rstd
   *mean = m;
   *rstd = s;
   // y = xhat * gamma + beta, xhat = (x - mean) * rstd
@@ -127,9 +127,9 @@ void layernorm_backward(real* dx, real* dgamma, real* dbeta, const real* dy_, co
           if (want_params) {
 #pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
             for (int64_t j = 0; j < D; ++j) {
-              const real xh = (xr[j] - m) * s;    // xhat = (x - mean) * rstd
-              dg[j] += dyr[j] * xh;               // dgamma += dy * xhat
-              db[j] += dyr[j];                    // dbeta  += dy
+              const real xh = (xr[j] - m) * s;     // xhat = (x - mean) * rstd
+              dg[j] += dyr[j] * xh;                // dgamma += dy * xhat
+              db[j] += dyr[j];                     // dbeta  += dy
               const real dxh = dyr[j] * gamma[j];  // dxhat = dy * gamma
               sum_dxhat += dxh;
               sum_dxhat_xhat += dxh * xh;
@@ -146,7 +146,7 @@ void layernorm_backward(real* dx, real* dgamma, real* dbeta, const real* dy_, co
           const real mean_dxhat = sum_dxhat * invD;
           const real mean_dxhat_xhat = sum_dxhat_xhat * invD;
           real* __restrict dxr = dx + r * D;  // (D)
-          // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+      // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 #pragma omp simd
           for (int64_t j = 0; j < D; ++j)
             dxr[j] = s * (dyr[j] * gamma[j] - mean_dxhat - (xr[j] - m) * s * mean_dxhat_xhat);
@@ -210,8 +210,7 @@ int64_t check_layer_norm_args(const char* op, const Tensor& x, const Tensor& gam
                 to_string(gamma.shape()) + " and beta " + to_string(beta.shape()));
   if (D == 0)
     throw Error(std::string(op) + ": input " + to_string(x.shape()) + " has an empty last dim");
-  if (!(eps >= 0))
-    throw Error(std::string(op) + ": eps must be >= 0, got " + std::to_string(eps));
+  if (!(eps >= 0)) throw Error(std::string(op) + ": eps must be >= 0, got " + std::to_string(eps));
   return D;
 }
 }  // namespace
@@ -249,16 +248,15 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, real eps) {
 
 namespace {
 // x (N, D) = a + b, and layernorm_forward of it, row by row. a, b (N, D).
-void add_layernorm_forward(real* y, real* x, real* mean, real* rstd, const real* a_,
-                           const real* b_, const real* gamma, const real* beta, int64_t N,
-                           int64_t D, real eps) {
+void add_layernorm_forward(real* y, real* x, real* mean, real* rstd, const real* a_, const real* b_,
+                           const real* gamma, const real* beta, int64_t N, int64_t D, real eps) {
   const real* __restrict a = a_;
   const real* __restrict b = b_;
   parallel_for(
       N,
       [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
-          real* __restrict xr = x + r * D;  // (D)
+          real* __restrict xr = x + r * D;        // (D)
           const real* __restrict ar = a + r * D;  // (D)
           const real* __restrict br = b + r * D;  // (D)
 #pragma omp simd
@@ -295,8 +293,8 @@ Var add_layer_norm(const Var& a, const Var& b, const Var& gamma, const Var& beta
   Tensor X = Tensor::empty(A.shape());                          // (..., D): a + b
   Tensor Y = Tensor::empty(A.shape());                          // (..., D)
   Tensor mean = Tensor::empty({N}), rstd = Tensor::empty({N});  // (N)
-  add_layernorm_forward(Y.data(), X.data(), mean.data(), rstd.data(), A.data(), Bs.data(),
-                        G.data(), Bt.data(), N, D, eps);
+  add_layernorm_forward(Y.data(), X.data(), mean.data(), rstd.data(), A.data(), Bs.data(), G.data(),
+                        Bt.data(), N, D, eps);
 
   auto node = make_node<AddLayerNormNode>();
   node->saved = {X, G, mean, rstd};

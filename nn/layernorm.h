@@ -37,8 +37,7 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, real eps = 1e-5)
 // layer_norm(a + b, gamma, beta), the Post-LN residual norm(x + f(x)), with
 // the sum made in the same pass over each row instead of a separate add.
 // a and b (..., D) of the same shape. The graph shows it as "add_layer_norm".
-Var add_layer_norm(const Var& a, const Var& b, const Var& gamma, const Var& beta,
-                   real eps = 1e-5);
+Var add_layer_norm(const Var& a, const Var& b, const Var& gamma, const Var& beta, real eps = 1e-5);
 
 // ---- the module --------------------------------------------------------------
 

@@ -42,7 +42,8 @@ Var add_positions(const Var& x, const Var& table) {
   const Tensor& P = table.data();
   if (X.dim() < 2 || P.dim() != 2 || X.size(-1) != P.size(1) || X.size(-2) > P.size(0))
     throw Error("add_positions: input " + to_string(X.shape()) + " + table " +
-                to_string(P.shape()) + ": expected input (..., T, D) and a table (L, D) with L >= T");
+                to_string(P.shape()) +
+                ": expected input (..., T, D) and a table (L, D) with L >= T");
   const int64_t T = X.size(-2), D = X.size(-1), TD = T * D;
   const int64_t Bn = TD > 0 ? X.numel() / TD : 0;  // product of the leading dims
   Tensor Y = Tensor::empty(X.shape());
@@ -68,8 +69,7 @@ Var add_positions(const Var& x, const Var& table) {
 
 // ---- sinusoidal ----------------------------------------------------------------
 
-SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t D_, int64_t max_len)
-    : D(D_) {
+SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t D_, int64_t max_len) : D(D_) {
   if (D <= 0 || max_len < 0)
     throw Error("SinusoidalPositionalEncoding: need D > 0 and max_len >= 0, got D " +
                 std::to_string(D) + ", max_len " + std::to_string(max_len));

@@ -10,9 +10,9 @@
 namespace qkv::nn {
 
 struct Tokens {
-  std::vector<int64_t> ids;      // (B, L) row-major
-  int64_t batch = 0, len = 0;    // B, L
-  std::vector<int64_t> lengths;  // (B); empty means every sequence is full
+  std::vector<int64_t> ids;                   // (B, L) row-major
+  int64_t batch = 0, len = 0;                 // B, L
+  std::vector<int64_t> lengths;               // (B); empty means every sequence is full
   std::vector<int64_t> full_lengths() const;  // lengths, or all `len` when empty
   void check(const char* op) const;           // sizes agree; lengths within [0, len]
 };

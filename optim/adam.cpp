@@ -39,8 +39,7 @@ Adam::Adam(std::vector<Var> params, const AdamOptions& options)
 Adam::Adam(std::vector<Var> params, real lr, real beta1, real beta2, real eps, real weight_decay)
     : Adam(std::move(params), AdamOptions{lr, beta1, beta2, eps, weight_decay}, false, "Adam") {}
 
-AdamW::AdamW(std::vector<Var> params, real lr, real beta1, real beta2, real eps,
-             real weight_decay)
+AdamW::AdamW(std::vector<Var> params, real lr, real beta1, real beta2, real eps, real weight_decay)
     : Adam(std::move(params), AdamOptions{lr, beta1, beta2, eps, weight_decay}, true, "AdamW") {}
 
 AdamW::AdamW(std::vector<Var> params, const AdamWOptions& options)
@@ -52,8 +51,8 @@ namespace {
 
 // The constants of one parameter's update at step t.
 struct AdamStep {
-  real l2;         // added to g: weight_decay (Adam) or 0 (AdamW)
-  real decay;      // p is scaled by it: 1 - lr * weight_decay (AdamW) or 1 (Adam)
+  real l2;     // added to g: weight_decay (Adam) or 0 (AdamW)
+  real decay;  // p is scaled by it: 1 - lr * weight_decay (AdamW) or 1 (Adam)
   real beta1, one_minus_beta1, beta2, one_minus_beta2;
   real step_size;  // lr / (1 - beta1^t)
   real bc2_sqrt;   // sqrt(1 - beta2^t)
@@ -66,12 +65,12 @@ struct AdamStep {
 void adam_update(const AdamStep c, int64_t b, int64_t e, real* __restrict p,
                  const real* __restrict grad, real* __restrict m, real* __restrict v) {
   for (int64_t j = b; j < e; ++j) {
-    const real g = grad[j] + c.l2 * p[j];                          // (Adam) g + wd p
-    const real mj = c.beta1 * m[j] + c.one_minus_beta1 * g;         // first moment
-    const real vj = c.beta2 * v[j] + c.one_minus_beta2 * g * g;     // second moment
+    const real g = grad[j] + c.l2 * p[j];                        // (Adam) g + wd p
+    const real mj = c.beta1 * m[j] + c.one_minus_beta1 * g;      // first moment
+    const real vj = c.beta2 * v[j] + c.one_minus_beta2 * g * g;  // second moment
     m[j] = mj;
     v[j] = vj;
-    const real denom = std::sqrt(vj) / c.bc2_sqrt + c.eps;          // sqrt(v_hat) + eps
+    const real denom = std::sqrt(vj) / c.bc2_sqrt + c.eps;  // sqrt(v_hat) + eps
     p[j] = p[j] * c.decay - c.step_size * (mj / denom);
   }
 }

@@ -21,11 +21,12 @@ Optimizer::Optimizer(std::vector<Var> params, real lr_, const char* name)
   if (params_.empty()) throw Error(std::string(name_) + ": got an empty parameter list");
   for (size_t i = 0; i < params_.size(); ++i) {
     const Var& p = params_[i];
-    if (!p.defined()) throw Error(std::string(name_) + ": parameter " + std::to_string(i) +
-                                  " is an undefined Var");
+    if (!p.defined())
+      throw Error(std::string(name_) + ": parameter " + std::to_string(i) + " is an undefined Var");
     if (!p.is_leaf())
       throw Error(std::string(name_) + ": parameter " + std::to_string(i) + " of shape " +
-                  to_string(p.shape()) + " is not a leaf (it was made by an op); "
+                  to_string(p.shape()) +
+                  " is not a leaf (it was made by an op); "
                   "optimize the leaf it came from");
     for (size_t j = 0; j < i; ++j)
       if (params_[j].same_as(p))
@@ -99,7 +100,6 @@ bool parse_index(const std::string& s, size_t& i) {
   return true;
 }
 
-
 // load_state_dict's reading half: every entry of a state dict checked and
 // gathered into local copies, so that a bad dict changes nothing. Errors
 // name the entry: "<opt>.load_state_dict: entry "<name>": <why>".
@@ -115,9 +115,15 @@ class StateDictReader {
  public:
   StateDictReader(const char* opt, const std::vector<Var>& params, std::vector<const char*> kinds,
                   std::vector<bool> non_negative)
-      : where_(std::string(opt) + ".load_state_dict: "), opt_(opt), params_(params),
-        kinds_(std::move(kinds)), non_negative_(std::move(non_negative)), n_(params.size()), param_steps(n_, 0),
-        buffers(kinds_.size(), std::vector<Tensor>(n_)), present_(kinds_.size(), 0) {}
+      : where_(std::string(opt) + ".load_state_dict: "),
+        opt_(opt),
+        params_(params),
+        kinds_(std::move(kinds)),
+        non_negative_(std::move(non_negative)),
+        n_(params.size()),
+        param_steps(n_, 0),
+        buffers(kinds_.size(), std::vector<Tensor>(n_)),
+        present_(kinds_.size(), 0) {}
 
   void read(const std::string& name, const Tensor& t) {
     if (!t.defined()) fail(name, "tensor is undefined");
@@ -153,7 +159,7 @@ class StateDictReader {
   }
 
   int64_t step_count = 0;
-  std::vector<int64_t> param_steps;         // (N)
+  std::vector<int64_t> param_steps;          // (N)
   std::vector<std::vector<Tensor>> buffers;  // [kind][parameter], shared with the dict
 
  private:
@@ -165,7 +171,8 @@ class StateDictReader {
   void read_step(const std::string& name, const Tensor& t) {
     if (have_step_) fail(name, "appears twice");
     if (t.numel() != 1) fail(name, "expected 1 element, got shape " + to_string(t.shape()));
-    if (!is_count(t.item(), 0)) fail(name, "expected a step count, got " + std::to_string(t.item()));
+    if (!is_count(t.item(), 0))
+      fail(name, "expected a step count, got " + std::to_string(t.item()));
     step_count = static_cast<int64_t>(t.item());
     have_step_ = true;
   }
@@ -179,8 +186,8 @@ class StateDictReader {
     const real* v = t.data();
     for (size_t i = 0; i < n_; ++i) {
       if (!is_count(v[i], 0))
-        fail(name, "element " + std::to_string(i) + " is not a step count: " +
-                       std::to_string(v[i]));
+        fail(name,
+             "element " + std::to_string(i) + " is not a step count: " + std::to_string(v[i]));
       param_steps[i] = static_cast<int64_t>(v[i]);
     }
     have_param_steps_ = true;
@@ -261,7 +268,8 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
         dst = Tensor();
         continue;
       }
-      if (!dst.defined() || dst.shape() != params_[i].shape()) dst = Tensor::empty(params_[i].shape());
+      if (!dst.defined() || dst.shape() != params_[i].shape())
+        dst = Tensor::empty(params_[i].shape());
       dst.copy_(dict.buffers[k][i]);
     }
 }

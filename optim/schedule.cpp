@@ -48,8 +48,8 @@ WarmupCosineSchedule::WarmupCosineSchedule(real peak_lr, int64_t warmup, int64_t
               std::to_string(min_lr));
   require(warmup >= 0, me, "warmup must be >= 0, got " + std::to_string(warmup));
   require(total_steps >= 1 && total_steps >= warmup, me,
-          "total_steps must be >= max(warmup, 1), got total_steps " +
-              std::to_string(total_steps) + " with warmup " + std::to_string(warmup));
+          "total_steps must be >= max(warmup, 1), got total_steps " + std::to_string(total_steps) +
+              " with warmup " + std::to_string(warmup));
 }
 
 real WarmupCosineSchedule::lr(int64_t step) const {

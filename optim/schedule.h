@@ -34,8 +34,8 @@ class NoamSchedule : public Schedule {
 // then a half cosine from peak_lr down to min_lr at step = total_steps, and
 // min_lr after it:
 //   step <= warmup:          peak * step / warmup
-//   warmup < step <= total:  min + (peak - min) * (1 + cos(pi * (step - warmup) / (total - warmup))) / 2
-//   step > total:            min
+//   warmup < step <= total:  min + (peak - min) * (1 + cos(pi * (step - warmup) / (total -
+//   warmup))) / 2 step > total:            min
 class WarmupCosineSchedule : public Schedule {
  public:
   // Throws unless 0 <= min_lr <= peak_lr (finite), warmup >= 0 and

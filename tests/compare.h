@@ -17,8 +17,8 @@ namespace qkv::testing {
 // rounded to float32); reports the worst difference.
 inline void check_close(const Tensor& got, const Tensor& want, const std::string& what,
                         double rtol = 1e-5, double atol = 1e-6) {
-  REQUIRE_MESSAGE(got.shape() == want.shape(),
-                  what << ": shape " << to_string(got.shape()) << " vs " << to_string(want.shape()));
+  REQUIRE_MESSAGE(got.shape() == want.shape(), what << ": shape " << to_string(got.shape())
+                                                    << " vs " << to_string(want.shape()));
   INFO(what << ": max |qkv - torch| = " << max_abs_diff(got, want));
   CHECK(allclose(got, want, rtol, atol));
 }
@@ -51,7 +51,8 @@ void check_param_grads(const Params& named_params, const TensorFile& f, const st
     REQUIRE_MESSAGE(p.grad().defined(), label << ": no gradient");
     if (max_abs(want) <= 1e-12 * scale) {
       INFO(label << ": 0 in exact arithmetic; max |qkv| = " << max_abs(p.grad()) << ", bound "
-                 << zero_rel * scale << " (" << zero_rel << " x the largest gradient beside it, " << scale << ")");
+                 << zero_rel * scale << " (" << zero_rel << " x the largest gradient beside it, "
+                 << scale << ")");
       CHECK(max_abs(p.grad()) <= zero_rel * scale);
     } else {
       check_close(p.grad(), want, label);

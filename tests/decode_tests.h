@@ -92,7 +92,8 @@ inline void check_logits(const real* got, const real* want, int64_t n, const std
 // choice), to within `slack` plus the rounding by which cached and recomputed
 // logits may differ. Comparing with a greedy reference run instead would
 // depend on the model's seed: at a near-tie that rounding picks the token.
-inline void check_greedy_choices(GPT& m, std::vector<int64_t> seq, const std::vector<int64_t>& out, double slack) {
+inline void check_greedy_choices(GPT& m, std::vector<int64_t> seq, const std::vector<int64_t>& out,
+                                 double slack) {
   NoGradGuard ng;
   const int64_t V = m.cfg.vocab;
   for (size_t i = 0; i < out.size(); ++i) {
@@ -111,7 +112,9 @@ inline void check_greedy_choices(GPT& m, std::vector<int64_t> seq, const std::ve
 }
 
 // The prompts used by the sampling tests: lengths {4, 2, 3} of L = 4.
-inline Tokens gpt_prompts() { return Tokens{{5, 1, 7, 3, 2, 9, 0, 0, 4, 4, 12, 0}, 3, 4, {4, 2, 3}}; }
+inline Tokens gpt_prompts() {
+  return Tokens{{5, 1, 7, 3, 2, 9, 0, 0, 4, 4, 12, 0}, 3, 4, {4, 2, 3}};
+}
 
 inline std::vector<int64_t> prompt_row(const Tokens& p, int64_t b) {
   return {p.ids.begin() + b * p.len, p.ids.begin() + b * p.len + p.lengths[b]};
@@ -159,7 +162,9 @@ TEST_CASE("decode_step equals Seq2SeqTransformer::decode at every step, with pad
   }
 }
 
-TEST_CASE("KVCache::reorder moves whole rows: continuing reordered rows equals decoding the reordered prefixes") {
+TEST_CASE(
+    "KVCache::reorder moves whole rows: continuing reordered rows equals decoding the reordered "
+    "prefixes") {
   using namespace qkv::decode_tests;
   Seq2SeqTransformer m(seq2seq_config(true, false, false));
   m.eval();
@@ -240,7 +245,8 @@ TEST_CASE("forward_step equals GPT::forward at every step, with padded prompts")
 
 // ---- greedy -----------------------------------------------------------------------------
 
-TEST_CASE("greedy_decode with the cache gives the uncached decoder's tokens, also when rows stop early") {
+TEST_CASE(
+    "greedy_decode with the cache gives the uncached decoder's tokens, also when rows stop early") {
   using namespace qkv::decode_tests;
   for (int variant = 0; variant < 2; ++variant) {
     Seq2SeqTransformer m(seq2seq_config(variant == 1, variant == 1, false));
@@ -321,7 +327,10 @@ TEST_CASE("beam_search with beam 1 is greedy decoding, token for token") {
         const auto beam = beam_search(m, src, b);
         REQUIRE(beam.size() == greedy.size());
         for (size_t s = 0; s < beam.size(); ++s) {
-          CAPTURE(variant); CAPTURE(eos); CAPTURE(alpha); CAPTURE(s);
+          CAPTURE(variant);
+          CAPTURE(eos);
+          CAPTURE(alpha);
+          CAPTURE(s);
           CHECK(beam[s].tokens == greedy[s]);
           CHECK(beam[s].finished == (static_cast<int64_t>(greedy[s].size()) < g.max_len));
         }
@@ -375,8 +384,11 @@ TEST_CASE("beam_search of width 4 reports each hypothesis's true log-probability
         if (best[s].finished) next.push_back(b.eos);
         const int64_t T = static_cast<int64_t>(next.size());
         seq.resize(static_cast<size_t>(T));
-        Tokens one{std::vector<int64_t>(src.ids.begin() + s * src.len, src.ids.begin() + (s + 1) * src.len), 1,
-                   src.len, {src.lengths[s]}};
+        Tokens one{std::vector<int64_t>(src.ids.begin() + s * src.len,
+                                        src.ids.begin() + (s + 1) * src.len),
+                   1,
+                   src.len,
+                   {src.lengths[s]}};
         NoGradGuard ng;
         Tensor logits = m.decode(Tokens{seq, 1, T, {}}, m.encode(one), one).data();  // (1, T, V)
         double lp = 0;
@@ -423,16 +435,18 @@ struct ScriptedScorer {
 };
 }  // namespace qkv::decode_tests
 
-TEST_CASE("beam_search on a hand-worked two-step example: the length penalty decides, and the search stops") {
+TEST_CASE(
+    "beam_search on a hand-worked two-step example: the length penalty decides, and the search "
+    "stops") {
   using namespace qkv::decode_tests;
   // Beam 2. Step 1 candidates: a ln .45 = -0.7985, eos ln .35 = -1.0498 (rank 1 < 2:
   // finished, empty output, len 1), b ln .15 = -1.8971 (live). Step 2: a eos
   // -0.7985 + ln .74 = -1.0996 (finished, len 2), a a -0.7985 + ln .16 = -2.6311
   // (live), b eos -2.5903 (rank 2: not finished), b a -3.5066 (live).
   // alpha = 0:   []  -1.0498  beats  [a]  -1.0996.
-  // alpha = 0.6: lp(1) = 1, lp(2) = (7/6)^0.6 = 1.09690: [a] -1.0996 / 1.0969 = -1.00247 beats [] -1.0498.
-  // Either way two hypotheses are finished after step 2 and the best live one
-  // (a a, -2.6311 / lp(2)) cannot beat them: the search stops after 2 of 5 steps.
+  // alpha = 0.6: lp(1) = 1, lp(2) = (7/6)^0.6 = 1.09690: [a] -1.0996 / 1.0969 = -1.00247 beats []
+  // -1.0498. Either way two hypotheses are finished after step 2 and the best live one (a a,
+  // -2.6311 / lp(2)) cannot beat them: the search stops after 2 of 5 steps.
   const double lp2 = std::pow(7.0 / 6.0, 0.6);
   for (double alpha : {0.0, 0.6}) {
     CAPTURE(alpha);
@@ -483,7 +497,8 @@ TEST_CASE("beam_search rejects bad options with the option's name") {
   CHECK(has(error_of([&] { beam_search(m, src, o); }), "max_len must be >= 1"));
   o = BeamOptions{};
   o.eos = 11;
-  CHECK(has(error_of([&] { beam_search(m, src, o); }), "special token id 11 outside the vocabulary [0, 11)"));
+  CHECK(has(error_of([&] { beam_search(m, src, o); }),
+            "special token id 11 outside the vocabulary [0, 11)"));
 }
 
 // ---- sampling ---------------------------------------------------------------------------
@@ -514,7 +529,8 @@ TEST_CASE("generate: temperature 0 and near 0, top_k = 1 and a tiny top_p all de
     for (int64_t b = 0; b < prompts.batch; ++b) {
       CAPTURE(b);
       REQUIRE(got[b].size() == new_tokens);
-      check_greedy_choices(m, prompt_row(prompts, b), got[b], near_zero ? 40 * greedy_like[i].temperature : 0);
+      check_greedy_choices(m, prompt_row(prompts, b), got[b],
+                           near_zero ? 40 * greedy_like[i].temperature : 0);
     }
   }
 }
@@ -532,7 +548,8 @@ TEST_CASE("generate: a seed reproduces the text, another seed changes it, eos st
   // The same seed twice, and the seed next to it (splitmix64 makes neighbours unrelated).
   const uint64_t seed = test_seed();
   Generator g1(seed), g2(seed), g3(seed + 1);
-  const auto a = generate(m, prompts, o, g1), b = generate(m, prompts, o, g2), c = generate(m, prompts, o, g3);
+  const auto a = generate(m, prompts, o, g1), b = generate(m, prompts, o, g2),
+             c = generate(m, prompts, o, g3);
   CHECK(a == b);
   CHECK(a != c);
   for (auto& row : a) CHECK(row.size() == 12);
@@ -554,7 +571,8 @@ TEST_CASE("generate: a seed reproduces the text, another seed changes it, eos st
   REQUIRE(free_run.size() == 12);
   o.eos = free_run[3];
   const auto first = std::find(free_run.begin(), free_run.end(), *o.eos) - free_run.begin();
-  CHECK(generate(m, one, o, g6)[0] == std::vector<int64_t>(free_run.begin(), free_run.begin() + first + 1));
+  CHECK(generate(m, one, o, g6)[0] ==
+        std::vector<int64_t>(free_run.begin(), free_run.begin() + first + 1));
 }
 
 TEST_CASE("sample_token: top_k keeps the k likeliest tokens, top_p the nucleus, in proportion") {
@@ -615,7 +633,9 @@ TEST_CASE("generate rejects bad sampling options and over-long requests by name"
   CHECK(has(error_of([&] { generate(m, empty_row, SampleOptions{}, g); }), "prompt 1 is empty"));
 }
 
-TEST_CASE("sample_token and generate refuse an empty vocabulary (V = 0) naming the op, without reading a logit") {
+TEST_CASE(
+    "sample_token and generate refuse an empty vocabulary (V = 0) naming the op, without reading a "
+    "logit") {
   using namespace qkv::decode_tests;
   Generator g = test_generator();
   SampleScratch sc;
@@ -623,8 +643,10 @@ TEST_CASE("sample_token and generate refuse an empty vocabulary (V = 0) naming t
   greedy.temperature = 0;
   // No logits at all: a null pointer, so any read would crash under any build.
   for (const SampleOptions& o : {SampleOptions{}, greedy}) {
-    CHECK(error_of([&] { sample_token(nullptr, 0, o, g, sc); }) == "sample_token: no logits to sample from (V = 0)");
-    CHECK(has(error_of([&] { sample_token(nullptr, -3, o, g, sc); }), "sample_token: no logits to sample from (V = -3)"));
+    CHECK(error_of([&] { sample_token(nullptr, 0, o, g, sc); }) ==
+          "sample_token: no logits to sample from (V = 0)");
+    CHECK(has(error_of([&] { sample_token(nullptr, -3, o, g, sc); }),
+              "sample_token: no logits to sample from (V = -3)"));
   }
   GPT m(gpt_config(true));
   m.cfg.vocab = 0;

@@ -20,7 +20,9 @@ std::string error_of(F&& f) {
   return "<no throw>";
 }
 
-inline bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+inline bool has(const std::string& s, const std::string& sub) {
+  return s.find(sub) != std::string::npos;
+}
 
 // Runs f, expecting a qkv::Error whose message contains every one of `parts`.
 template <class F>

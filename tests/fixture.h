@@ -38,8 +38,8 @@ inline std::string repo_root() {
       if (has_fixtures(dir)) return dir.string();
       if (dir == dir.root_path()) break;
     }
-  throw Error("repo_root: cannot find tests/fixtures from the current directory (" +
-              cwd.string() + ") or the test binary's directory; run from the repository root");
+  throw Error("repo_root: cannot find tests/fixtures from the current directory (" + cwd.string() +
+              ") or the test binary's directory; run from the repository root");
 }
 
 inline std::string fixture_path(const std::string& name) {

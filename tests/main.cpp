@@ -44,8 +44,12 @@ struct TotalsListener : Listener {
 
 struct SeedListener : Listener {
   explicit SeedListener(const doctest::ContextOptions&) {}
-  void test_case_start(const doctest::TestCaseData& tc) override { qkv::testing::test_case_started(tc.m_name); }
-  void test_case_reenter(const doctest::TestCaseData&) override { qkv::testing::test_case_reentered(); }
+  void test_case_start(const doctest::TestCaseData& tc) override {
+    qkv::testing::test_case_started(tc.m_name);
+  }
+  void test_case_reenter(const doctest::TestCaseData&) override {
+    qkv::testing::test_case_reentered();
+  }
   void test_case_end(const doctest::CurrentTestCaseStats& st) override {
     qkv::testing::test_case_ended();
     // What it takes to re-run a failed test on the same random inputs.

@@ -124,8 +124,9 @@ TEST_CASE("detect-anomaly is off by default and the guard restores the previous 
   CHECK_FALSE(detect_anomaly_enabled());
 }
 
-TEST_CASE("forward: a NaN made mid-graph is reported at the op that made it (log), with its shapes, "
-          "not at the ops after it") {
+TEST_CASE(
+    "forward: a NaN made mid-graph is reported at the op that made it (log), with its shapes, "
+    "not at the ops after it") {
   Var x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
   Var w = leaf({1, 0, 0, 1, 1, 1}, {3, 2});
   int reached_matmul = 0;
@@ -151,7 +152,8 @@ TEST_CASE("forward: an Inf from finite inputs (overflow in matmul) is reported a
   Var a = leaf({kMax, kMax}, {1, 2}, false);
   Var b = leaf({1, 1, 2, 2}, {2, 2}, false);
   DetectAnomalyGuard anomaly;
-  Caught c = anomaly_of([&] { matmul(a, b); });  // kMax + kMax overflows; checked without a graph too
+  Caught c =
+      anomaly_of([&] { matmul(a, b); });  // kMax + kMax overflows; checked without a graph too
   REQUIRE(c.thrown);
   CHECK(c.op == "matmul");
   CHECK(has(c.what, "produced inf at [0,0]"));
@@ -165,7 +167,8 @@ TEST_CASE("forward: a leaf that holds a NaN is reported as that input of the fir
   REQUIRE(c.thrown);
   CHECK(c.op == "add");
   CHECK(c.input == 0);
-  CHECK(has(c.what, "input 0 of add, a leaf (2,2), holds nan at [1,0] (flat index 2) before the op ran"));
+  CHECK(has(c.what,
+            "input 0 of add, a leaf (2,2), holds nan at [1,0] (flat index 2) before the op ran"));
 }
 
 TEST_CASE("backward: an Inf gradient is reported as backward, naming the op and the input index") {
@@ -179,7 +182,9 @@ TEST_CASE("backward: an Inf gradient is reported as backward, naming the op and 
     CHECK(c.backward);
     CHECK(c.op == "sqrt");
     CHECK(c.input == 0);
-    CHECK(has(c.what, "backward of sqrt produced inf at [1] (flat index 1) in the gradient (3) for its input 0"));
+    CHECK(has(
+        c.what,
+        "backward of sqrt produced inf at [1] (flat index 1) in the gradient (3) for its input 0"));
     CHECK(has(c.what, "inputs (3), output (3)"));
     // The gradient never reached the leaf.
     CHECK_FALSE(x.grad().defined());
@@ -193,12 +198,15 @@ TEST_CASE("backward: an Inf gradient is reported as backward, naming the op and 
     REQUIRE(c.thrown);
     CHECK(c.op == "div");
     CHECK(c.input == 1);
-    CHECK(has(c.what, "backward of div produced -inf at [1] (flat index 1) in the gradient (2) for its input 1"));
+    CHECK(has(
+        c.what,
+        "backward of div produced -inf at [1] (flat index 1) in the gradient (2) for its input 1"));
   }
 }
 
-TEST_CASE("backward: the gradient passed to backward, and a sum of finite gradients that overflows, "
-          "are reported") {
+TEST_CASE(
+    "backward: the gradient passed to backward, and a sum of finite gradients that overflows, "
+    "are reported") {
   Var x = leaf({1, 2}, {2});
   DetectAnomalyGuard anomaly;
   Var y = x * real(1);
@@ -210,8 +218,9 @@ TEST_CASE("backward: the gradient passed to backward, and a sum of finite gradie
   REQUIRE(summed.thrown);
   CHECK(summed.op == "add");
   CHECK(summed.input == 1);
-  CHECK(has(summed.what, "the gradient (2) add gave its input 1 overflowed to inf at [0] (flat index "
-                         "0) when summed with the gradients from that variable's other uses"));
+  CHECK(has(summed.what,
+            "the gradient (2) add gave its input 1 overflowed to inf at [0] (flat index "
+            "0) when summed with the gradients from that variable's other uses"));
 }
 
 TEST_CASE("module paths: ops name the module that made them, by named_parameters' dotted names") {
@@ -301,7 +310,8 @@ TEST_CASE("with the mode off nothing is checked: the NaN flows through forward a
 
 TEST_CASE("first_non_finite finds the first NaN or +-Inf, and -1 when all are finite") {
   CHECK(first_non_finite(Tensor::from_vector({1, 2, 3})) == -1);
-  CHECK(first_non_finite(Tensor::from_vector({1, -std::numeric_limits<real>::infinity(), kNaN})) == 1);
+  CHECK(first_non_finite(Tensor::from_vector({1, -std::numeric_limits<real>::infinity(), kNaN})) ==
+        1);
   CHECK(first_non_finite(Tensor::from_vector({kMax, -kMax, kNaN})) == 2);
   CHECK(first_non_finite(Tensor::zeros({0})) == -1);
 }

@@ -30,17 +30,21 @@ void parity_case(const std::string& c, bool cross) {
   Var xq(f.get(c + (cross ? ".in.xq" : ".in.x")).clone(), true);
   Var xkv = cross ? Var(f.get(c + ".in.xkv").clone(), true) : xq;
   const std::vector<int64_t> lens = ids_of(f.get(c + ".in.lens"));
-  Var y = mha.forward(xq, xkv, cross ? AttentionMask::padding(lens) : AttentionMask::causal_padding(lens));
+  Var y = mha.forward(xq, xkv,
+                      cross ? AttentionMask::padding(lens) : AttentionMask::causal_padding(lens));
   check_close(y.data(), f.get(c + ".out.y"), c + " out.y");
   check_close(mha.last_attention(), f.get(c + ".out.attn"), c + " out.attn");
   y.backward(f.get(c + ".in.upstream"));
-  check_close(xq.grad(), f.get(c + (cross ? ".grad.xq" : ".grad.x")), c + " grad of the query input");
+  check_close(xq.grad(), f.get(c + (cross ? ".grad.xq" : ".grad.x")),
+              c + " grad of the query input");
   if (cross) check_close(xkv.grad(), f.get(c + ".grad.xkv"), c + " grad.xkv");
   check_param_grads(mha.named_parameters(), f, c + ".grad.", c);
 }
 }  // namespace
 
-TEST_CASE("causal + padded self-attention matches torch.nn.MultiheadAttention: output, per-head weights, every gradient") {
+TEST_CASE(
+    "causal + padded self-attention matches torch.nn.MultiheadAttention: output, per-head weights, "
+    "every gradient") {
   parity_case("mha_self", false);
 }
 
@@ -48,7 +52,9 @@ TEST_CASE("padded cross-attention (T != S) matches torch.nn.MultiheadAttention")
   parity_case("mha_cross", true);
 }
 
-TEST_CASE("MultiHeadAttention keeps W_Q, W_K, W_V back to back, and the packed path equals the copying path") {
+TEST_CASE(
+    "MultiHeadAttention keeps W_Q, W_K, W_V back to back, and the packed path equals the copying "
+    "path") {
   Generator g = test_generator();
   MultiHeadAttention mha(8, 2, true, g);
   const real* q = mha.w_q->weight.data().data();
@@ -63,8 +69,8 @@ TEST_CASE("MultiHeadAttention keeps W_Q, W_K, W_V back to back, and the packed p
   for (bool cross : {false, true}) {
     const Var& kv = cross ? m : x;
     Var a = mha.forward(x, kv, AttentionMask::padding({cross ? 3 : 5, 2}));
-    Var b = multi_head_attention(x, kv, sep[0], sep[1], sep[2], sep[3], sep[4], sep[5], sep[6], sep[7], 2,
-                                 AttentionMask::padding({cross ? 3 : 5, 2}));
+    Var b = multi_head_attention(x, kv, sep[0], sep[1], sep[2], sep[3], sep[4], sep[5], sep[6],
+                                 sep[7], 2, AttentionMask::padding({cross ? 3 : 5, 2}));
     CHECK(max_abs_diff(a.data(), b.data()) == 0);
     Tensor up = Tensor::normal({2, 5, 8}, 0, 1, g);
     a.backward(up);
@@ -94,7 +100,8 @@ TEST_CASE("a query whose keys are all masked gets a zero output row and zero gra
       for (int64_t s = 0; s < 3; ++s) CHECK(P.at({1, h, t, s}) == 0);
   // With all keys hidden, the attention output is just the output bias.
   for (int64_t t = 0; t < 3; ++t)
-    for (int64_t d = 0; d < 4; ++d) CHECK(y2.data().at({1, t, d}) == doctest::Approx(mha.w_o->bias.data().at({d})));
+    for (int64_t d = 0; d < 4; ++d)
+      CHECK(y2.data().at({1, t, d}) == doctest::Approx(mha.w_o->bias.data().at({d})));
   sum(y2).backward();
   for (int64_t i = 0; i < x.grad().numel(); ++i) CHECK(std::isfinite(x.grad().data()[i]));
   (void)y;
@@ -103,17 +110,21 @@ TEST_CASE("a query whose keys are all masked gets a zero output row and zero gra
 TEST_CASE("attention errors name the op and the shapes") {
   MultiHeadAttention mha(8, 2);
   Var x(Tensor::zeros({2, 3, 8}));
-  CHECK_THROWS_WITH_AS(MultiHeadAttention(10, 3), doctest::Contains("d_model 10 is not divisible by 3 heads"), Error);
+  CHECK_THROWS_WITH_AS(MultiHeadAttention(10, 3),
+                       doctest::Contains("d_model 10 is not divisible by 3 heads"), Error);
   CHECK_THROWS_WITH_AS(mha.forward(x, Var(Tensor::zeros({3, 4, 8}))),
                        doctest::Contains("query (2,3,8) and key/value (3,4,8)"), Error);
   CHECK_THROWS_WITH_AS(mha.forward(Var(Tensor::zeros({2, 3, 6})), Var(Tensor::zeros({2, 3, 6}))),
                        doctest::Contains("attention: weight (8,8) should be (6,6)"), Error);
-  CHECK_THROWS_WITH_AS(mha.forward(x, x, AttentionMask::padding({3})), doctest::Contains("1 key lengths for a batch of 2"), Error);
+  CHECK_THROWS_WITH_AS(mha.forward(x, x, AttentionMask::padding({3})),
+                       doctest::Contains("1 key lengths for a batch of 2"), Error);
   CHECK_THROWS_WITH_AS(mha.forward(x, x, AttentionMask::padding({3, 4})),
                        doctest::Contains("key length 4 of sequence 1 is outside [0, 3]"), Error);
   AttentionMask bad;
   bad.mask = Tensor::zeros({3, 4});
-  CHECK_THROWS_WITH_AS(mha.forward(x, x, bad), doctest::Contains("mask of shape (3,4) does not match (T,S) = (3,3)"), Error);
+  CHECK_THROWS_WITH_AS(mha.forward(x, x, bad),
+                       doctest::Contains("mask of shape (3,4) does not match (T,S) = (3,3)"),
+                       Error);
 }
 
 TEST_CASE("a boolean mask hides exactly the marked scores") {
@@ -140,9 +151,14 @@ TEST_CASE("a boolean mask hides exactly the marked scores") {
 // backward twice through a retained graph adds the same gradients twice, on
 // both the path that keeps the head outputs O and the one that recomputes
 // them: nothing saved is overwritten by the first backward.
-TEST_CASE("attention backward twice with retain_graph gives exactly twice the gradients, O kept or recomputed") {
+TEST_CASE(
+    "attention backward twice with retain_graph gives exactly twice the gradients, O kept or "
+    "recomputed") {
   using nn::detail::HeadOutputs;
-  struct Case { int64_t D, H, S; HeadOutputs saved; };
+  struct Case {
+    int64_t D, H, S;
+    HeadOutputs saved;
+  };
   for (const Case c : {Case{8, 2, 4, HeadOutputs::Keep}, Case{8, 2, 3, HeadOutputs::Recompute}}) {
     CAPTURE(c.S);
     const nn::detail::ForceHeadOutputs force(c.saved);
@@ -170,17 +186,19 @@ TEST_CASE("attention backward twice with retain_graph gives exactly twice the gr
 
 // Auto keeps O when it is no bigger than P or small in bytes, and recomputes
 // it only where that saves real memory: the benchmark shapes' layers.
-TEST_CASE("attention keeps head outputs for tiny, small and GPT layers and recomputes them for base") {
+TEST_CASE(
+    "attention keeps head outputs for tiny, small and GPT layers and recomputes them for base") {
   using nn::detail::attention_keeps_head_outputs;
-  CHECK(attention_keeps_head_outputs(64, 12, 12, 64, 4));   // tiny: D > H*S, but 192 KiB
-  CHECK(attention_keeps_head_outputs(64, 32, 32, 128, 4));  // small: D <= H*S
-  CHECK(attention_keeps_head_outputs(8, 64, 64, 128, 4));   // GPT
+  CHECK(attention_keeps_head_outputs(64, 12, 12, 64, 4));         // tiny: D > H*S, but 192 KiB
+  CHECK(attention_keeps_head_outputs(64, 32, 32, 128, 4));        // small: D <= H*S
+  CHECK(attention_keeps_head_outputs(8, 64, 64, 128, 4));         // GPT
   CHECK_FALSE(attention_keeps_head_outputs(32, 32, 32, 512, 8));  // base: 2 MiB per layer
-  CHECK(attention_keeps_head_outputs(2, 512, 512, 512, 1));  // D <= H*S at any size
+  CHECK(attention_keeps_head_outputs(2, 512, 512, 512, 1));       // D <= H*S at any size
 }
 
 // The test hook the Keep/Recompute cases use: a scoped override of Auto.
-TEST_CASE("ForceHeadOutputs overrides Auto's choice inside its scope, nests, and restores Auto after") {
+TEST_CASE(
+    "ForceHeadOutputs overrides Auto's choice inside its scope, nests, and restores Auto after") {
   using nn::detail::ForceHeadOutputs;
   using nn::detail::HeadOutputs;
   using nn::detail::keep_head_outputs;
@@ -212,8 +230,8 @@ TEST_CASE("attention backward inside an outer parallel region gives the serial g
     Var x(x0.clone(), true);
     multi_head_attention(x, x, mha.w_q->weight.detach(), mha.w_q->bias.detach(),
                          mha.w_k->weight.detach(), mha.w_k->bias.detach(), mha.w_v->weight.detach(),
-                         mha.w_v->bias.detach(), mha.w_o->weight.detach(), mha.w_o->bias.detach(), 2,
-                         AttentionMask::causal_mask())
+                         mha.w_v->bias.detach(), mha.w_o->weight.detach(), mha.w_o->bias.detach(),
+                         2, AttentionMask::causal_mask())
         .backward(up);
     return x.grad();
   };

@@ -31,7 +31,8 @@ std::vector<Var> make_params(int64_t D, Generator& g) {
   return p;
 }
 
-Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, int64_t H, const AttentionMask& m) {
+Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, int64_t H,
+          const AttentionMask& m) {
   return nn::multi_head_attention(xq, xkv, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], H, m);
 }
 
@@ -62,7 +63,10 @@ void run_case(const Case& c) {
   Var yf = split(inputs, false);
   yf.backward(up);
   std::vector<Tensor> gf;
-  for (auto& v : inputs) { gf.push_back(v.grad().clone()); v.clear_grad(); }
+  for (auto& v : inputs) {
+    gf.push_back(v.grad().clone());
+    v.clear_grad();
+  }
   Var yc = split(inputs, true);
   yc.backward(up);
   CHECK(max_abs_diff(yf.data(), yc.data()) < 1e-12);
@@ -74,7 +78,9 @@ void run_case(const Case& c) {
 
 }  // namespace
 
-TEST_CASE("attention grad: self-attention without a mask matches finite differences and the composed ops") {
+TEST_CASE(
+    "attention grad: self-attention without a mask matches finite differences and the composed "
+    "ops") {
   run_case({2, 4, 4, 6, 2, false, AttentionMask::none()});
 }
 TEST_CASE("attention grad: causal self-attention") {
@@ -106,7 +112,9 @@ TEST_CASE("attention grad: one head equals plain scaled dot-product attention") 
 // backward. These ask for each path explicitly: Recompute twice, and Keep on
 // a shape with D > H*S.
 TEST_CASE("attention grad: head outputs recomputed in backward, self- and cross-attention") {
-  run_case({2, 3, 3, 8, 2, false, AttentionMask::causal_mask(), nn::detail::HeadOutputs::Recompute});
-  run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::detail::HeadOutputs::Recompute});
+  run_case(
+      {2, 3, 3, 8, 2, false, AttentionMask::causal_mask(), nn::detail::HeadOutputs::Recompute});
+  run_case(
+      {2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::detail::HeadOutputs::Recompute});
   run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::detail::HeadOutputs::Keep});
 }

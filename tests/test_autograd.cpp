@@ -142,7 +142,7 @@ TEST_CASE("non-leaves keep no grad unless retain_grad() is called") {
   loss.backward();
   CHECK_FALSE(h.grad().defined());
   REQUIRE(h2.grad().defined());
-  CHECK(h2.grad().to_vector() == h.data().to_vector());  // d(h*h2)/dh2 = h
+  CHECK(h2.grad().to_vector() == h.data().to_vector());      // d(h*h2)/dh2 = h
   CHECK(x.grad().to_vector() == std::vector<real>{24, 48});  // d(12 x^2)/dx = 24 x
 }
 
@@ -183,9 +183,7 @@ TEST_CASE("NoGradGuard records nothing and restores the previous mode, also when
   CHECK(grad_enabled());
   CHECK(exp(x).requires_grad());
   set_grad_enabled(false);
-  {
-    NoGradGuard g;
-  }
+  { NoGradGuard g; }
   CHECK_FALSE(grad_enabled());  // restores what it found, even "off"
   set_grad_enabled(true);
 }
@@ -309,9 +307,9 @@ TEST_CASE("every op with saved tensors frees them after backward") {
   Generator g = test_generator();
   Var a(Tensor::uniform({2, 3}, 0.5, 1.5, g), true);
   Var b(Tensor::uniform({3, 2}, 0.5, 1.5, g), true);
-  const std::vector<Var> outs = {a * a,         a / a,       real(2) / a,      exp(a),     log(a),
-                                 sqrt(a),       pow(a, 3),   relu(a),          gelu(a),    tanh(a),
-                                 sigmoid(a),    softmax(a),  log_softmax(a),   matmul(a, b), max(a, 1)};
+  const std::vector<Var> outs = {a * a,      a / a,      real(2) / a,    exp(a),       log(a),
+                                 sqrt(a),    pow(a, 3),  relu(a),        gelu(a),      tanh(a),
+                                 sigmoid(a), softmax(a), log_softmax(a), matmul(a, b), max(a, 1)};
   for (const Var& o : outs) {
     INFO(o.grad_fn()->name());
     Var o2 = o;
@@ -326,7 +324,8 @@ TEST_CASE("every op with saved tensors frees them after backward") {
   }
 }
 
-TEST_CASE("a deep chain of 100000 ops runs backward and is destroyed without overflowing the stack") {
+TEST_CASE(
+    "a deep chain of 100000 ops runs backward and is destroyed without overflowing the stack") {
   Var x(Tensor::from_vector({1, 2}), true);
   {
     Var y = x;
@@ -339,7 +338,7 @@ TEST_CASE("a deep chain of 100000 ops runs backward and is destroyed without ove
     loss.backward();
     CHECK(x.grad().to_vector() == std::vector<real>{1, 1});
     CHECK(topological_order(loss).size() == 100002);  // x, 100000 ops, sum
-  }  // the whole chain is freed here
+  }                                                   // the whole chain is freed here
   {
     // Dropped without ever running backward.
     Var y = x;
@@ -376,7 +375,8 @@ TEST_CASE("dropping a 300000-op graph frees it iteratively (no recursion per op)
   CHECK(x.data().storage_use_count() == 1);
 }
 
-TEST_CASE("an intermediate's values are freed with its last handle; the graph still backpropagates") {
+TEST_CASE(
+    "an intermediate's values are freed with its last handle; the graph still backpropagates") {
   Var x(Tensor::from_vector({1, -2, 3}), true);
   Tensor a_values;
   Var loss;
@@ -448,5 +448,5 @@ TEST_CASE("Var basics: handle semantics, names, undefined Vars report errors") {
   CHECK(has(error_of([&] { u.data(); }), "Var is undefined"));
   CHECK(has(error_of([&] { u.grad(); }), "Var is undefined"));
   CHECK(has(error_of([] { Var v{Tensor()}; }), "Var: tensor is undefined"));
-  CHECK(has(error_of([&] { x * u; }), "undefined"));
+  CHECK(has(error_of([&] { x* u; }), "undefined"));
 }

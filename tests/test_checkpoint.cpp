@@ -120,9 +120,8 @@ void expect_rejected(const TempDir& tmp, const std::string& bytes, const std::st
 }
 
 // A valid two-tensor file: a (2,) F32 at [0,8), b (1,2) F32 at [8,16).
-const char* kGoodHeader =
-    R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-    R"("b":{"dtype":"F32","shape":[1,2],"data_offsets":[8,16]}})";
+const char* kGoodHeader = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                          R"("b":{"dtype":"F32","shape":[1,2],"data_offsets":[8,16]}})";
 std::string good_data() { return f32_bytes({1.5f, -2.0f, 0.25f, 4.0f}); }
 
 std::vector<std::string> tmp_leftovers(const TempDir& tmp) {
@@ -136,7 +135,9 @@ std::vector<std::string> tmp_leftovers(const TempDir& tmp) {
 
 // ---- round trips --------------------------------------------------------------
 
-TEST_CASE("checkpoint: save then load into a differently seeded model restores every parameter exactly and in place") {
+TEST_CASE(
+    "checkpoint: save then load into a differently seeded model restores every parameter exactly "
+    "and in place") {
   TempDir tmp;
   const std::string path = tmp.file("model.safetensors");
   TwoLinear a(3, 4, 2, test_seed()), b(3, 4, 2, test_seed(1));
@@ -170,7 +171,9 @@ TEST_CASE("checkpoint: state_dict lists dotted parameter names and shares their 
   CHECK(sd[0].second.shares_storage_with(m.linear1->weight.data()));
 }
 
-TEST_CASE("checkpoint: metadata round-trips through save and load, including quotes, empty and non-ASCII values") {
+TEST_CASE(
+    "checkpoint: metadata round-trips through save and load, including quotes, empty and non-ASCII "
+    "values") {
   TempDir tmp;
   const std::string path = tmp.file("meta.safetensors");
   TwoLinear m(2, 2, 2, test_seed());
@@ -184,7 +187,9 @@ TEST_CASE("checkpoint: metadata round-trips through save and load, including quo
   CHECK(read_safetensors(path).metadata == md);
 }
 
-TEST_CASE("safetensors: scalars and zero-element tensors round-trip, with a space-padded 8-byte-aligned header") {
+TEST_CASE(
+    "safetensors: scalars and zero-element tensors round-trip, with a space-padded 8-byte-aligned "
+    "header") {
   TempDir tmp;
   const std::string path = tmp.file("edge.safetensors");
   write_safetensors(path, {{"s", Tensor::scalar(2.5)},
@@ -226,7 +231,8 @@ TEST_CASE("safetensors: FileDtype::F64 writes F64 entries that read back to the 
   CHECK(read_safetensors(path).get("t").to_vector() == t.to_vector());
 }
 
-TEST_CASE("safetensors: TensorFile::get names the file and the tensor when it is absent; has() agrees") {
+TEST_CASE(
+    "safetensors: TensorFile::get names the file and the tensor when it is absent; has() agrees") {
   TempDir tmp;
   const std::string path = tmp.file("one.safetensors");
   write_safetensors(path, {{"w", Tensor::ones({2})}});
@@ -241,7 +247,8 @@ TEST_CASE("safetensors: TensorFile::get names the file and the tensor when it is
 
 // ---- reading other writers' files -----------------------------------------------
 
-TEST_CASE("safetensors: reads the PyTorch-written fixture adam.safetensors (values, shapes, metadata)") {
+TEST_CASE(
+    "safetensors: reads the PyTorch-written fixture adam.safetensors (values, shapes, metadata)") {
   const TensorFile f = load_fixture("adam.safetensors");
   const Tensor& p0 = f.get("p0");
   CHECK(p0.shape() == Shape{2, 3});
@@ -253,7 +260,9 @@ TEST_CASE("safetensors: reads the PyTorch-written fixture adam.safetensors (valu
   CHECK(f.metadata.at("adam.optimizer") == "Adam");
 }
 
-TEST_CASE("safetensors: rewriting a PyTorch-written fixture reproduces its header entries and data bytes exactly") {
+TEST_CASE(
+    "safetensors: rewriting a PyTorch-written fixture reproduces its header entries and data bytes "
+    "exactly") {
   TempDir tmp;
   const std::string src = fixture_path("adam.safetensors");
   const std::string dst = tmp.file("adam_copy.safetensors");
@@ -278,10 +287,9 @@ TEST_CASE("safetensors: rewriting a PyTorch-written fixture reproduces its heade
 TEST_CASE("safetensors: F64, F16 and BF16 data convert to qkv::real") {
   TempDir tmp;
   const std::string path = tmp.file("dtypes.safetensors");
-  const std::string header =
-      R"({"d":{"dtype":"F64","shape":[3],"data_offsets":[0,24]},)"
-      R"("h":{"dtype":"F16","shape":[2,4],"data_offsets":[24,40]},)"
-      R"("z":{"dtype":"BF16","shape":[4],"data_offsets":[40,48]}})";
+  const std::string header = R"({"d":{"dtype":"F64","shape":[3],"data_offsets":[0,24]},)"
+                             R"("h":{"dtype":"F16","shape":[2,4],"data_offsets":[24,40]},)"
+                             R"("z":{"dtype":"BF16","shape":[4],"data_offsets":[40,48]}})";
   const std::string data =
       f64_bytes({0.1, -2.5, 1e-3}) +
       // F16: 1, -2, 0.5, 65504 (largest), 2^-24 (smallest subnormal), 2^-14
@@ -323,7 +331,8 @@ TEST_CASE("safetensors: F64, F16 and BF16 data convert to qkv::real") {
 
 // ---- crafted bad files: every rejection names the file and the tensor ---------------
 
-TEST_CASE("safetensors: the crafted well-formed base file reads (control for the rejection tests)") {
+TEST_CASE(
+    "safetensors: the crafted well-formed base file reads (control for the rejection tests)") {
   TempDir tmp;
   const std::string path = tmp.file("good.safetensors");
   write_bytes(path, st_file(kGoodHeader, good_data()));
@@ -347,7 +356,8 @@ TEST_CASE("safetensors: rejects a missing file, a directory, and files shorter t
   expect_rejected(tmp, std::string(7, '\0'), "", "too short");
 }
 
-TEST_CASE("safetensors: rejects a header length larger than the file (truncated header) or absurd") {
+TEST_CASE(
+    "safetensors: rejects a header length larger than the file (truncated header) or absurd") {
   TempDir tmp;
   const std::string good = st_file(kGoodHeader, good_data());
   expect_rejected(tmp, good.substr(0, 40), "", "larger than");  // cut inside the header
@@ -380,10 +390,12 @@ TEST_CASE("safetensors: rejects an entry that is not an object, naming the tenso
 
 TEST_CASE("safetensors: rejects entries missing dtype, shape or data_offsets, naming the tensor") {
   TempDir tmp;
-  expect_rejected(tmp, st_file(R"({"w":{"shape":[2],"data_offsets":[0,8]}})", good_data().substr(0, 8)),
+  expect_rejected(tmp,
+                  st_file(R"({"w":{"shape":[2],"data_offsets":[0,8]}})", good_data().substr(0, 8)),
                   "w", "'dtype'");
-  expect_rejected(tmp, st_file(R"({"w":{"dtype":"F32","data_offsets":[0,8]}})", good_data().substr(0, 8)),
-                  "w", "'shape'");
+  expect_rejected(
+      tmp, st_file(R"({"w":{"dtype":"F32","data_offsets":[0,8]}})", good_data().substr(0, 8)), "w",
+      "'shape'");
   expect_rejected(tmp, st_file(R"({"w":{"dtype":"F32","shape":[2]}})", good_data().substr(0, 8)),
                   "w", "'data_offsets'");
 }
@@ -397,11 +409,13 @@ TEST_CASE("safetensors: rejects unknown and unsupported dtypes, naming the tenso
                   "w", "I64 is not supported");
   expect_rejected(tmp, st_file(R"({"w":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})", d8),
                   "w", "I32 is not supported");
-  expect_rejected(tmp, st_file(R"({"w":{"dtype":32,"shape":[2],"data_offsets":[0,8]}})", d8),
-                  "w", "dtype is not a string");
+  expect_rejected(tmp, st_file(R"({"w":{"dtype":32,"shape":[2],"data_offsets":[0,8]}})", d8), "w",
+                  "dtype is not a string");
 }
 
-TEST_CASE("safetensors: rejects shapes with negative, fractional or too many dimensions, naming the tensor") {
+TEST_CASE(
+    "safetensors: rejects shapes with negative, fractional or too many dimensions, naming the "
+    "tensor") {
   TempDir tmp;
   const std::string d8 = good_data().substr(0, 8);
   expect_rejected(tmp, st_file(R"({"w":{"dtype":"F32","shape":[2,-1],"data_offsets":[0,8]}})", d8),
@@ -410,21 +424,23 @@ TEST_CASE("safetensors: rejects shapes with negative, fractional or too many dim
                   "w", "not a list of integers");
   expect_rejected(tmp, st_file(R"({"w":{"dtype":"F32","shape":"2","data_offsets":[0,8]}})", d8),
                   "w", "shape is not a list");
-  expect_rejected(tmp,
-                  st_file(R"({"w":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,2],"data_offsets":[0,8]}})", d8),
-                  "w", "rank 9");
+  expect_rejected(
+      tmp, st_file(R"({"w":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,2],"data_offsets":[0,8]}})", d8),
+      "w", "rank 9");
 }
 
-TEST_CASE("safetensors: rejects data_offsets that are not [begin, end] with begin <= end, naming the tensor") {
+TEST_CASE(
+    "safetensors: rejects data_offsets that are not [begin, end] with begin <= end, naming the "
+    "tensor") {
   TempDir tmp;
   const std::string d8 = good_data().substr(0, 8);
   for (const char* offsets : {"[8]", "[0,8,8]", "[-8,0]", "[0,\"8\"]", "{\"begin\":0}", "8"}) {
     CAPTURE(offsets);
-    expect_rejected(tmp,
-                    st_file(std::string(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":)") +
-                                offsets + "}}",
-                            d8),
-                    "w", "is not [begin, end]");
+    expect_rejected(
+        tmp,
+        st_file(std::string(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":)") + offsets + "}}",
+                d8),
+        "w", "is not [begin, end]");
   }
   expect_rejected(tmp, st_file(R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", d8),
                   "w", "begin > end");
@@ -432,32 +448,40 @@ TEST_CASE("safetensors: rejects data_offsets that are not [begin, end] with begi
 
 TEST_CASE("safetensors: rejects an end offset beyond the data section, naming the tensor") {
   TempDir tmp;
-  expect_rejected(tmp,
-                  st_file(R"({"w":{"dtype":"F32","shape":[250],"data_offsets":[0,1000]}})",
-                          good_data()),
-                  "w", "end beyond the data section");
-  expect_rejected(tmp,
-                  st_file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[18446744073709551607,18446744073709551615]}})",
-                          good_data()),
-                  "w", "end beyond the data section");
+  expect_rejected(
+      tmp, st_file(R"({"w":{"dtype":"F32","shape":[250],"data_offsets":[0,1000]}})", good_data()),
+      "w", "end beyond the data section");
+  expect_rejected(
+      tmp,
+      st_file(
+          R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[18446744073709551607,18446744073709551615]}})",
+          good_data()),
+      "w", "end beyond the data section");
 }
 
-TEST_CASE("safetensors: rejects a byte length that does not match shape and dtype (even when numel overflows), naming the tensor") {
+TEST_CASE(
+    "safetensors: rejects a byte length that does not match shape and dtype (even when numel "
+    "overflows), naming the tensor") {
   TempDir tmp;
-  expect_rejected(tmp, st_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
-                               good_data().substr(0, 8)),
+  expect_rejected(tmp,
+                  st_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
+                          good_data().substr(0, 8)),
                   "w", "needs 12");
-  expect_rejected(tmp, st_file(R"({"w":{"dtype":"F64","shape":[2],"data_offsets":[0,8]}})",
-                               good_data().substr(0, 8)),
+  expect_rejected(tmp,
+                  st_file(R"({"w":{"dtype":"F64","shape":[2],"data_offsets":[0,8]}})",
+                          good_data().substr(0, 8)),
                   "w", "needs 16");
   // 2^32 * 2^32 * 16 elements: numel * 4 overflows 64 bits; nothing may be allocated.
-  expect_rejected(tmp,
-                  st_file(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}})",
-                          good_data().substr(0, 8)),
-                  "w", "more than 2^64");
+  expect_rejected(
+      tmp,
+      st_file(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}})",
+              good_data().substr(0, 8)),
+      "w", "more than 2^64");
 }
 
-TEST_CASE("safetensors: rejects overlapping ranges, gaps and bytes after the last tensor, naming the tensors") {
+TEST_CASE(
+    "safetensors: rejects overlapping ranges, gaps and bytes after the last tensor, naming the "
+    "tensors") {
   TempDir tmp;
   const std::string d = good_data();  // 16 bytes
   // b starts inside a.
@@ -482,8 +506,8 @@ TEST_CASE("safetensors: rejects overlapping ranges, gaps and bytes after the las
   expect_rejected(tmp, st_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", d),
                   "a", "gap of 8 bytes");
   // 8 trailing bytes nobody owns.
-  expect_rejected(tmp, st_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", d),
-                  "a", "8 bytes after the last tensor");
+  expect_rejected(tmp, st_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", d), "a",
+                  "8 bytes after the last tensor");
   expect_rejected(tmp, st_file("{}", d), "", "16 bytes after the header");
 }
 
@@ -496,10 +520,14 @@ TEST_CASE("safetensors: rejects duplicate tensor names, naming the tensor") {
                   "a", "duplicate tensor name");
 }
 
-TEST_CASE("safetensors: rejects non-string metadata values and a non-object __metadata__, naming the key") {
+TEST_CASE(
+    "safetensors: rejects non-string metadata values and a non-object __metadata__, naming the "
+    "key") {
   TempDir tmp;
-  expect_rejected(tmp, st_file(R"({"__metadata__":{"step":12}})", ""), "", "'step' is not a string");
-  expect_rejected(tmp, st_file(R"({"__metadata__":["x"]})", ""), "", "__metadata__ is not an object");
+  expect_rejected(tmp, st_file(R"({"__metadata__":{"step":12}})", ""), "",
+                  "'step' is not a string");
+  expect_rejected(tmp, st_file(R"({"__metadata__":["x"]})", ""), "",
+                  "__metadata__ is not an object");
   // null metadata is what some writers emit for "none": accepted as empty.
   const std::string path = tmp.file("nullmeta.safetensors");
   write_bytes(path, st_file(R"({"__metadata__":null})", ""));
@@ -508,20 +536,30 @@ TEST_CASE("safetensors: rejects non-string metadata values and a non-object __me
 
 // ---- writing ---------------------------------------------------------------------
 
-TEST_CASE("safetensors: the writer rejects duplicate, empty, reserved names and undefined tensors, creating no file") {
+TEST_CASE(
+    "safetensors: the writer rejects duplicate, empty, reserved names and undefined tensors, "
+    "creating no file") {
   TempDir tmp;
   const std::string path = tmp.file("w.safetensors");
   const Tensor t = Tensor::ones({2});
-  CHECK(contains(error_of([&] { write_safetensors(path, {{"x", t}, {"x", t}}); }), "duplicate tensor name 'x'"));
+  CHECK(contains(error_of([&] {
+                   write_safetensors(path, {{"x", t}, {"x", t}});
+                 }),
+                 "duplicate tensor name 'x'"));
   CHECK(contains(error_of([&] { write_safetensors(path, {{"", t}}); }), "empty name"));
   CHECK(contains(error_of([&] { write_safetensors(path, {{"__metadata__", t}}); }), "reserved"));
-  CHECK(contains(error_of([&] { write_safetensors(path, {{"u", Tensor()}}); }), "'u' is undefined"));
+  CHECK(contains(error_of([&] {
+                   write_safetensors(path, {{"u", Tensor()}});
+                 }),
+                 "'u' is undefined"));
   CHECK(contains(error_of([&] { write_safetensors(path, {{"bad\xff", t}}); }), path));
   CHECK_FALSE(fs::exists(path));
   CHECK(tmp_leftovers(tmp).empty());
 }
 
-TEST_CASE("checkpoint: a successful save leaves no temporary file; a save into a missing directory throws and leaves the old file intact") {
+TEST_CASE(
+    "checkpoint: a successful save leaves no temporary file; a save into a missing directory "
+    "throws and leaves the old file intact") {
   TempDir tmp;
   const std::string path = tmp.file("model.safetensors");
   TwoLinear a(3, 4, 2, test_seed());
@@ -537,7 +575,9 @@ TEST_CASE("checkpoint: a successful save leaves no temporary file; a save into a
   CHECK(tmp_leftovers(tmp).empty());
 }
 
-TEST_CASE("checkpoint: a save that fails midway (file size limit hit) keeps the old file byte for byte and removes the temporary") {
+TEST_CASE(
+    "checkpoint: a save that fails midway (file size limit hit) keeps the old file byte for byte "
+    "and removes the temporary") {
   TempDir tmp;
   const std::string path = tmp.file("model.safetensors");
   TwoLinear small(2, 2, 2, test_seed());
@@ -606,7 +646,9 @@ TEST_CASE("checkpoint: load names an unexpected extra tensor, and changes no par
   CHECK(b.linear2->bias.data().to_vector() == before);
 }
 
-TEST_CASE("checkpoint: a shape mismatch in a later parameter is reported with both shapes before any parameter is modified") {
+TEST_CASE(
+    "checkpoint: a shape mismatch in a later parameter is reported with both shapes before any "
+    "parameter is modified") {
   TempDir tmp;
   const std::string path = tmp.file("m.safetensors");
   TwoLinear a(3, 4, 2, test_seed()), b(3, 4, 2, test_seed(1));
@@ -619,7 +661,9 @@ TEST_CASE("checkpoint: a shape mismatch in a later parameter is reported with bo
   CHECK(b.linear1->weight.data().to_vector() == before);  // linear1 comes first: untouched
 }
 
-TEST_CASE("checkpoint: load_state_dict with a prefix takes prefix+name, ignores other tensors, and is strict within the prefix") {
+TEST_CASE(
+    "checkpoint: load_state_dict with a prefix takes prefix+name, ignores other tensors, and is "
+    "strict within the prefix") {
   TempDir tmp;
   const std::string path = tmp.file("both.safetensors");
   TwoLinear a(3, 4, 2, test_seed()), b(3, 4, 2, test_seed(1));
@@ -645,12 +689,15 @@ TEST_CASE("checkpoint: load_state_dict with a prefix takes prefix+name, ignores 
 
 // ---- fixture helpers -------------------------------------------------------------
 
-TEST_CASE("fixture: load_params loads <prefix>param.<name> tensors from a PyTorch fixture and names a missing one") {
+TEST_CASE(
+    "fixture: load_params loads <prefix>param.<name> tensors from a PyTorch fixture and names a "
+    "missing one") {
   const TensorFile f = load_fixture("layers.safetensors");
   TwoLinear ffn(8, 16, 8, test_seed());  // the ffn_relu case: linear1 (16,8), linear2 (8,16)
   load_params(ffn, f, "ffn_relu.");
   CHECK(ffn.linear1->weight.data().at({0, 0}) == static_cast<real>(-0.093836375f));
-  CHECK(ffn.linear1->weight.data().to_vector() == f.get("ffn_relu.param.linear1.weight").to_vector());
+  CHECK(ffn.linear1->weight.data().to_vector() ==
+        f.get("ffn_relu.param.linear1.weight").to_vector());
   CHECK(ffn.linear2->bias.data().to_vector() == f.get("ffn_relu.param.linear2.bias").to_vector());
 
   TwoLinear wrong(8, 16, 8, test_seed());
@@ -663,7 +710,8 @@ TEST_CASE("fixture: load_params loads <prefix>param.<name> tensors from a PyTorc
 
 // ---- Python reads ours -------------------------------------------------------------
 
-TEST_CASE("checkpoint: a stdlib-only Python reader (check_qkv_checkpoint.py) reads a file qkv wrote") {
+TEST_CASE(
+    "checkpoint: a stdlib-only Python reader (check_qkv_checkpoint.py) reads a file qkv wrote") {
   const char* python = "/usr/bin/python3";
   if (access(python, X_OK) != 0) {
     MESSAGE("skipped: /usr/bin/python3 not found");
@@ -696,11 +744,16 @@ TEST_CASE("checkpoint: a stdlib-only Python reader (check_qkv_checkpoint.py) rea
   CHECK(contains(out, "ok: 4 tensors"));
 }
 
-TEST_CASE("a file written before the output layer's rename (generator -> lm_head) loads, as a model file and as a training checkpoint's prefix") {
+TEST_CASE(
+    "a file written before the output layer's rename (generator -> lm_head) loads, as a model file "
+    "and as a training checkpoint's prefix") {
   TempDir dir;
   nn::TransformerConfig c;
   c.src_vocab = c.tgt_vocab = 9;
-  c.d_model = 8; c.heads = 2; c.encoder_layers = c.decoder_layers = 1; c.d_ff = 16;
+  c.d_model = 8;
+  c.heads = 2;
+  c.encoder_layers = c.decoder_layers = 1;
+  c.d_ff = 16;
   c.seed = test_seed();
   for (const bool tied : {false, true}) {
     c.tie_weights = tied;
@@ -712,7 +765,8 @@ TEST_CASE("a file written before the output layer's rename (generator -> lm_head
       if (n.rfind("lm_head.", 0) == 0) n = "generator." + n.substr(8);
       old_names.emplace_back("model." + n, t);
     }
-    CHECK(std::any_of(old_names.begin(), old_names.end(), [](auto& nt) { return nt.first == "model.generator.bias"; }));
+    CHECK(std::any_of(old_names.begin(), old_names.end(),
+                      [](auto& nt) { return nt.first == "model.generator.bias"; }));
     const std::string path = dir.file("old_names.safetensors");
     Metadata md = nn::model_metadata(model, "model.");
     write_safetensors(path, old_names, md);

@@ -34,7 +34,8 @@ void ce_fixture_case(const std::string& c, int64_t ignore_index, real eps) {
 
 }  // namespace
 
-TEST_CASE("cross_entropy with ignore_index 0 and smoothing 0.2 matches F.cross_entropy (fixture ce)") {
+TEST_CASE(
+    "cross_entropy with ignore_index 0 and smoothing 0.2 matches F.cross_entropy (fixture ce)") {
   ce_fixture_case("ce", 0, 0.2);
 }
 
@@ -44,30 +45,49 @@ TEST_CASE("cross_entropy without smoothing or ignores matches F.cross_entropy (f
 
 TEST_CASE("cross_entropy rejects a target outside [0, V), naming the op, the index and V") {
   Var logits(Tensor::zeros({3, 5}), true);
-  check_error([&] { nn::cross_entropy(logits, {1, 7, 2}); },
-              {"cross_entropy", "target 7", "index 1", "V = 5"});
-  check_error([&] { nn::cross_entropy(logits, {1, 2, -1}); },
-              {"cross_entropy", "target -1", "index 2", "V = 5"});
-  check_error([&] { nn::cross_entropy(logits, {5, 0, 0}, /*ignore_index=*/0); },
-              {"cross_entropy", "target 5", "index 0", "V = 5"});
+  check_error(
+      [&] {
+        nn::cross_entropy(logits, {1, 7, 2});
+      },
+      {"cross_entropy", "target 7", "index 1", "V = 5"});
+  check_error(
+      [&] {
+        nn::cross_entropy(logits, {1, 2, -1});
+      },
+      {"cross_entropy", "target -1", "index 2", "V = 5"});
+  check_error(
+      [&] {
+        nn::cross_entropy(logits, {5, 0, 0}, /*ignore_index=*/0);
+      },
+      {"cross_entropy", "target 5", "index 0", "V = 5"});
 }
 
 TEST_CASE("cross_entropy rejects a wrong number of targets, 1-D logits and bad smoothing") {
-  check_error([] { nn::cross_entropy(Var(Tensor::zeros({2, 3, 5})), {1, 2, 3}); },
-              {"cross_entropy", "(2,3,5)", "6 rows", "3 targets"});
+  check_error(
+      [] {
+        nn::cross_entropy(Var(Tensor::zeros({2, 3, 5})), {1, 2, 3});
+      },
+      {"cross_entropy", "(2,3,5)", "6 rows", "3 targets"});
   check_error([] { nn::cross_entropy(Var(Tensor::zeros({5})), {1}); }, {"cross_entropy", "(5)"});
-  check_error([] { nn::cross_entropy(Var(Tensor::zeros({2, 5})), {1, 2}, -100, 1.5); },
-              {"cross_entropy", "label_smoothing", "1.5"});
+  check_error(
+      [] {
+        nn::cross_entropy(Var(Tensor::zeros({2, 5})), {1, 2}, -100, 1.5);
+      },
+      {"cross_entropy", "label_smoothing", "1.5"});
 }
 
-TEST_CASE("cross_entropy gives the same loss and gradient on 1 and 2 threads (rows split across threads)") {
+TEST_CASE(
+    "cross_entropy gives the same loss and gradient on 1 and 2 threads (rows split across "
+    "threads)") {
   const int prev = get_num_threads();
   Generator g = test_generator();
   const int64_t N = 600, V = 80;  // N*V above the parallel grain
   Tensor logits = Tensor::normal({N, V}, 0, 2, g);
   std::vector<int64_t> tg(N);
   for (int64_t i = 0; i < N; ++i) tg[i] = i % 7 == 0 ? -100 : g.randint(0, V);
-  struct Out { Tensor loss, dl; };
+  struct Out {
+    Tensor loss, dl;
+  };
   auto run = [&](int threads) {
     set_num_threads(threads);
     Var vl(logits.clone(), true);

@@ -54,7 +54,8 @@ Var logits_for(const Case& c, uint64_t seed) {
 }
 
 const Case kPlain{{5, 4}, {0, 3, 1, 1, 2}, -100, 0};
-const Case kSmoothIgnored{{6, 5}, {2, 0, 4, 0, 1, 3}, 0, 0.2};  // ignore_index 0: rows 1 and 3 ignored
+const Case kSmoothIgnored{
+    {6, 5}, {2, 0, 4, 0, 1, 3}, 0, 0.2};  // ignore_index 0: rows 1 and 3 ignored
 const Case k3D{{2, 3, 4}, {1, -100, 3, 0, 2, -100}, -100, 0.1};
 
 }  // namespace
@@ -78,7 +79,8 @@ TEST_CASE("cross_entropy backward matches finite differences on (B, T, V) logits
 }
 
 TEST_CASE("cross_entropy fused equals -sum(log_softmax * onehot) / N composed from ops") {
-  testing::check_fused_equals_composed(fused(kPlain), composed(kPlain), {logits_for(kPlain, test_seed())});
+  testing::check_fused_equals_composed(fused(kPlain), composed(kPlain),
+                                       {logits_for(kPlain, test_seed())});
 }
 
 TEST_CASE("cross_entropy fused equals composed with label smoothing and ignored rows") {

@@ -30,8 +30,8 @@ Var custom_rms(const std::vector<Var>& v) { return custom::rms_norm(v[0], v[1], 
 
 // y = x / sqrt(mean(x^2) + eps) * gamma, from primitive ops.
 Var composed_rms(const std::vector<Var>& v) {
-  Var ms = mean(v[0] * v[0], -1, true);          // (..., 1)
-  return v[0] * pow(ms + kEps, -0.5) * v[1];     // (..., D)
+  Var ms = mean(v[0] * v[0], -1, true);       // (..., 1)
+  return v[0] * pow(ms + kEps, -0.5) * v[1];  // (..., D)
 }
 
 std::vector<Var> make_inputs(const Shape& xs, Generator& g, real offset = 0) {

@@ -16,7 +16,8 @@ using namespace qkv;
 using qkv::testing::test_generator;
 using qkv::testing::test_seed;
 
-TEST_CASE("dist::share gives every row to exactly one rank, in order, shares differing by at most one") {
+TEST_CASE(
+    "dist::share gives every row to exactly one rank, in order, shares differing by at most one") {
   for (int64_t n : {1, 2, 5, 7, 64}) {
     for (int ranks = 1; ranks <= 5; ++ranks) {
       if (n < ranks) continue;
@@ -73,13 +74,19 @@ double relative_gap(const std::vector<Tensor>& a, const std::vector<Tensor>& b) 
 
 }  // namespace
 
-TEST_CASE("the ranks' losses weighted by local/global target tokens sum to the whole batch's loss and gradient") {
+TEST_CASE(
+    "the ranks' losses weighted by local/global target tokens sum to the whole batch's loss and "
+    "gradient") {
   // Sequences of different lengths, so the ranks hold different numbers of
   // target tokens: a plain average of the ranks' mean losses would be wrong.
   nn::TransformerConfig c;
   c.src_vocab = c.tgt_vocab = 9;
-  c.d_model = 8; c.heads = 2; c.encoder_layers = c.decoder_layers = 1; c.d_ff = 16;
-  c.dropout = 0; c.seed = test_seed(1);  // stream 0 is g's
+  c.d_model = 8;
+  c.heads = 2;
+  c.encoder_layers = c.decoder_layers = 1;
+  c.d_ff = 16;
+  c.dropout = 0;
+  c.seed = test_seed(1);  // stream 0 is g's
   nn::Seq2SeqTransformer m(c);
   Generator g = test_generator();
   data::PairData data(data::TaskConfig{data::Task::Reverse, 6, 1, 7}, 10, g);
@@ -87,8 +94,9 @@ TEST_CASE("the ranks' losses weighted by local/global target tokens sum to the w
 
   auto loss_of = [&](const std::vector<data::Pair>& rows) {
     data::Batch b = data::collate_pairs(rows);
-    return std::make_pair(nn::cross_entropy(m.forward(b.src, b.tgt_in), b.tgt_out, data::Vocab::kPad),
-                          b.target_tokens);
+    return std::make_pair(
+        nn::cross_entropy(m.forward(b.src, b.tgt_in), b.tgt_out, data::Vocab::kPad),
+        b.target_tokens);
   };
   for (Var& p : m.parameters()) p.zero_grad();
   auto [whole, N] = loss_of(batch);
@@ -102,7 +110,8 @@ TEST_CASE("the ranks' losses weighted by local/global target tokens sum to the w
     int64_t tokens = 0;
     for (int r = 0; r < ranks; ++r) {  // rank r's work; backward accumulates = the allreduce's sum
       const dist::Share s = dist::share(7, r, ranks);
-      auto [mean, n] = loss_of(std::vector<data::Pair>(batch.begin() + s.begin, batch.begin() + s.end));
+      auto [mean, n] =
+          loss_of(std::vector<data::Pair>(batch.begin() + s.begin, batch.begin() + s.end));
       Var share = train::detail::share_of_loss(mean, n, N);
       total += share.item();
       tokens += n;
@@ -115,7 +124,8 @@ TEST_CASE("the ranks' losses weighted by local/global target tokens sum to the w
   }
 }
 
-TEST_CASE("rows_of keeps a language-model batch's rows with their targets and counts their tokens") {
+TEST_CASE(
+    "rows_of keeps a language-model batch's rows with their targets and counts their tokens") {
   data::TextData text(data::Seq{3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, data::Seq{3, 4, 5, 6}, 3);
   Generator g = test_generator();
   const data::LMBatch b = text.draw(5, g);

@@ -128,7 +128,8 @@ bool defines(const std::string& source, const std::string& name) {
         std::regex("\\b(?:struct|class|enum|union|using|namespace|#define)\\s+" + id),
         // a type, then the name: a function, a member, a constant, a parameter
         std::regex("^\\s*(?!(?:return|else|throw|case|delete|new|goto)\\b)[\\w:<>,*&~]+"
-                   "(?:\\s+[\\w:<>,*&~]+)*[\\s*&]+" + id + "\\s*[({=;\\[,)]"),
+                   "(?:\\s+[\\w:<>,*&~]+)*[\\s*&]+" +
+                   id + "\\s*[({=;\\[,)]"),
         std::regex("^" + id + "\\s*\\("),  // at the start of a line: Var::~Var() {
     };
     std::istringstream lines(source);
@@ -200,8 +201,8 @@ std::vector<std::string> check_page(const fs::path& root, const fs::path& page_p
       std::string rel;
       for (const auto& [p, path] : paths) {
         const bool name_then_file = p == after + 2 && text.compare(after, 2, " (") == 0;
-        const bool in_parens_then_file = pos > 0 && text[pos - 1] == '(' && p == after + 2 &&
-                                         text.compare(after, 2, ", ") == 0;
+        const bool in_parens_then_file =
+            pos > 0 && text[pos - 1] == '(' && p == after + 2 && text.compare(after, 2, ", ") == 0;
         const bool file_then_name =
             p + path.size() + 2 == pos && text.compare(pos - 2, 2, " (") == 0;
         if (name_then_file || in_parens_then_file || file_then_name) rel = path;
@@ -275,8 +276,9 @@ TEST_CASE("the docs checker accepts true pointers and refuses each kind of break
 }
 
 // The numbers of docs/matrix-rule.md, section 4, through the engine.
-TEST_CASE("docs/matrix-rule.md's worked example: dA = dC B^T = [[5,7],[12,16]] and dB = A^T dC = "
-          "[[1,6],[2,8]]") {
+TEST_CASE(
+    "docs/matrix-rule.md's worked example: dA = dC B^T = [[5,7],[12,16]] and dB = A^T dC = "
+    "[[1,6],[2,8]]") {
   using qkv::Tensor;
   using qkv::Var;
   Var A(Tensor::from_vector({1, 2, 3, 4}, {2, 2}), true);

@@ -97,8 +97,10 @@ TEST_CASE("scalar forms: add/sub/rsub/mul/div/rdiv and their operators") {
 TEST_CASE("neg/exp/log/sqrt/pow match hand-computed values") {
   Tensor x = Tensor::from_vector({1, 2, 4});
   check_values(neg(x), {3}, {-1, -2, -4});
-  check_values(exp(Tensor::from_vector({0, 1, -1})), {3}, {1, 2.718281828459045, 0.36787944117144233});
-  check_values(log(Tensor::from_vector({1, 2.718281828459045f, 0.5})), {3}, {0, 1, -0.6931471805599453});
+  check_values(exp(Tensor::from_vector({0, 1, -1})), {3},
+               {1, 2.718281828459045, 0.36787944117144233});
+  check_values(log(Tensor::from_vector({1, 2.718281828459045f, 0.5})), {3},
+               {0, 1, -0.6931471805599453});
   check_values(sqrt(Tensor::from_vector({0, 4, 2})), {3}, {0, 2, 1.4142135623730951});
   check_values(pow(x, 2), {3}, {1, 4, 16});
   check_values(pow(x, 0.5), {3}, {1, 1.4142135623730951, 2});
@@ -111,12 +113,15 @@ TEST_CASE("relu/gelu/tanh/sigmoid match hand-computed values") {
   Tensor x = Tensor::from_vector({-2, -1, 0, 1, 2});
   check_values(relu(x), {5}, {0, 0, 0, 1, 2});
   // gelu(x) = x * Phi(x), exact (erf) form.
-  check_values(gelu(x), {5},
-               {-0.04550026389635842, -0.15865525393145707, 0, 0.8413447460685429, 1.9544997361036416});
-  check_values(tanh(x), {5},
-               {-0.9640275800758169, -0.7615941559557649, 0, 0.7615941559557649, 0.9640275800758169});
-  check_values(sigmoid(x), {5},
-               {0.11920292202211755, 0.2689414213699951, 0.5, 0.7310585786300049, 0.8807970779778823});
+  check_values(
+      gelu(x), {5},
+      {-0.04550026389635842, -0.15865525393145707, 0, 0.8413447460685429, 1.9544997361036416});
+  check_values(
+      tanh(x), {5},
+      {-0.9640275800758169, -0.7615941559557649, 0, 0.7615941559557649, 0.9640275800758169});
+  check_values(
+      sigmoid(x), {5},
+      {0.11920292202211755, 0.2689414213699951, 0.5, 0.7310585786300049, 0.8807970779778823});
   CHECK(gelu_scalar(1) == doctest::Approx(0.8413447460685429));
 }
 
@@ -203,11 +208,19 @@ TEST_CASE("broadcast with scalar tensors on either side, and scalar with scalar"
 TEST_CASE("broadcasting matches a naive multi-index reference on many shape pairs") {
   Generator g = test_generator();
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{2, 3}, {3}},          {{3}, {2, 3}},          {{2, 1, 3}, {4, 1}},   {{4, 1}, {1, 5}},
-      {{2, 1}, {3, 1, 1}},    {{1, 4, 1}, {3, 1, 2}}, {{5, 1, 3}, {5, 2, 1}}, {{2, 3, 4}, {3, 1}},
-      {{1}, {2, 2}},          {{2, 2, 1, 2}, {2, 1, 2, 1}},
+      {{2, 3}, {3}},
+      {{3}, {2, 3}},
+      {{2, 1, 3}, {4, 1}},
+      {{4, 1}, {1, 5}},
+      {{2, 1}, {3, 1, 1}},
+      {{1, 4, 1}, {3, 1, 2}},
+      {{5, 1, 3}, {5, 2, 1}},
+      {{2, 3, 4}, {3, 1}},
+      {{1}, {2, 2}},
+      {{2, 2, 1, 2}, {2, 1, 2, 1}},
       // big enough that the row loop runs in parallel (rows >= grain / inner)
-      {{300, 1, 64}, {1, 40, 64}}, {{70000, 1}, {1, 3}}};
+      {{300, 1, 64}, {1, 40, 64}},
+      {{70000, 1}, {1, 3}}};
   const std::vector<std::pair<const char*, std::function<real(real, real)>>> ops = {
       {"add", [](real x, real y) { return x + y; }},
       {"sub", [](real x, real y) { return x - y; }},
@@ -218,7 +231,10 @@ TEST_CASE("broadcasting matches a naive multi-index reference on many shape pair
     for (const auto& [name, f] : ops) {
       INFO(name << " " << to_string(sa) << " " << to_string(sb));
       const std::string op = name;
-      Tensor y = op == "add" ? add(a, b) : op == "sub" ? sub(a, b) : op == "mul" ? mul(a, b) : div(a, b);
+      Tensor y = op == "add"   ? add(a, b)
+                 : op == "sub" ? sub(a, b)
+                 : op == "mul" ? mul(a, b)
+                               : div(a, b);
       Tensor r = ref_broadcast(a, b, f);
       REQUIRE(y.shape() == r.shape());
       CHECK(max_abs_diff(y, r) == 0);
@@ -275,7 +291,7 @@ TEST_CASE("sum_to reduces a broadcast gradient back to the input shape") {
 TEST_CASE("sum_to is the adjoint of broadcasting: <broadcast(x), g> == <x, sum_to(g)>") {
   Generator gen = test_generator();
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{4, 1}, {4, 5}}, {{1, 5}, {4, 5}}, {{3, 1, 2}, {3, 4, 2}}, {{2}, {6, 3, 2}},
+      {{4, 1}, {4, 5}}, {{1, 5}, {4, 5}},    {{3, 1, 2}, {3, 4, 2}}, {{2}, {6, 3, 2}},
       {{1, 1}, {3, 3}}, {{512}, {100, 512}}, {{100, 1}, {100, 512}}};
   for (const auto& [small, big] : cases) {
     INFO(to_string(small) << " -> " << to_string(big));

@@ -25,7 +25,8 @@ TEST_CASE("embedding rejects an out-of-range or negative id, naming the id, its 
   check_error([] { nn::Embedding bad(0, 4); }, {"Embedding", "V 0"});
 }
 
-TEST_CASE("Embedding: weight (V, D) drawn N(0, 1) like nn.Embedding; forward gives (B, T, D) rows") {
+TEST_CASE(
+    "Embedding: weight (V, D) drawn N(0, 1) like nn.Embedding; forward gives (B, T, D) rows") {
   Generator g = test_generator();
   nn::Embedding emb(1000, 16, g);
   REQUIRE(emb.weight.shape() == Shape{1000, 16});
@@ -36,8 +37,8 @@ TEST_CASE("Embedding: weight (V, D) drawn N(0, 1) like nn.Embedding; forward giv
     s2 += double(v) * v;
   }
   const double n = 16000, m = s / n, sd = std::sqrt(s2 / n - m * m);
-  CHECK(std::abs(m) < 0.03);        // sd of the mean ~0.008
-  CHECK(std::abs(sd - 1) < 0.03);   // sd of the sd ~0.006
+  CHECK(std::abs(m) < 0.03);       // sd of the mean ~0.008
+  CHECK(std::abs(sd - 1) < 0.03);  // sd of the sd ~0.006
   Var y = emb({7, 0, 999, 7, 3, 5}, {2, 3});
   REQUIRE(y.shape() == Shape{2, 3, 16});
   for (int64_t j = 0; j < 16; ++j) {

@@ -48,8 +48,9 @@ TEST_CASE("embedding backward (scatter-add with repeated ids) matches finite dif
 
 TEST_CASE("embedding with scale sqrt(D) backward matches finite differences") {
   const real s = std::sqrt(static_cast<real>(kD));
-  auto r = gradcheck([s](const std::vector<Var>& v) { return nn::embedding(v[0], kIds, kShape, s); },
-                     {weight(test_seed())});
+  auto r =
+      gradcheck([s](const std::vector<Var>& v) { return nn::embedding(v[0], kIds, kShape, s); },
+                {weight(test_seed())});
   INFO(r.report);
   CHECK(r.ok);
 }
@@ -63,7 +64,8 @@ TEST_CASE("embedding fused equals a one-hot matmul composed from ops (output and
 TEST_CASE("embedding with scale fused equals scale * one-hot matmul composed from ops") {
   testing::check_fused_equals_composed(
       [](const std::vector<Var>& v) { return nn::embedding(v[0], kIds, kShape, 2.5); },
-      [](const std::vector<Var>& v) { return composed_embedding(v[0], 2.5); }, {weight(test_seed())});
+      [](const std::vector<Var>& v) { return composed_embedding(v[0], 2.5); },
+      {weight(test_seed())});
 }
 
 TEST_CASE("embedding gives a never-looked-up row exactly zero gradient") {

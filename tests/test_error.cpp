@@ -23,8 +23,9 @@ TEST_CASE("brief: control characters show escaped, never raw") {
 }
 
 TEST_CASE("brief: bytes that are not UTF-8 show escaped") {
-  CHECK(brief("a\xff" "b") == "a\\xffb");
-  CHECK(brief("\x80") == "\\x80");          // a stray continuation byte
+  CHECK(brief("a\xff"
+              "b") == "a\\xffb");
+  CHECK(brief("\x80") == "\\x80");                   // a stray continuation byte
   CHECK(brief("cut \xe2\x9c") == "cut \\xe2\\x9c");  // a 3-byte character missing its last byte
 }
 

@@ -45,10 +45,12 @@ TEST_CASE("GELU and its derivative match the exact erf definition to float32 pre
     const double xd = xf;
     const double cdf = 0.5 * (1 + std::erf(xd / std::sqrt(2.0)));
     const double pdf = std::exp(-0.5 * xd * xd) / std::sqrt(2 * M_PI);
-    worst_f = std::max(worst_f, std::fabs(gelu_scalar(xf) - xd * cdf) / std::max(1.0, std::fabs(xd)));
+    worst_f =
+        std::max(worst_f, std::fabs(gelu_scalar(xf) - xd * cdf) / std::max(1.0, std::fabs(xd)));
     worst_g = std::max(worst_g, std::fabs(gelu_grad_scalar(xf) - (cdf + xd * pdf)));
   }
-  INFO("worst GELU error (relative to max(1,|x|)) " << worst_f << ", worst derivative error " << worst_g);
+  INFO("worst GELU error (relative to max(1,|x|)) " << worst_f << ", worst derivative error "
+                                                    << worst_g);
   CHECK(worst_f < 3e-7);
   CHECK(worst_g < 5e-7);
 }

@@ -39,7 +39,8 @@ TEST_CASE("FeedForward (ReLU) matches PyTorch: output and every gradient (fixtur
   ffn_fixture_case("ffn_relu", nn::Activation::ReLU);
 }
 
-TEST_CASE("FeedForward (exact GELU) matches PyTorch: output and every gradient (fixture ffn_gelu)") {
+TEST_CASE(
+    "FeedForward (exact GELU) matches PyTorch: output and every gradient (fixture ffn_gelu)") {
   ffn_fixture_case("ffn_gelu", nn::Activation::GELU);
 }
 
@@ -47,18 +48,24 @@ TEST_CASE("feed_forward rejects mismatched input, weight and bias shapes, naming
   nn::FeedForward ffn(4, 6);
   check_error([&] { ffn(Var(Tensor::zeros({2, 5}))); }, {"feed_forward", "(2,5)", "(6,4)"});
   Var x(Tensor::zeros({2, 4}));
-  check_error([&] {
-    nn::feed_forward(x, ffn.linear1->weight, ffn.linear1->bias, Var(Tensor::zeros({4, 5})),
-                     ffn.linear2->bias);
-  }, {"feed_forward", "(4,5)"});
-  check_error([&] {
-    nn::feed_forward(x, ffn.linear1->weight, Var(Tensor::zeros({4})), ffn.linear2->weight,
-                     ffn.linear2->bias);
-  }, {"feed_forward", "b1", "(4)"});
+  check_error(
+      [&] {
+        nn::feed_forward(x, ffn.linear1->weight, ffn.linear1->bias, Var(Tensor::zeros({4, 5})),
+                         ffn.linear2->bias);
+      },
+      {"feed_forward", "(4,5)"});
+  check_error(
+      [&] {
+        nn::feed_forward(x, ffn.linear1->weight, Var(Tensor::zeros({4})), ffn.linear2->weight,
+                         ffn.linear2->bias);
+      },
+      {"feed_forward", "b1", "(4)"});
   check_error([] { nn::FeedForward bad(4, 0); }, {"FeedForward", "F 0"});
 }
 
-TEST_CASE("feed_forward on the worked example of docs/feedforward-backward.md: y and every gradient by hand") {
+TEST_CASE(
+    "feed_forward on the worked example of docs/feedforward-backward.md: y and every gradient by "
+    "hand") {
   auto var = [](std::initializer_list<real> v, Shape s) {
     return Var(Tensor::from_vector(std::vector<real>(v), s), true);
   };
@@ -68,7 +75,7 @@ TEST_CASE("feed_forward on the worked example of docs/feedforward-backward.md: y
   Var y = nn::feed_forward(x, w1, b1, w2, b2, nn::Activation::ReLU);
   // pre = [1, -1, -0.5], h = [1, 0, 0], y = [1, -1]
   CHECK(y.data().to_vector() == std::vector<real>{1, -1});
-  y.backward(Tensor::from_vector({2, 1}, {1, 2}));  // dy = [2, 1]
+  y.backward(Tensor::from_vector({2, 1}, {1, 2}));                      // dy = [2, 1]
   CHECK(w2.grad().to_vector() == std::vector<real>{2, 0, 0, 1, 0, 0});  // dy^T h
   CHECK(b2.grad().to_vector() == std::vector<real>{2, 1});
   // dh = [1, 4, 7]; only unit 1 is on, so dpre = [1, 0, 0]

@@ -19,18 +19,19 @@ namespace {
 
 // {x (B,T,D), w1 (F,D), b1 (F), w2 (D,F), b2 (D)}
 std::vector<Var> make_inputs(int64_t B, int64_t T, int64_t D, int64_t F, Generator& g) {
-  std::vector<Var> v{Var(Tensor::normal({B, T, D}, 0, 1, g), true),
-                     Var(Tensor::normal({F, D}, 0, 0.5, g), true),
-                     Var(Tensor::normal({F}, 0, 0.5, g), true),
-                     Var(Tensor::normal({D, F}, 0, 0.5, g), true),
-                     Var(Tensor::normal({D}, 0, 0.5, g), true)};
+  std::vector<Var> v{
+      Var(Tensor::normal({B, T, D}, 0, 1, g), true), Var(Tensor::normal({F, D}, 0, 0.5, g), true),
+      Var(Tensor::normal({F}, 0, 0.5, g), true), Var(Tensor::normal({D, F}, 0, 0.5, g), true),
+      Var(Tensor::normal({D}, 0, 0.5, g), true)};
   const char* names[] = {"x", "w1", "b1", "w2", "b2"};
   for (int i = 0; i < 5; ++i) v[i].set_name(names[i]);
   return v;
 }
 
 testing::VarFn fused(Activation act) {
-  return [act](const std::vector<Var>& v) { return nn::feed_forward(v[0], v[1], v[2], v[3], v[4], act); };
+  return [act](const std::vector<Var>& v) {
+    return nn::feed_forward(v[0], v[1], v[2], v[3], v[4], act);
+  };
 }
 
 testing::VarFn composed(Activation act) {
@@ -85,7 +86,8 @@ TEST_CASE("feed_forward (GELU) fused equals gelu(x W1^T + b1) W2^T + b2 composed
 
 // Enough rows (2200 of F = 16) for backward's activation pass to split over
 // 2 threads, each summing its rows of dpre into its own row of scratch for db1.
-TEST_CASE("feed_forward fused equals composed when backward splits rows over 2 threads (ReLU, GELU)") {
+TEST_CASE(
+    "feed_forward fused equals composed when backward splits rows over 2 threads (ReLU, GELU)") {
   const int prev = get_num_threads();
   set_num_threads(2);
   Generator g = test_generator();
@@ -119,11 +121,13 @@ TEST_CASE("feed_forward backward inside an outer parallel region gives the seria
   set_num_threads(1);
   const std::vector<Tensor> serial = grads();
   set_num_threads(2);
-  testing::check_each_thread_matches(testing::on_each_thread_of_outer_region(grads), serial, 1e-300);  // bit for bit
+  testing::check_each_thread_matches(testing::on_each_thread_of_outer_region(grads), serial,
+                                     1e-300);  // bit for bit
   set_num_threads(prev);
 }
 
-TEST_CASE("FeedForward module: linear1/linear2 parameter names and shapes, forward is the fused op") {
+TEST_CASE(
+    "FeedForward module: linear1/linear2 parameter names and shapes, forward is the fused op") {
   Generator g = test_generator();
   nn::FeedForward ffn(4, 10, Activation::GELU, g);
   auto named = ffn.named_parameters();
@@ -135,8 +139,9 @@ TEST_CASE("FeedForward module: linear1/linear2 parameter names and shapes, forwa
   CHECK(named[2].second.shape() == Shape{4, 10});
   CHECK(named[3].first == "linear2.bias");
   Var x(Tensor::normal({2, 4}, 0, 1, g), true);
-  auto r = gradcheck([&](const std::vector<Var>& v) { return ffn(v[0]); },
-                     {x, ffn.linear1->weight, ffn.linear1->bias, ffn.linear2->weight, ffn.linear2->bias});
+  auto r = gradcheck(
+      [&](const std::vector<Var>& v) { return ffn(v[0]); },
+      {x, ffn.linear1->weight, ffn.linear1->bias, ffn.linear2->weight, ffn.linear2->bias});
   INFO(r.report);
   CHECK(r.ok);
 }

@@ -45,9 +45,9 @@ SmallGraph small_graph() {
   g.c = Var(Tensor::from_vector({1, 2, 3, 4}, {2, 2}), false).set_name("const_c");
   g.y = matmul(g.x, g.w);  // (2,3) x (3,2) -> (2,2)
   g.z = relu(g.y);
-  g.u = g.z * g.z;         // z used twice: two edges
-  g.v = g.u + g.c;         // c needs no grad: no edge, no node
-  g.loss = sum(g.v);       // ()
+  g.u = g.z * g.z;    // z used twice: two edges
+  g.v = g.u + g.c;    // c needs no grad: no edge, no node
+  g.loss = sum(g.v);  // ()
   return g;
 }
 
@@ -184,10 +184,11 @@ struct Block : nn::Module {
 struct TwoBlocks : nn::Module {
   std::shared_ptr<Block> enc, dec;
   TwoBlocks() {
-    enc = register_module("enc", std::make_shared<Block>(
-                                     Tensor::from_vector({1, 0, 0.5, 0, 1, -1, 2, 1, 0}, {3, 3}), false));
-    dec = register_module("dec", std::make_shared<Block>(
-                                     Tensor::from_vector({1, -1, 0.5, 2, 0, 1}, {3, 2}), true));
+    enc = register_module(
+        "enc", std::make_shared<Block>(Tensor::from_vector({1, 0, 0.5, 0, 1, -1, 2, 1, 0}, {3, 3}),
+                                       false));
+    dec = register_module(
+        "dec", std::make_shared<Block>(Tensor::from_vector({1, -1, 0.5, 2, 0, 1}, {3, 2}), true));
   }
   Var forward(const Var& x) const {
     nn::ModuleScope scope(this);
@@ -282,7 +283,8 @@ TEST_CASE("write_dot without cluster_by_module draws one flat graph whose ops na
   CHECK_FALSE(has(plain, "enc"));
 }
 
-TEST_CASE("write_dot boxes nest as module paths do, with one-op modules and box-only boxes merged") {
+TEST_CASE(
+    "write_dot boxes nest as module paths do, with one-op modules and box-only boxes merged") {
   // Paths as nn::ModuleScope would record them, set directly:
   //   model.encoder.layers.0.attn   1 op  -> no box of its own: "attn: mul" in layers.0
   //   model.encoder.layers.0.ffn    2 ops -> a box inside layers.0
@@ -325,7 +327,8 @@ TEST_CASE("write_dot boxes nest as module paths do, with one-op modules and box-
   CHECK(has(dot, "\"x\\n(2,2)"));
 }
 
-TEST_CASE("write_dot of a 1+1-layer Transformer: one box per layer, 16 op nodes, tied weight kept") {
+TEST_CASE(
+    "write_dot of a 1+1-layer Transformer: one box per layer, 16 op nodes, tied weight kept") {
   nn::TransformerConfig c = step::tiny_config();  // the step-through's part 2 model
   for (bool tie : {false, true}) {
     CAPTURE(tie);
@@ -341,12 +344,14 @@ TEST_CASE("write_dot of a 1+1-layer Transformer: one box per layer, 16 op nodes,
     const std::string dot = dot_string(loss);
     CHECK(braces_balanced(dot));
     CHECK(count(dot, "subgraph \"cluster_") == 2);
-    const std::string enc = box_text(dot, "encoder.layers.0"), dec = box_text(dot, "decoder.layers.0");
+    const std::string enc = box_text(dot, "encoder.layers.0"),
+                      dec = box_text(dot, "decoder.layers.0");
     CHECK(count(enc, "[label=") == 4);  // self_attn, norm1, ffn, norm2
     CHECK(count(dec, "[label=") == 6);  // self_attn, norm1, cross_attn, norm2, ffn, norm3
-    CHECK(has(dec, "\"cross_attn: multi_head_attention\\n(1,4,8)\\nw_q: weight (8,8), bias (8)\\n"
-                   "w_k: weight (8,8), bias (8)\\nw_v: weight (8,8), bias (8)\\n"
-                   "w_o: weight (8,8), bias (8)\"];"));
+    CHECK(has(dec,
+              "\"cross_attn: multi_head_attention\\n(1,4,8)\\nw_q: weight (8,8), bias (8)\\n"
+              "w_k: weight (8,8), bias (8)\\nw_v: weight (8,8), bias (8)\\n"
+              "w_o: weight (8,8), bias (8)\"];"));
     CHECK(has(enc, "\"norm1: add_layer_norm\\n(1,3,8)\\nweight (8), bias (8)\"];"));
     // 16 ops; every parameter folded but a tied one, which two ops read.
     CHECK(count(dot, "[label=") == (tie ? 17 : 16));

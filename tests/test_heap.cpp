@@ -101,13 +101,18 @@ TEST_CASE("a steady-state training step of an encoder-decoder Transformer alloca
   // targets, gradient clipping and AdamW: every part of a real training step.
   TransformerConfig c;
   c.src_vocab = c.tgt_vocab = 11;
-  c.d_model = 16; c.heads = 2; c.encoder_layers = c.decoder_layers = 1; c.d_ff = 32;
-  c.dropout = 0.1; c.seed = test_seed();
+  c.d_model = 16;
+  c.heads = 2;
+  c.encoder_layers = c.decoder_layers = 1;
+  c.d_ff = 32;
+  c.dropout = 0.1;
+  c.seed = test_seed();
   Seq2SeqTransformer model(c);
   model.train();
   const Tokens src = batch(11, 6, {6, 4, 5, 2}, 1), tgt = batch(11, 5, {5, 5, 3, 4}, 2);
   std::vector<int64_t> targets(4 * 5);
-  for (size_t i = 0; i < targets.size(); ++i) targets[i] = i % 5 == 4 ? -100 : static_cast<int64_t>(1 + i % 10);
+  for (size_t i = 0; i < targets.size(); ++i)
+    targets[i] = i % 5 == 4 ? -100 : static_cast<int64_t>(1 + i % 10);
   optim::AdamW opt(model.parameters(), 1e-3);
 
   const Allocs a = allocations_of_steps_3_to_6([&] {
@@ -120,11 +125,17 @@ TEST_CASE("a steady-state training step of an encoder-decoder Transformer alloca
   check_none(a);
 }
 
-TEST_CASE("a steady-state GPT training step, and a forward pass without grad, allocate no heap block" *
-          doctest::skip(!kPoolCaches)) {
+TEST_CASE(
+    "a steady-state GPT training step, and a forward pass without grad, allocate no heap block" *
+    doctest::skip(!kPoolCaches)) {
   // V * D = 10240 > 8192: clipping sums the embedding's gradient in chunks.
   GPTConfig c;
-  c.vocab = 640; c.d_model = 16; c.heads = 2; c.layers = 2; c.d_ff = 32; c.max_len = 8;
+  c.vocab = 640;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 2;
+  c.d_ff = 32;
+  c.max_len = 8;
   c.seed = test_seed();
   GPT model(c);
   const Tokens ids = batch(640, 8, {8, 6}, 3);

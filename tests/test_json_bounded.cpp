@@ -24,11 +24,13 @@ std::string nested_objects(int levels) {
 }
 }  // namespace
 
-TEST_CASE("parse_json_bounded: 100,000 nested lists or objects are refused while parsing, naming where") {
+TEST_CASE(
+    "parse_json_bounded: 100,000 nested lists or objects are refused while parsing, naming where") {
   // Before the bound, a value this deep parsed and then overflowed the stack
   // when it was printed or compared (and would have in a message quoting it).
   for (const std::string& text : {nested_lists(100000), nested_objects(100000)}) {
-    const std::string msg = error_of([&] { parse_json_bounded(text, "m.safetensors: metadata 'vocab'"); });
+    const std::string msg =
+        error_of([&] { parse_json_bounded(text, "m.safetensors: metadata 'vocab'"); });
     CHECK(msg == "m.safetensors: metadata 'vocab' nests lists or objects deeper than " +
                      std::to_string(kMaxJsonDepth) + " levels");
   }
@@ -66,6 +68,7 @@ TEST_CASE("parse_json_bounded: the key hook sees every key with its depth, in or
   std::vector<std::pair<int, std::string>> keys;
   parse_json_bounded(R"({"a": {"b": 1, "c": [{"d": 2}]}, "e": 3})", "x", kMaxJsonDepth,
                      [&](int depth, const std::string& key) { keys.emplace_back(depth, key); });
-  const std::vector<std::pair<int, std::string>> want = {{1, "a"}, {2, "b"}, {2, "c"}, {4, "d"}, {1, "e"}};
+  const std::vector<std::pair<int, std::string>> want = {
+      {1, "a"}, {2, "b"}, {2, "c"}, {4, "d"}, {1, "e"}};
   CHECK(keys == want);
 }

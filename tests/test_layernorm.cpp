@@ -20,7 +20,8 @@ using qkv::testing::error_of;
 using qkv::testing::has;
 using qkv::testing::test_generator;
 
-TEST_CASE("LayerNorm matches torch.nn.LayerNorm: output and grads of x, weight, bias (fixture ln)") {
+TEST_CASE(
+    "LayerNorm matches torch.nn.LayerNorm: output and grads of x, weight, bias (fixture ln)") {
   TensorFile f = load_fixture("layers.safetensors");
   nn::LayerNorm ln(8);
   load_params(ln, f, "ln.");
@@ -35,7 +36,8 @@ TEST_CASE("LayerNorm matches torch.nn.LayerNorm: output and grads of x, weight, 
 
 TEST_CASE("layer_norm rejects gamma/beta that do not match the last dim, naming the shapes") {
   Var x(Tensor::zeros({2, 3, 4}));
-  std::string msg = error_of([&] { nn::layer_norm(x, Var(Tensor::ones({3})), Var(Tensor::zeros({4}))); });
+  std::string msg =
+      error_of([&] { nn::layer_norm(x, Var(Tensor::ones({3})), Var(Tensor::zeros({4}))); });
   INFO("message: " << msg);
   CHECK(has(msg, "layer_norm"));
   CHECK(has(msg, "(2,3,4)"));
@@ -84,7 +86,9 @@ TEST_CASE("layer_norm gives the same results on 1 and 2 threads (rows split acro
          bet = Tensor::normal({D}, 0, 0.3, g), up = Tensor::uniform({N, D}, 0.5, 1.5, g);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t d = 0; d < D; ++d) x.data()[n * D + d] += d % 2 ? 3 : -3;
-  struct Out { Tensor y, dx, dg, db; };
+  struct Out {
+    Tensor y, dx, dg, db;
+  };
   auto run = [&](int threads) {
     set_num_threads(threads);
     Var vx(x.clone(), true), vg(gam.clone(), true), vb(bet.clone(), true);

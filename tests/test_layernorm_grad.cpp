@@ -22,10 +22,10 @@ Var fused_ln(const std::vector<Var>& v) { return nn::layer_norm(v[0], v[1], v[2]
 
 // y = (x - mean) / sqrt(var + eps) * gamma + beta, var biased, over the last dim.
 Var composed_ln(const std::vector<Var>& v) {
-  Var mu = mean(v[0], -1, true);               // (..., 1)
-  Var xc = v[0] - mu;                          // (..., D)
-  Var var = mean(xc * xc, -1, true);           // (..., 1)
-  Var xhat = xc / sqrt(var + real(1e-5));      // (..., D)
+  Var mu = mean(v[0], -1, true);           // (..., 1)
+  Var xc = v[0] - mu;                      // (..., D)
+  Var var = mean(xc * xc, -1, true);       // (..., 1)
+  Var xhat = xc / sqrt(var + real(1e-5));  // (..., D)
   return xhat * v[1] + v[2];
 }
 
@@ -141,7 +141,8 @@ TEST_CASE("layer_norm backward inside an outer parallel region gives the serial 
   set_num_threads(1);
   const std::vector<Tensor> serial = grads();
   set_num_threads(2);
-  testing::check_each_thread_matches(testing::on_each_thread_of_outer_region(grads), serial, 1e-300);  // bit for bit
+  testing::check_each_thread_matches(testing::on_each_thread_of_outer_region(grads), serial,
+                                     1e-300);  // bit for bit
   set_num_threads(prev);
 }
 
@@ -154,7 +155,9 @@ TEST_CASE("add_layer_norm matches finite differences and equals add then layer_n
   Var b(Tensor::normal({2, 3, 8}, 0, 1, g), true);
   b.set_name("b");
   in.insert(in.begin() + 1, b);  // (a, b, gamma, beta)
-  auto fused = [](const std::vector<Var>& v) { return nn::add_layer_norm(v[0], v[1], v[2], v[3], 1e-5); };
+  auto fused = [](const std::vector<Var>& v) {
+    return nn::add_layer_norm(v[0], v[1], v[2], v[3], 1e-5);
+  };
   auto composed = [](const std::vector<Var>& v) { return composed_ln({v[0] + v[1], v[2], v[3]}); };
   auto r = gradcheck(fused, in);
   INFO(r.report);

@@ -128,9 +128,11 @@ TEST_CASE("every transpose flag combination equals matmul of explicit transpose(
   struct Case {
     Shape a, b;  // a: (..., M, K) before transposing; b: (..., K, N)
   };
-  const std::vector<Case> cases = {
-      {{3, 4}, {4, 5}}, {{2, 3, 4}, {2, 4, 5}}, {{2, 1, 3, 4}, {3, 4, 5}}, {{2, 3, 4}, {4, 5}},
-      {{3, 4}, {2, 4, 5}}};
+  const std::vector<Case> cases = {{{3, 4}, {4, 5}},
+                                   {{2, 3, 4}, {2, 4, 5}},
+                                   {{2, 1, 3, 4}, {3, 4, 5}},
+                                   {{2, 3, 4}, {4, 5}},
+                                   {{3, 4}, {2, 4, 5}}};
   for (const Case& cs : cases)
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb) {
@@ -173,8 +175,9 @@ TEST_CASE("inner-dim mismatch: matmul: (2,3) x (4,5): inner dims 3 != 4") {
   const std::string msg = error_of([] { matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5})); });
   CHECK(msg == "matmul: (2,3) x (4,5): inner dims 3 != 4");
   // With flags the message marks the transposed operand.
-  const std::string t = error_of(
-      [] { matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}), true, false); });
+  const std::string t = error_of([] {
+    matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}), true, false);
+  });
   CHECK(has(t, "matmul: (2,3)^T x (4,5): inner dims 2 != 4"));
 }
 
@@ -208,13 +211,17 @@ TEST_CASE("gemm with beta accumulates into C and counts flops") {
 // along M, N or K (whichever packs the least twice). Each shape below takes a
 // different cut; every transpose flag, a leading dimension wider than the
 // matrix and beta != 0 are checked against a double-precision reference.
-TEST_CASE("gemm split across 2 threads (along M, N or K) matches the naive product for every flag") {
+TEST_CASE(
+    "gemm split across 2 threads (along M, N or K) matches the naive product for every flag") {
   const int prev = get_num_threads();
   set_num_threads(2);
   Generator g = test_generator();
-  struct Case { int64_t M, N, K; const char* cut; };
-  const Case cases[] = {{1000, 48, 80, "M"}, {40, 1000, 96, "N"}, {48, 40, 3000, "K"},
-                        {333, 129, 517, "odd sizes"}};
+  struct Case {
+    int64_t M, N, K;
+    const char* cut;
+  };
+  const Case cases[] = {
+      {1000, 48, 80, "M"}, {40, 1000, 96, "N"}, {48, 40, 3000, "K"}, {333, 129, 517, "odd sizes"}};
   for (const Case& c : cases)
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb) {
@@ -226,7 +233,8 @@ TEST_CASE("gemm split across 2 threads (along M, N or K) matches the naive produ
         const int64_t a_rows = ta ? c.K : c.M, a_cols = ta ? c.M : c.K;
         const int64_t b_rows = tb ? c.N : c.K, b_cols = tb ? c.K : c.N;
         const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = c.N + pad;
-        Tensor A = Tensor::uniform({a_rows, lda}, -1, 1, g), B = Tensor::uniform({b_rows, ldb}, -1, 1, g);
+        Tensor A = Tensor::uniform({a_rows, lda}, -1, 1, g),
+               B = Tensor::uniform({b_rows, ldb}, -1, 1, g);
         Tensor C = Tensor::uniform({c.M, ldc}, -1, 1, g);
         const Tensor C0 = C.clone();
         const real alpha = 0.5, beta = 2;
@@ -261,8 +269,11 @@ TEST_CASE("gemm split across 2 threads (along M, N or K) matches the naive produ
 TEST_CASE("gemm with beta = 0 ignores NaN already in C and leaves its padding alone") {
   const int prev = get_num_threads();
   Generator g = test_generator();
-  struct Case { int64_t M, N, K; };
-  const Case cases[] = {{32, 32, 32}, {1000, 48, 80}, {40, 1000, 96}, {48, 40, 3000}};  // one, M, N, K cut
+  struct Case {
+    int64_t M, N, K;
+  };
+  const Case cases[] = {
+      {32, 32, 32}, {1000, 48, 80}, {40, 1000, 96}, {48, 40, 3000}};  // one, M, N, K cut
   for (int threads : {1, 2})
     for (const Case& c : cases)
       for (int64_t pad : {0, 5}) {
@@ -283,7 +294,8 @@ TEST_CASE("gemm with beta = 0 ignores NaN already in C and leaves its padding al
         for (int64_t i = 0; i < c.M; ++i) {
           for (int64_t j = 0; j < c.N; ++j) {
             finite &= std::isfinite(C.data()[i * ldc + j]);
-            worst = std::max(worst, std::fabs(double(want.data()[i * c.N + j]) - C.data()[i * ldc + j]));
+            worst = std::max(worst,
+                             std::fabs(double(want.data()[i * c.N + j]) - C.data()[i * ldc + j]));
           }
           for (int64_t j = c.N; j < ldc; ++j) pad_kept &= C.data()[i * ldc + j] == 7;
         }
@@ -301,10 +313,13 @@ TEST_CASE("a split gemm gives bitwise the same result on a team and on a benched
   const int prev = get_num_threads();
   set_num_threads(2);
   Generator g = test_generator();
-  struct Case { int64_t M, N, K; };
+  struct Case {
+    int64_t M, N, K;
+  };
   for (const Case& c : {Case{1000, 48, 80}, Case{40, 1000, 96}, Case{48, 40, 3000}}) {
     CAPTURE(c.M);
-    const Tensor A = Tensor::uniform({c.M, c.K}, -1, 1, g), B = Tensor::uniform({c.K, c.N}, -1, 1, g);
+    const Tensor A = Tensor::uniform({c.M, c.K}, -1, 1, g),
+                 B = Tensor::uniform({c.K, c.N}, -1, 1, g);
     Tensor team = Tensor::zeros({c.M, c.N}), alone = Tensor::zeros({c.M, c.N});
     set_num_threads(2);  // a fresh policy
     CHECK(plan_team().team);
@@ -329,7 +344,8 @@ TEST_CASE("a split gemm gives bitwise the same result on a team and on a benched
 // sgemm never threads itself (qkv cuts products, core/blas.cpp): outside a
 // region OpenBLAS is called with OpenMP's default at 1, and the caller's
 // default is back afterwards, for the caller's own parallel regions.
-TEST_CASE("gemm calls sgemm single-threaded and leaves the caller's OpenMP thread count as it was") {
+TEST_CASE(
+    "gemm calls sgemm single-threaded and leaves the caller's OpenMP thread count as it was") {
   const int prev = get_num_threads();
   set_num_threads(2);
   CHECK(openblas_get_num_threads() == 1);

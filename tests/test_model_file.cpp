@@ -96,15 +96,19 @@ std::string nested_lists(int levels) { return std::string(levels, '[') + std::st
 
 // ---- JSON in the metadata -----------------------------------------------------------
 
-TEST_CASE("model file: a model_config nested 100,000 levels deep is refused by load_seq2seq and load_gpt, naming the file and the key") {
+TEST_CASE(
+    "model file: a model_config nested 100,000 levels deep is refused by load_seq2seq and "
+    "load_gpt, naming the file and the key") {
   TempDir tmp;
   const std::string s2s = tmp.file("s2s.safetensors"), gpt = tmp.file("gpt.safetensors");
   save_model(Seq2SeqTransformer(small_seq2seq(false, false, false)), s2s);
   save_model(GPT(small_gpt(true, true)), gpt);
   // 200 KB of brackets: parsed without a bound, printing or comparing the
   // value overflowed the stack.
-  for (const std::string& path : {s2s, gpt}) set_metadata(path, "model_config", nested_lists(100000));
-  const std::string tail = "nests lists or objects deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+  for (const std::string& path : {s2s, gpt})
+    set_metadata(path, "model_config", nested_lists(100000));
+  const std::string tail =
+      "nests lists or objects deeper than " + std::to_string(kMaxJsonDepth) + " levels";
   CHECK(error_of([&] { load_seq2seq(s2s); }) == s2s + ": metadata 'model_config' " + tail);
   CHECK(error_of([&] { load_gpt(gpt); }) == gpt + ": metadata 'model_config' " + tail);
   // Any key a program reads with metadata_json, e.g. a trainer's vocabulary.
@@ -113,18 +117,24 @@ TEST_CASE("model file: a model_config nested 100,000 levels deep is refused by l
         "run.safetensors: metadata 'vocab' " + tail);
 }
 
-TEST_CASE("model file: a 1 MB config value of the wrong type is quoted in under 400 characters, with its length") {
+TEST_CASE(
+    "model file: a 1 MB config value of the wrong type is quoted in under 400 characters, with its "
+    "length") {
   TempDir tmp;
   const std::string path = tmp.file("m.safetensors");
   save_model(Seq2SeqTransformer(small_seq2seq(false, false, false)), path);
   edit_config(path, [](json& c) { c["d_model"] = std::string(1 << 20, '6'); });
   const std::string msg = error_of([&] { load_seq2seq(path); });
   INFO(msg.substr(0, 600));
-  CHECK(has(msg, path + ": model_config: key 'd_model' has the wrong type (expected an integer, got string \"666"));
+  CHECK(has(msg, path + ": model_config: key 'd_model' has the wrong type (expected an integer, "
+                        "got string \"666"));
   CHECK(has(msg, "... (1048578 bytes))"));  // the value as JSON: 2^20 digits and two quotes
   CHECK(msg.size() < 400);
   // The same for a value out of range, and for a list where a number belongs.
-  edit_config(path, [](json& c) { c["d_model"] = json::array(); for (int i = 0; i < 100000; ++i) c["d_model"].push_back(i); });
+  edit_config(path, [](json& c) {
+    c["d_model"] = json::array();
+    for (int i = 0; i < 100000; ++i) c["d_model"].push_back(i);
+  });
   const std::string list = error_of([&] { load_seq2seq(path); });
   CHECK(has(list, "key 'd_model' has the wrong type (expected an integer, got array [0,1,2,"));
   CHECK(list.size() < 400);
@@ -136,7 +146,8 @@ TEST_CASE("model file: a control character in a quoted config value shows escape
   save_model(GPT(small_gpt(true, true)), path);
   edit_config(path, [](json& c) { c["activation"] = "gelu\n\x1b[2Jrelu"; });
   const std::string msg = error_of([&] { load_gpt(path); });
-  CHECK(msg == path + ": model_config: key 'activation' is 'gelu\\n\\x1b[2Jrelu' (expected relu or gelu)");
+  CHECK(msg ==
+        path + ": model_config: key 'activation' is 'gelu\\n\\x1b[2Jrelu' (expected relu or gelu)");
   // And the model kind, from the same file's metadata.
   set_metadata(path, "model_kind", "gpt\r\n" + std::string(5000, 'k'));
   const std::string kind = error_of([&] { load_gpt(path); });
@@ -147,31 +158,42 @@ TEST_CASE("model file: a control character in a quoted config value shows escape
 
 // ---- the configuration against the tensors ---------------------------------------------
 
-TEST_CASE("check_config_fits: a config saying d_model 20000 over (13,16) tensors is refused before the model is built") {
+TEST_CASE(
+    "check_config_fits: a config saying d_model 20000 over (13,16) tensors is refused before the "
+    "model is built") {
   TempDir tmp;
   const std::string path = tmp.file("m.safetensors");
   save_model(Seq2SeqTransformer(small_seq2seq(false, false, false)), path);
   edit_config(path, [](json& c) { c["d_model"] = 20000; });  // the 24 GB model of the report
   const AllocatorStats before = allocator_stats();
   const std::string msg = error_of([&] { load_seq2seq(path); });
-  CHECK(msg == path + ": model_config key 'd_model' is 20000 but tensor 'src_embed.weight' has shape (13,16)");
+  CHECK(
+      msg ==
+      path +
+          ": model_config key 'd_model' is 20000 but tensor 'src_embed.weight' has shape (13,16)");
   // Nothing is kept, and nothing near a model's size was ever allocated (the
   // encoder's first attention alone would be 20000^2 numbers).
   const AllocatorStats after = allocator_stats();
   CHECK(after.bytes_in_use == before.bytes_in_use);
-  CHECK(after.peak_in_use <= std::max<int64_t>(before.peak_in_use, before.bytes_in_use + (64 << 20)));
+  CHECK(after.peak_in_use <=
+        std::max<int64_t>(before.peak_in_use, before.bytes_in_use + (64 << 20)));
 
   // A trainer-style file: the weights under "model.", the message names the tensor as stored.
   const std::string trained = tmp.file("run.safetensors");
   save_prefixed_gpt(GPT(small_gpt(true, true)), trained);
   edit_config(trained, [](json& c) { c["d_model"] = 20000; });
   CHECK(error_of([&] { load_gpt(trained); }) ==
-        trained + ": model_config key 'd_model' is 20000 but tensor 'model.tok_embed.weight' has shape (17,16)");
+        trained +
+            ": model_config key 'd_model' is 20000 but tensor 'model.tok_embed.weight' has shape "
+            "(17,16)");
 }
 
-TEST_CASE("check_config_fits: each size that disagrees with the tensors is refused naming the key and the tensor") {
+TEST_CASE(
+    "check_config_fits: each size that disagrees with the tensors is refused naming the key and "
+    "the tensor") {
   TempDir tmp;
-  const std::string sin_path = tmp.file("sin.safetensors"), learned_path = tmp.file("learned.safetensors"),
+  const std::string sin_path = tmp.file("sin.safetensors"),
+                    learned_path = tmp.file("learned.safetensors"),
                     gpt_path = tmp.file("gpt.safetensors");
   save_model(Seq2SeqTransformer(small_seq2seq(true, false, true)), sin_path);
   save_model(Seq2SeqTransformer(small_seq2seq(false, true, false)), learned_path);
@@ -184,30 +206,42 @@ TEST_CASE("check_config_fits: each size that disagrees with the tensors is refus
   const std::vector<Case> cases = {
       {&sin_path, [](json& c) { c["src_vocab"] = 14; },
        "model_config key 'src_vocab' is 14 but tensor 'src_embed.weight' has shape (13,16)"},
-      {&sin_path, [](json& c) { c["tgt_vocab"] = 0; }, "model_config key 'tgt_vocab' is 0: must be at least 1"},
-      {&sin_path, [](json& c) { c["d_model"] = -16; }, "model_config key 'd_model' is -16: must be at least 1"},
-      {&sin_path, [](json& c) { c["heads"] = 3; }, "model_config key 'heads' is 3, which does not divide d_model 16"},
-      {&sin_path, [](json& c) { c["heads"] = 0; }, "model_config key 'heads' is 0: must be at least 1"},
+      {&sin_path, [](json& c) { c["tgt_vocab"] = 0; },
+       "model_config key 'tgt_vocab' is 0: must be at least 1"},
+      {&sin_path, [](json& c) { c["d_model"] = -16; },
+       "model_config key 'd_model' is -16: must be at least 1"},
+      {&sin_path, [](json& c) { c["heads"] = 3; },
+       "model_config key 'heads' is 3, which does not divide d_model 16"},
+      {&sin_path, [](json& c) { c["heads"] = 0; },
+       "model_config key 'heads' is 0: must be at least 1"},
       {&sin_path, [](json& c) { c["d_ff"] = 4096; },
-       "model_config key 'd_ff' is 4096 but tensor 'encoder.layers.0.ffn.linear1.weight' has shape (32,16)"},
+       "model_config key 'd_ff' is 4096 but tensor 'encoder.layers.0.ffn.linear1.weight' has shape "
+       "(32,16)"},
       {&sin_path, [](json& c) { c["encoder_layers"] = 6; },
-       "model_config key 'encoder_layers' is 6 but the file has tensors for 1 ('encoder.layers.0.*')"},
+       "model_config key 'encoder_layers' is 6 but the file has tensors for 1 "
+       "('encoder.layers.0.*')"},
       {&sin_path, [](json& c) { c["decoder_layers"] = 1; },
-       "model_config key 'decoder_layers' is 1 but the file has tensors for 2 ('decoder.layers.0.*' to 'decoder.layers.1.*')"},
-      {&sin_path, [](json& c) { c["decoder_layers"] = 0; }, "model_config key 'decoder_layers' is 0: must be at least 1"},
+       "model_config key 'decoder_layers' is 1 but the file has tensors for 2 "
+       "('decoder.layers.0.*' to 'decoder.layers.1.*')"},
+      {&sin_path, [](json& c) { c["decoder_layers"] = 0; },
+       "model_config key 'decoder_layers' is 0: must be at least 1"},
       {&sin_path, [](json& c) { c["max_len"] = 100000; },
-       "model_config key 'max_len' is 100000: a sinusoidal table of more than 65536 positions is refused"},
+       "model_config key 'max_len' is 100000: a sinusoidal table of more than 65536 positions is "
+       "refused"},
       {&sin_path, [](json& c) { c["learned_positions"] = true; },
        "model_config key 'max_len' cannot be checked: the file has no tensor 'src_pos.weight'"},
-      {&sin_path, [](json& c) { c["dropout"] = 1.5; }, "model_config key 'dropout' is 1.5: must be in [0, 1)"},
+      {&sin_path, [](json& c) { c["dropout"] = 1.5; },
+       "model_config key 'dropout' is 1.5: must be in [0, 1)"},
       {&learned_path, [](json& c) { c["max_len"] = 4096; },
        "model_config key 'max_len' is 4096 but tensor 'src_pos.weight' has shape (16,16)"},
       {&gpt_path, [](json& c) { c["vocab"] = 1000000; },
        "model_config key 'vocab' is 1000000 but tensor 'model.tok_embed.weight' has shape (17,16)"},
       {&gpt_path, [](json& c) { c["layers"] = 3; },
-       "model_config key 'layers' is 3 but the file has tensors for 2 ('model.layers.0.*' to 'model.layers.1.*')"},
+       "model_config key 'layers' is 3 but the file has tensors for 2 ('model.layers.0.*' to "
+       "'model.layers.1.*')"},
       {&gpt_path, [](json& c) { c["d_ff"] = 33; },
-       "model_config key 'd_ff' is 33 but tensor 'model.layers.0.ffn.linear1.weight' has shape (32,16)"},
+       "model_config key 'd_ff' is 33 but tensor 'model.layers.0.ffn.linear1.weight' has shape "
+       "(32,16)"},
       {&gpt_path, [](json& c) { c["max_len"] = 65536; },
        "model_config key 'max_len' is 65536 but tensor 'model.pos_embed.weight' has shape (24,16)"},
   };
@@ -216,7 +250,8 @@ TEST_CASE("check_config_fits: each size that disagrees with the tensors is refus
     std::filesystem::copy_file(*k.path, path, std::filesystem::copy_options::overwrite_existing);
     edit_config(path, k.edit);
     const bool gpt = k.path == &gpt_path;
-    const std::string msg = error_of([&] { gpt ? (void)load_gpt(path) : (void)load_seq2seq(path); });
+    const std::string msg =
+        error_of([&] { gpt ? (void)load_gpt(path) : (void)load_seq2seq(path); });
     CHECK(msg == path + ": " + k.message);
   }
   // The unedited files load.
@@ -225,12 +260,15 @@ TEST_CASE("check_config_fits: each size that disagrees with the tensors is refus
   CHECK_NOTHROW(load_gpt(gpt_path));
 }
 
-TEST_CASE("check_config_fits: a layer count met by one stray tensor is refused by the parameter count, before the model is built") {
+TEST_CASE(
+    "check_config_fits: a layer count met by one stray tensor is refused by the parameter count, "
+    "before the model is built") {
   TempDir tmp;
   const std::string path = tmp.file("m.safetensors");
   GPT m(small_gpt(true, true));
   NamedTensors tensors = state_dict(m);
-  tensors.emplace_back("layers.999999.x", Tensor::scalar(0));  // one number claims a millionth layer
+  tensors.emplace_back("layers.999999.x",
+                       Tensor::scalar(0));  // one number claims a millionth layer
   Metadata md = model_metadata(m);
   json c = json::parse(md.at("model_config"));
   c["layers"] = 1000000;  // 2224 numbers a layer: 8.9 GB of float32
@@ -240,7 +278,8 @@ TEST_CASE("check_config_fits: a layer count met by one stray tensor is refused b
   GPTConfig claimed = small_gpt(true, true);
   claimed.layers = 1000000;
   char want[200];
-  std::snprintf(want, sizeof want, "model_config describes a model of %.0f parameters but the file holds %.0f numbers",
+  std::snprintf(want, sizeof want,
+                "model_config describes a model of %.0f parameters but the file holds %.0f numbers",
                 parameter_count(claimed), holds);
   const std::string msg = error_of([&] { load_gpt(path); });
   INFO(msg);
@@ -262,7 +301,9 @@ TEST_CASE("parameter_count is the number of numbers in named_parameters, for eve
     }
 }
 
-TEST_CASE("check_config_fits accepts every model flavour save_model writes, and the loaders rebuild it exactly") {
+TEST_CASE(
+    "check_config_fits accepts every model flavour save_model writes, and the loaders rebuild it "
+    "exactly") {
   TempDir tmp;
   const std::string path = tmp.file("m.safetensors");
   auto same = [](const Module& a, const Module& b) {
@@ -292,10 +333,17 @@ TEST_CASE("check_config_fits accepts every model flavour save_model writes, and 
     }
 }
 
-TEST_CASE("model files carry their special token ids: the decoders' defaults unless given, read back by special_tokens") {
+TEST_CASE(
+    "model files carry their special token ids: the decoders' defaults unless given, read back by "
+    "special_tokens") {
   TempDir dir;
   GPTConfig c;
-  c.vocab = 12; c.d_model = 8; c.heads = 2; c.layers = 1; c.d_ff = 16; c.max_len = 8;
+  c.vocab = 12;
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = 1;
+  c.d_ff = 16;
+  c.max_len = 8;
   c.seed = test_seed();
   GPT model(c);
   const std::string plain = dir.file("plain.safetensors"), own = dir.file("own.safetensors");
@@ -311,8 +359,12 @@ TEST_CASE("model files carry their special token ids: the decoders' defaults unl
   CHECK(s.bos == 6);
   CHECK(s.eos == 7);
   CHECK(s.unk == 8);
-  CHECK(has(error_of([&] { special_tokens({{"special_tokens", R"({"pad":0,"bos":"one","eos":2})"}}, "f.st"); }),
+  CHECK(has(error_of([&] {
+              special_tokens({{"special_tokens", R"({"pad":0,"bos":"one","eos":2})"}}, "f.st");
+            }),
             "f.st: metadata 'special_tokens': key 'bos' has the wrong type"));
-  CHECK(has(error_of([&] { special_tokens({{"special_tokens", R"({"pad":-1,"bos":1,"eos":2})"}}, "f.st"); }),
+  CHECK(has(error_of([&] {
+              special_tokens({{"special_tokens", R"({"pad":-1,"bos":1,"eos":2})"}}, "f.st");
+            }),
             "key 'pad' is -1"));
 }

@@ -52,9 +52,8 @@ Var distinct(const Shape& s) {
 }
 
 const std::vector<std::pair<Shape, Shape>> kBroadcastPairs = {
-    {{2, 3}, {2, 3}}, {{2, 3}, {3}},       {{3}, {2, 3}},       {{2, 1, 3}, {4, 1}},
-    {{4, 1}, {2, 1, 3}}, {{4, 1}, {1, 5}}, {{}, {2, 3}},        {{2, 3}, {}},
-    {{2, 3}, {2, 1}}, {{1, 1}, {3, 2}}};
+    {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{3}, {2, 3}}, {{2, 1, 3}, {4, 1}}, {{4, 1}, {2, 1, 3}},
+    {{4, 1}, {1, 5}}, {{}, {2, 3}},  {{2, 3}, {}},  {{2, 3}, {2, 1}},    {{1, 1}, {3, 2}}};
 }  // namespace
 
 // ---- binary elementwise with broadcasting -----------------------------------------
@@ -195,12 +194,12 @@ TEST_CASE("gradcheck softmax and log_softmax over the last axis") {
 
 TEST_CASE("gradcheck matmul 2-D, batched, and with broadcast batch dims") {
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{3, 4}, {4, 2}},          // 2-D
-      {{2, 3, 4}, {2, 4, 5}},    // batched (B, M, K) x (B, K, N)
-      {{2, 3, 4}, {4, 5}},       // one weight for the batch
-      {{3, 4}, {2, 4, 5}},       // one left matrix for the batch
-      {{2, 1, 3, 4}, {3, 4, 2}}, // (2,1,M,K) x (3,K,N) -> (2,3,M,N)
-      {{1, 3, 4}, {2, 4, 2}},    // batch of 1 broadcast whole
+      {{3, 4}, {4, 2}},           // 2-D
+      {{2, 3, 4}, {2, 4, 5}},     // batched (B, M, K) x (B, K, N)
+      {{2, 3, 4}, {4, 5}},        // one weight for the batch
+      {{3, 4}, {2, 4, 5}},        // one left matrix for the batch
+      {{2, 1, 3, 4}, {3, 4, 2}},  // (2,1,M,K) x (3,K,N) -> (2,3,M,N)
+      {{1, 3, 4}, {2, 4, 2}},     // batch of 1 broadcast whole
       {{2, 2, 3, 4}, {2, 1, 4, 3}}};
   for (const auto& [sa, sb] : cases) {
     INFO(to_string(sa) << " x " << to_string(sb));
@@ -252,8 +251,7 @@ TEST_CASE("gradcheck reshape (with -1), transpose and permute") {
 
 TEST_CASE("gradcheck a 2-layer MLP: matmul + bias + tanh + matmul + mean squared error") {
   // x (B=4, 3) -> h = tanh(x W1 + b1) (4, 5) -> y = h W2 + b2 (4, 2); L = mean((y - t)^2)
-  Var x = randn({4, 3}), W1 = randn({3, 5}), b1 = randn({5}), W2 = randn({5, 2}),
-      b2 = randn({2});
+  Var x = randn({4, 3}), W1 = randn({3, 5}), b1 = randn({5}), W2 = randn({5, 2}), b2 = randn({2});
   const Tensor target = Tensor::normal({4, 2}, 0, 1, gen());
   auto mlp = [target](const std::vector<Var>& v) {
     Var h = tanh(matmul(v[0], v[1]) + v[2]);  // (4,3) x (3,5) + (5) -> (4,5)
@@ -278,7 +276,7 @@ TEST_CASE("gradcheck a softmax-attention-like composite") {
   check_grad(
       [](const std::vector<Var>& in) {
         Var p = softmax(matmul(in[0], in[1], false, true) * real(0.5));  // (2,3,3)
-        return matmul(p, in[2]);                                        // (2,3,4)
+        return matmul(p, in[2]);                                         // (2,3,4)
       },
       {q, k, v});
 }
@@ -322,8 +320,8 @@ TEST_CASE("gradcheck FAILS on a deliberately wrong gradient and names the input 
   CHECK(r.report.find("input 1") != std::string::npos);
   CHECK(r.report.find("element 4") != std::string::npos);
   // Wrong everywhere: the first element of the only input fails.
-  GradcheckResult all = gradcheck(
-      [](const std::vector<Var>& v) { return wrong_triple(v[0], -1); }, {a});
+  GradcheckResult all =
+      gradcheck([](const std::vector<Var>& v) { return wrong_triple(v[0], -1); }, {a});
   CHECK_FALSE(all.ok);
   CHECK(all.fail_input == 0);
   CHECK(all.fail_index == 0);

@@ -51,8 +51,8 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 
 // max |got - want|, after checking the shapes agree.
 double worst_abs_diff(const Tensor& got, const Tensor& want) {
-  REQUIRE_MESSAGE(got.shape() == want.shape(),
-                  to_string(got.shape()) << " vs " << to_string(want.shape()));
+  REQUIRE_MESSAGE(got.shape() == want.shape(), to_string(got.shape())
+                                                   << " vs " << to_string(want.shape()));
   double worst = 0;
   for (int64_t i = 0; i < got.numel(); ++i) {
     const double d = std::fabs(double(got.data()[i]) - double(want.data()[i]));
@@ -159,7 +159,8 @@ TEST_CASE("Adam weight_decay is coupled L2 (added to g); AdamW decays p before t
   CHECK(w.item() == doctest::Approx(2.08).epsilon(1e-6));
 }
 
-TEST_CASE("AdamW defaults to weight_decay 0.01 and AdamOptions::paper to betas (0.9, 0.98), eps 1e-9") {
+TEST_CASE(
+    "AdamW defaults to weight_decay 0.01 and AdamOptions::paper to betas (0.9, 0.98), eps 1e-9") {
   Var p = param({1});
   AdamW w({p});
   CHECK(w.options().weight_decay == doctest::Approx(0.01));
@@ -204,12 +205,15 @@ std::unique_ptr<Optimizer> make_from_metadata(const TensorFile& f, const std::st
                 real(std::stod(betas.substr(comma + 1))), meta_real(f, key + ".eps"), wd};
   if (kind == "Adam") return std::make_unique<Adam>(std::vector<Var>{p}, o);
   REQUIRE(kind == "AdamW");
-  return std::make_unique<AdamW>(std::vector<Var>{p}, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+  return std::make_unique<AdamW>(std::vector<Var>{p}, o.lr, o.beta1, o.beta2, o.eps,
+                                 o.weight_decay);
 }
 
 }  // namespace
 
-TEST_CASE("Adam, Adam+L2, AdamW, SGD momentum and SGD nesterov+wd follow PyTorch's 3-step trajectories to 1e-6") {
+TEST_CASE(
+    "Adam, Adam+L2, AdamW, SGD momentum and SGD nesterov+wd follow PyTorch's 3-step trajectories "
+    "to 1e-6") {
   const TensorFile f = load_fixture("adam.safetensors");
   REQUIRE(f.metadata.at("steps") == "3");
   for (const char* key : {"adam", "adam_l2", "adamw", "sgd_mom", "sgd_nesterov"}) {
@@ -229,7 +233,9 @@ TEST_CASE("Adam, Adam+L2, AdamW, SGD momentum and SGD nesterov+wd follow PyTorch
 
 // ---- gradients that are missing, zero_grad ---------------------------------------
 
-TEST_CASE("step skips a parameter without a grad, and its first update later uses bias correction t = 1") {
+TEST_CASE(
+    "step skips a parameter without a grad, and its first update later uses bias correction t = "
+    "1") {
   Var a = param({1, 2}), b = param({3, -4});
   Adam opt({a, b}, AdamOptions{0.1, 0.9, 0.999, 1e-8, 0});
   set_grad(a, {0.5, 0.5});
@@ -394,14 +400,17 @@ void check_resume(Factory make, Transfer transfer) {
     a->step();
     b->step();
   }
-  for (size_t i = 0; i < copies.size(); ++i) CHECK(bitwise_equal(prob.params[i].data(), copies[i].data()));
+  for (size_t i = 0; i < copies.size(); ++i)
+    CHECK(bitwise_equal(prob.params[i].data(), copies[i].data()));
   CHECK(b->step_count() == 6);
 }
 
 }  // namespace
 
-TEST_CASE("state_dict round trip: a fresh optimizer loaded with A's state continues bitwise like A") {
-  for (Factory make : {make_adam, make_adamw, make_sgd_nesterov, make_sgd_dampened, make_sgd_plain}) {
+TEST_CASE(
+    "state_dict round trip: a fresh optimizer loaded with A's state continues bitwise like A") {
+  for (Factory make :
+       {make_adam, make_adamw, make_sgd_nesterov, make_sgd_dampened, make_sgd_plain}) {
     check_resume(make, [](Optimizer& a, Optimizer& b) {
       CAPTURE(a.name());
       b.load_state_dict(a.state_dict());
@@ -463,7 +472,9 @@ TEST_CASE("state_dict saved before the first step loads and clears the state") {
   CHECK(used.state_dict().size() == 2);
 }
 
-TEST_CASE("load_state_dict rejects a wrong parameter count, shapes, and missing, unknown or duplicate entries") {
+TEST_CASE(
+    "load_state_dict rejects a wrong parameter count, shapes, and missing, unknown or duplicate "
+    "entries") {
   Problem prob(test_seed());
   Adam src(prob.params);
   apply_grads(prob.params, prob.grads[0]);
@@ -480,17 +491,19 @@ TEST_CASE("load_state_dict rejects a wrong parameter count, shapes, and missing,
   auto unchanged = [&] {
     const NamedTensors now = dst.state_dict();
     REQUIRE(now.size() == dst_before.size());
-    for (size_t i = 0; i < now.size(); ++i) CHECK(bitwise_equal(now[i].second, dst_before[i].second));
+    for (size_t i = 0; i < now.size(); ++i)
+      CHECK(bitwise_equal(now[i].second, dst_before[i].second));
     CHECK(dst.step_count() == 2);
   };
 
   SUBCASE("more parameters in the dict than in the optimizer") {
     Var only(prob.params[0].data().clone(), true);
     Adam one({only});
-    CHECK_THROWS_WITH_AS(one.load_state_dict(good),
-                         doctest::Contains("Adam.load_state_dict: entry \"param_steps\": shape (2), "
-                                           "but this optimizer has 1 parameters"),
-                         Error);
+    CHECK_THROWS_WITH_AS(
+        one.load_state_dict(good),
+        doctest::Contains("Adam.load_state_dict: entry \"param_steps\": shape (2), "
+                          "but this optimizer has 1 parameters"),
+        Error);
   }
   SUBCASE("fewer parameters in the dict than in the optimizer") {
     std::vector<Var> three = prob.copies();
@@ -502,9 +515,9 @@ TEST_CASE("load_state_dict rejects a wrong parameter count, shapes, and missing,
     NamedTensors bad = good;
     for (auto& [n, t] : bad)
       if (n == "exp_avg_sq.0") t = Tensor::zeros({3, 2});
-    CHECK_THROWS_WITH_AS(dst.load_state_dict(bad),
-                         doctest::Contains("entry \"exp_avg_sq.0\": shape (3,2) != parameter 0 shape (2,3)"),
-                         Error);
+    CHECK_THROWS_WITH_AS(
+        dst.load_state_dict(bad),
+        doctest::Contains("entry \"exp_avg_sq.0\": shape (3,2) != parameter 0 shape (2,3)"), Error);
     unchanged();
   }
   SUBCASE("a missing buffer") {
@@ -517,26 +530,28 @@ TEST_CASE("load_state_dict rejects a wrong parameter count, shapes, and missing,
   }
   SUBCASE("a missing step") {
     NamedTensors bad(good.begin() + 1, good.end());
-    CHECK_THROWS_WITH_AS(dst.load_state_dict(bad), doctest::Contains("missing entry \"step\""), Error);
+    CHECK_THROWS_WITH_AS(dst.load_state_dict(bad), doctest::Contains("missing entry \"step\""),
+                         Error);
     unchanged();
   }
   SUBCASE("an entry of another optimizer kind") {
     NamedTensors bad = good;
     bad.emplace_back("momentum.0", Tensor::zeros({2, 3}));
-    CHECK_THROWS_WITH_AS(dst.load_state_dict(bad), doctest::Contains("entry \"momentum.0\": unknown name"),
-                         Error);
+    CHECK_THROWS_WITH_AS(dst.load_state_dict(bad),
+                         doctest::Contains("entry \"momentum.0\": unknown name"), Error);
     unchanged();
     // And Adam's state into SGD with momentum.
     SGD sgd(prob.copies(), 0.1, 0.9);
-    CHECK_THROWS_WITH_AS(sgd.load_state_dict(good),
-                         doctest::Contains("SGD.load_state_dict: entry \"exp_avg.0\": unknown name"),
-                         Error);
+    CHECK_THROWS_WITH_AS(
+        sgd.load_state_dict(good),
+        doctest::Contains("SGD.load_state_dict: entry \"exp_avg.0\": unknown name"), Error);
   }
   SUBCASE("an index past the parameter count") {
     NamedTensors bad = good;
     bad.emplace_back("exp_avg.7", Tensor::zeros({2, 3}));
     CHECK_THROWS_WITH_AS(dst.load_state_dict(bad),
-                         doctest::Contains("entry \"exp_avg.7\": parameter index 7 out of range"), Error);
+                         doctest::Contains("entry \"exp_avg.7\": parameter index 7 out of range"),
+                         Error);
     unchanged();
   }
   SUBCASE("a duplicate entry") {
@@ -553,7 +568,9 @@ TEST_CASE("load_state_dict rejects a wrong parameter count, shapes, and missing,
   }
 }
 
-TEST_CASE("Adam and AdamW refuse a negative second moment on load, naming the entry, the index and the value, and change nothing") {
+TEST_CASE(
+    "Adam and AdamW refuse a negative second moment on load, naming the entry, the index and the "
+    "value, and change nothing") {
   // sqrt of a negative exp_avg_sq is NaN: one step with such a state turned
   // every parameter it touched to NaN.
   for (Factory make : {make_adam, make_adamw}) {
@@ -579,9 +596,14 @@ TEST_CASE("Adam and AdamW refuse a negative second moment on load, naming the en
     };
     const std::string opt = dst->name();
     CHECK(error_of([&] { dst->load_state_dict(with("exp_avg_sq.0", 5, real(-0.5))); }) ==
-          opt + ".load_state_dict: entry \"exp_avg_sq.0\": holds -0.5 at index (1,2) of shape (2,3) "
-                "(1 negative value in it); " + opt + "'s \"exp_avg_sq\" is never negative");
-    CHECK(has(error_of([&] { dst->load_state_dict(with("exp_avg_sq.1", 3, -std::numeric_limits<real>::infinity())); }),
+          opt +
+              ".load_state_dict: entry \"exp_avg_sq.0\": holds -0.5 at index (1,2) of shape (2,3) "
+              "(1 negative value in it); " +
+              opt + "'s \"exp_avg_sq\" is never negative");
+    CHECK(has(error_of([&] {
+                dst->load_state_dict(
+                    with("exp_avg_sq.1", 3, -std::numeric_limits<real>::infinity()));
+              }),
               "entry \"exp_avg_sq.1\": holds -inf at index (3) of shape (4)"));
     // Nothing changed: the state and the parameters are as before.
     const NamedTensors now = dst->state_dict();
@@ -598,18 +620,22 @@ TEST_CASE("Adam and AdamW refuse a negative second moment on load, naming the en
   }
 }
 
-TEST_CASE("load_state_dict refuses a step count that is negative or not a whole number, in \"step\" and \"param_steps\"") {
+TEST_CASE(
+    "load_state_dict refuses a step count that is negative or not a whole number, in \"step\" and "
+    "\"param_steps\"") {
   Problem prob(test_seed());
   Adam src(prob.params);
   apply_grads(prob.params, prob.grads[0]);
   src.step();
   std::vector<Var> copies = prob.copies();
   Adam dst(copies);
-  for (real bad : {real(-1), real(2.5), std::numeric_limits<real>::quiet_NaN(), std::numeric_limits<real>::infinity()}) {
+  for (real bad : {real(-1), real(2.5), std::numeric_limits<real>::quiet_NaN(),
+                   std::numeric_limits<real>::infinity()}) {
     CAPTURE(bad);
     NamedTensors st = src.state_dict();
     st[0].second = Tensor::from_vector({bad});
-    CHECK(has(error_of([&] { dst.load_state_dict(st); }), "Adam.load_state_dict: entry \"step\": expected a step count"));
+    CHECK(has(error_of([&] { dst.load_state_dict(st); }),
+              "Adam.load_state_dict: entry \"step\": expected a step count"));
     st = src.state_dict();
     st[1].second = Tensor::from_vector({1, bad});
     CHECK(has(error_of([&] { dst.load_state_dict(st); }),
@@ -625,24 +651,26 @@ TEST_CASE("load_state_dict refuses a step count that is negative or not a whole 
 TEST_CASE("optimizers reject empty, duplicate or non-leaf parameters and bad hyperparameters") {
   Var p = param({1, 2});
   CHECK_THROWS_WITH_AS(SGD({}, 0.1), doctest::Contains("SGD: got an empty parameter list"), Error);
-  CHECK_THROWS_WITH_AS(Adam({p, p}), doctest::Contains("parameters 0 and 1 are the same Var"), Error);
+  CHECK_THROWS_WITH_AS(Adam({p, p}), doctest::Contains("parameters 0 and 1 are the same Var"),
+                       Error);
   Var nonleaf = p * real(2);
   CHECK_THROWS_WITH_AS(Adam({nonleaf}), doctest::Contains("is not a leaf"), Error);
   CHECK_THROWS_WITH_AS(SGD({p}, -0.1), doctest::Contains("SGD: lr must be finite and >= 0"), Error);
-  CHECK_THROWS_WITH_AS(SGD({p}, 0.1, 0, 0, /*nesterov=*/true), doctest::Contains("momentum must be > 0 with nesterov"),
-                       Error);
-  CHECK_THROWS_WITH_AS(SGD({p}, 0.1, 0.9, 0, true, 0.1), doctest::Contains("dampening must be 0 with nesterov"),
-                       Error);
+  CHECK_THROWS_WITH_AS(SGD({p}, 0.1, 0, 0, /*nesterov=*/true),
+                       doctest::Contains("momentum must be > 0 with nesterov"), Error);
+  CHECK_THROWS_WITH_AS(SGD({p}, 0.1, 0.9, 0, true, 0.1),
+                       doctest::Contains("dampening must be 0 with nesterov"), Error);
   CHECK_THROWS_WITH_AS(Adam({p}, AdamOptions{0.1, 1.0, 0.999, 1e-8, 0}),
                        doctest::Contains("Adam: beta1 must be in [0, 1)"), Error);
   // One set of defaults however an AdamW is made (torch.optim.AdamW's weight decay 0.01).
   CHECK(AdamW({p}).options().weight_decay == AdamW({p}, AdamWOptions{}).options().weight_decay);
   CHECK(AdamW({p}).options().weight_decay == AdamW({p}, real(1e-3)).options().weight_decay);
   CHECK(AdamW({p}).options().weight_decay == doctest::Approx(0.01));
-  CHECK_THROWS_WITH_AS(AdamW({p}, 0.1, 0.9, -0.5), doctest::Contains("AdamW: beta2 must be in [0, 1)"),
-                       Error);
+  CHECK_THROWS_WITH_AS(AdamW({p}, 0.1, 0.9, -0.5),
+                       doctest::Contains("AdamW: beta2 must be in [0, 1)"), Error);
   CHECK_THROWS_WITH_AS(Adam({p}, 0.1, 0.9, 0.999, -1.0), doctest::Contains("eps"), Error);
-  CHECK_THROWS_WITH_AS(AdamW({p}, 0.1, 0.9, 0.999, 1e-8, -0.01), doctest::Contains("weight_decay"), Error);
+  CHECK_THROWS_WITH_AS(AdamW({p}, 0.1, 0.9, 0.999, 1e-8, -0.01), doctest::Contains("weight_decay"),
+                       Error);
 }
 
 TEST_CASE("step with a NaN lr or a gradient of the wrong shape throws and changes nothing") {
@@ -654,9 +682,9 @@ TEST_CASE("step with a NaN lr or a gradient of the wrong shape throws and change
   CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("Adam: lr must be finite and >= 0"), Error);
   opt.lr = 0.1;
   b.impl()->grad = Tensor::zeros({2});
-  CHECK_THROWS_WITH_AS(opt.step(),
-                       doctest::Contains("Adam.step: parameter 1 of shape (1) has a gradient of shape (2)"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      opt.step(),
+      doctest::Contains("Adam.step: parameter 1 of shape (1) has a gradient of shape (2)"), Error);
   CHECK(a.data().to_vector() == std::vector<real>{1, 2});
   CHECK(opt.step_count() == 0);
 }
@@ -688,7 +716,8 @@ TEST_CASE("clip_grad_norm leaves grads below max_norm untouched") {
   CHECK(bitwise_equal(a.grad(), before));
 }
 
-TEST_CASE("clip_grad_norm over a large gradient matches a double-precision sum and clips to max_norm") {
+TEST_CASE(
+    "clip_grad_norm over a large gradient matches a double-precision sum and clips to max_norm") {
   const int64_t n = 5 * kParallelGrain + 3;
   Generator gen = test_generator();
   Var a(Tensor::zeros({n}), true);
@@ -703,12 +732,13 @@ TEST_CASE("clip_grad_norm over a large gradient matches a double-precision sum a
   CHECK(std::sqrt(after) == doctest::Approx(2).epsilon(1e-5));
 }
 
-TEST_CASE("clip_grad_norm returns a non-finite norm without touching the grads; bad max_norm throws") {
+TEST_CASE(
+    "clip_grad_norm returns a non-finite norm without touching the grads; bad max_norm throws") {
   Var a = param({0, 0});
   set_grad(a, {1, INFINITY});
   CHECK(std::isinf(clip_grad_norm({a}, 1)));
   CHECK(a.grad().at({0}) == 1);
-  CHECK_THROWS_WITH_AS(clip_grad_norm({a}, 0), doctest::Contains("clip_grad_norm: max_norm must be finite and > 0"),
-                       Error);
+  CHECK_THROWS_WITH_AS(clip_grad_norm({a}, 0),
+                       doctest::Contains("clip_grad_norm: max_norm must be finite and > 0"), Error);
   CHECK_THROWS_WITH_AS(clip_grad_norm({a}, -1), doctest::Contains("max_norm"), Error);
 }

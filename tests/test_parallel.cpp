@@ -83,7 +83,11 @@ TEST_CASE("parallel_for covers [0, n) exactly once with 2 threads") {
   CHECK(once);
   // Below the grain, and n = 0, run on the caller (or not at all).
   int calls = 0;
-  parallel_for(10, [&](int64_t b, int64_t e) { calls++; CHECK(b == 0); CHECK(e == 10); });
+  parallel_for(10, [&](int64_t b, int64_t e) {
+    calls++;
+    CHECK(b == 0);
+    CHECK(e == 10);
+  });
   CHECK(calls == 1);
   parallel_for(0, [&](int64_t, int64_t) { calls++; });
   CHECK(calls == 1);
@@ -101,12 +105,20 @@ TEST_CASE("large elementwise ops give bitwise identical results with 1 and 2 thr
       {"exp", [&] { return exp(a); }},
       {"tanh", [&] { return tanh(a); }},
       {"sigmoid", [&] { return sigmoid(a); }},
-      {"add broadcast (1024,1024)+(1024)", [&] { return add(a.reshape({1024, 1024}), row); }},
+      {"add broadcast (1024,1024)+(1024)",
+       [&] {
+         return add(a.reshape({1024, 1024}), row);
+       }},
       {"gelu_backward", [&] { return gelu_backward(b, a); }},
       {"fill_", [&] { return Tensor::empty({kBig}).fill_(real(0.25)); }},
       {"add_", [&] { return a.clone().add_(b, real(0.5)); }},
-      {"permute", [&] { return permute(a.reshape({64, 128, 128}), {2, 0, 1}); }},
-      {"softmax rows", [&] { return softmax(a.reshape({4096, 256})); }}};
+      {"permute",
+       [&] {
+         return permute(a.reshape({64, 128, 128}), {2, 0, 1});
+       }},
+      {"softmax rows", [&] {
+         return softmax(a.reshape({4096, 256}));
+       }}};
   for (const auto& [name, f] : ops) {
     INFO(name);
     auto [one, two] = with_1_and_2_threads(f);
@@ -197,7 +209,9 @@ TEST_CASE("TeamPolicy keeps the team while its regions wait little, and through 
   CHECK(p.use_team(region.now));
 }
 
-TEST_CASE("TeamPolicy benches the team after a window that waited more than it worked, four times longer after each failed try") {
+TEST_CASE(
+    "TeamPolicy benches the team after a window that waited more than it worked, four times longer "
+    "after each failed try") {
   TeamPolicy p;
   const TeamPolicy::Params d;
   Regions region{p, 1000 * kMs};
@@ -288,13 +302,14 @@ TEST_CASE("a benched team: parallel_for runs the same chunks, in turn, on the ca
   CHECK(team_once);
   CHECK(alone_once);
   CHECK(team.size() == 2);
-  CHECK(alone == team);        // same (begin, end, slot) chunks
-  CHECK(alone_threads == 1);   // all on the calling thread
-  set_num_threads(2);          // resets the policy
+  CHECK(alone == team);       // same (begin, end, slot) chunks
+  CHECK(alone_threads == 1);  // all on the calling thread
+  set_num_threads(2);         // resets the policy
   CHECK(plan_team().team);
 }
 
-TEST_CASE("run_parts in turn acts as a region: nested calls run on the caller, slots are the parts") {
+TEST_CASE(
+    "run_parts in turn acts as a region: nested calls run on the caller, slots are the parts") {
   ThreadScope ts(2);
   std::vector<int> slot_of_part(2, -1), nested_calls(2, 0);
   std::vector<bool> inside(2, false);

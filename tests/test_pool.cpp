@@ -44,7 +44,7 @@ TEST_CASE("containers and shared objects on the pool reuse their blocks once war
   auto round = [] {
     PoolVector<int64_t> v;
     for (int64_t i = 0; i < 300; ++i) v.push_back(i);  // grows through several classes
-    auto s = make_pooled<std::vector<int>>(5, 7);       // the vector inside is std::allocator's
+    auto s = make_pooled<std::vector<int>>(5, 7);      // the vector inside is std::allocator's
     CHECK(v[299] == 299);
     CHECK((*s)[4] == 7);
   };

@@ -20,17 +20,30 @@ TEST_CASE("LearnedPositionalEmbedding rejects T > max_len, naming T and max_len"
   Generator g = test_generator();
   nn::LearnedPositionalEmbedding pos(5, 4, g);
   check_error([&] { pos(Var(Tensor::zeros({2, 7, 4}))); }, {"T = 7", "max_len = 5"});
-  check_error([&] { pos(Var(Tensor::zeros({2, 3, 6}))); }, {"LearnedPositionalEmbedding", "(2,3,6)"});
+  check_error(
+      [&] {
+        pos(Var(Tensor::zeros({2, 3, 6})));
+      },
+      {"LearnedPositionalEmbedding", "(2,3,6)"});
 }
 
 TEST_CASE("SinusoidalPositionalEncoding rejects an input whose last dim is not D") {
   nn::SinusoidalPositionalEncoding pe(8);
-  check_error([&] { pe(Var(Tensor::zeros({2, 3, 6}))); }, {"SinusoidalPositionalEncoding", "(2,3,6)", "D = 8"});
-  check_error([&] { nn::add_positions(Var(Tensor::zeros({2, 6, 4})), Var(Tensor::zeros({5, 4}))); },
-              {"add_positions", "(2,6,4)", "(5,4)"});
+  check_error(
+      [&] {
+        pe(Var(Tensor::zeros({2, 3, 6})));
+      },
+      {"SinusoidalPositionalEncoding", "(2,3,6)", "D = 8"});
+  check_error(
+      [&] {
+        nn::add_positions(Var(Tensor::zeros({2, 6, 4})), Var(Tensor::zeros({5, 4})));
+      },
+      {"add_positions", "(2,6,4)", "(5,4)"});
 }
 
-TEST_CASE("sinusoidal table: PE(0) = [0,1,0,1,...], PE(1,0) = sin(1), PE(1,1) = cos(1), PE(pos,2i) formula") {
+TEST_CASE(
+    "sinusoidal table: PE(0) = [0,1,0,1,...], PE(1,0) = sin(1), PE(1,1) = cos(1), PE(pos,2i) "
+    "formula") {
   const int64_t D = 16;
   nn::SinusoidalPositionalEncoding pe(D, 32);
   Tensor t = pe.table(32);
@@ -47,7 +60,8 @@ TEST_CASE("sinusoidal table: PE(0) = [0,1,0,1,...], PE(1,0) = sin(1), PE(1,1) = 
   CHECK(t.at({31, 14}) == doctest::Approx(std::sin(slow)).epsilon(1e-7));
 }
 
-TEST_CASE("SinusoidalPositionalEncoding adds PE[:T] to every batch row, gradient passes to x unchanged") {
+TEST_CASE(
+    "SinusoidalPositionalEncoding adds PE[:T] to every batch row, gradient passes to x unchanged") {
   nn::SinusoidalPositionalEncoding pe(6, 10);
   Generator g = test_generator();
   Var x(Tensor::normal({3, 4, 6}, 0, 1, g), true);
@@ -55,7 +69,8 @@ TEST_CASE("SinusoidalPositionalEncoding adds PE[:T] to every batch row, gradient
   Tensor t = pe.table(4);
   for (int64_t b = 0; b < 3; ++b)
     for (int64_t s = 0; s < 4; ++s)
-      for (int64_t j = 0; j < 6; ++j) CHECK(y.data().at({b, s, j}) == x.data().at({b, s, j}) + t.at({s, j}));
+      for (int64_t j = 0; j < 6; ++j)
+        CHECK(y.data().at({b, s, j}) == x.data().at({b, s, j}) + t.at({s, j}));
   Tensor up = Tensor::normal({3, 4, 6}, 0, 1, g);
   y.backward(up);
   CHECK(max_abs_diff(x.grad(), up) == 0);
@@ -75,7 +90,9 @@ TEST_CASE("SinusoidalPositionalEncoding grows its table for a sequence longer th
   CHECK(max_abs_diff(pe.table(11), fresh.table(11)) == 0);
 }
 
-TEST_CASE("LearnedPositionalEmbedding adds weight[:T] and sends the batch-summed gradient to those rows") {
+TEST_CASE(
+    "LearnedPositionalEmbedding adds weight[:T] and sends the batch-summed gradient to those "
+    "rows") {
   Generator g = test_generator();
   nn::LearnedPositionalEmbedding pos(6, 3, g);
   REQUIRE(pos.named_parameters().size() == 1);

@@ -77,8 +77,7 @@ TEST_CASE("negative axes count from the end") {
 TEST_CASE("mean over an axis divides the sum by that axis' length") {
   Tensor x = cube();
   check_values(mean(x, 2), {2, 3}, {1.5, 11.5, 21.5, 101.5, 111.5, 121.5});
-  check_values(mean(x, 0, true), {1, 3, 4},
-               {50, 51, 52, 53, 60, 61, 62, 63, 70, 71, 72, 73});
+  check_values(mean(x, 0, true), {1, 3, 4}, {50, 51, 52, 53, 60, 61, 62, 63, 70, 71, 72, 73});
   check_values(mean(x, 1), {2, 4}, {10, 11, 12, 13, 110, 111, 112, 113});
 }
 
@@ -139,9 +138,12 @@ TEST_CASE("a bad axis is an error naming the op, the axis and the shape") {
     const std::string o = op;
     for (int axis : {2, -3}) {
       const std::string msg = error_of([&] {
-        if (o == "sum") sum(x, axis);
-        else if (o == "mean") mean(x, axis);
-        else max(x, axis);
+        if (o == "sum")
+          sum(x, axis);
+        else if (o == "mean")
+          mean(x, axis);
+        else
+          max(x, axis);
       });
       INFO(msg);
       CHECK(has(msg, o + ": axis " + std::to_string(axis)));
@@ -160,8 +162,8 @@ TEST_CASE("a bad axis is an error naming the op, the axis and the shape") {
 TEST_CASE("softmax([1,0,1,0]) = [0.366, 0.134, 0.366, 0.134]") {
   Tensor y = softmax(Tensor::from_vector({1, 0, 1, 0}));
   // e / (2e + 2) and 1 / (2e + 2)
-  check_values(y, {4}, {0.36552928931500245, 0.13447071068499755, 0.36552928931500245,
-                        0.13447071068499755});
+  check_values(
+      y, {4}, {0.36552928931500245, 0.13447071068499755, 0.36552928931500245, 0.13447071068499755});
   CHECK(y.at({0}) == doctest::Approx(0.366).epsilon(1e-3));
   CHECK(y.at({1}) == doctest::Approx(0.134).epsilon(1e-3));
 }
@@ -255,7 +257,8 @@ TEST_CASE("softmax_rows over many rows (parallel) matches row-by-row results") {
 // block holds many rows, one row, or a row longer than a block, and a fully
 // masked row in the middle of a block must give zeros without touching its
 // neighbours.
-TEST_CASE("softmax_rows in blocks: short, odd and longer-than-a-block rows, masked rows mid-block") {
+TEST_CASE(
+    "softmax_rows in blocks: short, odd and longer-than-a-block rows, masked rows mid-block") {
   Generator g = test_generator();
   for (int64_t n : {1, 3, 12, 37, 2049, 5000}) {
     const int64_t rows = std::max<int64_t>(3, 6000 / n);

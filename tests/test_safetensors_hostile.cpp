@@ -76,7 +76,8 @@ std::string one_tensor(const std::string& shape, uint64_t end, const std::string
 // did not grow (nothing was allocated for a refused header).
 void expect_refused(const std::string& bytes, const std::string& fragment, bool names_w = true) {
   const int64_t before = allocator_stats().bytes_in_use;
-  const std::string msg = error_of([&] { parse_safetensors(bytes.data(), bytes.size(), "hostile.st"); });
+  const std::string msg =
+      error_of([&] { parse_safetensors(bytes.data(), bytes.size(), "hostile.st"); });
   INFO("message: " << msg);
   CHECK(has(msg, "parse_safetensors: hostile.st: "));
   if (names_w) CHECK(has(msg, "tensor 'w'"));
@@ -114,7 +115,8 @@ TEST_CASE("hostile: a FIFO is refused at once (no blocking open, no read) naming
   CHECK(has(msg, "not a regular file"));
 }
 
-TEST_CASE("hostile: /dev/zero (endless) and /dev/null are refused as character devices naming the file") {
+TEST_CASE(
+    "hostile: /dev/zero (endless) and /dev/null are refused as character devices naming the file") {
   for (const char* dev : {"/dev/zero", "/dev/null"}) {
     CAPTURE(dev);
     const std::string msg = error_of([&] { read_safetensors(dev); });
@@ -140,7 +142,8 @@ TEST_CASE("hostile: a directory and a Unix socket are refused naming the file") 
   CHECK(has(msg, "read_safetensors: " + sock_path + ": "));
 }
 
-TEST_CASE("hostile: a symlink to a valid file reads (control: the regular-file test follows links)") {
+TEST_CASE(
+    "hostile: a symlink to a valid file reads (control: the regular-file test follows links)") {
   TempDir tmp;
   const std::string real_file = tmp.file("real.safetensors");
   write_safetensors(real_file, {{"x", Tensor::from_vector({1, 2, 3})}});
@@ -154,7 +157,9 @@ TEST_CASE("hostile: a symlink to a valid file reads (control: the regular-file t
 // sees exactly what it sees when a writer appends to or truncates a file while
 // it reads, but deterministically.
 
-TEST_CASE("hostile: a file longer than its stat size (it grew while being read) is refused naming the file") {
+TEST_CASE(
+    "hostile: a file longer than its stat size (it grew while being read) is refused naming the "
+    "file") {
   const std::string path = "/proc/self/status";  // stat size 0, content hundreds of bytes
   struct stat st {};
   REQUIRE(::stat(path.c_str(), &st) == 0);
@@ -165,7 +170,9 @@ TEST_CASE("hostile: a file longer than its stat size (it grew while being read) 
   CHECK(has(msg, "its size was 0 bytes"));
 }
 
-TEST_CASE("hostile: a file shorter than its stat size (it shrank while being read) is refused naming the file") {
+TEST_CASE(
+    "hostile: a file shorter than its stat size (it shrank while being read) is refused naming the "
+    "file") {
   // sysfs attributes report 4096 bytes and hold a few.
   const std::string path = "/sys/devices/system/cpu/online";
   struct stat st {};
@@ -180,7 +187,8 @@ TEST_CASE("hostile: a file shorter than its stat size (it shrank while being rea
 
 // ---- headers that claim more than the file holds -------------------------------------
 
-TEST_CASE("hostile: numel fits in 64 bits but numel * dtype size does not: refused before allocating") {
+TEST_CASE(
+    "hostile: numel fits in 64 bits but numel * dtype size does not: refused before allocating") {
   // 2^31 * 2^31 = 2^62 elements; times 4 bytes = 2^64.
   expect_refused(st_file(one_tensor("[2147483648,2147483648]", 8), std::string(8, '\0')),
                  "more than 2^64");
@@ -191,7 +199,9 @@ TEST_CASE("hostile: numel fits in 64 bits but numel * dtype size does not: refus
                  "more than 2^64");
 }
 
-TEST_CASE("hostile: a product of dims that overflows 64 bits on its own is refused, however it is split") {
+TEST_CASE(
+    "hostile: a product of dims that overflows 64 bits on its own is refused, however it is "
+    "split") {
   // 2^16 ^ 4 = 2^64 elements: the overflow happens in the last multiplication.
   expect_refused(st_file(one_tensor("[65536,65536,65536,65536]", 8), std::string(8, '\0')),
                  "more than 2^64");
@@ -201,15 +211,20 @@ TEST_CASE("hostile: a product of dims that overflows 64 bits on its own is refus
   expect_refused(st_file(one_tensor("[4294967296,4294967296]", 0)), "more than 2^64");
 }
 
-TEST_CASE("hostile: sizes that fit in 64 bits but exceed the data section are refused with the byte count") {
+TEST_CASE(
+    "hostile: sizes that fit in 64 bits but exceed the data section are refused with the byte "
+    "count") {
   // 3 * 2^61 elements * 2 bytes = 3 * 2^62 bytes: no overflow in uint64, far beyond the file.
   expect_refused(st_file(one_tensor("[3,2305843009213693952]", 8, "F16"), std::string(8, '\0')),
                  "needs 13835058055282163712");
 }
 
-TEST_CASE("hostile: a zero-size dim does not let overflowing dims through (0 elements, strides overflow)") {
+TEST_CASE(
+    "hostile: a zero-size dim does not let overflowing dims through (0 elements, strides "
+    "overflow)") {
   // 0 * 2^96 = 0 bytes matches data_offsets [0,0], but no tensor can have this shape.
-  expect_refused(st_file(one_tensor("[0,4294967296,4294967296,4294967296]", 0)), "too large for a tensor");
+  expect_refused(st_file(one_tensor("[0,4294967296,4294967296,4294967296]", 0)),
+                 "too large for a tensor");
   // Control: a zero-size tensor with ordinary dims reads.
   const std::string ok = st_file(one_tensor("[0,1000000,1000]", 0));
   CHECK(parse_safetensors(ok.data(), ok.size(), "ok").get("w").shape() == Shape{0, 1000000, 1000});
@@ -229,7 +244,8 @@ TEST_CASE("hostile: headers nested deeper than 8 levels are refused while parsin
   const std::string deep = R"({"w":{"dtype":"F32","shape":)" + std::string(n, '[') +
                            std::string(n, ']') + R"(,"data_offsets":[0,0]}})";
   expect_refused(st_file(deep), "deeper than 8 levels", /*names_w=*/false);
-  const std::string deep_meta = "{\"__metadata__\":{\"a\":{\"b\":{\"c\":{\"d\":{\"e\":{\"f\":{\"g\":{}}}}}}}}}";
+  const std::string deep_meta =
+      "{\"__metadata__\":{\"a\":{\"b\":{\"c\":{\"d\":{\"e\":{\"f\":{\"g\":{}}}}}}}}}";
   expect_refused(st_file(deep_meta), "deeper than 8", false);
   // Legal depth: a header of 3 levels reads.
   const std::string ok = st_file(one_tensor("[2]", 8), std::string(8, '\0'));
@@ -241,16 +257,20 @@ TEST_CASE("hostile: a huge JSON value is quoted clipped in the message, not whol
   for (int i = 0; i < 20000; ++i) shape += "1,";
   shape += "\"x\"]";
   const std::string bytes = st_file(one_tensor(shape, 8), std::string(8, '\0'));
-  const std::string msg = error_of([&] { parse_safetensors(bytes.data(), bytes.size(), "hostile.st"); });
+  const std::string msg =
+      error_of([&] { parse_safetensors(bytes.data(), bytes.size(), "hostile.st"); });
   CHECK(has(msg, "tensor 'w'"));
   CHECK(has(msg, "..."));
   CHECK(msg.size() < 400);
 }
 
-TEST_CASE("hostile: parse_safetensors reads from memory exactly as read_safetensors reads the same bytes") {
+TEST_CASE(
+    "hostile: parse_safetensors reads from memory exactly as read_safetensors reads the same "
+    "bytes") {
   TempDir tmp;
   const std::string path = tmp.file("m.safetensors");
-  write_safetensors(path, {{"b", Tensor::from_vector({1, 2, 3, 4}, {2, 2})}, {"a", Tensor::scalar(5)}},
+  write_safetensors(path,
+                    {{"b", Tensor::from_vector({1, 2, 3, 4}, {2, 2})}, {"a", Tensor::scalar(5)}},
                     {{"k", "v"}});
   const std::string bytes = read_bytes(path);
   const TensorFile mem = parse_safetensors(bytes.data(), bytes.size(), "in-memory");
@@ -275,7 +295,8 @@ TEST_CASE("hostile: parse_safetensors reads from memory exactly as read_safetens
 
 // ---- non-finite values -------------------------------------------------------------
 
-TEST_CASE("nonfinite: find_nonfinite reports the first bad tensor, its first bad element and the count") {
+TEST_CASE(
+    "nonfinite: find_nonfinite reports the first bad tensor, its first bad element and the count") {
   const real nan = std::numeric_limits<real>::quiet_NaN();
   const real inf = std::numeric_limits<real>::infinity();
   NamedTensors ts{{"ok", Tensor::ones({3})},
@@ -288,7 +309,8 @@ TEST_CASE("nonfinite: find_nonfinite reports the first bad tensor, its first bad
   CHECK(nf->value == -std::numeric_limits<double>::infinity());
   CHECK(nf->count == 2);
   const std::string msg = error_of([&] { check_finite(ts, "here"); });
-  CHECK(msg == "here: tensor 'bad' holds -inf at index (0,2) of shape (2,3) (2 non-finite values in it)");
+  CHECK(msg ==
+        "here: tensor 'bad' holds -inf at index (0,2) of shape (2,3) (2 non-finite values in it)");
   CHECK_FALSE(find_nonfinite({{"ok", Tensor::ones({3})}, {"undef", Tensor()}}).has_value());
   CHECK_NOTHROW(check_finite(NamedTensors{{"ok", Tensor::zeros({2, 2})}}, "here"));
   // The scan covers the last element too.
@@ -297,7 +319,9 @@ TEST_CASE("nonfinite: find_nonfinite reports the first bad tensor, its first bad
   CHECK(has(error_of([&] { check_finite({{"l", last}}, "x"); }), "holds nan at index (999)"));
 }
 
-TEST_CASE("nonfinite: nn::load refuses NaN or Inf naming the file and the tensor, and changes no parameter") {
+TEST_CASE(
+    "nonfinite: nn::load refuses NaN or Inf naming the file and the tensor, and changes no "
+    "parameter") {
   TempDir tmp;
   TwoLinear src(test_seed()), dst(test_seed(1));
   const auto before = values_of(dst);
@@ -337,23 +361,27 @@ TEST_CASE("nonfinite: LoadOptions::allow_nonfinite loads a NaN checkpoint for in
   CHECK(dst.b->weight.data().to_vector() == src.b->weight.data().to_vector());
 }
 
-TEST_CASE("nonfinite: a prefixed load checks only the tensors it takes; check_finite(file) checks all") {
+TEST_CASE(
+    "nonfinite: a prefixed load checks only the tensors it takes; check_finite(file) checks all") {
   TempDir tmp;
   TwoLinear src(test_seed()), dst(test_seed(1));
   NamedTensors all;
   for (auto& [n, t] : nn::state_dict(src)) all.emplace_back("model." + n, t);
-  all.emplace_back("optim.exp_avg.0", Tensor::from_vector({0, std::numeric_limits<real>::infinity()}));
+  all.emplace_back("optim.exp_avg.0",
+                   Tensor::from_vector({0, std::numeric_limits<real>::infinity()}));
   const std::string path = tmp.file("train.safetensors");
   write_safetensors(path, all);
   const TensorFile f = read_safetensors(path);
   nn::load_state_dict(dst, f, "model.");  // the model part is finite
   CHECK(dst.a->weight.data().to_vector() == src.a->weight.data().to_vector());
   // The optimizer's part is the caller's to check (a trainer resuming from it).
-  CHECK(has(error_of([&] { check_finite(f); }),
-            "check_finite: " + path + ": tensor 'optim.exp_avg.0' holds inf at index (1) of shape (2)"));
+  CHECK(has(
+      error_of([&] { check_finite(f); }),
+      "check_finite: " + path + ": tensor 'optim.exp_avg.0' holds inf at index (1) of shape (2)"));
 }
 
-TEST_CASE("nonfinite: nn::save refuses a NaN parameter naming the path and the tensor, writing nothing") {
+TEST_CASE(
+    "nonfinite: nn::save refuses a NaN parameter naming the path and the tensor, writing nothing") {
   TempDir tmp;
   TwoLinear m(test_seed());
   const std::string path = tmp.file("m.safetensors");
@@ -361,7 +389,9 @@ TEST_CASE("nonfinite: nn::save refuses a NaN parameter naming the path and the t
   const std::string good = read_bytes(path);
   m.b->bias.data().data()[1] = std::numeric_limits<real>::quiet_NaN();
   const std::string msg = error_of([&] { nn::save(m, path); });
-  CHECK(msg == "save: " + path + ": tensor 'b.bias' holds nan at index (1) of shape (2) (1 non-finite value in it)");
+  CHECK(msg ==
+        "save: " + path +
+            ": tensor 'b.bias' holds nan at index (1) of shape (2) (1 non-finite value in it)");
   CHECK(read_bytes(path) == good);  // the good checkpoint is still there, byte for byte
   const std::string fresh = tmp.file("fresh.safetensors");
   CHECK_THROWS_AS(nn::save(m, fresh), Error);
@@ -392,10 +422,12 @@ std::string layout(const std::vector<RawTensor>& ts, const std::string& metadata
     const uint64_t n = static_cast<uint64_t>(t.numel * t.esize);
     if (header.size() > 1) header += ",";
     header += t.json_name + R"(:{"dtype":")" + t.dtype + R"(","shape":)" + t.shape +
-              R"(,"data_offsets":[)" + std::to_string(offset) + "," + std::to_string(offset + n) + "]}";
+              R"(,"data_offsets":[)" + std::to_string(offset) + "," + std::to_string(offset + n) +
+              "]}";
     offset += n;
   }
-  if (!metadata.empty()) header += std::string(header.size() > 1 ? "," : "") + R"("__metadata__":)" + metadata;
+  if (!metadata.empty())
+    header += std::string(header.size() > 1 ? "," : "") + R"("__metadata__":)" + metadata;
   header += "}";
   std::string data(offset, '\0');
   for (char& c : data) c = static_cast<char>(g.randint(0, 256));
@@ -407,19 +439,25 @@ bool same_value(real a, real b) { return std::memcmp(&a, &b, sizeof a) == 0 || (
 
 }  // namespace
 
-TEST_CASE("hostile: a tensor named \"\" is refused by the reader with the writer's words (the fuzzer's round-trip finding)") {
+TEST_CASE(
+    "hostile: a tensor named \"\" is refused by the reader with the writer's words (the fuzzer's "
+    "round-trip finding)") {
   TempDir tmp;
-  const std::string bytes = st_file(R"({"":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string(4, '\0'));
-  const std::string read = error_of([&] { parse_safetensors(bytes.data(), bytes.size(), "hostile.st"); });
+  const std::string bytes =
+      st_file(R"({"":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string(4, '\0'));
+  const std::string read =
+      error_of([&] { parse_safetensors(bytes.data(), bytes.size(), "hostile.st"); });
   CHECK(read == "parse_safetensors: hostile.st: a tensor has an empty name");
   const std::string path = tmp.file("w.safetensors");
-  CHECK(error_of([&] { write_safetensors(path, {{"", Tensor::ones({1})}}); }) ==
-        "write_safetensors: " + path + ": a tensor has an empty name");
+  CHECK(error_of([&] {
+          write_safetensors(path, {{"", Tensor::ones({1})}});
+        }) == "write_safetensors: " + path + ": a tensor has an empty name");
   // Also beside well-named tensors, wherever it sorts.
   const std::string two = st_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                                   R"("":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
                                   std::string(8, '\0'));
-  CHECK(has(error_of([&] { parse_safetensors(two.data(), two.size(), "hostile.st"); }), "a tensor has an empty name"));
+  CHECK(has(error_of([&] { parse_safetensors(two.data(), two.size(), "hostile.st"); }),
+            "a tensor has an empty name"));
 }
 
 TEST_CASE("hostile: whatever the writer refuses to write, the reader refuses to read") {
@@ -428,34 +466,56 @@ TEST_CASE("hostile: whatever the writer refuses to write, the reader refuses to 
   const Tensor t = Tensor::ones({1});
   const std::string four(4, '\0');
   auto entry = [](const std::string& json_name, uint64_t begin) {
-    return json_name + R"(:{"dtype":"F32","shape":[1],"data_offsets":[)" + std::to_string(begin) + "," +
-           std::to_string(begin + 4) + "]}";
+    return json_name + R"(:{"dtype":"F32","shape":[1],"data_offsets":[)" + std::to_string(begin) +
+           "," + std::to_string(begin + 4) + "]}";
   };
   struct Rule {
     const char* what;
     std::function<void()> write;  // must throw, creating no file
-    std::string file;              // the same content as bytes: must be refused
+    std::string file;             // the same content as bytes: must be refused
     const char* refusal;
   };
   const std::vector<Rule> rules = {
-      {"an empty name", [&] { write_safetensors(path, {{"", t}}); },
+      {"an empty name",
+       [&] {
+         write_safetensors(path, {{"", t}});
+       },
        st_file("{" + entry(R"("")", 0) + "}", four), "a tensor has an empty name"},
-      {"a duplicate name", [&] { write_safetensors(path, {{"x", t}, {"x", t}}); },
-       st_file("{" + entry(R"("x")", 0) + "," + entry(R"("x")", 4) + "}", four + four), "duplicate tensor name"},
-      {"a name that is not UTF-8", [&] { write_safetensors(path, {{"bad\xff", t}}); },
+      {"a duplicate name",
+       [&] {
+         write_safetensors(path, {{"x", t}, {"x", t}});
+       },
+       st_file("{" + entry(R"("x")", 0) + "," + entry(R"("x")", 4) + "}", four + four),
+       "duplicate tensor name"},
+      {"a name that is not UTF-8",
+       [&] {
+         write_safetensors(path, {{"bad\xff", t}});
+       },
        st_file("{" + entry("\"bad\xff\"", 0) + "}", four), "not valid JSON"},
-      {"a name holding a lone UTF-16 surrogate", [&] { write_safetensors(path, {{"s\xed\xa0\x80", t}}); },
+      {"a name holding a lone UTF-16 surrogate",
+       [&] {
+         write_safetensors(path, {{"s\xed\xa0\x80", t}});
+       },
        st_file("{" + entry(R"("s\ud800")", 0) + "}", four), "not valid JSON"},
-      {"metadata that is not UTF-8", [&] { write_safetensors(path, {{"x", t}}, {{"k", "v\xfe"}}); },
-       st_file("{" + entry(R"("x")", 0) + ",\"__metadata__\":{\"k\":\"v\xfe\"}}", four), "not valid JSON"},
-      {"a tensor named __metadata__", [&] { write_safetensors(path, {{"__metadata__", t}}); },
-       st_file("{" + entry(R"("__metadata__")", 0) + "}", four), "__metadata__ value for 'data_offsets' is not a string"},
+      {"metadata that is not UTF-8",
+       [&] {
+         write_safetensors(path, {{"x", t}}, {{"k", "v\xfe"}});
+       },
+       st_file("{" + entry(R"("x")", 0) + ",\"__metadata__\":{\"k\":\"v\xfe\"}}", four),
+       "not valid JSON"},
+      {"a tensor named __metadata__",
+       [&] {
+         write_safetensors(path, {{"__metadata__", t}});
+       },
+       st_file("{" + entry(R"("__metadata__")", 0) + "}", four),
+       "__metadata__ value for 'data_offsets' is not a string"},
   };
   for (const Rule& r : rules) {
     CAPTURE(r.what);
     CHECK(error_of(r.write) != "<no throw>");
     CHECK_FALSE(fs::exists(path));
-    const std::string msg = error_of([&] { parse_safetensors(r.file.data(), r.file.size(), "hostile.st"); });
+    const std::string msg =
+        error_of([&] { parse_safetensors(r.file.data(), r.file.size(), "hostile.st"); });
     CHECK(has(msg, "parse_safetensors: hostile.st: "));
     CHECK(has(msg, r.refusal));
   }
@@ -466,14 +526,18 @@ TEST_CASE("hostile: the writer refuses a header over the reader's 100 MB limit, 
   const std::string path = tmp.file("big.safetensors");
   // One metadata value alone makes the header kMaxSafetensorsHeaderBytes + ~40 bytes.
   const Metadata md{{"notes", std::string(kMaxSafetensorsHeaderBytes, 'n')}};
-  const std::string msg = error_of([&] { write_safetensors(path, {{"x", Tensor::ones({1})}}, md); });
+  const std::string msg = error_of([&] {
+    write_safetensors(path, {{"x", Tensor::ones({1})}}, md);
+  });
   CHECK(has(msg, "write_safetensors: " + path + ": the header would be "));
   CHECK(has(msg, "over the limit of 100000000"));
   CHECK(msg.size() < 400);
   CHECK_FALSE(fs::exists(path));
 }
 
-TEST_CASE("hostile: files the reader accepts at the edges of the rules write back and read back unchanged") {
+TEST_CASE(
+    "hostile: files the reader accepts at the edges of the rules write back and read back "
+    "unchanged") {
   TempDir tmp;
   Generator g = testing::test_generator();
   const std::vector<std::pair<std::vector<RawTensor>, std::string>> files = {
@@ -481,7 +545,9 @@ TEST_CASE("hostile: files the reader accepts at the edges of the rules write bac
       // (raw and as escapes, a surrogate pair), a lone "." and a very long one.
       {{{R"("a\u0000b")", "F32", "[2]", 2, 4},
         {R"("line\nbreak\t\"q\"\\")", "F64", "[1,2]", 2, 8},
-        {"\"gr\xc3\xb6\xc3\x9f" "e\"", "F16", "[3]", 3, 2},
+        {"\"gr\xc3\xb6\xc3\x9f"
+         "e\"",
+         "F16", "[3]", 3, 2},
         {R"("\u00e9\ud83d\ude00")", "BF16", "[2,1]", 2, 2},
         {R"(".")", "F32", "[]", 1, 4},
         {"\"" + std::string(5000, 'n') + "\"", "F32", "[1]", 1, 4}},
@@ -513,7 +579,8 @@ TEST_CASE("hostile: files the reader accepts at the edges of the rules write bac
         const Tensor& a = f.tensors[i].second;
         const Tensor& b = back.tensors[i].second;
         REQUIRE(a.shape() == b.shape());
-        if (dtype == FileDtype::F32 && !std::is_same<real, float>::value) continue;  // F64 values round in F32
+        if (dtype == FileDtype::F32 && !std::is_same<real, float>::value)
+          continue;  // F64 values round in F32
         for (int64_t j = 0; j < a.numel(); ++j) CHECK(same_value(a.data()[j], b.data()[j]));
       }
     }
@@ -527,18 +594,20 @@ TEST_CASE("hostile: files the reader accepts at the edges of the rules write bac
   CHECK(f.metadata.at("") == "empty key");
 }
 
-TEST_CASE("hostile: a 1 MB tensor name, dtype or metadata key is quoted briefly, control characters escaped") {
+TEST_CASE(
+    "hostile: a 1 MB tensor name, dtype or metadata key is quoted briefly, control characters "
+    "escaped") {
   const std::string big(1 << 20, 'n');
   // A name that long with a dtype qkv does not read.
-  const std::string named = st_file("{\"" + big + R"(":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})",
-                                    std::string(4, '\0'));
+  const std::string named = st_file(
+      "{\"" + big + R"(":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})", std::string(4, '\0'));
   std::string msg = error_of([&] { parse_safetensors(named.data(), named.size(), "hostile.st"); });
   CHECK(has(msg, "tensor 'nnnn"));
   CHECK(has(msg, "... (1048576 bytes)': dtype I32 is not supported"));
   CHECK(msg.size() < 400);
   // A dtype that long.
-  const std::string typed = st_file(R"({"w":{"dtype":")" + big + R"(","shape":[1],"data_offsets":[0,4]}})",
-                                    std::string(4, '\0'));
+  const std::string typed = st_file(
+      R"({"w":{"dtype":")" + big + R"(","shape":[1],"data_offsets":[0,4]}})", std::string(4, '\0'));
   msg = error_of([&] { parse_safetensors(typed.data(), typed.size(), "hostile.st"); });
   CHECK(has(msg, "tensor 'w': unknown dtype 'nnn"));
   CHECK(msg.size() < 400);
@@ -548,13 +617,16 @@ TEST_CASE("hostile: a 1 MB tensor name, dtype or metadata key is quoted briefly,
   CHECK(has(msg, "__metadata__ value for 'nnn"));
   CHECK(msg.size() < 400);
   // Control characters in a name show escaped.
-  const std::string ctrl = st_file(R"({"a\nb\u001b[2J":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})",
-                                   std::string(4, '\0'));
+  const std::string ctrl =
+      st_file(R"({"a\nb\u001b[2J":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})",
+              std::string(4, '\0'));
   msg = error_of([&] { parse_safetensors(ctrl.data(), ctrl.size(), "hostile.st"); });
   CHECK(has(msg, "tensor 'a\\nb\\x1b[2J': dtype I32"));
   CHECK(msg.find('\n') == std::string::npos);
   // And a name quoted by nn::load_state_dict and check_finite.
   const std::string nan_name = std::string(3000, 'q') + "\n";
-  CHECK(error_of([&] { check_finite({{nan_name, Tensor::from_vector({std::numeric_limits<real>::quiet_NaN()})}}, "here"); })
-            .size() < 400);
+  CHECK(error_of([&] {
+          check_finite({{nan_name, Tensor::from_vector({std::numeric_limits<real>::quiet_NaN()})}},
+                       "here");
+        }).size() < 400);
 }

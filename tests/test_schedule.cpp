@@ -30,7 +30,8 @@ TEST_CASE("Noam schedule: values at step 1, warmup and 4 * warmup, peak at step 
   CHECK(s2.lr(40000) == doctest::Approx(2 * s.lr(40000)).epsilon(1e-6));
 }
 
-TEST_CASE("warmup-cosine schedule: linear warmup, cosine midpoint and endpoints, min_lr after the end") {
+TEST_CASE(
+    "warmup-cosine schedule: linear warmup, cosine midpoint and endpoints, min_lr after the end") {
   WarmupCosineSchedule s(/*peak_lr=*/1e-3, /*warmup=*/10, /*total_steps=*/110, /*min_lr=*/1e-5);
   CHECK(s.lr(1) == doctest::Approx(1e-4).epsilon(1e-6));   // 1e-3 * 1 / 10
   CHECK(s.lr(5) == doctest::Approx(5e-4).epsilon(1e-6));   // 1e-3 * 5 / 10
@@ -69,18 +70,20 @@ TEST_CASE("constant schedule, with and without linear warmup") {
 }
 
 TEST_CASE("schedules reject bad arguments and steps before 1") {
-  CHECK_THROWS_WITH_AS(NoamSchedule(512, 0), doctest::Contains("NoamSchedule: warmup must be > 0, got 0"),
-                       Error);
+  CHECK_THROWS_WITH_AS(NoamSchedule(512, 0),
+                       doctest::Contains("NoamSchedule: warmup must be > 0, got 0"), Error);
   CHECK_THROWS_WITH_AS(NoamSchedule(0, 10), doctest::Contains("d_model must be > 0"), Error);
   CHECK_THROWS_WITH_AS(NoamSchedule(512, 10, -1), doctest::Contains("factor"), Error);
-  CHECK_THROWS_WITH_AS(WarmupCosineSchedule(1e-3, 100, 50),
-                       doctest::Contains("total_steps must be >= max(warmup, 1), got total_steps 50 "
-                                         "with warmup 100"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      WarmupCosineSchedule(1e-3, 100, 50),
+      doctest::Contains("total_steps must be >= max(warmup, 1), got total_steps 50 "
+                        "with warmup 100"),
+      Error);
   CHECK_THROWS_WITH_AS(WarmupCosineSchedule(1e-3, 0, 0), doctest::Contains("total_steps"), Error);
-  CHECK_THROWS_WITH_AS(WarmupCosineSchedule(1e-3, 10, 100, 1e-2), doctest::Contains("min_lr"), Error);
-  CHECK_THROWS_WITH_AS(WarmupCosineSchedule(1e-3, -1, 100), doctest::Contains("warmup must be >= 0"),
+  CHECK_THROWS_WITH_AS(WarmupCosineSchedule(1e-3, 10, 100, 1e-2), doctest::Contains("min_lr"),
                        Error);
+  CHECK_THROWS_WITH_AS(WarmupCosineSchedule(1e-3, -1, 100),
+                       doctest::Contains("warmup must be >= 0"), Error);
   CHECK_THROWS_WITH_AS(ConstantSchedule(-1), doctest::Contains("ConstantSchedule: lr"), Error);
   CHECK_THROWS_WITH_AS(ConstantSchedule(1, -2), doctest::Contains("warmup"), Error);
   const NoamSchedule s(512, 10);

@@ -34,9 +34,9 @@ namespace qkv::testing {
 namespace detail {
 struct RunningTest {
   bool running = false;
-  std::string name;       // the running TEST_CASE's name
-  uint64_t entries = 0;   // test case starts and subcase re-entries so far
-  bool drew_seed = false; // whether it called test_seed()
+  std::string name;        // the running TEST_CASE's name
+  uint64_t entries = 0;    // test case starts and subcase re-entries so far
+  bool drew_seed = false;  // whether it called test_seed()
 };
 inline RunningTest& running_test() {
   static RunningTest t;
@@ -64,7 +64,8 @@ inline uint64_t test_seed_offset() {
     if (!s || !*s) return uint64_t{0};
     const std::string text = s;
     if (text.find_first_not_of("0123456789") != std::string::npos || text.size() > 19)
-      throw std::invalid_argument("QKV_TEST_SEED=" + text + ": expected a decimal integer below 10^19");
+      throw std::invalid_argument("QKV_TEST_SEED=" + text +
+                                  ": expected a decimal integer below 10^19");
     return static_cast<uint64_t>(std::stoull(text));
   }();
   return offset;
@@ -77,7 +78,8 @@ constexpr uint64_t kDecodeModelStream = 101;   // decode_tests.h: the models' c.
 inline uint64_t test_seed(uint64_t stream = 0) {
   detail::RunningTest& t = detail::running_test();
   if (!t.running)
-    throw std::logic_error("test_seed() called outside a running TEST_CASE (a static initialiser?)");
+    throw std::logic_error(
+        "test_seed() called outside a running TEST_CASE (a static initialiser?)");
   t.drew_seed = true;
   // FNV-1a 64: from the offset basis, xor in each byte, then multiply by the prime.
   uint64_t h = 0xcbf29ce484222325ULL;

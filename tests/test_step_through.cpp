@@ -53,8 +53,9 @@ constexpr double kWrong = 1e-2;
 // q K^T = [1, 0, 1, 0] in both variants. The two variants' tests share their
 // shape on purpose: each pins its own numbers, derived in its comment.
 
-TEST_CASE("worked example, unscaled (docs/attention-backward.md): Z = [1,0,1,0], P = "
-          "[0.3655,0.1345,..], out 2.2689, and dP, dZ, dq, dK, dV, engine and by hand") {
+TEST_CASE(
+    "worked example, unscaled (docs/attention-backward.md): Z = [1,0,1,0], P = "
+    "[0.3655,0.1345,..], out 2.2689, and dP, dZ, dq, dK, dV, engine and by hand") {
   // P = [e, 1, e, 1] / (2e + 2):  e / 7.436564 = 0.365529,  1 / 7.436564 = 0.134471.
   // out = sum_j p_j v_j = 0.365529 (1 + 3) + 0.134471 (2 + 4) = 2.268941.
   // dP = V^T = [1, 2, 3, 4];  rowsum(dP * P) = out, so dZ_j = p_j (v_j - out):
@@ -75,8 +76,9 @@ TEST_CASE("worked example, unscaled (docs/attention-backward.md): Z = [1,0,1,0],
   check_both(p.V.grad(), h.dV, {0.365529, 0.134471, 0.365529, 0.134471}, "dV");
 }
 
-TEST_CASE("worked example, scaled by 1/sqrt(d_k) = 1/sqrt(2): Z, P, out 2.3302, and dP, dZ, "
-          "dq, dK, dV, engine and by hand") {
+TEST_CASE(
+    "worked example, scaled by 1/sqrt(d_k) = 1/sqrt(2): Z, P, out 2.3302, and dP, dZ, "
+    "dq, dK, dV, engine and by hand") {
   // Z = q K^T / sqrt(2) = [0.707107, 0, 0.707107, 0]; E = exp(0.707107) = 2.028115.
   // P = [E, 1, E, 1] / (2E + 2) = [2.028115, 1, ..] / 6.056230 = [0.334881, 0.165119, ..].
   // out = 0.334881 (1 + 3) + 0.165119 (2 + 4) = 2.330238.
@@ -99,8 +101,9 @@ TEST_CASE("worked example, scaled by 1/sqrt(d_k) = 1/sqrt(2): Z, P, out 2.3302, 
   check_both(p.V.grad(), h.dV, {0.334881, 0.165119, 0.334881, 0.165119}, "dV");
 }
 
-TEST_CASE("worked example: the engine's gradients equal the by-hand formulas, and the by-hand "
-          "formulas equal central finite differences of the by-hand forward, both variants") {
+TEST_CASE(
+    "worked example: the engine's gradients equal the by-hand formulas, and the by-hand "
+    "formulas equal central finite differences of the by-hand forward, both variants") {
   for (bool scaled : {true, false}) {
     CAPTURE(scaled);
     const AttentionPass p = attention_pass(worked_example(), scaled);
@@ -122,8 +125,9 @@ TEST_CASE("worked example: the engine's gradients equal the by-hand formulas, an
   }
 }
 
-TEST_CASE("worked example: the numbers make step prints for the unscaled variant are the ones "
-          "docs/attention-backward.md's worked check gives (scores, P, out, dZ)") {
+TEST_CASE(
+    "worked example: the numbers make step prints for the unscaled variant are the ones "
+    "docs/attention-backward.md's worked check gives (scores, P, out, dZ)") {
   std::ifstream in(repo_root() + "/docs/attention-backward.md");
   REQUIRE(in);
   std::stringstream ss;
@@ -132,8 +136,10 @@ TEST_CASE("worked example: the numbers make step prints for the unscaled variant
   std::string page;
   for (char ch : ss.str()) {
     const bool space = ch == ' ' || ch == '\n' || ch == '\t';
-    if (!space) page += ch;
-    else if (!page.empty() && page.back() != ' ') page += ' ';
+    if (!space)
+      page += ch;
+    else if (!page.empty() && page.back() != ' ')
+      page += ' ';
   }
   // A row as the page writes it: "[-0.4638, -0.0362, 0.2672, 0.2328]".
   auto text = [](const Mat& m, const char* fmt) {
@@ -170,8 +176,9 @@ TEST_CASE("hand::central_difference is exact for a quadratic and leaves its argu
 
 // ---- Part 2: the tiny Transformer ----------------------------------------------------
 
-TEST_CASE("tiny Transformer: the LayerNorm formula dx = rstd*(dxhat - mean(dxhat) - "
-          "xhat*mean(dxhat*xhat)) gives the engine's gradient at norm3's input, every row") {
+TEST_CASE(
+    "tiny Transformer: the LayerNorm formula dx = rstd*(dxhat - mean(dxhat) - "
+    "xhat*mean(dxhat*xhat)) gives the engine's gradient at norm3's input, every row") {
   const TinyRun r = run_tiny_transformer();
   const auto& norm3 = *r.model->decoder->layers.at(0)->norm3;
   // The captured Vars really are norm3's input and output.
@@ -211,12 +218,14 @@ TEST_CASE("tiny Transformer: the LayerNorm formula dx = rstd*(dxhat - mean(dxhat
   CHECK(f.mean(0, 0) == doctest::Approx(-0.0429).epsilon(1e-3));
 }
 
-TEST_CASE("a wrong LayerNorm backward (the mean term or the xhat term dropped, a sign flipped, "
-          "rstd forgotten) differs from the engine's dx by far more than the tolerance") {
+TEST_CASE(
+    "a wrong LayerNorm backward (the mean term or the xhat term dropped, a sign flipped, "
+    "rstd forgotten) differs from the engine's dx by far more than the tolerance") {
   const TinyRun r = run_tiny_transformer();
   const auto& norm3 = *r.model->decoder->layers.at(0)->norm3;
   const hand::LayerNorm f = layer_norm_by_hand(r.ln_x, r.ln_out.grad(), norm3.weight.data(),
-                                               norm3.bias.data(), norm3.eps, false).f;
+                                               norm3.bias.data(), norm3.eps, false)
+                                .f;
   const Mat engine = to_mat(r.ln_dx);
   // dx(i,j) = rstd * (dxhat - a - xhat * b), a = mean(dxhat), b = mean(dxhat * xhat),
   // with the pieces switched on and off: (sign of a, sign of b, use rstd).
@@ -243,8 +252,9 @@ TEST_CASE("a wrong LayerNorm backward (the mean term or the xhat term dropped, a
   CHECK(no_rstd > kWrong);
 }
 
-TEST_CASE("tiny Transformer: the softmax backward dZ = P*(dP - rowsum(dP*P)) by hand equals "
-          "qkv's softmax gradient, and the chain to dxq, dxkv equals the fused attention op") {
+TEST_CASE(
+    "tiny Transformer: the softmax backward dZ = P*(dP - rowsum(dP*P)) by hand equals "
+    "qkv's softmax gradient, and the chain to dxq, dxkv equals the fused attention op") {
   const TinyRun r = run_tiny_transformer();
   const auto& attn = *r.model->decoder->layers.at(0)->cross_attn;
   CHECK(r.att_out.grad_fn()->inputs.at(2).same_as(attn.w_q->weight));
@@ -281,8 +291,9 @@ TEST_CASE("tiny Transformer: the softmax backward dZ = P*(dP - rowsum(dP*P)) by 
   }
 }
 
-TEST_CASE("a wrong softmax backward (the rowsum term dropped, or its sign flipped) differs from "
-          "the engine's dZ by far more than the tolerance") {
+TEST_CASE(
+    "a wrong softmax backward (the rowsum term dropped, or its sign flipped) differs from "
+    "the engine's dZ by far more than the tolerance") {
   const TinyRun r = run_tiny_transformer();
   const auto& attn = *r.model->decoder->layers.at(0)->cross_attn;
   for (int64_t head : {0, 1}) {
@@ -307,8 +318,9 @@ TEST_CASE("a wrong softmax backward (the rowsum term dropped, or its sign flippe
   }
 }
 
-TEST_CASE("tiny Transformer: the gradient-norm table lists every parameter once, in "
-          "registration order, grouped by layer; key biases get ~0 gradient") {
+TEST_CASE(
+    "tiny Transformer: the gradient-norm table lists every parameter once, in "
+    "registration order, grouped by layer; key biases get ~0 gradient") {
   const TinyRun r = run_tiny_transformer();
   const auto named = r.model->named_parameters();
   const std::vector<ParamGradNorm> rows = param_grad_norms(*r.model);
@@ -329,7 +341,7 @@ TEST_CASE("tiny Transformer: the gradient-norm table lists every parameter once,
   }
   // Each group appears as one contiguous block.
   CHECK(group_order == std::vector<std::string>{"src_embed", "tgt_embed", "encoder.layers.0",
-                                                 "decoder.layers.0", "lm_head"});
+                                                "decoder.layers.0", "lm_head"});
 }
 
 // ---- The engine's backward order ----------------------------------------------------
@@ -364,8 +376,9 @@ Var recorded(const std::string& label, std::vector<Var> in, std::vector<std::str
 
 }  // namespace
 
-TEST_CASE("backward_order lists the nodes in the order run_backward calls their backward "
-          "(a graph with a diamond and a skip connection, and part 2's model)") {
+TEST_CASE(
+    "backward_order lists the nodes in the order run_backward calls their backward "
+    "(a graph with a diamond and a skip connection, and part 2's model)") {
   SUBCASE("ops that record when the engine calls them") {
     std::vector<std::string> log;
     Var x(Tensor::ones({2}), true);

@@ -70,7 +70,9 @@ TEST_CASE("tasks: collate pads sources, starts targets with <bos> and ends answe
 
 TEST_CASE("tasks: bad configurations are clear errors") {
   Generator g = test_generator();
-  CHECK_THROWS_WITH_AS(TaskData({Task::Copy, 10, 5, 3}, 10, g), doctest::Contains("min_len"), Error);
-  CHECK_THROWS_WITH_AS(TaskData({Task::Copy, 2, 1, 2}, 5, g), doctest::Contains("more than half"), Error);
+  CHECK_THROWS_WITH_AS(TaskData({Task::Copy, 10, 5, 3}, 10, g), doctest::Contains("min_len"),
+                       Error);
+  CHECK_THROWS_WITH_AS(TaskData({Task::Copy, 2, 1, 2}, 5, g), doctest::Contains("more than half"),
+                       Error);
   CHECK_THROWS_WITH_AS(parse_task("rotate"), doctest::Contains("unknown task 'rotate'"), Error);
 }

@@ -93,25 +93,38 @@ TEST_CASE("negative dimensions are rejected at creation") {
 // Each of these must throw before anything is allocated: under ASan an attempt
 // to allocate 2^64 bytes would abort the whole test binary instead.
 
-TEST_CASE("a shape whose element count overflows 64 bits throws a qkv::Error naming the op and the dims") {
+TEST_CASE(
+    "a shape whose element count overflows 64 bits throws a qkv::Error naming the op and the "
+    "dims") {
   const int64_t big = int64_t{1} << 40;  // (2^40)^2 = 2^80 elements
   const std::string msg = error_of([&] { Tensor::zeros({big, big}); });
   CHECK(has(msg, "Tensor::zeros"));
   CHECK(has(msg, "(1099511627776,1099511627776)"));
   CHECK(has(msg, "element count overflows"));
-  CHECK(has(error_of([&] { Tensor::empty({big, big}); }), "Tensor::empty: shape (1099511627776,1099511627776)"));
+  CHECK(has(error_of([&] {
+              Tensor::empty({big, big});
+            }),
+            "Tensor::empty: shape (1099511627776,1099511627776)"));
   CHECK(has(error_of([&] { Tensor::ones({big, big}); }), "Tensor::ones"));
   CHECK(has(error_of([&] { Tensor::full({big, big}, 2); }), "Tensor::full"));
-  CHECK(has(error_of([&] { Tensor::normal({2, big, big}, 0, 1); }), "Tensor::normal: shape (2,1099511627776,1099511627776)"));
+  CHECK(has(error_of([&] {
+              Tensor::normal({2, big, big}, 0, 1);
+            }),
+            "Tensor::normal: shape (2,1099511627776,1099511627776)"));
   CHECK(has(error_of([&] { Tensor::uniform({big, big}, 0, 1); }), "Tensor::uniform"));
   // from_vector compares the count with numel(shape): the shape is checked first.
-  CHECK(has(error_of([&] { Tensor::from_vector({1, 2}, {big, big}); }), "Tensor::from_vector: shape (1099511627776"));
+  CHECK(has(error_of([&] {
+              Tensor::from_vector({1, 2}, {big, big});
+            }),
+            "Tensor::from_vector: shape (1099511627776"));
   // INT64_MAX * 2 is the smallest kind of overflow: one doubling past the top.
   const int64_t top = std::numeric_limits<int64_t>::max();
   CHECK(has(error_of([&] { Tensor::zeros({top, 2}); }), "element count overflows"));
 }
 
-TEST_CASE("a shape whose element count fits int64 but whose size in bytes does not throws naming the dims") {
+TEST_CASE(
+    "a shape whose element count fits int64 but whose size in bytes does not throws naming the "
+    "dims") {
   // 2^31 * 2^31 = 2^62 elements fit in int64; times sizeof(real) >= 4 bytes they do not.
   const int64_t d = int64_t{1} << 31;
   const std::string msg = error_of([&] { Tensor::zeros({d, d}); });
@@ -130,7 +143,8 @@ TEST_CASE("a zero-size dimension does not hide an overflowing product of the oth
   CHECK(Tensor::zeros({0, 1 << 20, 1 << 20}).numel() == 0);
 }
 
-TEST_CASE("reshape into a shape whose size overflows throws naming both shapes, with or without -1") {
+TEST_CASE(
+    "reshape into a shape whose size overflows throws naming both shapes, with or without -1") {
   Tensor a = Tensor::arange(24);
   const int64_t big = int64_t{1} << 40;
   std::string msg = error_of([&] { a.reshape({big, big}); });
@@ -153,7 +167,8 @@ TEST_CASE("arange with more elements than fit in 64 bits throws instead of casti
 
 #if !defined(__SANITIZE_ADDRESS__)
 // (Not under ASan: its allocator aborts on a request this big instead of failing it.)
-TEST_CASE("a valid shape too big for memory throws a qkv::Error naming the shape, not std::bad_alloc") {
+TEST_CASE(
+    "a valid shape too big for memory throws a qkv::Error naming the shape, not std::bad_alloc") {
   const int64_t n = int64_t{1} << 58;  // 2^58 reals: 1 EiB or more, fits int64 bytes
   const std::string msg = error_of([&] { Tensor::empty({n}); });
   CHECK(has(msg, "Tensor::empty: cannot allocate"));

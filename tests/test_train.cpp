@@ -25,7 +25,8 @@ namespace {
 void hand_set(Seq2SeqTransformer& m, const std::vector<int64_t>& next) {
   NoGradGuard ng;
   for (auto& [name, v] : m.named_parameters()) {
-    const bool zero = name.find("w_o") != std::string::npos || name.find("linear2") != std::string::npos;
+    const bool zero =
+        name.find("w_o") != std::string::npos || name.find("linear2") != std::string::npos;
     if (zero) v.data().zero_();
   }
   Tensor& E = m.tgt_embed->weight.data();  // (V, D)
@@ -42,13 +43,20 @@ void hand_set(Seq2SeqTransformer& m, const std::vector<int64_t>& next) {
 TransformerConfig tiny(int64_t V) {
   TransformerConfig c;
   c.src_vocab = c.tgt_vocab = V;
-  c.d_model = 8; c.heads = 2; c.encoder_layers = c.decoder_layers = 1; c.d_ff = 8;
-  c.dropout = 0; c.pre_norm = true; c.seed = test_seed();
+  c.d_model = 8;
+  c.heads = 2;
+  c.encoder_layers = c.decoder_layers = 1;
+  c.d_ff = 8;
+  c.dropout = 0;
+  c.pre_norm = true;
+  c.seed = test_seed();
   return c;
 }
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("qkv_test_" + std::to_string(getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() /
+          ("qkv_test_" + std::to_string(getpid()) + "_" + name))
+      .string();
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -57,7 +65,8 @@ void write_file(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("greedy_decode follows a hand-set model from <bos> to <eos> and respects the length cap") {
+TEST_CASE(
+    "greedy_decode follows a hand-set model from <bos> to <eos> and respects the length cap") {
   Seq2SeqTransformer m(tiny(6));
   // <bos>=1 -> 3 -> 4 -> 5 -> <eos>=2
   hand_set(m, {-1, 3, -1, 4, 5, 2});
@@ -82,9 +91,19 @@ TEST_CASE("greedy_decode follows a hand-set model from <bos> to <eos> and respec
 namespace {
 train::TrainConfig small_config() {
   train::TrainConfig c;
-  c.task = "reverse"; c.vocab = 6; c.min_len = 2; c.max_len = 5;
-  c.d_model = 16; c.heads = 2; c.layers = 1; c.d_ff = 32;
-  c.batch = 32; c.steps = 300; c.warmup = 20; c.lr = 3e-3; c.heldout = 50;
+  c.task = "reverse";
+  c.vocab = 6;
+  c.min_len = 2;
+  c.max_len = 5;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 1;
+  c.d_ff = 32;
+  c.batch = 32;
+  c.steps = 300;
+  c.warmup = 20;
+  c.lr = 3e-3;
+  c.heldout = 50;
   c.seed = test_seed();
   return c;
 }
@@ -125,7 +144,11 @@ TEST_CASE("training a tiny model on reverse for 300 steps cuts the loss by more 
 
 TEST_CASE("the decoder-only model learns a task read as 'source <s> target </s>'") {
   train::TrainConfig c = small_config();
-  c.model = "gpt"; c.pre_ln = true; c.activation = "gelu"; c.tie = true; c.positions = "learned";
+  c.model = "gpt";
+  c.pre_ln = true;
+  c.activation = "gelu";
+  c.tie = true;
+  c.positions = "learned";
   // 500 steps: in 300, 1 of 200 seeds (QKV_TEST_SEED=0..199) stayed on a
   // plateau at half the first loss; after 500 the worst last/first of those
   // 200 is 0.33, the median 0.08.
@@ -153,17 +176,27 @@ TEST_CASE("collate_prompted lays out 'source <s> target' and scores only the tar
   CHECK(b.target_tokens == 5);
 }
 
-TEST_CASE("every model option builds and trains a step: Pre/Post-LN, tied, learned/sinusoidal, ReLU/GELU") {
+TEST_CASE(
+    "every model option builds and trains a step: Pre/Post-LN, tied, learned/sinusoidal, "
+    "ReLU/GELU") {
   for (const char* model : {"seq2seq", "gpt"})
     for (bool pre : {false, true})
       for (bool tie : {false, true})
         for (const char* pos : {"sinusoidal", "learned"})
           for (const char* act : {"relu", "gelu"}) {
             train::TrainConfig c = small_config();
-            c.model = model; c.pre_ln = pre; c.tie = tie; c.positions = pos; c.activation = act;
+            c.model = model;
+            c.pre_ln = pre;
+            c.tie = tie;
+            c.positions = pos;
+            c.activation = act;
             c.steps = 2;
             c.warmup = 1;
-            CAPTURE(model); CAPTURE(pre); CAPTURE(tie); CAPTURE(pos); CAPTURE(act);
+            CAPTURE(model);
+            CAPTURE(pre);
+            CAPTURE(tie);
+            CAPTURE(pos);
+            CAPTURE(act);
             if (std::string(model) == "gpt" && std::string(pos) == "sinusoidal") {
               CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains("--positions"), Error);
               continue;
@@ -174,7 +207,8 @@ TEST_CASE("every model option builds and trains a step: Pre/Post-LN, tied, learn
             train::Trainer other(c);
             // Tying drops the output weight (V x D) from the parameters.
             const int64_t V = t.vocab.size(), D = c.d_model;
-            CHECK(t.model().num_parameters() - other.model().num_parameters() == (tie ? -V * D : V * D));
+            CHECK(t.model().num_parameters() - other.model().num_parameters() ==
+                  (tie ? -V * D : V * D));
           }
 }
 
@@ -213,9 +247,12 @@ TEST_CASE("saving at step k and resuming gives bit-identical parameters at step 
   }
 }
 
-TEST_CASE("a training checkpoint is also a model file: nn::load_seq2seq / load_gpt rebuild the model") {
+TEST_CASE(
+    "a training checkpoint is also a model file: nn::load_seq2seq / load_gpt rebuild the model") {
   train::TrainConfig c = small_config();
-  c.tie = true; c.positions = "learned"; c.activation = "gelu";
+  c.tie = true;
+  c.positions = "learned";
+  c.activation = "gelu";
   const std::string path = temp_path("as_model.safetensors");
   train::Trainer t(c);
   t.step();
@@ -233,7 +270,8 @@ TEST_CASE("a training checkpoint is also a model file: nn::load_seq2seq / load_g
   std::remove(path.c_str());
 }
 
-TEST_CASE("a checkpoint stores float settings exactly: --lr 1e-7 is not 0 and another lr is refused") {
+TEST_CASE(
+    "a checkpoint stores float settings exactly: --lr 1e-7 is not 0 and another lr is refused") {
   train::TrainConfig c = small_config();
   c.lr = real(1e-7);
   c.label_smoothing = real(0.1);
@@ -247,7 +285,8 @@ TEST_CASE("a checkpoint stores float settings exactly: --lr 1e-7 is not 0 and an
   CHECK(back.label_smoothing == c.label_smoothing);
   c.lr = real(2e-7);
   train::Trainer other(c);
-  CHECK_THROWS_WITH_AS(other.load(path), doctest::Contains("--lr 1e-07 but this run has --lr 2e-07"), Error);
+  CHECK_THROWS_WITH_AS(other.load(path),
+                       doctest::Contains("--lr 1e-07 but this run has --lr 2e-07"), Error);
   std::remove(path.c_str());
 }
 
@@ -260,7 +299,8 @@ TEST_CASE("a checkpoint whose config does not match the run is a clear error nam
   }
   c.d_model = 32;
   train::Trainer other(c);
-  CHECK_THROWS_WITH_AS(other.load(path), doctest::Contains("--d-model 16 but this run has --d-model 32"), Error);
+  CHECK_THROWS_WITH_AS(other.load(path),
+                       doctest::Contains("--d-model 16 but this run has --d-model 32"), Error);
   std::remove(path.c_str());
 }
 
@@ -279,17 +319,23 @@ TEST_CASE("missing or mistyped checkpoint metadata is an error naming the file a
   };
   auto config_with = [&](const std::string& key, const train::json& value) {
     train::json j = train::json::parse(good.metadata.at("train_config"));
-    if (value.is_null()) j.erase(key); else j[key] = value;
+    if (value.is_null())
+      j.erase(key);
+    else
+      j[key] = value;
     return j.dump();
   };
   // Without 'format' it is a model file: it has no training state to resume.
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m.erase("format"); })),
                        doctest::Contains("a model file without training state"), Error);
-  CHECK_THROWS_WITH_AS(train::Trainer::checkpoint_config(read_safetensors(broken([](Metadata& m) { m.erase("format"); }))),
+  CHECK_THROWS_WITH_AS(train::Trainer::checkpoint_config(
+                           read_safetensors(broken([](Metadata& m) { m.erase("format"); }))),
                        doctest::Contains("not a qkv training checkpoint"), Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m.erase("train_config"); })),
-                       doctest::Contains((bad + ": metadata has no 'train_config'").c_str()), Error);
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("lr", nullptr); })),
+                       doctest::Contains((bad + ": metadata has no 'train_config'").c_str()),
+                       Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken(
+                           [&](Metadata& m) { m["train_config"] = config_with("lr", nullptr); })),
                        doctest::Contains("missing key 'lr'"), Error);
   // The architecture is model_config's alone.
   auto model_with = [&](const std::string& key, const train::json& value) {
@@ -297,26 +343,42 @@ TEST_CASE("missing or mistyped checkpoint metadata is an error naming the file a
     j[key] = value;
     return j.dump();
   };
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["model_config"] = model_with("d_model", "64"); })),
-                       doctest::Contains("metadata 'model_config': key 'd_model' has the wrong type"), Error);
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["model_config"] = model_with("heads", 1.5); })),
-                       doctest::Contains("metadata 'model_config': key 'heads' has the wrong type"), Error);
+  CHECK_THROWS_WITH_AS(
+      train::Trainer::resume(
+          broken([&](Metadata& m) { m["model_config"] = model_with("d_model", "64"); })),
+      doctest::Contains("metadata 'model_config': key 'd_model' has the wrong type"), Error);
+  CHECK_THROWS_WITH_AS(
+      train::Trainer::resume(
+          broken([&](Metadata& m) { m["model_config"] = model_with("heads", 1.5); })),
+      doctest::Contains("metadata 'model_config': key 'heads' has the wrong type"), Error);
   // A value out of range names the file and the key, not a flag the user never typed.
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["model_config"] = model_with("dropout", 2.0); })),
-                       doctest::Contains((bad + ": model_config key 'dropout' is 2: must be in [0, 1)").c_str()),
-                       Error);
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("batch", 0); })),
-                       doctest::Contains((bad + ": metadata 'train_config' key 'batch' must be in [1, 65536], got 0").c_str()),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      train::Trainer::resume(
+          broken([&](Metadata& m) { m["model_config"] = model_with("dropout", 2.0); })),
+      doctest::Contains((bad + ": model_config key 'dropout' is 2: must be in [0, 1)").c_str()),
+      Error);
+  CHECK_THROWS_WITH_AS(
+      train::Trainer::resume(
+          broken([&](Metadata& m) { m["train_config"] = config_with("batch", 0); })),
+      doctest::Contains(
+          (bad + ": metadata 'train_config' key 'batch' must be in [1, 65536], got 0").c_str()),
+      Error);
   // A size the tensors do not have is refused before the model is built.
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["model_config"] = model_with("d_model", 8192); })),
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken(
+                           [&](Metadata& m) { m["model_config"] = model_with("d_model", 8192); })),
                        doctest::Contains("model_config key 'd_model' is 8192 but tensor"), Error);
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("lr", -1.0); })),
-                       doctest::Contains((bad + ": metadata 'train_config' key 'lr': must be finite").c_str()), Error);
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = config_with("lr", "big"); })),
-                       doctest::Contains("metadata 'train_config': key 'lr' has the wrong type"), Error);
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m["train_config"] = "{not json"; })),
-                       doctest::Contains("metadata 'train_config' is not valid JSON"), Error);
+  CHECK_THROWS_WITH_AS(
+      train::Trainer::resume(
+          broken([&](Metadata& m) { m["train_config"] = config_with("lr", -1.0); })),
+      doctest::Contains((bad + ": metadata 'train_config' key 'lr': must be finite").c_str()),
+      Error);
+  CHECK_THROWS_WITH_AS(
+      train::Trainer::resume(
+          broken([&](Metadata& m) { m["train_config"] = config_with("lr", "big"); })),
+      doctest::Contains("metadata 'train_config': key 'lr' has the wrong type"), Error);
+  CHECK_THROWS_WITH_AS(
+      train::Trainer::resume(broken([](Metadata& m) { m["train_config"] = "{not json"; })),
+      doctest::Contains("metadata 'train_config' is not valid JSON"), Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m.erase("vocab"); })),
                        doctest::Contains((bad + ": metadata has no 'vocab'").c_str()), Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m.erase("data_gen"); })),
@@ -329,7 +391,9 @@ TEST_CASE("missing or mistyped checkpoint metadata is an error naming the file a
   std::remove(bad.c_str());
 }
 
-TEST_CASE("a checkpoint is one model: the parts of a file that disagree are refused, naming the file and the key") {
+TEST_CASE(
+    "a checkpoint is one model: the parts of a file that disagree are refused, naming the file and "
+    "the key") {
   const std::string path = temp_path("parts.safetensors"), bad = temp_path("parts_bad.safetensors");
   {
     train::Trainer t(small_config());
@@ -347,7 +411,8 @@ TEST_CASE("a checkpoint is one model: the parts of a file that disagree are refu
   CHECK_FALSE(train::json::parse(good.metadata.at("train_config")).contains("heads"));
   CHECK(good.metadata.at("format") == "qkv-train-v3");
   // A version-2 file held the architecture twice; both must agree.
-  const train::json full = train::Trainer::resume(path).cfg.to_json();  // every setting, architecture too
+  const train::json full =
+      train::Trainer::resume(path).cfg.to_json();  // every setting, architecture too
   auto as_v2 = [&](int64_t heads) {
     return broken([&](Metadata& m) {
       train::json run = full;
@@ -358,23 +423,32 @@ TEST_CASE("a checkpoint is one model: the parts of a file that disagree are refu
   };
   CHECK(train::Trainer::resume(as_v2(small_config().heads)).cfg.heads == small_config().heads);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(as_v2(small_config().heads * 2)),
-                       doctest::Contains("the file's parts disagree: train_config says heads"), Error);
+                       doctest::Contains("the file's parts disagree: train_config says heads"),
+                       Error);
   // The vocabulary against the model's size, the step against the optimizer's.
+  CHECK_THROWS_WITH_AS(
+      train::Trainer::resume(broken([](Metadata& m) {
+        train::json v = train::json::parse(m.at("vocab"));
+        v.erase(v.size() - 1);
+        m["vocab"] = v.dump();
+      })),
+      doctest::Contains((bad + ": the file's parts disagree: metadata 'vocab' has").c_str()),
+      Error);
+  CHECK_THROWS_WITH_AS(
+      train::Trainer::resume(broken([](Metadata& m) { m["step"] = "7"; })),
+      doctest::Contains("metadata 'step' is '7' but the optimizer state (optim.step) is at step 1"),
+      Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) {
-                         train::json v = train::json::parse(m.at("vocab"));
-                         v.erase(v.size() - 1);
-                         m["vocab"] = v.dump();
+                         m["special_tokens"] = R"({"pad":5,"bos":1,"eos":2})";
                        })),
-                       doctest::Contains((bad + ": the file's parts disagree: metadata 'vocab' has").c_str()), Error);
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m["step"] = "7"; })),
-                       doctest::Contains("metadata 'step' is '7' but the optimizer state (optim.step) is at step 1"), Error);
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(broken([](Metadata& m) { m["special_tokens"] = R"({"pad":5,"bos":1,"eos":2})"; })),
                        doctest::Contains("metadata 'special_tokens' key 'pad' must be 0"), Error);
   std::remove(path.c_str());
   std::remove(bad.c_str());
 }
 
-TEST_CASE("a model file without training state is asked and evaluated; --init-from fine-tunes it with a fresh optimizer") {
+TEST_CASE(
+    "a model file without training state is asked and evaluated; --init-from fine-tunes it with a "
+    "fresh optimizer") {
   const std::string ckpt = temp_path("mf_ckpt.safetensors"), mf = temp_path("mf_model.safetensors");
   train::TrainConfig c = small_config();
   std::vector<data::Seq> answers;
@@ -385,24 +459,35 @@ TEST_CASE("a model file without training state is asked and evaluated; --init-fr
     answers = t.answer({t.pairs->heldout()[0].src});
     // The library's own model file, with the vocabulary and tokenizer beside it.
     const TensorFile f = read_safetensors(ckpt);
-    nn::save_model(*t.s2s, mf, {{"vocab", f.metadata.at("vocab")}, {"tokenizer", f.metadata.at("tokenizer")}});
+    nn::save_model(*t.s2s, mf,
+                   {{"vocab", f.metadata.at("vocab")}, {"tokenizer", f.metadata.at("tokenizer")}});
   }
-  CHECK_THROWS_WITH_AS(train::Trainer::resume(mf), doctest::Contains("--init-from fine-tunes it"), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::resume(mf), doctest::Contains("--init-from fine-tunes it"),
+                       Error);
   train::Trainer asked = train::Trainer::resume(mf, nullptr, false, train::DataUse::None);
   CHECK(asked.pairs == nullptr);  // no data read
   CHECK(asked.answer({asked.encode_text("a b c")}).size() == 1);
   // Evaluated on the task its vocabulary names (the flags would set the lengths).
-  train::Trainer evaluated = train::Trainer::resume(mf, [&](train::TrainConfig& e, bool) {
-    e.min_len = c.min_len; e.max_len = c.max_len; e.heldout = c.heldout; e.seed = c.seed;
-  }, false, train::DataUse::Evaluate);
-  CHECK(evaluated.answer({evaluated.pairs->heldout()[0].src}) == answers);  // same weights, same answers
+  train::Trainer evaluated = train::Trainer::resume(
+      mf,
+      [&](train::TrainConfig& e, bool) {
+        e.min_len = c.min_len;
+        e.max_len = c.max_len;
+        e.heldout = c.heldout;
+        e.seed = c.seed;
+      },
+      false, train::DataUse::Evaluate);
+  CHECK(evaluated.answer({evaluated.pairs->heldout()[0].src}) ==
+        answers);  // same weights, same answers
   // Fine-tuning: the weights of the file, a new optimizer at step 0.
   train::Trainer tuned = train::Trainer::init_from(mf, c, {});
   CHECK(tuned.step_count() == 0);
-  CHECK(max_abs_diff(tuned.s2s->src_embed->weight.data(), asked.s2s->src_embed->weight.data()) == 0);
+  CHECK(max_abs_diff(tuned.s2s->src_embed->weight.data(), asked.s2s->src_embed->weight.data()) ==
+        0);
   train::TrainConfig wrong = c;
   wrong.heads = c.heads * 2;
-  CHECK_THROWS_WITH_AS(train::Trainer::init_from(mf, wrong, {"heads"}), doctest::Contains("--heads: --init-from"), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer::init_from(mf, wrong, {"heads"}),
+                       doctest::Contains("--heads: --init-from"), Error);
   std::remove(ckpt.c_str());
   std::remove(mf.c_str());
 }
@@ -422,32 +507,50 @@ TEST_CASE("settings are validated before anything is built, each error naming it
   refused([](auto& c) { c.lr = -1; }, "--lr: must be finite, > 0");
   refused([](auto& c) { c.dropout = 1; }, "--dropout: must be in [0, 1)");
   refused([](auto& c) { c.warmup = 400; }, "--warmup: 400 is more than --steps 300");
-  refused([](auto& c) { c.schedule = "linear"; }, "--schedule: expected noam, cosine or constant, got 'linear'");
+  refused([](auto& c) { c.schedule = "linear"; },
+          "--schedule: expected noam, cosine or constant, got 'linear'");
   refused([](auto& c) { c.task = "rotate"; }, "unknown task 'rotate'");
   refused([](auto& c) { c.model = "bert"; }, "--model: expected seq2seq or gpt");
   refused([](auto& c) { c.heldout = 5000; }, "--heldout 5000");
-  refused([](auto& c) { c.positions = "learned"; c.context = 4; }, "--context 4: the position table is shorter than a sequence of 6 tokens");
-  refused([](auto& c) { c.d_model = 16384; c.d_ff = 65536; c.layers = 128; }, "GiB");
+  refused(
+      [](auto& c) {
+        c.positions = "learned";
+        c.context = 4;
+      },
+      "--context 4: the position table is shorter than a sequence of 6 tokens");
+  refused(
+      [](auto& c) {
+        c.d_model = 16384;
+        c.d_ff = 65536;
+        c.layers = 128;
+      },
+      "GiB");
   refused([](auto& c) { c.valid = "x.tsv"; }, "--valid: needs --data");
 }
 
-TEST_CASE("a pairs file: vocabulary from its tokens, a held-out split, unknown held-out tokens as <unk>") {
+TEST_CASE(
+    "a pairs file: vocabulary from its tokens, a held-out split, unknown held-out tokens as "
+    "<unk>") {
   const std::string train_f = temp_path("pairs.tsv"), valid_f = temp_path("valid.tsv");
   write_file(train_f, "ab\tba\nabc\tcba\n\nbca\tacb\r\n");
   write_file(valid_f, "abz\tzba\n");
   train::TrainConfig c = small_config();
-  c.data = train_f; c.valid = valid_f;
+  c.data = train_f;
+  c.valid = valid_f;
   train::Trainer t(c);
   CHECK(t.vocab.size() == 4 + 3);  // specials, <unk>, a b c
   CHECK(t.pairs->train_pairs().size() == 3);
   REQUIRE(t.pairs->heldout().size() == 1);
   CHECK(t.unknown_heldout_tokens == 2);  // z in the source and in the target
-  CHECK(t.pairs->heldout()[0].src == data::Seq{t.vocab.find("a"), t.vocab.find("b"), data::Vocab::kUnk});
+  CHECK(t.pairs->heldout()[0].src ==
+        data::Seq{t.vocab.find("a"), t.vocab.find("b"), data::Vocab::kUnk});
   CHECK(t.decode_text(t.encode_text("cab")) == "cab");
   CHECK(std::isfinite(t.step()));
   // Word tokens, and a held-out share of the file instead of --valid.
   write_file(train_f, "one two\tdeux un\nthree\ttrois\nfour\tquatre\nfive\tcinq\n");
-  c.valid = ""; c.tokens = "word"; c.valid_fraction = 0.25;
+  c.valid = "";
+  c.tokens = "word";
+  c.valid_fraction = 0.25;
   train::Trainer w(c);
   CHECK(w.pairs->train_pairs().size() == 3);
   CHECK(w.pairs->heldout().size() == 1);
@@ -480,13 +583,24 @@ TEST_CASE("every class of bad data file is an error naming the file (and line) b
   refused("a\tb\tc\n", f + ":1: expected one tab, found more", none);
   refused("a\tb\n\tb\n", f + ":2: the source is empty", none);
   refused("a\tb\nab\t\n", f + ":2: the target is empty", none);
-  refused("a\tb\nb\tc\n", "--context 2: the position table is shorter than a sequence of 3 tokens (" + f + ":",
-          [](auto& c) { c.model = "gpt"; c.positions = "learned"; c.context = 2; });
-  refused("abcdef\tb\nb\tc\n", "--context 4: the position table is shorter than a sequence of 6 tokens (" + f + ":1)",
-          [](auto& c) { c.positions = "learned"; c.context = 4; });
-  refused("ab\tcd\nef\tgh\n", "4 distinct tokens is more than --max-vocab 2", [](auto& c) { c.max_vocab = 2; });
+  refused("a\tb\nb\tc\n",
+          "--context 2: the position table is shorter than a sequence of 3 tokens (" + f + ":",
+          [](auto& c) {
+            c.model = "gpt";
+            c.positions = "learned";
+            c.context = 2;
+          });
+  refused("abcdef\tb\nb\tc\n",
+          "--context 4: the position table is shorter than a sequence of 6 tokens (" + f + ":1)",
+          [](auto& c) {
+            c.positions = "learned";
+            c.context = 4;
+          });
+  refused("ab\tcd\nef\tgh\n", "4 distinct tokens is more than --max-vocab 2",
+          [](auto& c) { c.max_vocab = 2; });
   refused("a\tb\n", "--data " + f + ": one pair cannot be split", none);
-  refused("a\tb\nb\tc\n", "--format: text (a plain corpus) trains a language model", [](auto& c) { c.format = "text"; });
+  refused("a\tb\nb\tc\n", "--format: text (a plain corpus) trains a language model",
+          [](auto& c) { c.format = "text"; });
   std::remove(f.c_str());
   train::TrainConfig c = small_config();
   c.data = std::filesystem::temp_directory_path().string();
@@ -495,14 +609,20 @@ TEST_CASE("every class of bad data file is an error naming the file (and line) b
   CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains("no such file"), Error);
 }
 
-TEST_CASE("a character language model on a text file: loss falls and held-out perplexity is reported") {
+TEST_CASE(
+    "a character language model on a text file: loss falls and held-out perplexity is reported") {
   const std::string f = temp_path("corpus.txt");
   std::string text;
   for (int i = 0; i < 400; ++i) text += "the cat sat on the mat. ";
   write_file(f, text);
   train::TrainConfig c = small_config();
-  c.model = "gpt"; c.format = "text"; c.data = f; c.context = 16; c.positions = "learned";
-  c.pre_ln = true; c.tie = true;
+  c.model = "gpt";
+  c.format = "text";
+  c.data = f;
+  c.context = 16;
+  c.positions = "learned";
+  c.pre_ln = true;
+  c.tie = true;
   train::Trainer t(c);
   const train::EvalResult before = t.evaluate();
   CHECK(before.is_lm);
@@ -513,7 +633,8 @@ TEST_CASE("a character language model on a text file: loss falls and held-out pe
   CHECK(after.perplexity() < 0.5 * before.perplexity());
   CHECK_THROWS_WITH_AS(t.answer({{4}}), doctest::Contains("a language model"), Error);
   c.context = 20000;
-  CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains("training tokens is too few for --context 20000"), Error);
+  CHECK_THROWS_WITH_AS(train::Trainer{c},
+                       doctest::Contains("training tokens is too few for --context 20000"), Error);
   std::remove(f.c_str());
 }
 
@@ -556,7 +677,9 @@ TEST_CASE("a checkpoint holding NaN is refused on load naming the tensor, and ne
       }
     REQUIRE(found);
     write_safetensors(bad, f.tensors, f.metadata);  // the generic writer does not judge values
-    CHECK_THROWS_WITH_AS(train::Trainer::resume(bad), doctest::Contains((std::string("tensor '") + name + "' holds nan").c_str()), Error);
+    CHECK_THROWS_WITH_AS(
+        train::Trainer::resume(bad),
+        doctest::Contains((std::string("tensor '") + name + "' holds nan").c_str()), Error);
     // Allowed for inspection: it loads, NaN and all.
     train::Trainer inspect = train::Trainer::resume(bad, nullptr, /*allow_nonfinite=*/true);
     CHECK(inspect.step_count() == 1);
@@ -567,7 +690,8 @@ TEST_CASE("a checkpoint holding NaN is refused on load naming the tensor, and ne
   CHECK_THROWS_WITH_AS(t.save(path), doctest::Contains("not written"), Error);
   const TensorFile after = read_safetensors(path);
   REQUIRE(after.tensors.size() == before.tensors.size());
-  for (size_t i = 0; i < after.tensors.size(); ++i) CHECK(max_abs_diff(after.tensors[i].second, before.tensors[i].second) == 0);
+  for (size_t i = 0; i < after.tensors.size(); ++i)
+    CHECK(max_abs_diff(after.tensors[i].second, before.tensors[i].second) == 0);
   std::remove(path.c_str());
   std::remove(bad.c_str());
 }

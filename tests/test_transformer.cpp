@@ -75,7 +75,9 @@ void seq2seq_parity(const char* file) {
 
 }  // namespace
 
-TEST_CASE("Seq2SeqTransformer Post-LN ReLU matches PyTorch: encoder output, logits, loss, every gradient") {
+TEST_CASE(
+    "Seq2SeqTransformer Post-LN ReLU matches PyTorch: encoder output, logits, loss, every "
+    "gradient") {
   seq2seq_parity("seq2seq_postln.safetensors");
 }
 
@@ -107,8 +109,13 @@ TEST_CASE("GPT decoder-only LM (Pre-LN, GELU, learned positions, tied head) matc
 
 TEST_CASE("transformer parameter names follow PyTorch-style hierarchy and counts add up") {
   TransformerConfig c;
-  c.src_vocab = 10; c.tgt_vocab = 12; c.d_model = 8; c.heads = 2;
-  c.encoder_layers = 2; c.decoder_layers = 1; c.d_ff = 16;
+  c.src_vocab = 10;
+  c.tgt_vocab = 12;
+  c.d_model = 8;
+  c.heads = 2;
+  c.encoder_layers = 2;
+  c.decoder_layers = 1;
+  c.d_ff = 16;
   Seq2SeqTransformer m(c);
   std::set<std::string> names;
   for (auto& [n, v] : m.named_parameters()) names.insert(n);
@@ -118,8 +125,8 @@ TEST_CASE("transformer parameter names follow PyTorch-style hierarchy and counts
   CHECK(names.count("lm_head.weight"));
   CHECK_FALSE(names.count("encoder.norm.weight"));  // Post-LN: no final norm
   const int64_t D = 8, F = 16, attn = 4 * (D * D + D), ffn = D * F + F + F * D + D, ln = 2 * D;
-  const int64_t expect = 10 * D + 12 * D + 2 * (attn + ffn + 2 * ln) + (2 * attn + ffn + 3 * ln) +
-                         12 * D + 12;
+  const int64_t expect =
+      10 * D + 12 * D + 2 * (attn + ffn + 2 * ln) + (2 * attn + ffn + 3 * ln) + 12 * D + 12;
   CHECK(m.num_parameters() == expect);
 
   c.pre_norm = true;
@@ -136,31 +143,47 @@ TEST_CASE("transformer parameter names follow PyTorch-style hierarchy and counts
 
 TEST_CASE("transformer inputs are validated with clear errors") {
   TransformerConfig c;
-  c.src_vocab = 5; c.tgt_vocab = 5; c.d_model = 8; c.heads = 3;
+  c.src_vocab = 5;
+  c.tgt_vocab = 5;
+  c.d_model = 8;
+  c.heads = 3;
   CHECK_THROWS_WITH_AS(Seq2SeqTransformer{c}, doctest::Contains("not divisible by 3 heads"), Error);
-  c.heads = 2; c.encoder_layers = 1; c.decoder_layers = 1; c.d_ff = 8;
+  c.heads = 2;
+  c.encoder_layers = 1;
+  c.decoder_layers = 1;
+  c.d_ff = 8;
   Seq2SeqTransformer m(c);
   Tokens bad_len{{1, 2, 3, 4}, 2, 2, {2, 3}};
   CHECK_THROWS_WITH_AS(m.encode(bad_len), doctest::Contains("length 3 of sequence 1"), Error);
   Tokens bad_count{{1, 2, 3}, 2, 2, {}};
-  CHECK_THROWS_WITH_AS(m.encode(bad_count), doctest::Contains("3 token ids for (B,T) = (2,2)"), Error);
+  CHECK_THROWS_WITH_AS(m.encode(bad_count), doctest::Contains("3 token ids for (B,T) = (2,2)"),
+                       Error);
   Tokens bad_id{{1, 7}, 1, 2, {}};
   CHECK_THROWS_AS(m.encode(bad_id), Error);
   Tokens src{{1, 2, 3}, 1, 3, {}}, other{{1, 2}, 1, 2, {}};
   Var memory = m.encode(src);  // (1,3,8)
-  CHECK_THROWS_WITH_AS(m.decode(other, memory, other),
-                       doctest::Contains("memory (1,3,8) does not match target batch 1 and source length 2"), Error);
+  CHECK_THROWS_WITH_AS(
+      m.decode(other, memory, other),
+      doctest::Contains("memory (1,3,8) does not match target batch 1 and source length 2"), Error);
   c.encoder_layers = 0;
-  CHECK_THROWS_WITH_AS(Seq2SeqTransformer{c}, doctest::Contains("Encoder: needs at least one layer, got 0"), Error);
+  CHECK_THROWS_WITH_AS(Seq2SeqTransformer{c},
+                       doctest::Contains("Encoder: needs at least one layer, got 0"), Error);
   c.encoder_layers = 1;
   c.src_vocab = 0;
-  CHECK_THROWS_WITH_AS(Seq2SeqTransformer{c}, doctest::Contains("vocabulary sizes must be positive"), Error);
+  CHECK_THROWS_WITH_AS(Seq2SeqTransformer{c},
+                       doctest::Contains("vocabulary sizes must be positive"), Error);
 }
 
 TEST_CASE("train() and eval() reach every dropout in the model") {
   TransformerConfig c;
-  c.src_vocab = 5; c.tgt_vocab = 5; c.d_model = 8; c.heads = 2;
-  c.encoder_layers = 1; c.decoder_layers = 1; c.d_ff = 8; c.dropout = 0.5;
+  c.src_vocab = 5;
+  c.tgt_vocab = 5;
+  c.d_model = 8;
+  c.heads = 2;
+  c.encoder_layers = 1;
+  c.decoder_layers = 1;
+  c.d_ff = 8;
+  c.dropout = 0.5;
   Seq2SeqTransformer m(c);
   Tokens src{{1, 2, 3}, 1, 3, {}};
   m.eval();

@@ -29,11 +29,19 @@ void check_model(Module& model, const std::function<Var()>& loss_fn) {
 }
 }  // namespace
 
-TEST_CASE("Seq2SeqTransformer (d_model 8, 2 heads, 1+1 layers) gradcheck of every parameter, with padding and smoothing") {
+TEST_CASE(
+    "Seq2SeqTransformer (d_model 8, 2 heads, 1+1 layers) gradcheck of every parameter, with "
+    "padding and smoothing") {
   for (bool pre_norm : {false, true}) {
     TransformerConfig c;
-    c.src_vocab = 7; c.tgt_vocab = 6; c.d_model = 8; c.heads = 2;
-    c.encoder_layers = 1; c.decoder_layers = 1; c.d_ff = 16; c.dropout = 0;
+    c.src_vocab = 7;
+    c.tgt_vocab = 6;
+    c.d_model = 8;
+    c.heads = 2;
+    c.encoder_layers = 1;
+    c.decoder_layers = 1;
+    c.d_ff = 16;
+    c.dropout = 0;
     c.pre_norm = pre_norm;
     c.tie_weights = pre_norm;
     c.activation = pre_norm ? Activation::GELU : Activation::ReLU;
@@ -49,7 +57,13 @@ TEST_CASE("Seq2SeqTransformer (d_model 8, 2 heads, 1+1 layers) gradcheck of ever
 
 TEST_CASE("GPT (2 layers) gradcheck of every parameter") {
   GPTConfig c;
-  c.vocab = 9; c.d_model = 8; c.heads = 2; c.layers = 2; c.d_ff = 16; c.max_len = 8; c.seed = test_seed();
+  c.vocab = 9;
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = 2;
+  c.d_ff = 16;
+  c.max_len = 8;
+  c.seed = test_seed();
   GPT m(c);
   Tokens ids{{1, 2, 3, 4, 5, 6, 7, 0}, 2, 4, {4, 3}};
   std::vector<int64_t> target{2, 3, 4, 0, 6, 7, 0, 0};

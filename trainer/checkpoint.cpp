@@ -13,16 +13,21 @@ namespace detail {
 std::pair<std::string, json> model_of(const TensorFile& f) {
   auto kind = f.metadata.find("model_kind");
   if (kind == f.metadata.end())
-    throw Error(f.path + ": metadata has no 'model_kind': not a model file (nn::save_model) or a training checkpoint");
+    throw Error(f.path +
+                ": metadata has no 'model_kind': not a model file (nn::save_model) or a training "
+                "checkpoint");
   return {kind->second, nn::metadata_json(f.metadata, "model_config", f.path)};
 }
 // Every size in the file's model_config against its tensors, before the
 // model is built from it (a config saying d_model 20000 over small tensors
 // would otherwise allocate until the process is killed).
-void check_model_fits(const TensorFile& f, const std::string& kind, const json& mc, const std::string& prefix) {
+void check_model_fits(const TensorFile& f, const std::string& kind, const json& mc,
+                      const std::string& prefix) {
   const std::string where = f.path + ": metadata 'model_config'";
-  if (kind == "gpt") nn::check_config_fits(f, prefix, nn::gpt_config_from_json(mc, where));
-  else nn::check_config_fits(f, prefix, nn::transformer_config_from_json(mc, where));
+  if (kind == "gpt")
+    nn::check_config_fits(f, prefix, nn::gpt_config_from_json(mc, where));
+  else
+    nn::check_config_fits(f, prefix, nn::transformer_config_from_json(mc, where));
 }
 // The model's vocabulary size from its config.
 int64_t model_vocab_size(const std::string& kind, const json& mc) {
@@ -39,8 +44,8 @@ TrainConfig Trainer::checkpoint_config(const TensorFile& f) {
     throw Error(f.path + ": not a qkv training checkpoint (metadata has no 'format')");
   const bool v2 = fmt->second == kCheckpointFormatV2;
   if (fmt->second != kCheckpointFormat && !v2)
-    throw Error(f.path + ": checkpoint format '" + brief(fmt->second, 40) + "' is not the '" + kCheckpointFormat +
-                "' (or v2) this program reads");
+    throw Error(f.path + ": checkpoint format '" + brief(fmt->second, 40) + "' is not the '" +
+                kCheckpointFormat + "' (or v2) this program reads");
   const std::string where = f.path + ": metadata 'train_config'";
   json run = nn::metadata_json(f.metadata, "train_config", f.path);
   if (!run.is_object()) throw Error(where + ": expected a JSON object");
@@ -52,15 +57,16 @@ TrainConfig Trainer::checkpoint_config(const TensorFile& f) {
     if (!TrainConfig::is_arch_key(k)) continue;
     // Version 2 stored the architecture twice: both must say the same.
     if (v2 && run.contains(k) && run[k] != v)
-      throw Error(f.path + ": the file's parts disagree: train_config says " + k + " = " + brief(run[k].dump(), 40) +
-                  " but model_config gives " + brief(v.dump(), 40));
+      throw Error(f.path + ": the file's parts disagree: train_config says " + k + " = " +
+                  brief(run[k].dump(), 40) + " but model_config gives " + brief(v.dump(), 40));
     run[k] = v;
   }
   TrainConfig c = TrainConfig::from_json(run, where);
   const int64_t table = detail::model_max_len(mc);
   if ((c.is_gpt() || c.positions == "learned") && c.context != table)
-    throw Error(f.path + ": the file's parts disagree: train_config says context = " + std::to_string(c.context) +
-                " but model_config's max_len is " + std::to_string(table));
+    throw Error(f.path + ": the file's parts disagree: train_config says context = " +
+                std::to_string(c.context) + " but model_config's max_len is " +
+                std::to_string(table));
   return c;
 }
 
@@ -69,19 +75,23 @@ Vocab Trainer::checkpoint_vocab(const TensorFile& f, int64_t model_vocab) {
   try {
     v = Vocab::from_json(nn::metadata_json(f.metadata, "vocab", f.path));
   } catch (const json::exception& e) {
-    throw Error(f.path + ": metadata 'vocab' is not a list of strings (" + brief(e.what(), 120) + ")");
+    throw Error(f.path + ": metadata 'vocab' is not a list of strings (" + brief(e.what(), 120) +
+                ")");
   } catch (const Error& e) {
     throw Error(f.path + ": metadata 'vocab': " + e.what());
   }
   if (v.size() != model_vocab)
-    throw Error(f.path + ": the file's parts disagree: metadata 'vocab' has " + std::to_string(v.size()) +
-                " tokens but model_config's vocabulary size is " + std::to_string(model_vocab));
+    throw Error(f.path + ": the file's parts disagree: metadata 'vocab' has " +
+                std::to_string(v.size()) + " tokens but model_config's vocabulary size is " +
+                std::to_string(model_vocab));
   const nn::SpecialTokens sp = nn::special_tokens(f.metadata, f.path);
-  for (const auto& [key, id, want] : {std::tuple<const char*, int64_t, int64_t>{"pad", sp.pad, Vocab::kPad},
-                                      {"bos", sp.bos, Vocab::kBos}, {"eos", sp.eos, Vocab::kEos}})
+  for (const auto& [key, id, want] :
+       {std::tuple<const char*, int64_t, int64_t>{"pad", sp.pad, Vocab::kPad},
+        {"bos", sp.bos, Vocab::kBos},
+        {"eos", sp.eos, Vocab::kEos}})
     if (id != want)
-      throw Error(f.path + ": metadata 'special_tokens' key '" + key + "' must be " + std::to_string(want) +
-                  " (the vocabulary's <pad>, <s>, </s> are ids 0, 1, 2)");
+      throw Error(f.path + ": metadata 'special_tokens' key '" + key + "' must be " +
+                  std::to_string(want) + " (the vocabulary's <pad>, <s>, </s> are ids 0, 1, 2)");
   return v;
 }
 
@@ -90,23 +100,28 @@ namespace detail {
 // checking that its data files are the ones the checkpoint was trained on.
 void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite, DataUse use) {
   // Weights and optimizer state alike; --allow-nonfinite loads such a file for inspection.
-  if (!allow_nonfinite) check_finite(f.tensors, f.path + ": refused (--allow-nonfinite loads it anyway)");
+  if (!allow_nonfinite)
+    check_finite(f.tensors, f.path + ": refused (--allow-nonfinite loads it anyway)");
   const json saved = nn::metadata_json(f.metadata, "data", f.path);
   for (const char* part : {"data", "valid"}) {
     if (!t.data_info.contains(part)) continue;
     const json& now = t.data_info[part];
     if (!saved.contains(part) || !saved[part].is_object() || !saved[part].contains("fnv1a64"))
-      throw Error(f.path + ": metadata 'data' has no '" + part + "' file entry, but this run reads " + now["path"].get<std::string>());
+      throw Error(f.path + ": metadata 'data' has no '" + part +
+                  "' file entry, but this run reads " + now["path"].get<std::string>());
     // Evaluating on a held-out file named anew (not the run's own path): taken, with a note.
-    const bool named_anew = saved[part].value("path", "") != now["path"] && saved[part].value("abspath", "") != now["abspath"];
-    if (saved[part]["fnv1a64"] != now["fnv1a64"] && use == DataUse::Evaluate && std::string(part) == "valid" && named_anew) {
+    const bool named_anew = saved[part].value("path", "") != now["path"] &&
+                            saved[part].value("abspath", "") != now["abspath"];
+    if (saved[part]["fnv1a64"] != now["fnv1a64"] && use == DataUse::Evaluate &&
+        std::string(part) == "valid" && named_anew) {
       std::printf("note: evaluating on %s, not the held-out file the run was trained with\n",
                   now["path"].get<std::string>().c_str());
       continue;
     }
     if (saved[part]["fnv1a64"] != now["fnv1a64"])
-      throw Error(f.path + ": was trained on a " + part + " file with hash " + brief(saved[part]["fnv1a64"].dump(), 40) +
-                  " but " + now["path"].get<std::string>() + " now has hash " + now["fnv1a64"].dump() +
+      throw Error(f.path + ": was trained on a " + part + " file with hash " +
+                  brief(saved[part]["fnv1a64"].dump(), 40) + " but " +
+                  now["path"].get<std::string>() + " now has hash " + now["fnv1a64"].dump() +
                   " (the file changed)");
   }
   nn::LoadOptions lo;
@@ -120,21 +135,29 @@ void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite, DataUse use)
   const auto step = f.metadata.find("step");
   if (step == f.metadata.end()) throw Error(f.path + ": metadata has no 'step'");
   if (step->second != std::to_string(t.opt->step_count()))
-    throw Error(f.path + ": the file's parts disagree: metadata 'step' is '" + brief(step->second, 40) +
-                "' but the optimizer state (optim.step) is at step " + std::to_string(t.opt->step_count()));
+    throw Error(f.path + ": the file's parts disagree: metadata 'step' is '" +
+                brief(step->second, 40) + "' but the optimizer state (optim.step) is at step " +
+                std::to_string(t.opt->step_count()));
   for (const char* key : {"data_gen", "dropout_gen"})
-    if (!f.metadata.count(key)) throw Error(f.path + ": metadata has no '" + std::string(key) + "'");
+    if (!f.metadata.count(key))
+      throw Error(f.path + ": metadata has no '" + std::string(key) + "'");
   set_generator_state(t.data_gen, f.metadata.at("data_gen"), f.path + ": metadata 'data_gen'");
-  set_generator_state(t.dropout_gen(), f.metadata.at("dropout_gen"), f.path + ": metadata 'dropout_gen'");
+  set_generator_state(t.dropout_gen(), f.metadata.at("dropout_gen"),
+                      f.path + ": metadata 'dropout_gen'");
   // MPI rank r > 0 continues its own saved dropout stream when the run had
   // as many ranks; otherwise (another rank count) a new stream of its own.
   if (dist::rank() > 0) {
     const auto it = f.metadata.find("dropout_gen_ranks");
-    const json ranks = it == f.metadata.end() ? json::array() : nn::metadata_json(f.metadata, "dropout_gen_ranks", f.path);
-    if (ranks.is_array() && static_cast<int>(ranks.size()) == dist::size() && ranks[dist::rank()].is_string())
-      set_generator_state(t.dropout_gen(), ranks[dist::rank()].get<std::string>(), f.path + ": metadata 'dropout_gen_ranks'");
+    const json ranks = it == f.metadata.end()
+                           ? json::array()
+                           : nn::metadata_json(f.metadata, "dropout_gen_ranks", f.path);
+    if (ranks.is_array() && static_cast<int>(ranks.size()) == dist::size() &&
+        ranks[dist::rank()].is_string())
+      set_generator_state(t.dropout_gen(), ranks[dist::rank()].get<std::string>(),
+                          f.path + ": metadata 'dropout_gen_ranks'");
     else
-      t.dropout_gen().manual_seed(rank_dropout_seed(t.cfg.seed ^ static_cast<uint64_t>(t.step_count()), dist::rank()));
+      t.dropout_gen().manual_seed(
+          rank_dropout_seed(t.cfg.seed ^ static_cast<uint64_t>(t.step_count()), dist::rank()));
   }
 }
 }  // namespace detail
@@ -151,7 +174,8 @@ void find_moved_data(TrainConfig& c, const TensorFile& f) {
     if (path.empty() || std::filesystem::exists(path, ec)) return;
     if (!saved.is_object() || !saved.contains(part) || !saved[part].is_object()) return;
     const json& e = saved[part];
-    if (e.contains("abspath") && e["abspath"].is_string() && std::filesystem::exists(e["abspath"].get<std::string>(), ec))
+    if (e.contains("abspath") && e["abspath"].is_string() &&
+        std::filesystem::exists(e["abspath"].get<std::string>(), ec))
       path = e["abspath"].get<std::string>();
   };
   relocate(c.data, "data");
@@ -159,13 +183,15 @@ void find_moved_data(TrainConfig& c, const TensorFile& f) {
   for (const std::string* p : {&c.data, &c.valid})
     if (!p->empty() && !std::filesystem::exists(*p, ec))
       throw Error(f.path + ": its " + (p == &c.data ? "data" : "held-out") + " file " + *p +
-                  " is gone (moved or deleted): give its new path with " + (p == &c.data ? "--data" : "--valid") +
-                  " (its hash is checked)" + (p == &c.data ? "" : ", or another held-out file"));
+                  " is gone (moved or deleted): give its new path with " +
+                  (p == &c.data ? "--data" : "--valid") + " (its hash is checked)" +
+                  (p == &c.data ? "" : ", or another held-out file"));
 }
 }  // namespace detail
 
-Trainer Trainer::resume(const std::string& path, const std::function<void(TrainConfig&, bool)>& adjust,
-                              bool allow_nonfinite, DataUse use) {
+Trainer Trainer::resume(const std::string& path,
+                        const std::function<void(TrainConfig&, bool)>& adjust, bool allow_nonfinite,
+                        DataUse use) {
   TensorFile f = read_safetensors(path);
   const auto [kind, mc] = detail::model_of(f);
   const std::string prefix = f.metadata.count("model_prefix") ? f.metadata.at("model_prefix") : "";
@@ -173,8 +199,10 @@ Trainer Trainer::resume(const std::string& path, const std::function<void(TrainC
   if (!f.metadata.count("format")) {
     // A model file: the weights and the architecture, no training state.
     if (use == DataUse::Train)
-      throw Error(path + ": a model file without training state (no 'format'): --ask and --eval-only read it, "
-                  "--init-from fine-tunes it with a new optimizer");
+      throw Error(
+          path +
+          ": a model file without training state (no 'format'): --ask and --eval-only read it, "
+          "--init-from fine-tunes it with a new optimizer");
     TrainConfig c;
     set_arch_from_model(c, kind, mc, path + ": metadata 'model_config'");
     c.context = detail::model_max_len(mc);
@@ -185,7 +213,8 @@ Trainer Trainer::resume(const std::string& path, const std::function<void(TrainC
     const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
     if (!v.has_unk()) c.vocab = v.size() - 3;  // a built-in task's symbols
     if (adjust) adjust(c, true);
-    if (use == DataUse::None && c.data.empty() && v.has_unk()) c.data = "(model file)";  // text is cut by c.tokens
+    if (use == DataUse::None && c.data.empty() && v.has_unk())
+      c.data = "(model file)";  // text is cut by c.tokens
     Trainer t(c, &v, path, use);
     nn::LoadOptions lo;
     lo.prefix = prefix;
@@ -202,7 +231,8 @@ Trainer Trainer::resume(const std::string& path, const std::function<void(TrainC
   return t;
 }
 
-Trainer Trainer::init_from(const std::string& path, TrainConfig c, const std::vector<std::string>& given) {
+Trainer Trainer::init_from(const std::string& path, TrainConfig c,
+                           const std::vector<std::string>& given) {
   TensorFile f = read_safetensors(path);
   const auto [kind, mc] = detail::model_of(f);
   const std::string prefix = f.metadata.count("model_prefix") ? f.metadata.at("model_prefix") : "";
@@ -212,10 +242,12 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c, const std::ve
   const json mine = c.to_json(), theirs = arch.to_json();
   for (const std::string& k : given)
     if (TrainConfig::is_arch_key(k) && mine[k] != theirs[k])
-      throw Error(flag_of(k) + ": --init-from " + path + " holds a model with " + flag_of(k) + " " + show_value(theirs[k]) +
-                  ", but the command line gives " + show_value(mine[k]) + " (leave the flag out)");
+      throw Error(flag_of(k) + ": --init-from " + path + " holds a model with " + flag_of(k) + " " +
+                  show_value(theirs[k]) + ", but the command line gives " + show_value(mine[k]) +
+                  " (leave the flag out)");
   arch.context = detail::model_max_len(mc);
-  if (kind == "seq2seq" && arch.positions == "sinusoidal") arch.context = c.context;  // the table grows on demand
+  if (kind == "seq2seq" && arch.positions == "sinusoidal")
+    arch.context = c.context;  // the table grows on demand
   const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
   Trainer t(arch, &v);
   nn::LoadOptions lo;
@@ -229,8 +261,8 @@ void Trainer::load(const std::string& path) {
   const json have = checkpoint_config(f).to_json(), want = cfg.to_json();
   for (auto& [k, v] : want.items()) {
     if (k == "steps" || have[k] == v) continue;
-    throw Error(path + ": was trained with " + flag_of(k) + " " + show_value(have[k]) + " but this run has " +
-                flag_of(k) + " " + show_value(v));
+    throw Error(path + ": was trained with " + flag_of(k) + " " + show_value(have[k]) +
+                " but this run has " + flag_of(k) + " " + show_value(v));
   }
   detail::restore(*this, f, /*allow_nonfinite=*/false, DataUse::Train);
 }

@@ -35,20 +35,26 @@ void validate(const TrainConfig& c, const std::string& where) {
   // architecture, under the model's own names) or "... 'train_config' key 'lr'".
   auto name = [&](const char* key) {
     if (where.empty()) return flag_of(key);
-    if (!TrainConfig::is_arch_key(key)) return where + ": metadata 'train_config' key '" + key + "'";
-    const std::map<std::string, std::string> model_name = {
-        {"pre_ln", "pre_norm"}, {"tie", "tie_weights"}, {"positions", "learned_positions"}, {"layers", "layers"}};
+    if (!TrainConfig::is_arch_key(key))
+      return where + ": metadata 'train_config' key '" + key + "'";
+    const std::map<std::string, std::string> model_name = {{"pre_ln", "pre_norm"},
+                                                           {"tie", "tie_weights"},
+                                                           {"positions", "learned_positions"},
+                                                           {"layers", "layers"}};
     const auto it = model_name.find(key);
-    return where + ": metadata 'model_config' key '" + (it == model_name.end() ? key : it->second) + "'";
+    return where + ": metadata 'model_config' key '" + (it == model_name.end() ? key : it->second) +
+           "'";
   };
-  require(c.model == "seq2seq" || c.model == "gpt", name("model"), "expected seq2seq or gpt, got '" + brief(c.model) + "'");
+  require(c.model == "seq2seq" || c.model == "gpt", name("model"),
+          "expected seq2seq or gpt, got '" + brief(c.model) + "'");
   require_range<int64_t>(c.d_model, 1, 16384, name("d_model"));
   require_range<int64_t>(c.heads, 1, 1024, name("heads"));
   require(c.d_model % c.heads == 0, name("heads"),
           std::to_string(c.heads) + " heads do not divide --d-model " + std::to_string(c.d_model));
   require_range<int64_t>(c.layers, 1, 128, name("layers"));
   require_range<int64_t>(c.d_ff, 1, 65536, name("d_ff"));
-  require(c.dropout >= 0 && c.dropout < 1, name("dropout"), "must be in [0, 1), got " + num(c.dropout));
+  require(c.dropout >= 0 && c.dropout < 1, name("dropout"),
+          "must be in [0, 1), got " + num(c.dropout));
   require(c.positions == "sinusoidal" || c.positions == "learned", name("positions"),
           "expected sinusoidal or learned, got '" + brief(c.positions) + "'");
   require(!(c.is_gpt() && c.positions != "learned"), name("positions"),
@@ -56,11 +62,14 @@ void validate(const TrainConfig& c, const std::string& where) {
   require(c.activation == "relu" || c.activation == "gelu", name("activation"),
           "expected relu or gelu, got '" + brief(c.activation) + "'");
   require_range<int64_t>(c.context, 0, 65536, name("context"));
-  require(c.format == "tsv" || c.format == "text", name("format"), "expected tsv or text, got '" + brief(c.format) + "'");
-  require(c.tokens == "char" || c.tokens == "word", name("tokens"), "expected char or word, got '" + brief(c.tokens) + "'");
+  require(c.format == "tsv" || c.format == "text", name("format"),
+          "expected tsv or text, got '" + brief(c.format) + "'");
+  require(c.tokens == "char" || c.tokens == "word", name("tokens"),
+          "expected char or word, got '" + brief(c.tokens) + "'");
   if (c.data.empty()) {
     data::parse_task(c.task);
-    require(c.valid.empty(), name("valid"), "needs --data (the built-in tasks draw their own held-out set)");
+    require(c.valid.empty(), name("valid"),
+            "needs --data (the built-in tasks draw their own held-out set)");
     require_range<int64_t>(c.vocab, 1, 100000, name("vocab"));
     require_range<int64_t>(c.min_len, 1, 4096, name("min_len"));
     require_range<int64_t>(c.max_len, 1, 4096, name("max_len"));
@@ -77,47 +86,67 @@ void validate(const TrainConfig& c, const std::string& where) {
   require_range<int64_t>(c.max_vocab, 1, 1000000, name("max_vocab"));
   require_range<int64_t>(c.batch, 1, 65536, name("batch"));
   require(c.batch >= dist::size(), name("batch"),
-          std::to_string(c.batch) + " sequences cannot be shared by " + std::to_string(dist::size()) +
-              " MPI ranks (each needs at least one)");
+          std::to_string(c.batch) + " sequences cannot be shared by " +
+              std::to_string(dist::size()) + " MPI ranks (each needs at least one)");
   require_range<int64_t>(c.steps, 1, 1000000000, name("steps"));
-  require(c.schedule == "noam" || c.schedule == "cosine" || c.schedule == "constant", name("schedule"),
-          "expected noam, cosine or constant, got '" + brief(c.schedule) + "'");
-  require(std::isfinite(c.lr) && c.lr > 0 && c.lr <= 1e6, name("lr"), "must be finite, > 0 and <= 1e6, got " + num(c.lr));
+  require(c.schedule == "noam" || c.schedule == "cosine" || c.schedule == "constant",
+          name("schedule"), "expected noam, cosine or constant, got '" + brief(c.schedule) + "'");
+  require(std::isfinite(c.lr) && c.lr > 0 && c.lr <= 1e6, name("lr"),
+          "must be finite, > 0 and <= 1e6, got " + num(c.lr));
   require_range<int64_t>(c.warmup, 0, 1000000000, name("warmup"));
-  require(!(c.schedule == "noam" && c.warmup < 1), name("warmup"), "the noam schedule needs --warmup >= 1");
+  require(!(c.schedule == "noam" && c.warmup < 1), name("warmup"),
+          "the noam schedule needs --warmup >= 1");
   require(!(c.schedule == "cosine" && c.warmup > c.steps), name("warmup"),
           std::to_string(c.warmup) + " is more than --steps " + std::to_string(c.steps) +
               " (the cosine schedule warms up within --steps)");
   require(c.label_smoothing >= 0 && c.label_smoothing < 1, name("label_smoothing"),
           "must be in [0, 1), got " + num(c.label_smoothing));
-  require(std::isfinite(c.clip) && c.clip >= 0, name("clip"), "must be finite and >= 0, got " + num(c.clip));
+  require(std::isfinite(c.clip) && c.clip >= 0, name("clip"),
+          "must be finite and >= 0, got " + num(c.clip));
 }
 
 std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c) {
   if (c.schedule == "noam") return std::make_unique<optim::NoamSchedule>(c.d_model, c.warmup, c.lr);
-  if (c.schedule == "cosine") return std::make_unique<optim::WarmupCosineSchedule>(c.lr, c.warmup, c.steps, c.lr * real(0.05));
+  if (c.schedule == "cosine")
+    return std::make_unique<optim::WarmupCosineSchedule>(c.lr, c.warmup, c.steps,
+                                                         c.lr * real(0.05));
   if (c.schedule == "constant") return std::make_unique<optim::ConstantSchedule>(c.lr, c.warmup);
-  throw Error("--schedule: unknown schedule '" + c.schedule + "' (expected noam, cosine or constant)");
+  throw Error("--schedule: unknown schedule '" + c.schedule +
+              "' (expected noam, cosine or constant)");
 }
 
-void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc, const std::string& where) {
+void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc,
+                         const std::string& where) {
   if (kind == "gpt") {
     const nn::GPTConfig g = nn::gpt_config_from_json(mc, where);
     c.model = "gpt";
-    c.d_model = g.d_model; c.heads = g.heads; c.layers = g.layers; c.d_ff = g.d_ff; c.dropout = g.dropout;
-    c.pre_ln = g.pre_norm; c.tie = g.tie_weights; c.positions = "learned";
+    c.d_model = g.d_model;
+    c.heads = g.heads;
+    c.layers = g.layers;
+    c.d_ff = g.d_ff;
+    c.dropout = g.dropout;
+    c.pre_ln = g.pre_norm;
+    c.tie = g.tie_weights;
+    c.positions = "learned";
     c.activation = nn::activation_name(g.activation);
   } else if (kind == "seq2seq") {
     const nn::TransformerConfig m = nn::transformer_config_from_json(mc, where);
     if (m.encoder_layers != m.decoder_layers)
-      throw Error(where + ": encoder_layers " + std::to_string(m.encoder_layers) + " != decoder_layers " +
-                  std::to_string(m.decoder_layers) + " (the trainer's --layers sets both)");
+      throw Error(where + ": encoder_layers " + std::to_string(m.encoder_layers) +
+                  " != decoder_layers " + std::to_string(m.decoder_layers) +
+                  " (the trainer's --layers sets both)");
     if (m.src_vocab != m.tgt_vocab)
-      throw Error(where + ": src_vocab " + std::to_string(m.src_vocab) + " != tgt_vocab " + std::to_string(m.tgt_vocab) +
-                  " (the trainer's models share one vocabulary)");
+      throw Error(where + ": src_vocab " + std::to_string(m.src_vocab) + " != tgt_vocab " +
+                  std::to_string(m.tgt_vocab) + " (the trainer's models share one vocabulary)");
     c.model = "seq2seq";
-    c.d_model = m.d_model; c.heads = m.heads; c.layers = m.encoder_layers; c.d_ff = m.d_ff; c.dropout = m.dropout;
-    c.pre_ln = m.pre_norm; c.tie = m.tie_weights; c.positions = m.learned_positions ? "learned" : "sinusoidal";
+    c.d_model = m.d_model;
+    c.heads = m.heads;
+    c.layers = m.encoder_layers;
+    c.d_ff = m.d_ff;
+    c.dropout = m.dropout;
+    c.pre_ln = m.pre_norm;
+    c.tie = m.tie_weights;
+    c.positions = m.learned_positions ? "learned" : "sinusoidal";
     c.activation = nn::activation_name(m.activation);
   } else {
     throw Error(where + ": model_kind '" + brief(kind, 40) + "' is neither seq2seq nor gpt");

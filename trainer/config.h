@@ -28,32 +28,32 @@ inline constexpr uint64_t kTrainSeed = 1;
 
 struct TrainConfig {
   // model
-  std::string model = "seq2seq";        // seq2seq (encoder-decoder) | gpt (decoder-only)
+  std::string model = "seq2seq";  // seq2seq (encoder-decoder) | gpt (decoder-only)
   int64_t d_model = 64, heads = 4, layers = 2, d_ff = 256;
   real dropout = 0;
-  bool pre_ln = false;                  // Pre-LN (default Post-LN for seq2seq, Pre-LN for gpt)
-  bool tie = false;                     // output layer shares the target embedding
-  std::string positions = "sinusoidal"; // sinusoidal | learned (gpt: learned)
-  std::string activation = "relu";      // relu | gelu
-  int64_t context = 0;                  // position table rows (0: what the data needs)
+  bool pre_ln = false;                   // Pre-LN (default Post-LN for seq2seq, Pre-LN for gpt)
+  bool tie = false;                      // output layer shares the target embedding
+  std::string positions = "sinusoidal";  // sinusoidal | learned (gpt: learned)
+  std::string activation = "relu";       // relu | gelu
+  int64_t context = 0;                   // position table rows (0: what the data needs)
   // data
-  std::string task = "reverse";         // copy | reverse | sort, when no --data
-  std::string data, valid;              // data file, held-out file
-  std::string format = "tsv";           // tsv (pairs) | text (language model)
-  std::string tokens = "char";          // char | word
-  double valid_fraction = 0.1;          // held out from --data when no --valid
-  int64_t vocab = 10;                   // the task's alphabet size (symbols)
-  int64_t min_len = 3, max_len = 10;    // the task's sequence lengths
-  int64_t heldout = 1000;               // the task's held-out sequences
-  int64_t max_vocab = 10000;            // refuse data with more distinct tokens
+  std::string task = "reverse";       // copy | reverse | sort, when no --data
+  std::string data, valid;            // data file, held-out file
+  std::string format = "tsv";         // tsv (pairs) | text (language model)
+  std::string tokens = "char";        // char | word
+  double valid_fraction = 0.1;        // held out from --data when no --valid
+  int64_t vocab = 10;                 // the task's alphabet size (symbols)
+  int64_t min_len = 3, max_len = 10;  // the task's sequence lengths
+  int64_t heldout = 1000;             // the task's held-out sequences
+  int64_t max_vocab = 10000;          // refuse data with more distinct tokens
   // optimisation
   int64_t batch = 64;
-  int64_t steps = 1000;                 // upper bound, and the cosine schedule's length
-  std::string schedule = "cosine";      // noam | cosine | constant
-  real lr = 2e-3;                       // peak lr (cosine/constant); factor for noam
+  int64_t steps = 1000;             // upper bound, and the cosine schedule's length
+  std::string schedule = "cosine";  // noam | cosine | constant
+  real lr = 2e-3;                   // peak lr (cosine/constant); factor for noam
   int64_t warmup = 100;
   real label_smoothing = 0;
-  real clip = 1;                        // global grad-norm clip; 0 = off
+  real clip = 1;  // global grad-norm clip; 0 = off
   uint64_t seed = kTrainSeed;
 
   bool is_gpt() const { return model == "gpt"; }
@@ -68,13 +68,15 @@ struct TrainConfig {
   // nn::GPTConfig) holds. A checkpoint stores it once, as model_config; its
   // train_config holds the other keys (run_json()).
   static bool is_arch_key(const std::string& k) {
-    for (const char* a : {"model", "d_model", "heads", "layers", "d_ff", "dropout", "pre_ln", "tie", "positions", "activation"})
+    for (const char* a : {"model", "d_model", "heads", "layers", "d_ff", "dropout", "pre_ln", "tie",
+                          "positions", "activation"})
       if (k == a) return true;
     return false;
   }
   json run_json() const {
     json j = to_json();
-    for (auto it = j.begin(); it != j.end();) it = is_arch_key(it.key()) ? j.erase(it) : std::next(it);
+    for (auto it = j.begin(); it != j.end();)
+      it = is_arch_key(it.key()) ? j.erase(it) : std::next(it);
     return j;
   }
   static TrainConfig from_json(const json& j, const std::string& where) {
@@ -85,14 +87,36 @@ struct TrainConfig {
   // Every field with its JSON key, once, so flags, JSON and checks agree.
   template <class C, class F>
   static void for_each_field(C& c, F&& f) {
-    f("model", c.model); f("d_model", c.d_model); f("heads", c.heads); f("layers", c.layers);
-    f("d_ff", c.d_ff); f("dropout", c.dropout); f("pre_ln", c.pre_ln); f("tie", c.tie);
-    f("positions", c.positions); f("activation", c.activation); f("context", c.context);
-    f("task", c.task); f("data", c.data); f("valid", c.valid); f("format", c.format); f("tokens", c.tokens);
-    f("valid_fraction", c.valid_fraction); f("vocab", c.vocab); f("min_len", c.min_len); f("max_len", c.max_len);
-    f("heldout", c.heldout); f("max_vocab", c.max_vocab);
-    f("batch", c.batch); f("steps", c.steps); f("schedule", c.schedule); f("lr", c.lr); f("warmup", c.warmup);
-    f("label_smoothing", c.label_smoothing); f("clip", c.clip); f("seed", c.seed);
+    f("model", c.model);
+    f("d_model", c.d_model);
+    f("heads", c.heads);
+    f("layers", c.layers);
+    f("d_ff", c.d_ff);
+    f("dropout", c.dropout);
+    f("pre_ln", c.pre_ln);
+    f("tie", c.tie);
+    f("positions", c.positions);
+    f("activation", c.activation);
+    f("context", c.context);
+    f("task", c.task);
+    f("data", c.data);
+    f("valid", c.valid);
+    f("format", c.format);
+    f("tokens", c.tokens);
+    f("valid_fraction", c.valid_fraction);
+    f("vocab", c.vocab);
+    f("min_len", c.min_len);
+    f("max_len", c.max_len);
+    f("heldout", c.heldout);
+    f("max_vocab", c.max_vocab);
+    f("batch", c.batch);
+    f("steps", c.steps);
+    f("schedule", c.schedule);
+    f("lr", c.lr);
+    f("warmup", c.warmup);
+    f("label_smoothing", c.label_smoothing);
+    f("clip", c.clip);
+    f("seed", c.seed);
   }
 };
 
@@ -131,7 +155,8 @@ void validate(const TrainConfig& c, const std::string& where);
 // (`where` names them in errors). The trainer's models have one layer count
 // and one vocabulary for both sides: an encoder-decoder with other shapes is
 // refused naming the keys.
-void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& model_config, const std::string& where);
+void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& model_config,
+                         const std::string& where);
 
 std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c);
 

@@ -19,7 +19,8 @@ real Trainer::check_anomalies() {
     loss = nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad);
   } else {
     const std::vector<Pair>& held = pairs->heldout();
-    const std::vector<Pair> some(held.begin(), held.begin() + std::min<size_t>(held.size(), static_cast<size_t>(cfg.batch)));
+    const std::vector<Pair> some(
+        held.begin(), held.begin() + std::min<size_t>(held.size(), static_cast<size_t>(cfg.batch)));
     if (gpt) {
       const LMBatch b = data::collate_prompted(some);
       loss = nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad);
@@ -46,7 +47,8 @@ EvalResult Trainer::evaluate() {
   r.is_lm = true;
   double total = 0;
   for (const LMBatch& b : text->heldout_batches(cfg.batch)) {
-    total += double(nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad).item()) * double(b.target_tokens);
+    total += double(nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad).item()) *
+             double(b.target_tokens);
     r.tokens += b.target_tokens;
   }
   r.loss = r.tokens ? total / double(r.tokens) : 0;
@@ -102,25 +104,30 @@ void Trainer::check_source_fits(size_t n) const {
   const int64_t T = static_cast<int64_t>(n) + (gpt ? 1 : 0);  // gpt reads "source <s>"
   const bool fixed_table = gpt || cfg.positions == "learned";
   if (fixed_table && T > cfg.context)
-    throw Error("the input has " + std::to_string(n) + " tokens; this model's position table holds " +
-                std::to_string(cfg.context) + (gpt ? " (the input and its answer together)" : ""));
+    throw Error("the input has " + std::to_string(n) +
+                " tokens; this model's position table holds " + std::to_string(cfg.context) +
+                (gpt ? " (the input and its answer together)" : ""));
   // Every layer's attention keeps (H, T, T) probabilities (and the decoder's
   // cross-attention against an answer up to as long).
-  const double bytes = 4.0 * 3 * double(cfg.layers) * double(cfg.heads) * double(T + 2) * double(T + 2);
+  const double bytes =
+      4.0 * 3 * double(cfg.layers) * double(cfg.heads) * double(T + 2) * double(T + 2);
   if (bytes > 0.5 * detail::physical_memory_bytes())
-    throw Error("the input has " + std::to_string(n) + " tokens; its attention maps need about " + detail::gib(bytes) +
-                ", more than half of this machine's " + detail::gib(detail::physical_memory_bytes()));
+    throw Error("the input has " + std::to_string(n) + " tokens; its attention maps need about " +
+                detail::gib(bytes) + ", more than half of this machine's " +
+                detail::gib(detail::physical_memory_bytes()));
 }
 
 std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
   if (is_lm()) throw Error("answer: a language model continues text; it has no source to answer");
   if (decoding.method != "greedy" && decoding.method != "beam")
     throw Error("--decode: expected greedy or beam, got '" + decoding.method + "'");
-  if (decoding.method == "beam" && gpt) throw Error("--decode beam: beam search here is for the encoder-decoder (--model seq2seq)");
+  if (decoding.method == "beam" && gpt)
+    throw Error("--decode beam: beam search here is for the encoder-decoder (--model seq2seq)");
   int64_t longest = 0;
   for (const Seq& s : sources) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
   if (pairs)
-    for (const Pair& p : pairs->heldout()) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.tgt.size()));
+    for (const Pair& p : pairs->heldout())
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(p.tgt.size()));
   if (cfg.data.empty()) longest = std::max(longest, cfg.max_len);
   const int64_t max_new = longest + 2;
   if (gpt) return gpt_answer(sources, max_new);
@@ -129,12 +136,18 @@ std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
   std::vector<Seq> out;
   if (decoding.method == "beam") {
     nn::BeamOptions bo;
-    bo.beam = decoding.beam; bo.alpha = decoding.alpha; bo.max_len = max_new;
-    bo.bos = Vocab::kBos; bo.eos = Vocab::kEos; bo.pad = Vocab::kPad;
+    bo.beam = decoding.beam;
+    bo.alpha = decoding.alpha;
+    bo.max_len = max_new;
+    bo.bos = Vocab::kBos;
+    bo.eos = Vocab::kEos;
+    bo.pad = Vocab::kPad;
     for (nn::BeamHypothesis& h : nn::beam_search(*s2s, src, bo)) out.push_back(std::move(h.tokens));
   } else {
     nn::DecodeOptions o;
-    o.bos = Vocab::kBos; o.eos = Vocab::kEos; o.pad = Vocab::kPad;
+    o.bos = Vocab::kBos;
+    o.eos = Vocab::kEos;
+    o.pad = Vocab::kPad;
     o.max_len = max_new;
     o.use_cache = decoding.cache;
     out = nn::greedy_decode(*s2s, src, o);
@@ -183,7 +196,8 @@ Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, 
   Seq out;
   gpt->eval();
   while (static_cast<int64_t>(out.size()) < n) {
-    const int64_t keep = std::min<int64_t>(static_cast<int64_t>(seq.size()), out.empty() ? W : std::max<int64_t>(1, W / 2));
+    const int64_t keep = std::min<int64_t>(static_cast<int64_t>(seq.size()),
+                                           out.empty() ? W : std::max<int64_t>(1, W / 2));
     const Seq window(seq.end() - keep, seq.end());
     opt.max_new_tokens = std::min<int64_t>(n - static_cast<int64_t>(out.size()), W - keep + 1);
     const Seq more = nn::generate(*gpt, source_batch({window}), opt, gen).front();

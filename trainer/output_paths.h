@@ -32,7 +32,8 @@ inline bool can_create_in(const std::filesystem::path& dir, std::string* why) {
 // Can the file `name` be created in `dir`? The same probe as can_create_in,
 // under the very name a writer will use (a name past the file system's
 // limit fails here, with ENAMETOOLONG, as it would at the end of a run).
-inline bool can_create_named(const std::filesystem::path& dir, const std::string& name, std::string* why) {
+inline bool can_create_named(const std::filesystem::path& dir, const std::string& name,
+                             std::string* why) {
   const std::filesystem::path probe = dir / name;
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -48,22 +49,25 @@ inline bool can_create_named(const std::filesystem::path& dir, const std::string
 // and its directory exists and takes files, under the path's own name and
 // under `temp_name` when given (the temporary file an atomic writer uses
 // first). Throws Error otherwise.
-inline void check_file_path(const std::string& flag, const std::string& path, const std::string& temp_name = "") {
+inline void check_file_path(const std::string& flag, const std::string& path,
+                            const std::string& temp_name = "") {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path p(path);
   if (path.empty()) throw Error(flag + ": the path is empty");
   if (fs::is_directory(p, ec)) throw Error(flag + " " + path + ": is a directory, not a file path");
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir, ec)) throw Error(flag + " " + path + ": the directory " + dir.string() + " does not exist");
+  if (!fs::is_directory(dir, ec))
+    throw Error(flag + " " + path + ": the directory " + dir.string() + " does not exist");
   std::string why;
-  if (!can_create_in(dir, &why)) throw Error(flag + " " + path + ": cannot write files in " + dir.string() + ": " + why);
+  if (!can_create_in(dir, &why))
+    throw Error(flag + " " + path + ": cannot write files in " + dir.string() + ": " + why);
   // The names themselves (a file name of 246+ bytes is legal, its temporary's may not be).
   for (const std::string& name : {p.filename().string(), temp_name}) {
     if (name.empty() || fs::exists(dir / name, ec)) continue;
     if (!can_create_named(dir, name, &why))
-      throw Error(flag + " " + brief(path, 60) + ": cannot create the file " + brief(name, 60) + " in " +
-                  dir.string() + ": " + why);
+      throw Error(flag + " " + brief(path, 60) + ": cannot create the file " + brief(name, 60) +
+                  " in " + dir.string() + ": " + why);
   }
 }
 

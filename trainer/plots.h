@@ -17,10 +17,14 @@ namespace qkv::plots {
 inline std::string xml_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else o += c;
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else
+      o += c;
   }
   return o;
 }
@@ -47,37 +51,63 @@ inline void write_loss_svg(const std::string& path, const std::vector<double>& s
   const double x0 = steps.front(), x1 = std::max(steps.back(), x0 + 1);
   double lo = 1e300, hi = -1e300;
   for (double v : loss)
-    if (v > 0) { lo = std::min(lo, v); hi = std::max(hi, v); }
+    if (v > 0) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
   if (kind == EvalKind::Loss)
     for (double v : eval_values)
-      if (v > 0) { lo = std::min(lo, v); hi = std::max(hi, v); }
-  if (!(lo < hi)) { lo = lo > 0 && lo < 1e300 ? lo / 2 : 1e-3; hi = lo * 4; }
+      if (v > 0) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+  if (!(lo < hi)) {
+    lo = lo > 0 && lo < 1e300 ? lo / 2 : 1e-3;
+    hi = lo * 4;
+  }
   const double llo = std::floor(std::log10(lo)), lhi = std::ceil(std::log10(hi));
   auto X = [&](double s) { return L + (s - x0) / (x1 - x0) * pw; };
-  auto Y = [&](double v) { return T + (lhi - std::log10(std::max(v, 1e-30))) / std::max(lhi - llo, 1.0) * ph; };
+  auto Y = [&](double v) {
+    return T + (lhi - std::log10(std::max(v, 1e-30))) / std::max(lhi - llo, 1.0) * ph;
+  };
   auto Ya = [&](double a) { return T + (1 - a) * ph; };
   std::ofstream f = open_out(path);
   char buf[256];
-  std::snprintf(buf, sizeof buf, "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' font-family='sans-serif' font-size='12'>\n", W, H);
+  std::snprintf(buf, sizeof buf,
+                "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' "
+                "font-family='sans-serif' font-size='12'>\n",
+                W, H);
   f << buf << "<rect width='100%' height='100%' fill='white'/>\n";
-  f << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>" << xml_escape(title) << "</text>\n";
+  f << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>" << xml_escape(title)
+    << "</text>\n";
   // Axes and decade grid lines.
   for (double d = llo; d <= lhi; d += 1) {
-    std::snprintf(buf, sizeof buf, "<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='#ddd'/><text x='%g' y='%g' text-anchor='end'>1e%d</text>\n",
-                  L, Y(std::pow(10, d)), L + pw, Y(std::pow(10, d)), L - 6, Y(std::pow(10, d)) + 4, static_cast<int>(d));
+    std::snprintf(buf, sizeof buf,
+                  "<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='#ddd'/><text x='%g' y='%g' "
+                  "text-anchor='end'>1e%d</text>\n",
+                  L, Y(std::pow(10, d)), L + pw, Y(std::pow(10, d)), L - 6, Y(std::pow(10, d)) + 4,
+                  static_cast<int>(d));
     f << buf;
   }
   // Step ticks at round numbers: 1, 2 or 5 times a power of ten, about 6 of them.
-  const double raw = (x1 - x0) / 6, mag = std::pow(10.0, std::floor(std::log10(std::max(raw, 1.0))));
-  const double tick = raw <= mag ? mag : raw <= 2 * mag ? 2 * mag : raw <= 5 * mag ? 5 * mag : 10 * mag;
+  const double raw = (x1 - x0) / 6,
+               mag = std::pow(10.0, std::floor(std::log10(std::max(raw, 1.0))));
+  const double tick = raw <= mag       ? mag
+                      : raw <= 2 * mag ? 2 * mag
+                      : raw <= 5 * mag ? 5 * mag
+                                       : 10 * mag;
   for (double s = std::ceil(x0 / tick) * tick; s <= x1; s += tick) {
-    std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' text-anchor='middle'>%.0f</text>\n", X(s), T + ph + 18, s);
+    std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' text-anchor='middle'>%.0f</text>\n", X(s),
+                  T + ph + 18, s);
     f << buf;
   }
-  std::snprintf(buf, sizeof buf, "<rect x='%g' y='%g' width='%g' height='%g' fill='none' stroke='black'/>\n", L, T, pw, ph);
+  std::snprintf(buf, sizeof buf,
+                "<rect x='%g' y='%g' width='%g' height='%g' fill='none' stroke='black'/>\n", L, T,
+                pw, ph);
   f << buf;
   f << "<text x='" << L + pw / 2 << "' y='" << H - 10 << "' text-anchor='middle'>step</text>\n";
-  f << "<text x='16' y='" << T + ph / 2 << "' transform='rotate(-90 16 " << T + ph / 2 << ")' text-anchor='middle' fill='#1f77b4'>training loss (log; dark: moving average)</text>\n";
+  f << "<text x='16' y='" << T + ph / 2 << "' transform='rotate(-90 16 " << T + ph / 2
+    << ")' text-anchor='middle' fill='#1f77b4'>training loss (log; dark: moving average)</text>\n";
   // Raw loss, light; an exponential moving average (0.95) of it on top.
   f << "<polyline fill='none' stroke='#aec7e8' stroke-width='1' points='";
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -96,7 +126,8 @@ inline void write_loss_svg(const std::string& path, const std::vector<double>& s
     const bool acc = kind == EvalKind::Accuracy;
     if (acc)
       for (int i = 0; i <= 4; ++i) {
-        std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' fill='#d62728'>%d%%</text>\n", L + pw + 6, Ya(i / 4.0) + 4, i * 25);
+        std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' fill='#d62728'>%d%%</text>\n",
+                      L + pw + 6, Ya(i / 4.0) + 4, i * 25);
         f << buf;
       }
     auto y_of = [&](double v) { return acc ? Ya(v) : Y(v); };
@@ -110,14 +141,18 @@ inline void write_loss_svg(const std::string& path, const std::vector<double>& s
     for (size_t i = 0; i < eval_steps.size(); ++i) {
       const double x = X(eval_steps[i]), y = y_of(eval_values[i]);
       char value[32];
-      if (acc) std::snprintf(value, sizeof value, "%.1f%%", 100 * eval_values[i]);
-      else std::snprintf(value, sizeof value, "%.3g", eval_values[i]);
+      if (acc)
+        std::snprintf(value, sizeof value, "%.1f%%", 100 * eval_values[i]);
+      else
+        std::snprintf(value, sizeof value, "%.3g", eval_values[i]);
       char mark[1024];  // ~240 bytes with typical numbers; room for any double
-      std::snprintf(mark, sizeof mark,
-                    "<line x1='%.1f' y1='%g' x2='%.1f' y2='%g' stroke='#d62728' stroke-opacity='0.35' stroke-dasharray='3,3'/>"
-                    "<circle cx='%.1f' cy='%.1f' r='3.5' fill='#d62728'/>"
-                    "<text x='%.1f' y='%.1f' font-size='10' fill='#d62728' text-anchor='end'>%s</text>\n",
-                    x, T, x, T + ph, x, y, x - 5, y - 6, value);
+      std::snprintf(
+          mark, sizeof mark,
+          "<line x1='%.1f' y1='%g' x2='%.1f' y2='%g' stroke='#d62728' stroke-opacity='0.35' "
+          "stroke-dasharray='3,3'/>"
+          "<circle cx='%.1f' cy='%.1f' r='3.5' fill='#d62728'/>"
+          "<text x='%.1f' y='%.1f' font-size='10' fill='#d62728' text-anchor='end'>%s</text>\n",
+          x, T, x, T + ph, x, y, x - 5, y - 6, value);
       f << mark;
     }
     f << "<text x='" << L + 8 << "' y='" << T + 16 << "' fill='#d62728'>"
@@ -132,62 +167,79 @@ inline void write_loss_svg(const std::string& path, const std::vector<double>& s
 // positions; darker = more attention. weights[l] is (H, T, S) for one example.
 inline void write_attention_svg(const std::string& path, const std::vector<Tensor>& weights,
                                 const std::vector<std::string>& src_labels,
-                                const std::vector<std::string>& tgt_labels, const std::string& title) {
+                                const std::vector<std::string>& tgt_labels,
+                                const std::string& title) {
   if (weights.empty()) return;
   const int64_t H = weights[0].size(0), T = weights[0].size(1), S = weights[0].size(2);
   const double cell = 22, pad = 40, label = 46;
   const double pw = label + S * cell, ph = label + T * cell + 20;
   const double bar = 70;  // room for the colour scale on the right
   // Wide enough for the title, tall enough for the colour scale.
-  const double W = std::max(pad + H * (pw + pad) + bar, 2 * pad + 8.5 * static_cast<double>(title.size()));
+  const double W =
+      std::max(pad + H * (pw + pad) + bar, 2 * pad + 8.5 * static_cast<double>(title.size()));
   const double Ht = std::max(50 + weights.size() * (ph + pad), 70 + label + 160 + 30);
   std::ofstream f = open_out(path);
   char buf[320];
-  std::snprintf(buf, sizeof buf, "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' font-family='monospace' font-size='11'>\n", W, Ht);
+  std::snprintf(buf, sizeof buf,
+                "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' "
+                "font-family='monospace' font-size='11'>\n",
+                W, Ht);
   f << buf << "<rect width='100%' height='100%' fill='white'/>\n";
-  f << "<text x='" << pad << "' y='24' font-family='sans-serif' font-size='15'>" << xml_escape(title) << "</text>\n";
+  f << "<text x='" << pad << "' y='24' font-family='sans-serif' font-size='15'>"
+    << xml_escape(title) << "</text>\n";
   // The colour scale: white = weight 0, full blue = weight 1 (each row sums to 1).
   {
     const double bx = W - bar + 10, by = 70 + label, bh = 160, steps = 20;
     for (int k = 0; k < steps; ++k) {
       const double v = 1 - (k + 0.5) / steps;
       const int shade = static_cast<int>(255 * (1 - v));
-      std::snprintf(buf, sizeof buf, "<rect x='%g' y='%g' width='14' height='%g' fill='rgb(%d,%d,255)'/>\n", bx,
+      std::snprintf(buf, sizeof buf,
+                    "<rect x='%g' y='%g' width='14' height='%g' fill='rgb(%d,%d,255)'/>\n", bx,
                     by + k * bh / steps, bh / steps + 0.5, shade, shade);
       f << buf;
     }
-    std::snprintf(buf, sizeof buf,
-                  "<rect x='%g' y='%g' width='14' height='%g' fill='none' stroke='#888'/>"
-                  "<text x='%g' y='%g'>1</text><text x='%g' y='%g'>0.5</text><text x='%g' y='%g'>0</text>"
-                  "<text x='%g' y='%g' font-family='sans-serif' font-size='10'>weight</text>\n",
-                  bx, by, bh, bx + 18, by + 4, bx + 18, by + bh / 2 + 4, bx + 18, by + bh + 4, bx - 4, by - 8);
+    std::snprintf(
+        buf, sizeof buf,
+        "<rect x='%g' y='%g' width='14' height='%g' fill='none' stroke='#888'/>"
+        "<text x='%g' y='%g'>1</text><text x='%g' y='%g'>0.5</text><text x='%g' y='%g'>0</text>"
+        "<text x='%g' y='%g' font-family='sans-serif' font-size='10'>weight</text>\n",
+        bx, by, bh, bx + 18, by + 4, bx + 18, by + bh / 2 + 4, bx + 18, by + bh + 4, bx - 4,
+        by - 8);
     f << buf;
   }
   for (size_t l = 0; l < weights.size(); ++l)
     for (int64_t h = 0; h < H; ++h) {
       const double ox = pad + h * (pw + pad), oy = 50 + l * (ph + pad);
-      std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' font-family='sans-serif'>layer %zu, head %lld</text>\n", ox, oy + 10, l, static_cast<long long>(h));
+      std::snprintf(buf, sizeof buf,
+                    "<text x='%g' y='%g' font-family='sans-serif'>layer %zu, head %lld</text>\n",
+                    ox, oy + 10, l, static_cast<long long>(h));
       f << buf;
       const real* w = weights[l].data() + h * T * S;
       for (int64_t i = 0; i < T; ++i)
         for (int64_t j = 0; j < S; ++j) {
           const double v = std::clamp(static_cast<double>(w[i * S + j]), 0.0, 1.0);
           const int shade = static_cast<int>(255 * (1 - v));
-          std::snprintf(buf, sizeof buf, "<rect x='%g' y='%g' width='%g' height='%g' fill='rgb(%d,%d,255)'/>\n",
-                        ox + label + j * cell, oy + 20 + label + i * cell, cell, cell, shade, shade);
+          std::snprintf(buf, sizeof buf,
+                        "<rect x='%g' y='%g' width='%g' height='%g' fill='rgb(%d,%d,255)'/>\n",
+                        ox + label + j * cell, oy + 20 + label + i * cell, cell, cell, shade,
+                        shade);
           f << buf;
         }
       for (int64_t j = 0; j < S && j < static_cast<int64_t>(src_labels.size()); ++j) {
         std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' text-anchor='middle'>%s</text>\n",
-                      ox + label + (j + 0.5) * cell, oy + 20 + label - 6, xml_escape(src_labels[j]).c_str());
+                      ox + label + (j + 0.5) * cell, oy + 20 + label - 6,
+                      xml_escape(src_labels[j]).c_str());
         f << buf;
       }
       for (int64_t i = 0; i < T && i < static_cast<int64_t>(tgt_labels.size()); ++i) {
         std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' text-anchor='end'>%s</text>\n",
-                      ox + label - 6, oy + 20 + label + (i + 0.65) * cell, xml_escape(tgt_labels[i]).c_str());
+                      ox + label - 6, oy + 20 + label + (i + 0.65) * cell,
+                      xml_escape(tgt_labels[i]).c_str());
         f << buf;
       }
-      std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' font-size='9' fill='#555'>source &#8594;</text>\n", ox + label, oy + 32);
+      std::snprintf(buf, sizeof buf,
+                    "<text x='%g' y='%g' font-size='9' fill='#555'>source &#8594;</text>\n",
+                    ox + label, oy + 32);
       f << buf;
     }
   f << "</svg>\n";

@@ -11,9 +11,10 @@ namespace qkv::train {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 }  // namespace
-
 
 std::string label(const Trainer& t, int64_t id) {
   if (id == Vocab::kPad) return "_";
@@ -24,28 +25,36 @@ std::string label(const Trainer& t, int64_t id) {
 void print_header(const Trainer& t, const RunOptions& o) {
   const TrainConfig& c = t.cfg;
   if (c.data.empty())
-    std::printf("qkv train: task %s, %lld symbols, lengths %lld..%lld, held-out %zu sequences\n", c.task.c_str(),
-                (long long)c.vocab, (long long)c.min_len, (long long)c.max_len, t.pairs->heldout().size());
+    std::printf("qkv train: task %s, %lld symbols, lengths %lld..%lld, held-out %zu sequences\n",
+                c.task.c_str(), (long long)c.vocab, (long long)c.min_len, (long long)c.max_len,
+                t.pairs->heldout().size());
   else
-    std::printf("qkv train: data %s (%s, %s tokens, vocabulary %lld), held-out %s\n", c.data.c_str(), c.format.c_str(),
-                c.tokens.c_str(), (long long)t.vocab.size(),
+    std::printf("qkv train: data %s (%s, %s tokens, vocabulary %lld), held-out %s\n",
+                c.data.c_str(), c.format.c_str(), c.tokens.c_str(), (long long)t.vocab.size(),
                 t.text ? (std::to_string(t.text->heldout_tokens().size()) + " tokens").c_str()
                        : (std::to_string(t.pairs->heldout().size()) + " pairs").c_str());
-  std::printf("model: %s, d_model %lld, %lld heads, %lld%s layers, d_ff %lld, %s, %s, %s positions%s, %lld parameters\n",
-              c.model.c_str(), (long long)c.d_model, (long long)c.heads, (long long)c.layers,
-              c.is_gpt() ? "" : ("+" + std::to_string(c.layers)).c_str(), (long long)c.d_ff,
-              c.pre_ln ? "Pre-LN" : "Post-LN", c.activation.c_str(), c.positions.c_str(), c.tie ? ", tied" : "",
-              (long long)t.model().num_parameters());
-  std::printf("training: batch %lld, up to %lld steps, Adam(0.9, 0.98, 1e-9), %s lr %.3g, warmup %lld, %d threads%s\n",
-              (long long)c.batch, (long long)c.steps, c.schedule.c_str(), double(c.lr), (long long)c.warmup,
-              get_num_threads(), o.load_path.empty() ? "" : (", from step " + std::to_string(t.step_count())).c_str());
+  std::printf(
+      "model: %s, d_model %lld, %lld heads, %lld%s layers, d_ff %lld, %s, %s, %s positions%s, %lld "
+      "parameters\n",
+      c.model.c_str(), (long long)c.d_model, (long long)c.heads, (long long)c.layers,
+      c.is_gpt() ? "" : ("+" + std::to_string(c.layers)).c_str(), (long long)c.d_ff,
+      c.pre_ln ? "Pre-LN" : "Post-LN", c.activation.c_str(), c.positions.c_str(),
+      c.tie ? ", tied" : "", (long long)t.model().num_parameters());
+  std::printf(
+      "training: batch %lld, up to %lld steps, Adam(0.9, 0.98, 1e-9), %s lr %.3g, warmup %lld, %d "
+      "threads%s\n",
+      (long long)c.batch, (long long)c.steps, c.schedule.c_str(), double(c.lr), (long long)c.warmup,
+      get_num_threads(),
+      o.load_path.empty() ? "" : (", from step " + std::to_string(t.step_count())).c_str());
   if (dist::size() > 1)
-    std::printf("data parallel: %d MPI ranks, each with %lld..%lld of the %lld sequences of a step\n", dist::size(),
-                (long long)(c.batch / dist::size()), (long long)((c.batch + dist::size() - 1) / dist::size()),
-                (long long)c.batch);
+    std::printf(
+        "data parallel: %d MPI ranks, each with %lld..%lld of the %lld sequences of a step\n",
+        dist::size(), (long long)(c.batch / dist::size()),
+        (long long)((c.batch + dist::size() - 1) / dist::size()), (long long)c.batch);
   if (t.unknown_heldout_tokens > 0)
-    std::printf("note: %lld held-out tokens are not in the training vocabulary; they read as <unk>\n",
-                (long long)t.unknown_heldout_tokens);
+    std::printf(
+        "note: %lld held-out tokens are not in the training vocabulary; they read as <unk>\n",
+        (long long)t.unknown_heldout_tokens);
 }
 
 std::string eval_line(const EvalResult& r) {
@@ -53,7 +62,8 @@ std::string eval_line(const EvalResult& r) {
   if (r.is_lm)
     std::snprintf(b, sizeof b, "loss %.4f, perplexity %.3f", r.loss, r.perplexity());
   else
-    std::snprintf(b, sizeof b, "exact %.2f%%, token %.2f%%", 100 * r.exact_acc(), 100 * r.token_acc());
+    std::snprintf(b, sizeof b, "exact %.2f%%, token %.2f%%", 100 * r.exact_acc(),
+                  100 * r.token_acc());
   return b;
 }
 
@@ -75,14 +85,16 @@ nn::SampleOptions sampling(const RunOptions& o) {
 // A few continuations sampled from the start of held-out windows.
 void print_samples(Trainer& t, const RunOptions& o) {
   const Seq& held = t.text->heldout_tokens();
-  const int64_t prompt = std::min<int64_t>(16, t.cfg.context / 2), n = std::min<int64_t>(o.max_new, 120);
+  const int64_t prompt = std::min<int64_t>(16, t.cfg.context / 2),
+                n = std::min<int64_t>(o.max_new, 120);
   Generator gen(t.cfg.seed);
-  std::printf("samples (temperature %g, top-p %g), each from a %lld-token held-out prompt:\n", o.temperature, o.top_p,
-              (long long)prompt);
+  std::printf("samples (temperature %g, top-p %g), each from a %lld-token held-out prompt:\n",
+              o.temperature, o.top_p, (long long)prompt);
   for (int64_t k = 0; k < 3; ++k) {
     const size_t at = static_cast<size_t>(k) * held.size() / 3;
     if (at + static_cast<size_t>(prompt) > held.size()) break;
-    const Seq p(held.begin() + static_cast<std::ptrdiff_t>(at), held.begin() + static_cast<std::ptrdiff_t>(at) + prompt);
+    const Seq p(held.begin() + static_cast<std::ptrdiff_t>(at),
+                held.begin() + static_cast<std::ptrdiff_t>(at) + prompt);
     const Seq out = t.continue_text(p, n, sampling(o), gen);
     std::string text = "[" + t.decode_text(p) + "]" + t.decode_text(out);
     for (char& c : text) c = c == '\n' ? ' ' : c;
@@ -104,7 +116,8 @@ EvalResult timed_eval(Trainer& t, const std::string& method, const RunOptions& o
 EvalResult final_report(Trainer& t, const RunOptions& o) {
   if (t.text) {
     EvalResult r = t.evaluate();
-    std::printf("\nheld-out (%lld tokens): loss %.4f, perplexity %.3f\n", (long long)r.tokens, r.loss, r.perplexity());
+    std::printf("\nheld-out (%lld tokens): loss %.4f, perplexity %.3f\n", (long long)r.tokens,
+                r.loss, r.perplexity());
     print_samples(t, o);
     return r;
   }
@@ -112,25 +125,36 @@ EvalResult final_report(Trainer& t, const RunOptions& o) {
   double greedy_s = 0, beam_s = 0;
   const EvalResult greedy = timed_eval(t, "greedy", o, &greedy_s);
   std::printf("\nheld-out (%lld sequences, never trained on):\n", (long long)greedy.sequences);
-  std::printf("  greedy:                 exact-sequence accuracy %6.2f%%, token accuracy %6.2f%% (%.2f s)\n",
-              100 * greedy.exact_acc(), 100 * greedy.token_acc(), greedy_s);
+  std::printf(
+      "  greedy:                 exact-sequence accuracy %6.2f%%, token accuracy %6.2f%% (%.2f "
+      "s)\n",
+      100 * greedy.exact_acc(), 100 * greedy.token_acc(), greedy_s);
   EvalResult r = greedy;
   if (t.s2s) {
     const EvalResult beam = timed_eval(t, "beam", o, &beam_s);
-    std::printf("  beam %lld (alpha %.2g):     exact-sequence accuracy %6.2f%%, token accuracy %6.2f%% (%.2f s)\n",
-                (long long)o.beam, o.alpha, 100 * beam.exact_acc(), 100 * beam.token_acc(), beam_s);
+    std::printf(
+        "  beam %lld (alpha %.2g):     exact-sequence accuracy %6.2f%%, token accuracy %6.2f%% "
+        "(%.2f s)\n",
+        (long long)o.beam, o.alpha, 100 * beam.exact_acc(), 100 * beam.token_acc(), beam_s);
     if (o.decode == "beam") r = beam;
   }
   const auto& held = t.pairs->heldout();
   for (size_t i = 0; i < 5 && i < held.size(); ++i)
-    std::printf("  %-24s -> %-24s %s\n", t.decode_text(held[i].src).c_str(), t.decode_text(r.predictions[i]).c_str(),
-                r.predictions[i] == held[i].tgt ? "ok" : ("WRONG, want " + t.decode_text(held[i].tgt)).c_str());
-  const bool table_ok = t.cfg.positions == "sinusoidal" || t.cfg.context >= (t.cfg.is_gpt() ? 2 : 1) * (t.cfg.max_len + 3) + 1;
+    std::printf("  %-24s -> %-24s %s\n", t.decode_text(held[i].src).c_str(),
+                t.decode_text(r.predictions[i]).c_str(),
+                r.predictions[i] == held[i].tgt
+                    ? "ok"
+                    : ("WRONG, want " + t.decode_text(held[i].tgt)).c_str());
+  const bool table_ok = t.cfg.positions == "sinusoidal" ||
+                        t.cfg.context >= (t.cfg.is_gpt() ? 2 : 1) * (t.cfg.max_len + 3) + 1;
   if (!t.pairs->from_file() && table_ok) {
     Generator long_gen(t.cfg.seed + 7);
     const EvalResult lr = t.evaluate(t.pairs->longer_set(o.long_eval, 3, long_gen));
-    std::printf("length generalization (%lld sequences of length %lld..%lld, longer than any trained on): %s\n",
-                (long long)lr.sequences, (long long)t.cfg.max_len + 1, (long long)t.cfg.max_len + 3, eval_line(lr).c_str());
+    std::printf(
+        "length generalization (%lld sequences of length %lld..%lld, longer than any trained on): "
+        "%s\n",
+        (long long)lr.sequences, (long long)t.cfg.max_len + 1, (long long)t.cfg.max_len + 3,
+        eval_line(lr).c_str());
   }
   return r;
 }
@@ -148,7 +172,8 @@ AttentionPicture cross_attention_of(Trainer& t, const Seq& src, const Seq& answe
   t.s2s->eval();
   t.s2s->keep_attention(true);
   t.s2s->forward(one.src, one.tgt_in);
-  for (const Tensor& a : t.s2s->cross_attention()) p.maps.push_back(a.reshape({a.size(1), a.size(2), a.size(3)}));
+  for (const Tensor& a : t.s2s->cross_attention())
+    p.maps.push_back(a.reshape({a.size(1), a.size(2), a.size(3)}));
   t.s2s->keep_attention(false);
   t.s2s->train();
   for (int64_t tok : one.src.ids) p.src.push_back(label(t, tok));
@@ -161,11 +186,11 @@ void print_attention(const AttentionPicture& p) {
   const int64_t H = last.size(0), T = last.size(1), S = last.size(2);
   Tensor avg = Tensor::zeros({T, S});
   for (int64_t h = 0; h < H; ++h)
-    for (int64_t k = 0; k < T * S; ++k) avg.data()[k] += last.data()[h * T * S + k] / static_cast<real>(H);
+    for (int64_t k = 0; k < T * S; ++k)
+      avg.data()[k] += last.data()[h * T * S + k] / static_cast<real>(H);
   std::printf("cross-attention of the last decoder layer (mean over heads):\n%s",
               plots::ascii_heatmap(avg.data(), T, S, p.src, p.tgt).c_str());
 }
-
 
 // --ask: answer each line (the text, or stdin's lines for "-"); a language
 // model continues the text instead.
@@ -176,12 +201,16 @@ int ask(Trainer& t, const RunOptions& o) {
     const Seq src = t.encode_text(line, &unknown);
     if (src.empty()) return;
     if (t.is_lm() && static_cast<int64_t>(src.size()) > t.cfg.context)
-      std::fprintf(stderr, "note: the prompt has %zu tokens; the model sees its last %lld (its context)\n", src.size(),
-                   (long long)t.cfg.context);
+      std::fprintf(stderr,
+                   "note: the prompt has %zu tokens; the model sees its last %lld (its context)\n",
+                   src.size(), (long long)t.cfg.context);
     if (!t.is_lm()) t.check_source_fits(src.size());
-    const Seq out = t.is_lm() ? t.continue_text(src, o.max_new, sampling(o), gen) : t.answer({src}).front();
+    const Seq out =
+        t.is_lm() ? t.continue_text(src, o.max_new, sampling(o), gen) : t.answer({src}).front();
     std::printf("%s\n", t.decode_text(out).c_str());
-    if (unknown) std::fprintf(stderr, "note: %lld input tokens are not in the vocabulary (read as <unk>)\n", (long long)unknown);
+    if (unknown)
+      std::fprintf(stderr, "note: %lld input tokens are not in the vocabulary (read as <unk>)\n",
+                   (long long)unknown);
     if (o.show_attention && t.s2s) print_attention(cross_attention_of(t, src, out));
   };
   if (o.ask != "-") {
@@ -194,7 +223,8 @@ int ask(Trainer& t, const RunOptions& o) {
 
 // Logs and plots, after the checkpoint. Each failure is reported; returns
 // false if any happened.
-bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalResult& r, std::vector<std::string>* written) {
+bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalResult& r,
+                 std::vector<std::string>* written) {
   bool ok = true;
   auto attempt = [&](const char* what, auto&& f) {
     try {
@@ -208,22 +238,23 @@ bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalRe
   const std::string name = run_name(t.cfg);
   if (!h.steps.empty())
     attempt("loss.svg", [&] {
-      plots::write_loss_svg(o.out_dir + "/loss.svg", h.steps, h.losses, h.eval_steps, h.eval_accs,
-                            "qkv: " + name + ", training loss and held-out " + (r.is_lm ? "loss" : "accuracy"),
-                            r.is_lm ? plots::EvalKind::Loss : plots::EvalKind::Accuracy);
+      plots::write_loss_svg(
+          o.out_dir + "/loss.svg", h.steps, h.losses, h.eval_steps, h.eval_accs,
+          "qkv: " + name + ", training loss and held-out " + (r.is_lm ? "loss" : "accuracy"),
+          r.is_lm ? plots::EvalKind::Loss : plots::EvalKind::Accuracy);
     });
   if (t.s2s && !t.pairs->heldout().empty())
     attempt("attention.svg", [&] {
       const Seq& src = t.pairs->heldout()[0].src;
       AttentionPicture p = cross_attention_of(t, src, r.predictions.at(0));
-      plots::write_attention_svg(o.out_dir + "/attention.svg", p.maps, p.src, p.tgt,
-                                 "cross-attention, " + name + ": rows = decoder input, columns = source");
+      plots::write_attention_svg(
+          o.out_dir + "/attention.svg", p.maps, p.src, p.tgt,
+          "cross-attention, " + name + ": rows = decoder input, columns = source");
       std::printf("\n");
       print_attention(p);
     });
   return ok;
 }
-
 
 void print_first_attention(Trainer& t, const EvalResult& r) {
   print_attention(cross_attention_of(t, t.pairs->heldout()[0].src, r.predictions.at(0)));

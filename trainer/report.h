@@ -10,7 +10,8 @@
 namespace qkv::train {
 
 struct History {
-  std::vector<double> steps, losses, eval_steps, eval_accs;  // eval_accs: a loss for a language model
+  std::vector<double> steps, losses, eval_steps,
+      eval_accs;  // eval_accs: a loss for a language model
   double train_seconds = 0, eval_seconds = 0, allreduce_seconds = 0;
   int64_t tokens = 0, first_step = 0;
   int stopped_by = 0;  // the signal that ended training early, or 0
@@ -29,7 +30,8 @@ int ask(Trainer& t, const RunOptions& o);
 void print_first_attention(Trainer& t, const EvalResult& r);
 // loss.svg and attention.svg, after the checkpoint; *written gets the names
 // of the files written. Each failure is reported; returns false if any happened.
-bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalResult& r, std::vector<std::string>* written);
+bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalResult& r,
+                 std::vector<std::string>* written);
 std::string run_name(const TrainConfig& c);
 
 }  // namespace qkv::train

@@ -20,14 +20,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // ---- building the run -----------------------------------------------------------
 
 // A new run, with the decoder-only model's own defaults (Pre-LN, GELU, tied
 // output, learned positions) for whatever the command line left unsaid.
 Trainer new_run(TrainConfig c, const std::vector<std::string>& given) {
-  auto said = [&](const char* k) { return std::find(given.begin(), given.end(), k) != given.end(); };
+  auto said = [&](const char* k) {
+    return std::find(given.begin(), given.end(), k) != given.end();
+  };
   if (c.is_gpt()) {
     if (!said("pre_ln")) c.pre_ln = true;
     if (!said("activation")) c.activation = "gelu";
@@ -39,36 +43,42 @@ Trainer new_run(TrainConfig c, const std::vector<std::string>& given) {
 
 // Resumes (or, for --eval-only and --decode, reopens) a checkpoint. Its file
 // holds every setting; a flag given as well must agree with it, except --steps.
-Trainer resumed_run(const std::string& path, const TrainConfig& flags, const std::vector<std::string>& given,
-                    bool allow_nonfinite, DataUse use) {
+Trainer resumed_run(const std::string& path, const TrainConfig& flags,
+                    const std::vector<std::string>& given, bool allow_nonfinite, DataUse use) {
   const json mine = flags.to_json();
-  return Trainer::resume(path, [&](TrainConfig& c, bool model_file) {
-    const json saved = c.to_json();
-    if (model_file) {  // no run to agree with: the flags say how to read and evaluate it
-      json j = saved;
-      for (const std::string& k : given) {
-        if (TrainConfig::is_arch_key(k) && saved[k] != mine[k])
-          throw Error(flag_of(k) + ": the model file " + path + " holds a model with " + flag_of(k) + " " +
-                      show_value(saved[k]) + ", but the command line gives " + show_value(mine[k]));
-        j[k] = mine[k];
-      }
-      c = TrainConfig::from_json(j, "the command line");
-      return;
-    }
-    for (const std::string& k : given) {
-      if (k == "steps" || saved[k] == mine[k]) continue;
-      // Evaluating: the data may be named anew (moved, or another folder); its hash decides.
-      if (use == DataUse::Evaluate && (k == "data" || k == "valid" || (k == "format" && saved["data"] == ""))) {
-        (k == "data" ? c.data : k == "valid" ? c.valid : c.format) = mine[k].get<std::string>();
-        continue;
-      }
-      throw Error(flag_of(k) + ": the checkpoint " + path + " was trained with " + flag_of(k) + " " +
-                  show_value(saved[k]) + ", but the command line gives " + show_value(mine[k]) +
-                  " (leave the flag out to use the checkpoint's)");
-    }
-    c.steps = flags.steps;
-    if (std::find(given.begin(), given.end(), "steps") == given.end()) c.steps = saved["steps"].get<int64_t>();
-  }, allow_nonfinite, use);
+  return Trainer::resume(
+      path,
+      [&](TrainConfig& c, bool model_file) {
+        const json saved = c.to_json();
+        if (model_file) {  // no run to agree with: the flags say how to read and evaluate it
+          json j = saved;
+          for (const std::string& k : given) {
+            if (TrainConfig::is_arch_key(k) && saved[k] != mine[k])
+              throw Error(flag_of(k) + ": the model file " + path + " holds a model with " +
+                          flag_of(k) + " " + show_value(saved[k]) +
+                          ", but the command line gives " + show_value(mine[k]));
+            j[k] = mine[k];
+          }
+          c = TrainConfig::from_json(j, "the command line");
+          return;
+        }
+        for (const std::string& k : given) {
+          if (k == "steps" || saved[k] == mine[k]) continue;
+          // Evaluating: the data may be named anew (moved, or another folder); its hash decides.
+          if (use == DataUse::Evaluate &&
+              (k == "data" || k == "valid" || (k == "format" && saved["data"] == ""))) {
+            (k == "data" ? c.data : k == "valid" ? c.valid : c.format) = mine[k].get<std::string>();
+            continue;
+          }
+          throw Error(flag_of(k) + ": the checkpoint " + path + " was trained with " + flag_of(k) +
+                      " " + show_value(saved[k]) + ", but the command line gives " +
+                      show_value(mine[k]) + " (leave the flag out to use the checkpoint's)");
+        }
+        c.steps = flags.steps;
+        if (std::find(given.begin(), given.end(), "steps") == given.end())
+          c.steps = saved["steps"].get<int64_t>();
+      },
+      allow_nonfinite, use);
 }
 
 // Under MPI every rank must read the same data (same flags are not enough:
@@ -78,9 +88,11 @@ Trainer resumed_run(const std::string& path, const TrainConfig& flags, const std
 void check_same_data_on_all_ranks(const Trainer& t) {
   if (dist::size() == 1) return;
   auto hash_of = [&](const char* part) {
-    return t.data_info.contains(part) ? t.data_info[part]["fnv1a64"].get<std::string>() : std::string("-");
+    return t.data_info.contains(part) ? t.data_info[part]["fnv1a64"].get<std::string>()
+                                      : std::string("-");
   };
-  const json mine = {hash_of("data"), hash_of("valid"), train::detail::hex64(fnv1a64(t.vocab.to_json().dump()))};
+  const json mine = {hash_of("data"), hash_of("valid"),
+                     train::detail::hex64(fnv1a64(t.vocab.to_json().dump()))};
   const std::vector<std::string> all = dist::all_gather(mine.dump());
   const json first = json::parse(all[0]);
   for (size_t r = 1; r < all.size(); ++r) {
@@ -88,8 +100,9 @@ void check_same_data_on_all_ranks(const Trainer& t) {
     const char* what[] = {"--data file", "--valid file", "vocabulary"};
     for (size_t k = 0; k < 3; ++k)
       if (other[k] != first[k])
-        throw Error("MPI rank " + std::to_string(r) + " reads a different " + what[k] + " than rank 0 (hash " +
-                    other[k].get<std::string>() + " vs " + first[k].get<std::string>() + (k == 0 ? ", " + t.cfg.data : "") +
+        throw Error("MPI rank " + std::to_string(r) + " reads a different " + what[k] +
+                    " than rank 0 (hash " + other[k].get<std::string>() + " vs " +
+                    first[k].get<std::string>() + (k == 0 ? ", " + t.cfg.data : "") +
                     "): every rank needs the same data files");
   }
 }
@@ -103,23 +116,28 @@ void prepare_outputs(const RunOptions& o) {
   std::vector<fs::path> made;  // directories created here, deepest last
   auto undo = [&] {
     std::error_code ec;
-    for (auto it = made.rbegin(); it != made.rend(); ++it) fs::remove(*it, ec);  // only if still empty
+    for (auto it = made.rbegin(); it != made.rend(); ++it)
+      fs::remove(*it, ec);  // only if still empty
   };
   try {
     std::string why;
     const fs::path out(o.out_dir);
     std::error_code ec;
-    if (fs::exists(out, ec) && !fs::is_directory(out, ec)) throw Error("--out " + o.out_dir + ": exists and is not a directory");
+    if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+      throw Error("--out " + o.out_dir + ": exists and is not a directory");
     if (!fs::exists(out, ec)) {
-      for (fs::path p = fs::absolute(out); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) made.insert(made.begin(), p);
+      for (fs::path p = fs::absolute(out); !p.empty() && !fs::exists(p, ec); p = p.parent_path())
+        made.insert(made.begin(), p);
       if (!fs::create_directories(out, ec) && ec) {
         made.clear();
         throw Error("--out " + o.out_dir + ": cannot create the directory: " + ec.message());
       }
     }
-    if (!outputs::can_create_in(out, &why)) throw Error("--out " + o.out_dir + ": cannot write files there: " + why);
+    if (!outputs::can_create_in(out, &why))
+      throw Error("--out " + o.out_dir + ": cannot write files there: " + why);
     if (!o.save_path.empty())
-      outputs::check_file_path("--save", o.save_path, fs::path(safetensors_temp_path(o.save_path)).filename().string());
+      outputs::check_file_path("--save", o.save_path,
+                               fs::path(safetensors_temp_path(o.save_path)).filename().string());
   } catch (...) {
     undo();
     throw;
@@ -130,24 +148,28 @@ void prepare_outputs(const RunOptions& o) {
 // update, after the loss was checked): said so, never "could not be written".
 void check_model_finite(const Trainer& t) {
   if (auto bad = find_nonfinite(nn::state_dict(t.model())))
-    throw Diverged("after step " + std::to_string(t.step_count()) + " the weights are not finite (tensor '" +
-                   bad->tensor + "' holds " + std::to_string(bad->count) + " NaN or Inf values): training diverged");
+    throw Diverged("after step " + std::to_string(t.step_count()) +
+                   " the weights are not finite (tensor '" + bad->tensor + "' holds " +
+                   std::to_string(bad->count) + " NaN or Inf values): training diverged");
 }
 
 // Writes the checkpoint; if that fails, tries fallback places and says where
 // it went. Returns the path written, or "" when every attempt failed.
 std::string save_with_fallback(const Trainer& t, const std::string& path) {
   const std::vector<std::string> dropout_states = t.dropout_states();  // every MPI rank's
-  if (dist::rank() != 0) return path;  // rank 0 writes
+  if (dist::rank() != 0) return path;                                  // rank 0 writes
   std::vector<std::string> tries{path};
   // The rescue names stay short enough for any file system, whatever --save's length.
   const std::string base = fs::path(path).filename().string().substr(0, 120);
   tries.push_back(base + ".rescued-" + std::to_string(getpid()));
-  tries.push_back((fs::temp_directory_path() / (base + ".rescued-" + std::to_string(getpid()))).string());
+  tries.push_back(
+      (fs::temp_directory_path() / (base + ".rescued-" + std::to_string(getpid()))).string());
   for (size_t i = 0; i < tries.size(); ++i) {
     try {
       t.write_checkpoint(tries[i], dropout_states);
-      if (i > 0) std::fprintf(stderr, "checkpoint: could not write %s; wrote %s instead\n", path.c_str(), tries[i].c_str());
+      if (i > 0)
+        std::fprintf(stderr, "checkpoint: could not write %s; wrote %s instead\n", path.c_str(),
+                     tries[i].c_str());
       return tries[i];
     } catch (const std::exception& e) {
       std::fprintf(stderr, "checkpoint: %s\n", e.what());
@@ -184,15 +206,15 @@ class CsvLog {
 
  private:
   void fail(const char* what) {
-    if (!failed_) std::fprintf(stderr, "\nwarning: %s: %s (%s); training goes on\n", path_.c_str(), what, std::strerror(errno));
+    if (!failed_)
+      std::fprintf(stderr, "\nwarning: %s: %s (%s); training goes on\n", path_.c_str(), what,
+                   std::strerror(errno));
     failed_ = true;
   }
   std::string path_;
   std::ofstream f_;
   bool failed_ = false;
 };
-
-
 
 // ---- stopping on a signal ---------------------------------------------------------
 // SIGINT (Ctrl-C), SIGTERM (kill, a job scheduler) and SIGHUP (the terminal
@@ -229,7 +251,9 @@ bool stop_requested() {
   return any > 0;
 }
 
-const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM"; }
+const char* signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+}
 
 // --save-every: a failed periodic save is a warning, not the end of the run
 // (the previous checkpoint stays whole: writes are atomic).
@@ -238,21 +262,23 @@ void periodic_save(const Trainer& t, const std::string& path) {
   try {
     t.save(path);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "\nwarning: the checkpoint of step %lld could not be written (%s); training goes on%s\n",
-                 static_cast<long long>(t.step_count()), e.what(),
-                 fs::exists(path) ? (", and " + path + " keeps the last good one").c_str() : "");
+    std::fprintf(
+        stderr,
+        "\nwarning: the checkpoint of step %lld could not be written (%s); training goes on%s\n",
+        static_cast<long long>(t.step_count()), e.what(),
+        fs::exists(path) ? (", and " + path + " keeps the last good one").c_str() : "");
   }
 }
 
 void progress_bar(int64_t step, int64_t total, real loss, real lr, double tok_s, double eta) {
   const int width = 24;
   const int fill = static_cast<int>(width * step / std::max<int64_t>(total, 1));
-  std::printf("\r[%s%s] %lld/%lld loss %.4f lr %.1e %5.1fk tok/s eta %3.0fs ", std::string(fill, '#').c_str(),
-              std::string(width - fill, ' ').c_str(), static_cast<long long>(step),
-              static_cast<long long>(total), static_cast<double>(loss), static_cast<double>(lr), tok_s / 1000, eta);
+  std::printf("\r[%s%s] %lld/%lld loss %.4f lr %.1e %5.1fk tok/s eta %3.0fs ",
+              std::string(fill, '#').c_str(), std::string(width - fill, ' ').c_str(),
+              static_cast<long long>(step), static_cast<long long>(total),
+              static_cast<double>(loss), static_cast<double>(lr), tok_s / 1000, eta);
   std::fflush(stdout);
 }
-
 
 // Trains until --steps or the --target accuracy. Throws Diverged.
 void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
@@ -274,14 +300,17 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
     const double tok_s = double(h.tokens) / std::max(h.train_seconds, 1e-9);
     const double eta = h.train_seconds / double(s - h.first_step) * double(t.cfg.steps - s);
     log.row(s, loss, t.current_lr(), tok_s, t.last_grad_norm, "", "", "");
-    if (tty && (s % 10 == 0 || s == t.cfg.steps)) progress_bar(s, t.cfg.steps, loss, t.current_lr(), tok_s, eta);
+    if (tty && (s % 10 == 0 || s == t.cfg.steps))
+      progress_bar(s, t.cfg.steps, loss, t.current_lr(), tok_s, eta);
     if (!tty && (s % o.log_every == 0 || s == t.cfg.steps)) {
-      std::printf("step %6lld  loss %.4f  lr %.2e  %.0f tok/s  %.1fs\n", static_cast<long long>(s), window_loss / window_n,
-                  static_cast<double>(t.current_lr()), tok_s, h.train_seconds);
+      std::printf("step %6lld  loss %.4f  lr %.2e  %.0f tok/s  %.1fs\n", static_cast<long long>(s),
+                  window_loss / window_n, static_cast<double>(t.current_lr()), tok_s,
+                  h.train_seconds);
       window_loss = 0;
       window_n = 0;
     }
-    if (o.save_every > 0 && s % o.save_every == 0 && !o.save_path.empty()) periodic_save(t, o.save_path);
+    if (o.save_every > 0 && s % o.save_every == 0 && !o.save_path.empty())
+      periodic_save(t, o.save_path);
     if (stop_requested()) {
       h.stopped_by = g_stop_signal;
       break;
@@ -292,13 +321,13 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
       h.eval_seconds += seconds_since(e0);
       h.eval_steps.push_back(double(s));
       h.eval_accs.push_back(r.is_lm ? r.loss : r.exact_acc());
-      log.row(s, "", "", "", "", r.is_lm ? "" : std::to_string(r.exact_acc()), r.is_lm ? "" : std::to_string(r.token_acc()),
-              r.is_lm ? std::to_string(r.loss) : "");
+      log.row(s, "", "", "", "", r.is_lm ? "" : std::to_string(r.exact_acc()),
+              r.is_lm ? "" : std::to_string(r.token_acc()), r.is_lm ? std::to_string(r.loss) : "");
       if (tty) std::printf("\n");
       std::printf("  held-out at step %lld: %s\n", static_cast<long long>(s), eval_line(r).c_str());
       if (!o.no_early_stop && !r.is_lm && r.exact_acc() >= o.target) {
-        std::printf("  reached the %.1f%% target at step %lld%s\n", 100 * o.target, static_cast<long long>(s),
-                    s < t.cfg.steps ? ": stopping early" : "");
+        std::printf("  reached the %.1f%% target at step %lld%s\n", 100 * o.target,
+                    static_cast<long long>(s), s < t.cfg.steps ? ": stopping early" : "");
         break;
       }
       if (stop_requested()) {  // a signal during the evaluation
@@ -309,45 +338,60 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
   }
   if (tty) std::printf("\n");
   if (h.stopped_by)
-    std::printf("stopped by %s after step %lld: writing the checkpoint\n", signal_name(h.stopped_by),
-                static_cast<long long>(t.step_count()));
+    std::printf("stopped by %s after step %lld: writing the checkpoint\n",
+                signal_name(h.stopped_by), static_cast<long long>(t.step_count()));
   const int64_t n = t.step_count() - h.first_step;
-  std::printf("trained %lld steps in %.1f s (%.1f ms/step, %.0f target tokens/s); evaluation took %.1f s\n",
-              static_cast<long long>(n), h.train_seconds, 1000 * h.train_seconds / double(std::max<int64_t>(1, n)),
-              double(h.tokens) / std::max(h.train_seconds, 1e-9), h.eval_seconds);
+  std::printf(
+      "trained %lld steps in %.1f s (%.1f ms/step, %.0f target tokens/s); evaluation took %.1f s\n",
+      static_cast<long long>(n), h.train_seconds,
+      1000 * h.train_seconds / double(std::max<int64_t>(1, n)),
+      double(h.tokens) / std::max(h.train_seconds, 1e-9), h.eval_seconds);
   if (dist::size() > 1)
-    std::printf("gradient allreduce over %d MPI ranks: %.2f ms/step (%.1f%% of the step)\n", dist::size(),
-                1000 * h.allreduce_seconds / double(std::max<int64_t>(1, n)),
+    std::printf("gradient allreduce over %d MPI ranks: %.2f ms/step (%.1f%% of the step)\n",
+                dist::size(), 1000 * h.allreduce_seconds / double(std::max<int64_t>(1, n)),
                 100 * h.allreduce_seconds / std::max(h.train_seconds, 1e-9));
 }
 
 }  // namespace
 
 void check_options(const RunOptions& o) {
-  if (o.threads < 0 || o.threads > 1024) throw Error("--threads: must be in [0, 1024], got " + std::to_string(o.threads));
-  if (o.eval_every < 0) throw Error("--eval-every: must be >= 0, got " + std::to_string(o.eval_every));
+  if (o.threads < 0 || o.threads > 1024)
+    throw Error("--threads: must be in [0, 1024], got " + std::to_string(o.threads));
+  if (o.eval_every < 0)
+    throw Error("--eval-every: must be >= 0, got " + std::to_string(o.eval_every));
   if (o.log_every < 1) throw Error("--log-every: must be >= 1, got " + std::to_string(o.log_every));
-  if (o.save_every < 0) throw Error("--save-every: must be >= 0, got " + std::to_string(o.save_every));
-  if (!(o.target > 0 && o.target <= 1)) throw Error("--target: must be in (0, 1], got " + std::to_string(o.target));
+  if (o.save_every < 0)
+    throw Error("--save-every: must be >= 0, got " + std::to_string(o.save_every));
+  if (!(o.target > 0 && o.target <= 1))
+    throw Error("--target: must be in (0, 1], got " + std::to_string(o.target));
   if ((o.eval_only || !o.ask.empty()) && o.load_path.empty())
     throw Error(std::string(o.eval_only ? "--eval-only" : "--ask") + " needs --load PATH");
   if (o.show_attention && o.ask.empty()) throw Error("--show-attention goes with --ask");
-  if (o.decode != "greedy" && o.decode != "beam") throw Error("--decode: expected greedy or beam, got '" + o.decode + "'");
-  if (o.beam < 1 || o.beam > 256) throw Error("--beam: must be in [1, 256], got " + std::to_string(o.beam));
-  if (!(o.alpha >= 0 && o.alpha <= 10)) throw Error("--alpha: must be in [0, 10], got " + std::to_string(o.alpha));
-  if (o.max_new < 1 || o.max_new > 100000) throw Error("--max-new: must be in [1, 100000], got " + std::to_string(o.max_new));
-  if (o.top_k < 0) throw Error("--top-k: must be >= 0 (0: all tokens), got " + std::to_string(o.top_k));
+  if (o.decode != "greedy" && o.decode != "beam")
+    throw Error("--decode: expected greedy or beam, got '" + o.decode + "'");
+  if (o.beam < 1 || o.beam > 256)
+    throw Error("--beam: must be in [1, 256], got " + std::to_string(o.beam));
+  if (!(o.alpha >= 0 && o.alpha <= 10))
+    throw Error("--alpha: must be in [0, 10], got " + std::to_string(o.alpha));
+  if (o.max_new < 1 || o.max_new > 100000)
+    throw Error("--max-new: must be in [1, 100000], got " + std::to_string(o.max_new));
+  if (o.top_k < 0)
+    throw Error("--top-k: must be >= 0 (0: all tokens), got " + std::to_string(o.top_k));
   sampling(o);  // --temperature, --top-p
-  if (o.no_save && (!o.save_path.empty() || o.save_every > 0)) throw Error("--no-save: contradicts --save / --save-every");
+  if (o.no_save && (!o.save_path.empty() || o.save_every > 0))
+    throw Error("--no-save: contradicts --save / --save-every");
   if (o.allow_nonfinite && !(o.eval_only || !o.ask.empty()))
     throw Error("--allow-nonfinite: only with --eval-only or --ask (never to train on)");
   if (o.threads > 0) set_num_threads(o.threads);
-
 }
 
-Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given, const RunOptions& o) {
-  if (!o.init_from.empty() && !o.load_path.empty()) throw Error("--init-from: starts a new run; --load resumes one (give one of them)");
-  const DataUse use = !o.ask.empty() ? DataUse::None : o.eval_only ? DataUse::Evaluate : DataUse::Train;
+Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given,
+                 const RunOptions& o) {
+  if (!o.init_from.empty() && !o.load_path.empty())
+    throw Error("--init-from: starts a new run; --load resumes one (give one of them)");
+  const DataUse use = !o.ask.empty() ? DataUse::None
+                      : o.eval_only  ? DataUse::Evaluate
+                                     : DataUse::Train;
   Trainer t = !o.load_path.empty() ? resumed_run(o.load_path, flags, given, o.allow_nonfinite, use)
               : !o.init_from.empty() ? Trainer::init_from(o.init_from, flags, given)
                                      : new_run(flags, given);
@@ -360,9 +404,11 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   // the same collective calls); rank 0 alone prints and writes files.
   const bool lead = dist::rank() == 0;
   if (!dist::all_equal(t.cfg.to_json().dump() + flags_text))
-    throw Error("the MPI ranks were started with different flags; every rank needs the same command line");
+    throw Error(
+        "the MPI ranks were started with different flags; every rank needs the same command line");
   check_same_data_on_all_ranks(t);
-  if (!lead && !std::freopen("/dev/null", "w", stdout)) throw Error("cannot silence stdout of a rank > 0");
+  if (!lead && !std::freopen("/dev/null", "w", stdout))
+    throw Error("cannot silence stdout of a rank > 0");
   if (!o.ask.empty()) return ask(t, o);
 
   // 3. Every output path, before any work: a run that cannot keep its
@@ -375,8 +421,10 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   }
   print_header(t, o);
   if (o.eval_only && o.detect_anomaly)
-    std::printf("anomaly check (one forward and backward pass on held-out data): no NaN or Inf, loss %.4f\n",
-                double(t.check_anomalies()));
+    std::printf(
+        "anomaly check (one forward and backward pass on held-out data): no NaN or Inf, loss "
+        "%.4f\n",
+        double(t.check_anomalies()));
 
   // 4. Train (or only evaluate).
   History h;
@@ -393,7 +441,8 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
       if (!anomaly && !dynamic_cast<const Diverged*>(&e)) throw;
       log.close();
       std::fprintf(stderr, "\nerror: %s%s\nstopped; no checkpoint was written%s\n",
-                   anomaly ? ("step " + std::to_string(t.step_count() + 1) + ": ").c_str() : "", e.what(),
+                   anomaly ? ("step " + std::to_string(t.step_count() + 1) + ": ").c_str() : "",
+                   e.what(),
                    o.save_path.empty() ? "" : (" (" + o.save_path + " is as it was)").c_str());
       return kExitDiverged;
     }
@@ -415,8 +464,10 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
     }
   }
   catch_stop_signals(false);  // the model is safe: a signal now ends the program at once
-  if (h.stopped_by) {  // no final evaluation: the user asked to stop
-    if (lead) std::printf("log: %s/log.csv; resume with --load %s\n", o.out_dir.c_str(), o.save_path.c_str());
+  if (h.stopped_by) {         // no final evaluation: the user asked to stop
+    if (lead)
+      std::printf("log: %s/log.csv; resume with --load %s\n", o.out_dir.c_str(),
+                  o.save_path.c_str());
     return 128 + h.stopped_by;
   }
   if (!lead) return outputs_ok ? 0 : kExitError;

@@ -23,7 +23,8 @@ struct RunOptions {
   int threads = 0;
   int64_t eval_every = 250, log_every = 100, save_every = 0, long_eval = 200;
   double target = 0.99;
-  bool eval_only = false, no_early_stop = false, no_save = false, show_attention = false, allow_nonfinite = false;
+  bool eval_only = false, no_early_stop = false, no_save = false, show_attention = false,
+       allow_nonfinite = false;
   bool detect_anomaly = false;
   std::string out_dir, save_path, load_path, ask, init_from;
   std::string decode = "greedy";  // held-out checks and --ask: greedy | beam
@@ -41,7 +42,8 @@ void check_options(const RunOptions& o);
 
 // The run: resumed or reopened from --load, started from --init-from's
 // model, or new. `given` lists the run settings given as flags (JSON keys).
-Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given, const RunOptions& o);
+Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given,
+                 const RunOptions& o);
 
 // Trains (or evaluates, or answers --ask), writes the checkpoint, the logs and
 // plots, and reports; returns the exit status. `flags_text` is the whole

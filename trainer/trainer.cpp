@@ -37,7 +37,10 @@ std::string hex64(uint64_t h) {
 json file_info(const TextFile& f) {
   std::error_code ec;
   const std::string abs = std::filesystem::absolute(f.path, ec).lexically_normal().string();
-  return {{"path", f.path}, {"abspath", ec ? f.path : abs}, {"bytes", f.text.size()}, {"fnv1a64", hex64(f.hash)}};
+  return {{"path", f.path},
+          {"abspath", ec ? f.path : abs},
+          {"bytes", f.text.size()},
+          {"fnv1a64", hex64(f.hash)}};
 }
 double physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -54,7 +57,8 @@ std::string gib(double bytes) {
 void check_data_memory(double bytes, const std::string& what, const std::string& detail_text) {
   const double have = physical_memory_bytes();
   if (bytes > 0.5 * have)
-    throw Error(what + ": " + detail_text + " need about " + gib(bytes) + ", more than half of this machine's " + gib(have));
+    throw Error(what + ": " + detail_text + " need about " + gib(bytes) +
+                ", more than half of this machine's " + gib(have));
 }
 // Refuses a model or batch whose memory would clearly not fit, before it is
 // built. An estimate: weights, gradients and Adam's two moments (16 bytes per
@@ -65,15 +69,17 @@ void check_memory(const TrainConfig& c, int64_t V, int64_t T) {
   const double stacks = c.is_gpt() ? 1 : 2.5;  // encoder, decoder (with cross-attention)
   const double params = stacks * L * (4 * D * D + 2 * D * F) + 2 * double(V) * D + double(T) * D;
   const double tokens = double(c.batch) * double(T);
-  const double acts = stacks * L * tokens * (40 * std::max(D, F) + 4 * H * double(T)) + 3 * tokens * double(V);
+  const double acts =
+      stacks * L * tokens * (40 * std::max(D, F) + 4 * H * double(T)) + 3 * tokens * double(V);
   const double bytes = 16 * params + 4 * acts, have = physical_memory_bytes();
   if (bytes > 0.8 * have) {
     char m[300];
-    std::snprintf(m, sizeof m,
-                  "this model and batch need about %.1f GiB (--d-model %lld, --d-ff %lld, --layers %lld, "
-                  "--batch %lld, %lld tokens per sequence), more than this machine's %.1f GiB",
-                  bytes / 1073741824.0, (long long)c.d_model, (long long)c.d_ff, (long long)c.layers,
-                  (long long)c.batch, (long long)T, have / 1073741824.0);
+    std::snprintf(
+        m, sizeof m,
+        "this model and batch need about %.1f GiB (--d-model %lld, --d-ff %lld, --layers %lld, "
+        "--batch %lld, %lld tokens per sequence), more than this machine's %.1f GiB",
+        bytes / 1073741824.0, (long long)c.d_model, (long long)c.d_ff, (long long)c.layers,
+        (long long)c.batch, (long long)T, have / 1073741824.0);
     throw Error(m);
   }
 }
@@ -94,9 +100,14 @@ uint64_t rank_dropout_seed(uint64_t seed, int r) {
 // Data parallel: the rows [begin, end) of a batch drawn on every rank.
 LMBatch rows_of(const LMBatch& b, dist::Share r) {
   const int64_t T = b.ids.len, n = r.end - r.begin;
-  LMBatch out{{std::vector<int64_t>(b.ids.ids.begin() + r.begin * T, b.ids.ids.begin() + r.end * T), n, T, {}},
-              std::vector<int64_t>(b.targets.begin() + r.begin * T, b.targets.begin() + r.end * T), 0};
-  if (!b.ids.lengths.empty()) out.ids.lengths.assign(b.ids.lengths.begin() + r.begin, b.ids.lengths.begin() + r.end);
+  LMBatch out{{std::vector<int64_t>(b.ids.ids.begin() + r.begin * T, b.ids.ids.begin() + r.end * T),
+               n,
+               T,
+               {}},
+              std::vector<int64_t>(b.targets.begin() + r.begin * T, b.targets.begin() + r.end * T),
+              0};
+  if (!b.ids.lengths.empty())
+    out.ids.lengths.assign(b.ids.lengths.begin() + r.begin, b.ids.lengths.begin() + r.end);
   for (int64_t t : out.targets) out.target_tokens += t != Vocab::kPad;
   return out;
 }
@@ -131,7 +142,8 @@ Trainer::Trainer(const TrainConfig& c, const Vocab* given, const std::string& wh
   schedule = make_schedule(cfg);
   // Each MPI rank drops out its own units: rank 0 keeps the model's stream
   // (so one rank is a one-process run), rank r > 0 gets a stream of its own.
-  if (dist::rank() > 0) dropout_gen().manual_seed(detail::rank_dropout_seed(cfg.seed, dist::rank()));
+  if (dist::rank() > 0)
+    dropout_gen().manual_seed(detail::rank_dropout_seed(cfg.seed, dist::rank()));
 }
 
 // Reads the data, fixes the vocabulary and checks every sequence against the
@@ -144,16 +156,21 @@ void Trainer::build_data(const Vocab* given) {
   if (cfg.data.empty()) {
     vocab = Vocab::symbols(cfg.vocab);
     if (given && given->to_json() != vocab.to_json())
-      throw Error("checkpoint: its vocabulary is not the --vocab " + std::to_string(cfg.vocab) + " symbols of the task");
+      throw Error("checkpoint: its vocabulary is not the --vocab " + std::to_string(cfg.vocab) +
+                  " symbols of the task");
     // The held-out set is kept as ids (8 bytes a token, source and target).
-    detail::check_data_memory(double(cfg.heldout) * (16.0 * double(cfg.max_len) + 64), "--heldout " + std::to_string(cfg.heldout),
-                              "sequences of up to --max-len " + std::to_string(cfg.max_len) + " tokens");
+    detail::check_data_memory(
+        double(cfg.heldout) * (16.0 * double(cfg.max_len) + 64),
+        "--heldout " + std::to_string(cfg.heldout),
+        "sequences of up to --max-len " + std::to_string(cfg.max_len) + " tokens");
     try {
       pairs = std::make_unique<PairData>(
-          data::TaskConfig{data::parse_task(cfg.task), cfg.vocab, cfg.min_len, cfg.max_len}, cfg.heldout, data_gen);
+          data::TaskConfig{data::parse_task(cfg.task), cfg.vocab, cfg.min_len, cfg.max_len},
+          cfg.heldout, data_gen);
     } catch (const Error& e) {  // e.g. a held-out set larger than half of all sequences
-      throw Error("--heldout " + std::to_string(cfg.heldout) + " with --vocab " + std::to_string(cfg.vocab) +
-                  ", --min-len " + std::to_string(cfg.min_len) + ", --max-len " + std::to_string(cfg.max_len) + ": " + e.what());
+      throw Error("--heldout " + std::to_string(cfg.heldout) + " with --vocab " +
+                  std::to_string(cfg.vocab) + ", --min-len " + std::to_string(cfg.min_len) +
+                  ", --max-len " + std::to_string(cfg.max_len) + ": " + e.what());
     }
     data_info = {{"kind", "task"}, {"task", cfg.task}};
     need = cfg.is_gpt() ? 2 * cfg.max_len + 1 : cfg.max_len + 1;
@@ -172,35 +189,50 @@ void Trainer::build_data(const Vocab* given) {
     } else {
       // A fixed split of the file, drawn from its own stream so that it does
       // not depend on anything else the run draws.
-      if (train_tok.size() < 2) throw Error("--data " + cfg.data + ": one pair cannot be split into training and held-out");
+      if (train_tok.size() < 2)
+        throw Error("--data " + cfg.data + ": one pair cannot be split into training and held-out");
       std::vector<size_t> order(train_tok.size());
       std::iota(order.begin(), order.end(), size_t{0});
       Generator split_gen(cfg.seed ^ detail::kSplitSeedSalt);
-      for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[static_cast<size_t>(split_gen.randint(0, static_cast<int64_t>(i)))]);
-      const size_t n_valid = std::clamp<size_t>(static_cast<size_t>(std::llround(cfg.valid_fraction * double(order.size()))), 1, order.size() - 1);
+      for (size_t i = order.size(); i > 1; --i)
+        std::swap(order[i - 1],
+                  order[static_cast<size_t>(split_gen.randint(0, static_cast<int64_t>(i)))]);
+      const size_t n_valid = std::clamp<size_t>(
+          static_cast<size_t>(std::llround(cfg.valid_fraction * double(order.size()))), 1,
+          order.size() - 1);
       std::vector<data::TokenPair> kept;
-      for (size_t i = 0; i < order.size(); ++i) (i < n_valid ? valid_tok : kept).push_back(train_tok[order[i]]);
+      for (size_t i = 0; i < order.size(); ++i)
+        (i < n_valid ? valid_tok : kept).push_back(train_tok[order[i]]);
       train_tok.swap(kept);
     }
     if (given) {
       vocab = *given;
     } else {
       std::vector<const std::vector<std::string>*> lists;
-      for (auto& p : train_tok) { lists.push_back(&p.src); lists.push_back(&p.tgt); }
+      for (auto& p : train_tok) {
+        lists.push_back(&p.src);
+        lists.push_back(&p.tgt);
+      }
       const auto toks = data::distinct_tokens(lists);
       if (static_cast<int64_t>(toks.size()) > cfg.max_vocab)
-        throw Error("--data " + cfg.data + ": " + std::to_string(toks.size()) + " distinct tokens is more than --max-vocab " +
-                    std::to_string(cfg.max_vocab) + (cfg.tokens == "word" ? "" : " (try --tokens word?)"));
+        throw Error("--data " + cfg.data + ": " + std::to_string(toks.size()) +
+                    " distinct tokens is more than --max-vocab " + std::to_string(cfg.max_vocab) +
+                    (cfg.tokens == "word" ? "" : " (try --tokens word?)"));
       vocab = Vocab::from_tokens(toks);
     }
     std::vector<Pair> train_p, valid_p;
     int64_t unknown_train = 0;
-    auto add = [&](const std::vector<data::TokenPair>& in, std::vector<Pair>& out, int64_t* unk, const std::string& file) {
+    auto add = [&](const std::vector<data::TokenPair>& in, std::vector<Pair>& out, int64_t* unk,
+                   const std::string& file) {
       for (const data::TokenPair& p : in) {
         out.push_back({vocab.encode(p.src, unk), vocab.encode(p.tgt, unk)});
-        const int64_t len = cfg.is_gpt() ? static_cast<int64_t>(p.src.size() + p.tgt.size()) + 1
-                                         : static_cast<int64_t>(std::max(p.src.size(), p.tgt.size() + 1));
-        if (len > need) { need = len; longest_where = file + ":" + std::to_string(p.line); }
+        const int64_t len = cfg.is_gpt()
+                                ? static_cast<int64_t>(p.src.size() + p.tgt.size()) + 1
+                                : static_cast<int64_t>(std::max(p.src.size(), p.tgt.size() + 1));
+        if (len > need) {
+          need = len;
+          longest_where = file + ":" + std::to_string(p.line);
+        }
       }
     };
     add(train_tok, train_p, &unknown_train, cfg.data);
@@ -224,7 +256,8 @@ void Trainer::build_data(const Vocab* given) {
       vocab = *given;
     } else {
       std::set<std::string, std::less<>> distinct;
-      const int64_t n_fit = v ? n_train : n_train - static_cast<int64_t>(cfg.valid_fraction * double(n_train));
+      const int64_t n_fit =
+          v ? n_train : n_train - static_cast<int64_t>(cfg.valid_fraction * double(n_train));
       int64_t k = 0;
       data::for_each_token(f.text, how, [&](std::string_view t) {
         if (k++ < n_fit && distinct.find(t) == distinct.end()) distinct.emplace(t);
@@ -238,10 +271,14 @@ void Trainer::build_data(const Vocab* given) {
     int64_t unknown_train = 0;
     Seq train_ids, valid_ids;
     train_ids.reserve(static_cast<size_t>(n_train));
-    data::for_each_token(f.text, how, [&](std::string_view t) { train_ids.push_back(vocab.id_of(t, &unknown_train)); });
+    data::for_each_token(f.text, how, [&](std::string_view t) {
+      train_ids.push_back(vocab.id_of(t, &unknown_train));
+    });
     if (v) {
       valid_ids.reserve(static_cast<size_t>(n_valid_file));
-      data::for_each_token(v->text, how, [&](std::string_view t) { valid_ids.push_back(vocab.id_of(t, &unknown_heldout_tokens)); });
+      data::for_each_token(v->text, how, [&](std::string_view t) {
+        valid_ids.push_back(vocab.id_of(t, &unknown_heldout_tokens));
+      });
     } else {  // the last --valid-fraction of the stream
       const size_t n_valid = static_cast<size_t>(cfg.valid_fraction * double(train_ids.size()));
       valid_ids.assign(train_ids.end() - static_cast<std::ptrdiff_t>(n_valid), train_ids.end());
@@ -249,22 +286,26 @@ void Trainer::build_data(const Vocab* given) {
       train_ids.shrink_to_fit();
     }
     if (static_cast<int64_t>(train_ids.size()) < cfg.context + 2)
-      throw Error("--data " + cfg.data + ": " + std::to_string(train_ids.size()) + " training tokens is too few for --context " +
-                  std::to_string(cfg.context));
+      throw Error("--data " + cfg.data + ": " + std::to_string(train_ids.size()) +
+                  " training tokens is too few for --context " + std::to_string(cfg.context));
     if (static_cast<int64_t>(valid_ids.size()) < cfg.context + 1)
-      throw Error((cfg.valid.empty() ? "--valid-fraction: the held-out part of " + cfg.data : "--valid " + cfg.valid) + " has " +
-                  std::to_string(valid_ids.size()) + " tokens, fewer than one window of --context " +
-                  std::to_string(cfg.context) + " + 1");
+      throw Error((cfg.valid.empty() ? "--valid-fraction: the held-out part of " + cfg.data
+                                     : "--valid " + cfg.valid) +
+                  " has " + std::to_string(valid_ids.size()) +
+                  " tokens, fewer than one window of --context " + std::to_string(cfg.context) +
+                  " + 1");
     text = std::make_unique<TextData>(std::move(train_ids), std::move(valid_ids), cfg.context);
     need = cfg.context;
     longest_where = "--context";
   }
-  if (pairs && pairs->heldout().empty()) throw Error("--valid " + cfg.valid + ": no held-out pairs");
+  if (pairs && pairs->heldout().empty())
+    throw Error("--valid " + cfg.valid + ": no held-out pairs");
   if (cfg.context == 0) cfg.context = need;
   const bool table_is_fixed = cfg.is_gpt() || cfg.positions == "learned";
   if (table_is_fixed && need > cfg.context)
-    throw Error("--context " + std::to_string(cfg.context) + ": the position table is shorter than a sequence of " +
-                std::to_string(need) + " tokens (" + longest_where + ")");
+    throw Error("--context " + std::to_string(cfg.context) +
+                ": the position table is shorter than a sequence of " + std::to_string(need) +
+                " tokens (" + longest_where + ")");
   detail::check_memory(cfg, vocab.size(), need);
 }
 
@@ -273,16 +314,27 @@ void Trainer::build_model() {
   if (cfg.is_gpt()) {
     nn::GPTConfig g;
     g.vocab = vocab.size();
-    g.d_model = cfg.d_model; g.heads = cfg.heads; g.layers = cfg.layers; g.d_ff = cfg.d_ff;
-    g.max_len = cfg.context; g.dropout = cfg.dropout; g.activation = act; g.pre_norm = cfg.pre_ln;
-    g.tie_weights = cfg.tie; g.seed = cfg.seed;
+    g.d_model = cfg.d_model;
+    g.heads = cfg.heads;
+    g.layers = cfg.layers;
+    g.d_ff = cfg.d_ff;
+    g.max_len = cfg.context;
+    g.dropout = cfg.dropout;
+    g.activation = act;
+    g.pre_norm = cfg.pre_ln;
+    g.tie_weights = cfg.tie;
+    g.seed = cfg.seed;
     gpt = std::make_unique<nn::GPT>(g);
   } else {
     nn::TransformerConfig m;
     m.src_vocab = m.tgt_vocab = vocab.size();
-    m.d_model = cfg.d_model; m.heads = cfg.heads;
+    m.d_model = cfg.d_model;
+    m.heads = cfg.heads;
     m.encoder_layers = m.decoder_layers = cfg.layers;
-    m.d_ff = cfg.d_ff; m.dropout = cfg.dropout; m.activation = act; m.pre_norm = cfg.pre_ln;
+    m.d_ff = cfg.d_ff;
+    m.dropout = cfg.dropout;
+    m.activation = act;
+    m.pre_norm = cfg.pre_ln;
     m.tie_weights = cfg.tie;
     m.learned_positions = cfg.positions == "learned";
     m.max_len = m.learned_positions ? cfg.context : 512;  // sinusoidal tables grow on demand
@@ -300,22 +352,27 @@ Var Trainer::loss_on_batch(int64_t* target_tokens) {
     LMBatch b = text->draw(cfg.batch, data_gen);
     *target_tokens = b.target_tokens;
     if (dist::size() > 1) b = detail::rows_of(b, mine);
-    return detail::share_of_loss(nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing),
-                                 b.target_tokens, *target_tokens);
+    return detail::share_of_loss(
+        nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing),
+        b.target_tokens, *target_tokens);
   }
   std::vector<Pair> drawn = pairs->draw(cfg.batch, data_gen);
   *target_tokens = 0;
-  for (const Pair& p : drawn) *target_tokens += static_cast<int64_t>(p.tgt.size()) + 1;  // y1 .. yL </s>
-  if (dist::size() > 1) drawn = std::vector<Pair>(drawn.begin() + mine.begin, drawn.begin() + mine.end);
+  for (const Pair& p : drawn)
+    *target_tokens += static_cast<int64_t>(p.tgt.size()) + 1;  // y1 .. yL </s>
+  if (dist::size() > 1)
+    drawn = std::vector<Pair>(drawn.begin() + mine.begin, drawn.begin() + mine.end);
   if (gpt) {
     LMBatch b = collate_prompted(drawn);
-    return detail::share_of_loss(nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing),
-                                 b.target_tokens, *target_tokens);
+    return detail::share_of_loss(
+        nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing),
+        b.target_tokens, *target_tokens);
   }
   data::Batch b = collate_pairs(drawn);
   Var logits = s2s->forward(b.src, b.tgt_in);  // (B, T, V)
-  return detail::share_of_loss(nn::cross_entropy(logits, b.tgt_out, Vocab::kPad, cfg.label_smoothing), b.target_tokens,
-                               *target_tokens);
+  return detail::share_of_loss(
+      nn::cross_entropy(logits, b.tgt_out, Vocab::kPad, cfg.label_smoothing), b.target_tokens,
+      *target_tokens);
 }
 
 real Trainer::step() {
@@ -328,13 +385,16 @@ real Trainer::step() {
   // rank, so the checks below stop all ranks at the same step.
   const real value = static_cast<real>(dist::sum(double(loss.item())));
   if (!std::isfinite(value))
-    throw Diverged("step " + std::to_string(s) + ": the loss is " + std::to_string(value) + " (training diverged)");
+    throw Diverged("step " + std::to_string(s) + ": the loss is " + std::to_string(value) +
+                   " (training diverged)");
   // A cross-entropy far above a uniform guess's (ln V) means the weights have
   // blown up even if every number is still finite: also a divergence.
   const double uniform = std::log(double(vocab.size()));
   if (value > kExplodedLoss * uniform) {
     char m[200];
-    std::snprintf(m, sizeof m, "step %lld: the loss %.4g is over %g times a uniform guess's (ln V = %.3f): training diverged",
+    std::snprintf(m, sizeof m,
+                  "step %lld: the loss %.4g is over %g times a uniform guess's (ln V = %.3f): "
+                  "training diverged",
                   (long long)s, double(value), kExplodedLoss, uniform);
     throw Diverged(m);
   }
@@ -342,10 +402,12 @@ real Trainer::step() {
   // The global batch's gradient on every rank, before clipping sees it.
   last_allreduce_seconds = dist::allreduce_gradients(opt->params());
   // The norm before clipping; with --clip 0 nothing is scaled.
-  last_grad_norm = optim::clip_grad_norm(opt->params(), cfg.clip > 0 ? cfg.clip : std::numeric_limits<real>::max());
+  last_grad_norm = optim::clip_grad_norm(
+      opt->params(), cfg.clip > 0 ? cfg.clip : std::numeric_limits<real>::max());
   if (!std::isfinite(last_grad_norm))
-    throw Diverged("step " + std::to_string(s) + ": the gradient norm is " + std::to_string(last_grad_norm) +
-                   " (training diverged; the parameters are those of step " + std::to_string(s - 1) + ")");
+    throw Diverged(
+        "step " + std::to_string(s) + ": the gradient norm is " + std::to_string(last_grad_norm) +
+        " (training diverged; the parameters are those of step " + std::to_string(s - 1) + ")");
   opt->lr = schedule->lr(s);
   opt->step();
   last_target_tokens = tokens;
@@ -361,7 +423,8 @@ void Trainer::save(const std::string& path) const {
   if (dist::rank() == 0) write_checkpoint(path, states);
 }
 
-void Trainer::write_checkpoint(const std::string& path, const std::vector<std::string>& dropout_states) const {
+void Trainer::write_checkpoint(const std::string& path,
+                               const std::vector<std::string>& dropout_states) const {
   NamedTensors all;
   for (auto& [n, t] : nn::state_dict(model())) all.emplace_back("model." + n, t);
   for (auto& [n, t] : opt->state_dict()) all.emplace_back("optim." + n, t);
@@ -370,7 +433,8 @@ void Trainer::write_checkpoint(const std::string& path, const std::vector<std::s
   md["train_config"] = cfg.run_json().dump();  // the architecture is model_config's alone
   md["vocab"] = vocab.to_json().dump();
   md["tokenizer"] = cfg.data.empty() || cfg.tokens == "word" ? "word" : "char";
-  md["special_tokens"] = nn::special_tokens_json({Vocab::kPad, Vocab::kBos, Vocab::kEos, vocab.has_unk() ? Vocab::kUnk : -1});
+  md["special_tokens"] = nn::special_tokens_json(
+      {Vocab::kPad, Vocab::kBos, Vocab::kEos, vocab.has_unk() ? Vocab::kUnk : -1});
   md["data"] = data_info.dump();
   md["step"] = std::to_string(opt->step_count());
   md["data_gen"] = generator_state_string(data_gen);

@@ -57,10 +57,10 @@ using data::Vocab;
 
 // Helpers shared by the trainer's .cpp files (and tested on their own).
 namespace detail {
-std::string hex64(uint64_t h);                 // 16 hex digits
-json file_info(const TextFile& f);             // a data file as a checkpoint records it
+std::string hex64(uint64_t h);      // 16 hex digits
+json file_info(const TextFile& f);  // a data file as a checkpoint records it
 double physical_memory_bytes();
-std::string gib(double bytes);                 // "12.3 GiB"
+std::string gib(double bytes);  // "12.3 GiB"
 // Refuses data whose estimated `bytes` would take over half the machine's memory.
 void check_data_memory(double bytes, const std::string& what, const std::string& detail_text);
 // Refuses a model and batch that clearly would not fit in memory.
@@ -74,8 +74,8 @@ Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t global_to
 
 struct EvalResult {
   int64_t sequences = 0, exact = 0, tokens = 0, tokens_right = 0;
-  double loss = 0;                  // language model: mean held-out cross-entropy
-  int64_t unknown_tokens = 0;       // held-out tokens the vocabulary lacks (<unk>)
+  double loss = 0;             // language model: mean held-out cross-entropy
+  int64_t unknown_tokens = 0;  // held-out tokens the vocabulary lacks (<unk>)
   bool is_lm = false;
   double exact_acc() const { return sequences ? double(exact) / sequences : 0; }
   double token_acc() const { return tokens ? double(tokens_right) / tokens : 0; }
@@ -112,11 +112,11 @@ inline void set_generator_state(Generator& g, const std::string& s, const std::s
 inline constexpr const char* kCheckpointFormat = "qkv-train-v3";
 inline constexpr const char* kCheckpointFormatV2 = "qkv-train-v2";
 
-
 // What a Trainer reads besides the checkpoint's own contents.
 enum class DataUse {
   Train,     // a new or resumed run: every data file, hash-checked on resume
-  Evaluate,  // --eval-only: the held-out data (a moved file is found by hash, a new --valid is taken)
+  Evaluate,  // --eval-only: the held-out data (a moved file is found by hash, a new --valid is
+             // taken)
   None,      // --ask: the vocabulary is in the file; no data file is read
 };
 
@@ -126,8 +126,8 @@ class Trainer {
   // Adam. With `vocab` (from a checkpoint) the data is encoded with it instead.
   // `where` names the settings' source in errors ("" for flags, else e.g.
   // "<file>: train_config"); DataUse::None builds the model only.
-  explicit Trainer(const TrainConfig& c, const Vocab* vocab = nullptr, const std::string& where = "",
-                   DataUse use = DataUse::Train);
+  explicit Trainer(const TrainConfig& c, const Vocab* vocab = nullptr,
+                   const std::string& where = "", DataUse use = DataUse::Train);
 
   // Reads a checkpoint written by save(): its config (with `adjust` applied,
   // e.g. a longer --steps), vocabulary, data, weights, optimizer state, step
@@ -143,7 +143,8 @@ class Trainer {
   // the model file or checkpoint at `path` (--init-from: fine-tuning with a
   // fresh optimizer). `given` lists the keys set on the command line: an
   // architecture key among them must agree with the file.
-  static Trainer init_from(const std::string& path, TrainConfig c, const std::vector<std::string>& given);
+  static Trainer init_from(const std::string& path, TrainConfig c,
+                           const std::vector<std::string>& given);
   // The run settings stored in a checkpoint (for comparing with flags).
   static TrainConfig checkpoint_config(const TensorFile& f);
   // The vocabulary stored in a model file or checkpoint, checked against the
@@ -181,7 +182,8 @@ class Trainer {
     std::string method = "greedy";  // greedy | beam
     int64_t beam = 4;
     double alpha = 0.6;
-    bool cache = true;  // greedy with the key/value cache (false: recompute the prefix, for comparison)
+    bool cache =
+        true;  // greedy with the key/value cache (false: recompute the prefix, for comparison)
   } decoding;
   // A language model's continuation of `prompt` (ids): `n` tokens sampled with
   // `opt` (temperature 0: greedy) from `gen`.
@@ -198,7 +200,8 @@ class Trainer {
   // The two halves of save(): every rank's dropout stream (collective), then
   // the file, written with them by whichever rank calls it.
   std::vector<std::string> dropout_states() const;
-  void write_checkpoint(const std::string& path, const std::vector<std::string>& dropout_states) const;
+  void write_checkpoint(const std::string& path,
+                        const std::vector<std::string>& dropout_states) const;
   // Restores a checkpoint of this same run (settings must match; --steps is free).
   void load(const std::string& path);
 
@@ -212,11 +215,11 @@ class Trainer {
 
   TrainConfig cfg;
   Vocab vocab;
-  json data_info;                        // where the data came from (files, hashes)
-  int64_t unknown_heldout_tokens = 0;    // held-out tokens mapped to <unk>
+  json data_info;                      // where the data came from (files, hashes)
+  int64_t unknown_heldout_tokens = 0;  // held-out tokens mapped to <unk>
   Generator data_gen;
-  std::unique_ptr<PairData> pairs;       // seq2seq data (task or file), or gpt on pairs
-  std::unique_ptr<TextData> text;        // gpt on a text file
+  std::unique_ptr<PairData> pairs;  // seq2seq data (task or file), or gpt on pairs
+  std::unique_ptr<TextData> text;   // gpt on a text file
   std::unique_ptr<nn::Seq2SeqTransformer> s2s;
   std::unique_ptr<nn::GPT> gpt;
   std::unique_ptr<optim::Adam> opt;
@@ -230,6 +233,4 @@ class Trainer {
   nn::Tokens source_batch(const std::vector<Seq>& sources) const;
 };
 
-
 }  // namespace qkv::train
-
