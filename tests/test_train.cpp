@@ -422,6 +422,14 @@ TEST_CASE(
     });
   };
   CHECK(train::Trainer::resume(as_v2(small_config().heads)).cfg.heads == small_config().heads);
+  // A v3 file stores the architecture once: a train_config that holds it too is refused.
+  CHECK_THROWS_WITH_AS(
+      train::Trainer::resume(broken([&](Metadata& m) { m["train_config"] = full.dump(); })),
+      doctest::Contains("metadata 'train_config' holds"), Error);
+  // The weights the trainer reads are the ones model_prefix names, for every reader alike.
+  CHECK_THROWS_WITH_AS(
+      train::Trainer::resume(broken([](Metadata& m) { m["model_prefix"] = "x."; })),
+      doctest::Contains("metadata 'model_prefix' is 'x.'"), Error);
   CHECK_THROWS_WITH_AS(train::Trainer::resume(as_v2(small_config().heads * 2)),
                        doctest::Contains("the file's parts disagree: train_config says heads"),
                        Error);

@@ -56,6 +56,9 @@ TrainConfig Trainer::checkpoint_config(const TensorFile& f) {
   for (auto& [k, v] : from_model.items()) {
     if (!TrainConfig::is_arch_key(k)) continue;
     // Version 2 stored the architecture twice: both must say the same.
+    if (!v2 && run.contains(k))
+      throw Error(f.path + ": metadata 'train_config' holds '" + k +
+                  "', which is model_config's alone (the architecture is stored once)");
     if (v2 && run.contains(k) && run[k] != v)
       throw Error(f.path + ": the file's parts disagree: train_config says " + k + " = " +
                   brief(run[k].dump(), 40) + " but model_config gives " + brief(v.dump(), 40));
@@ -106,6 +109,13 @@ void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite, DataUse use)
   for (const char* part : {"data", "valid"}) {
     if (!t.data_info.contains(part)) continue;
     const json& now = t.data_info[part];
+    if ((!saved.contains(part) || !saved[part].is_object()) && use == DataUse::Evaluate &&
+        std::string(part) ==
+            "valid") {  // trained on a split of --data: another held-out file is taken
+      std::printf("note: evaluating on %s, not the held-out part of the run's data file\n",
+                  now["path"].get<std::string>().c_str());
+      continue;
+    }
     if (!saved.contains(part) || !saved[part].is_object() || !saved[part].contains("fnv1a64"))
       throw Error(f.path + ": metadata 'data' has no '" + part +
                   "' file entry, but this run reads " + now["path"].get<std::string>());
@@ -195,6 +205,9 @@ Trainer Trainer::resume(const std::string& path,
   TensorFile f = read_safetensors(path);
   const auto [kind, mc] = detail::model_of(f);
   const std::string prefix = f.metadata.count("model_prefix") ? f.metadata.at("model_prefix") : "";
+  if (f.metadata.count("format") && prefix != "model.")
+    throw Error(path + ": metadata 'model_prefix' is '" + brief(prefix, 40) +
+                "', but a training checkpoint keeps its weights under 'model.'");
   detail::check_model_fits(f, kind, mc, prefix);
   if (!f.metadata.count("format")) {
     // A model file: the weights and the architecture, no training state.
@@ -249,7 +262,7 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
   if (kind == "seq2seq" && arch.positions == "sinusoidal")
     arch.context = c.context;  // the table grows on demand
   const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
-  Trainer t(arch, &v);
+  Trainer t(arch, &v, path);
   nn::LoadOptions lo;
   lo.prefix = prefix;
   nn::load_state_dict(t.model(), f, lo);

@@ -129,7 +129,12 @@ std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
     for (const Pair& p : pairs->heldout())
       longest = std::max<int64_t>(longest, static_cast<int64_t>(p.tgt.size()));
   if (cfg.data.empty()) longest = std::max(longest, cfg.max_len);
-  const int64_t max_new = longest + 2;
+  // Without the data (--ask on a checkpoint or model file), answers may be as
+  // long as the longest sequence trained on (the position table).
+  if (!pairs && !cfg.data.empty()) longest = std::max(longest, cfg.context);
+  int64_t max_new = longest + 2;
+  // A learned position table bounds the decoder's length.
+  if (s2s && cfg.positions == "learned") max_new = std::min(max_new, cfg.context);
   if (gpt) return gpt_answer(sources, max_new);
   const nn::Tokens src = source_batch(sources);
   s2s->eval();

@@ -85,7 +85,7 @@ nn::SampleOptions sampling(const RunOptions& o) {
 // A few continuations sampled from the start of held-out windows.
 void print_samples(Trainer& t, const RunOptions& o) {
   const Seq& held = t.text->heldout_tokens();
-  const int64_t prompt = std::min<int64_t>(16, t.cfg.context / 2),
+  const int64_t prompt = std::max<int64_t>(1, std::min<int64_t>(16, t.cfg.context / 2)),
                 n = std::min<int64_t>(o.max_new, 120);
   Generator gen(t.cfg.seed);
   std::printf("samples (temperature %g, top-p %g), each from a %lld-token held-out prompt:\n",

@@ -162,8 +162,10 @@ std::string save_with_fallback(const Trainer& t, const std::string& path) {
   // The rescue names stay short enough for any file system, whatever --save's length.
   const std::string base = fs::path(path).filename().string().substr(0, 120);
   tries.push_back(base + ".rescued-" + std::to_string(getpid()));
+  std::error_code ec;  // a TMPDIR that does not exist must not stop the first try
+  const fs::path tmp = fs::temp_directory_path(ec);
   tries.push_back(
-      (fs::temp_directory_path() / (base + ".rescued-" + std::to_string(getpid()))).string());
+      ((ec ? fs::path("/tmp") : tmp) / (base + ".rescued-" + std::to_string(getpid()))).string());
   for (size_t i = 0; i < tries.size(); ++i) {
     try {
       t.write_checkpoint(tries[i], dropout_states);
@@ -262,11 +264,12 @@ void periodic_save(const Trainer& t, const std::string& path) {
   try {
     t.save(path);
   } catch (const std::exception& e) {
+    std::error_code ec;
     std::fprintf(
         stderr,
         "\nwarning: the checkpoint of step %lld could not be written (%s); training goes on%s\n",
         static_cast<long long>(t.step_count()), e.what(),
-        fs::exists(path) ? (", and " + path + " keeps the last good one").c_str() : "");
+        fs::exists(path, ec) ? (", and " + path + " keeps the last good one").c_str() : "");
   }
 }
 
@@ -338,8 +341,10 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
   }
   if (tty) std::printf("\n");
   if (h.stopped_by)
-    std::printf("stopped by %s after step %lld: writing the checkpoint\n",
-                signal_name(h.stopped_by), static_cast<long long>(t.step_count()));
+    std::printf(
+        "stopped by %s after step %lld%s\n", signal_name(h.stopped_by),
+        static_cast<long long>(t.step_count()),
+        o.save_path.empty() ? " (--no-save: nothing is written)" : ": writing the checkpoint");
   const int64_t n = t.step_count() - h.first_step;
   std::printf(
       "trained %lld steps in %.1f s (%.1f ms/step, %.0f target tokens/s); evaluation took %.1f s\n",
@@ -350,6 +355,21 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
     std::printf("gradient allreduce over %d MPI ranks: %.2f ms/step (%.1f%% of the step)\n",
                 dist::size(), 1000 * h.allreduce_seconds / double(std::max<int64_t>(1, n)),
                 100 * h.allreduce_seconds / std::max(h.train_seconds, 1e-9));
+}
+
+// Training stopped on an error that is not a divergence (out of memory in an
+// evaluation, a failed read): the weights of the last finished step are
+// finite and valuable, so they are written (to the checkpoint or its rescue
+// path) before the error is reported.
+void keep_before_rethrow(const Trainer& t, const RunOptions& o, const std::exception& e) {
+  if (o.save_path.empty() || t.step_count() == 0) return;
+  if (find_nonfinite(nn::state_dict(t.model()))) return;
+  std::fprintf(stderr, "\nerror during training: %s\nwriting the checkpoint of step %lld first\n",
+               e.what(), static_cast<long long>(t.step_count()));
+  const std::string written = save_with_fallback(t, o.save_path);
+  if (!written.empty())
+    std::fprintf(stderr, "checkpoint: %s (step %lld)\n", written.c_str(),
+                 (long long)t.step_count());
 }
 
 }  // namespace
@@ -436,9 +456,12 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
       catch_stop_signals(true);
       train_loop(t, o, log, h);
       if (!o.save_path.empty()) check_model_finite(t);
-    } catch (const Error& e) {  // Diverged, or AnomalyError from --detect-anomaly
+    } catch (const std::exception& e) {  // Diverged, or AnomalyError from --detect-anomaly
       const bool anomaly = dynamic_cast<const AnomalyError*>(&e) != nullptr;
-      if (!anomaly && !dynamic_cast<const Diverged*>(&e)) throw;
+      if (!anomaly && !dynamic_cast<const Diverged*>(&e)) {
+        keep_before_rethrow(t, o, e);
+        throw;
+      }
       log.close();
       std::fprintf(stderr, "\nerror: %s%s\nstopped; no checkpoint was written%s\n",
                    anomaly ? ("step " + std::to_string(t.step_count() + 1) + ": ").c_str() : "",
@@ -452,8 +475,9 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   }
 
   // 5. The model first, then everything else.
+  std::string written;
   if (training && !o.save_path.empty()) {
-    const std::string written = save_with_fallback(t, o.save_path);
+    written = save_with_fallback(t, o.save_path);
     if (written.empty()) {
       std::fprintf(stderr, "error: the checkpoint could not be written anywhere%s\n",
                    o.save_every > 0 ? "; the last periodic checkpoint is the one on disk" : "");
@@ -465,9 +489,8 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   }
   catch_stop_signals(false);  // the model is safe: a signal now ends the program at once
   if (h.stopped_by) {         // no final evaluation: the user asked to stop
-    if (lead)
-      std::printf("log: %s/log.csv; resume with --load %s\n", o.out_dir.c_str(),
-                  o.save_path.c_str());
+    if (lead && !written.empty())
+      std::printf("log: %s/log.csv; resume with --load %s\n", o.out_dir.c_str(), written.c_str());
     return 128 + h.stopped_by;
   }
   if (!lead) return outputs_ok ? 0 : kExitError;

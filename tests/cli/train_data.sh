@@ -43,6 +43,11 @@ expect_out "note: evaluating on other_valid.tsv"
 echo "1 May 2000	2000-05-01" >> moved_train.tsv
 expect_fail "$TRAIN" --load here/run/model.safetensors --eval-only --data moved_train.tsv --valid moved_valid.tsv
 expect_out "moved_train.tsv now has hash"
+# A run whose held-out set was a split of --data is evaluated on a held-out file given anew.
+head -300 "$QKV_SRC/datasets/dates/train.tsv" > split_train.tsv
+expect_ok "$TRAIN" "${small[@]}" --data split_train.tsv --steps 5 --out split
+expect_ok "$TRAIN" --load split/model.safetensors --eval-only --valid other_valid.tsv
+expect_out "note: evaluating on other_valid.tsv, not the held-out part of the run's data file"
 # Resuming training on moved data stays refused.
 expect_fail "$TRAIN" --load here/run/model.safetensors --steps 10 --data moved_train.tsv
 expect_out "--data: the checkpoint"

@@ -41,3 +41,13 @@ rescued=$(sed -n 's/.*; wrote \(.*\) instead/\1/p' log3 | head -1)
 [ -f "$rescued" ] || fail "the named fallback $rescued does not exist"
 expect_ok "$TRAIN" --load "$rescued" --eval-only --threads 1
 rm -f "$rescued"
+
+# A TMPDIR that does not exist (the rescue path's folder) never stops the
+# checkpoint from being written where it was asked.
+TMPDIR=/no/such/dir expect_ok "$TRAIN" "${TINY[@]}" --steps 5 --out tmpdir_gone
+expect_out "checkpoint: tmpdir_gone/model.safetensors (step 5)"
+# An encoder-decoder with learned positions evaluates and answers within its
+# position table (the answer's length is capped by it).
+expect_ok "$TRAIN" "${TINY[@]}" --positions learned --steps 5 --eval-every 5 --out learned
+expect_out "held-out at step 5"
+expect_ok "$TRAIN" --load learned/model.safetensors --ask "a b c"
