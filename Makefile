@@ -207,7 +207,7 @@ FUZZ_CXX  ?= clang++
 FUZZ_DIR  := $(BUILD)/fuzz
 FUZZ_OPT  := -std=c++17 -O1 -g -fopenmp -fno-omit-frame-pointer -I. -I$(BLAS_INC) \
              -fsanitize=address,undefined -fno-sanitize-recover=undefined -DQKV_NO_ALLOC_CACHE
-FUZZ_LIB  := io/safetensors.cpp io/json_bounded.cpp core/tensor.cpp core/shape.cpp core/allocator.cpp \
+FUZZ_LIB  := io/safetensors.cpp io/safetensors_write.cpp io/json_bounded.cpp core/tensor.cpp core/shape.cpp core/allocator.cpp \
              core/pool.cpp core/parallel.cpp core/generator.cpp core/blas.cpp
 .PHONY: fuzz fuzz-deps
 fuzz-deps:
