@@ -226,6 +226,12 @@ Trainer Trainer::resume(const std::string& path,
     const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
     if (!v.has_unk()) c.vocab = v.size() - 3;  // a built-in task's symbols
     if (adjust) adjust(c, true);
+    if (use == DataUse::Evaluate && c.data.empty())
+      std::printf(
+          "note: a model file does not record its task: evaluating on --task %s, lengths "
+          "%lld..%lld "
+          "(--task, --min-len, --max-len choose another)\n",
+          c.task.c_str(), static_cast<long long>(c.min_len), static_cast<long long>(c.max_len));
     if (use == DataUse::None && c.data.empty() && v.has_unk())
       c.data = "(model file)";  // text is cut by c.tokens
     Trainer t(c, &v, path, use);

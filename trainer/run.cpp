@@ -186,9 +186,14 @@ std::string save_with_fallback(const Trainer& t, const std::string& path) {
 // run ends with a non-zero status, but training goes on (the model matters more).
 class CsvLog {
  public:
-  explicit CsvLog(const std::string& path) : path_(path), f_(path) {
+  // `append`: a resumed run adds its rows to the run's log (the header is
+  // written only to a new or empty file).
+  CsvLog(const std::string& path, bool append)
+      : path_(path), f_(path, append ? std::ios::app : std::ios::trunc) {
     if (!f_) fail("cannot open it");
-    f_ << "step,loss,lr,tokens_per_s,grad_norm,heldout_exact,heldout_token,heldout_loss\n";
+    std::error_code ec;
+    if (!append || std::filesystem::file_size(path, ec) == 0 || ec)
+      f_ << "step,loss,lr,tokens_per_s,grad_norm,heldout_exact,heldout_token,heldout_loss\n";
   }
   template <class... A>
   void row(const A&... fields) {
@@ -450,7 +455,7 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   History h;
   bool outputs_ok = true, log_ok = true;
   if (training) {
-    CsvLog log(lead ? o.out_dir + "/log.csv" : "/dev/null");
+    CsvLog log(lead ? o.out_dir + "/log.csv" : "/dev/null", !o.load_path.empty());
     try {
       DetectAnomalyGuard anomaly(o.detect_anomaly);
       catch_stop_signals(true);
@@ -488,7 +493,9 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
     }
   }
   catch_stop_signals(false);  // the model is safe: a signal now ends the program at once
-  if (h.stopped_by) {         // no final evaluation: the user asked to stop
+  // A signal that came while the checkpoint was written: no final evaluation either.
+  if (!h.stopped_by && g_stop_signal != 0) h.stopped_by = g_stop_signal;
+  if (h.stopped_by) {  // no final evaluation: the user asked to stop
     if (lead && !written.empty())
       std::printf("log: %s/log.csv; resume with --load %s\n", o.out_dir.c_str(), written.c_str());
     return 128 + h.stopped_by;

@@ -184,6 +184,8 @@ void Trainer::build_data(const Vocab* given) {
     data_info = {{"kind", "pairs"}, {"data", detail::file_info(f)}};
     if (!cfg.valid.empty()) {
       TextFile v = detail::read_flag_file("--valid", cfg.valid, kMaxFileBytes);
+      detail::check_data_memory(48.0 * double(v.text.size()), "--valid " + cfg.valid,
+                                std::to_string(v.text.size()) + " bytes of pairs");
       valid_tok = data::parse_pairs(v, how);
       data_info["valid"] = detail::file_info(v);
     } else {
@@ -260,11 +262,15 @@ void Trainer::build_data(const Vocab* given) {
           v ? n_train : n_train - static_cast<int64_t>(cfg.valid_fraction * double(n_train));
       int64_t k = 0;
       data::for_each_token(f.text, how, [&](std::string_view t) {
-        if (k++ < n_fit && distinct.find(t) == distinct.end()) distinct.emplace(t);
+        // Stop collecting past --max-vocab: the set never outgrows what is allowed.
+        if (k++ < n_fit && distinct.size() <= static_cast<size_t>(cfg.max_vocab) &&
+            distinct.find(t) == distinct.end())
+          distinct.emplace(t);
       });
       if (static_cast<int64_t>(distinct.size()) > cfg.max_vocab)
-        throw Error("--data " + cfg.data + ": " + std::to_string(distinct.size()) +
-                    " distinct tokens is more than --max-vocab " + std::to_string(cfg.max_vocab));
+        throw Error("--data " + cfg.data + ": more distinct tokens than --max-vocab " +
+                    std::to_string(cfg.max_vocab) +
+                    (cfg.tokens == "word" ? "" : " (try --tokens word?)"));
       vocab = Vocab::from_tokens({distinct.begin(), distinct.end()});
     }
     if (cfg.context == 0) cfg.context = 64;

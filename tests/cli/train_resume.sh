@@ -30,6 +30,11 @@ expect_out "was trained with --lr 1e-07, but the command line gives 2e-07"
 expect_ok "$TRAIN" --load run/model.safetensors --steps 160 --out run_more --no-early-stop
 expect_out "from step 150"
 expect_out "checkpoint: run_more/model.safetensors (step 160)"
+# A run resumed into its own folder adds to its log, never truncates it.
+rows_before=$(grep -c '^[0-9]' run/log.csv)
+expect_ok "$TRAIN" --load run/model.safetensors --steps 155 --out run --no-early-stop
+[ "$(grep -c '^[0-9]' run/log.csv)" -eq $((rows_before + 5)) ] || fail "resuming rewrote run/log.csv"
+[ "$(grep -c '^step,' run/log.csv)" -eq 1 ] || fail "resuming wrote a second header into run/log.csv"
 
 # Ask the model: one line, or lines on stdin.
 expect_ok "$TRAIN" --load run/model.safetensors --ask "a b c"
