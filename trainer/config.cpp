@@ -120,13 +120,8 @@ void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc
   if (kind == "gpt") {
     const nn::GPTConfig g = nn::gpt_config_from_json(mc, where);
     c.model = "gpt";
-    c.d_model = g.d_model;
-    c.heads = g.heads;
+    shared_arch_fields(c, g, [](auto& mine, const auto& theirs) { mine = theirs; });
     c.layers = g.layers;
-    c.d_ff = g.d_ff;
-    c.dropout = g.dropout;
-    c.pre_ln = g.pre_norm;
-    c.tie = g.tie_weights;
     c.positions = "learned";
     c.activation = nn::activation_name(g.activation);
   } else if (kind == "seq2seq") {
@@ -139,13 +134,8 @@ void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc
       throw Error(where + ": src_vocab " + std::to_string(m.src_vocab) + " != tgt_vocab " +
                   std::to_string(m.tgt_vocab) + " (the trainer's models share one vocabulary)");
     c.model = "seq2seq";
-    c.d_model = m.d_model;
-    c.heads = m.heads;
+    shared_arch_fields(c, m, [](auto& mine, const auto& theirs) { mine = theirs; });
     c.layers = m.encoder_layers;
-    c.d_ff = m.d_ff;
-    c.dropout = m.dropout;
-    c.pre_ln = m.pre_norm;
-    c.tie = m.tie_weights;
     c.positions = m.learned_positions ? "learned" : "sinusoidal";
     c.activation = nn::activation_name(m.activation);
   } else {

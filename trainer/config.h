@@ -158,6 +158,21 @@ void validate(const TrainConfig& c, const std::string& where);
 void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& model_config,
                          const std::string& where);
 
+// The architecture settings a TrainConfig shares with a model's own config
+// (nn::TransformerConfig or nn::GPTConfig), visited in pairs, so that building
+// a model from the settings and reading the settings back from a model file
+// cannot drift apart: f(train_value, model_value) for d_model, heads, d_ff,
+// dropout, pre_ln/pre_norm and tie/tie_weights.
+template <class C, class M, class F>
+void shared_arch_fields(C& c, M& m, F&& f) {
+  f(c.d_model, m.d_model);
+  f(c.heads, m.heads);
+  f(c.d_ff, m.d_ff);
+  f(c.dropout, m.dropout);
+  f(c.pre_ln, m.pre_norm);
+  f(c.tie, m.tie_weights);
+}
+
 std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c);
 
 }  // namespace qkv::train

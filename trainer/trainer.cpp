@@ -320,28 +320,18 @@ void Trainer::build_model() {
   if (cfg.is_gpt()) {
     nn::GPTConfig g;
     g.vocab = vocab.size();
-    g.d_model = cfg.d_model;
-    g.heads = cfg.heads;
+    shared_arch_fields(cfg, g, [](const auto& mine, auto& theirs) { theirs = mine; });
     g.layers = cfg.layers;
-    g.d_ff = cfg.d_ff;
     g.max_len = cfg.context;
-    g.dropout = cfg.dropout;
     g.activation = act;
-    g.pre_norm = cfg.pre_ln;
-    g.tie_weights = cfg.tie;
     g.seed = cfg.seed;
     gpt = std::make_unique<nn::GPT>(g);
   } else {
     nn::TransformerConfig m;
     m.src_vocab = m.tgt_vocab = vocab.size();
-    m.d_model = cfg.d_model;
-    m.heads = cfg.heads;
+    shared_arch_fields(cfg, m, [](const auto& mine, auto& theirs) { theirs = mine; });
     m.encoder_layers = m.decoder_layers = cfg.layers;
-    m.d_ff = cfg.d_ff;
-    m.dropout = cfg.dropout;
     m.activation = act;
-    m.pre_norm = cfg.pre_ln;
-    m.tie_weights = cfg.tie;
     m.learned_positions = cfg.positions == "learned";
     m.max_len = m.learned_positions ? cfg.context : 512;  // sinusoidal tables grow on demand
     m.seed = cfg.seed;
