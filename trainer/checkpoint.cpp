@@ -1,6 +1,7 @@
 // Reading a checkpoint or a model file back into a Trainer: the format's
 // rules (docs/checkpoint-format.md), every part checked against the others,
 // data files found again, and fine-tuning from any model file.
+#include <algorithm>
 #include <filesystem>
 #include <tuple>
 
@@ -268,6 +269,9 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
   if (kind == "seq2seq" && arch.positions == "sinusoidal")
     arch.context = c.context;  // the table grows on demand
   const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
+  // A task model's vocabulary is the task's symbols: their count comes from the file.
+  const bool vocab_given = std::find(given.begin(), given.end(), "vocab") != given.end();
+  if (arch.data.empty() && !v.has_unk() && !vocab_given) arch.vocab = v.size() - 3;
   Trainer t(arch, &v, path);
   nn::LoadOptions lo;
   lo.prefix = prefix;

@@ -45,7 +45,9 @@ void print_header(const Trainer& t, const RunOptions& o) {
       "threads%s\n",
       (long long)c.batch, (long long)c.steps, c.schedule.c_str(), double(c.lr), (long long)c.warmup,
       get_num_threads(),
-      o.load_path.empty() ? "" : (", from step " + std::to_string(t.step_count())).c_str());
+      !o.load_path.empty()   ? (", from step " + std::to_string(t.step_count())).c_str()
+      : !o.init_from.empty() ? (", fine-tuning the weights of " + o.init_from).c_str()
+                             : "");
   if (dist::size() > 1)
     std::printf(
         "data parallel: %d MPI ranks, each with %lld..%lld of the %lld sequences of a step\n",

@@ -36,6 +36,16 @@ expect_ok "$TRAIN" --load run/model.safetensors --steps 155 --out run --no-early
 [ "$(grep -c '^[0-9]' run/log.csv)" -eq $((rows_before + 5)) ] || fail "resuming rewrote run/log.csv"
 [ "$(grep -c '^step,' run/log.csv)" -eq 1 ] || fail "resuming wrote a second header into run/log.csv"
 
+# Fine-tuning: a new run (fresh optimizer, step 0) from the checkpoint's weights,
+# architecture and vocabulary; an architecture flag must agree with the file.
+expect_ok "$TRAIN" --init-from run/model.safetensors --steps 5 --warmup 1 --out tuned
+expect_out "fine-tuning the weights of run/model.safetensors"
+expect_out "checkpoint: tuned/model.safetensors (step 5)"
+expect_fail "$TRAIN" --init-from run/model.safetensors --d-model 32 --steps 5
+expect_out "--d-model: --init-from run/model.safetensors holds a model with --d-model 16"
+expect_fail "$TRAIN" --init-from run/model.safetensors --load run/model.safetensors
+expect_out "--init-from: starts a new run; --load resumes one"
+
 # Ask the model: one line, or lines on stdin.
 expect_ok "$TRAIN" --load run/model.safetensors --ask "a b c"
 [ "$(wc -l < "$QKV_TMP/out")" -eq 1 ] || fail "--ask printed more than its answer"
