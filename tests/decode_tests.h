@@ -631,6 +631,33 @@ TEST_CASE("generate rejects bad sampling options and over-long requests by name"
   Tokens empty_row = prompts;
   empty_row.lengths[1] = 0;
   CHECK(has(error_of([&] { generate(m, empty_row, SampleOptions{}, g); }), "prompt 1 is empty"));
+  o = SampleOptions{};
+  o.suppress = {3, 17};  // vocab 17: ids 0..16
+  CHECK(has(error_of([&] { generate(m, prompts, o, g); }),
+            "suppress holds token id 17, outside the vocabulary [0, 17)"));
+  o.suppress.clear();
+  for (int64_t id = 0; id < 17; ++id) o.suppress.push_back(id);
+  CHECK(has(error_of([&] { generate(m, prompts, o, g); }),
+            "suppress holds every one of the 17 tokens"));
+}
+
+TEST_CASE("generate never emits a suppressed token, greedy or sampled") {
+  using namespace qkv::decode_tests;
+  GPT m(gpt_config(true));
+  m.eval();
+  const Tokens prompts = gpt_prompts();
+  for (const double temperature : {0.0, 1.0}) {
+    Generator g = test_generator(temperature == 0 ? 1 : 2);
+    SampleOptions o;
+    o.max_new_tokens = 12;
+    o.temperature = temperature;
+    // Whatever the untrained model liked best at temperature 0 is now banned.
+    const auto free_run = generate(m, prompts, o, g);
+    o.suppress = {0, 1, free_run[0][0]};
+    Generator g2 = test_generator(temperature == 0 ? 1 : 2);
+    for (const auto& row : generate(m, prompts, o, g2))
+      for (int64_t tok : row) CHECK((tok != 0 && tok != 1 && tok != free_run[0][0]));
+  }
 }
 
 TEST_CASE(

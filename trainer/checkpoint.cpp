@@ -30,6 +30,11 @@ void check_model_fits(const TensorFile& f, const std::string& kind, const json& 
   else
     nn::check_config_fits(f, prefix, nn::transformer_config_from_json(mc, where));
 }
+// Where the weights sit in the file (metadata 'model_prefix', "" when absent).
+std::string model_prefix_of(const TensorFile& f) {
+  const auto it = f.metadata.find("model_prefix");
+  return it == f.metadata.end() ? "" : it->second;
+}
 // The model's vocabulary size from its config.
 int64_t model_vocab_size(const std::string& kind, const json& mc) {
   const json& v = mc.at(kind == "gpt" ? "vocab" : "src_vocab");
@@ -205,7 +210,7 @@ Trainer Trainer::resume(const std::string& path,
                         DataUse use) {
   TensorFile f = read_safetensors(path);
   const auto [kind, mc] = detail::model_of(f);
-  const std::string prefix = f.metadata.count("model_prefix") ? f.metadata.at("model_prefix") : "";
+  const std::string prefix = detail::model_prefix_of(f);
   if (f.metadata.count("format") && prefix != "model.")
     throw Error(path + ": metadata 'model_prefix' is '" + brief(prefix, 40) +
                 "', but a training checkpoint keeps its weights under 'model.'");
@@ -255,7 +260,7 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
                            const std::vector<std::string>& given) {
   TensorFile f = read_safetensors(path);
   const auto [kind, mc] = detail::model_of(f);
-  const std::string prefix = f.metadata.count("model_prefix") ? f.metadata.at("model_prefix") : "";
+  const std::string prefix = detail::model_prefix_of(f);
   TrainConfig arch = c;
   set_arch_from_model(arch, kind, mc, path + ": metadata 'model_config'");
   detail::check_model_fits(f, kind, mc, prefix);

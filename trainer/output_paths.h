@@ -13,10 +13,13 @@
 
 namespace qkv::outputs {
 
-// Can a file be created in `dir`? Tried, not guessed: permissions, read-only
-// file systems and full disks all show up here. On failure *why says why.
-inline bool can_create_in(const std::filesystem::path& dir, std::string* why) {
-  const std::filesystem::path probe = dir / (".qkv-write-test." + std::to_string(getpid()));
+// Can the file `name` be created in `dir` and take a byte? Tried, not
+// guessed: permissions, read-only file systems, full disks and a name past
+// the file system's limit (ENAMETOOLONG) all show up here, as they would at
+// the end of a run. The probe is removed again. On failure *why says why.
+inline bool can_create_named(const std::filesystem::path& dir, const std::string& name,
+                             std::string* why) {
+  const std::filesystem::path probe = dir / name;
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     *why = std::strerror(errno);
@@ -29,20 +32,9 @@ inline bool can_create_in(const std::filesystem::path& dir, std::string* why) {
   return wrote;
 }
 
-// Can the file `name` be created in `dir`? The same probe as can_create_in,
-// under the very name a writer will use (a name past the file system's
-// limit fails here, with ENAMETOOLONG, as it would at the end of a run).
-inline bool can_create_named(const std::filesystem::path& dir, const std::string& name,
-                             std::string* why) {
-  const std::filesystem::path probe = dir / name;
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    *why = std::strerror(errno);
-    return false;
-  }
-  ::close(fd);
-  ::unlink(probe.c_str());
-  return true;
+// Can a file be created in `dir`? (A probe under a name of this process's own.)
+inline bool can_create_in(const std::filesystem::path& dir, std::string* why) {
+  return can_create_named(dir, ".qkv-write-test." + std::to_string(getpid()), why);
 }
 
 // `path` (given with `flag`) can be written as a file: it is not a directory,
