@@ -48,7 +48,7 @@ LDLIBS   := -lopenblas -lpthread -lm
 
 # The library's folders, each including only from itself and those before it
 # (tests/cli/layering.sh checks every #include against this order).
-LAYERS   := core io autograd nn optim models generation checkpoint data dist trainer
+LAYERS   := core io autograd nn data optim models generation checkpoint dist trainer
 LIB_SRC  := $(wildcard $(LAYERS:%=%/*.cpp))
 TEST_SRC := $(filter-out %_grad.cpp tests/main.cpp,$(wildcard tests/test_*.cpp))
 GRAD_SRC := $(wildcard tests/test_*_grad.cpp)

@@ -54,6 +54,19 @@ void gpt_fields(C& c, F&& f) {
   f("seed", c.seed);
 }
 
+template <class C, class F>
+void encoder_fields(C& c, F&& f) {
+  f("vocab", c.vocab);
+  f("classes", c.classes);
+  f("d_model", c.d_model);
+  f("heads", c.heads);
+  f("layers", c.layers);
+  f("d_ff", c.d_ff);
+  f("dropout", c.dropout);
+  f("pre_norm", c.pre_norm);
+  f("seed", c.seed);
+}
+
 template <class C, class Fields>
 json to_json_with(const C& c, Fields fields) {
   json j;
@@ -104,15 +117,70 @@ TransformerConfig transformer_config_from_json(const json& j, const std::string&
 GPTConfig gpt_config_from_json(const json& j, const std::string& where) {
   return from_json_with<GPTConfig>(j, where, [](auto& cc, auto&& f) { gpt_fields(cc, f); });
 }
-
-Metadata model_metadata(const Seq2SeqTransformer& m, const std::string& prefix) {
-  return {{"model_kind", "seq2seq"},
-          {"model_config", config_to_json(m.cfg).dump()},
-          {"model_prefix", prefix}};
+json config_to_json(const EncoderOnlyConfig& c) {
+  return to_json_with(c, [](auto& cc, auto&& f) { encoder_fields(cc, f); });
 }
-Metadata model_metadata(const GPT& m, const std::string& prefix) {
-  return {{"model_kind", "gpt"},
-          {"model_config", config_to_json(m.cfg).dump()},
+EncoderOnlyConfig encoder_config_from_json(const json& j, const std::string& where) {
+  return from_json_with<EncoderOnlyConfig>(j, where,
+                                           [](auto& cc, auto&& f) { encoder_fields(cc, f); });
+}
+
+// ---- the model families, one row each -------------------------------------------------
+// How each family's configuration is written, and how a model is rebuilt from
+// a file: the one place (with generation/answer.cpp) that names every family.
+namespace {
+
+// A family's model from a file: its config checked against the tensors
+// before anything is allocated for the model, then built and loaded (build
+// false: the check alone).
+template <class M, class C>
+std::unique_ptr<Model> rebuild(const TensorFile& f, const std::string& prefix, const C& c,
+                               bool build) {
+  check_config_fits(f, prefix, c);
+  if (!build) return nullptr;
+  auto m = std::make_unique<M>(c);
+  load_state_dict(*m, f, prefix);
+  return m;
+}
+
+struct Family {
+  const char* kind;
+  json (*config)(const Model&);
+  std::unique_ptr<Model> (*load)(const TensorFile&, const std::string& prefix, const json& config,
+                                 const std::string& where, bool build);
+};
+
+const Family kFamilies[] = {
+    {"seq2seq",
+     [](const Model& m) { return config_to_json(dynamic_cast<const Seq2SeqTransformer&>(m).cfg); },
+     [](const TensorFile& f, const std::string& p, const json& j, const std::string& w, bool b) {
+       return rebuild<Seq2SeqTransformer>(f, p, transformer_config_from_json(j, w), b);
+     }},
+    {"gpt", [](const Model& m) { return config_to_json(dynamic_cast<const GPT&>(m).cfg); },
+     [](const TensorFile& f, const std::string& p, const json& j, const std::string& w, bool b) {
+       return rebuild<GPT>(f, p, gpt_config_from_json(j, w), b);
+     }},
+    {"encoder",
+     [](const Model& m) { return config_to_json(dynamic_cast<const EncoderOnlyModel&>(m).cfg); },
+     [](const TensorFile& f, const std::string& p, const json& j, const std::string& w, bool b) {
+       return rebuild<EncoderOnlyModel>(f, p, encoder_config_from_json(j, w), b);
+     }},
+};
+
+const Family& family(const std::string& kind, const std::string& where) {
+  for (const Family& f : kFamilies)
+    if (kind == f.kind) return f;
+  throw Error(where + ": unknown model kind '" + brief(kind) +
+              "' (expected seq2seq, gpt or encoder)");
+}
+
+}  // namespace
+
+json config_to_json(const Model& m) { return family(m.kind(), "config_to_json").config(m); }
+
+Metadata model_metadata(const Model& m, const std::string& prefix) {
+  return {{"model_kind", m.kind()},
+          {"model_config", config_to_json(m).dump()},
           {"model_prefix", prefix}};
 }
 
@@ -138,13 +206,7 @@ SpecialTokens special_tokens(const Metadata& md, const std::string& path) {
   return s;
 }
 
-void save_model(const Seq2SeqTransformer& m, const std::string& path, const Metadata& extra) {
-  Metadata md = extra;
-  if (!md.count("special_tokens")) md["special_tokens"] = special_tokens_json(SpecialTokens{});
-  for (auto& [k, v] : model_metadata(m)) md[k] = v;
-  save(m, path, md);
-}
-void save_model(const GPT& m, const std::string& path, const Metadata& extra) {
+void save_model(const Model& m, const std::string& path, const Metadata& extra) {
   Metadata md = extra;
   if (!md.count("special_tokens")) md["special_tokens"] = special_tokens_json(SpecialTokens{});
   for (auto& [k, v] : model_metadata(m)) md[k] = v;
@@ -299,6 +361,34 @@ double parameter_count(const GPTConfig& c) {
   return n;
 }
 
+double parameter_count(const EncoderOnlyConfig& c) {
+  const double D = double(c.d_model), F = double(c.d_ff);
+  const double layer = attention_numbers(D) + 2 * norm_numbers(D) + ffn_numbers(D, F);
+  double n = double(c.vocab) * D + double(c.layers) * layer;
+  if (c.pre_norm) n += norm_numbers(D);
+  return n + double(c.classes) * (D + 1);  // head, with bias
+}
+
+void check_config_fits(const TensorFile& f, const std::string& prefix, const EncoderOnlyConfig& c) {
+  const ConfigFit fit(f, prefix);
+  fit.at_least("d_model", c.d_model, 1);
+  fit.at_least("vocab", c.vocab, 1);
+  fit.at_least("classes", c.classes, 1);
+  const Tensor& emb = fit.matrix("embed.weight", "d_model");
+  fit.size_is("embed.weight", emb, 1, "d_model", c.d_model);  // (V, D)
+  fit.size_is("embed.weight", emb, 0, "vocab", c.vocab);
+  const Tensor& head = fit.matrix("head.weight", "classes");
+  fit.size_is("head.weight", head, 0, "classes", c.classes);  // (classes, D)
+  fit.heads_ok(c.heads, c.d_model);
+  fit.at_least("layers", c.layers, 1);
+  fit.layers_are("encoder.layers.", "layers", c.layers);
+  fit.at_least("d_ff", c.d_ff, 1);
+  const Tensor& w1 = fit.matrix("encoder.layers.0.ffn.linear1.weight", "d_ff");
+  fit.size_is("encoder.layers.0.ffn.linear1.weight", w1, 0, "d_ff", c.d_ff);  // (F, D)
+  fit.dropout_ok(c.dropout);
+  fit.count_fits(parameter_count(c));
+}
+
 void check_config_fits(const TensorFile& f, const std::string& prefix, const TransformerConfig& c) {
   const ConfigFit fit(f, prefix);
   fit.at_least("d_model", c.d_model, 1);
@@ -369,26 +459,41 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const GPT
 
 // ---- loading ---------------------------------------------------------------------
 
-std::unique_ptr<Seq2SeqTransformer> load_seq2seq(const std::string& path) {
-  TensorFile f = read_model_file(path, "seq2seq");
-  const std::string prefix = prefix_of(f);
-  const TransformerConfig c = transformer_config_from_json(
-      metadata_json(f.metadata, "model_config", path), path + ": model_config");
-  check_config_fits(f, prefix, c);  // before anything is allocated for the model
-  auto m = std::make_unique<Seq2SeqTransformer>(c);
-  load_state_dict(*m, f, prefix);
-  return m;
+namespace {
+std::unique_ptr<Model> load_or_check(const TensorFile& f, bool build) {
+  auto it = f.metadata.find("model_kind");
+  if (it == f.metadata.end() || it->second.empty())
+    throw Error(f.path +
+                ": metadata has no 'model_kind': not a file written by nn::save_model or the "
+                "training program");
+  const Family& fam = family(it->second, f.path + ": metadata 'model_kind'");
+  return fam.load(f, prefix_of(f), metadata_json(f.metadata, "model_config", f.path),
+                  f.path + ": metadata 'model_config'", build);
+}
+}  // namespace
+
+void check_config_fits(const TensorFile& f) { load_or_check(f, false); }
+std::unique_ptr<Model> load_model(const TensorFile& f) { return load_or_check(f, true); }
+
+std::unique_ptr<Model> load_model(const std::string& path) {
+  return load_model(read_safetensors(path));
 }
 
-std::unique_ptr<GPT> load_gpt(const std::string& path) {
-  TensorFile f = read_model_file(path, "gpt");
-  const std::string prefix = prefix_of(f);
-  const GPTConfig c = gpt_config_from_json(metadata_json(f.metadata, "model_config", path),
-                                           path + ": model_config");
-  check_config_fits(f, prefix, c);
-  auto m = std::make_unique<GPT>(c);
-  load_state_dict(*m, f, prefix);
-  return m;
+namespace {
+template <class M>
+std::unique_ptr<M> load_as(const std::string& path, const char* want_kind) {
+  const TensorFile f = read_model_file(path, want_kind);
+  std::unique_ptr<Model> m = load_model(f);
+  return std::unique_ptr<M>(static_cast<M*>(m.release()));  // the kind was checked
+}
+}  // namespace
+
+std::unique_ptr<Seq2SeqTransformer> load_seq2seq(const std::string& path) {
+  return load_as<Seq2SeqTransformer>(path, "seq2seq");
+}
+std::unique_ptr<GPT> load_gpt(const std::string& path) { return load_as<GPT>(path, "gpt"); }
+std::unique_ptr<EncoderOnlyModel> load_encoder_only(const std::string& path) {
+  return load_as<EncoderOnlyModel>(path, "encoder");
 }
 
 std::string model_kind(const std::string& path) {

@@ -1,12 +1,22 @@
 // Self-describing model files: a checkpoint that carries the model's
 // configuration, so that it can be rebuilt from the file alone.
 //
-//   nn::save_model(model, "m.safetensors");            // weights + config
-//   auto m = nn::load_seq2seq("m.safetensors");         // no settings retyped
+//   nn::save_model(model, "m.safetensors");            // weights + config, any family
+//   auto m = nn::load_model("m.safetensors");           // a Model of the file's family
+//   auto s = nn::load_seq2seq("m.safetensors");         // or typed: load_gpt, load_encoder_only
 //   auto g = nn::load_gpt("runs/lm/model.safetensors"); // also reads train's checkpoints
 //
+// Which way to write a model to a file:
+//   nn::save_model   a model you will load again (here or in Python): weights,
+//                    config and special tokens; THE way for a whole model
+//   Trainer::save    a training run (model + optimizer + data + random streams),
+//                    written by the train program; load_model reads its model too
+//   nn::save         a Module's parameters only (a part of a model, or your own
+//                    Module): you rebuild the Module yourself before nn::load
+//   write_safetensors  raw named tensors (io/), for tools and tests
+//
 // The configuration is stored as JSON in the safetensors metadata under
-// "model_kind" ("seq2seq" or "gpt") and "model_config"; "model_prefix" names
+// "model_kind" ("seq2seq", "gpt" or "encoder") and "model_config"; "model_prefix" names
 // the prefix of the weights in the file ("" for save_model, "model." for the
 // training program's checkpoints, which also hold the optimizer state).
 #pragma once
@@ -21,7 +31,9 @@
 #include "core/error.h"
 #include "checkpoint/checkpoint.h"
 #include "models/encoder_decoder.h"
+#include "models/encoder_only.h"
 #include "models/gpt.h"
+#include "models/model.h"
 
 namespace qkv::nn {
 
@@ -31,10 +43,13 @@ nlohmann::json config_to_json(const GPTConfig& c);
 // `where` (the file) and the key otherwise.
 TransformerConfig transformer_config_from_json(const nlohmann::json& j, const std::string& where);
 GPTConfig gpt_config_from_json(const nlohmann::json& j, const std::string& where);
+nlohmann::json config_to_json(const EncoderOnlyConfig& c);
+EncoderOnlyConfig encoder_config_from_json(const nlohmann::json& j, const std::string& where);
+// Any model's configuration, as its family writes it.
+nlohmann::json config_to_json(const Model& m);
 
 // The metadata keys above for a model (merge them into your own metadata).
-Metadata model_metadata(const Seq2SeqTransformer& m, const std::string& prefix = "");
-Metadata model_metadata(const GPT& m, const std::string& prefix = "");
+Metadata model_metadata(const Model& m, const std::string& prefix = "");
 
 // Weights and configuration in one file (atomic, as nn::save), plus `extra` metadata.
 // The special token ids a model was trained with travel in its file
@@ -52,15 +67,17 @@ std::string special_tokens_json(const SpecialTokens& s);
 // file and the key for anything else than non-negative integer ids.
 SpecialTokens special_tokens(const Metadata& md, const std::string& path);
 
-void save_model(const Seq2SeqTransformer& m, const std::string& path, const Metadata& extra = {});
-void save_model(const GPT& m, const std::string& path, const Metadata& extra = {});
+void save_model(const Model& m, const std::string& path, const Metadata& extra = {});
 
 // Rebuilds the model from a file written by save_model or by the training
-// program. Errors name the file and the key (missing config, wrong kind,
-// mistyped field) or the tensor (missing, wrong shape).
+// program. Errors name the file and the key (missing config, unknown or wrong
+// kind, mistyped field) or the tensor (missing, wrong shape).
+std::unique_ptr<Model> load_model(const std::string& path);
+std::unique_ptr<Model> load_model(const TensorFile& f);  // a file already read
 std::unique_ptr<Seq2SeqTransformer> load_seq2seq(const std::string& path);
 std::unique_ptr<GPT> load_gpt(const std::string& path);
-// "seq2seq" or "gpt": what kind of model a file holds.
+std::unique_ptr<EncoderOnlyModel> load_encoder_only(const std::string& path);
+// "seq2seq", "gpt" or "encoder": what kind of model a file holds.
 std::string model_kind(const std::string& path);
 
 // Refuses, before any model is built, a configuration whose sizes disagree
@@ -80,6 +97,9 @@ std::string model_kind(const std::string& path);
 // from a file's configuration.
 void check_config_fits(const TensorFile& f, const std::string& prefix, const TransformerConfig& c);
 void check_config_fits(const TensorFile& f, const std::string& prefix, const GPTConfig& c);
+void check_config_fits(const TensorFile& f, const std::string& prefix, const EncoderOnlyConfig& c);
+// The same for whatever model a file holds (its model_kind, model_config, model_prefix).
+void check_config_fits(const TensorFile& f);
 // The most positions a sinusoidal table is built with from a file's max_len.
 inline constexpr int64_t kMaxSinusoidalPositions = 65536;
 // How many numbers (parameters) a model of this configuration holds, as
@@ -87,6 +107,7 @@ inline constexpr int64_t kMaxSinusoidalPositions = 65536;
 // configuration may describe more than 2^63.
 double parameter_count(const TransformerConfig& c);
 double parameter_count(const GPTConfig& c);
+double parameter_count(const EncoderOnlyConfig& c);
 
 // The metadata value of `key`, parsed as JSON with its nesting bounded
 // (parse_json_bounded, io/json_bounded.h); an Error naming the file and the

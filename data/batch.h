@@ -22,6 +22,19 @@ struct Pair {
   Seq src, tgt;
 };
 
+// Sequences as one right-padded batch (B, S) with their lengths.
+inline nn::Tokens right_padded(const std::vector<Seq>& seqs) {
+  const int64_t B = static_cast<int64_t>(seqs.size());
+  nn::Tokens t{std::vector<int64_t>(), B, 0, std::vector<int64_t>(static_cast<size_t>(B))};
+  for (const Seq& s : seqs) t.len = std::max<int64_t>(t.len, static_cast<int64_t>(s.size()));
+  t.ids.assign(static_cast<size_t>(B * t.len), kPad);
+  for (int64_t b = 0; b < B; ++b) {
+    std::copy(seqs[b].begin(), seqs[b].end(), t.ids.begin() + b * t.len);
+    t.lengths[b] = static_cast<int64_t>(seqs[b].size());
+  }
+  return t;
+}
+
 // A batch ready for teacher forcing:
 //   src     (B, S)  symbols, padded
 //   tgt_in  (B, T)  <bos> y1 .. yL, padded      (T = max L + 1)

@@ -175,4 +175,24 @@ std::vector<Tensor> Seq2SeqTransformer::cross_attention() const {
   return out;
 }
 
+// Encoder: the source; decoder: "<s> target" predicting "target </s>" (data::collate_pairs).
+TeacherForced Seq2SeqTransformer::forward_pairs(const std::vector<data::Pair>& pairs) {
+  data::Batch b = data::collate_pairs(pairs);
+  return {forward(b.src, b.tgt_in), std::move(b.tgt_out), b.target_tokens};
+}
+
+std::vector<Tensor> Seq2SeqTransformer::source_attention(const data::Seq& src,
+                                                         const data::Seq& tgt) {
+  NoGradGuard no_grad;
+  const bool was_training = is_training();
+  eval();  // the maps the model answers with: no dropout
+  const data::Batch one = data::collate_pairs({{src, tgt}});
+  keep_attention(true);
+  forward(one.src, one.tgt_in);
+  std::vector<Tensor> maps = cross_attention();
+  keep_attention(false);
+  if (was_training) train();
+  return maps;
+}
+
 }  // namespace qkv::nn

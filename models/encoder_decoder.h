@@ -19,6 +19,7 @@
 #include "nn/module.h"
 #include "nn/positional.h"
 #include "nn/tokens.h"
+#include "models/model.h"
 
 namespace qkv::nn {
 
@@ -89,7 +90,7 @@ struct TransformerConfig {
 };
 
 // The encoder-decoder model (figure 1 of the paper).
-class Seq2SeqTransformer : public Module {
+class Seq2SeqTransformer : public Model {
  public:
   explicit Seq2SeqTransformer(const TransformerConfig& cfg);
   // src (B,S) -> memory (B,S,D)
@@ -101,6 +102,14 @@ class Seq2SeqTransformer : public Module {
   // (B,H,T,S each), when keep_attention(true) was set.
   void keep_attention(bool on);
   std::vector<Tensor> cross_attention() const;
+
+  // The Model interface (models/model.h).
+  const char* kind() const override { return "seq2seq"; }
+  int64_t vocab_size() const override { return cfg.tgt_vocab; }
+  int64_t max_positions() const override { return cfg.learned_positions ? cfg.max_len : 0; }
+  TeacherForced forward_pairs(const std::vector<data::Pair>& pairs) override;
+  std::vector<Tensor> source_attention(const data::Seq& src, const data::Seq& tgt) override;
+  Generator& dropout_generator() override { return dropout_gen; }
 
   TransformerConfig cfg;
   Generator init_gen, dropout_gen;

@@ -39,4 +39,13 @@ Var GPT::forward(const Tokens& t) {
   return linear(x, lm_head ? lm_head->weight : tok_embed->weight);  // (B,T,V)
 }
 
+// A pair is one sequence "source <s> target </s>" scored on the target (data::collate_prompted).
+TeacherForced GPT::forward_pairs(const std::vector<data::Pair>& pairs) {
+  return forward_text(data::collate_prompted(pairs));
+}
+
+TeacherForced GPT::forward_text(const data::LMBatch& b) {
+  return {forward(b.ids), b.targets, b.target_tokens};
+}
+
 }  // namespace qkv::nn

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "models/encoder_decoder.h"
+#include "models/model.h"
 
 namespace qkv::nn {
 
@@ -20,10 +21,21 @@ struct GPTConfig {
 // Decoder-only causal language model: token + learned position embeddings,
 // layers of masked self-attention + FFN (encoder layers with a causal mask),
 // a final LayerNorm (Pre-LN), and the LM head.
-class GPT : public Module {
+class GPT : public Model {
  public:
   explicit GPT(const GPTConfig& cfg);
   Var forward(const Tokens& ids);  // -> logits (B,T,V)
+
+  // The Model interface (models/model.h).
+  const char* kind() const override { return "gpt"; }
+  int64_t vocab_size() const override { return cfg.vocab; }
+  int64_t max_positions() const override { return cfg.max_len; }
+  int64_t positions_to_answer(int64_t n, int64_t m) const override { return n + m; }
+  TeacherForced forward_pairs(const std::vector<data::Pair>& pairs) override;
+  bool reads_text() const override { return true; }
+  TeacherForced forward_text(const data::LMBatch& b) override;
+  Generator& dropout_generator() override { return dropout_gen; }
+
   GPTConfig cfg;
   Generator init_gen, dropout_gen;
   std::shared_ptr<Embedding> tok_embed;

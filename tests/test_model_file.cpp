@@ -49,6 +49,20 @@ TransformerConfig small_seq2seq(bool pre_norm, bool learned, bool tied) {
   return c;
 }
 
+EncoderOnlyConfig small_encoder(bool pre_norm) {
+  EncoderOnlyConfig c;
+  c.vocab = 13;
+  c.classes = 5;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 2;
+  c.d_ff = 32;
+  c.dropout = 0;
+  c.pre_norm = pre_norm;
+  c.seed = test_seed();
+  return c;
+}
+
 GPTConfig small_gpt(bool pre_norm, bool tied) {
   GPTConfig c;
   c.vocab = 17;
@@ -126,8 +140,10 @@ TEST_CASE(
   edit_config(path, [](json& c) { c["d_model"] = std::string(1 << 20, '6'); });
   const std::string msg = error_of([&] { load_seq2seq(path); });
   INFO(msg.substr(0, 600));
-  CHECK(has(msg, path + ": model_config: key 'd_model' has the wrong type (expected an integer, "
-                        "got string \"666"));
+  CHECK(has(msg,
+            path +
+                ": metadata 'model_config': key 'd_model' has the wrong type (expected an integer, "
+                "got string \"666"));
   CHECK(has(msg, "... (1048578 bytes))"));  // the value as JSON: 2^20 digits and two quotes
   CHECK(msg.size() < 400);
   // The same for a value out of range, and for a list where a number belongs.
@@ -146,8 +162,9 @@ TEST_CASE("model file: a control character in a quoted config value shows escape
   save_model(GPT(small_gpt(true, true)), path);
   edit_config(path, [](json& c) { c["activation"] = "gelu\n\x1b[2Jrelu"; });
   const std::string msg = error_of([&] { load_gpt(path); });
-  CHECK(msg ==
-        path + ": model_config: key 'activation' is 'gelu\\n\\x1b[2Jrelu' (expected relu or gelu)");
+  CHECK(msg == path +
+                   ": metadata 'model_config': key 'activation' is 'gelu\\n\\x1b[2Jrelu' (expected "
+                   "relu or gelu)");
   // And the model kind, from the same file's metadata.
   set_metadata(path, "model_kind", "gpt\r\n" + std::string(5000, 'k'));
   const std::string kind = error_of([&] { load_gpt(path); });
@@ -298,6 +315,8 @@ TEST_CASE("parameter_count is the number of numbers in named_parameters, for eve
       }
       const GPTConfig g = small_gpt(pre_norm, tied);
       CHECK(parameter_count(g) == numbers_in(GPT(g)));
+      const EncoderOnlyConfig e = small_encoder(pre_norm);
+      CHECK(parameter_count(e) == numbers_in(EncoderOnlyModel(e)));
     }
 }
 
@@ -330,7 +349,44 @@ TEST_CASE(
       save_prefixed_gpt(g, path);
       CHECK_NOTHROW(check_config_fits(read_safetensors(path), "model.", g.cfg));
       same(g, *load_gpt(path));
+      EncoderOnlyModel e(small_encoder(pre_norm));
+      save_model(e, path);
+      CHECK_NOTHROW(check_config_fits(read_safetensors(path)));
+      same(e, *load_encoder_only(path));
+      const std::unique_ptr<Model> any = load_model(path);
+      CHECK(std::string(any->kind()) == "encoder");
+      same(e, *any);
     }
+}
+
+TEST_CASE("load_model rebuilds each family from its file, and refuses an unknown kind by name") {
+  TempDir tmp;
+  const std::string path = tmp.file("m.safetensors");
+  save_model(Seq2SeqTransformer(small_seq2seq(false, false, false)), path);
+  CHECK(std::string(load_model(path)->kind()) == "seq2seq");
+  save_model(GPT(small_gpt(true, true)), path);
+  CHECK(std::string(load_model(path)->kind()) == "gpt");
+  CHECK(error_of([&] { load_seq2seq(path); }) ==
+        path + ": holds a 'gpt' model, not a 'seq2seq' model");
+  // A file whose kind no family has.
+  TensorFile f = read_safetensors(path);
+  f.metadata["model_kind"] = "mamba";
+  NamedTensors all(f.tensors.begin(), f.tensors.end());
+  write_safetensors(path, all, f.metadata);
+  CHECK(
+      error_of([&] { load_model(path); }) ==
+      path +
+          ": metadata 'model_kind': unknown model kind 'mamba' (expected seq2seq, gpt or encoder)");
+  // An encoder-only config that disagrees with its tensors.
+  EncoderOnlyModel e(small_encoder(false));
+  save_model(e, path);
+  TensorFile g = read_safetensors(path);
+  json mc = json::parse(g.metadata.at("model_config"));
+  mc["classes"] = 7;
+  g.metadata["model_config"] = mc.dump();
+  write_safetensors(path, NamedTensors(g.tensors.begin(), g.tensors.end()), g.metadata);
+  CHECK(has(error_of([&] { load_model(path); }),
+            path + ": model_config key 'classes' is 7 but tensor 'head.weight' has shape (5,16)"));
 }
 
 TEST_CASE(

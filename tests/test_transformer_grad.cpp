@@ -71,8 +71,16 @@ TEST_CASE("GPT (2 layers) gradcheck of every parameter") {
 }
 
 TEST_CASE("encoder-only model gradcheck of every parameter") {
-  LayerOptions o{8, 2, 16, 0, Activation::ReLU, false};
-  EncoderOnlyModel m(6, 3, 1, o, test_seed());
+  EncoderOnlyConfig c;
+  c.vocab = 6;
+  c.classes = 3;
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = 1;
+  c.d_ff = 16;
+  c.dropout = 0;
+  c.seed = test_seed();
+  EncoderOnlyModel m(c);
   Tokens ids{{1, 2, 3, 4, 5, 0}, 2, 3, {3, 2}};
   std::vector<int64_t> target{0, 1, 2, 1, 0, -100};
   check_model(m, [&] { return cross_entropy(m.forward(ids), target); });

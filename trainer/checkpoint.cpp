@@ -22,14 +22,6 @@ std::pair<std::string, json> model_of(const TensorFile& f) {
 // Every size in the file's model_config against its tensors, before the
 // model is built from it (a config saying d_model 20000 over small tensors
 // would otherwise allocate until the process is killed).
-void check_model_fits(const TensorFile& f, const std::string& kind, const json& mc,
-                      const std::string& prefix) {
-  const std::string where = f.path + ": metadata 'model_config'";
-  if (kind == "gpt")
-    nn::check_config_fits(f, prefix, nn::gpt_config_from_json(mc, where));
-  else
-    nn::check_config_fits(f, prefix, nn::transformer_config_from_json(mc, where));
-}
 // Where the weights sit in the file (metadata 'model_prefix', "" when absent).
 std::string model_prefix_of(const TensorFile& f) {
   const auto it = f.metadata.find("model_prefix");
@@ -214,7 +206,7 @@ Trainer Trainer::resume(const std::string& path,
   if (f.metadata.count("format") && prefix != "model.")
     throw Error(path + ": metadata 'model_prefix' is '" + brief(prefix, 40) +
                 "', but a training checkpoint keeps its weights under 'model.'");
-  detail::check_model_fits(f, kind, mc, prefix);
+  nn::check_config_fits(f);
   if (!f.metadata.count("format")) {
     // A model file: the weights and the architecture, no training state.
     if (use == DataUse::Train)
@@ -263,7 +255,7 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
   const std::string prefix = detail::model_prefix_of(f);
   TrainConfig arch = c;
   set_arch_from_model(arch, kind, mc, path + ": metadata 'model_config'");
-  detail::check_model_fits(f, kind, mc, prefix);
+  nn::check_config_fits(f);
   const json mine = c.to_json(), theirs = arch.to_json();
   for (const std::string& k : given)
     if (TrainConfig::is_arch_key(k) && mine[k] != theirs[k])

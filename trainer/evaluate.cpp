@@ -13,22 +13,16 @@ namespace qkv::train {
 real Trainer::check_anomalies() {
   DetectAnomalyGuard anomaly;
   model().eval();
-  Var loss;
+  nn::TeacherForced f;
   if (text) {
-    const LMBatch b = text->heldout_batches(cfg.batch).front();
-    loss = nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad);
+    f = net_->forward_text(text->heldout_batches(cfg.batch).front());
   } else {
     const std::vector<Pair>& held = pairs->heldout();
-    const std::vector<Pair> some(
-        held.begin(), held.begin() + std::min<size_t>(held.size(), static_cast<size_t>(cfg.batch)));
-    if (gpt) {
-      const LMBatch b = data::collate_prompted(some);
-      loss = nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad);
-    } else {
-      const data::Batch b = data::collate_pairs(some);
-      loss = nn::cross_entropy(s2s->forward(b.src, b.tgt_in), b.tgt_out, Vocab::kPad);
-    }
+    f = net_->forward_pairs(std::vector<Pair>(
+        held.begin(),
+        held.begin() + std::min<size_t>(held.size(), static_cast<size_t>(cfg.batch))));
   }
+  Var loss = nn::cross_entropy(f.logits, f.targets, Vocab::kPad);
   loss.backward();
   model().zero_grad();
   model().train();
@@ -42,18 +36,19 @@ EvalResult Trainer::evaluate() {
     return r;
   }
   NoGradGuard no_grad;
-  gpt->eval();
+  model().eval();
   EvalResult r;
   r.is_lm = true;
   double total = 0;
   for (const LMBatch& b : text->heldout_batches(cfg.batch)) {
-    total += double(nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad).item()) *
-             double(b.target_tokens);
-    r.tokens += b.target_tokens;
+    const nn::TeacherForced f = net_->forward_text(b);
+    total += double(nn::cross_entropy(f.logits, f.targets, Vocab::kPad).item()) *
+             double(f.target_tokens);
+    r.tokens += f.target_tokens;
   }
   r.loss = r.tokens ? total / double(r.tokens) : 0;
   r.unknown_tokens = unknown_heldout_tokens;
-  gpt->train();
+  model().train();
   return r;
 }
 
@@ -87,26 +82,14 @@ EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
   return r;
 }
 
-// Sources as one right-padded batch (B, S) with their lengths.
-nn::Tokens Trainer::source_batch(const std::vector<Seq>& sources) const {
-  const int64_t B = static_cast<int64_t>(sources.size());
-  nn::Tokens src{std::vector<int64_t>(), B, 0, std::vector<int64_t>(static_cast<size_t>(B))};
-  for (const Seq& s : sources) src.len = std::max<int64_t>(src.len, static_cast<int64_t>(s.size()));
-  src.ids.assign(static_cast<size_t>(B * src.len), Vocab::kPad);
-  for (int64_t b = 0; b < B; ++b) {
-    std::copy(sources[b].begin(), sources[b].end(), src.ids.begin() + b * src.len);
-    src.lengths[b] = static_cast<int64_t>(sources[b].size());
-  }
-  return src;
-}
-
 void Trainer::check_source_fits(size_t n) const {
-  const int64_t T = static_cast<int64_t>(n) + (gpt ? 1 : 0);  // gpt reads "source <s>"
-  const bool fixed_table = gpt || cfg.positions == "learned";
-  if (fixed_table && T > cfg.context)
+  // The model reads the source and an answer at least one token long.
+  const int64_t T = net_->positions_to_answer(static_cast<int64_t>(n), 1);
+  const int64_t table = net_->max_positions();
+  if (table > 0 && T > table)
     throw Error("the input has " + std::to_string(n) +
-                " tokens; this model's position table holds " + std::to_string(cfg.context) +
-                (gpt ? " (the input and its answer together)" : ""));
+                " tokens; this model's position table holds " + std::to_string(table) +
+                (T > static_cast<int64_t>(n) ? " (the input and its answer together)" : ""));
   // Every layer's attention keeps (H, T, T) probabilities (and the decoder's
   // cross-attention against an answer up to as long).
   const double bytes =
@@ -121,7 +104,7 @@ std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
   if (is_lm()) throw Error("answer: a language model continues text; it has no source to answer");
   if (decoding.method != "greedy" && decoding.method != "beam")
     throw Error("--decode: expected greedy or beam, got '" + decoding.method + "'");
-  if (decoding.method == "beam" && gpt)
+  if (decoding.method == "beam" && !nn::can_beam_search(model()))
     throw Error("--decode beam: beam search here is for the encoder-decoder (--model seq2seq)");
   int64_t longest = 0;
   for (const Seq& s : sources) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
@@ -132,59 +115,20 @@ std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
   // Without the data (--ask on a checkpoint or model file), answers may be as
   // long as the longest sequence trained on (the position table).
   if (!pairs && !cfg.data.empty()) longest = std::max(longest, cfg.context);
-  int64_t max_new = longest + 2;
-  // A learned position table bounds the decoder's length.
-  if (s2s && cfg.positions == "learned") max_new = std::min(max_new, cfg.context);
-  if (gpt) return gpt_answer(sources, max_new);
-  const nn::Tokens src = source_batch(sources);
-  s2s->eval();
-  std::vector<Seq> out;
-  if (decoding.method == "beam") {
-    nn::BeamOptions bo;
-    bo.beam = decoding.beam;
-    bo.alpha = decoding.alpha;
-    bo.max_len = max_new;
-    bo.bos = Vocab::kBos;
-    bo.eos = Vocab::kEos;
-    bo.pad = Vocab::kPad;
-    for (nn::BeamHypothesis& h : nn::beam_search(*s2s, src, bo)) out.push_back(std::move(h.tokens));
-  } else {
-    nn::DecodeOptions o;
-    o.bos = Vocab::kBos;
-    o.eos = Vocab::kEos;
-    o.pad = Vocab::kPad;
-    o.max_len = max_new;
-    o.use_cache = decoding.cache;
-    out = nn::greedy_decode(*s2s, src, o);
-  }
-  s2s->train();
-  return out;
-}
-
-// Greedy continuation of "source <s>" until </s>, with the key/value cache
-// (nn::generate at temperature 0), within the position table.
-std::vector<Seq> Trainer::gpt_answer(const std::vector<Seq>& sources, int64_t max_new) {
-  std::vector<Seq> prompts;
-  int64_t longest = 0;
-  for (const Seq& s : sources) {
-    prompts.push_back(s);
-    prompts.back().push_back(Vocab::kBos);
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(prompts.back().size()));
-  }
-  nn::SampleOptions o;
-  o.temperature = 0;
+  nn::AnswerOptions o;
+  o.method = decoding.method;
+  o.beam = decoding.beam;
+  o.alpha = decoding.alpha;
+  o.use_cache = decoding.cache;
+  o.max_new_tokens = longest + 2;
+  o.bos = Vocab::kBos;
   o.eos = Vocab::kEos;
-  o.max_new_tokens = std::max<int64_t>(1, std::min(max_new, cfg.context - longest + 1));
-  Generator unused(0);  // greedy draws nothing
-  gpt->eval();
-  std::vector<Seq> out = nn::generate(*gpt, source_batch(prompts), o, unused);
-  gpt->train();
-  for (Seq& s : out)
-    if (!s.empty() && s.back() == Vocab::kEos) s.pop_back();
-  return out;
+  o.pad = Vocab::kPad;
+  return nn::answer(model(), sources, o);
 }
 
 Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, Generator& gen) {
+  auto* gpt = dynamic_cast<nn::GPT*>(net_.get());
   if (!gpt) throw Error("continue_text: needs the decoder-only model (--model gpt)");
   if (prompt.empty()) throw Error("continue_text: the prompt is empty");
   // The model sees at most `context` tokens (its position table): the whole
@@ -205,7 +149,7 @@ Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, 
                                            out.empty() ? W : std::max<int64_t>(1, W / 2));
     const Seq window(seq.end() - keep, seq.end());
     opt.max_new_tokens = std::min<int64_t>(n - static_cast<int64_t>(out.size()), W - keep + 1);
-    const Seq more = nn::generate(*gpt, source_batch({window}), opt, gen).front();
+    const Seq more = nn::generate(*gpt, data::right_padded({window}), opt, gen).front();
     out.insert(out.end(), more.begin(), more.end());
     seq.insert(seq.end(), more.begin(), more.end());
     if (more.empty() || (opt.eos && more.back() == *opt.eos)) break;

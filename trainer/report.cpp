@@ -132,7 +132,7 @@ EvalResult final_report(Trainer& t, const RunOptions& o) {
       "s)\n",
       100 * greedy.exact_acc(), 100 * greedy.token_acc(), greedy_s);
   EvalResult r = greedy;
-  if (t.s2s) {
+  if (nn::can_beam_search(t.model())) {
     const EvalResult beam = timed_eval(t, "beam", o, &beam_s);
     std::printf(
         "  beam %lld (alpha %.2g):     exact-sequence accuracy %6.2f%%, token accuracy %6.2f%% "
@@ -147,8 +147,9 @@ EvalResult final_report(Trainer& t, const RunOptions& o) {
                 r.predictions[i] == held[i].tgt
                     ? "ok"
                     : ("WRONG, want " + t.decode_text(held[i].tgt)).c_str());
-  const bool table_ok = t.cfg.positions == "sinusoidal" ||
-                        t.cfg.context >= (t.cfg.is_gpt() ? 2 : 1) * (t.cfg.max_len + 3) + 1;
+  // The longer set's sources and answers (and </s>) must fit a position table.
+  const int64_t longest = t.cfg.max_len + 3, table = t.model().max_positions();
+  const bool table_ok = table == 0 || t.model().positions_to_answer(longest, longest + 1) <= table;
   if (!t.pairs->from_file() && table_ok) {
     Generator long_gen(t.cfg.seed + 7);
     const EvalResult lr = t.evaluate(t.pairs->longer_set(o.long_eval, 3, long_gen));
@@ -161,29 +162,25 @@ EvalResult final_report(Trainer& t, const RunOptions& o) {
   return r;
 }
 
-// The cross-attention of one source (seq2seq only): per layer (H, T, S) maps,
-// the source and decoder-input labels.
+// The attention from the answer to the source (the encoder-decoder's
+// cross-attention; no maps for a family without it): per layer (H, T, S)
+// maps, the source and decoder-input labels.
 struct AttentionPicture {
   std::vector<Tensor> maps;
   std::vector<std::string> src, tgt;
 };
-AttentionPicture cross_attention_of(Trainer& t, const Seq& src, const Seq& answer) {
-  NoGradGuard no_grad;
+AttentionPicture attention_of(Trainer& t, const Seq& src, const Seq& answer) {
   AttentionPicture p;
-  data::Batch one = data::collate_pairs({{src, answer}});
-  t.s2s->eval();
-  t.s2s->keep_attention(true);
-  t.s2s->forward(one.src, one.tgt_in);
-  for (const Tensor& a : t.s2s->cross_attention())
+  for (const Tensor& a : t.model().source_attention(src, answer))
     p.maps.push_back(a.reshape({a.size(1), a.size(2), a.size(3)}));
-  t.s2s->keep_attention(false);
-  t.s2s->train();
-  for (int64_t tok : one.src.ids) p.src.push_back(label(t, tok));
-  for (int64_t tok : one.tgt_in.ids) p.tgt.push_back(label(t, tok));
+  for (int64_t tok : src) p.src.push_back(label(t, tok));
+  p.tgt.push_back(label(t, Vocab::kBos));
+  for (int64_t tok : answer) p.tgt.push_back(label(t, tok));
   return p;
 }
 
 void print_attention(const AttentionPicture& p) {
+  if (p.maps.empty()) return;
   const Tensor& last = p.maps.back();
   const int64_t H = last.size(0), T = last.size(1), S = last.size(2);
   Tensor avg = Tensor::zeros({T, S});
@@ -213,7 +210,7 @@ int ask(Trainer& t, const RunOptions& o) {
     if (unknown)
       std::fprintf(stderr, "note: %lld input tokens are not in the vocabulary (read as <unk>)\n",
                    (long long)unknown);
-    if (o.show_attention && t.s2s) print_attention(cross_attention_of(t, src, out));
+    if (o.show_attention) print_attention(attention_of(t, src, out));
   };
   if (o.ask != "-") {
     one(o.ask);
@@ -245,10 +242,11 @@ bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalRe
           "qkv: " + name + ", training loss and held-out " + (r.is_lm ? "loss" : "accuracy"),
           r.is_lm ? plots::EvalKind::Loss : plots::EvalKind::Accuracy);
     });
-  if (t.s2s && !t.pairs->heldout().empty())
+  AttentionPicture p;
+  if (t.pairs && !t.pairs->heldout().empty())
+    p = attention_of(t, t.pairs->heldout()[0].src, r.predictions.at(0));
+  if (!p.maps.empty())
     attempt("attention.svg", [&] {
-      const Seq& src = t.pairs->heldout()[0].src;
-      AttentionPicture p = cross_attention_of(t, src, r.predictions.at(0));
       plots::write_attention_svg(
           o.out_dir + "/attention.svg", p.maps, p.src, p.tgt,
           "cross-attention, " + name + ": rows = decoder input, columns = source");
@@ -259,7 +257,11 @@ bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalRe
 }
 
 void print_first_attention(Trainer& t, const EvalResult& r) {
-  print_attention(cross_attention_of(t, t.pairs->heldout()[0].src, r.predictions.at(0)));
+  if (!t.pairs || t.pairs->heldout().empty()) return;
+  const AttentionPicture p = attention_of(t, t.pairs->heldout()[0].src, r.predictions.at(0));
+  if (p.maps.empty()) return;
+  std::printf("\n");
+  print_attention(p);
 }
 
 std::string run_name(const TrainConfig& c) {

@@ -508,8 +508,7 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
     std::string list = log_ok ? o.out_dir + "/log.csv" : "";
     for (const std::string& w : written) list += (list.empty() ? o.out_dir + "/" : ", ") + w;
     if (!list.empty()) std::printf("\nwrote %s\n", list.c_str());
-  } else if (t.s2s) {  // --eval-only writes no file, so as not to touch the run's own
-    std::printf("\n");
+  } else {  // --eval-only writes no file, so as not to touch the run's own
     print_first_attention(t, r);
   }
   if (r.is_lm)

@@ -325,7 +325,7 @@ void Trainer::build_model() {
     g.max_len = cfg.context;
     g.activation = act;
     g.seed = cfg.seed;
-    gpt = std::make_unique<nn::GPT>(g);
+    net_ = std::make_unique<nn::GPT>(g);
   } else {
     nn::TransformerConfig m;
     m.src_vocab = m.tgt_vocab = vocab.size();
@@ -335,7 +335,7 @@ void Trainer::build_model() {
     m.learned_positions = cfg.positions == "learned";
     m.max_len = m.learned_positions ? cfg.context : 512;  // sinusoidal tables grow on demand
     m.seed = cfg.seed;
-    s2s = std::make_unique<nn::Seq2SeqTransformer>(m);
+    net_ = std::make_unique<nn::Seq2SeqTransformer>(m);
   }
 }
 
@@ -344,30 +344,22 @@ void Trainer::build_model() {
 // keeps its own rows (dist::share). *target_tokens gets the global count.
 Var Trainer::loss_on_batch(int64_t* target_tokens) {
   const dist::Share mine = dist::share(cfg.batch, dist::rank(), dist::size());
+  nn::TeacherForced f;
   if (text) {
     LMBatch b = text->draw(cfg.batch, data_gen);
     *target_tokens = b.target_tokens;
     if (dist::size() > 1) b = detail::rows_of(b, mine);
-    return detail::share_of_loss(
-        nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing),
-        b.target_tokens, *target_tokens);
+    f = net_->forward_text(b);
+  } else {
+    std::vector<Pair> drawn = pairs->draw(cfg.batch, data_gen);
+    if (dist::size() > 1)
+      drawn = std::vector<Pair>(drawn.begin() + mine.begin, drawn.begin() + mine.end);
+    f = net_->forward_pairs(drawn);
+    // The tokens scored over all ranks (the model family decides which are).
+    *target_tokens = dist::sum(f.target_tokens);
   }
-  std::vector<Pair> drawn = pairs->draw(cfg.batch, data_gen);
-  *target_tokens = 0;
-  for (const Pair& p : drawn)
-    *target_tokens += static_cast<int64_t>(p.tgt.size()) + 1;  // y1 .. yL </s>
-  if (dist::size() > 1)
-    drawn = std::vector<Pair>(drawn.begin() + mine.begin, drawn.begin() + mine.end);
-  if (gpt) {
-    LMBatch b = collate_prompted(drawn);
-    return detail::share_of_loss(
-        nn::cross_entropy(gpt->forward(b.ids), b.targets, Vocab::kPad, cfg.label_smoothing),
-        b.target_tokens, *target_tokens);
-  }
-  data::Batch b = collate_pairs(drawn);
-  Var logits = s2s->forward(b.src, b.tgt_in);  // (B, T, V)
   return detail::share_of_loss(
-      nn::cross_entropy(logits, b.tgt_out, Vocab::kPad, cfg.label_smoothing), b.target_tokens,
+      nn::cross_entropy(f.logits, f.targets, Vocab::kPad, cfg.label_smoothing), f.target_tokens,
       *target_tokens);
 }
 
@@ -411,7 +403,7 @@ real Trainer::step() {
 }
 
 std::vector<std::string> Trainer::dropout_states() const {
-  return dist::all_gather(generator_state_string(s2s ? s2s->dropout_gen : gpt->dropout_gen));
+  return dist::all_gather(generator_state_string(net_->dropout_generator()));
 }
 
 void Trainer::save(const std::string& path) const {
@@ -424,7 +416,7 @@ void Trainer::write_checkpoint(const std::string& path,
   NamedTensors all;
   for (auto& [n, t] : nn::state_dict(model())) all.emplace_back("model." + n, t);
   for (auto& [n, t] : opt->state_dict()) all.emplace_back("optim." + n, t);
-  Metadata md = s2s ? nn::model_metadata(*s2s, "model.") : nn::model_metadata(*gpt, "model.");
+  Metadata md = nn::model_metadata(model(), "model.");
   md["format"] = kCheckpointFormat;
   md["train_config"] = cfg.run_json().dump();  // the architecture is model_config's alone
   md["vocab"] = vocab.to_json().dump();

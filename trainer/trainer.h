@@ -33,7 +33,9 @@
 #include "data/loaders.h"
 #include "checkpoint/checkpoint.h"
 #include "nn/cross_entropy.h"
+#include "generation/answer.h"
 #include "generation/decode.h"
+#include "generation/sampling.h"
 #include "checkpoint/model_file.h"
 #include "models/transformer.h"
 #include "optim/adam.h"
@@ -205,9 +207,11 @@ class Trainer {
   // Restores a checkpoint of this same run (settings must match; --steps is free).
   void load(const std::string& path);
 
-  nn::Module& model() { return s2s ? static_cast<nn::Module&>(*s2s) : *gpt; }
-  const nn::Module& model() const { return s2s ? static_cast<const nn::Module&>(*s2s) : *gpt; }
-  Generator& dropout_gen() { return s2s ? s2s->dropout_gen : gpt->dropout_gen; }
+  // The model, of whichever family (--model): the trainer sees it through
+  // the one interface of models/model.h.
+  nn::Model& model() { return *net_; }
+  const nn::Model& model() const { return *net_; }
+  Generator& dropout_gen() { return net_->dropout_generator(); }
   // The global gradient norm of the last step (before clipping).
   real last_grad_norm = 0;
   int64_t last_target_tokens = 0;     // of the global batch (all ranks)
@@ -220,8 +224,6 @@ class Trainer {
   Generator data_gen;
   std::unique_ptr<PairData> pairs;  // seq2seq data (task or file), or gpt on pairs
   std::unique_ptr<TextData> text;   // gpt on a text file
-  std::unique_ptr<nn::Seq2SeqTransformer> s2s;
-  std::unique_ptr<nn::GPT> gpt;
   std::unique_ptr<optim::Adam> opt;
   std::unique_ptr<optim::Schedule> schedule;
 
@@ -229,8 +231,8 @@ class Trainer {
   void build_data(const Vocab* given);
   void build_model();
   Var loss_on_batch(int64_t* target_tokens);
-  std::vector<Seq> gpt_answer(const std::vector<Seq>& sources, int64_t max_new);
-  nn::Tokens source_batch(const std::vector<Seq>& sources) const;
+
+  std::unique_ptr<nn::Model> net_;
 };
 
 }  // namespace qkv::train

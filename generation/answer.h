@@ -1,0 +1,39 @@
+// Answers from any model family (models/model.h): the one place that knows
+// how each family turns a source into an answer.
+//
+//   seq2seq   encode the source, decode from <s>: greedy (generation/decode.h)
+//             or beam search (generation/beam_search.h)
+//   gpt       continue "source <s>" greedily until </s> (generation/sampling.h,
+//             temperature 0), within the position table
+//   encoder   the most likely label of every source token
+//
+//   nn::AnswerOptions o;  o.method = "beam";
+//   std::vector<data::Seq> out = nn::answer(model, {{5, 6, 7}}, o);
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/batch.h"
+#include "models/model.h"
+
+namespace qkv::nn {
+
+struct AnswerOptions {
+  std::string method = "greedy";  // greedy | beam (beam: the encoder-decoder only)
+  int64_t beam = 4;               // hypotheses kept per source
+  double alpha = 0.6;             // beam's length penalty exponent (GNMT)
+  int64_t max_new_tokens = 32;    // the longest answer (a position table may cap it lower)
+  bool use_cache = true;          // false: recompute the prefix every step (seq2seq greedy)
+  int64_t bos = data::kBos, eos = data::kEos, pad = data::kPad;
+};
+
+// Whether answer() can search with method "beam" for this model (seq2seq).
+bool can_beam_search(const Model& model);
+
+// One answer per source, without <s> and </s>; no graph is recorded, and the
+// model is run in eval mode (and left in the mode it was in).
+std::vector<data::Seq> answer(Model& model, const std::vector<data::Seq>& sources,
+                              const AnswerOptions& o = {});
+
+}  // namespace qkv::nn

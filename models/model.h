@@ -1,0 +1,67 @@
+// The one interface of every model family: what the trainer, the decoders
+// (generation/answer.h) and the model files (checkpoint/model_file.h) need of
+// a model, so that they hold a `Model&` and never ask which family it is.
+//
+//   family              kind()     reads a (source, target) pair as
+//   Seq2SeqTransformer  "seq2seq"  encoder: source; decoder: <s> target -> target </s>
+//   GPT                 "gpt"      one sequence "source <s> target </s>", scored on the target
+//   EncoderOnlyModel    "encoder"  source, one label per source token (target as long as source)
+//
+// Adding a family: derive from Model, give it a config struct, and add its
+// row to the table in checkpoint/model_file.cpp (its config in files) and its
+// case to generation/answer.cpp (how it answers).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autograd/var.h"
+#include "core/generator.h"
+#include "data/batch.h"
+#include "nn/module.h"
+
+namespace qkv::nn {
+
+// Teacher forcing on a batch: the logits and the token each position is
+// scored against (data::kPad where nothing is scored). The loss is
+// cross_entropy(logits, targets, data::kPad).
+struct TeacherForced {
+  Var logits;                    // (B, T, V)
+  std::vector<int64_t> targets;  // (B*T)
+  int64_t target_tokens = 0;     // entries of targets that are not kPad
+};
+
+class Model : public Module {
+ public:
+  // The family's name, as files store it in "model_kind".
+  virtual const char* kind() const = 0;
+  // The size of the output vocabulary (the last dimension of the logits).
+  virtual int64_t vocab_size() const = 0;
+  // The most positions the model reads in one sequence (a learned position
+  // table's rows), or 0 when nothing bounds it (sinusoidal positions).
+  virtual int64_t max_positions() const = 0;
+  // The most positions one sequence of the model holds while it produces an
+  // answer of m tokens to a source of n: the encoder-decoder reads the source
+  // (n) and feeds its decoder <s> and m - 1 answer tokens (m); gpt reads one
+  // sequence "source <s> answer" without the last answer token (n + m).
+  virtual int64_t positions_to_answer(int64_t n, int64_t m) const { return std::max(n, m); }
+
+  // Teacher forcing on (source, target) pairs, as the family reads a pair (above).
+  virtual TeacherForced forward_pairs(const std::vector<data::Pair>& pairs) = 0;
+  // Next-token prediction on plain text: language models only (reads_text()).
+  virtual bool reads_text() const { return false; }
+  virtual TeacherForced forward_text(const data::LMBatch& b);
+
+  // Attention maps of the model reading `src` while producing `tgt`
+  // (teacher forced, no graph): for each layer that attends from the target
+  // to the source, its probabilities (1, H, T, S). Empty when the family has none.
+  virtual std::vector<Tensor> source_attention(const data::Seq& src, const data::Seq& tgt) {
+    return {};
+  }
+
+  // The random stream of the model's dropout layers (its state goes into checkpoints).
+  virtual Generator& dropout_generator() = 0;
+};
+
+}  // namespace qkv::nn
