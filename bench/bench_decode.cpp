@@ -126,12 +126,12 @@ int main(int argc, char** argv) {
     greedy.bos = kBos;
     greedy.eos = kEos;
     greedy.pad = kPad;
-    greedy.max_len = len + 1;
+    greedy.max_new_tokens = len + 1;
     greedy.ignore_eos = true;
     nn::BeamOptions beam;
     beam.beam = 4;
     beam.alpha = 0.6;
-    beam.max_len = len + 1;
+    beam.max_new_tokens = len + 1;
     beam.bos = kBos;
     beam.eos = kEos;
     beam.pad = kPad;

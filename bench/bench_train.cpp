@@ -406,7 +406,7 @@ int main(int argc, char** argv) {
       g.heads = c.H;
       g.layers = c.dec;
       g.d_ff = c.F;
-      g.max_len = c.T;
+      g.max_positions = c.T;
       g.dropout = 0;
       g.activation = nn::Activation::GELU;
       g.pre_norm = true;

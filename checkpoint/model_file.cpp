@@ -37,7 +37,7 @@ void transformer_fields(C& c, F&& f) {
   f("pre_norm", c.pre_norm);
   f("tie_weights", c.tie_weights);
   f("learned_positions", c.learned_positions);
-  f("max_len", c.max_len);
+  f("max_positions", c.max_positions);
   f("seed", c.seed);
 }
 template <class C, class F>
@@ -47,7 +47,7 @@ void gpt_fields(C& c, F&& f) {
   f("heads", c.heads);
   f("layers", c.layers);
   f("d_ff", c.d_ff);
-  f("max_len", c.max_len);
+  f("max_positions", c.max_positions);
   f("dropout", c.dropout);
   f("pre_norm", c.pre_norm);
   f("tie_weights", c.tie_weights);
@@ -76,7 +76,8 @@ json to_json_with(const C& c, Fields fields) {
 }
 
 template <class C, class Fields>
-C from_json_with(const json& j, const std::string& where, Fields fields) {
+C from_json_with(const json& file_json, const std::string& where, Fields fields) {
+  const json j = upgrade_model_config(file_json, where);
   C c;
   fields(c, [&](const char* k, auto& v) { read_json_field(j, k, v, where); });
   std::string act;
@@ -103,6 +104,16 @@ std::string prefix_of(const TensorFile& f) {
 }
 
 }  // namespace
+
+json upgrade_model_config(const json& j, const std::string& where) {
+  if (!j.is_object() || !j.contains("max_len")) return j;
+  if (j.contains("max_positions"))
+    throw Error(where + ": holds both 'max_positions' and 'max_len', its old name");
+  json up = j;
+  up["max_positions"] = up["max_len"];
+  up.erase("max_len");
+  return up;
+}
 
 json config_to_json(const TransformerConfig& c) {
   return to_json_with(c, [](auto& cc, auto&& f) { transformer_fields(cc, f); });
@@ -344,8 +355,8 @@ double parameter_count(const TransformerConfig& c) {
   const double D = double(c.d_model), F = double(c.d_ff);
   const double enc_layer = attention_numbers(D) + 2 * norm_numbers(D) + ffn_numbers(D, F);
   const double dec_layer = 2 * attention_numbers(D) + 3 * norm_numbers(D) + ffn_numbers(D, F);
-  double n = double(c.src_vocab) * D + double(c.tgt_vocab) * D;  // the embeddings
-  if (c.learned_positions) n += 2 * double(c.max_len) * D;       // src_pos, tgt_pos
+  double n = double(c.src_vocab) * D + double(c.tgt_vocab) * D;   // the embeddings
+  if (c.learned_positions) n += 2 * double(c.max_positions) * D;  // src_pos, tgt_pos
   n += double(c.encoder_layers) * enc_layer + double(c.decoder_layers) * dec_layer;
   if (c.pre_norm) n += 2 * norm_numbers(D);                // each stack's final norm
   n += double(c.tgt_vocab) * (c.tie_weights ? 1 : D + 1);  // lm_head: bias (+ weight)
@@ -355,7 +366,7 @@ double parameter_count(const TransformerConfig& c) {
 double parameter_count(const GPTConfig& c) {
   const double D = double(c.d_model), F = double(c.d_ff);
   const double layer = attention_numbers(D) + 2 * norm_numbers(D) + ffn_numbers(D, F);
-  double n = double(c.vocab) * D + double(c.max_len) * D + double(c.layers) * layer;
+  double n = double(c.vocab) * D + double(c.max_positions) * D + double(c.layers) * layer;
   if (c.pre_norm) n += norm_numbers(D);
   if (!c.tie_weights) n += double(c.vocab) * D;  // lm_head, no bias
   return n;
@@ -413,20 +424,21 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const Tra
   }
   if (c.learned_positions) {
     for (const char* name : {"src_pos.weight", "tgt_pos.weight"}) {
-      const Tensor& table = fit.matrix(name, "max_len");
-      fit.size_is(name, table, 0, "max_len", c.max_len);  // (max_len, D)
+      const Tensor& table = fit.matrix(name, "max_positions");
+      fit.size_is(name, table, 0, "max_positions", c.max_positions);  // (max_positions, D)
       fit.size_is(name, table, 1, "d_model", c.d_model);
     }
   } else {
     // The sinusoidal table is computed, not read: bound it on its own.
-    fit.at_least("max_len", c.max_len, 0);
-    if (c.max_len > kMaxSinusoidalPositions)
-      fit.fail(ConfigFit::key_is("max_len", c.max_len) + ": a sinusoidal table of more than " +
-               std::to_string(kMaxSinusoidalPositions) + " positions is refused");
-    const double bytes = double(c.max_len) * double(c.d_model) * sizeof(real);
+    fit.at_least("max_positions", c.max_positions, 0);
+    if (c.max_positions > kMaxSinusoidalPositions)
+      fit.fail(ConfigFit::key_is("max_positions", c.max_positions) +
+               ": a sinusoidal table of more than " + std::to_string(kMaxSinusoidalPositions) +
+               " positions is refused");
+    const double bytes = double(c.max_positions) * double(c.d_model) * sizeof(real);
     if (bytes > 0.5 * physical_memory_bytes())
-      fit.fail(ConfigFit::key_is("max_len", c.max_len) +
-               ": its sinusoidal table (max_len x d_model " + std::to_string(c.d_model) +
+      fit.fail(ConfigFit::key_is("max_positions", c.max_positions) +
+               ": its sinusoidal table (max_positions x d_model " + std::to_string(c.d_model) +
                ") would take " + number_text(bytes / 1073741824.0) +
                " GiB, more than half of this machine's memory");
   }
@@ -450,8 +462,9 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const GPT
     fit.size_is("layers.0.ffn.linear1.weight", w1, 0, "d_ff", c.d_ff);  // (F, D)
     fit.size_is("layers.0.ffn.linear1.weight", w1, 1, "d_model", c.d_model);
   }
-  const Tensor& table = fit.matrix("pos_embed.weight", "max_len");
-  fit.size_is("pos_embed.weight", table, 0, "max_len", c.max_len);  // (max_len, D)
+  const Tensor& table = fit.matrix("pos_embed.weight", "max_positions");
+  fit.size_is("pos_embed.weight", table, 0, "max_positions",
+              c.max_positions);  // (max_positions, D)
   fit.size_is("pos_embed.weight", table, 1, "d_model", c.d_model);
   fit.dropout_ok(c.dropout);
   fit.count_fits(parameter_count(c));

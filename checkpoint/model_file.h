@@ -45,6 +45,9 @@ TransformerConfig transformer_config_from_json(const nlohmann::json& j, const st
 GPTConfig gpt_config_from_json(const nlohmann::json& j, const std::string& where);
 nlohmann::json config_to_json(const EncoderOnlyConfig& c);
 EncoderOnlyConfig encoder_config_from_json(const nlohmann::json& j, const std::string& where);
+// A model_config as a file holds it, in today's names: files written before
+// the rename call the position table's size "max_len" (now "max_positions").
+nlohmann::json upgrade_model_config(const nlohmann::json& j, const std::string& where);
 // Any model's configuration, as its family writes it.
 nlohmann::json config_to_json(const Model& m);
 
@@ -86,7 +89,7 @@ std::string model_kind(const std::string& path);
 //   d_model and the vocabulary sizes against the token embeddings, heads
 //   against d_model (it must divide it), d_ff against each stack's first FFN
 //   weight, the layer counts against the layer indices in the tensor names,
-//   max_len against the learned position tables (sinusoidal: at most
+//   max_positions against the learned position tables (sinusoidal: at most
 //   kMaxSinusoidalPositions rows, and the table must fit in memory), dropout
 //   in [0, 1), and the number of parameters the configuration implies against
 //   the numbers the file holds under `prefix`.
@@ -100,7 +103,7 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const GPT
 void check_config_fits(const TensorFile& f, const std::string& prefix, const EncoderOnlyConfig& c);
 // The same for whatever model a file holds (its model_kind, model_config, model_prefix).
 void check_config_fits(const TensorFile& f);
-// The most positions a sinusoidal table is built with from a file's max_len.
+// The most positions a sinusoidal table is built with from a file's max_positions.
 inline constexpr int64_t kMaxSinusoidalPositions = 65536;
 // How many numbers (parameters) a model of this configuration holds, as
 // named_parameters() counts them (tied weights once). A double: a hostile

@@ -31,7 +31,7 @@ std::vector<data::Seq> seq2seq_answer(Seq2SeqTransformer& m, const std::vector<d
     BeamOptions bo;
     bo.beam = o.beam;
     bo.alpha = o.alpha;
-    bo.max_len = max_new;
+    bo.max_new_tokens = max_new;
     bo.bos = o.bos;
     bo.eos = o.eos;
     bo.pad = o.pad;
@@ -42,7 +42,7 @@ std::vector<data::Seq> seq2seq_answer(Seq2SeqTransformer& m, const std::vector<d
   d.bos = o.bos;
   d.eos = o.eos;
   d.pad = o.pad;
-  d.max_len = max_new;
+  d.max_new_tokens = max_new;
   d.use_cache = o.use_cache;
   return greedy_decode(m, src, d);
 }

@@ -20,8 +20,9 @@ void check_options(const BeamOptions& o, int64_t V) {
   if (o.beam < 1) throw Error("beam_search: beam must be >= 1, got " + std::to_string(o.beam));
   if (!(o.alpha >= 0) || !std::isfinite(o.alpha))
     throw Error("beam_search: alpha must be finite and >= 0, got " + std::to_string(o.alpha));
-  if (o.max_len < 1)
-    throw Error("beam_search: max_len must be >= 1, got " + std::to_string(o.max_len));
+  if (o.max_new_tokens < 1)
+    throw Error("beam_search: max_new_tokens must be >= 1, got " +
+                std::to_string(o.max_new_tokens));
   if (V < 1) throw Error("beam_search: vocabulary size must be >= 1, got " + std::to_string(V));
   for (int64_t id : {o.bos, o.eos, o.pad})
     if (id < 0 || id >= V)
@@ -32,7 +33,7 @@ void check_options(const BeamOptions& o, int64_t V) {
 constexpr double kDead = -std::numeric_limits<double>::infinity();
 
 // One source's search state. Live hypothesis j has logp[j] (kDead: an empty
-// slot) and tokens tok[j * max_len, j * max_len + t).
+// slot) and tokens tok[j * L, j * L + t), L = max_new_tokens.
 struct SourceState {
   std::vector<double> logp, next_logp;
   std::vector<int64_t> tok, next_tok;
@@ -58,7 +59,7 @@ class Search {
       : opt_(opt),
         V_(V),
         k_(opt.beam),
-        L_(opt.max_len),
+        L_(opt.max_new_tokens),
         state_(static_cast<size_t>(sources)),
         running_(static_cast<size_t>(sources)),
         row_(static_cast<size_t>(V)) {
@@ -181,7 +182,7 @@ class Search {
   }
 
   const BeamOptions& opt_;
-  int64_t V_, k_, L_;  // vocabulary, beam, max_len
+  int64_t V_, k_, L_;  // vocabulary, beam, max_new_tokens
   std::vector<SourceState> state_;
   std::vector<int64_t> running_;  // the sources still searching
   std::vector<int64_t> next_running_, next_from_, next_ids_;
@@ -197,7 +198,7 @@ std::vector<BeamHypothesis> beam_search(int64_t sources, int64_t V, const BeamOp
   if (sources < 0)
     throw Error("beam_search: negative number of sources " + std::to_string(sources));
   Search search(sources, V, opt);
-  for (int64_t t = 1; t <= opt.max_len && search.running(); ++t) {
+  for (int64_t t = 1; t <= opt.max_new_tokens && search.running(); ++t) {
     const int64_t R = search.rows();
     Tensor logits = step(search.from, search.ids);  // (R, V)
     if (logits.numel() != R * V)
@@ -213,8 +214,8 @@ std::vector<BeamHypothesis> beam_search(Seq2SeqTransformer& model, const Tokens&
   src.check("beam_search");
   check_options(opt, model.cfg.tgt_vocab);
   NoGradGuard no_grad;
-  // k rows per source; positions fed: <bos> and at most max_len - 1 tokens.
-  KVCache cache = start_decoding(model, src, opt.max_len, opt.beam);
+  // k rows per source; positions fed: <bos> and at most max_new_tokens - 1 tokens.
+  KVCache cache = start_decoding(model, src, opt.max_new_tokens, opt.beam);
   return beam_search(src.batch, model.cfg.tgt_vocab, opt,
                      [&](const std::vector<int64_t>& from, const std::vector<int64_t>& ids) {
                        if (!from.empty()) cache.reorder(from);

@@ -12,7 +12,7 @@
 // beat them: it stops once it has `beam` finished and the best live score,
 // normalised at its current length, is no better than the worst of them (the
 // GNMT / Hugging Face rule; log-probabilities only fall as a hypothesis grows).
-// At max_len the live hypotheses are finished as they are, without <eos>.
+// At max_new_tokens the live hypotheses are finished as they are, without <eos>.
 // Ties are broken towards the lower (beam, token) index, so beam = 1 is greedy
 // decoding exactly. All sources are decoded together in one batch of
 // (sources still running) x beam rows.
@@ -26,12 +26,12 @@
 namespace qkv::nn {
 
 struct BeamOptions {
-  int64_t beam = 4;      // hypotheses kept per source (k); 1 = greedy
-  double alpha = 0.6;    // length penalty exponent, >= 0 (0: plain summed log-probability)
-  int64_t max_len = 32;  // cap on generated tokens (not counting <bos>)
+  int64_t beam = 4;             // hypotheses kept per source (k); 1 = greedy
+  double alpha = 0.6;           // length penalty exponent, >= 0 (0: plain summed log-probability)
+  int64_t max_new_tokens = 32;  // cap on generated tokens (not counting <bos>)
   int64_t bos = 1, eos = 2, pad = 0;
   bool ignore_eos = false;  // true: <eos> is an ordinary token and every hypothesis
-                            // runs to max_len (fixed-length decoding, for benchmarks)
+                            // runs to max_new_tokens (fixed-length decoding, for benchmarks)
 };
 
 // The best hypothesis of one source: its tokens (without <bos> and <eos>), its
@@ -39,7 +39,7 @@ struct BeamOptions {
 struct BeamHypothesis {
   std::vector<int64_t> tokens;
   double log_prob = 0, score = 0;
-  bool finished = false;  // ended with <eos> (false: stopped at max_len)
+  bool finished = false;  // ended with <eos> (false: stopped at max_new_tokens)
 };
 
 // GNMT length penalty ((5 + len) / 6)^alpha.

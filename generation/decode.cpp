@@ -26,7 +26,7 @@ std::vector<std::vector<int64_t>> greedy_uncached(Seq2SeqTransformer& model, con
   // prefix (B, t): <bos> then the tokens chosen so far (pad after a sequence ends)
   std::vector<int64_t> prefix(static_cast<size_t>(B), opt.bos);
   int64_t remaining = B;
-  for (int64_t t = 1; t <= opt.max_len && remaining > 0; ++t) {
+  for (int64_t t = 1; t <= opt.max_new_tokens && remaining > 0; ++t) {
     Tokens tgt{prefix, B, t, {}};
     Tensor logits = model.decode(tgt, memory, src).data();  // (B, t, V)
     std::vector<int64_t> next(static_cast<size_t>(B), opt.pad);
@@ -58,12 +58,12 @@ std::vector<std::vector<int64_t>> greedy_cached(Seq2SeqTransformer& model, const
                                                 const DecodeOptions& opt) {
   const int64_t B = src.batch, V = model.cfg.tgt_vocab;
   std::vector<std::vector<int64_t>> out(static_cast<size_t>(B));
-  // Positions fed: <bos> and at most max_len - 1 generated tokens.
-  KVCache cache = start_decoding(model, src, opt.max_len);
+  // Positions fed: <bos> and at most max_new_tokens - 1 generated tokens.
+  KVCache cache = start_decoding(model, src, opt.max_new_tokens);
   std::vector<int64_t> source(static_cast<size_t>(B));  // row r decodes source[r]
   for (int64_t b = 0; b < B; ++b) source[b] = b;
   std::vector<int64_t> ids(static_cast<size_t>(B), opt.bos), keep, next;
-  for (int64_t t = 1; t <= opt.max_len && !source.empty(); ++t) {
+  for (int64_t t = 1; t <= opt.max_new_tokens && !source.empty(); ++t) {
     Tensor logits = decode_step(model, cache, ids);  // (R, 1, V)
     keep.clear();
     next.clear();
@@ -74,7 +74,7 @@ std::vector<std::vector<int64_t>> greedy_cached(Seq2SeqTransformer& model, const
       keep.push_back(r);
       next.push_back(best);
     }
-    if (t == opt.max_len) break;
+    if (t == opt.max_new_tokens) break;
     if (keep.size() != source.size()) {
       cache.reorder(keep);
       for (size_t i = 0; i < keep.size(); ++i) source[i] = source[keep[i]];
@@ -90,8 +90,9 @@ std::vector<std::vector<int64_t>> greedy_cached(Seq2SeqTransformer& model, const
 std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const Tokens& src,
                                                 const DecodeOptions& opt) {
   src.check("greedy_decode");
-  if (opt.max_len < 1)
-    throw Error("greedy_decode: max_len must be >= 1, got " + std::to_string(opt.max_len));
+  if (opt.max_new_tokens < 1)
+    throw Error("greedy_decode: max_new_tokens must be >= 1, got " +
+                std::to_string(opt.max_new_tokens));
   const int64_t V = model.cfg.tgt_vocab;
   for (int64_t id : {opt.bos, opt.eos, opt.pad})
     if (id < 0 || id >= V)

@@ -170,10 +170,10 @@ KVCache start_decoding(Seq2SeqTransformer& model, const Tokens& src, int64_t cap
   if (rows_per_source < 1)
     throw Error("start_decoding: rows_per_source must be >= 1, got " +
                 std::to_string(rows_per_source));
-  if (model.tgt_pos && capacity > model.cfg.max_len)
+  if (model.tgt_pos && capacity > model.cfg.max_positions)
     throw Error("start_decoding: capacity " + std::to_string(capacity) +
-                " exceeds the learned position table (max_len " +
-                std::to_string(model.cfg.max_len) + ")");
+                " exceeds the learned position table (max_positions " +
+                std::to_string(model.cfg.max_positions) + ")");
   NoGradGuard no_grad;
   const int64_t B = src.batch, S = src.len, D = model.cfg.d_model;
   const auto& layers = model.decoder->layers;
@@ -229,9 +229,10 @@ Tensor decode_step(Seq2SeqTransformer& model, KVCache& cache, const std::vector<
 
 // ---- decoder-only (GPT) --------------------------------------------------------------------
 KVCache start_generation(GPT& model, int64_t rows, int64_t capacity) {
-  if (capacity > model.cfg.max_len)
+  if (capacity > model.cfg.max_positions)
     throw Error("start_generation: capacity " + std::to_string(capacity) +
-                " exceeds the position table (max_len " + std::to_string(model.cfg.max_len) + ")");
+                " exceeds the position table (max_positions " +
+                std::to_string(model.cfg.max_positions) + ")");
   return KVCache(static_cast<int64_t>(model.layers.size()), rows, capacity, model.cfg.d_model);
 }
 

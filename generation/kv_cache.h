@@ -12,7 +12,7 @@
 // training forward is untouched. Their logits equal the full recompute's
 // (Seq2SeqTransformer::decode, GPT::forward) to rounding: tests/test_decode.cpp.
 //
-//   KVCache cache = start_decoding(model, src, /*capacity=*/max_len + 1);
+//   KVCache cache = start_decoding(model, src, /*capacity=*/max_new_tokens);
 //   Tensor logits = decode_step(model, cache, bos_column);     // (B, 1, V)
 //   ... pick next tokens ...; logits = decode_step(model, cache, next);
 #pragma once

@@ -102,10 +102,10 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt,
   if (B == 0 || opt.max_new_tokens == 0) return out;
   // Positions fed: each prompt, then all but the last generated token.
   const int64_t capacity = longest + opt.max_new_tokens - 1;
-  if (capacity > model.cfg.max_len)
+  if (capacity > model.cfg.max_positions)
     throw Error("generate: prompt length " + std::to_string(longest) + " + max_new_tokens " +
-                std::to_string(opt.max_new_tokens) + " - 1 exceeds the model's max_len " +
-                std::to_string(model.cfg.max_len));
+                std::to_string(opt.max_new_tokens) + " - 1 exceeds the model's max_positions " +
+                std::to_string(model.cfg.max_positions));
   NoGradGuard no_grad;
   KVCache cache = start_generation(model, B, capacity);
   // Every row advances one position per step. The prefix all prompts share in

@@ -109,12 +109,12 @@ Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c)
   src_embed->weight.data().copy_(xavier_uniform({c.src_vocab, c.d_model}, init_gen));
   tgt_embed->weight.data().copy_(xavier_uniform({c.tgt_vocab, c.d_model}, init_gen));
   if (c.learned_positions) {
-    src_pos = register_module(
-        "src_pos", std::make_shared<LearnedPositionalEmbedding>(c.max_len, c.d_model, init_gen));
-    tgt_pos = register_module(
-        "tgt_pos", std::make_shared<LearnedPositionalEmbedding>(c.max_len, c.d_model, init_gen));
+    src_pos = register_module("src_pos", std::make_shared<LearnedPositionalEmbedding>(
+                                             c.max_positions, c.d_model, init_gen));
+    tgt_pos = register_module("tgt_pos", std::make_shared<LearnedPositionalEmbedding>(
+                                             c.max_positions, c.d_model, init_gen));
   } else {
-    sin_pos = std::make_shared<SinusoidalPositionalEncoding>(c.d_model, c.max_len);
+    sin_pos = std::make_shared<SinusoidalPositionalEncoding>(c.d_model, c.max_positions);
   }
   src_drop = register_module("src_drop", std::make_shared<Dropout>(c.dropout, dropout_gen));
   tgt_drop = register_module("tgt_drop", std::make_shared<Dropout>(c.dropout, dropout_gen));

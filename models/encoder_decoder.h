@@ -84,7 +84,8 @@ struct TransformerConfig {
   bool pre_norm = false;
   bool tie_weights = false;        // output projection reuses tgt_embed.weight
   bool learned_positions = false;  // else sinusoidal
-  int64_t max_len = 512;           // table size for learned positions
+  int64_t max_positions = 512;     // rows of the position table (learned: the longest
+                                   // sequence read; sinusoidal: grows on demand)
   uint64_t seed = 0;               // initialisation and dropout streams
   LayerOptions layer() const { return {d_model, heads, d_ff, dropout, activation, pre_norm}; }
 };
@@ -106,7 +107,7 @@ class Seq2SeqTransformer : public Model {
   // The Model interface (models/model.h).
   const char* kind() const override { return "seq2seq"; }
   int64_t vocab_size() const override { return cfg.tgt_vocab; }
-  int64_t max_positions() const override { return cfg.learned_positions ? cfg.max_len : 0; }
+  int64_t max_positions() const override { return cfg.learned_positions ? cfg.max_positions : 0; }
   TeacherForced forward_pairs(const std::vector<data::Pair>& pairs) override;
   std::vector<Tensor> source_attention(const data::Seq& src, const data::Seq& tgt) override;
   Generator& dropout_generator() override { return dropout_gen; }

@@ -12,12 +12,12 @@ GPT::GPT(const GPTConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(dropout_see
   const LayerOptions o{c.d_model, c.heads, c.d_ff, c.dropout, c.activation, c.pre_norm};
   tok_embed =
       register_module("tok_embed", std::make_shared<Embedding>(c.vocab, c.d_model, init_gen));
-  pos_embed = register_module(
-      "pos_embed", std::make_shared<LearnedPositionalEmbedding>(c.max_len, c.d_model, init_gen));
+  pos_embed = register_module("pos_embed", std::make_shared<LearnedPositionalEmbedding>(
+                                               c.max_positions, c.d_model, init_gen));
   // GPT-2's initialisation: N(0, 0.02) for token and position tables (with a
   // tied head, N(0,1) rows would start the logits at the scale of D).
   tok_embed->weight.data().copy_(normal_init({c.vocab, c.d_model}, real(0.02), init_gen));
-  pos_embed->weight.data().copy_(normal_init({c.max_len, c.d_model}, real(0.02), init_gen));
+  pos_embed->weight.data().copy_(normal_init({c.max_positions, c.d_model}, real(0.02), init_gen));
   drop = register_module("drop", std::make_shared<Dropout>(c.dropout, dropout_gen));
   for (int64_t i = 0; i < c.layers; ++i)
     layers.push_back(register_module("layers." + std::to_string(i),

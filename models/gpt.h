@@ -10,7 +10,8 @@
 namespace qkv::nn {
 
 struct GPTConfig {
-  int64_t vocab = 512, d_model = 128, heads = 4, layers = 2, d_ff = 512, max_len = 64;
+  int64_t vocab = 512, d_model = 128, heads = 4, layers = 2, d_ff = 512;
+  int64_t max_positions = 64;  // rows of the position table: the longest sequence read
   real dropout = 0.0;
   Activation activation = Activation::GELU;
   bool pre_norm = true;
@@ -29,7 +30,7 @@ class GPT : public Model {
   // The Model interface (models/model.h).
   const char* kind() const override { return "gpt"; }
   int64_t vocab_size() const override { return cfg.vocab; }
-  int64_t max_positions() const override { return cfg.max_len; }
+  int64_t max_positions() const override { return cfg.max_positions; }
   int64_t positions_to_answer(int64_t n, int64_t m) const override { return n + m; }
   TeacherForced forward_pairs(const std::vector<data::Pair>& pairs) override;
   bool reads_text() const override { return true; }

@@ -69,11 +69,12 @@ Var add_positions(const Var& x, const Var& table) {
 
 // ---- sinusoidal ----------------------------------------------------------------
 
-SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t D_, int64_t max_len) : D(D_) {
-  if (D <= 0 || max_len < 0)
-    throw Error("SinusoidalPositionalEncoding: need D > 0 and max_len >= 0, got D " +
-                std::to_string(D) + ", max_len " + std::to_string(max_len));
-  grow(max_len);
+SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t D_, int64_t max_positions)
+    : D(D_) {
+  if (D <= 0 || max_positions < 0)
+    throw Error("SinusoidalPositionalEncoding: need D > 0 and max_positions >= 0, got D " +
+                std::to_string(D) + ", max_positions " + std::to_string(max_positions));
+  grow(max_positions);
 }
 
 void SinusoidalPositionalEncoding::grow(int64_t rows) const {
@@ -108,12 +109,14 @@ Var SinusoidalPositionalEncoding::forward(const Var& x) const {
 
 // ---- learned ---------------------------------------------------------------------
 
-LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_len_, int64_t D_, Generator& g)
-    : max_len(max_len_), D(D_) {
-  if (max_len <= 0 || D <= 0)
-    throw Error("LearnedPositionalEmbedding: max_len and D must be positive, got max_len " +
-                std::to_string(max_len) + ", D " + std::to_string(D));
-  weight = register_parameter("weight", normal_init({max_len, D}, 1, g));
+LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_positions_, int64_t D_,
+                                                       Generator& g)
+    : max_positions(max_positions_), D(D_) {
+  if (max_positions <= 0 || D <= 0)
+    throw Error(
+        "LearnedPositionalEmbedding: max_positions and D must be positive, got max_positions " +
+        std::to_string(max_positions) + ", D " + std::to_string(D));
+  weight = register_parameter("weight", normal_init({max_positions, D}, 1, g));
 }
 
 Var LearnedPositionalEmbedding::forward(const Var& x) const {
@@ -122,9 +125,9 @@ Var LearnedPositionalEmbedding::forward(const Var& x) const {
     throw Error("LearnedPositionalEmbedding: input " + to_string(x.shape()) +
                 " must be (B, T, D) with D = " + std::to_string(D));
   const int64_t T = x.size(-2);
-  if (T > max_len)
+  if (T > max_positions)
     throw Error("LearnedPositionalEmbedding: sequence length T = " + std::to_string(T) +
-                " exceeds max_len = " + std::to_string(max_len));
+                " exceeds max_positions = " + std::to_string(max_positions));
   return add_positions(x, weight);
 }
 

@@ -44,7 +44,7 @@ inline TransformerConfig seq2seq_config(bool pre_norm, bool learned, bool tied) 
   c.dropout = 0;
   c.pre_norm = pre_norm;
   c.learned_positions = learned;
-  c.max_len = 32;
+  c.max_positions = 32;
   c.tie_weights = tied;
   c.seed = test_seed(testing::kDecodeModelStream);
   return c;
@@ -57,7 +57,7 @@ inline GPTConfig gpt_config(bool pre_norm) {
   c.heads = 2;
   c.layers = 2;
   c.d_ff = 32;
-  c.max_len = 24;
+  c.max_positions = 24;
   c.pre_norm = pre_norm;
   c.tie_weights = pre_norm;  // both head variants
   c.seed = test_seed(testing::kDecodeModelStream);
@@ -238,7 +238,7 @@ TEST_CASE("forward_step equals GPT::forward at every step, with padded prompts")
     }
   }
   GPT m(gpt_config(true));
-  CHECK(has(error_of([&] { start_generation(m, 2, 25); }), "max_len 24"));
+  CHECK(has(error_of([&] { start_generation(m, 2, 25); }), "max_positions 24"));
   KVCache cache = start_generation(m, 2, 4);
   CHECK(has(error_of([&] { forward_step(m, cache, {1, 2, 3}); }), "3 ids for (rows, n) = (2,1)"));
 }
@@ -253,7 +253,7 @@ TEST_CASE(
     m.eval();
     const Tokens src = padded_src();
     DecodeOptions o;
-    o.max_len = 12;
+    o.max_new_tokens = 12;
     o.use_cache = false;
     // <eos> := the 4th token row 1 emits (found with ignore_eos, so that no
     // <eos> cuts it short), so row 1 stops early and the cached path drops it
@@ -272,13 +272,15 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("ignore_eos: greedy (cached and not) and beam 1 all give max_len tokens, the same ones") {
+TEST_CASE(
+    "ignore_eos: greedy (cached and not) and beam 1 all give max_new_tokens tokens, the same "
+    "ones") {
   using namespace qkv::decode_tests;
   Seq2SeqTransformer m(seq2seq_config(false, false, false));
   m.eval();
   const Tokens src = padded_src();
   DecodeOptions o;
-  o.max_len = 9;
+  o.max_new_tokens = 9;
   o.ignore_eos = true;
   // <eos> := the model's first token for source 0, so that it is certainly
   // emitted (with ignore_eos the output does not depend on which id <eos> is).
@@ -290,7 +292,7 @@ TEST_CASE("ignore_eos: greedy (cached and not) and beam 1 all give max_len token
   const auto uncached = greedy_decode(m, src, o);
   BeamOptions b;
   b.beam = 1;
-  b.max_len = 9;
+  b.max_new_tokens = 9;
   b.eos = o.eos;
   b.ignore_eos = true;
   const auto beam = beam_search(m, src, b);
@@ -315,14 +317,14 @@ TEST_CASE("beam_search with beam 1 is greedy decoding, token for token") {
     const Tokens src = padded_src();
     for (int64_t eos : {2, 6}) {
       DecodeOptions g;
-      g.max_len = 10;
+      g.max_new_tokens = 10;
       g.eos = eos;
       const auto greedy = greedy_decode(m, src, g);
       for (double alpha : {0.0, 0.6}) {
         BeamOptions b;
         b.beam = 1;
         b.alpha = alpha;
-        b.max_len = 10;
+        b.max_new_tokens = 10;
         b.eos = eos;
         const auto beam = beam_search(m, src, b);
         REQUIRE(beam.size() == greedy.size());
@@ -332,7 +334,7 @@ TEST_CASE("beam_search with beam 1 is greedy decoding, token for token") {
           CAPTURE(alpha);
           CAPTURE(s);
           CHECK(beam[s].tokens == greedy[s]);
-          CHECK(beam[s].finished == (static_cast<int64_t>(greedy[s].size()) < g.max_len));
+          CHECK(beam[s].finished == (static_cast<int64_t>(greedy[s].size()) < g.max_new_tokens));
         }
       }
     }
@@ -352,7 +354,7 @@ TEST_CASE("beam_search of width 4 reports each hypothesis's true log-probability
     const int64_t V = m.cfg.tgt_vocab;
     BeamOptions b;
     b.alpha = alpha;
-    b.max_len = 8;
+    b.max_new_tokens = 8;
     // Two <eos> ids (after <pad>, <bos>): the first with which the search runs
     // several steps, so several cache reorders, and the first with which some
     // hypothesis finishes, so that its <eos> is scored too. Which ids do which
@@ -454,7 +456,7 @@ TEST_CASE(
     BeamOptions o;
     o.beam = 2;
     o.alpha = alpha;
-    o.max_len = 5;
+    o.max_new_tokens = 5;
     const auto best = beam_search(1, 5, o, std::ref(scorer));
     REQUIRE(best.size() == 1);
     CHECK(scorer.calls == 2);
@@ -469,11 +471,11 @@ TEST_CASE(
       CHECK(best[0].score == doctest::Approx((std::log(.45) + std::log(.74)) / lp2).epsilon(1e-6));
     }
   }
-  // The cap: max_len 1 finishes the live [a] (-0.7985) and [b] without <eos>; [a] wins.
+  // The cap: max_new_tokens 1 finishes the live [a] (-0.7985) and [b] without <eos>; [a] wins.
   ScriptedScorer scorer;
   BeamOptions o;
   o.beam = 2;
-  o.max_len = 1;
+  o.max_new_tokens = 1;
   const auto capped = beam_search(1, 5, o, std::ref(scorer));
   CHECK(scorer.calls == 1);
   CHECK(capped[0].tokens == std::vector<int64_t>{3});
@@ -493,8 +495,8 @@ TEST_CASE("beam_search rejects bad options with the option's name") {
   o.alpha = -1;
   CHECK(has(error_of([&] { beam_search(m, src, o); }), "alpha must be finite and >= 0"));
   o = BeamOptions{};
-  o.max_len = 0;
-  CHECK(has(error_of([&] { beam_search(m, src, o); }), "max_len must be >= 1"));
+  o.max_new_tokens = 0;
+  CHECK(has(error_of([&] { beam_search(m, src, o); }), "max_new_tokens must be >= 1"));
   o = BeamOptions{};
   o.eos = 11;
   CHECK(has(error_of([&] { beam_search(m, src, o); }),
@@ -627,7 +629,7 @@ TEST_CASE("generate rejects bad sampling options and over-long requests by name"
   CHECK(has(error_of([&] { generate(m, prompts, o, g); }), "temperature must be finite and >= 0"));
   o = SampleOptions{};
   o.max_new_tokens = 22;  // 4 + 22 - 1 > 24
-  CHECK(has(error_of([&] { generate(m, prompts, o, g); }), "exceeds the model's max_len 24"));
+  CHECK(has(error_of([&] { generate(m, prompts, o, g); }), "exceeds the model's max_positions 24"));
   Tokens empty_row = prompts;
   empty_row.lengths[1] = 0;
   CHECK(has(error_of([&] { generate(m, empty_row, SampleOptions{}, g); }), "prompt 1 is empty"));

@@ -135,7 +135,7 @@ TEST_CASE(
   c.heads = 2;
   c.layers = 2;
   c.d_ff = 32;
-  c.max_len = 8;
+  c.max_positions = 8;
   c.seed = test_seed();
   GPT model(c);
   const Tokens ids = batch(640, 8, {8, 6}, 3);

@@ -44,7 +44,7 @@ TransformerConfig small_seq2seq(bool pre_norm, bool learned, bool tied) {
   c.pre_norm = pre_norm;
   c.learned_positions = learned;
   c.tie_weights = tied;
-  c.max_len = 16;
+  c.max_positions = 16;
   c.seed = test_seed();
   return c;
 }
@@ -70,7 +70,7 @@ GPTConfig small_gpt(bool pre_norm, bool tied) {
   c.heads = 2;
   c.layers = 2;
   c.d_ff = 32;
-  c.max_len = 24;
+  c.max_positions = 24;
   c.pre_norm = pre_norm;
   c.tie_weights = tied;
   c.seed = test_seed(1);
@@ -242,15 +242,17 @@ TEST_CASE(
        "('decoder.layers.0.*' to 'decoder.layers.1.*')"},
       {&sin_path, [](json& c) { c["decoder_layers"] = 0; },
        "model_config key 'decoder_layers' is 0: must be at least 1"},
-      {&sin_path, [](json& c) { c["max_len"] = 100000; },
-       "model_config key 'max_len' is 100000: a sinusoidal table of more than 65536 positions is "
+      {&sin_path, [](json& c) { c["max_positions"] = 100000; },
+       "model_config key 'max_positions' is 100000: a sinusoidal table of more than 65536 "
+       "positions is "
        "refused"},
       {&sin_path, [](json& c) { c["learned_positions"] = true; },
-       "model_config key 'max_len' cannot be checked: the file has no tensor 'src_pos.weight'"},
+       "model_config key 'max_positions' cannot be checked: the file has no tensor "
+       "'src_pos.weight'"},
       {&sin_path, [](json& c) { c["dropout"] = 1.5; },
        "model_config key 'dropout' is 1.5: must be in [0, 1)"},
-      {&learned_path, [](json& c) { c["max_len"] = 4096; },
-       "model_config key 'max_len' is 4096 but tensor 'src_pos.weight' has shape (16,16)"},
+      {&learned_path, [](json& c) { c["max_positions"] = 4096; },
+       "model_config key 'max_positions' is 4096 but tensor 'src_pos.weight' has shape (16,16)"},
       {&gpt_path, [](json& c) { c["vocab"] = 1000000; },
        "model_config key 'vocab' is 1000000 but tensor 'model.tok_embed.weight' has shape (17,16)"},
       {&gpt_path, [](json& c) { c["layers"] = 3; },
@@ -259,8 +261,9 @@ TEST_CASE(
       {&gpt_path, [](json& c) { c["d_ff"] = 33; },
        "model_config key 'd_ff' is 33 but tensor 'model.layers.0.ffn.linear1.weight' has shape "
        "(32,16)"},
-      {&gpt_path, [](json& c) { c["max_len"] = 65536; },
-       "model_config key 'max_len' is 65536 but tensor 'model.pos_embed.weight' has shape (24,16)"},
+      {&gpt_path, [](json& c) { c["max_positions"] = 65536; },
+       "model_config key 'max_positions' is 65536 but tensor 'model.pos_embed.weight' has shape "
+       "(24,16)"},
   };
   for (const Case& k : cases) {
     const std::string path = tmp.file("edited.safetensors");
@@ -399,7 +402,7 @@ TEST_CASE(
   c.heads = 2;
   c.layers = 1;
   c.d_ff = 16;
-  c.max_len = 8;
+  c.max_positions = 8;
   c.seed = test_seed();
   GPT model(c);
   const std::string plain = dir.file("plain.safetensors"), own = dir.file("own.safetensors");
@@ -423,4 +426,25 @@ TEST_CASE(
               special_tokens({{"special_tokens", R"({"pad":-1,"bos":1,"eos":2})"}}, "f.st");
             }),
             "key 'pad' is -1"));
+}
+
+TEST_CASE("a model file written before the rename (max_len, not max_positions) still loads") {
+  TempDir tmp;
+  const std::string path = tmp.file("old.safetensors");
+  GPT g(small_gpt(true, true));
+  save_model(g, path);
+  TensorFile f = read_safetensors(path);
+  json mc = json::parse(f.metadata.at("model_config"));
+  mc["max_len"] = mc["max_positions"];
+  mc.erase("max_positions");
+  f.metadata["model_config"] = mc.dump();
+  write_safetensors(path, f.tensors, f.metadata);
+  const std::unique_ptr<GPT> back = load_gpt(path);
+  CHECK(back->cfg.max_positions == g.cfg.max_positions);
+  CHECK(state_dict(*back).back().second.to_vector() == state_dict(g).back().second.to_vector());
+  mc["max_positions"] = mc["max_len"];
+  f.metadata["model_config"] = mc.dump();
+  write_safetensors(path, f.tensors, f.metadata);
+  CHECK(error_of([&] { load_model(path); }) ==
+        path + ": metadata 'model_config': holds both 'max_positions' and 'max_len', its old name");
 }

@@ -40,7 +40,7 @@ GPTConfig gpt_config() {
   c.heads = 2;
   c.layers = 1;
   c.d_ff = 32;
-  c.max_len = 20;
+  c.max_positions = 20;
   c.dropout = 0.1;
   c.seed = test_seed();
   return c;
@@ -126,7 +126,7 @@ TEST_CASE("answer gives each family's decoder output and leaves the model in its
   CHECK(s2s.is_training());
   s2s.eval();
   DecodeOptions d;
-  d.max_len = 6;
+  d.max_new_tokens = 6;
   CHECK(a == greedy_decode(s2s, data::right_padded(sources), d));
   o.method = "beam";
   o.beam = 1;  // a beam of one is greedy

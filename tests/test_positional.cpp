@@ -16,10 +16,10 @@ using namespace qkv;
 using qkv::testing::check_error;
 using qkv::testing::test_generator;
 
-TEST_CASE("LearnedPositionalEmbedding rejects T > max_len, naming T and max_len") {
+TEST_CASE("LearnedPositionalEmbedding rejects T > max_len, naming T and max_positions") {
   Generator g = test_generator();
   nn::LearnedPositionalEmbedding pos(5, 4, g);
-  check_error([&] { pos(Var(Tensor::zeros({2, 7, 4}))); }, {"T = 7", "max_len = 5"});
+  check_error([&] { pos(Var(Tensor::zeros({2, 7, 4}))); }, {"T = 7", "max_positions = 5"});
   check_error(
       [&] {
         pos(Var(Tensor::zeros({2, 3, 6})));
@@ -76,11 +76,11 @@ TEST_CASE(
   CHECK(max_abs_diff(x.grad(), up) == 0);
 }
 
-TEST_CASE("SinusoidalPositionalEncoding grows its table for a sequence longer than max_len") {
+TEST_CASE("SinusoidalPositionalEncoding grows its table for a sequence longer than max_positions") {
   nn::SinusoidalPositionalEncoding pe(8, 4);
-  CHECK(pe.max_len() == 4);
+  CHECK(pe.max_positions() == 4);
   Var y = pe(Var(Tensor::zeros({1, 11, 8})));
-  CHECK(pe.max_len() >= 11);
+  CHECK(pe.max_positions() >= 11);
   // row 10 of the grown table is the formula's value; rows below are unchanged
   const double a = 10 / std::pow(10000.0, 2.0 / 8);
   CHECK(y.data().at({0, 10, 2}) == doctest::Approx(std::sin(a)).epsilon(1e-7));

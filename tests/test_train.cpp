@@ -73,18 +73,18 @@ TEST_CASE(
   m.eval();
   Tokens src{{3, 4, 5, 5, 0, 0}, 2, 3, {3, 1}};
   DecodeOptions o;
-  o.max_len = 10;
+  o.max_new_tokens = 10;
   auto out = greedy_decode(m, src, o);
   REQUIRE(out.size() == 2);
   CHECK(out[0] == std::vector<int64_t>{3, 4, 5});
   CHECK(out[1] == std::vector<int64_t>{3, 4, 5});
-  o.max_len = 2;  // capped before <eos>
+  o.max_new_tokens = 2;  // capped before <eos>
   CHECK(greedy_decode(m, src, o)[0] == std::vector<int64_t>{3, 4});
   // <bos> -> <eos> at once: empty output
   hand_set(m, {-1, 2, -1, 4, 5, 2});
-  o.max_len = 10;
+  o.max_new_tokens = 10;
   CHECK(greedy_decode(m, src, o)[0].empty());
-  o.max_len = 0;
+  o.max_new_tokens = 0;
   CHECK_THROWS_AS(greedy_decode(m, src, o), Error);
 }
 

@@ -94,7 +94,7 @@ TEST_CASE("GPT decoder-only LM (Pre-LN, GELU, learned positions, tied head) matc
   c.heads = std::stoi(m.at("heads"));
   c.layers = std::stoi(m.at("layers"));
   c.d_ff = std::stoi(m.at("d_ff"));
-  c.max_len = std::stoi(m.at("max_len"));
+  c.max_positions = std::stoi(m.at("max_len"));
   c.dropout = 0;
   GPT model(c);
   check_same_names(model, f);

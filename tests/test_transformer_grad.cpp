@@ -62,7 +62,7 @@ TEST_CASE("GPT (2 layers) gradcheck of every parameter") {
   c.heads = 2;
   c.layers = 2;
   c.d_ff = 16;
-  c.max_len = 8;
+  c.max_positions = 8;
   c.seed = test_seed();
   GPT m(c);
   Tokens ids{{1, 2, 3, 4, 5, 6, 7, 0}, 2, 4, {4, 3}};

@@ -32,8 +32,10 @@ int64_t model_vocab_size(const std::string& kind, const json& mc) {
   const json& v = mc.at(kind == "gpt" ? "vocab" : "src_vocab");
   return v.get<int64_t>();
 }
-// The model's position table (its config's max_len).
-int64_t model_max_len(const json& mc) { return mc.at("max_len").get<int64_t>(); }
+// The model's position table (its config's max_positions).
+int64_t model_max_positions(const json& mc) {
+  return nn::upgrade_model_config(mc, "model_config").at("max_positions").get<int64_t>();
+}
 }  // namespace detail
 
 TrainConfig Trainer::checkpoint_config(const TensorFile& f) {
@@ -63,10 +65,10 @@ TrainConfig Trainer::checkpoint_config(const TensorFile& f) {
     run[k] = v;
   }
   TrainConfig c = TrainConfig::from_json(run, where);
-  const int64_t table = detail::model_max_len(mc);
+  const int64_t table = detail::model_max_positions(mc);
   if ((c.is_gpt() || c.positions == "learned") && c.context != table)
     throw Error(f.path + ": the file's parts disagree: train_config says context = " +
-                std::to_string(c.context) + " but model_config's max_len is " +
+                std::to_string(c.context) + " but model_config's max_positions is " +
                 std::to_string(table));
   return c;
 }
@@ -216,7 +218,7 @@ Trainer Trainer::resume(const std::string& path,
           "--init-from fine-tunes it with a new optimizer");
     TrainConfig c;
     set_arch_from_model(c, kind, mc, path + ": metadata 'model_config'");
-    c.context = detail::model_max_len(mc);
+    c.context = detail::model_max_positions(mc);
     const auto tok = f.metadata.find("tokenizer");
     c.tokens = tok == f.metadata.end() ? "char" : tok->second;
     // A decoder-only model file is a language model unless the flags say otherwise.
@@ -262,7 +264,7 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
       throw Error(flag_of(k) + ": --init-from " + path + " holds a model with " + flag_of(k) + " " +
                   show_value(theirs[k]) + ", but the command line gives " + show_value(mine[k]) +
                   " (leave the flag out)");
-  arch.context = detail::model_max_len(mc);
+  arch.context = detail::model_max_positions(mc);
   if (kind == "seq2seq" && arch.positions == "sinusoidal")
     arch.context = c.context;  // the table grows on demand
   const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));

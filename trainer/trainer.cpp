@@ -322,7 +322,7 @@ void Trainer::build_model() {
     g.vocab = vocab.size();
     shared_arch_fields(cfg, g, [](const auto& mine, auto& theirs) { theirs = mine; });
     g.layers = cfg.layers;
-    g.max_len = cfg.context;
+    g.max_positions = cfg.context;
     g.activation = act;
     g.seed = cfg.seed;
     net_ = std::make_unique<nn::GPT>(g);
@@ -333,7 +333,7 @@ void Trainer::build_model() {
     m.encoder_layers = m.decoder_layers = cfg.layers;
     m.activation = act;
     m.learned_positions = cfg.positions == "learned";
-    m.max_len = m.learned_positions ? cfg.context : 512;  // sinusoidal tables grow on demand
+    m.max_positions = m.learned_positions ? cfg.context : 512;  // sinusoidal tables grow on demand
     m.seed = cfg.seed;
     net_ = std::make_unique<nn::Seq2SeqTransformer>(m);
   }
