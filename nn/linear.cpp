@@ -1,5 +1,6 @@
 #include "nn/linear.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "autograd/node.h"
@@ -7,6 +8,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/reduce.h"
+#include "nn/embedding.h"
 #include "nn/init.h"
 
 namespace qkv::nn {
@@ -74,6 +76,25 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, Generator& g)
                 std::to_string(out));
   weight = register_parameter("weight", xavier_uniform({out, in}, g));
   if (with_bias) bias = register_parameter("bias", Tensor::zeros({out}));
+}
+
+namespace {
+void collect_weights(const Module& m, std::vector<Var>& linear, std::vector<Var>& embedding) {
+  if (const auto* l = dynamic_cast<const Linear*>(&m)) linear.push_back(l->weight);
+  if (const auto* e = dynamic_cast<const Embedding*>(&m)) embedding.push_back(e->weight);
+  for (const auto& [name, child] : m.children()) collect_weights(*child, linear, embedding);
+}
+bool among(const std::vector<Var>& vars, const Var& p) {
+  return std::any_of(vars.begin(), vars.end(), [&](const Var& v) { return v.same_as(p); });
+}
+}  // namespace
+
+std::vector<bool> weight_decay_mask(const Module& m) {
+  std::vector<Var> linear, embedding;
+  collect_weights(m, linear, embedding);
+  std::vector<bool> mask;
+  for (const Var& p : m.parameters()) mask.push_back(among(linear, p) && !among(embedding, p));
+  return mask;
 }
 
 }  // namespace qkv::nn

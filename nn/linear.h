@@ -34,4 +34,10 @@ class Linear : public Module {
   Parameter bias;    // (out), zeros; undefined when bias = false
 };
 
+// The usual weight decay mask for m.parameters() (optim::Optimizer::
+// set_weight_decay_mask): true for the weight matrices of Linear layers,
+// false for biases, LayerNorm gains and shifts, embeddings and position
+// tables (a Linear weight tied to an embedding is the embedding's).
+std::vector<bool> weight_decay_mask(const Module& m);
+
 }  // namespace qkv::nn

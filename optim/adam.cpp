@@ -87,8 +87,9 @@ void Adam::step() {
     const double bc1 = 1 - std::pow(double(beta1_), t);
     const double bc2 = 1 - std::pow(double(beta2_), t);
     AdamStep c;
-    c.l2 = decoupled_ ? real(0) : weight_decay_;
-    c.decay = decoupled_ ? real(1 - double(lr) * weight_decay_) : real(1);
+    const real wd = decays(i) ? weight_decay_ : real(0);
+    c.l2 = decoupled_ ? real(0) : wd;
+    c.decay = decoupled_ ? real(1 - double(lr) * wd) : real(1);
     c.beta1 = beta1_;
     c.one_minus_beta1 = real(1 - double(beta1_));
     c.beta2 = beta2_;

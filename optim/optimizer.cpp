@@ -37,6 +37,13 @@ Optimizer::Optimizer(std::vector<Var> params, real lr_, const char* name)
   param_steps_.assign(params_.size(), 0);
 }
 
+void Optimizer::set_weight_decay_mask(std::vector<bool> decayed) {
+  if (decayed.size() != params_.size())
+    throw Error(std::string(name_) + ": a weight decay mask of " + std::to_string(decayed.size()) +
+                " entries for " + std::to_string(params_.size()) + " parameters");
+  decay_mask_ = std::move(decayed);
+}
+
 void Optimizer::zero_grad() {
   for (Var& p : params_) p.zero_grad();
 }

@@ -47,6 +47,13 @@ class Optimizer {
   // Number of step() calls so far (restored by load_state_dict).
   int64_t step_count() const { return step_count_; }
   const std::vector<Var>& params() const { return params_; }
+
+  // Which parameters the weight decay applies to (all, unless set): as
+  // PyTorch's parameter groups with weight_decay 0 are used to spare biases,
+  // LayerNorm gains and embeddings. decayed[i] is parameter i's; the size must
+  // be params().size(). nn::weight_decay_mask (checkpoint/) gives the usual one.
+  void set_weight_decay_mask(std::vector<bool> decayed);
+  bool decays(size_t i) const { return decay_mask_.empty() || decay_mask_[i]; }
   const char* name() const { return name_; }
 
   // Everything needed to resume, as copies:
@@ -90,6 +97,7 @@ class Optimizer {
 
   std::vector<Var> params_;
   std::vector<int64_t> param_steps_;  // updates of each parameter so far
+  std::vector<bool> decay_mask_;      // empty: every parameter is decayed
 
  private:
   const char* name_;

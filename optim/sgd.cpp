@@ -26,10 +26,11 @@ SGD::SGD(std::vector<Var> params, real lr, real momentum, real weight_decay, boo
 
 void SGD::step() {
   begin_step();
-  const real lr_ = lr, wd = weight_decay_, mom = momentum_;
+  const real lr_ = lr, mom = momentum_;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& grad = grad_of(i);
     if (!grad.defined()) continue;  // no gradient: skipped, as in PyTorch
+    const real wd = decays(i) ? weight_decay_ : real(0);
     const bool first = ++param_steps_[i] == 1;
     real* __restrict p = params_[i].data().data();
     const real* __restrict g = grad.data();

@@ -742,3 +742,38 @@ TEST_CASE(
                        doctest::Contains("clip_grad_norm: max_norm must be finite and > 0"), Error);
   CHECK_THROWS_WITH_AS(clip_grad_norm({a}, -1), doctest::Contains("max_norm"), Error);
 }
+
+TEST_CASE("a weight decay mask spares the parameters it marks false, in SGD, Adam and AdamW") {
+  // Zero gradients: only the decay moves a parameter. SGD: p -= lr * wd * p;
+  // AdamW: p *= 1 - lr * wd; Adam: g = wd * p, then the Adam step moves p by
+  // about lr against its sign. The masked parameter must not move at all.
+  for (int kind = 0; kind < 3; ++kind) {
+    CAPTURE(kind);
+    Var decayed = param({2, -4}), spared = param({2, -4});
+    std::unique_ptr<Optimizer> opt;
+    if (kind == 0) opt = std::make_unique<SGD>(std::vector<Var>{decayed, spared}, 0.1, 0, 0.5);
+    if (kind == 1)
+      opt = std::make_unique<Adam>(std::vector<Var>{decayed, spared}, 0.1, 0.9, 0.999, 1e-8, 0.5);
+    if (kind == 2)
+      opt = std::make_unique<AdamW>(std::vector<Var>{decayed, spared}, 0.1, 0.9, 0.999, 1e-8, 0.5);
+    opt->set_weight_decay_mask({true, false});
+    CHECK(opt->decays(0));
+    CHECK_FALSE(opt->decays(1));
+    for (Var* p : {&decayed, &spared}) set_grad(*p, {0, 0});
+    opt->step();
+    CHECK(spared.data().to_vector() == std::vector<real>{2, -4});
+    const std::vector<real> d = decayed.data().to_vector();
+    if (kind == 0) CHECK(d == std::vector<real>{real(2 - 0.1 * 0.5 * 2), real(-4 + 0.1 * 0.5 * 4)});
+    if (kind == 1) {
+      CHECK(d[0] == doctest::Approx(2 - 0.1).epsilon(1e-5));
+      CHECK(d[1] == doctest::Approx(-4 + 0.1).epsilon(1e-5));
+    }
+    if (kind == 2)
+      CHECK(d == std::vector<real>{real(2 * (1 - 0.1 * 0.5)), real(-4 * (1 - 0.1 * 0.5))});
+  }
+  Var a = param({1});
+  SGD sgd({a}, 0.1);
+  CHECK(error_of([&] {
+          sgd.set_weight_decay_mask({true, false});
+        }) == "SGD: a weight decay mask of 2 entries for 1 parameters");
+}

@@ -233,6 +233,8 @@ TEST_CASE("saving at step k and resuming gives bit-identical parameters at step 
     CHECK(resumed.step_count() == 8);
     train::json want = c.to_json();
     want["context"] = resumed.cfg.context;  // 0 (as needed) was resolved when the run was built
+    CHECK(resumed.cfg.min_lr == c.lr * real(0.05));  // so was the cosine floor: 5% of lr
+    want["min_lr"] = resumed.cfg.min_lr;
     CHECK(resumed.cfg.to_json().dump() == want.dump());
     for (int i = 8; i < 20; ++i) resumed.step();
     check_same_parameters(straight.model(), resumed.model());
@@ -701,4 +703,77 @@ TEST_CASE("a checkpoint holding NaN is refused on load naming the tensor, and ne
     CHECK(max_abs_diff(after.tensors[i].second, before.tensors[i].second) == 0);
   std::remove(path.c_str());
   std::remove(bad.c_str());
+}
+
+TEST_CASE("--optimizer builds Adam, AdamW or SGD, and weight decay reaches Linear weights only") {
+  train::TrainConfig c = small_config();
+  c.steps = 20;
+  {
+    train::Trainer t(c);
+    CHECK(std::string(t.opt->name()) == "Adam");
+    CHECK(t.cfg.min_lr == c.lr * real(0.05));
+  }
+  c.optimizer = "adamw";
+  train::fill_dependent_defaults(c, {"optimizer"});
+  CHECK(c.weight_decay == real(0.01));  // torch.optim.AdamW's default
+  train::TrainConfig said = small_config();
+  said.optimizer = "adamw";
+  said.weight_decay = 0;
+  train::fill_dependent_defaults(said, {"optimizer", "weight_decay"});
+  CHECK(said.weight_decay == 0);  // a value given is kept
+  train::Trainer w(c);
+  CHECK(std::string(w.opt->name()) == "AdamW");
+  // The mask: every Linear weight (the projections, the FFN, the output
+  // layer) and nothing else (biases, LayerNorm, embeddings).
+  const auto named = w.model().named_parameters();
+  int64_t decayed = 0;
+  for (size_t i = 0; i < named.size(); ++i) {
+    const std::string& n = named[i].first;
+    const bool linear_weight = n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0 &&
+                               n.find("norm") == std::string::npos &&
+                               n.find("embed") == std::string::npos;
+    CAPTURE(n);
+    CHECK(w.opt->decays(i) == linear_weight);
+    decayed += linear_weight;
+  }
+  CHECK(decayed == 1 * 4 + 2 + 2 * 4 + 2 + 1);  // encoder layer, decoder layer, lm_head
+  c.optimizer = "sgd";
+  train::Trainer s(c);
+  CHECK(std::string(s.opt->name()) == "SGD");
+  s.step();  // SGD's state (momentum) is saved and read back like Adam's
+  const std::string path = temp_path("sgd.safetensors");
+  s.save(path);
+  train::Trainer back = train::Trainer::resume(path);
+  CHECK(std::string(back.opt->name()) == "SGD");
+  CHECK(back.cfg.weight_decay == c.weight_decay);
+  c.optimizer = "lion";
+  CHECK_THROWS_WITH_AS(train::Trainer{c}, "--optimizer: expected adam, adamw or sgd, got 'lion'",
+                       Error);
+  c.optimizer = "adam";
+  c.min_lr = 1;
+  CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains("--min-lr: must be in [0, --lr"),
+                       Error);
+}
+
+TEST_CASE("a checkpoint written before the optimizer flags resumes as the Adam run it was") {
+  train::TrainConfig c = small_config();
+  c.steps = 20;
+  const std::string path = temp_path("before_flags.safetensors");
+  {
+    train::Trainer t(c);
+    t.step();
+    t.save(path);
+  }
+  TensorFile f = read_safetensors(path);
+  train::json run = train::json::parse(f.metadata.at("train_config"));
+  for (const char* k : {"optimizer", "weight_decay", "beta1", "beta2", "momentum", "min_lr"})
+    run.erase(k);
+  f.metadata["train_config"] = run.dump();
+  write_safetensors(path, f.tensors, f.metadata);
+  train::Trainer back = train::Trainer::resume(path);
+  CHECK(back.cfg.optimizer == "adam");
+  CHECK(back.cfg.beta2 == real(0.98));
+  CHECK(back.cfg.weight_decay == 0);
+  CHECK(back.cfg.min_lr == c.lr * real(0.05));
+  CHECK(back.step_count() == 1);
 }

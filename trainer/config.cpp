@@ -1,14 +1,18 @@
 // The run's settings: checking them (each error naming the flag, or the
-// checkpoint's file and key), the learning-rate schedule they ask for, and
-// the architecture read back from a model file's own configuration.
+// checkpoint's file and key), the optimizer and learning-rate schedule they
+// ask for, and the architecture read back from a model file's own configuration.
+#include "trainer/config.h"
+
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
 
-#include "trainer/config.h"
-
 #include "data/tasks.h"
 #include "dist/distributed.h"
+#include "nn/linear.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
 
 namespace qkv::train {
 
@@ -93,6 +97,16 @@ void validate(const TrainConfig& c, const std::string& where) {
           name("schedule"), "expected noam, cosine or constant, got '" + brief(c.schedule) + "'");
   require(std::isfinite(c.lr) && c.lr > 0 && c.lr <= 1e6, name("lr"),
           "must be finite, > 0 and <= 1e6, got " + num(c.lr));
+  require(std::isfinite(c.min_lr) && c.min_lr >= 0 && c.min_lr <= c.lr, name("min_lr"),
+          "must be in [0, --lr " + num(c.lr) + "], got " + num(c.min_lr));
+  require(c.optimizer == "adam" || c.optimizer == "adamw" || c.optimizer == "sgd",
+          name("optimizer"), "expected adam, adamw or sgd, got '" + brief(c.optimizer) + "'");
+  require(std::isfinite(c.weight_decay) && c.weight_decay >= 0 && c.weight_decay < 1,
+          name("weight_decay"), "must be in [0, 1), got " + num(c.weight_decay));
+  require(c.beta1 >= 0 && c.beta1 < 1, name("beta1"), "must be in [0, 1), got " + num(c.beta1));
+  require(c.beta2 >= 0 && c.beta2 < 1, name("beta2"), "must be in [0, 1), got " + num(c.beta2));
+  require(c.momentum >= 0 && c.momentum < 1, name("momentum"),
+          "must be in [0, 1), got " + num(c.momentum));
   require_range<int64_t>(c.warmup, 0, 1000000000, name("warmup"));
   require(!(c.schedule == "noam" && c.warmup < 1), name("warmup"),
           "the noam schedule needs --warmup >= 1");
@@ -108,11 +122,38 @@ void validate(const TrainConfig& c, const std::string& where) {
 std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c) {
   if (c.schedule == "noam") return std::make_unique<optim::NoamSchedule>(c.d_model, c.warmup, c.lr);
   if (c.schedule == "cosine")
-    return std::make_unique<optim::WarmupCosineSchedule>(c.lr, c.warmup, c.steps,
-                                                         c.lr * real(0.05));
+    return std::make_unique<optim::WarmupCosineSchedule>(c.lr, c.warmup, c.steps, c.min_lr);
   if (c.schedule == "constant") return std::make_unique<optim::ConstantSchedule>(c.lr, c.warmup);
   throw Error("--schedule: unknown schedule '" + c.schedule +
               "' (expected noam, cosine or constant)");
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
+  std::unique_ptr<optim::Optimizer> opt;
+  if (c.optimizer == "sgd") {
+    opt = std::make_unique<optim::SGD>(model.parameters(), c.lr, c.momentum, c.weight_decay);
+  } else {
+    optim::AdamOptions a = optim::AdamOptions::paper(c.lr);  // eps 1e-9
+    a.beta1 = c.beta1;
+    a.beta2 = c.beta2;
+    a.weight_decay = c.weight_decay;
+    if (c.optimizer == "adamw") {
+      optim::AdamWOptions w;
+      static_cast<optim::AdamOptions&>(w) = a;
+      opt = std::make_unique<optim::AdamW>(model.parameters(), w);
+    } else {
+      opt = std::make_unique<optim::Adam>(model.parameters(), a);
+    }
+  }
+  opt->set_weight_decay_mask(nn::weight_decay_mask(model));
+  return opt;
+}
+
+void fill_dependent_defaults(TrainConfig& c, const std::vector<std::string>& given) {
+  auto said = [&](const char* k) {
+    return std::find(given.begin(), given.end(), k) != given.end();
+  };
+  if (c.optimizer == "adamw" && !said("weight_decay")) c.weight_decay = real(0.01);
 }
 
 void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc,

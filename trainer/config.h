@@ -8,12 +8,14 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/model_file.h"
 #include "core/error.h"
 #include "core/real.h"
+#include "optim/optimizer.h"
 #include "optim/schedule.h"
 
 namespace qkv::train {
@@ -25,6 +27,9 @@ using json = nlohmann::json;
 // --seed's default. Any fixed value: the same flags then train the same model
 // (initialisation, data order and dropout all come from it).
 inline constexpr uint64_t kTrainSeed = 1;
+// --min-lr's default: 5% of --lr, set when the Trainer is built (its
+// checkpoint then stores the number).
+inline constexpr real kAutoMinLr = -1;
 
 struct TrainConfig {
   // model
@@ -51,7 +56,12 @@ struct TrainConfig {
   int64_t steps = 1000;             // upper bound, and the cosine schedule's length
   std::string schedule = "cosine";  // noam | cosine | constant
   real lr = 2e-3;                   // peak lr (cosine/constant); factor for noam
+  real min_lr = kAutoMinLr;         // the cosine schedule's floor (kAutoMinLr: 5% of --lr)
   int64_t warmup = 100;
+  std::string optimizer = "adam";  // adam | adamw | sgd
+  real weight_decay = 0;           // Linear weights only (nn::weight_decay_mask); adamw: 0.01
+  real beta1 = 0.9, beta2 = 0.98;  // Adam's moment decays (the paper's, section 5.3)
+  real momentum = 0.9;             // sgd only
   real label_smoothing = 0;
   real clip = 1;  // global grad-norm clip; 0 = off
   uint64_t seed = kTrainSeed;
@@ -79,9 +89,21 @@ struct TrainConfig {
       it = is_arch_key(it.key()) ? j.erase(it) : std::next(it);
     return j;
   }
+  // Keys added after checkpoints were first written: a file without them
+  // ran with the values they had then (Adam with the paper's betas, no weight
+  // decay, the cosine floor at 5% of lr), which from_json fills in.
+  static bool is_added_key(const std::string& k) {
+    for (const char* a : {"optimizer", "weight_decay", "beta1", "beta2", "momentum", "min_lr"})
+      if (k == a) return true;
+    return false;
+  }
   static TrainConfig from_json(const json& j, const std::string& where) {
     TrainConfig c;
-    for_each_field(c, [&](const char* k, auto& v) { nn::read_json_field(j, k, v, where); });
+    for_each_field(c, [&](const char* k, auto& v) {
+      if (j.is_object() && !j.contains(k) && is_added_key(k)) return;  // the default above
+      nn::read_json_field(j, k, v, where);
+    });
+    if (j.is_object() && !j.contains("min_lr")) c.min_lr = c.lr * real(0.05);
     return c;
   }
   // Every field with its JSON key, once, so flags, JSON and checks agree.
@@ -113,7 +135,13 @@ struct TrainConfig {
     f("steps", c.steps);
     f("schedule", c.schedule);
     f("lr", c.lr);
+    f("min_lr", c.min_lr);
     f("warmup", c.warmup);
+    f("optimizer", c.optimizer);
+    f("weight_decay", c.weight_decay);
+    f("beta1", c.beta1);
+    f("beta2", c.beta2);
+    f("momentum", c.momentum);
     f("label_smoothing", c.label_smoothing);
     f("clip", c.clip);
     f("seed", c.seed);
@@ -174,5 +202,12 @@ void shared_arch_fields(C& c, M& m, F&& f) {
 }
 
 std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c);
+// The optimizer the settings name, over `model`'s parameters, with the weight
+// decay on its Linear weights only (nn::weight_decay_mask).
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
+// A new run's settings that follow from others when the command line left
+// them unsaid (`given` lists the keys it set): --optimizer adamw decays
+// weights by 0.01 (torch.optim.AdamW's default).
+void fill_dependent_defaults(TrainConfig& c, const std::vector<std::string>& given);
 
 }  // namespace qkv::train

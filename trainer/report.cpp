@@ -40,11 +40,22 @@ void print_header(const Trainer& t, const RunOptions& o) {
       c.is_gpt() ? "" : ("+" + std::to_string(c.layers)).c_str(), (long long)c.d_ff,
       c.pre_ln ? "Pre-LN" : "Post-LN", c.activation.c_str(), c.positions.c_str(),
       c.tie ? ", tied" : "", (long long)t.model().num_parameters());
+  char optimizer[120];
+  if (c.optimizer == "sgd")
+    std::snprintf(optimizer, sizeof optimizer, "SGD(momentum %g)", double(c.momentum));
+  else
+    std::snprintf(optimizer, sizeof optimizer, "%s(%g, %g, 1e-9)",
+                  c.optimizer == "adamw" ? "AdamW" : "Adam", double(c.beta1), double(c.beta2));
+  std::string decay;
+  if (c.weight_decay > 0)
+    decay = ", weight decay " + show_value(json(c.weight_decay)) + " on Linear weights";
+  std::string floor;
+  if (c.schedule == "cosine") floor = " to " + show_value(json(c.min_lr));
   std::printf(
-      "training: batch %lld, up to %lld steps, Adam(0.9, 0.98, 1e-9), %s lr %.3g, warmup %lld, %d "
+      "training: batch %lld, up to %lld steps, %s%s, %s lr %.3g%s, warmup %lld, %d "
       "threads%s\n",
-      (long long)c.batch, (long long)c.steps, c.schedule.c_str(), double(c.lr), (long long)c.warmup,
-      get_num_threads(),
+      (long long)c.batch, (long long)c.steps, optimizer, decay.c_str(), c.schedule.c_str(),
+      double(c.lr), floor.c_str(), (long long)c.warmup, get_num_threads(),
       !o.load_path.empty()   ? (", from step " + std::to_string(t.step_count())).c_str()
       : !o.init_from.empty() ? (", fine-tuning the weights of " + o.init_from).c_str()
                              : "");

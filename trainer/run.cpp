@@ -417,9 +417,10 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
   const DataUse use = !o.ask.empty() ? DataUse::None
                       : o.eval_only  ? DataUse::Evaluate
                                      : DataUse::Train;
-  Trainer t = !o.load_path.empty() ? resumed_run(o.load_path, flags, given, o.allow_nonfinite, use)
-              : !o.init_from.empty() ? Trainer::init_from(o.init_from, flags, given)
-                                     : new_run(flags, given);
+  if (!o.load_path.empty()) return resumed_run(o.load_path, flags, given, o.allow_nonfinite, use);
+  TrainConfig c = flags;
+  fill_dependent_defaults(c, given);
+  Trainer t = !o.init_from.empty() ? Trainer::init_from(o.init_from, c, given) : new_run(c, given);
   return t;
 }
 

@@ -129,6 +129,7 @@ Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t global_to
 
 Trainer::Trainer(const TrainConfig& c, const Vocab* given, const std::string& where, DataUse use)
     : cfg(c), data_gen(c.seed) {
+  if (cfg.min_lr == kAutoMinLr) cfg.min_lr = cfg.lr * real(0.05);
   validate(cfg, where);
   if (use == DataUse::None) {
     if (!given) throw Error("Trainer: DataUse::None needs the vocabulary");
@@ -138,7 +139,7 @@ Trainer::Trainer(const TrainConfig& c, const Vocab* given, const std::string& wh
     build_data(given);
   }
   build_model();
-  opt = std::make_unique<optim::Adam>(model().parameters(), optim::AdamOptions::paper(cfg.lr));
+  opt = make_optimizer(cfg, model());
   schedule = make_schedule(cfg);
   // Each MPI rank drops out its own units: rank 0 keeps the model's stream
   // (so one rank is a one-process run), rank r > 0 gets a stream of its own.

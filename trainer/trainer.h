@@ -222,9 +222,9 @@ class Trainer {
   json data_info;                      // where the data came from (files, hashes)
   int64_t unknown_heldout_tokens = 0;  // held-out tokens mapped to <unk>
   Generator data_gen;
-  std::unique_ptr<PairData> pairs;  // seq2seq data (task or file), or gpt on pairs
-  std::unique_ptr<TextData> text;   // gpt on a text file
-  std::unique_ptr<optim::Adam> opt;
+  std::unique_ptr<PairData> pairs;        // seq2seq data (task or file), or gpt on pairs
+  std::unique_ptr<TextData> text;         // gpt on a text file
+  std::unique_ptr<optim::Optimizer> opt;  // --optimizer: adam, adamw or sgd
   std::unique_ptr<optim::Schedule> schedule;
 
  private:

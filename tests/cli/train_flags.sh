@@ -32,6 +32,10 @@ refused "--model: expected seq2seq or gpt" --model bert
 refused "--positions: the gpt model has learned positions only" --model gpt --positions sinusoidal
 refused "--format: text (a plain corpus) trains a language model" --data /etc/hostname --format text
 refused "--steps" --steps abc
+refused "--optimizer: expected adam, adamw or sgd, got 'lion'" --optimizer lion
+refused "--beta2: must be in [0, 1), got 1" --beta2 1
+refused "--weight-decay: must be in [0, 1), got 2" --weight-decay 2
+refused "--min-lr: must be in [0, --lr 0.002], got 1" --min-lr 1
 # An empty string is a value, never "not given" (which would start a new run
 # over runs/<task>/), and numbers are read as typed: no hex, no wrap-around of
 # a negative unsigned seed, no clamping of a number out of range.
@@ -56,3 +60,9 @@ refused "cannot create the file" --save "$(printf 'a%.0s' $(seq 250)).st"
 # Bytes that are not UTF-8 in a data file: refused before training, naming line and byte.
 printf 'ab\tba\ncd\tdc\nx\377y\tz\n' > latin1.tsv
 refused "--data latin1.tsv:3: byte 0xff at column 2 is not UTF-8" --data latin1.tsv
+
+# The optimizer flags, as the run's header reports them.
+"$TRAIN" "${TINY[@]}" --steps 3 --optimizer adamw --beta2 0.99 --min-lr 0.0001 --out o_adamw >log_o 2>&1 || { cat log_o; fail "--optimizer adamw"; }
+grep -q "AdamW(0.9, 0.99, 1e-9), weight decay 0.01 on Linear weights, cosine lr 0.002 to 0.0001" log_o || { cat log_o; fail "the header does not show AdamW's settings"; }
+"$TRAIN" "${TINY[@]}" --steps 3 --optimizer sgd --momentum 0.5 --lr 0.1 --out o_sgd >log_o 2>&1 || { cat log_o; fail "--optimizer sgd"; }
+grep -q "SGD(momentum 0.5)" log_o || { cat log_o; fail "the header does not show SGD"; }
