@@ -48,7 +48,7 @@ LDLIBS   := -lopenblas -lpthread -lm
 
 # The library's folders, each including only from itself and those before it
 # (tests/cli/layering.sh checks every #include against this order).
-LAYERS   := core io autograd nn data optim models generation checkpoint dist trainer
+LAYERS   := core io autograd nn data optim models generation checkpoint dist explorer trainer
 LIB_SRC  := $(wildcard $(LAYERS:%=%/*.cpp))
 TEST_SRC := $(filter-out %_grad.cpp tests/main.cpp,$(wildcard tests/test_*.cpp))
 GRAD_SRC := $(wildcard tests/test_*_grad.cpp)
@@ -63,7 +63,7 @@ PC32  := $(B32)/pkgconfig/qkv.pc
 EXAMPLES := $(patsubst examples/%.cpp,$(B32)/%,$(wildcard examples/*.cpp))
 BENCHES  := $(patsubst bench/%.cpp,$(B32)/%,$(wildcard bench/*.cpp))
 
-.PHONY: all deps test test-faults demo step bench bench-torch lib clean fixtures install pkgconfig format
+.PHONY: all deps test test-faults demo step explore bench bench-torch lib clean fixtures install pkgconfig format
 # Keep the programs' object files (make would delete them as intermediates).
 .SECONDARY:
 all: $(LIB32) $(EXAMPLES) $(PC32)
@@ -74,8 +74,12 @@ all: $(LIB32) $(EXAMPLES) $(PC32)
 DEPS ?= 1
 DEPS_MPI := $(if $(filter 1,$(MPI))$(filter test test-faults bench bench-torch,$(MAKECMDGOALS)),libopenmpi-dev openmpi-bin)
 DEPS_FORMAT := $(if $(filter test format,$(MAKECMDGOALS)),clang-format)
+# The explorer page is laid out by Graphviz; make test opens it in Debian's
+# headless chromium, driven from Node (tests/browser/).
+DEPS_EXPLORER := $(if $(filter test explore,$(MAKECMDGOALS)),graphviz) \
+                 $(if $(filter test,$(MAKECMDGOALS)),chromium nodejs npm)
 deps:
-	@if [ "$(DEPS)" != 0 ]; then bash .ci/deps $(DEPS_MPI) $(DEPS_FORMAT); fi
+	@if [ "$(DEPS)" != 0 ]; then bash .ci/deps $(DEPS_MPI) $(DEPS_FORMAT) $(DEPS_EXPLORER); fi
 
 # `make format` formats every C++ file as .clang-format says; make test checks
 # it (tests/cli/format.sh).
@@ -150,13 +154,21 @@ install: $(LIB32) qkv.pc.in
 
 $(B32)/%: $(B32)/examples/%.o $(LIB32)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+# The float64 step_through writes the explorer page (step_through --html in
+# the float32 build runs it): its finite differences must be float64.
+$(B64)/step_through: $(B64)/examples/step_through.o $(LIB64)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+# The page's script, style and vendored library are assembled into the library.
+EXPLORER_ASSETS := explorer/page.js explorer/page.css explorer/vendor/svg-pan-zoom.min.js \
+                   explorer/vendor/svg-pan-zoom.LICENSE
+$(B32)/explorer/assets.o $(B64)/explorer/assets.o: $(EXPLORER_ASSETS)
 $(B32)/%: $(B32)/bench/%.o $(LIB32)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # ---- running ----------------------------------------------------------------
 # The two doctest binaries, then the program-level tests in tests/cli/*.sh
 # (they run the example programs, so those are built first).
-test: $(B32)/qkv_tests $(B64)/qkv_grad_tests $(EXAMPLES) $(PC32)
+test: $(B32)/qkv_tests $(B64)/qkv_grad_tests $(EXAMPLES) $(B64)/step_through $(PC32)
 	@QKV_BIN=$(B32) bash tests/run_all.sh $(B32)/qkv_tests $(B64)/qkv_grad_tests
 
 # make test also builds the MPI trainer when OpenMPI is installed (.ci/deps
@@ -182,6 +194,10 @@ demo: $(B32)/train
 
 step: $(B32)/step_through
 	$(B32)/step_through
+
+# The gradient explorer on the step-through's examples: one HTML file (docs/explorer.md).
+explore: $(B32)/step_through $(B64)/step_through
+	$(B32)/step_through --html $(BUILD)/explorer.html
 
 bench: $(BENCHES)
 	BENCH_MPI_BUILD=$(QKV_MPI_BIN) bash bench/run.sh $(B32)

@@ -70,11 +70,27 @@
 // keeps its state in its own members: no static or global mutable state.
 #pragma once
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "autograd/var.h"
 #include "core/pool.h"
 
 namespace qkv {
+
+// An op's maths as data, for learners and tools (the gradient explorer,
+// explorer/trace.h, shows it on every node; tests/test_op_docs.cpp checks
+// that every Node type of the library gives one). One line each, in the
+// names of docs/symbols.md, dA = dL/dA:
+//   forward   "C = A B"
+//   backward  "dA = dC B^T,  dB = A^T dC"   (the derivation the op implements)
+//   page      "docs/matrix-rule.md"         (the page that derives it)
+struct OpDoc {
+  const char* forward = "";
+  const char* backward = "";
+  const char* page = "";
+};
 
 class Node {
  public:
@@ -90,6 +106,12 @@ class Node {
   // Frees what forward saved for backward. Called after backward unless the
   // graph is retained.
   virtual void release_saved() {}
+  // The op's forward formula, backward rule and docs page (see OpDoc). Ops
+  // written outside the library may leave it empty.
+  virtual OpDoc doc() const { return {}; }
+  // Saved tensors worth showing a learner, by name (attention's
+  // probabilities "P"); empty by default. Valid until release_saved().
+  virtual std::vector<std::pair<std::string, Tensor>> inspect() const { return {}; }
 
   // Whether input i requires grad, i.e. whether backward's entry i is used.
   bool needs_grad(size_t i) const { return i < inputs.size() && inputs[i].requires_grad(); }

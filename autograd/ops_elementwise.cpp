@@ -17,7 +17,10 @@ namespace qkv {
 struct AddNode : Node {
   Shape a_shape, b_shape;
   const char* name() const override { return "add"; }
-  // d(a+b)/da = 1, d(a+b)/db = 1
+  OpDoc doc() const override {
+    return {"y = a + b", "da = dy, db = dy (each summed back over its broadcast axes)",
+            "docs/autograd.md"};
+  }
   TensorList backward(const Tensor& g) override {
     return {needs_grad(0) ? sum_to(g, a_shape) : Tensor(),
             needs_grad(1) ? sum_to(g, b_shape) : Tensor()};
@@ -34,7 +37,10 @@ Var add(const Var& a, const Var& b) {
 struct SubNode : Node {
   Shape a_shape, b_shape;
   const char* name() const override { return "sub"; }
-  // d(a-b)/da = 1, d(a-b)/db = -1
+  OpDoc doc() const override {
+    return {"y = a - b", "da = dy, db = -dy (each summed back over its broadcast axes)",
+            "docs/autograd.md"};
+  }
   TensorList backward(const Tensor& g) override {
     return {needs_grad(0) ? sum_to(g, a_shape) : Tensor(),
             needs_grad(1) ? sum_to(neg(g), b_shape) : Tensor()};
@@ -51,7 +57,10 @@ Var sub(const Var& a, const Var& b) {
 struct MulNode : Node {
   Tensor a, b;
   const char* name() const override { return "mul"; }
-  // d(ab)/da = b, d(ab)/db = a
+  OpDoc doc() const override {
+    return {"y = a * b", "da = dy * b, db = dy * a (each summed back over its broadcast axes)",
+            "docs/autograd.md"};
+  }
   TensorList backward(const Tensor& g) override {
     return {needs_grad(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
             needs_grad(1) ? sum_to(mul(g, a), b.shape()) : Tensor()};
@@ -69,7 +78,11 @@ Var mul(const Var& a, const Var& b) {
 struct DivNode : Node {
   Tensor a, b;
   const char* name() const override { return "div"; }
-  // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
+  OpDoc doc() const override {
+    return {"y = a / b",
+            "da = dy / b, db = -dy * a / b^2 (each summed back over its broadcast axes)",
+            "docs/autograd.md"};
+  }
   TensorList backward(const Tensor& g) override {
     return {needs_grad(0) ? sum_to(div(g, b), a.shape()) : Tensor(),
             needs_grad(1) ? sum_to(neg(div(mul(g, a), mul(b, b))), b.shape()) : Tensor()};
@@ -86,6 +99,7 @@ Var div(const Var& a, const Var& b) {
 // ---- scalar forms ---------------------------------------------------------------
 struct AddScalarNode : Node {
   const char* name() const override { return "add_scalar"; }
+  OpDoc doc() const override { return {"y = a + s", "da = dy", "docs/autograd.md"}; }
   TensorList backward(const Tensor& g) override { return {g}; }  // d(a+s)/da = 1
 };
 Var add(const Var& a, real s) {
@@ -95,6 +109,7 @@ Var add(const Var& a, real s) {
 struct MulScalarNode : Node {
   real s = 1;
   const char* name() const override { return "mul_scalar"; }
+  OpDoc doc() const override { return {"y = s * a", "da = s * dy", "docs/autograd.md"}; }
   TensorList backward(const Tensor& g) override { return {mul(g, s)}; }  // d(sa)/da = s
 };
 Var mul(const Var& a, real s) {
@@ -105,6 +120,7 @@ Var mul(const Var& a, real s) {
 
 struct RsubNode : Node {
   const char* name() const override { return "rsub"; }
+  OpDoc doc() const override { return {"y = s - a", "da = -dy", "docs/autograd.md"}; }
   TensorList backward(const Tensor& g) override { return {neg(g)}; }  // d(s-a)/da = -1
 };
 Var rsub(real s, const Var& a) {
@@ -115,7 +131,7 @@ struct RdivNode : Node {
   Tensor a;
   real s = 1;
   const char* name() const override { return "rdiv"; }
-  // d(s/a)/da = -s / a^2
+  OpDoc doc() const override { return {"y = s / a", "da = -s * dy / a^2", "docs/autograd.md"}; }
   TensorList backward(const Tensor& g) override { return {mul(div(g, mul(a, a)), -s)}; }
   void release_saved() override { a = Tensor(); }
 };
@@ -129,6 +145,7 @@ Var rdiv(real s, const Var& a) {
 // ---- unary ------------------------------------------------------------------------
 struct NegNode : Node {
   const char* name() const override { return "neg"; }
+  OpDoc doc() const override { return {"y = -a", "da = -dy", "docs/autograd.md"}; }
   TensorList backward(const Tensor& g) override { return {neg(g)}; }
 };
 Var neg(const Var& a) { return make_result(neg(a.data()), make_node<NegNode>(), {a}); }
@@ -136,6 +153,9 @@ Var neg(const Var& a) { return make_result(neg(a.data()), make_node<NegNode>(), 
 struct ExpNode : Node {
   Tensor y;  // exp(a): its own derivative
   const char* name() const override { return "exp"; }
+  OpDoc doc() const override {
+    return {"y = exp(a)", "da = dy * y  (exp is its own derivative)", "docs/autograd.md"};
+  }
   TensorList backward(const Tensor& g) override { return {mul(g, y)}; }  // dy/da = y
   void release_saved() override { y = Tensor(); }
 };
@@ -149,6 +169,7 @@ Var exp(const Var& a) {
 struct LogNode : Node {
   Tensor a;
   const char* name() const override { return "log"; }
+  OpDoc doc() const override { return {"y = log(a)", "da = dy / a", "docs/autograd.md"}; }
   TensorList backward(const Tensor& g) override { return {div(g, a)}; }  // d log a = 1/a
   void release_saved() override { a = Tensor(); }
 };
@@ -161,7 +182,7 @@ Var log(const Var& a) {
 struct SqrtNode : Node {
   Tensor y;
   const char* name() const override { return "sqrt"; }
-  // d sqrt(a) = 1 / (2 sqrt(a))
+  OpDoc doc() const override { return {"y = sqrt(a)", "da = dy / (2 y)", "docs/autograd.md"}; }
   TensorList backward(const Tensor& g) override { return {div(mul(g, real(0.5)), y)}; }
   void release_saved() override { y = Tensor(); }
 };
@@ -176,6 +197,7 @@ struct PowNode : Node {
   Tensor a;
   real p = 1;
   const char* name() const override { return "pow"; }
+  OpDoc doc() const override { return {"y = a^p", "da = dy * p a^(p-1)", "docs/autograd.md"}; }
   TensorList backward(const Tensor& g) override { return {pow_backward(g, a, p)}; }  // p a^(p-1)
   void release_saved() override { a = Tensor(); }
 };
@@ -189,6 +211,9 @@ Var pow(const Var& a, real p) {
 struct ReluNode : Node {
   Tensor a;
   const char* name() const override { return "relu"; }
+  OpDoc doc() const override {
+    return {"y = max(a, 0)", "da = dy * 1[a > 0]", "docs/feedforward-backward.md"};
+  }
   TensorList backward(const Tensor& g) override { return {relu_backward(g, a)}; }  // 1[a > 0]
   void release_saved() override { a = Tensor(); }
 };
@@ -201,6 +226,10 @@ Var relu(const Var& a) {
 struct GeluNode : Node {
   Tensor a;
   const char* name() const override { return "gelu"; }
+  OpDoc doc() const override {
+    return {"y = a Phi(a)  (tanh approximation)", "da = dy * (Phi(a) + a phi(a))",
+            "docs/feedforward-backward.md"};
+  }
   TensorList backward(const Tensor& g) override { return {gelu_backward(g, a)}; }  // Phi + a phi
   void release_saved() override { a = Tensor(); }
 };
@@ -213,6 +242,7 @@ Var gelu(const Var& a) {
 struct TanhNode : Node {
   Tensor y;
   const char* name() const override { return "tanh"; }
+  OpDoc doc() const override { return {"y = tanh(a)", "da = dy * (1 - y^2)", "docs/autograd.md"}; }
   TensorList backward(const Tensor& g) override { return {tanh_backward(g, y)}; }  // 1 - y^2
   void release_saved() override { y = Tensor(); }
 };
@@ -226,6 +256,9 @@ Var tanh(const Var& a) {
 struct SigmoidNode : Node {
   Tensor y;
   const char* name() const override { return "sigmoid"; }
+  OpDoc doc() const override {
+    return {"y = 1 / (1 + exp(-a))", "da = dy * y (1 - y)", "docs/autograd.md"};
+  }
   TensorList backward(const Tensor& g) override { return {sigmoid_backward(g, y)}; }  // y(1-y)
   void release_saved() override { y = Tensor(); }
 };

@@ -13,6 +13,11 @@ struct MatmulNode : Node {
   Tensor a, b;
   bool ta = false, tb = false;
   const char* name() const override { return "matmul"; }
+  OpDoc doc() const override {
+    return {"C = A B  (either operand may be transposed; batch axes broadcast)",
+            "dA = dC B^T,  dB = A^T dC  (summed back over broadcast batch axes)",
+            "docs/matrix-rule.md"};
+  }
   // C = A B  =>  dA = dC B^T,  dB = A^T dC.  With transposed operands
   // (C = A^T B etc.) the same identities give the four cases below; batch
   // dimensions that were broadcast are summed back (sum_to).

@@ -24,7 +24,10 @@ Shape keepdim_shape(const Shape& in, int axis) {
 struct SumNode : Node {
   Shape in_shape, kept;  // kept: the output shape with keepdim
   const char* name() const override { return "sum"; }
-  // d(sum x)/dx_i = 1: every input element receives the upstream gradient.
+  OpDoc doc() const override {
+    return {"y = sum(x)  (over one axis or all)", "dx = dy, broadcast back over the summed axis",
+            "docs/autograd.md"};
+  }
   TensorList backward(const Tensor& g) override {
     Tensor out = Tensor::empty(in_shape);
     out.fill_(0);
@@ -50,7 +53,10 @@ struct MeanNode : Node {
   Shape in_shape, kept;
   real inv_n = 1;
   const char* name() const override { return "mean"; }
-  // d(mean x)/dx_i = 1/n
+  OpDoc doc() const override {
+    return {"y = mean(x)  (over one axis or all, n elements)",
+            "dx = dy / n, broadcast back over the averaged axis", "docs/autograd.md"};
+  }
   TensorList backward(const Tensor& g) override {
     Tensor out = Tensor::zeros(in_shape);
     return {add(out, mul(g, inv_n).reshape(kept))};
@@ -78,7 +84,10 @@ struct MaxNode : Node {
   Shape in_shape;
   std::vector<int64_t> index;  // flat input index of each output's winner
   const char* name() const override { return "max"; }
-  // d(max x)/dx_i = 1 for the winning element (the first on ties), else 0.
+  OpDoc doc() const override {
+    return {"y = max(x)  (over one axis or all)",
+            "dx = dy at the winning element (the first on ties), 0 elsewhere", "docs/autograd.md"};
+  }
   TensorList backward(const Tensor& g) override {
     Tensor dx = Tensor::zeros(in_shape);
     const real* gp = g.data();

@@ -11,6 +11,10 @@ namespace qkv {
 struct ReshapeNode : Node {
   Shape in_shape;
   const char* name() const override { return "reshape"; }
+  OpDoc doc() const override {
+    return {"y = x viewed in a new shape (same numbers, same order)",
+            "dx = dy reshaped back to x's shape", "docs/autograd.md"};
+  }
   TensorList backward(const Tensor& g) override { return {g.reshape(in_shape)}; }
 };
 Var reshape(const Var& a, const Shape& shape) {
@@ -22,7 +26,10 @@ Var reshape(const Var& a, const Shape& shape) {
 struct PermuteNode : Node {
   std::vector<int> inverse;
   const char* name() const override { return "permute"; }
-  // The gradient moves back through the inverse permutation.
+  OpDoc doc() const override {
+    return {"y = x with its axes reordered",
+            "dx = dy with the axes moved back (the inverse permutation)", "docs/autograd.md"};
+  }
   TensorList backward(const Tensor& g) override { return {permute(g, inverse)}; }
 };
 Var permute(const Var& a, const std::vector<int>& dims) {

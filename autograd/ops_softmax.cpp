@@ -12,7 +12,10 @@ namespace qkv {
 struct SoftmaxNode : Node {
   Tensor y;
   const char* name() const override { return "softmax"; }
-  // dx = y * (g - sum(g * y))   (sums over the last axis)
+  OpDoc doc() const override {
+    return {"P = softmax(Z) = exp(Z) / rowsum(exp(Z))  (last axis)",
+            "dZ = P * (dP - rowsum(dP * P))", "docs/cross-entropy.md"};
+  }
   TensorList backward(const Tensor& g) override { return {softmax_backward(g, y)}; }
   void release_saved() override { y = Tensor(); }
 };
@@ -25,7 +28,10 @@ Var softmax(const Var& a) {
 struct LogSoftmaxNode : Node {
   Tensor y;
   const char* name() const override { return "log_softmax"; }
-  // dx = g - softmax(x) * sum(g),  softmax(x) = exp(y)
+  OpDoc doc() const override {
+    return {"y = Z - log(rowsum(exp(Z)))  (last axis)", "dZ = dy - softmax(Z) * rowsum(dy)",
+            "docs/cross-entropy.md"};
+  }
   TensorList backward(const Tensor& g) override { return {log_softmax_backward(g, y)}; }
   void release_saved() override { y = Tensor(); }
 };

@@ -119,6 +119,11 @@ struct RMSNormNode : qkv::Node {
   qkv::Tensor rstd;   // (N) one r per row, computed by forward
 
   const char* name() const override { return "rms_norm"; }
+  qkv::OpDoc doc() const override {
+    return {"y = x * r * gamma,  r = 1/sqrt(mean(x^2) + eps)",
+            "dx = r * (dxg - xhat * mean(dxg * xhat)),  dxg = dy * gamma,  xhat = x * r",
+            "docs/custom-ops.md"};
+  }
 
   // grad_out has the output's shape (..., D); the engine checked it. Return
   // one gradient per input, each of its input's shape; an input that does

@@ -10,6 +10,10 @@
 //   step_through --dot g.dot --dot-params   the same with every parameter
 //                                      drawn as a node of its own
 //   step_through --no-fd               skip the finite differences
+//   step_through --html page.html      write the gradient explorer page for
+//                                      part 1's attention and part 2's model
+//                                      (docs/explorer.md); computed in float64
+//                                      by build/rel-f64/step_through
 //
 // Every gradient is printed as qkv's engine computed it ("engine") beside the
 // same formula applied by hand ("by hand": plain loops in double in
@@ -21,8 +25,11 @@
 // Names as in docs/symbols.md: Z scores, P probabilities, dA = dL/dA.
 // The computations live in examples/step_through.h; this file prints them.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +39,7 @@
 
 #include "autograd/anomaly.h"
 #include "autograd/graphviz.h"
+#include "explorer/page.h"
 #include "trainer/output_paths.h"
 #include "examples/step_through.h"
 
@@ -395,6 +403,103 @@ void write_graph(const TinyRun& r, const std::string& path, const DotOptions& op
   }
 }
 
+// ---- The explorer page: --html ---------------------------------------------------
+
+// Token labels: 0 pad, 1 bos, 2 eos, symbols from 3 as their numbers.
+std::vector<std::string> token_labels(const std::vector<int64_t>& ids) {
+  std::vector<std::string> out;
+  for (int64_t id : ids)
+    out.push_back(id == 0 ? "pad" : id == 1 ? "bos" : id == 2 ? "eos" : std::to_string(id));
+  return out;
+}
+
+explorer::Trace part1_trace() {
+  const WorkedExample ex = worked_example();
+  Var q = Var(ex.q.clone(), true).set_name("q");
+  Var K = Var(ex.K.clone(), true).set_name("K");
+  Var V = Var(ex.V.clone(), true).set_name("V");
+  const real scale = static_cast<real>(attention_scale(ex, /*scaled=*/true));
+  explorer::TraceOptions opt;
+  opt.title = "Part 1: one query over four keys";
+  opt.description =
+      "q = [1, 0] attends over the keys K = [[1,0],[0,1],[1,1],[0,0]] with values V = "
+      "[1,2,3,4]: Z = scale * q K^T (matmul, then mul_scalar with scale = 1/sqrt(2)), P = "
+      "softmax(Z), out = P V, and L = out. Backward starts from dL/dout = 1.";
+  opt.show_leaves = true;  // q, K and V drawn as nodes of their own
+  return explorer::record_trace(
+      [&] { return matmul(softmax(matmul(q, K, false, /*trans_b=*/true) * scale), V); }, nullptr,
+      opt);
+}
+
+explorer::Trace part2_trace() {
+  const CopyExample ex = copy_example();
+  nn::Seq2SeqTransformer model(tiny_config());
+  model.eval();
+  const std::vector<std::string> src = token_labels(ex.src.ids), tgt = token_labels(ex.tgt_in.ids);
+  explorer::TraceOptions opt;
+  opt.title = "Part 2: a 1+1-layer Transformer";
+  opt.description =
+      "An encoder-decoder (d_model 8, 2 heads, d_ff 16, seed 1) copies src [3 4 5]: the decoder "
+      "reads tgt_in [bos 3 4 5] and is scored on tgt_out [3 4 5 eos] with cross-entropy. "
+      "Tokens: 0 pad, 1 bos, 2 eos, symbols from 3.";
+  opt.attention_tokens = [&](const std::string& module, int64_t, int64_t) {
+    if (module.find("cross_attn") != std::string::npos) return explorer::AttentionAxes{tgt, src};
+    if (module.rfind("encoder", 0) == 0) return explorer::AttentionAxes{src, src};
+    return explorer::AttentionAxes{tgt, tgt};
+  };
+  return explorer::record_trace(
+      [&] {
+        return nn::cross_entropy(model.forward(ex.src, ex.tgt_in), ex.tgt_out, /*ignore_index=*/0);
+      },
+      &model, opt);
+}
+
+// This program's file, and the docs/ folder of the tree it was built in.
+std::filesystem::path self_path() {
+  std::error_code ec;
+  return std::filesystem::read_symlink("/proc/self/exe", ec);
+}
+
+void write_html(const std::string& path, const std::string& command) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<explorer::Trace> traces{part1_trace(), part2_trace()};
+  explorer::PageOptions page;
+  page.title = "qkv gradient explorer: the step-through";
+  page.command = command;
+  std::error_code ec;
+  const auto docs = self_path().parent_path().parent_path().parent_path() / "docs";
+  if (std::filesystem::is_directory(docs, ec))
+    page.docs_base = "file://" + std::filesystem::canonical(docs, ec).string() + "/";
+  explorer::write_page(traces, path, page);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("Wrote %s (%.0f KB in %.2f s; every number in %s):\n", path.c_str(),
+              std::filesystem::file_size(path, ec) / 1024.0, secs, explorer::precision_name());
+  for (const auto& t : traces)
+    std::printf("  %-36s %3zu ops, %4lld finite-difference checks, %lld fail, max rel err %.1e\n",
+                t.title.c_str(), t.ops, (long long)t.fd_checked, (long long)t.fd_failed,
+                t.fd_max_rel_err);
+  for (const auto& t : traces)
+    if (t.fd_failed) throw Error("finite-difference checks failed in '" + t.title + "'");
+}
+
+// The float32 build runs its float64 twin for the page: build/rel-f32/step_through
+// -> build/rel-f64/step_through. Returns only when it cannot.
+void run_float64_twin(char** argv) {
+  const std::filesystem::path self = self_path();
+  std::string dir = self.parent_path().filename().string();
+  if (dir.size() < 4 || dir.compare(dir.size() - 4, 4, "-f32") != 0)
+    throw Error("--html: cannot find the float64 build beside " + self.string());
+  dir.replace(dir.size() - 4, 4, "-f64");
+  const std::filesystem::path twin = self.parent_path().parent_path() / dir / "step_through";
+  std::error_code ec;
+  if (!std::filesystem::exists(twin, ec))
+    throw Error("--html: the page's finite differences are computed in float64 by " +
+                twin.string() + ", which is not built: make " + twin.string());
+  execv(twin.c_str(), argv);
+  throw Error("--html: cannot run " + twin.string());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -414,10 +519,24 @@ int main(int argc, char** argv) {
                "with --dot: draw every parameter as a node of its own")
       ->needs(dot);
   app.add_flag("--no-fd", no_fd, "skip the finite differences of part 1");
+  std::string html_path;
+  app.add_option("--html", html_path,
+                 "write the gradient explorer page (one HTML file) for parts 1 and 2 instead of "
+                 "the printout")
+      ->type_name("PATH");
   CLI11_PARSE(app, argc, argv);
 
   try {
     if (!dot_path.empty()) outputs::check_file_path("--dot", dot_path);  // before any work
+    if (!html_path.empty()) {
+      outputs::check_file_path("--html", html_path,
+                               std::filesystem::path(html_path).filename().string() + ".tmp");
+      if (sizeof(real) != 8) run_float64_twin(argv);
+      std::string command = "step_through";
+      for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+      write_html(html_path, command);
+      return 0;
+    }
     if (part != "2") part1(!no_fd);
     const bool draw = !dot_path.empty();
     if (part != "1" || draw || order) {

@@ -346,6 +346,15 @@ struct AttentionNode : Node {
   Tensor O;             // (B*T, D), or undefined: recompute
   Tensor wo;            // (D, D)
   const char* name() const override { return "multi_head_attention"; }
+  OpDoc doc() const override {
+    return {
+        "Y = concat_h(softmax(Q_h K_h^T / sqrt(d_k) + mask) V_h) Wo^T + bo,  Q = xq Wq^T + bq, K, "
+        "V from xkv",
+        "dP = dO_h V_h^T,  dZ = P * (dP - rowsum(dP * P)),  dQ_h = dZ K_h / sqrt(d_k),  dK_h = "
+        "dZ^T Q_h / sqrt(d_k),  dV_h = P^T dO_h",
+        "docs/attention-backward.md"};
+  }
+  std::vector<std::pair<std::string, Tensor>> inspect() const override { return {{"P", P}}; }
 
   TensorList backward(const Tensor& dY) override {
     const int64_t BT = dims.B * dims.T, D = dims.D;

@@ -103,6 +103,10 @@ struct CrossEntropyNode : Node {
   int64_t n_valid = 0;  // rows whose target is not ignore_index
   real smoothing = 0;
   const char* name() const override { return "cross_entropy"; }
+  OpDoc doc() const override {
+    return {"L = mean over counted rows of -sum_j t_j log softmax(z)_j  (t: the smoothed one-hot)",
+            "dz = (softmax(z) - t) * dL / (number of counted rows)", "docs/cross-entropy.md"};
+  }
 
   TensorList backward(const Tensor& g) override {
     const int64_t V = p.size(-1), N = p.numel() / V;

@@ -20,6 +20,9 @@ void check_p(real p, const char* op) {
 struct DropoutNode : Node {
   Tensor mask;
   const char* name() const override { return "dropout"; }
+  OpDoc doc() const override {
+    return {"y = x * m,  m = 0 (dropped) or 1/(1-p) (kept)", "dx = dy * m", "docs/autograd.md"};
+  }
   // y = x * m  =>  dx = dy * m
   TensorList backward(const Tensor& g) override {
     Tensor dx = Tensor::empty(g.shape());

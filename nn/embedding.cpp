@@ -18,6 +18,10 @@ struct EmbeddingNode : Node {
   Shape weight_shape;
   real scale = 1;
   const char* name() const override { return "embedding"; }
+  OpDoc doc() const override {
+    return {"out[i] = scale * W[ids[i]]", "dW[v] = scale * sum over {i : ids[i] = v} of dout[i]",
+            "docs/autograd.md"};
+  }
 
   // out[i] = scale * W[ids[i]]  =>  dW[v] = scale * sum_{i : ids[i] = v} dout[i]
   // (rows never looked up get 0; a repeated id accumulates).

@@ -171,6 +171,12 @@ struct FeedForwardNode : Node {
   Hidden hidden;
   Activation act = Activation::ReLU;
   const char* name() const override { return "feed_forward"; }
+  OpDoc doc() const override {
+    return {"y = W2 act(W1 x + b1) + b2",
+            "dh = (dy W2) * act'(W1 x + b1),  dx = dh W1,  dW2 = dy^T act(.),  dW1 = dh^T x,  db = "
+            "colsum",
+            "docs/feedforward-backward.md"};
+  }
 
   TensorList backward(const Tensor& dy) override {
     const int64_t F = w1.size(0), D = w1.size(1);

@@ -189,6 +189,11 @@ struct LayerNormSaved {
 struct LayerNormNode : Node {
   LayerNormSaved saved;
   const char* name() const override { return "layer_norm"; }
+  OpDoc doc() const override {
+    return {"y = xhat * gamma + beta,  xhat = (x - mean) * rstd,  rstd = 1/sqrt(var + eps)",
+            "dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dxhat = dy * gamma",
+            "docs/layernorm-backward.md"};
+  }
   TensorList backward(const Tensor& dy) override {
     LayerNormSaved::Grads g = saved.backward(dy, needs_grad(0), needs_grad(1), needs_grad(2));
     return {g.dx, g.dgamma, g.dbeta};
@@ -271,6 +276,11 @@ void add_layernorm_forward(real* y, real* x, real* mean, real* rstd, const real*
 struct AddLayerNormNode : Node {
   LayerNormSaved saved;
   const char* name() const override { return "add_layer_norm"; }
+  OpDoc doc() const override {
+    return {"y = layer_norm(a + b)  (the residual sum and LayerNorm in one pass)",
+            "da = db = dx of layer_norm = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))",
+            "docs/layernorm-backward.md"};
+  }
   TensorList backward(const Tensor& dy) override {
     LayerNormSaved::Grads g =
         saved.backward(dy, needs_grad(0) || needs_grad(1), needs_grad(2), needs_grad(3));

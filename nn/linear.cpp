@@ -33,6 +33,10 @@ struct LinearNode : Node {
   Tensor x, w;
   bool has_bias = false;
   const char* name() const override { return "linear"; }
+  OpDoc doc() const override {
+    return {"Y = X W^T + b   (N,in) x (in,out) -> (N,out)",
+            "dX = dY W,  dW = dY^T X,  db = colsum(dY)", "docs/feedforward-backward.md"};
+  }
   TensorList backward(const Tensor& g) override {
     const int64_t out = w.size(0);
     Tensor dx = needs_grad(0) ? Tensor::empty(x.shape()) : Tensor();

@@ -17,6 +17,9 @@ struct AddPositionsNode : Node {
   Shape table_shape;
   int64_t T = 0;
   const char* name() const override { return "add_positions"; }
+  OpDoc doc() const override {
+    return {"y[b,t] = x[b,t] + P[t]", "dx = dy,  dP[t] = sum_b dy[b,t]", "docs/autograd.md"};
+  }
 
   // y[b, t] = x[b, t] + P[t]  =>  dx = dy;  dP[t] = sum_b dy[b, t] (t < T), dP[t >= T] = 0
   TensorList backward(const Tensor& g) override {

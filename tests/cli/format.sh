@@ -4,7 +4,7 @@
 source "$(dirname "$0")/lib.bash"
 cd "$QKV_SRC"
 command -v clang-format >/dev/null || fail "clang-format is not installed (apt-get install clang-format; make test installs it)"
-mapfile -t files < <(git ls-files '*.cpp' '*.h' 2>/dev/null || find core io autograd nn optim models generation checkpoint data dist trainer examples bench tests fuzz -name '*.cpp' -o -name '*.h')
+mapfile -t files < <(git ls-files '*.cpp' '*.h' 2>/dev/null || find core io autograd nn optim models generation checkpoint data dist explorer trainer examples bench tests fuzz -name '*.cpp' -o -name '*.h')
 [ "${#files[@]}" -gt 50 ] || fail "found only ${#files[@]} C++ files"
 bad=()
 for f in "${files[@]}"; do

@@ -1,5 +1,5 @@
 # The folders of the library form layers, listed bottom-up in the Makefile's
-# LAYERS (core io autograd nn data optim models generation checkpoint dist
+# LAYERS (core io autograd nn data optim models generation checkpoint dist explorer
 # trainer): a file may include headers of its own folder and of folders below
 # it, never above, so the library can be read bottom-up one folder at a time.
 # Programs (examples/, bench/, tests/, fuzz/) sit on top and may include any.

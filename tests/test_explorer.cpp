@@ -1,0 +1,350 @@
+// The explorer's trace (explorer/trace.h) read back and checked against the
+// engine, and every Node type's formula and rule (Node::doc()). The float64
+// finite differences are tests/test_explorer_grad.cpp; the page in a real
+// browser is tests/cli/explorer_browser.sh.
+#include <cxxabi.h>
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/elementwise.h"
+#include "explorer/page.h"
+#include "explorer/trace.h"
+#include "models/transformer.h"
+#include "nn/cross_entropy.h"
+#include "nn/dropout.h"
+#include "nn/layernorm.h"
+#include "tests/test_seed.h"
+
+using namespace qkv;
+using Json = nlohmann::json;
+
+namespace {
+
+std::vector<unsigned char> unbase64(const std::string& s) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+  };
+  std::vector<unsigned char> out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : s) {
+    const int v = val(c);
+    if (v < 0) continue;  // '=' padding
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<unsigned char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+Shape shape_of(const Json& j) {
+  Shape s;
+  for (const auto& d : j) s.push_back(d.get<int64_t>());
+  return s;
+}
+
+// A trace tensor equals the engine's tensor bit for bit.
+void check_tensor(const Json& j, const Tensor& t, const std::string& what) {
+  INFO(what);
+  if (!t.defined()) {
+    CHECK(j.is_null());
+    return;
+  }
+  REQUIRE(j.is_object());
+  CHECK(j["dtype"] == explorer::precision_name());
+  CHECK(shape_of(j["shape"]) == t.shape());
+  const std::vector<unsigned char> bytes = unbase64(j["data"].get<std::string>());
+  REQUIRE(bytes.size() == static_cast<size_t>(t.numel()) * sizeof(real));
+  CHECK(std::memcmp(bytes.data(), t.data(), bytes.size()) == 0);
+}
+
+nn::TransformerConfig tiny() {
+  nn::TransformerConfig c;
+  c.src_vocab = c.tgt_vocab = 8;
+  c.d_model = 8;
+  c.heads = 2;
+  c.encoder_layers = c.decoder_layers = 1;
+  c.d_ff = 16;
+  c.dropout = 0;
+  c.seed = 3;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "explorer trace read back: every node's op, module, inputs, shape, value and gradient are "
+    "the engine's, bit for bit, and the parameters carry their names (a 1+1-layer "
+    "Transformer)") {
+  nn::Seq2SeqTransformer model(tiny());
+  const nn::Tokens src{{3, 4, 5}, 1, 3, {}}, tgt{{1, 3, 4, 5}, 1, 4, {}};
+  const std::vector<int64_t> next{3, 4, 5, 2};
+  Var loss;
+  explorer::TraceOptions opt;
+  opt.finite_differences = false;  // float64: tests/test_explorer_grad.cpp
+  opt.title = "tiny";
+  opt.attention_tokens = [](const std::string& module, int64_t T, int64_t S) {
+    return explorer::AttentionAxes{std::vector<std::string>(T, module),
+                                   std::vector<std::string>(S, "key")};
+  };
+  const explorer::Trace t = explorer::record_trace(
+      [&] { return loss = nn::cross_entropy(model.forward(src, tgt), next, 0); }, &model, opt);
+  const Json j = Json::parse(t.json);
+  CHECK(j["format"] == "qkv-trace");
+  CHECK(j["version"] == 1);
+  CHECK(j["title"] == "tiny");
+  CHECK(j["precision"] == explorer::precision_name());
+
+  // The engine's own graph, as record_trace left it (values kept, gradients retained).
+  const VarList order = topological_order(loss);
+  REQUIRE(j["nodes"].size() == order.size());
+  CHECK(t.nodes == order.size());
+  CHECK(j["loss"] == order.size() - 1);
+  CHECK(j["loss_value"].get<double>() == static_cast<double>(loss.item()));
+  std::map<const VarImpl*, size_t> id;
+  for (size_t i = 0; i < order.size(); ++i) id[order[i].impl()] = i;
+  std::map<const VarImpl*, std::string> names;
+  for (auto& np : model.named_parameters()) names[np.second.impl()] = np.first;
+
+  size_t ops = 0, attention = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Json& n = j["nodes"][i];
+    const Var& v = order[i];
+    INFO("node " << i);
+    CHECK(n["id"] == i);
+    CHECK(shape_of(n["shape"]) == v.shape());
+    check_tensor(n["value"], v.data(), "value");
+    check_tensor(n["grad"], v.grad(), "grad");
+    if (const auto& fn = v.grad_fn()) {
+      ++ops;
+      CHECK(n["kind"] == "op");
+      CHECK(n["op"] == fn->name());
+      CHECK(n["module"] == std::string(fn->module ? fn->module : ""));
+      CHECK(n["forward"] == fn->doc().forward);
+      CHECK(n["backward"] == fn->doc().backward);
+      REQUIRE(n["inputs"].size() == fn->inputs.size());
+      for (size_t k = 0; k < fn->inputs.size(); ++k) {
+        const Var& in = fn->inputs[k];
+        if (in.requires_grad())
+          CHECK(n["inputs"][k] == id.at(in.impl()));
+        else
+          CHECK(n["inputs"][k].is_null());
+        CHECK(shape_of(n["input_shapes"][k]) == in.shape());
+      }
+      if (std::string(fn->name()) == "multi_head_attention") {
+        ++attention;
+        const Json& P = n["saved"]["P"];
+        CHECK(shape_of(P["shape"]) == Shape{1, 2, v.size(1), shape_of(n["input_shapes"][1])[1]});
+        CHECK(P["queries"][0] == n["module"]);
+        CHECK(P["keys"].size() == static_cast<size_t>(shape_of(n["input_shapes"][1])[1]));
+      }
+    } else {
+      CHECK(n["kind"] == "leaf");
+      CHECK(n["parameter"] == true);  // no input Var requires grad here
+      CHECK(n["name"] == names.at(v.impl()));
+    }
+  }
+  CHECK(ops == t.ops);
+  CHECK(attention == 3);  // encoder self, decoder self and cross
+  CHECK(j["forward_order"].size() == ops);
+  CHECK(j["finite_differences"].is_null());
+  // The module boxes of the drawing carry the names too.
+  CHECK(t.dot.find("cluster_decoder.layers.0") != std::string::npos);
+  CHECK(t.dot.find("w_q: weight (8,8), bias (8)") != std::string::npos);
+}
+
+namespace {
+
+// Passes its input's gradient through and logs when the engine calls its
+// backward: the order run_backward really visits the nodes in.
+struct LoggingNode : Node {
+  std::string label;
+  std::vector<std::string>* log = nullptr;
+  const char* name() const override { return label.c_str(); }
+  TensorList backward(const Tensor& g) override {
+    log->push_back(label);
+    return TensorList(inputs.size(), g);
+  }
+};
+
+Var logged(const std::string& label, std::vector<Var> in, std::vector<std::string>& log) {
+  auto node = make_node<LoggingNode>();
+  node->label = label;
+  node->log = &log;
+  Tensor out = in[0].data().clone();
+  for (size_t i = 1; i < in.size(); ++i) out = add(out, in[i].data());
+  VarList inputs;
+  for (Var& v : in) inputs.push_back(v);
+  return make_result(out, node, inputs);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "explorer trace: backward_order is the order run_backward calls the nodes' backward (a "
+    "diamond, a skip connection, and a branch no gradient reaches)") {
+  std::vector<std::string> log;
+  Var x(Tensor::ones({1}), true);
+  explorer::TraceOptions opt;
+  opt.finite_differences = false;
+  const explorer::Trace t = explorer::record_trace(
+      [&] {
+        const Var a = logged("a", {x}, log);
+        const Var b = logged("b", {a}, log), c = logged("c", {a}, log);
+        const Var d = logged("d", {b, c}, log);
+        return logged("e", {d, x}, log);
+      },
+      nullptr, opt);
+  REQUIRE(log.size() == 5);
+  const Json j = Json::parse(t.json);
+  std::vector<std::string> order;
+  for (const auto& id : j["backward_order"]) order.push_back(j["nodes"][id.get<size_t>()]["op"]);
+  CHECK(order == log);
+  CHECK(j["nodes"][j["backward_order"][0].get<size_t>()]["op"] == "e");
+  // Forward: every op after the ops it reads.
+  std::vector<std::string> fwd;
+  for (const auto& id : j["forward_order"]) fwd.push_back(j["nodes"][id.get<size_t>()]["op"]);
+  CHECK(fwd.front() == "a");
+  CHECK(fwd.back() == "e");
+  CHECK(j["nodes"][0]["name"] == "input");  // an unnamed leaf outside any model
+}
+
+TEST_CASE("explorer trace: a loss that is not one number, or needs no grad, is refused") {
+  Var w(Tensor::ones({2, 2}), true);
+  CHECK_THROWS_WITH(explorer::record_trace([&] { return mul(w, real(2)); }, nullptr),
+                    doctest::Contains("must return one number, got shape (2,2)"));
+  Var c(Tensor::ones({1}), false);
+  CHECK_THROWS_WITH(explorer::record_trace([&] { return mul(c, real(2)); }, nullptr),
+                    doctest::Contains("does not require grad"));
+}
+
+namespace {
+
+// "qkv::nn::(anonymous namespace)::LayerNormNode" -> "LayerNormNode"
+std::string type_name(const Node& n) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(typeid(n).name(), nullptr, nullptr, &status);
+  std::string s = status == 0 && d ? d : typeid(n).name();
+  std::free(d);
+  const size_t colon = s.rfind("::");
+  return colon == std::string::npos ? s : s.substr(colon + 2);
+}
+
+// Every `struct XNode : Node` in the library's folders (Makefile's LAYERS).
+std::set<std::string> node_types_in_sources() {
+  std::ifstream mk("Makefile");
+  std::string line, layers;
+  while (std::getline(mk, line))
+    if (line.rfind("LAYERS", 0) == 0) layers = line.substr(line.find('=') + 1);
+  std::istringstream ls(layers);
+  std::set<std::string> types;
+  const std::regex decl(R"(struct\s+(\w+)\s*:\s*(public\s+)?(qkv::)?Node\b)");
+  for (std::string dir; ls >> dir;) {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string ext = e.path().extension().string();
+      if (ext != ".cpp" && ext != ".h") continue;
+      std::ifstream in(e.path());
+      std::string text;  // comments aside (node.h's example op is one)
+      for (std::string line; std::getline(in, line);)
+        if (line.find_first_not_of(' ') == std::string::npos ||
+            line.compare(line.find_first_not_of(' '), 2, "//") != 0)
+          text += line + "\n";
+      for (std::sregex_iterator it(text.begin(), text.end(), decl), end; it != end; ++it)
+        types.insert((*it)[1]);
+    }
+  }
+  return types;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "every Node type of the library gives its forward formula, its one-line backward rule and "
+    "a docs/ page that exists (Node::doc())") {
+  // A graph that uses every op: the primitive ops, the fused layers, and a
+  // Transformer (embedding, positions, attention, feed-forward, add_layer_norm,
+  // linear, cross-entropy).
+  Generator g = testing::test_generator();
+  Var a(Tensor::uniform({2, 3}, 0.5, 1.5, g), true), b(Tensor::uniform({2, 3}, 0.5, 1.5, g), true);
+  Var w(Tensor::uniform({3, 3}, -1, 1, g), true);
+  Var gamma(Tensor::ones({3}), true), beta(Tensor::zeros({3}), true);
+  Var x = add(sub(mul(a, b), div(a, b)), rsub(1, rdiv(2, a)));
+  x = add(mul(neg(exp(x)), real(0.5)), add(log(a), real(1)));
+  x = add(add(sqrt(a), pow(x, 2)), add(relu(x), gelu(x)));
+  x = add(add(tanh(x), sigmoid(x)), matmul(x, w));
+  x = nn::layer_norm(x, gamma, beta);
+  x = nn::add_layer_norm(x, a, gamma, beta);
+  Generator drop(1);
+  x = nn::dropout(x, real(0.5), drop);
+  x = permute(reshape(x, {3, 2}), {1, 0});
+  Var s = add(add(sum(softmax(x)), mean(log_softmax(x))), add(max(x), sum(x, 0)));
+
+  nn::Seq2SeqTransformer model(tiny());
+  const nn::Tokens src{{3, 4}, 1, 2, {}}, tgt{{1, 3}, 1, 2, {}};
+  Var loss = nn::cross_entropy(model.forward(src, tgt), {3, 2}, 0);
+  Var total = add(sum(s), loss);
+
+  std::set<std::string> seen;
+  for (const Var& v : topological_order(total)) {
+    if (!v.grad_fn()) continue;
+    const Node& n = *v.grad_fn();
+    const std::string type = type_name(n);
+    seen.insert(type);
+    INFO(type << " (" << n.name() << ")");
+    const OpDoc d = n.doc();
+    CHECK(std::strlen(d.forward) > 0);
+    CHECK(std::strlen(d.backward) > 0);
+    CHECK(std::string(d.page).rfind("docs/", 0) == 0);
+    CHECK(std::filesystem::exists(d.page));
+  }
+  // Every Node type declared in the library's sources was in the graph.
+  const std::set<std::string> declared = node_types_in_sources();
+  CHECK(declared.size() >= 30);
+  for (const std::string& type : declared) CHECK_MESSAGE(seen.count(type), type);
+}
+
+TEST_CASE(
+    "explorer page: one self-contained HTML file holding every trace as JSON, each graph laid "
+    "out by Graphviz with node ids the trace's, and the script; no trace is refused") {
+  CHECK_THROWS_WITH(explorer::page_html({}), doctest::Contains("no trace"));
+  if (std::system("command -v dot >/dev/null 2>&1") != 0) {
+    MESSAGE("Graphviz's dot is not installed: skipped (make test installs it)");
+    return;
+  }
+  Var q(Tensor::ones({1, 2}), true);
+  q.set_name("q");
+  explorer::TraceOptions opt;
+  opt.show_leaves = true;
+  opt.title = "</script> in a title";
+  const explorer::Trace t =
+      explorer::record_trace([&] { return sum(softmax(mul(q, real(2)))); }, nullptr, opt);
+  const std::string html = explorer::page_html({t, t});
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("id=\"trace-1\"") != std::string::npos);
+  CHECK(html.find("<title>v0</title>") != std::string::npos);  // the leaf q, node 0
+  CHECK(html.find("svg-pan-zoom") != std::string::npos);
+  CHECK(html.find("Redistribution and use in source and binary forms") != std::string::npos);
+  CHECK(html.find("qkvExplorer") != std::string::npos);
+  CHECK(html.find("</script> in a title") == std::string::npos);  // escaped inside the JSON
+  CHECK(html.find("<script src") == std::string::npos);
+}
