@@ -154,9 +154,11 @@ install: $(LIB32) qkv.pc.in
 
 $(B32)/%: $(B32)/examples/%.o $(LIB32)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
-# The float64 step_through writes the explorer page (step_through --html in
-# the float32 build runs it): its finite differences must be float64.
-$(B64)/step_through: $(B64)/examples/step_through.o $(LIB64)
+# The float64 step_through and train write the explorer pages
+# (step_through --html and train --explain in the float32 build run them):
+# their finite differences must be float64.
+EXPLORER64 := $(B64)/step_through $(B64)/train
+$(EXPLORER64): $(B64)/%: $(B64)/examples/%.o $(LIB64)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 # The page's script, style and vendored library are assembled into the library.
 EXPLORER_ASSETS := explorer/page.js explorer/page.css explorer/vendor/svg-pan-zoom.min.js \
@@ -168,7 +170,7 @@ $(B32)/%: $(B32)/bench/%.o $(LIB32)
 # ---- running ----------------------------------------------------------------
 # The two doctest binaries, then the program-level tests in tests/cli/*.sh
 # (they run the example programs, so those are built first).
-test: $(B32)/qkv_tests $(B64)/qkv_grad_tests $(EXAMPLES) $(B64)/step_through $(PC32)
+test: $(B32)/qkv_tests $(B64)/qkv_grad_tests $(EXAMPLES) $(EXPLORER64) $(PC32)
 	@QKV_BIN=$(B32) bash tests/run_all.sh $(B32)/qkv_tests $(B64)/qkv_grad_tests
 
 # make test also builds the MPI trainer when OpenMPI is installed (.ci/deps

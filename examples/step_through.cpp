@@ -40,6 +40,7 @@
 #include "autograd/anomaly.h"
 #include "autograd/graphviz.h"
 #include "explorer/page.h"
+#include "explorer/program.h"
 #include "trainer/output_paths.h"
 #include "examples/step_through.h"
 
@@ -454,23 +455,15 @@ explorer::Trace part2_trace() {
       &model, opt);
 }
 
-// This program's file, and the docs/ folder of the tree it was built in.
-std::filesystem::path self_path() {
-  std::error_code ec;
-  return std::filesystem::read_symlink("/proc/self/exe", ec);
-}
-
 void write_html(const std::string& path, const std::string& command) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<explorer::Trace> traces{part1_trace(), part2_trace()};
   explorer::PageOptions page;
   page.title = "qkv gradient explorer: the step-through";
   page.command = command;
-  std::error_code ec;
-  const auto docs = self_path().parent_path().parent_path().parent_path() / "docs";
-  if (std::filesystem::is_directory(docs, ec))
-    page.docs_base = "file://" + std::filesystem::canonical(docs, ec).string() + "/";
+  page.docs_base = explorer::docs_url_beside_build();
   explorer::write_page(traces, path, page);
+  std::error_code ec;
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("Wrote %s (%.0f KB in %.2f s; every number in %s):\n", path.c_str(),
@@ -481,23 +474,6 @@ void write_html(const std::string& path, const std::string& command) {
                 t.fd_max_rel_err);
   for (const auto& t : traces)
     if (t.fd_failed) throw Error("finite-difference checks failed in '" + t.title + "'");
-}
-
-// The float32 build runs its float64 twin for the page: build/rel-f32/step_through
-// -> build/rel-f64/step_through. Returns only when it cannot.
-void run_float64_twin(char** argv) {
-  const std::filesystem::path self = self_path();
-  std::string dir = self.parent_path().filename().string();
-  if (dir.size() < 4 || dir.compare(dir.size() - 4, 4, "-f32") != 0)
-    throw Error("--html: cannot find the float64 build beside " + self.string());
-  dir.replace(dir.size() - 4, 4, "-f64");
-  const std::filesystem::path twin = self.parent_path().parent_path() / dir / "step_through";
-  std::error_code ec;
-  if (!std::filesystem::exists(twin, ec))
-    throw Error("--html: the page's finite differences are computed in float64 by " +
-                twin.string() + ", which is not built: make " + twin.string());
-  execv(twin.c_str(), argv);
-  throw Error("--html: cannot run " + twin.string());
 }
 
 }  // namespace
@@ -531,7 +507,7 @@ int main(int argc, char** argv) {
     if (!html_path.empty()) {
       outputs::check_file_path("--html", html_path,
                                std::filesystem::path(html_path).filename().string() + ".tmp");
-      if (sizeof(real) != 8) run_float64_twin(argv);
+      explorer::run_in_float64("--html", argv);
       std::string command = "step_through";
       for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
       write_html(html_path, command);

@@ -20,6 +20,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "explorer/program.h"
 #include "trainer/run.h"
 
 using namespace qkv;
@@ -142,6 +143,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--init-from", o.init_from, "fine-tune: weights, model, vocab of a file");
   add_value(app, "--ask", o.ask, "with --load: answer this text (- : stdin)");
   app.add_flag("--show-attention", o.show_attention, "with --ask: print cross-attention");
+  add_value(app, "--explain", o.explain, "with --load: the gradient explorer on this text");
+  add_value(app, "--html", o.html, "with --explain: the page to write (one HTML file)");
   add_value(app, "--decode", o.decode, "greedy or beam (checks, --ask)")->capture_default_str();
   add_value(app, "--beam", o.beam, "beam width")->capture_default_str();
   add_value(app, "--alpha", o.alpha, "beam length penalty exponent")->capture_default_str();
@@ -175,6 +178,9 @@ int train_main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // one line at a time when piped to a file or CI log
   try {
     check_options(o);
+    // The explorer's proofs are float64: a float32 build hands --explain to
+    // its float64 twin (build/rel-f64/train), after the flags are checked.
+    if (!o.explain.empty()) explorer::run_in_float64("--explain", argv);
     Trainer t = open_run(flags, given_keys(app), o);
     return run(t, o, app.config_to_str(true, false));
   } catch (const std::exception& e) {

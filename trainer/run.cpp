@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "trainer/explain.h"
 #include "trainer/output_paths.h"
 #include "trainer/report.h"
 
@@ -392,6 +393,14 @@ void check_options(const RunOptions& o) {
   if ((o.eval_only || !o.ask.empty()) && o.load_path.empty())
     throw Error(std::string(o.eval_only ? "--eval-only" : "--ask") + " needs --load PATH");
   if (o.show_attention && o.ask.empty()) throw Error("--show-attention goes with --ask");
+  if (!o.explain.empty() && o.load_path.empty()) throw Error("--explain needs --load PATH");
+  if (!o.explain.empty() && o.html.empty()) throw Error("--explain needs --html PAGE");
+  if (!o.html.empty() && o.explain.empty()) throw Error("--html goes with --explain TEXT");
+  if (!o.explain.empty() && (o.eval_only || !o.ask.empty()))
+    throw Error("--explain: give it alone, not with --eval-only or --ask");
+  if (!o.html.empty())  // before any work: the page is written through PAGE.tmp
+    outputs::check_file_path("--html", o.html,
+                             std::filesystem::path(o.html).filename().string() + ".tmp");
   if (o.decode != "greedy" && o.decode != "beam")
     throw Error("--decode: expected greedy or beam, got '" + o.decode + "'");
   if (o.beam < 1 || o.beam > 256)
@@ -414,9 +423,9 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
                  const RunOptions& o) {
   if (!o.init_from.empty() && !o.load_path.empty())
     throw Error("--init-from: starts a new run; --load resumes one (give one of them)");
-  const DataUse use = !o.ask.empty() ? DataUse::None
-                      : o.eval_only  ? DataUse::Evaluate
-                                     : DataUse::Train;
+  const DataUse use = !o.ask.empty() || !o.explain.empty() ? DataUse::None
+                      : o.eval_only                        ? DataUse::Evaluate
+                                                           : DataUse::Train;
   if (!o.load_path.empty()) return resumed_run(o.load_path, flags, given, o.allow_nonfinite, use);
   TrainConfig c = flags;
   fill_dependent_defaults(c, given);
@@ -436,6 +445,10 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   if (!lead && !std::freopen("/dev/null", "w", stdout))
     throw Error("cannot silence stdout of a rank > 0");
   if (!o.ask.empty()) return ask(t, o);
+  if (!o.explain.empty()) {
+    write_explanation(t, o.explain, o.html, "train --load " + o.load_path);
+    return 0;
+  }
 
   // 3. Every output path, before any work: a run that cannot keep its
   //    result is refused now, not after training.

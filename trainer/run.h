@@ -27,6 +27,7 @@ struct RunOptions {
        allow_nonfinite = false;
   bool detect_anomaly = false;
   std::string out_dir, save_path, load_path, ask, init_from;
+  std::string explain, html;      // --explain TEXT --html PAGE: the gradient explorer
   std::string decode = "greedy";  // held-out checks and --ask: greedy | beam
   int64_t beam = 4, max_new = 200, top_k = 0;
   double alpha = 0.6, temperature = 0.8, top_p = 0.95;

@@ -8,7 +8,8 @@
 //     backward_order (the engine's order: tests/test_explorer.cpp checks the
 //     trace against the engine), and forward in forward_order;
 //   - every finite-difference check of the page passes, re-judged here from
-//     its numbers, covers every element of every leaf, and clicking a
+//     its numbers, covers every element of every leaf (or the page's
+//     sample of a large one), and clicking a
 //     gradient cell shows that element's proof.
 // Usage: node explorer_test.mjs PAGE.html [SCREENSHOT.png]
 import fs from 'node:fs';
@@ -107,10 +108,14 @@ try {
         `finite difference fails: node ${node} element ${index}: engine ${engine}, fd ${value}`);
       (per_leaf[node] = per_leaf[node] || new Set()).add(index);
     }
+    // A sampled leaf (a large tensor of a trained model's page) has its
+    // `largest` + `random` elements checked; every other leaf every element.
+    const sampled = new Set(fd.sampled_leaves || []);
     for (const n of tr.nodes.filter(n => n.kind === 'leaf')) {
       const numel = n.shape.reduce((a, b) => a * b, 1);
-      check(per_leaf[n.id] && per_leaf[n.id].size === numel,
-        `leaf ${n.name}: ${per_leaf[n.id] ? per_leaf[n.id].size : 0} of ${numel} elements checked`);
+      const want = sampled.has(n.id) ? Math.min(numel, fd.largest + fd.random) : numel;
+      check(per_leaf[n.id] && per_leaf[n.id].size === want,
+        `leaf ${n.name}: ${per_leaf[n.id] ? per_leaf[n.id].size : 0} of ${want} elements checked`);
     }
     const summary = await page.$eval('#summary', s => s.textContent);
     check(summary.includes(`${fd.checks.length} checks`) && summary.includes('all pass'),
@@ -125,7 +130,10 @@ try {
     await page.click(`#panel a.node-link[data-node="${leaf.id}"]`);
     check(await page.$eval('#panel', p => p.dataset.node) === String(leaf.id), 'leaf link did not open it');
     const cells = await page.$$('#panel [data-role="grad"] td');
-    const pick = Math.min(cells.length - 1, 3);
+    // An element the page checked (a sampled leaf has only some).
+    const checked = fd.checks.filter(c => c[0] === leaf.id).map(c => c[1]);
+    const pick = checked.includes(Math.min(cells.length - 1, 3)) ? Math.min(cells.length - 1, 3)
+      : checked[0];
     await cells[pick].click();
     const proof = await page.$eval('#proof', b => ({
       index: +b.dataset.index, engine: +b.querySelector('.engine').textContent,

@@ -59,11 +59,11 @@ case "$flags" in *"$root"*) fail "the installed flags point into the source tree
 expect_ok "$user/my"
 expect_out "y 11.5 dW 69 92 db 23 float32"
 
-# The README's no-install command, verbatim, with QKV = this checkout (it
-# names build/rel-f32, so only for the release build).
+# docs/library.md's no-install command, verbatim, with QKV = this checkout
+# (it names build/rel-f32, so only for the release build).
 if [ "$san" = 0 ] && [ "$bin" = "$root/build/rel-f32" ]; then
   cmd2='g++ -O2 my.cpp -o my $(PKG_CONFIG_PATH=$QKV/build/rel-f32/pkgconfig pkg-config --cflags --libs qkv)'
-  grep -qF -- "$cmd2" "$root/README.md" || fail "README.md no longer shows: $cmd2"
+  grep -qF -- "$cmd2" "$root/docs/library.md" || fail "docs/library.md no longer shows: $cmd2"
   rm -f "$user/my"
   (cd "$user" && unset PKG_CONFIG_PATH && QKV="$root" && eval "$cmd2") >"$QKV_TMP/cc2.log" 2>&1 ||
     { cat "$QKV_TMP/cc2.log"; fail "compile failed: $cmd2"; }

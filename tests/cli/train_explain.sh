@@ -1,0 +1,51 @@
+# train --load FILE --explain TEXT --html PAGE: the gradient explorer on a
+# trained model and the user's input, for the encoder-decoder, a decoder-only
+# model on pairs and a language model. The page is one file within the
+# issue's size, every float64 finite difference passes, and the browser test
+# (tests/browser/explorer_test.mjs) accepts it. Bad input is refused in one
+# line before any work, leaving no page behind.
+source "$(dirname "$0")/lib.bash"
+cd "$QKV_TMP"
+expect_ok "$TRAIN" "${TINY[@]}" --steps 60 --out s2s
+expect_ok "$TRAIN" --load s2s/model.safetensors --explain "a b c d" --html s2s.html
+expect_out "every number in float64"
+expect_out ", 0 fail,"
+grep -q '"precision": *"float64"' s2s.html || fail "the page does not say its numbers are float64"
+[ "$(stat -c %s s2s.html)" -lt 10000000 ] || fail "the page is over 10 MB"
+
+expect_ok "$TRAIN" "${TINY[@]}" --model gpt --steps 40 --out gpt
+expect_ok "$TRAIN" --load gpt/model.safetensors --explain "b a" --html gpt.html
+expect_out ", 0 fail,"
+
+printf 'the cat sat on the mat and the dog sat on the log\n%.0s' $(seq 40) > corpus.txt
+expect_ok "$TRAIN" --model gpt --data corpus.txt --format text --tokens word --context 8 \
+  --d-model 16 --heads 2 --layers 1 --d-ff 32 --batch 8 --steps 30 --warmup 1 --threads 1 \
+  --eval-every 0 --out lm
+expect_ok "$TRAIN" --load lm/model.safetensors --explain "the cat sat on" --html lm.html
+expect_out ", 0 fail,"
+
+# Bad input: one line, before any work, no page.
+expect_fail "$TRAIN" --load s2s/model.safetensors --explain "a b z" --html bad.html
+expect_out "--explain: the token 'z' is not in the model's vocabulary"
+expect_fail "$TRAIN" --load s2s/model.safetensors --explain "   " --html bad.html
+expect_out "--explain: the text has no tokens"
+expect_fail "$TRAIN" --load s2s/model.safetensors --explain "a b" --html no/such/dir/p.html
+expect_out "--html"
+expect_fail "$TRAIN" --load s2s/model.safetensors --explain "a b"
+expect_out "--explain needs --html PAGE"
+expect_fail "$TRAIN" --load s2s/model.safetensors --html p.html
+expect_out "--html goes with --explain"
+expect_fail "$TRAIN" --explain "a b" --html p.html
+expect_out "--explain needs --load PATH"
+expect_fail "$TRAIN" --load nothing.safetensors --explain "a b" --html p.html
+expect_out "nothing.safetensors"
+[ ! -e bad.html ] && [ ! -e p.html ] || fail "a refused --explain left a page behind"
+
+# The browser test of the step-through's page, on the trained model's.
+if [ -x "${CHROMIUM:-/usr/bin/chromium}" ] && [ -d "$QKV_BIN/browser-test/node_modules/puppeteer-core" ]; then
+  cp "$QKV_SRC/tests/browser/explorer_test.mjs" "$QKV_BIN/browser-test/"
+  timeout 120 node "$QKV_BIN/browser-test/explorer_test.mjs" s2s.html || fail "the browser test failed on s2s.html"
+  timeout 120 node "$QKV_BIN/browser-test/explorer_test.mjs" gpt.html || fail "the browser test failed on gpt.html"
+else
+  echo "note: the browser part runs after explorer_browser.sh has installed puppeteer-core"
+fi
