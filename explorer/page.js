@@ -327,8 +327,17 @@
       const m = title && /^v(\d+)->v(\d+)$/.exec(title.textContent);
       if (m) edgeEls.push({ from: +m[1], to: +m[2], el });
     });
-    if (typeof svgPanZoom === 'function')
+    if (typeof svgPanZoom === 'function') {
       panZoom = svgPanZoom(svg, { controlIconsEnabled: true, fit: true, center: true, minZoom: 0.2, maxZoom: 30, dblClickZoomEnabled: false });
+      // A tall graph (a trained model's) fitted whole is too small to read:
+      // show it as wide as the pane instead, from the top (the inputs).
+      const s = panZoom.getSizes();
+      const w = s.viewBox.width * s.realZoom;
+      if (s.realZoom < 0.5 && w < 0.6 * s.width) {  // fitted text under ~7 px
+        panZoom.zoom(panZoom.getZoom() * 0.95 * s.width / w);  // about the centre
+        panZoom.pan({ x: panZoom.getPan().x, y: 8 });
+      }
+    }
     summary();
     select(trace().loss);
     updateStepper();
