@@ -118,6 +118,11 @@ $(B64)/qkv_grad_tests: $(B64)/tests/main.o $(GRAD_SRC:%.cpp=$(B64)/%.o) $(LIB64)
 # sanitizer build is installed, and its .pc carries the sanitizer flags.
 PREFIX  ?= /usr/local
 QKV_VERSION := 0.1.0
+# The instruction set the library is compiled for (-march=native: the
+# building machine's), recorded in qkv.pc; core/cpu_check.cpp refuses to
+# start on a CPU without it.
+ISA_MACROS := $(shell $(CXX) $(filter -march=%,$(OPT)) -dM -E -x c++ /dev/null 2>/dev/null)
+BUILD_ISA  := $(if $(findstring __AVX512F__,$(ISA_MACROS)),avx512f,$(if $(findstring __AVX2__,$(ISA_MACROS)),avx2,x86-64))
 ifeq ($(SANITIZE),1)
   PC_KIND    := sanitizer (ASan + UBSan, -O1)
   PC_FLAGS   := -fsanitize=address,undefined -DQKV_NO_ALLOC_CACHE
@@ -132,7 +137,7 @@ define write_pc
 	@mkdir -p $(dir $(4))
 	sed -e 's|@PREFIX@|$(1)|' -e 's|@INCLUDEDIR@|$(2)|' -e 's|@LIBDIR@|$(3)|' \
 	    -e 's|@BLAS_INC@|$(BLAS_INC)|' -e 's|@BLAS_LIB@|$(BLAS_LIB)|' \
-	    -e 's|@VERSION@|$(QKV_VERSION)|' -e 's|@KIND@|$(PC_KIND)|' \
+	    -e 's|@VERSION@|$(QKV_VERSION)|' -e 's|@KIND@|$(PC_KIND)|' -e 's|@ISA@|$(BUILD_ISA)|' \
 	    -e 's| @EXTRA_FLAGS@|$(if $(PC_FLAGS), $(PC_FLAGS))|' \
 	    -e 's| @EXTRA_LDFLAGS@|$(if $(PC_LDFLAGS), $(PC_LDFLAGS))|' qkv.pc.in > $(4).tmp
 	@mv $(4).tmp $(4)

@@ -174,6 +174,11 @@ export BENCH_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 export BENCH_GXX=$(${CXX:-g++} --version | head -n 1)
 export BENCH_BLAS=$(dpkg-query -W -f='${Package} ${Version}' libopenblas0-openmp 2>/dev/null || echo unknown)
 export BENCH_KERNEL=$(uname -sr)
+# The instruction set measured on: the CPU's widest vectors, and what the
+# library was compiled for (make's -march=native; qkv.pc records it too).
+if grep -qw avx512f /proc/cpuinfo; then cpu_isa="AVX-512"; elif grep -qw avx2 /proc/cpuinfo; then cpu_isa="AVX2 only"; else cpu_isa="neither AVX2 nor AVX-512"; fi
+built_isa=$(sed -n 's/^isa=//p' "$1/pkgconfig/qkv.pc" 2>/dev/null || true)
+export BENCH_ISA="$cpu_isa (grep -c avx512f /proc/cpuinfo = $(grep -c avx512f /proc/cpuinfo || true)); library built with -march=native for ${built_isa:-unknown}${OPENBLAS_CORETYPE:+, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE}"
 export BENCH_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 # (the report itself, rewritten by this run, does not count as a change)
 if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | grep -v " $(basename "$OUT")\$" | head -n 1)" ]; then
@@ -249,6 +254,7 @@ if steps < 20:
 w("")
 w(f"- Command: `{E['BENCH_CMD']}`")
 w(f"- Machine: {E['BENCH_CPU']}, {E['BENCH_NPROC']} cores (nproc), {E['BENCH_KERNEL']}")
+w(f"- Instruction set: {E['BENCH_ISA']}")
 w(f"- Date: {E['BENCH_DATE']}")
 if any("date" in r for r in all_runs):
     spans = []
