@@ -7,6 +7,8 @@
 
 #include "attention_kernels.h"
 #include "autograd/qkv_autograd.h"
+#include "generation/kv_cache.h"
+#include "models/gpt.h"
 #include "nn/attention.h"
 #include "nn/attention_internal.h"
 #include "test_seed.h"
@@ -175,4 +177,44 @@ TEST_CASE("attention kernels refuse bad settings with one line naming the op and
        {AttentionKernel::Standard, AttentionKernel::MemoryEfficient, AttentionKernel::Sparse,
         AttentionKernel::Linear, AttentionKernel::Auto})
     CHECK(attention_kernel_from_string(to_string(k)) == k);
+}
+
+// The KV cache (generation/kv_cache.h) attends with softmax over every cached
+// key: the numbers of the standard and memory-efficient kernels. (Sparse and
+// linear attention are other maths; the cache does not implement them.)
+TEST_CASE(
+    "a GPT running the memory-efficient kernel decodes with the KV cache to its full forward") {
+  GPTConfig c;
+  c.vocab = 13;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 2;
+  c.d_ff = 32;
+  c.max_len = 200;
+  c.seed = 3;
+  GPT m(c);
+  m.eval();
+  for (auto& l : m.layers) l->self_attn->kernel = AttentionKernel::MemoryEfficient;
+  const int64_t B = 2, T = 150;  // more than two query blocks and one key block
+  Generator g = test_generator();
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < B * T; ++i) ids.push_back(g.randint(0, c.vocab));
+  Tensor full;
+  {
+    NoGradGuard ng;
+    full = m.forward(Tokens{ids, B, T, {}}).data();  // (B, T, V)
+  }
+  KVCache cache = start_generation(m, B, T);
+  double diff = 0, scale = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    Tensor logits = forward_step(m, cache, {ids[t], ids[T + t]}, 1);  // (B, 1, V)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t v = 0; v < c.vocab; ++v) {
+        const double want = full.data()[(b * T + t) * c.vocab + v];
+        diff = std::max(diff, std::abs(logits.data()[b * c.vocab + v] - want));
+        scale = std::max(scale, std::abs(want));
+      }
+  }
+  INFO("max |cached - full| = " << diff << ", scale " << scale);
+  CHECK(diff <= 1e-5 * scale);
 }
