@@ -118,7 +118,7 @@ AttentionKernel attention_kernel_from_string(const std::string& s) {
 
 // Saves exactly what backward needs: the inputs and weights for the
 // projections' gradients, the projections Q, K, V, and what the heads'
-// kernel needs: the probabilities P (standard), each row's log-sum-exp L
+// kernel needs: the probabilities P (standard), each row's log-sum-exp lse
 // (memory-efficient, sparse), nothing more (linear); and the head outputs O,
 // which the standard kernel keeps only when the memory policy says
 // (nn/attention_internal.h; otherwise backward makes O again from P and V).
@@ -136,7 +136,7 @@ struct AttentionNode : Node {
   Tensor xq, xkv;       // (B,T,D), (B,S,D)
   InputProjections in;  // stacked weights and Q, K, V
   Tensor P;             // (B,H,T,S), standard kernel
-  Tensor L;             // (B,H,T), memory-efficient and sparse kernels
+  Tensor lse;           // (B,H,T), memory-efficient and sparse kernels
   Tensor O;             // (B*T, D), or undefined: recompute (standard kernel)
   Tensor wo;            // (D, D)
   const char* name() const override { return "multi_head_attention"; }
@@ -152,12 +152,12 @@ struct AttentionNode : Node {
                                    dims, scale);
         break;
       case AttentionKernel::MemoryEfficient:
-        detail::blockwise_backward(dproj.columns(D), dO.data(), O_used.data(), L.data(),
+        detail::blockwise_backward(dproj.columns(D), dO.data(), O_used.data(), lse.data(),
                                    in.columns(D), mask, dims, scale);
         break;
       case AttentionKernel::Sparse:
-        detail::sparse_backward(dproj.columns(D), dO.data(), O_used.data(), L.data(), in.columns(D),
-                                mask, sparse, dims, scale);
+        detail::sparse_backward(dproj.columns(D), dO.data(), O_used.data(), lse.data(),
+                                in.columns(D), mask, sparse, dims, scale);
         break;
       case AttentionKernel::Linear:
         detail::linear_attention_backward(dproj.columns(D), dO.data(), O_used.data(), in.columns(D),
@@ -200,7 +200,7 @@ struct AttentionNode : Node {
     return {g.dxq, g.dxkv, dWq, dWk, dWv, dWo};
   }
   void release_saved() override {
-    xq = xkv = P = L = O = wo = Tensor();
+    xq = xkv = P = lse = O = wo = Tensor();
     in = InputProjections();
     mask = AttentionMask();
   }
@@ -315,7 +315,7 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
   node->in = project_inputs(xq, xkv, xq.same_as(xkv), w, dims);
   // O_h = attend(Q_h, K_h, V_h)   for every head, by the chosen kernel
   Tensor O = Tensor::empty({B * T, D});  // (B*T, D), head h in columns [h*d_k, (h+1)*d_k)
-  Tensor P, L;
+  Tensor P, lse;
   switch (kernel) {
     case AttentionKernel::Standard:
       // P = softmax(Q_h K_h^T / sqrt(d_k) + M),  O_h = P V_h
@@ -323,12 +323,12 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
       attention_forward(P.data(), O.data(), node->in.columns(D), o.mask, dims, scale);
       break;
     case AttentionKernel::MemoryEfficient:
-      L = Tensor::empty({B, H, T});  // (B,H,T)
-      blockwise_forward(L.data(), O.data(), node->in.columns(D), o.mask, dims, scale);
+      lse = Tensor::empty({B, H, T});  // (B,H,T)
+      blockwise_forward(lse.data(), O.data(), node->in.columns(D), o.mask, dims, scale);
       break;
     case AttentionKernel::Sparse:
-      L = Tensor::empty({B, H, T});  // (B,H,T)
-      sparse_forward(L.data(), O.data(), node->in.columns(D), o.mask, o.sparse, dims, scale);
+      lse = Tensor::empty({B, H, T});  // (B,H,T)
+      sparse_forward(lse.data(), O.data(), node->in.columns(D), o.mask, o.sparse, dims, scale);
       break;
     case AttentionKernel::Linear:
       linear_attention_forward(O.data(), node->in.columns(D), o.mask, dims);
@@ -352,7 +352,7 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
   node->xkv = xkv.data();
   node->wo = w.wo.data();
   node->P = P;
-  node->L = L;
+  node->lse = lse;
   const bool keep_O =
       kernel != AttentionKernel::Standard || head_outputs == HeadOutputs::Keep ||
       (head_outputs == HeadOutputs::Auto && attention_keeps_head_outputs(B, T, S, D, H));

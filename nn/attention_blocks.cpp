@@ -12,17 +12,17 @@
 //   l     = exp(m - m') l + rowsum(P~)          the old sum rescaled to the new max
 //   acc   = exp(m - m') acc + P~ V_j            (Br, d_k)
 //   m     = m'
-// and after the last block O = acc / l and L = m + log(l), the row's
+// and after the last block O = acc / l and lse = m + log(l), the row's
 // log-sum-exp, which is all forward keeps (B*H*T numbers, not B*H*T*S).
-// A row with no visible key has l = 0: O = 0 and L = +inf, so that
-// exp(Z - L) is 0 in backward, as the standard kernel's zero row of P.
+// A row with no visible key has l = 0: O = 0 and lse = +inf, so that
+// exp(Z - lse) is 0 in backward, as the standard kernel's zero row of P.
 //
-// Backward remakes P block by block, P = exp(Z - L), and uses
-//   rowsum(dP * P)_i = sum_j (dO_i . V_j) P_ij = dO_i . O_i     (= D_i)
-// so that the softmax backward dZ = P * (dP - D) needs no full row of P:
+// Backward remakes P block by block, P = exp(Z - lse), and uses
+//   rowsum(dP * P)_i = sum_j (dO_i . V_j) P_ij = dO_i . O_i     (= rowdot_i)
+// so that the softmax backward dZ = P * (dP - rowdot) needs no full row of P:
 //   dV_j += P^T dO_blk     (Bc, Br) x (Br, d_k)
 //   dP    = dO_blk V_j^T   (Br, d_k) x (d_k, Bc)
-//   dZ    = P * (dP - D)   (Br, Bc)
+//   dZ    = P * (dP - rowdot)  (Br, Bc)
 //   dQ_blk += scale dZ K_j (Br, Bc) x (Bc, d_k)
 //   dK_j += scale dZ^T Q_blk  (Bc, Br) x (Br, d_k)
 // docs/long-sequences.md derives both.
@@ -94,9 +94,9 @@ void hide_block(real* Z, const QueryRun& q, const KeyRun& k, const RowLimits& li
 }
 
 struct Scratch {
-  real *Z, *dP, *acc, *m, *l, *D;
+  real *Z, *dP, *acc, *m, *l, *rowdot;
   explicit Scratch(real* s, int64_t d_k)
-      : Z(s), dP(s + Br * Bc), acc(s + 2 * Br * Bc), m(acc + Br * d_k), l(m + Br), D(l + Br) {}
+      : Z(s), dP(s + Br * Bc), acc(s + 2 * Br * Bc), m(acc + Br * d_k), l(m + Br), rowdot(l + Br) {}
 };
 
 }  // namespace
@@ -151,14 +151,14 @@ void query_block_forward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
       gemm(false, false, n, d_k, nb, 1, s.Z, Bc, k.V + j0 * k.ld, k.ld, 1, s.acc, d_k);
     }
   }
-  // O = acc / l,  L = m + log(l); a hidden row is another pass's, an empty one 0 and +inf
+  // O = acc / l,  lse = m + log(l); a hidden row is another pass's, an empty one 0 and +inf
   for (int64_t r = 0; r < n; ++r) {
     const int64_t i = q.first + r * q.step;
     if (q.hide_every > 0 && i % q.hide_every == 0) continue;
     real* o = q.O + r * q.ldo;
     const real inv = s.l[r] > 0 ? 1 / s.l[r] : 0;
     for (int64_t c = 0; c < d_k; ++c) o[c] = s.acc[r * d_k + c] * inv;
-    q.L[r * q.step] =
+    q.lse[r * q.step] =
         s.l[r] > 0 ? s.m[r] + std::log(s.l[r]) : std::numeric_limits<real>::infinity();
   }
 }
@@ -169,13 +169,13 @@ void query_block_backward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
                           const RowLimits& lim, int64_t d_k, real scale, real* scratch) {
   Scratch s(scratch, d_k);
   const int64_t n = q.n;
-  // D_i = rowsum(dP * P)_i = dO_i . O_i; dQ_blk accumulates in acc
+  // rowdot_i = rowsum(dP * P)_i = dO_i . O_i; dQ_blk accumulates in acc
   for (int64_t r = 0; r < n; ++r) {
     const real* o = q.O + r * q.ldo;
     const real* d = q.dO + r * q.ldo;
     real dot = 0;
     for (int64_t c = 0; c < d_k; ++c) dot += o[c] * d[c];
-    s.D[r] = dot;
+    s.rowdot[r] = dot;
   }
   std::fill(s.acc, s.acc + n * d_k, real(0));
   int64_t lo[Br], hi[Br];
@@ -187,14 +187,14 @@ void query_block_backward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
       if (hi[r] > lo[r]) first = std::min(first, lo[r]), last = std::max(last, hi[r]);
     for (int64_t j0 = first; j0 < last; j0 += Bc) {
       const int64_t nb = std::min(Bc, last - j0);
-      // forward: Z = scale Q_blk K_j^T + M, P = exp(Z - L): P remade
+      // forward: Z = scale Q_blk K_j^T + M, P = exp(Z - lse): P remade
       gemm(false, true, n, nb, d_k, scale, q.Q, q.ldq, k.K + j0 * k.ld, k.ld, 0, s.Z, Bc);
       hide_block(s.Z, q, k, lim, lo, hi, j0, nb);
       for (int64_t r = 0; r < n; ++r) {
         real* z = s.Z + r * Bc;
-        const real L = q.L[r * q.step];
+        const real lse = q.lse[r * q.step];
 #pragma omp simd
-        for (int64_t c = 0; c < nb; ++c) z[c] = fast_exp(z[c] - L);
+        for (int64_t c = 0; c < nb; ++c) z[c] = fast_exp(z[c] - lse);
       }
       const real* P = s.Z;
       // forward: O += P V_j
@@ -202,13 +202,13 @@ void query_block_backward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
       gemm(true, false, nb, d_k, n, 1, P, Bc, q.dO, q.ldo, 1, k.dV + j0 * k.ldg, k.ldg);
       //   dP = dO_blk V_j^T          (n, d_k) x (d_k, nb) -> (n, nb)
       gemm(false, true, n, nb, d_k, 1, q.dO, q.ldo, k.V + j0 * k.ld, k.ld, 0, s.dP, Bc);
-      // forward: P = softmax(Z):  dZ = P * (dP - D), in place over dP
+      // forward: P = softmax(Z):  dZ = P * (dP - rowdot), in place over dP
       for (int64_t r = 0; r < n; ++r) {
         real* d = s.dP + r * Bc;
         const real* p = P + r * Bc;
-        const real Dr = s.D[r];
+        const real rd = s.rowdot[r];
 #pragma omp simd
-        for (int64_t c = 0; c < nb; ++c) d[c] = p[c] * (d[c] - Dr);
+        for (int64_t c = 0; c < nb; ++c) d[c] = p[c] * (d[c] - rd);
       }
       const real* dZ = s.dP;
       // forward: Z = scale Q_blk K_j^T
@@ -236,7 +236,7 @@ struct HeadRuns {
 };
 
 HeadRuns head_runs(const QKVColumns& in, const QKVGradColumns* grad, real* O, const real* dO,
-                   real* L, const AttentionMask& mask, const AttentionSizes& d, int64_t b,
+                   real* lse, const AttentionMask& mask, const AttentionSizes& d, int64_t b,
                    int64_t h, int64_t t0, int64_t n) {
   const int64_t T = d.T, S = d.S, D = d.D, dk = d.d_k, bh = b * d.H + h;
   HeadRuns r{};
@@ -244,7 +244,7 @@ HeadRuns head_runs(const QKVColumns& in, const QKVGradColumns* grad, real* O, co
   r.q.O = O + (b * T + t0) * D + h * dk;
   r.q.dO = dO ? dO + (b * T + t0) * D + h * dk : nullptr;
   r.q.dQ = grad ? grad->dQ + (b * T + t0) * grad->ldq + h * dk : nullptr;
-  r.q.L = L + bh * T + t0;
+  r.q.lse = lse + bh * T + t0;
   r.q.n = n;
   r.q.ldq = in.ldq;
   r.q.ldo = D;
@@ -277,7 +277,7 @@ void zero_head_grads(const QKVGradColumns& g, const AttentionSizes& d, int64_t b
   }
 }
 
-void blockwise_forward(real* L, real* O, const QKVColumns& in, const AttentionMask& mask,
+void blockwise_forward(real* lse, real* O, const QKVColumns& in, const AttentionMask& mask,
                        const AttentionSizes& d, real scale) {
   // every (sequence, head, query block) is independent in forward
   const int64_t blocks = ceil_div(d.T, Br);
@@ -288,7 +288,7 @@ void blockwise_forward(real* L, real* O, const QKVColumns& in, const AttentionMa
         real* s = scratch.mine();
         for (int64_t u = u0; u < u1; ++u) {
           const int64_t bh = u / blocks, t0 = (u % blocks) * Br;
-          HeadRuns r = head_runs(in, nullptr, O, nullptr, L, mask, d, bh / d.H, bh % d.H, t0,
+          HeadRuns r = head_runs(in, nullptr, O, nullptr, lse, mask, d, bh / d.H, bh % d.H, t0,
                                  std::min(Br, d.T - t0));
           query_block_forward(r.q, &r.k, 1, r.lim, d.d_k, scale, s);
         }
@@ -296,7 +296,7 @@ void blockwise_forward(real* L, real* O, const QKVColumns& in, const AttentionMa
       /*grain=*/1);
 }
 
-void blockwise_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* L,
+void blockwise_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* lse,
                         const QKVColumns& in, const AttentionMask& mask, const AttentionSizes& d,
                         real scale) {
   // dK and dV of a head gather every query block: one (sequence, head) per task
@@ -309,8 +309,8 @@ void blockwise_backward(const QKVGradColumns& grad, const real* dO, const real* 
           const int64_t b = bh / d.H, h = bh % d.H;
           zero_head_grads(grad, d, b, h);
           for (int64_t t0 = 0; t0 < d.T; t0 += Br) {
-            HeadRuns r = head_runs(in, &grad, const_cast<real*>(O), dO, const_cast<real*>(L), mask,
-                                   d, b, h, t0, std::min(Br, d.T - t0));
+            HeadRuns r = head_runs(in, &grad, const_cast<real*>(O), dO, const_cast<real*>(lse),
+                                   mask, d, b, h, t0, std::min(Br, d.T - t0));
             query_block_backward(r.q, &r.k, 1, r.lim, d.d_k, scale, s);
           }
         }

@@ -96,16 +96,16 @@ void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMa
 void attention_backward(const QKVGradColumns& grad, real* O_again, const real* dO, const real* P,
                         const QKVColumns& in, const AttentionSizes& dims, real scale);
 
-// nn/attention_blocks.cpp: L (B,H,T), each row's log-sum-exp of its visible
+// nn/attention_blocks.cpp: lse (B,H,T), each row's log-sum-exp of its visible
 // scores (+inf for a row with none), kept instead of P.
-inline constexpr int64_t kQueryBlock = 64;  // Br: query rows per block
-inline constexpr int64_t kKeyBlock = 128;   // Bc: keys per block
+inline constexpr int64_t kQueryBlock = 128;  // Br: query rows per block
+inline constexpr int64_t kKeyBlock = 128;    // Bc: keys per block
 // Bytes of one block's scratch (scores and their gradient, Br x Bc each): the
 // least memory budget the memory-efficient kernel accepts.
 inline constexpr int64_t kBlockBytes = 2 * kQueryBlock * kKeyBlock * int64_t(sizeof(real));
-void blockwise_forward(real* L, real* O, const QKVColumns& in, const AttentionMask& mask,
+void blockwise_forward(real* lse, real* O, const QKVColumns& in, const AttentionMask& mask,
                        const AttentionSizes& dims, real scale);
-void blockwise_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* L,
+void blockwise_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* lse,
                         const QKVColumns& in, const AttentionMask& mask, const AttentionSizes& dims,
                         real scale);
 
@@ -124,7 +124,7 @@ struct QueryRun {
   real* O;         // (n, d_k), row stride ldo; forward writes, backward reads
   const real* dO;  // (n, d_k), row stride ldo; backward only
   real* dQ;        // (n, d_k), row stride ldg; backward adds
-  real* L;         // (n), stride step: each row's log-sum-exp
+  real* lse;       // (n), stride step: each row's log-sum-exp
   int64_t n, ldq, ldo, ldg, first, step, hide_every;
 };
 struct KeyRun {
@@ -150,10 +150,10 @@ void query_block_backward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
 // dQ, dK, dV of head h of sequence b set to 0 (the engine's backward adds).
 void zero_head_grads(const QKVGradColumns& g, const AttentionSizes& d, int64_t b, int64_t h);
 
-// nn/attention_sparse.cpp: L (B,H,T) as above, over the pattern's keys.
-void sparse_forward(real* L, real* O, const QKVColumns& in, const AttentionMask& mask,
+// nn/attention_sparse.cpp: lse (B,H,T) as above, over the pattern's keys.
+void sparse_forward(real* lse, real* O, const QKVColumns& in, const AttentionMask& mask,
                     const SparsePattern& pattern, const AttentionSizes& dims, real scale);
-void sparse_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* L,
+void sparse_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* lse,
                      const QKVColumns& in, const AttentionMask& mask, const SparsePattern& pattern,
                      const AttentionSizes& dims, real scale);
 

@@ -5,13 +5,13 @@
 // Equal to the standard kernel with those keys masked, but computed only
 // over the keys a query may see, on the blocks' engine of the memory-efficient
 // kernel (nn/attention_blocks.cpp), so its cost per head is
-//   band pass:    T query rows x (w + Br + w + T/g) keys
+//   band pass:    T query rows x (w + 64 + w + T/g) keys
 //   global pass:  T/g query rows x S keys
 // that is O(T (w + T/g)), not O(T S). Nothing (T, S) is ever held.
 //
 // The keys a (non-global) query block reads come in two runs, disjoint:
-//   the band    positions [t0 - w + 1, t0 + n - 1 + w), the global ones skipped
-//   the globals positions 0, g, 2g, ..., read in place with row stride g*ld
+//   the band    positions [t0 - w + 1, t0 + n - 1 + w) (n = kBandBlock rows), the global ones
+//   skipped the globals positions 0, g, 2g, ..., read in place with row stride g*ld
 // and the global queries (rows 0, g, 2g, ...), hidden in the band pass, see
 // every key in a pass of their own. The forward and backward maths per block
 // are the memory-efficient kernel's: docs/long-sequences.md.
@@ -25,8 +25,13 @@ namespace qkv::nn::detail {
 
 namespace {
 
+// Query rows per block of the band pass: its band holds n + 2w - 2 keys of
+// which a row sees 2w - 1, so shorter blocks waste less (at most kQueryBlock).
+constexpr int64_t kBandBlock = 64;
+static_assert(kBandBlock <= kQueryBlock, "the engine holds kQueryBlock rows");
+
 // Runs one head's two passes; `backward` picks query_block_backward.
-void sparse_head(bool backward, const QKVGradColumns* grad, const real* dO, real* O, real* L,
+void sparse_head(bool backward, const QKVGradColumns* grad, const real* dO, real* O, real* lse,
                  const QKVColumns& in, const AttentionMask& mask, const SparsePattern& p,
                  const AttentionSizes& d, real scale, int64_t b, int64_t h, real* scratch) {
   const int64_t T = d.T, S = d.S, D = d.D, dk = d.d_k, w = p.window, g = p.global_every;
@@ -49,7 +54,7 @@ void sparse_head(bool backward, const QKVGradColumns* grad, const real* dO, real
     q.O = O + (b * T + first) * D + h * dk;
     q.dO = dO ? dO + (b * T + first) * D + h * dk : nullptr;
     q.dQ = grad ? grad->dQ + (b * T + first) * grad->ldq + h * dk : nullptr;
-    q.L = L + (b * d.H + h) * T + first;
+    q.lse = lse + (b * d.H + h) * T + first;
     q.n = n;
     q.ldq = in.ldq * step;
     q.ldo = D * step;
@@ -74,8 +79,8 @@ void sparse_head(bool backward, const QKVGradColumns* grad, const real* dO, real
                   skip};
   };
   // The band pass: every query block against its band and the global keys.
-  for (int64_t t0 = 0; t0 < T; t0 += kQueryBlock) {
-    const int64_t n = std::min(kQueryBlock, T - t0);
+  for (int64_t t0 = 0; t0 < T; t0 += kBandBlock) {
+    const int64_t n = std::min(kBandBlock, T - t0);
     const int64_t lo = std::clamp<int64_t>(t0 - w + 1, 0, S);
     const int64_t hi = std::clamp<int64_t>(t0 + n - 1 + w, lo, S);
     KeyRun keys[2] = {key_run(lo, 1, hi - lo, w, g),
@@ -93,20 +98,20 @@ void sparse_head(bool backward, const QKVGradColumns* grad, const real* dO, real
 
 }  // namespace
 
-void sparse_forward(real* L, real* O, const QKVColumns& in, const AttentionMask& mask,
+void sparse_forward(real* lse, real* O, const QKVColumns& in, const AttentionMask& mask,
                     const SparsePattern& pattern, const AttentionSizes& d, real scale) {
   ThreadScratch scratch(blockwise_scratch_size(d.d_k));
   parallel_for(
       d.B * d.H,
       [&](int64_t bh0, int64_t bh1) {
         for (int64_t bh = bh0; bh < bh1; ++bh)
-          sparse_head(false, nullptr, nullptr, O, L, in, mask, pattern, d, scale, bh / d.H,
+          sparse_head(false, nullptr, nullptr, O, lse, in, mask, pattern, d, scale, bh / d.H,
                       bh % d.H, scratch.mine());
       },
       /*grain=*/1);
 }
 
-void sparse_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* L,
+void sparse_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* lse,
                      const QKVColumns& in, const AttentionMask& mask, const SparsePattern& pattern,
                      const AttentionSizes& d, real scale) {
   ThreadScratch scratch(blockwise_scratch_size(d.d_k));
@@ -115,7 +120,7 @@ void sparse_backward(const QKVGradColumns& grad, const real* dO, const real* O, 
       [&](int64_t bh0, int64_t bh1) {
         for (int64_t bh = bh0; bh < bh1; ++bh) {
           zero_head_grads(grad, d, bh / d.H, bh % d.H);
-          sparse_head(true, &grad, dO, const_cast<real*>(O), const_cast<real*>(L), in, mask,
+          sparse_head(true, &grad, dO, const_cast<real*>(O), const_cast<real*>(lse), in, mask,
                       pattern, d, scale, bh / d.H, bh % d.H, scratch.mine());
         }
       },

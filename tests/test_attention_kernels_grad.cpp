@@ -3,7 +3,8 @@
 // the same maths: the memory-efficient kernel against the standard one, the
 // sparse kernel against the standard one with the pattern as a mask, the
 // linear kernel against the same maths composed from primitive ops. Sizes
-// that cross the blocks (64 query rows, 128 keys) and the chunks (64 rows).
+// that cross the blocks (128 query rows, 128 keys; the sparse band pass: 64
+// rows) and the linear kernel's chunks (64 rows).
 #include <doctest/doctest.h>
 
 #include "attention_kernels.h"
@@ -112,7 +113,7 @@ TEST_CASE(
 
 TEST_CASE(
     "memory-efficient attention equals the standard kernel across several query and key blocks") {
-  // T = 150: three query blocks of 64; S = 300: three key blocks of 128
+  // T = 150: two query blocks of 128; S = 300: three key blocks of 128
   memory_efficient_case(1, 150, 150, 8, 2, false, AttentionMask::causal_padding({140}), false);
   memory_efficient_case(2, 70, 300, 4, 1, true, AttentionMask::padding({300, 129}), false);
 }
