@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include "attention_kernels.h"
+#include "compare.h"
+#include "fixture.h"
 #include "autograd/qkv_autograd.h"
 #include "generation/kv_cache.h"
 #include "models/gpt.h"
@@ -78,6 +80,26 @@ TEST_CASE(
     o.kernel = AttentionKernel::MemoryEfficient;
     check_same(run(x, p, up, o), want, 2e-5);
   }
+}
+
+// PyTorch's nn.MultiheadAttention with the pattern (window 3, global every 4),
+// causal and key padding as masks: tests/pytorch/make_fixtures.py,
+// make_attention_kernels.
+TEST_CASE(
+    "sparse attention matches torch.nn.MultiheadAttention with the pattern as its attn_mask: "
+    "output and every gradient") {
+  TensorFile f = load_fixture("attention_kernels.safetensors");
+  MultiHeadAttention mha(8, 2);
+  load_params(mha, f, "mha_sparse.");
+  mha.kernel = AttentionKernel::Sparse;
+  mha.sparse = {3, 4};
+  Var x(f.get("mha_sparse.in.x").clone(), true);
+  const std::vector<int64_t> lens = testing::ids_of(f.get("mha_sparse.in.lens"));
+  Var y = mha.forward(x, x, AttentionMask::causal_padding(lens));
+  testing::check_close(y.data(), f.get("mha_sparse.out.y"), "mha_sparse out.y");
+  y.backward(f.get("mha_sparse.in.upstream"));
+  testing::check_close(x.grad(), f.get("mha_sparse.grad.x"), "mha_sparse grad.x");
+  testing::check_param_grads(mha.named_parameters(), f, "mha_sparse.grad.", "mha_sparse");
 }
 
 TEST_CASE("sparse attention equals dense attention with its pattern as a mask in float32") {
