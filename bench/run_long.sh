@@ -49,7 +49,9 @@ trap 'rm -rf "$WORK"' EXIT
   echo
   echo "Peak MiB: the most tensor storage held at once during one forward + backward, above the"
   echo "weights and inputs (qkv's allocator counters); RSS: the process's peak resident memory,"
-  echo "each in a process of its own. Time ratio: memory-efficient / standard."
+  echo "each in a process of its own. Time ratio: memory-efficient / standard. Recompute: the"
+  echo "model's step without the optimizer (forward, cross-entropy, backward), causal; its peak"
+  echo "MiB counts everything the step holds at once (activations, gradients), not the weights."
   echo "<!-- long:end -->"
 } > "$WORK/section.md"
 PY=/usr/bin/python3
