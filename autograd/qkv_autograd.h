@@ -5,5 +5,6 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/recompute.h"
 #include "autograd/var.h"
 #include "core/qkv_core.h"

@@ -32,6 +32,7 @@
 #   BENCH_OUT       report path (default BENCHMARKS.md at the top of the tree)
 #   BENCH_DECODE    0: do not retake the decoding section (bench/run_decode.sh)
 #   BENCH_MPI       0: do not retake the data-parallel section (bench/run_mpi.sh)
+#   BENCH_LONG      0: do not retake the long-sequence section (bench/run_long.sh)
 #   BENCH_MPI_BUILD the MPI build's directory (make bench passes build/rel-mpi-f32)
 #   BENCH_RESULTS   a JSONL file to append every run to, and to report from
 #                   with the runs already in it (e.g. base run earlier on its
@@ -495,5 +496,12 @@ elif ! BENCH_OUT="$OUT" bash "$ROOT/bench/run_mpi.sh" "$BUILD_DIR" "$MPI_BUILD";
   carry_over mpi
   STATUS=1
 fi
-# ==== end of the decoding and data-parallel benchmarks ==============================
+if [ "${BENCH_LONG:-1}" = 0 ]; then
+  carry_over long
+elif ! BENCH_OUT="$OUT" bash "$ROOT/bench/run_long.sh" "$BUILD_DIR"; then
+  echo "run.sh: the long-sequence benchmark failed; its section is carried over from the old report" >&2
+  carry_over long
+  STATUS=1
+fi
+# ==== end of the decoding, data-parallel and long-sequence benchmarks ===============
 exit "$STATUS"

@@ -365,9 +365,14 @@ inline AttentionBackwardCheck attention_backward_by_hand(const nn::MultiHeadAtte
   auto b = [](const std::shared_ptr<nn::Linear>& l) {
     return l->bias.defined() ? l->bias.detach() : Var();
   };
-  Tensor P_all;  // (1,H,T,S)
-  Var y = nn::multi_head_attention(xq_leaf, xkv_leaf, w(m.w_q), b(m.w_q), w(m.w_k), b(m.w_k),
-                                   w(m.w_v), b(m.w_v), w(m.w_o), b(m.w_o), m.heads, {}, &P_all);
+  nn::AttentionOptions opts;
+  opts.heads = m.heads;
+  opts.keep_probs = true;
+  nn::AttentionResult att = nn::multi_head_attention(
+      xq_leaf, xkv_leaf,
+      {w(m.w_q), b(m.w_q), w(m.w_k), b(m.w_k), w(m.w_v), b(m.w_v), w(m.w_o), b(m.w_o)}, opts);
+  Var y = att.out;
+  const Tensor& P_all = att.probs;  // (1,H,T,S)
   y.backward(dY);
   c.dxq_engine = to_mat(xq_leaf.grad());
   c.dxkv_engine = to_mat(xkv_leaf.grad());

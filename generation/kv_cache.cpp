@@ -10,7 +10,7 @@
 #include "core/parallel.h"
 #include "autograd/ops.h"
 #include "core/reduce.h"
-#include "core/stacked.h"
+#include "nn/stacked.h"
 #include "nn/sublayer.h"
 
 namespace qkv::nn {

@@ -4,15 +4,36 @@
 #include <string>
 
 #include "autograd/ops.h"
+#include "autograd/recompute.h"
 #include "core/error.h"
 #include "nn/init.h"
 #include "nn/sublayer.h"
 
 namespace qkv::nn {
 
+namespace {
+
+// The options' attention kernel on a layer's attention modules.
+void set_kernel(MultiHeadAttention& a, const LayerOptions& o, bool self_attention) {
+  const bool same_maths =
+      o.attention == AttentionKernel::MemoryEfficient || o.attention == AttentionKernel::Auto;
+  if (!self_attention && !same_maths) return;
+  a.kernel = o.attention;
+  a.memory_budget = o.attention_memory_budget;
+  a.sparse = o.sparse;
+}
+
+// f(x), or with Recompute::FFN the same numbers kept for backward as ffn's input only.
+Var feed_forward(FeedForward& ffn, const Var& x, Recompute r) {
+  if (r != Recompute::FFN || !x.requires_grad()) return ffn.forward(x);
+  return recompute([&ffn](const std::vector<Var>& in) { return ffn.forward(in[0]); }, {x});
+}
+
+}  // namespace
+
 // ---- Encoder layer -------------------------------------------------------------
 EncoderLayer::EncoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
-    : pre_norm(o.pre_norm) {
+    : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
   self_attn = register_module("self_attn",
                               std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model));
@@ -21,21 +42,30 @@ EncoderLayer::EncoderLayer(const LayerOptions& o, Generator& init, Generator& dg
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model));
   drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
   drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));
+  set_kernel(*self_attn, o, true);
 }
 
 Var EncoderLayer::forward(const Var& x, const AttentionMask& self_mask) {
   ModuleScope scope(this);
   // (B,S,D) -> (B,S,D)
-  Var h = sublayer(x, *norm1, *drop1, pre_norm,
-                   [&](const Var& v) { return self_attn->forward(v, v, self_mask); });
-  return sublayer(h, *norm2, *drop2, pre_norm, [&](const Var& v) { return ffn->forward(v); });
+  auto layer = [this](const Var& x, const AttentionMask& self_mask) {
+    Var h = sublayer(x, *norm1, *drop1, pre_norm,
+                     [&](const Var& v) { return self_attn->forward(v, v, self_mask); });
+    return sublayer(h, *norm2, *drop2, pre_norm,
+                    [&](const Var& v) { return feed_forward(*ffn, v, recompute); });
+  };
+  if (recompute != Recompute::Layer || !x.requires_grad()) return layer(x, self_mask);
+  // the whole layer again in backward, its dropout masks replayed (the mask copied)
+  return qkv::recompute(
+      [layer, self_mask](const std::vector<Var>& in) { return layer(in[0], self_mask); }, {x},
+      {dropout_gen_});
 }
 
 // ---- Decoder layer -------------------------------------------------------------
 // Registers its modules as EncoderLayer does, plus cross-attention: spelled
 // out, in the order of the forward, so the parameter names read off the code.
 DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
-    : pre_norm(o.pre_norm) {
+    : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
   self_attn = register_module("self_attn",
                               std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model));
@@ -48,17 +78,31 @@ DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg
   drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
   drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));
   drop3 = register_module("drop3", std::make_shared<Dropout>(o.dropout, dg));
+  set_kernel(*self_attn, o, true);
+  set_kernel(*cross_attn, o, false);
 }
 
 Var DecoderLayer::forward(const Var& y, const Var& memory, const AttentionMask& self_mask,
                           const AttentionMask& cross_mask) {
   ModuleScope scope(this);
   // (B,T,D), memory (B,S,D) -> (B,T,D)
-  Var h = sublayer(y, *norm1, *drop1, pre_norm,
-                   [&](const Var& v) { return self_attn->forward(v, v, self_mask); });
-  h = sublayer(h, *norm2, *drop2, pre_norm,
-               [&](const Var& v) { return cross_attn->forward(v, memory, cross_mask); });
-  return sublayer(h, *norm3, *drop3, pre_norm, [&](const Var& v) { return ffn->forward(v); });
+  auto layer = [this](const Var& y, const Var& memory, const AttentionMask& self_mask,
+                      const AttentionMask& cross_mask) {
+    Var h = sublayer(y, *norm1, *drop1, pre_norm,
+                     [&](const Var& v) { return self_attn->forward(v, v, self_mask); });
+    h = sublayer(h, *norm2, *drop2, pre_norm,
+                 [&](const Var& v) { return cross_attn->forward(v, memory, cross_mask); });
+    return sublayer(h, *norm3, *drop3, pre_norm,
+                    [&](const Var& v) { return feed_forward(*ffn, v, recompute); });
+  };
+  if (recompute != Recompute::Layer || !(y.requires_grad() || memory.requires_grad()))
+    return layer(y, memory, self_mask, cross_mask);
+  // the whole layer again in backward, its dropout masks replayed (the masks copied)
+  return qkv::recompute(
+      [layer, self_mask, cross_mask](const std::vector<Var>& in) {
+        return layer(in[0], in[1], self_mask, cross_mask);
+      },
+      {y, memory}, {dropout_gen_});
 }
 
 // ---- Stacks ----------------------------------------------------------------------

@@ -23,11 +23,22 @@
 
 namespace qkv::nn {
 
+// What a layer recomputes in backward instead of keeping (autograd/recompute.h):
+// nothing; the feed-forward network's hidden activations; the whole layer.
+enum class Recompute { None, FFN, Layer };
+
 struct LayerOptions {
   int64_t d_model = 512, heads = 8, d_ff = 2048;
   real dropout = 0.1;
   Activation activation = Activation::ReLU;
   bool pre_norm = false;  // false: Post-LN as in the paper; true: Pre-LN
+  // The self-attention's heads' kernel (nn/attention.h) and its settings.
+  // Cross-attention runs it too when it is MemoryEfficient or Auto (the same
+  // maths); Sparse and Linear apply to self-attention only.
+  AttentionKernel attention = AttentionKernel::Standard;
+  int64_t attention_memory_budget = 0;  // bytes; 0: no limit (Auto, MemoryEfficient)
+  SparsePattern sparse;                 // window, global_every (Sparse)
+  Recompute recompute = Recompute::None;
 };
 
 // Encoder layer: self-attention, then the feed-forward network.
@@ -42,6 +53,10 @@ class EncoderLayer : public Module {
   std::shared_ptr<FeedForward> ffn;
   std::shared_ptr<Dropout> drop1, drop2;
   bool pre_norm;
+  Recompute recompute;
+
+ private:
+  Generator* dropout_gen_;  // the dropouts' generator, replayed by Recompute::Layer
 };
 
 // Decoder layer: masked self-attention, cross-attention over the encoder's
@@ -56,6 +71,10 @@ class DecoderLayer : public Module {
   std::shared_ptr<FeedForward> ffn;
   std::shared_ptr<Dropout> drop1, drop2, drop3;
   bool pre_norm;
+  Recompute recompute;
+
+ private:
+  Generator* dropout_gen_;  // the dropouts' generator, replayed by Recompute::Layer
 };
 
 // N encoder layers; Pre-LN adds the final LayerNorm `norm` it needs.

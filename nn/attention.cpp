@@ -1,12 +1,14 @@
 // Multi-head attention (Vaswani et al., section 3.2) as one fused op with a
-// hand-written backward. Read top to bottom, in the order data flows:
+// hand-written backward. This file holds the maths (this comment), the masks
+// and argument checks, the Node adapter and the public op and module; the
+// kernels are in files of their own (nn/attention_internal.h lists them):
 //   1. the maths, forward and backward (this comment);
-//   2. forward: project_inputs makes Q, K, V, stacked so one sgemm serves
-//      each input; then attention_forward, the heads' kernel (scores, mask,
+//   2. forward: project_inputs (nn/attention_projections.cpp) makes Q, K, V,
+//      stacked so one sgemm serves each input; then the heads' kernel, by
+//      default attention_forward (nn/attention_standard.cpp: scores, mask,
 //      softmax, P V);
-//   3. backward, in reverse: attention_backward, the heads' gradient, each
-//      step under the forward line it differentiates; then
-//      project_inputs_backward;
+//   3. backward, in reverse: the heads' gradient (attention_backward for
+//      the standard kernel), then project_inputs_backward;
 //   4. AttentionNode, the adapter: what forward saves, and a backward that
 //      calls the kernels;
 //   5. multi_head_attention, the public op, and the MultiHeadAttention module.
@@ -21,6 +23,7 @@
 //   V = xkv Wv^T + bv                        (B*S, D)
 //   per sequence b and head h, with Q_h, K_h, V_h the h-th block of d_k columns:
 //     Z   = Q_h K_h^T / sqrt(d_k) + M        (T, S)    scores; M = -inf where the mask hides a key
+//                                                      (the scale 1/sqrt(d_k) unless options say)
 //     P   = softmax(Z), row by row           (T, S)    kept for backward
 //     O_h = P V_h                            (T, d_k)
 //   Y = O Wo^T + bo                          (B*T, D), O = concat_h(O_h) (B*T, D)
@@ -50,23 +53,24 @@
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <string>
 
 #include "autograd/node.h"
-#include "core/blas.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "core/reduce.h"
-#include "core/stacked.h"
-#include "core/thread_scratch.h"
 #include "nn/attention_internal.h"
 
 namespace qkv::nn {
 
-// ---- Masks ------------------------------------------------------------------------------
+using detail::AttentionSizes;
+using detail::HeadOutputs;
+using detail::InputGrads;
+using detail::InputProjectionGrads;
+using detail::InputProjections;
+
+// ---- Masks, kernels and patterns --------------------------------------------------------
 
 bool AttentionMask::hidden(int64_t b, int64_t i, int64_t j, int64_t T, int64_t S) const {
   if (causal && j > i) return true;
@@ -79,260 +83,45 @@ bool AttentionMask::hidden(int64_t b, int64_t i, int64_t j, int64_t T, int64_t S
   return false;
 }
 
-namespace {
-
-// Z += M for sequence b: every hidden score of Z (T, S) becomes -inf. Causal
-// masking and key padding hide a suffix of each row; a boolean mask is
-// checked element by element.
-void hide_masked_scores(const AttentionMask& mask, int64_t b, int64_t T, int64_t S, real* Z) {
-  const real neg_inf = -std::numeric_limits<real>::infinity();
-  const int64_t len = mask.key_lengths.empty() ? S : mask.key_lengths[b];
-  for (int64_t i = 0; i < T; ++i) {
-    real* row = Z + i * S;  // (S)
-    const int64_t visible = std::min(len, mask.causal ? i + 1 : S);
-    for (int64_t j = std::max<int64_t>(visible, 0); j < S; ++j) row[j] = neg_inf;
-    if (mask.mask.defined())
-      for (int64_t j = 0; j < S; ++j)
-        if (mask.hidden(b, i, j, T, S)) row[j] = neg_inf;
-  }
+bool SparsePattern::visible(int64_t i, int64_t j) const {
+  if (std::abs(i - j) < window) return true;
+  return global_every > 0 && (i % global_every == 0 || j % global_every == 0);
 }
 
-// ---- The buffers ------------------------------------------------------------------------
-
-struct AttentionSizes {
-  int64_t B, T, S, D, H, d_k;
-};
-
-// Where the kernels find Q, K and V: the first column of each inside a
-// row-major matrix with row stride ldq (Q, B*T rows) or ldkv (K and V, B*S
-// rows). Head h of sequence b is then a (T, d_k) or (S, d_k) block at
-// Q + b*T*ldq + h*d_k and K (V) + b*S*ldkv + h*d_k.
-struct QKVColumns {
-  const real* Q;
-  const real* K;
-  const real* V;
-  int64_t ldq, ldkv;
-};
-
-// The same for their gradients, which backward writes in the same layout.
-struct QKVGradColumns {
-  real* dQ;
-  real* dK;
-  real* dV;
-  int64_t ldq, ldkv;
-};
-
-// ---- Forward: the input projections -----------------------------------------------------
-
-// The projections that read the same input are stacked, so that one sgemm
-// computes them all:
-//   self-attention:   QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]   (B*T, 3D)
-//   cross-attention:  Q   = xq Wq^T + bq                       (B*T, D)
-//                     KV  = xkv [Wk; Wv]^T + [bk; bv]           (B*S, 2D)
-// MultiHeadAttention keeps its weights back to back in one buffer, so the
-// stack is the first weight itself; other callers' weights are copied
-// (core/stacked.h). Backward needs the weight stack and the inputs, not the
-// biases: forward keeps the first and drops a copied bias stack.
-struct InputProjections {
-  Tensor W_qkv, QKV;        // self:  [Wq; Wk; Wv] (3D, D), QKV (B*T, 3D)
-  Tensor W_q, Q, W_kv, KV;  // cross: Wq (D, D), Q (B*T, D), [Wk; Wv] (2D, D), KV (B*S, 2D)
-
-  bool self() const { return QKV.defined(); }
-  QKVColumns columns(int64_t D) const {
-    if (self()) return {QKV.data(), QKV.data() + D, QKV.data() + 2 * D, 3 * D, 3 * D};
-    return {Q.data(), KV.data(), KV.data() + D, D, 2 * D};
+const char* to_string(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::Standard:
+      return "standard";
+    case AttentionKernel::MemoryEfficient:
+      return "memory-efficient";
+    case AttentionKernel::Sparse:
+      return "sparse";
+    case AttentionKernel::Linear:
+      return "linear";
+    case AttentionKernel::Auto:
+      return "auto";
   }
-};
-
-InputProjections project_inputs(const Var& xq, const Var& xkv, bool self, const Var& wq,
-                                const Var& bq, const Var& wk, const Var& bk, const Var& wv,
-                                const Var& bv, const AttentionSizes& dims) {
-  const int64_t B = dims.B, T = dims.T, S = dims.S, D = dims.D;
-  const bool has_bias = bq.defined();
-  InputProjections p;
-  Tensor W_copy, b_copy;  // (k*D, D), (k*D): the stacks, when they have to be copied
-  if (self) {
-    // [Wq; Wk; Wv] (3D, D) and [bq; bk; bv] (3D)
-    const real* W = stacked({&wq.data(), &wk.data(), &wv.data()}, D * D, W_copy);
-    const real* b = has_bias ? stacked({&bq.data(), &bk.data(), &bv.data()}, D, b_copy) : nullptr;
-    p.QKV = Tensor::empty({B * T, 3 * D});
-    linear_forward(xq.data(), W, b, 3 * D, p.QKV.data());  // (B*T, D) x (D, 3D) -> (B*T, 3D)
-    // Keeps the stack alive. When it is the module's packed buffer, wq's
-    // storage holds all three weights and backward reads 3*D*D from its start.
-    p.W_qkv = W_copy.defined() ? W_copy : wq.data();
-  } else {
-    p.Q = Tensor::empty({B * T, D});
-    linear_forward(xq.data(), wq.data().data(), has_bias ? bq.data().data() : nullptr, D,
-                   p.Q.data());  // (B*T, D) x (D, D) -> (B*T, D)
-    // [Wk; Wv] (2D, D) and [bk; bv] (2D)
-    const real* W = stacked({&wk.data(), &wv.data()}, D * D, W_copy);
-    const real* b = has_bias ? stacked({&bk.data(), &bv.data()}, D, b_copy) : nullptr;
-    p.KV = Tensor::empty({B * S, 2 * D});
-    linear_forward(xkv.data(), W, b, 2 * D, p.KV.data());  // (B*S, D) x (D, 2D) -> (B*S, 2D)
-    p.W_q = wq.data();
-    p.W_kv = W_copy.defined() ? W_copy : wk.data();
-  }
-  return p;
+  return "?";
 }
 
-// ---- Forward: the heads' kernel ---------------------------------------------------------
-
-// For every sequence b and head h:  Z = scale Q_h K_h^T + M,  P = softmax(Z),
-// O_h = P V_h. Writes P (B,H,T,S) and O (B*T, D), head h into its columns.
-void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMask& mask,
-                       const AttentionSizes& dims) {
-  const int64_t T = dims.T, S = dims.S, D = dims.D, H = dims.H, d_k = dims.d_k;
-  const real scale = real(1) / std::sqrt(static_cast<real>(d_k));
-  parallel_for(
-      dims.B * H,
-      [&](int64_t bh0, int64_t bh1) {
-        for (int64_t bh = bh0; bh < bh1; ++bh) {
-          const int64_t b = bh / H, h = bh % H;
-          const real* Qh = in.Q + b * T * in.ldq + h * d_k;   // (T, d_k), row stride ldq
-          const real* Kh = in.K + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
-          const real* Vh = in.V + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
-          real* Pbh = P + bh * T * S;                         // (T, S): Z, then P in place
-          real* Oh = O + b * T * D + h * d_k;                 // (T, d_k), row stride D
-          // Z = scale Q_h K_h^T            (T, d_k) x (d_k, S) -> (T, S)
-          gemm(false, true, T, S, d_k, scale, Qh, in.ldq, Kh, in.ldkv, 0, Pbh, S);
-          // Z += M                         hidden scores -> -inf
-          hide_masked_scores(mask, b, T, S, Pbh);
-          // P = softmax(Z), row by row     (T, S); a fully hidden row becomes zeros
-          softmax_rows(Pbh, T, S);
-          // O_h = P V_h                    (T, S) x (S, d_k) -> (T, d_k)
-          gemm(false, false, T, d_k, S, 1, Pbh, S, Vh, in.ldkv, 0, Oh, D);
-        }
-      },
-      /*grain=*/2);
+AttentionKernel attention_kernel_from_string(const std::string& s) {
+  for (AttentionKernel k :
+       {AttentionKernel::Standard, AttentionKernel::MemoryEfficient, AttentionKernel::Sparse,
+        AttentionKernel::Linear, AttentionKernel::Auto})
+    if (s == to_string(k)) return k;
+  if (s == "flash") return AttentionKernel::MemoryEfficient;
+  throw Error("attention: unknown kernel '" + s +
+              "' (standard, memory-efficient or flash, sparse, linear, auto)");
 }
-
-// ---- Backward: the heads' kernel --------------------------------------------------------
-
-// Softmax backward of a (T, S) block, in place: dP in, dZ out, row by row,
-//   dZ = P * (dP - rowsum(dP * P)).
-// The formula of core's softmax_backward (core/reduce.cpp), which makes a new
-// tensor for its result; here dZ overwrites dP in a per-thread scratch block.
-void softmax_backward_in_place(real* d, const real* P, int64_t T, int64_t S) {
-  for (int64_t i = 0; i < T; ++i) {
-    real* r = d + i * S;         // (S): dP's row in, dZ's row out
-    const real* pr = P + i * S;  // (S)
-    real dot = 0;
-#pragma omp simd reduction(+ : dot)
-    for (int64_t j = 0; j < S; ++j) dot += r[j] * pr[j];
-#pragma omp simd
-    for (int64_t j = 0; j < S; ++j) r[j] = pr[j] * (r[j] - dot);
-  }
-}
-
-// For every sequence b and head h, from dO (B*T, D), P (B,H,T,S) and the
-// projections `in`: writes dQ, dK, dV in the layout of `in`. When O_again is
-// not null (forward did not keep O), also remakes O (B*T, D) there.
-void attention_backward(const QKVGradColumns& grad, real* O_again, const real* dO, const real* P,
-                        const QKVColumns& in, const AttentionSizes& dims) {
-  const int64_t T = dims.T, S = dims.S, D = dims.D, H = dims.H, d_k = dims.d_k;
-  const real scale = real(1) / std::sqrt(static_cast<real>(d_k));
-  ThreadScratch scratch(T * S);  // one (T, S) block per thread: dP, then dZ in place
-  parallel_for(
-      dims.B * H,
-      [&](int64_t bh0, int64_t bh1) {
-        real* dP = scratch.mine();  // (T, S)
-        for (int64_t bh = bh0; bh < bh1; ++bh) {
-          const int64_t b = bh / H, h = bh % H;
-          const real* Pbh = P + bh * T * S;                   // (T, S)
-          const real* Qh = in.Q + b * T * in.ldq + h * d_k;   // (T, d_k), row stride ldq
-          const real* Kh = in.K + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
-          const real* Vh = in.V + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
-          const real* dOh = dO + b * T * D + h * d_k;         // (T, d_k), row stride D
-          real* dQh = grad.dQ + b * T * grad.ldq + h * d_k;   // (T, d_k), row stride ldq
-          real* dKh = grad.dK + b * S * grad.ldkv + h * d_k;  // (S, d_k), row stride ldkv
-          real* dVh = grad.dV + b * S * grad.ldkv + h * d_k;  // (S, d_k), row stride ldkv
-          // O_h = P V_h again, when forward did not keep O (dWo needs it)
-          //                      (T, S) x (S, d_k) -> (T, d_k), row stride D
-          if (O_again)
-            gemm(false, false, T, d_k, S, 1, Pbh, S, Vh, in.ldkv, 0, O_again + b * T * D + h * d_k,
-                 D);
-
-          // forward: O_h = P V_h
-          //   dP = dO_h V_h^T        (T, d_k) x (d_k, S) -> (T, S)
-          gemm(false, true, T, S, d_k, 1, dOh, D, Vh, in.ldkv, 0, dP, S);
-          //   dV_h = P^T dO_h        (S, T) x (T, d_k) -> (S, d_k)
-          gemm(true, false, S, d_k, T, 1, Pbh, S, dOh, D, 0, dVh, grad.ldkv);
-
-          // forward: P = softmax(Z)
-          //   dZ = P * (dP - rowsum(dP * P))          (T, S), in place over dP
-          softmax_backward_in_place(dP, Pbh, T, S);
-          const real* dZ = dP;
-
-          // forward: Z = scale Q_h K_h^T + M  (M is a constant)
-          //   dQ_h = scale dZ K_h    (T, S) x (S, d_k) -> (T, d_k)
-          gemm(false, false, T, d_k, S, scale, dZ, S, Kh, in.ldkv, 0, dQh, grad.ldq);
-          //   dK_h = scale dZ^T Q_h  (S, T) x (T, d_k) -> (S, d_k)
-          gemm(true, false, S, d_k, T, scale, dZ, S, Qh, in.ldq, 0, dKh, grad.ldkv);
-        }
-      },
-      /*grain=*/2);
-}
-
-// ---- The input projections' backward ----------------------------------------------------
-
-// The projections' gradients dQKV (B*T, 3D), or dQ (B*T, D) and dKV (B*S, 2D):
-// the stacked layout of forward, so each input's backward is one sgemm too.
-struct InputProjectionGrads {
-  Tensor dQKV;     // self
-  Tensor dQ, dKV;  // cross
-
-  InputProjectionGrads(const InputProjections& p, const AttentionSizes& dims) {
-    if (p.self()) {
-      dQKV = Tensor::empty({dims.B * dims.T, 3 * dims.D});
-    } else {
-      dQ = Tensor::empty({dims.B * dims.T, dims.D});
-      dKV = Tensor::empty({dims.B * dims.S, 2 * dims.D});
-    }
-  }
-  QKVGradColumns columns(int64_t D) {
-    if (dQKV.defined()) return {dQKV.data(), dQKV.data() + D, dQKV.data() + 2 * D, 3 * D, 3 * D};
-    return {dQ.data(), dKV.data(), dKV.data() + D, D, 2 * D};
-  }
-};
-
-// forward: QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]  (or Q and KV)
-//   dxq (+ dxkv) = dQKV [Wq; Wk; Wv],  d[Wq; Wk; Wv] = dQKV^T xq,  d[bq; bk; bv] = row sums
-// The weight and bias gradients fill one (3D, D) and one (3D) block, rows
-// [q | k | v], whatever the layout. With self-attention the one input gets
-// all of dx, in dxq; dxkv stays undefined.
-struct InputGrads {
-  Tensor dxq, dxkv;  // (B,T,D), (B,S,D), or undefined when not wanted
-  Tensor dW, db;     // (3D, D), (3D) or undefined without biases
-};
-
-InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputProjections& p,
-                                   const Tensor& xq, const Tensor& xkv, bool want_dxq,
-                                   bool want_dxkv, bool has_bias, int64_t D) {
-  InputGrads r;
-  if (want_dxq) r.dxq = Tensor::empty(xq.shape());
-  if (want_dxkv && !p.self()) r.dxkv = Tensor::empty(xkv.shape());
-  r.dW = Tensor::empty({3 * D, D});
-  if (has_bias) r.db = Tensor::empty({3 * D});
-  real* dxq = want_dxq ? r.dxq.data() : nullptr;  // (B*T, D), or null: not wanted
-  real* db = has_bias ? r.db.data() : nullptr;    // (3D), or null: no biases
-  if (p.self()) {
-    linear_backward(g.dQKV.data(), xq, p.W_qkv.data(), 3 * D, dxq, r.dW.data(), db);
-  } else {
-    linear_backward(g.dQ.data(), xq, p.W_q.data(), D, dxq, r.dW.data(), db);
-    linear_backward(g.dKV.data(), xkv, p.W_kv.data(), 2 * D, want_dxkv ? r.dxkv.data() : nullptr,
-                    r.dW.data() + D * D, has_bias ? db + D : nullptr);
-  }
-  return r;
-}
-
-}  // namespace
 
 // ---- The Node adapter -------------------------------------------------------------------
 
 // Saves exactly what backward needs: the inputs and weights for the
-// projections' gradients, the projections Q, K, V, the probabilities P, and
-// the head outputs O only when the memory policy keeps them
-// (nn/attention_internal.h); otherwise backward makes O again from P and V.
+// projections' gradients, the projections Q, K, V, and what the heads'
+// kernel needs: the probabilities P (standard), each row's log-sum-exp lse
+// (memory-efficient, sparse), nothing more (linear); and the head outputs O,
+// which the standard kernel keeps only when the memory policy says
+// (nn/attention_internal.h; otherwise backward makes O again from P and V).
 // These are tensors forward made anyway, shared, not copied; the one copy is
 // the weight stack ([Wq; Wk; Wv], or [Wk; Wv] for cross-attention) that
 // project_inputs makes when the caller's weights are not already rows of one
@@ -340,10 +129,15 @@ InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputPro
 struct AttentionNode : Node {
   AttentionSizes dims{};
   bool has_bias = false;
+  AttentionKernel kernel = AttentionKernel::Standard;  // never Auto
+  real scale = 1;
+  AttentionMask mask;  // the blocks, sparse and linear kernels mask again in backward
+  SparsePattern sparse;
   Tensor xq, xkv;       // (B,T,D), (B,S,D)
   InputProjections in;  // stacked weights and Q, K, V
-  Tensor P;             // (B,H,T,S)
-  Tensor O;             // (B*T, D), or undefined: recompute
+  Tensor P;             // (B,H,T,S), standard kernel
+  Tensor lse;           // (B,H,T), memory-efficient and sparse kernels
+  Tensor O;             // (B*T, D), or undefined: recompute (standard kernel)
   Tensor wo;            // (D, D)
   const char* name() const override { return "multi_head_attention"; }
   OpDoc doc() const override {
@@ -355,6 +149,33 @@ struct AttentionNode : Node {
         "docs/attention-backward.md"};
   }
   std::vector<std::pair<std::string, Tensor>> inspect() const override { return {{"P", P}}; }
+
+  // forward: the heads' kernel (O_h = attend(Q_h, K_h, V_h) for every head)
+  //   dQ, dK, dV from dO, in the stacked layout of Q, K, V
+  void heads_backward(InputProjectionGrads& dproj, real* O_again, const Tensor& dO,
+                      const Tensor& O_used) {
+    const int64_t D = dims.D;
+    switch (kernel) {
+      case AttentionKernel::Standard:
+        detail::attention_backward(dproj.columns(D), O_again, dO.data(), P.data(), in.columns(D),
+                                   dims, scale);
+        break;
+      case AttentionKernel::MemoryEfficient:
+        detail::blockwise_backward(dproj.columns(D), dO.data(), O_used.data(), lse.data(),
+                                   in.columns(D), mask, dims, scale);
+        break;
+      case AttentionKernel::Sparse:
+        detail::sparse_backward(dproj.columns(D), dO.data(), O_used.data(), lse.data(),
+                                in.columns(D), mask, sparse, dims, scale);
+        break;
+      case AttentionKernel::Linear:
+        detail::linear_attention_backward(dproj.columns(D), dO.data(), O_used.data(), in.columns(D),
+                                          mask, dims);
+        break;
+      case AttentionKernel::Auto:
+        break;  // resolved in forward
+    }
+  }
 
   TensorList backward(const Tensor& dY) override {
     const int64_t BT = dims.B * dims.T, D = dims.D;
@@ -368,18 +189,16 @@ struct AttentionNode : Node {
     linear_backward(dY.data(), O_used, wo.data(), D, dO.data(), nullptr,
                     has_bias ? dbo.data() : nullptr);  // reads only O_used's shape
 
-    // forward: attention_forward (P and O_h = P V_h for every head)
-    //   dQ, dK, dV from dO and P, in the stacked layout of Q, K, V
+    // forward: the heads' kernel.  dQ, dK, dV (and O again if not kept)
     InputProjectionGrads dproj(in, dims);
-    attention_backward(dproj.columns(D), recompute_O ? O_used.data() : nullptr, dO.data(), P.data(),
-                       in.columns(D), dims);
+    heads_backward(dproj, recompute_O ? O_used.data() : nullptr, dO, O_used);
     //   dWo = dY^T O   (D, B*T) x (B*T, D) -> (D, D)
     linear_backward(dY.data(), O_used, wo.data(), D, nullptr, dWo.data(), nullptr);
 
     // forward: project_inputs (Q, K, V from xq and xkv)
     //   dxq, dxkv, and dW, db for [Wq; Wk; Wv], [bq; bk; bv]
-    InputGrads g =
-        project_inputs_backward(dproj, in, xq, xkv, needs_grad(0), needs_grad(1), has_bias, D);
+    InputGrads g = detail::project_inputs_backward(dproj, in, xq, xkv, needs_grad(0), needs_grad(1),
+                                                   has_bias, D);
     // (D, D) each: the row blocks of d[Wq; Wk; Wv] (3D, D)
     Tensor dWq = g.dW.slice0(0, D), dWk = g.dW.slice0(D, 2 * D), dWv = g.dW.slice0(2 * D, 3 * D);
     if (has_bias) {
@@ -390,8 +209,9 @@ struct AttentionNode : Node {
     return {g.dxq, g.dxkv, dWq, dWk, dWv, dWo};
   }
   void release_saved() override {
-    xq = xkv = P = O = wo = Tensor();
+    xq = xkv = P = lse = O = wo = Tensor();
     in = InputProjections();
+    mask = AttentionMask();
   }
 };
 
@@ -420,9 +240,8 @@ void check_mask(const AttentionMask& m, int64_t B, int64_t T, int64_t S) {
 }
 
 // The sizes, after checking every shape; throws naming the op and the shapes.
-AttentionSizes check_arguments(const Var& xq, const Var& xkv, const Var& wq, const Var& bq,
-                               const Var& wk, const Var& bk, const Var& wv, const Var& bv,
-                               const Var& wo, const Var& bo, int64_t heads) {
+AttentionSizes check_arguments(const Var& xq, const Var& xkv, const AttentionWeights& w,
+                               int64_t heads) {
   const Shape& qs = xq.shape();
   const Shape& ks = xkv.shape();
   if (qs.size() != 3 || ks.size() != 3 || qs[0] != ks[0] || qs[2] != ks[2])
@@ -432,49 +251,136 @@ AttentionSizes check_arguments(const Var& xq, const Var& xkv, const Var& wq, con
   if (heads <= 0 || D % heads != 0)
     throw Error("attention: d_model " + std::to_string(D) + " is not divisible by " +
                 std::to_string(heads) + " heads");
-  for (const Var* w : {&wq, &wk, &wv, &wo})
-    if (w->shape() != Shape{D, D})
-      throw Error("attention: weight " + to_string(w->shape()) + " should be (" +
-                  std::to_string(D) + "," + std::to_string(D) + ")");
-  if (bq.defined())
-    for (const Var* b : {&bq, &bk, &bv, &bo})
+  for (const Var* wi : {&w.wq, &w.wk, &w.wv, &w.wo})
+    if (!wi->defined() || wi->shape() != Shape{D, D})
+      throw Error("attention: weight " + (wi->defined() ? to_string(wi->shape()) : "undefined") +
+                  " should be (" + std::to_string(D) + "," + std::to_string(D) + ")");
+  if (w.bq.defined())
+    for (const Var* b : {&w.bq, &w.bk, &w.bv, &w.bo})
       if (!b->defined() || b->shape() != Shape{D})
         throw Error("attention: every bias must be (" + std::to_string(D) + ")");
   return {B, T, S, D, heads, D / heads};
 }
 
+// The kernel that runs: Auto resolved by the budget, and each kernel's
+// limits checked (one line naming the op, the kernel and the shapes).
+AttentionKernel choose_kernel(const AttentionOptions& o, const AttentionSizes& d) {
+  // (made only when throwing: a steady-state step allocates nothing)
+  auto shapes = [&] {
+    return " (B,H,T,S) = (" + std::to_string(d.B) + "," + std::to_string(d.H) + "," +
+           std::to_string(d.T) + "," + std::to_string(d.S) + ")";
+  };
+  if (o.memory_budget < 0)
+    throw Error("attention: negative memory budget " + std::to_string(o.memory_budget));
+  const int64_t p_bytes = d.B * d.H * d.T * d.S * static_cast<int64_t>(sizeof(real));
+  AttentionKernel k = o.kernel;
+  if (k == AttentionKernel::Auto)
+    k = (o.memory_budget == 0 || p_bytes <= o.memory_budget) ? AttentionKernel::Standard
+                                                             : AttentionKernel::MemoryEfficient;
+  if (o.keep_probs && k != AttentionKernel::Standard)
+    throw Error(std::string("attention: keep_probs needs the standard kernel, not ") +
+                to_string(k));
+  if (k == AttentionKernel::MemoryEfficient && o.memory_budget > 0 &&
+      o.memory_budget < detail::kBlockBytes)
+    throw Error("attention: a memory budget of " + std::to_string(o.memory_budget) +
+                " bytes cannot hold one (" + std::to_string(detail::kQueryBlock) + "," +
+                std::to_string(detail::kKeyBlock) + ") block of scores and gradients (" +
+                std::to_string(detail::kBlockBytes) + " bytes)" + shapes());
+  if (k == AttentionKernel::Sparse || k == AttentionKernel::Linear) {
+    if (o.mask.mask.defined())
+      throw Error(std::string("attention: the ") + to_string(k) +
+                  " kernel takes causal and padding masks, not a mask tensor of shape " +
+                  to_string(o.mask.mask.shape()));
+  }
+  if (k == AttentionKernel::Sparse) {
+    const SparsePattern& p = o.sparse;
+    if (p.window < 1 || p.window > d.S)
+      throw Error("attention: sparse window " + std::to_string(p.window) +
+                  " is outside [1, S] for" + shapes());
+    if (p.global_every < 0)
+      throw Error("attention: sparse global_every " + std::to_string(p.global_every) +
+                  " is negative");
+  }
+  if (k == AttentionKernel::Linear && o.mask.causal && d.T != d.S)
+    throw Error("attention: causal linear attention needs T == S," + shapes());
+  return k;
+}
+
 }  // namespace
 
-Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var& bq, const Var& wk,
-                         const Var& bk, const Var& wv, const Var& bv, const Var& wo, const Var& bo,
-                         int64_t heads, const AttentionMask& mask, Tensor* probs_out) {
-  const AttentionSizes dims = check_arguments(xq, xkv, wq, bq, wk, bk, wv, bv, wo, bo, heads);
+namespace detail {
+
+AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const AttentionWeights& w,
+                                     const AttentionOptions& o, HeadOutputs head_outputs) {
+  const AttentionSizes dims = check_arguments(xq, xkv, w, o.heads);
   const int64_t B = dims.B, T = dims.T, S = dims.S, D = dims.D, H = dims.H;
-  check_mask(mask, B, T, S);
-  const bool has_bias = bq.defined();
+  check_mask(o.mask, B, T, S);
+  const AttentionKernel kernel = choose_kernel(o, dims);
+  const real scale = o.scale != 0 ? o.scale : real(1) / std::sqrt(static_cast<real>(dims.d_k));
+  const bool has_bias = w.bq.defined();
   auto node = make_node<AttentionNode>();
 
   // Q, K, V  (B*T, D), (B*S, D), (B*S, D), stacked
-  node->in = project_inputs(xq, xkv, xq.same_as(xkv), wq, bq, wk, bk, wv, bv, dims);
-  // P = softmax(Q_h K_h^T / sqrt(d_k) + M),  O_h = P V_h   for every head
-  Tensor P = Tensor::empty({B, H, T, S});  // (B,H,T,S)
-  Tensor O = Tensor::empty({B * T, D});    // (B*T, D), head h in columns [h*d_k, (h+1)*d_k)
-  attention_forward(P.data(), O.data(), node->in.columns(D), mask, dims);
+  node->in = project_inputs(xq, xkv, xq.same_as(xkv), w, dims);
+  // O_h = attend(Q_h, K_h, V_h)   for every head, by the chosen kernel
+  Tensor O = Tensor::empty({B * T, D});  // (B*T, D), head h in columns [h*d_k, (h+1)*d_k)
+  Tensor P, lse;
+  switch (kernel) {
+    case AttentionKernel::Standard:
+      // P = softmax(Q_h K_h^T / sqrt(d_k) + M),  O_h = P V_h
+      P = Tensor::empty({B, H, T, S});  // (B,H,T,S)
+      attention_forward(P.data(), O.data(), node->in.columns(D), o.mask, dims, scale);
+      break;
+    case AttentionKernel::MemoryEfficient:
+      lse = Tensor::empty({B, H, T});  // (B,H,T)
+      blockwise_forward(lse.data(), O.data(), node->in.columns(D), o.mask, dims, scale);
+      break;
+    case AttentionKernel::Sparse:
+      lse = Tensor::empty({B, H, T});  // (B,H,T)
+      sparse_forward(lse.data(), O.data(), node->in.columns(D), o.mask, o.sparse, dims, scale);
+      break;
+    case AttentionKernel::Linear:
+      linear_attention_forward(O.data(), node->in.columns(D), o.mask, dims);
+      break;
+    case AttentionKernel::Auto:
+      break;  // resolved by choose_kernel
+  }
   // Y = O Wo^T + bo   (B*T, D) x (D, D) -> (B, T, D)
   Tensor Y = Tensor::empty({B, T, D});  // (B,T,D)
-  linear_forward(O, wo.data().data(), has_bias ? bo.data().data() : nullptr, D, Y.data());
-  if (probs_out) *probs_out = P;
+  linear_forward(O, w.wo.data().data(), has_bias ? w.bo.data().data() : nullptr, D, Y.data());
 
-  // Save for backward (shared, not copied); O only if the memory policy keeps it.
+  // Save for backward (shared, not copied); the standard kernel's O only if
+  // the memory policy keeps it.
   node->dims = dims;
   node->has_bias = has_bias;
+  node->kernel = kernel;
+  node->scale = scale;
+  if (kernel != AttentionKernel::Standard) node->mask = o.mask;
+  node->sparse = o.sparse;
   node->xq = xq.data();
   node->xkv = xkv.data();
-  node->wo = wo.data();
+  node->wo = w.wo.data();
   node->P = P;
-  if (detail::keep_head_outputs(B, T, S, D, H)) node->O = O;
-  if (has_bias) return make_result(Y, node, {xq, xkv, wq, bq, wk, bk, wv, bv, wo, bo});
-  return make_result(Y, node, {xq, xkv, wq, wk, wv, wo});
+  node->lse = lse;
+  const bool keep_O =
+      kernel != AttentionKernel::Standard || head_outputs == HeadOutputs::Keep ||
+      (head_outputs == HeadOutputs::Auto && attention_keeps_head_outputs(B, T, S, D, H));
+  if (keep_O) node->O = O;
+  AttentionResult r;
+  r.kernel = kernel;
+  if (o.keep_probs) r.probs = P;
+  if (has_bias)
+    r.out = make_result(Y, node, {xq, xkv, w.wq, w.bq, w.wk, w.bk, w.wv, w.bv, w.wo, w.bo});
+  else
+    r.out = make_result(Y, node, {xq, xkv, w.wq, w.wk, w.wv, w.wo});
+  return r;
+}
+
+}  // namespace detail
+
+AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const AttentionWeights& w,
+                                     const AttentionOptions& o) {
+  return detail::multi_head_attention(xq, xkv, w, o, HeadOutputs::Auto);
 }
 
 // ---- The module -------------------------------------------------------------------------
@@ -509,35 +415,23 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t heads_, bool bi
   }
 }
 
+AttentionWeights MultiHeadAttention::weights() const {
+  return {w_q->weight, w_q->bias, w_k->weight, w_k->bias,
+          w_v->weight, w_v->bias, w_o->weight, w_o->bias};
+}
+
 Var MultiHeadAttention::forward(const Var& xq, const Var& xkv, const AttentionMask& mask) {
   ModuleScope scope(this);
-  Tensor probs;
-  Var y = multi_head_attention(xq, xkv, w_q->weight, w_q->bias, w_k->weight, w_k->bias, w_v->weight,
-                               w_v->bias, w_o->weight, w_o->bias, heads, mask,
-                               keep_attention_ ? &probs : nullptr);
-  last_attention_ = keep_attention_ ? probs : Tensor();
-  return y;
+  AttentionOptions o;
+  o.heads = heads;
+  o.mask = mask;
+  o.kernel = keep_attention_ ? AttentionKernel::Standard : kernel;
+  o.memory_budget = memory_budget;
+  o.sparse = sparse;
+  o.keep_probs = keep_attention_;
+  AttentionResult r = multi_head_attention(xq, xkv, weights(), o);
+  last_attention_ = r.probs;
+  return r.out;
 }
-
-// ---- Machinery: the memory policy's test hook (nn/attention_internal.h) -----------------
-
-namespace detail {
-
-namespace {
-thread_local HeadOutputs tl_forced_head_outputs = HeadOutputs::Auto;
-}  // namespace
-
-ForceHeadOutputs::ForceHeadOutputs(HeadOutputs policy) : previous_(tl_forced_head_outputs) {
-  tl_forced_head_outputs = policy;
-}
-ForceHeadOutputs::~ForceHeadOutputs() { tl_forced_head_outputs = previous_; }
-
-bool keep_head_outputs(int64_t B, int64_t T, int64_t S, int64_t d_model, int64_t heads) {
-  if (tl_forced_head_outputs == HeadOutputs::Auto)
-    return attention_keeps_head_outputs(B, T, S, d_model, heads);
-  return tl_forced_head_outputs == HeadOutputs::Keep;
-}
-
-}  // namespace detail
 
 }  // namespace qkv::nn

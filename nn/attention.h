@@ -1,8 +1,18 @@
 // Multi-head attention (Vaswani et al., section 3.2), fused: one op computes
 //   Q = xq Wq^T + bq, K = xkv Wk^T + bk, V = xkv Wv^T + bv
-//   per head h:  P_h = softmax(Q_h K_h^T / sqrt(d_k) + M),  O_h = P_h V_h
+//   per head h:  O_h = attend(Q_h, K_h, V_h)
 //   out = concat_h(O_h) Wo^T + bo
-// and writes its backward by hand from the saved probabilities P.
+// and writes its backward by hand. attend is one of four heads' kernels
+// (AttentionKernel), each in a file of its own:
+//   standard          P = softmax(Q_h K_h^T / sqrt(d_k) + M), O_h = P V_h,
+//                     P (B,H,T,S) kept for backward    nn/attention_standard.cpp
+//   memory-efficient  the same numbers by an online softmax over key blocks;
+//                     keeps one log-sum-exp per row, remakes P block by block
+//                     in backward                      nn/attention_blocks.cpp
+//   sparse            softmax attention over a local window plus global
+//                     positions only, O(T (w + T/g))   nn/attention_sparse.cpp
+//   linear            phi(Q_h) (phi(K_h)^T V_h), phi = elu + 1, normalised;
+//                     O(T d_k^2)                       nn/attention_linear.cpp
 // Heads are never copied out: head h of Q is the column block [h*d_k, (h+1)*d_k)
 // of the (B*T, D) matrix, which sgemm reads directly with leading dimension D.
 #pragma once
@@ -35,14 +45,57 @@ struct AttentionMask {
   bool hidden(int64_t b, int64_t i, int64_t j, int64_t T, int64_t S) const;
 };
 
+// The heads' kernel. Auto: Standard when P (B,H,T,S) fits memory_budget (or
+// there is no budget), MemoryEfficient when it does not.
+enum class AttentionKernel { Standard, MemoryEfficient, Sparse, Linear, Auto };
+const char* to_string(AttentionKernel k);
+// "standard", "memory-efficient" (or "flash"), "sparse", "linear", "auto";
+// throws naming the accepted words.
+AttentionKernel attention_kernel_from_string(const std::string& s);
+
+// Sparse attention's pattern (Longformer / BigBird): query i sees key j when
+//   |i - j| < window                      (the local window; with a causal
+//                                          mask that is the window keys back,
+//                                          i itself included), or
+//   j % global_every == 0                 (a global key, seen by every query), or
+//   i % global_every == 0                 (a global query, which sees every key),
+// and the mask (causal, padding) does not hide it. global_every 0: no global
+// positions. The window must be in [1, S].
+struct SparsePattern {
+  int64_t window = 128;
+  int64_t global_every = 64;
+  // True when the pattern (not the mask) lets query i see key j.
+  bool visible(int64_t i, int64_t j) const;
+};
+
+struct AttentionOptions {
+  int64_t heads = 1;
+  AttentionMask mask;
+  AttentionKernel kernel = AttentionKernel::Standard;
+  real scale = 0;  // the scores' factor; 0: 1 / sqrt(d_k)
+  // Bytes the kernel may spend on probabilities (P for Standard, one block
+  // per thread for MemoryEfficient); 0: no limit. With a budget that cannot
+  // hold one block the memory-efficient kernel refuses to run.
+  int64_t memory_budget = 0;
+  SparsePattern sparse;     // for AttentionKernel::Sparse
+  bool keep_probs = false;  // return P (B,H,T,S) in AttentionResult::probs (Standard only)
+};
+
+// The ten parameters; biases all undefined or all (D).
+struct AttentionWeights {
+  Var wq, bq, wk, bk, wv, bv, wo, bo;
+};
+
+struct AttentionResult {
+  Var out;       // (B,T,D)
+  Tensor probs;  // (B,H,T,S) when keep_probs was set, else undefined
+  AttentionKernel kernel = AttentionKernel::Standard;  // the kernel that ran (Auto resolved)
+};
+
 // The fused op. xq (B,T,D), xkv (B,S,D); weights (D,D); biases (D) or all
-// undefined. If `probs_out` is non-null it receives P (B,H,T,S).
-// (Whether forward keeps the head outputs for backward or backward recomputes
-// them is the op's own memory policy: nn/attention_internal.h.)
-Var multi_head_attention(const Var& xq, const Var& xkv, const Var& wq, const Var& bq, const Var& wk,
-                         const Var& bk, const Var& wv, const Var& bv, const Var& wo, const Var& bo,
-                         int64_t heads, const AttentionMask& mask = {},
-                         Tensor* probs_out = nullptr);
+// undefined. Throws qkv::Error naming the op and the shapes.
+AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const AttentionWeights& w,
+                                     const AttentionOptions& o);
 
 class MultiHeadAttention : public Module {
  public:
@@ -53,11 +106,21 @@ class MultiHeadAttention : public Module {
 
   // Keep the attention probabilities of the last forward, (B,H,T,S), for
   // inspection and plotting (off by default: it holds one tensor alive).
+  // Only the standard kernel makes them: with keep_attention on, forward
+  // runs the standard kernel whatever `kernel` says.
   void keep_attention(bool on) { keep_attention_ = on; }
   const Tensor& last_attention() const { return last_attention_; }
+  AttentionWeights weights() const;
 
   int64_t d_model, heads, d_k;
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
+  // The heads' kernel forward uses, and its settings. Standard by default.
+  // The KV cache (generation/kv_cache.h) decodes with softmax attention over
+  // every cached key whatever the kernel: it equals Standard and
+  // MemoryEfficient, not Sparse or Linear.
+  AttentionKernel kernel = AttentionKernel::Standard;
+  int64_t memory_budget = 0;
+  SparsePattern sparse;
 
  private:
   bool keep_attention_ = false;

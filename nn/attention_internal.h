@@ -1,18 +1,177 @@
-// The fused attention op's memory policy: an internal choice, not part of
-// nn::multi_head_attention's signature. Tests and benchmarks include this
-// header; a program using qkv does not need to.
+// The fused attention op's insides, shared by its files: the sizes, where the
+// kernels find Q, K, V and their gradients, the input projections, the four
+// heads' kernels and the op's memory policy for the head outputs O. Tests
+// and benchmarks include this header; a program using qkv does not need to.
 //
-// Backward needs the merged head outputs O (B*T, D) for the output
-// projection's weight gradient dWo = dY^T O. Forward can keep O until then,
-// or backward can recompute it from the saved P and V (one (T,S) x (S,d_k)
-// product per head, B*H in all), which saves B*T*D numbers per layer.
+//   nn/attention.cpp              masks, checks, the Node, the public op, the module
+//   nn/attention_projections.cpp  Q, K, V from the inputs (stacked), and back
+//   nn/attention_standard.cpp     softmax attention keeping P
+//   nn/attention_blocks.cpp       softmax attention by key blocks (online softmax)
+//   nn/attention_sparse.cpp       local window + global positions, on the blocks
+//   nn/attention_linear.cpp       phi(Q) (phi(K)^T V), phi = elu + 1
 #pragma once
 #include <cstdint>
 
 #include "core/real.h"
+#include "core/tensor.h"
+#include "nn/attention.h"
 
 namespace qkv::nn::detail {
 
+// Sizes: B batch, T query (target) length, S key (source) length, D d_model,
+// H heads, d_k = D / H the head size.
+struct AttentionSizes {
+  int64_t B, T, S, D, H, d_k;
+};
+
+// Where the kernels find Q, K and V: the first column of each inside a
+// row-major matrix with row stride ldq (Q, B*T rows) or ldkv (K and V, B*S
+// rows). Head h of sequence b is then a (T, d_k) or (S, d_k) block at
+// Q + b*T*ldq + h*d_k and K (V) + b*S*ldkv + h*d_k.
+struct QKVColumns {
+  const real* Q;
+  const real* K;
+  const real* V;
+  int64_t ldq, ldkv;
+};
+
+// The same for their gradients, which backward writes in the same layout.
+struct QKVGradColumns {
+  real* dQ;
+  real* dK;
+  real* dV;
+  int64_t ldq, ldkv;
+};
+
+// ---- The input projections (nn/attention_projections.cpp) ------------------------------
+
+// The projections that read the same input are stacked, so that one sgemm
+// computes them all:
+//   self-attention:   QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]   (B*T, 3D)
+//   cross-attention:  Q   = xq Wq^T + bq                       (B*T, D)
+//                     KV  = xkv [Wk; Wv]^T + [bk; bv]           (B*S, 2D)
+struct InputProjections {
+  Tensor W_qkv, QKV;        // self:  [Wq; Wk; Wv] (3D, D), QKV (B*T, 3D)
+  Tensor W_q, Q, W_kv, KV;  // cross: Wq (D, D), Q (B*T, D), [Wk; Wv] (2D, D), KV (B*S, 2D)
+
+  bool self() const { return QKV.defined(); }
+  QKVColumns columns(int64_t D) const {
+    if (self()) return {QKV.data(), QKV.data() + D, QKV.data() + 2 * D, 3 * D, 3 * D};
+    return {Q.data(), KV.data(), KV.data() + D, D, 2 * D};
+  }
+};
+
+InputProjections project_inputs(const Var& xq, const Var& xkv, bool self, const AttentionWeights& w,
+                                const AttentionSizes& dims);
+
+// The projections' gradients, in the stacked layout of forward.
+struct InputProjectionGrads {
+  Tensor dQKV;     // self (B*T, 3D)
+  Tensor dQ, dKV;  // cross (B*T, D), (B*S, 2D)
+
+  InputProjectionGrads(const InputProjections& p, const AttentionSizes& dims);
+  QKVGradColumns columns(int64_t D) {
+    if (dQKV.defined()) return {dQKV.data(), dQKV.data() + D, dQKV.data() + 2 * D, 3 * D, 3 * D};
+    return {dQ.data(), dKV.data(), dKV.data() + D, D, 2 * D};
+  }
+};
+
+struct InputGrads {
+  Tensor dxq, dxkv;  // (B,T,D), (B,S,D), or undefined when not wanted
+  Tensor dW, db;     // (3D, D), (3D) or undefined without biases
+};
+
+InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputProjections& p,
+                                   const Tensor& xq, const Tensor& xkv, bool want_dxq,
+                                   bool want_dxkv, bool has_bias, int64_t D);
+
+// ---- The heads' kernels -----------------------------------------------------------------
+// Each reads Q, K, V through `in` and writes O (B*T, D), head h into its
+// columns; each backward reads dO (B*T, D) and writes (overwrites) dQ, dK, dV
+// through `grad`. `scale` multiplies the scores (softmax kernels).
+
+// nn/attention_standard.cpp: P (B,H,T,S) kept. O_again: see attention_backward.
+void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMask& mask,
+                       const AttentionSizes& dims, real scale);
+void attention_backward(const QKVGradColumns& grad, real* O_again, const real* dO, const real* P,
+                        const QKVColumns& in, const AttentionSizes& dims, real scale);
+
+// nn/attention_blocks.cpp: lse (B,H,T), each row's log-sum-exp of its visible
+// scores (+inf for a row with none), kept instead of P.
+inline constexpr int64_t kQueryBlock = 128;  // Br: query rows per block
+inline constexpr int64_t kKeyBlock = 128;    // Bc: keys per block
+// Bytes of one block's scratch (scores and their gradient, Br x Bc each): the
+// least memory budget the memory-efficient kernel accepts.
+inline constexpr int64_t kBlockBytes = 2 * kQueryBlock * kKeyBlock * int64_t(sizeof(real));
+void blockwise_forward(real* lse, real* O, const QKVColumns& in, const AttentionMask& mask,
+                       const AttentionSizes& dims, real scale);
+void blockwise_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* lse,
+                        const QKVColumns& in, const AttentionMask& mask, const AttentionSizes& dims,
+                        real scale);
+
+// The blocks' engine, which the memory-efficient and sparse kernels share.
+// A run is a list of rows of one head: row r sits at base + r * ld and is
+// sequence position first + r * step (step > 1: every g-th position, read in
+// place with a longer leading dimension). Query row i sees the keys of a key
+// run whose positions lie in [lo_i, hi_i):
+//   lo_i = window ? i - window + 1 : 0,
+//   hi_i = min(visible_keys, causal ? i + 1 : S, window ? i + window : S),
+// minus the positions p % skip_every == 0 (those are another run's) and
+// those the mask tensor hides; a query run hides every row whose position
+// p % hide_every == 0 (another pass computes them).
+struct QueryRun {
+  const real* Q;   // (n, d_k), row stride ldq
+  real* O;         // (n, d_k), row stride ldo; forward writes, backward reads
+  const real* dO;  // (n, d_k), row stride ldo; backward only
+  real* dQ;        // (n, d_k), row stride ldg; backward adds
+  real* lse;       // (n), stride step: each row's log-sum-exp
+  int64_t n, ldq, ldo, ldg, first, step, hide_every;
+};
+struct KeyRun {
+  const real* K;  // (n, d_k), row stride ld
+  const real* V;  // (n, d_k), row stride ld
+  real* dK;       // (n, d_k), row stride ldg; backward adds
+  real* dV;       // (n, d_k), row stride ldg; backward adds
+  int64_t n, ld, ldg, first, step;
+  int64_t window, skip_every;
+};
+struct RowLimits {
+  int64_t S, visible_keys;  // key positions [0, S); those >= visible_keys hidden (padding)
+  bool causal;
+  const real* mask;  // (T, S) of this sequence, nonzero = hidden, or null
+};
+// One query block (at most kQueryBlock rows) against key runs; scratch holds
+// blockwise_scratch_size(d_k) numbers.
+int64_t blockwise_scratch_size(int64_t d_k);
+void query_block_forward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
+                         const RowLimits& lim, int64_t d_k, real scale, real* scratch);
+void query_block_backward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
+                          const RowLimits& lim, int64_t d_k, real scale, real* scratch);
+// dQ, dK, dV of head h of sequence b set to 0 (the engine's backward adds).
+void zero_head_grads(const QKVGradColumns& g, const AttentionSizes& d, int64_t b, int64_t h);
+
+// nn/attention_sparse.cpp: lse (B,H,T) as above, over the pattern's keys.
+void sparse_forward(real* lse, real* O, const QKVColumns& in, const AttentionMask& mask,
+                    const SparsePattern& pattern, const AttentionSizes& dims, real scale);
+void sparse_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* lse,
+                     const QKVColumns& in, const AttentionMask& mask, const SparsePattern& pattern,
+                     const AttentionSizes& dims, real scale);
+
+// nn/attention_linear.cpp: nothing kept but O; backward remakes phi(Q),
+// phi(K) and the key summaries.
+void linear_attention_forward(real* O, const QKVColumns& in, const AttentionMask& mask,
+                              const AttentionSizes& dims);
+void linear_attention_backward(const QKVGradColumns& grad, const real* dO, const real* O,
+                               const QKVColumns& in, const AttentionMask& mask,
+                               const AttentionSizes& dims);
+
+// ---- The memory policy for O ------------------------------------------------------------
+//
+// Backward needs the merged head outputs O (B*T, D) for the output
+// projection's weight gradient dWo = dY^T O. The standard kernel can keep O
+// until then, or backward can recompute it from the saved P and V (one
+// (T,S) x (S,d_k) product per head, B*H in all), which saves B*T*D numbers
+// per layer. The other kernels always keep O: their backward reads it.
 enum class HeadOutputs { Auto, Keep, Recompute };
 
 // Auto's rule: keep O when it takes no more memory than the probabilities P
@@ -27,23 +186,10 @@ inline bool attention_keeps_head_outputs(int64_t B, int64_t T, int64_t S, int64_
          B * T * d_model * static_cast<int64_t>(sizeof(real)) <= kKeptHeadOutputsBytes;
 }
 
-// The test hook: while one is alive, multi_head_attention called on this
-// thread keeps (Keep) or recomputes (Recompute) O whatever the shape, so a
-// test reaches both backward paths at any size. Scopes nest; Auto restores
-// the rule above.
-class ForceHeadOutputs {
- public:
-  explicit ForceHeadOutputs(HeadOutputs policy);
-  ~ForceHeadOutputs();
-  ForceHeadOutputs(const ForceHeadOutputs&) = delete;
-  ForceHeadOutputs& operator=(const ForceHeadOutputs&) = delete;
-
- private:
-  HeadOutputs previous_;
-};
-
-// What forward does: the forced policy if a ForceHeadOutputs is alive on
-// this thread, otherwise attention_keeps_head_outputs.
-bool keep_head_outputs(int64_t B, int64_t T, int64_t S, int64_t d_model, int64_t heads);
+// The op with the policy for O chosen by the caller (Auto: the rule above).
+// nn::multi_head_attention is this with Auto; tests call it with Keep or
+// Recompute to reach both backward paths at any size.
+AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const AttentionWeights& w,
+                                     const AttentionOptions& o, HeadOutputs head_outputs);
 
 }  // namespace qkv::nn::detail

@@ -22,18 +22,22 @@ using qkv::testing::test_generator;
 
 namespace {
 // Loss = sum(out * upstream), as the fixture's reference.
-void parity_case(const std::string& c, bool cross) {
+// kernel: the heads' kernel under test; the standard one also returns P.
+void parity_case(const std::string& c, bool cross,
+                 AttentionKernel kernel = AttentionKernel::Standard) {
   TensorFile f = load_fixture("layers.safetensors");
   MultiHeadAttention mha(8, 2);
   load_params(mha, f, c + ".");
-  mha.keep_attention(true);
+  mha.kernel = kernel;
+  mha.keep_attention(kernel == AttentionKernel::Standard);
   Var xq(f.get(c + (cross ? ".in.xq" : ".in.x")).clone(), true);
   Var xkv = cross ? Var(f.get(c + ".in.xkv").clone(), true) : xq;
   const std::vector<int64_t> lens = ids_of(f.get(c + ".in.lens"));
   Var y = mha.forward(xq, xkv,
                       cross ? AttentionMask::padding(lens) : AttentionMask::causal_padding(lens));
   check_close(y.data(), f.get(c + ".out.y"), c + " out.y");
-  check_close(mha.last_attention(), f.get(c + ".out.attn"), c + " out.attn");
+  if (kernel == AttentionKernel::Standard)
+    check_close(mha.last_attention(), f.get(c + ".out.attn"), c + " out.attn");
   y.backward(f.get(c + ".in.upstream"));
   check_close(xq.grad(), f.get(c + (cross ? ".grad.xq" : ".grad.x")),
               c + " grad of the query input");
@@ -53,6 +57,13 @@ TEST_CASE("padded cross-attention (T != S) matches torch.nn.MultiheadAttention")
 }
 
 TEST_CASE(
+    "the memory-efficient kernel matches torch.nn.MultiheadAttention: causal + padded self- and "
+    "padded cross-attention") {
+  parity_case("mha_self", false, AttentionKernel::MemoryEfficient);
+  parity_case("mha_cross", true, AttentionKernel::MemoryEfficient);
+}
+
+TEST_CASE(
     "MultiHeadAttention keeps W_Q, W_K, W_V back to back, and the packed path equals the copying "
     "path") {
   Generator g = test_generator();
@@ -69,8 +80,12 @@ TEST_CASE(
   for (bool cross : {false, true}) {
     const Var& kv = cross ? m : x;
     Var a = mha.forward(x, kv, AttentionMask::padding({cross ? 3 : 5, 2}));
-    Var b = multi_head_attention(x, kv, sep[0], sep[1], sep[2], sep[3], sep[4], sep[5], sep[6],
-                                 sep[7], 2, AttentionMask::padding({cross ? 3 : 5, 2}));
+    AttentionOptions o;
+    o.heads = 2;
+    o.mask = AttentionMask::padding({cross ? 3 : 5, 2});
+    Var b = multi_head_attention(
+                x, kv, {sep[0], sep[1], sep[2], sep[3], sep[4], sep[5], sep[6], sep[7]}, o)
+                .out;
     CHECK(max_abs_diff(a.data(), b.data()) == 0);
     Tensor up = Tensor::normal({2, 5, 8}, 0, 1, g);
     a.backward(up);
@@ -161,14 +176,14 @@ TEST_CASE(
   };
   for (const Case c : {Case{8, 2, 4, HeadOutputs::Keep}, Case{8, 2, 3, HeadOutputs::Recompute}}) {
     CAPTURE(c.S);
-    const nn::detail::ForceHeadOutputs force(c.saved);
     Generator g = test_generator();
     MultiHeadAttention mha(c.D, c.H, true, g);
     Var x(Tensor::normal({2, c.S, c.D}, 0, 1, g), true);
     const Tensor up = Tensor::normal({2, c.S, c.D}, 0, 1, g);
-    Var y = multi_head_attention(x, x, mha.w_q->weight, mha.w_q->bias, mha.w_k->weight,
-                                 mha.w_k->bias, mha.w_v->weight, mha.w_v->bias, mha.w_o->weight,
-                                 mha.w_o->bias, c.H, AttentionMask::causal_mask());
+    AttentionOptions o;
+    o.heads = c.H;
+    o.mask = AttentionMask::causal_mask();
+    Var y = nn::detail::multi_head_attention(x, x, mha.weights(), o, c.saved).out;
     y.backward(up, /*retain_graph=*/true);
     std::vector<Tensor> once{x.grad().clone()};
     for (auto& [name, p] : mha.named_parameters()) once.push_back(p.grad().clone());
@@ -196,27 +211,6 @@ TEST_CASE(
   CHECK(attention_keeps_head_outputs(2, 512, 512, 512, 1));       // D <= H*S at any size
 }
 
-// The test hook the Keep/Recompute cases use: a scoped override of Auto.
-TEST_CASE(
-    "ForceHeadOutputs overrides Auto's choice inside its scope, nests, and restores Auto after") {
-  using nn::detail::ForceHeadOutputs;
-  using nn::detail::HeadOutputs;
-  using nn::detail::keep_head_outputs;
-  CHECK_FALSE(keep_head_outputs(32, 32, 32, 512, 8));  // base: Auto recomputes
-  CHECK(keep_head_outputs(8, 64, 64, 128, 4));         // GPT: Auto keeps
-  {
-    const ForceHeadOutputs keep(HeadOutputs::Keep);
-    CHECK(keep_head_outputs(32, 32, 32, 512, 8));
-    {
-      const ForceHeadOutputs recompute(HeadOutputs::Recompute);
-      CHECK_FALSE(keep_head_outputs(8, 64, 64, 128, 4));
-    }
-    CHECK(keep_head_outputs(32, 32, 32, 512, 8));
-  }
-  CHECK_FALSE(keep_head_outputs(32, 32, 32, 512, 8));
-  CHECK(keep_head_outputs(8, 64, 64, 128, 4));
-}
-
 // Called from inside someone else's parallel region, backward runs on the
 // calling thread with one (T,S) scratch block, and gives the serial gradients.
 // The outer region has more threads (2) than qkv is set to use (1).
@@ -228,11 +222,15 @@ TEST_CASE("attention backward inside an outer parallel region gives the serial g
   const Tensor x0 = Tensor::normal({3, 5, 8}, 0, 1, g), up = Tensor::normal({3, 5, 8}, 0, 1, g);
   auto grad_of_x = [&] {
     Var x(x0.clone(), true);
-    multi_head_attention(x, x, mha.w_q->weight.detach(), mha.w_q->bias.detach(),
-                         mha.w_k->weight.detach(), mha.w_k->bias.detach(), mha.w_v->weight.detach(),
-                         mha.w_v->bias.detach(), mha.w_o->weight.detach(), mha.w_o->bias.detach(),
-                         2, AttentionMask::causal_mask())
-        .backward(up);
+    AttentionOptions o;
+    o.heads = 2;
+    o.mask = AttentionMask::causal_mask();
+    const AttentionWeights w = mha.weights();
+    multi_head_attention(x, x,
+                         {w.wq.detach(), w.bq.detach(), w.wk.detach(), w.bk.detach(), w.wv.detach(),
+                          w.bv.detach(), w.wo.detach(), w.bo.detach()},
+                         o)
+        .out.backward(up);
     return x.grad();
   };
   const Tensor serial = grad_of_x();

@@ -32,12 +32,16 @@ std::vector<Var> make_params(int64_t D, Generator& g) {
 }
 
 Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, int64_t H,
-          const AttentionMask& m) {
-  return nn::multi_head_attention(xq, xkv, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], H, m);
+          const AttentionMask& m, nn::detail::HeadOutputs head_outputs) {
+  nn::AttentionOptions o;
+  o.heads = H;
+  o.mask = m;
+  return nn::detail::multi_head_attention(xq, xkv, {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]},
+                                          o, head_outputs)
+      .out;
 }
 
 void run_case(const Case& c) {
-  const nn::detail::ForceHeadOutputs force(c.head_outputs);  // Auto: the op's own choice
   Generator g = test_generator();
   Var xq(Tensor::normal({c.B, c.T, c.D}, 0, 1, g), true);
   Var xkv = c.cross ? Var(Tensor::normal({c.B, c.S, c.D}, 0, 1, g), true) : xq;
@@ -50,7 +54,7 @@ void run_case(const Case& c) {
     const Var& a = v[0];
     const Var& b = c.cross ? v[1] : v[0];
     return composed ? testing::composed_attention(a, b, ps, c.H, c.mask)
-                    : fused(a, b, ps, c.H, c.mask);
+                    : fused(a, b, ps, c.H, c.mask, c.head_outputs);
   };
 
   // 1. finite differences

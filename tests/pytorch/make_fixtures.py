@@ -446,6 +446,46 @@ def make_adam(filename, seed):
     write(filename, rec, meta)
 
 
+def sparse_pattern_mask(T, window, every):
+    """(T, T) bool, True = hidden: qkv's SparsePattern (nn/attention.h). Query i sees
+    key j when |i - j| < window, or j % every == 0 (a global key), or i % every == 0
+    (a global query); the causal mask is added by the caller."""
+    i = torch.arange(T).unsqueeze(1)
+    j = torch.arange(T).unsqueeze(0)
+    visible = ((i - j).abs() < window) | (j % every == 0) | (i % every == 0)
+    return ~visible
+
+
+def make_attention_kernels(filename, seed):
+    """Sparse attention (qkv's AttentionKernel::Sparse) is dense attention with the
+    pattern as a mask: PyTorch's nn.MultiheadAttention with that boolean attn_mask,
+    causal and key padding added."""
+    init = Init(seed)
+    rec, meta = {}, {}
+    d, h, B, T, lens, window, every = 8, 2, 2, 12, [12, 9], 3, 4
+    m = nn.MultiheadAttention(d, h, dropout=0.0, bias=True, batch_first=True)
+    b = Binding()
+    b.mha("", m)
+    b.check_covers(m)
+    params = {}
+    init.mha(params, "", d)
+    b.load(params)
+    x = init.normal((B, T, d)).requires_grad_()
+    up = init.normal((B, T, d))
+    mask = sparse_pattern_mask(T, window, every) | causal_mask(T)
+    y, _ = m(x, x, x, key_padding_mask=key_padding_mask(lens, T), attn_mask=mask,
+             need_weights=False)
+    (y * up).sum().backward()
+    rec.update(layer_case("mha_sparse", b, params,
+                          {"x": x, "lens": torch.tensor(lens), "upstream": up},
+                          {"y": y}, {"x": x.grad}))
+    meta.update({"mha_sparse.d_model": d, "mha_sparse.heads": h,
+                 "mha_sparse.window": window, "mha_sparse.global_every": every,
+                 "mha_sparse.mask": "sparse pattern + causal + key_padding",
+                 "mha_sparse.loss": "sum(out.y * in.upstream)", "cases": "mha_sparse"})
+    write(filename, rec, meta)
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     make_seq2seq("seq2seq_postln.safetensors", seed=1, norm_first=False,
@@ -455,6 +495,7 @@ def main():
     make_gpt("gpt.safetensors", seed=3)
     make_layers("layers.safetensors", seed=4)
     make_adam("adam.safetensors", seed=5)
+    make_attention_kernels("attention_kernels.safetensors", seed=6)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-#include "core/stacked.h"
+#include "nn/stacked.h"
 
 #include <algorithm>
 
-namespace qkv {
+namespace qkv::nn {
 
 const real* stacked(std::initializer_list<const Tensor*> parts, int64_t block, Tensor& scratch) {
   const int64_t k = static_cast<int64_t>(parts.size());
@@ -18,4 +18,4 @@ const real* stacked(std::initializer_list<const Tensor*> parts, int64_t block, T
   return scratch.data();
 }
 
-}  // namespace qkv
+}  // namespace qkv::nn

@@ -4,15 +4,16 @@
 // part's pointer and nothing is copied; otherwise the parts are copied into
 // `scratch` (resized to k * block), which must outlive the pointer's use.
 // The fused attention op uses it to compute the projections of one input
-// with a single sgemm over the stacked weights [Wq; Wk; Wv] (3D, D).
+// with a single sgemm over the stacked weights [Wq; Wk; Wv] (3D, D), and the
+// KV cache (generation/kv_cache.cpp) likewise.
 #pragma once
 #include <cstdint>
 #include <initializer_list>
 
 #include "core/tensor.h"
 
-namespace qkv {
+namespace qkv::nn {
 
 const real* stacked(std::initializer_list<const Tensor*> parts, int64_t block, Tensor& scratch);
 
-}  // namespace qkv
+}  // namespace qkv::nn
