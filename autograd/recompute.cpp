@@ -42,6 +42,12 @@ struct RecomputeNode : Node {
   std::vector<std::pair<Generator*, Generator::State>> rng;  // at forward
   uint64_t out_hash = 0;                                     // forward's output
   const char* name() const override { return "recompute"; }
+  OpDoc doc() const override {
+    return {"y = f(x), run without recording its graph (only x and the random state are kept)",
+            "in backward: run f(x) again, recorded, with the same random state, then dx = the "
+            "re-run's backward of dy",
+            "docs/long-sequences.md"};
+  }
 
   TensorList backward(const Tensor& dY) override {
     // Leaves holding the saved values: the re-run's graph ends at them.

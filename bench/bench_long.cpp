@@ -94,7 +94,7 @@ struct Model {
     c.heads = 4;
     c.layers = 4;
     c.d_ff = 512;
-    c.max_len = T;
+    c.max_positions = T;
     c.dropout = 0.1;
     c.seed = 1;
     return c;

@@ -212,7 +212,7 @@ TEST_CASE(
   c.heads = 2;
   c.layers = 2;
   c.d_ff = 32;
-  c.max_len = 200;
+  c.max_positions = 200;
   c.seed = 3;
   GPT m(c);
   m.eval();

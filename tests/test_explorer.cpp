@@ -20,6 +20,7 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/recompute.h"
 #include "core/elementwise.h"
 #include "explorer/page.h"
 #include "explorer/trace.h"
@@ -298,6 +299,7 @@ TEST_CASE(
   x = nn::dropout(x, real(0.5), drop);
   x = permute(reshape(x, {3, 2}), {1, 0});
   Var s = add(add(sum(softmax(x)), mean(log_softmax(x))), add(max(x), sum(x, 0)));
+  s = add(s, sum(recompute([](const std::vector<Var>& v) { return mul(v[0], v[0]); }, {a})));
 
   nn::Seq2SeqTransformer model(tiny());
   const nn::Tokens src{{3, 4}, 1, 2, {}}, tgt{{1, 3}, 1, 2, {}};

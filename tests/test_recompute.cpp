@@ -26,7 +26,7 @@ std::vector<Tensor> gpt_grads(Recompute r, AttentionKernel kernel, uint64_t* rng
   c.heads = 2;
   c.layers = 3;
   c.d_ff = 32;
-  c.max_len = 12;
+  c.max_positions = 12;
   c.dropout = 0.1;
   c.seed = 5;
   GPT m(c);
