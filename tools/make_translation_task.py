@@ -3,10 +3,10 @@
 long-range dependency, word tokens, written as `source<TAB>target` lines that
 `build/rel-f32/train --data train.tsv --valid valid.tsv --tokens word` reads.
 
-Source (English-like, SVO):
-    the big red cat that sees a dog chases some mice with the old fox
-Target (an invented language, SOV, noun before its adjectives, article last):
-    gato grana rusa la ke hundo un ak vidaf musoj pl ak casaf foko malja la kun
+Source (English-like, SVO) and target (an invented language, SOV, the noun
+before its adjectives, the article last), a line of train.tsv:
+    the red bears that greet the bird hate the loud wolves
+    ferisoj tutikoj los ke figupo la ak tasavabom ledimoj nigataj las ak nepezom
 
 What the model has to learn:
 - reordering: subject, object, verb (the verb moves to the end, past the
@@ -20,9 +20,12 @@ What the model has to learn:
   number, and comes after the subject's adjectives, its relative clause and
   the whole object phrase; a relative clause's verb agrees with its head noun.
 - an object marker "ak" after every object noun phrase.
+- a lexicon: 48 nouns (with a few irregular English plurals), 20 adjectives and
+  20 verbs, each with an invented target stem, many of them rare in 4000 pairs.
 
 Files (fixed seed, so the same files on every machine):
-    train.tsv  6000 pairs, source length at most 14 words
+    train.tsv  4000 pairs, source length at most 14 words (small: a model
+               over-fits it, which the dropout and label-smoothing rows need)
     valid.tsv   500 pairs of the same distribution, none in train.tsv
     long.tsv    500 pairs with sources of 16 words or more (more adjectives,
                 relative clauses on both nouns): longer than any trained on
@@ -36,28 +39,53 @@ import sys
 
 SEED = 25
 
+# Source words (English), each with an invented target stem and, for nouns, a
+# gender: drawn from the fixed seed, so the lexicon is the same on every
+# machine. 48 nouns, 20 adjectives and 20 verbs: enough rare words and
+# genders to learn that a small model is still learning after 1000 steps.
+NOUN_WORDS = [
+    ("cat", "cats"), ("dog", "dogs"), ("mouse", "mice"), ("fox", "foxes"), ("bird", "birds"),
+    ("horse", "horses"), ("child", "children"), ("teacher", "teachers"), ("farmer", "farmers"),
+    ("king", "kings"), ("queen", "queens"), ("wolf", "wolves"), ("baker", "bakers"),
+    ("doctor", "doctors"), ("sailor", "sailors"), ("soldier", "soldiers"),
+    ("painter", "painters"), ("singer", "singers"), ("writer", "writers"),
+    ("student", "students"), ("lion", "lions"), ("tiger", "tigers"), ("bear", "bears"),
+    ("rabbit", "rabbits"), ("goat", "goats"), ("sheep", "sheep"), ("cow", "cows"),
+    ("pig", "pigs"), ("duck", "ducks"), ("goose", "geese"), ("frog", "frogs"),
+    ("snake", "snakes"), ("monkey", "monkeys"), ("owl", "owls"), ("eagle", "eagles"),
+    ("fish", "fish"), ("whale", "whales"), ("shark", "sharks"), ("man", "men"),
+    ("woman", "women"), ("boy", "boys"), ("girl", "girls"), ("friend", "friends"),
+    ("neighbour", "neighbours"), ("judge", "judges"), ("thief", "thieves"), ("cook", "cooks"),
+    ("guard", "guards")]
+ADJECTIVE_WORDS = ["big", "small", "red", "old", "young", "happy", "black", "quick", "sad", "tall",
+                   "short", "brave", "clever", "lazy", "angry", "proud", "quiet", "loud", "rich",
+                   "poor"]
+VERB_WORDS = [("sees", "see"), ("chases", "chase"), ("likes", "like"), ("finds", "find"),
+              ("helps", "help"), ("bites", "bite"), ("follows", "follow"), ("knows", "know"),
+              ("hears", "hear"), ("calls", "call"), ("meets", "meet"), ("feeds", "feed"),
+              ("watches", "watch"), ("pushes", "push"), ("pulls", "pull"), ("visits", "visit"),
+              ("loves", "love"), ("hates", "hate"), ("greets", "greet"), ("teaches", "teach")]
+
+
+def invented_stems(rng, n):
+    """n distinct invented stems of two or three consonant-vowel syllables."""
+    cons, vows, out = "bdfgklmnprstvz", "aeiu", []
+    while len(out) < n:
+        stem = "".join(rng.choice(cons) + rng.choice(vows) for _ in range(rng.choice((2, 3))))
+        stem += rng.choice(cons)
+        if stem not in out:
+            out.append(stem)
+    return out
+
+
+_lex = random.Random(2017)  # the lexicon; SEED draws the sentences
 # source lemma: (singular, plural, target singular, target plural, gender)
-NOUNS = [
-    ("cat", "cats", "gato", "gatoj", "f"),
-    ("dog", "dogs", "hundo", "hundoj", "m"),
-    ("mouse", "mice", "muso", "musoj", "f"),
-    ("fox", "foxes", "foko", "fokoj", "m"),
-    ("bird", "birds", "birdo", "birdoj", "m"),
-    ("horse", "horses", "cevo", "cevoj", "f"),
-    ("child", "children", "ido", "idoj", "m"),
-    ("teacher", "teachers", "docto", "doctoj", "f"),
-    ("farmer", "farmers", "kulto", "kultoj", "m"),
-    ("king", "kings", "rego", "regoj", "m"),
-    ("queen", "queens", "regino", "reginoj", "f"),
-    ("wolf", "wolves", "lupo", "lupoj", "f"),
-]
+NOUNS = [(sg, pl, stem + "o", stem + "oj", _lex.choice("mf"))
+         for (sg, pl), stem in zip(NOUN_WORDS, invented_stems(_lex, len(NOUN_WORDS)))]
 # source adjective: target stem (+ o, a, oj, aj for m sg, f sg, m pl, f pl)
-ADJECTIVES = [("big", "gran"), ("small", "malgran"), ("red", "rus"), ("old", "malj"),
-              ("young", "jun"), ("happy", "fel"), ("black", "nigr"), ("quick", "rap")]
+ADJECTIVES = list(zip(ADJECTIVE_WORDS, invented_stems(_lex, len(ADJECTIVE_WORDS))))
 # source verb (3rd singular, plural): target stem (+ am, af, om, of: subject m sg, f sg, m pl, f pl)
-VERBS = [("sees", "see", "vid"), ("chases", "chase", "cas"), ("likes", "like", "sat"),
-         ("finds", "find", "trov"), ("helps", "help", "help"), ("bites", "bite", "mord"),
-         ("follows", "follow", "sekv"), ("knows", "know", "kon")]
+VERBS = [(sg, pl, stem) for (sg, pl), stem in zip(VERB_WORDS, invented_stems(_lex, len(VERB_WORDS)))]
 
 
 def article(definite, gender, plural):
@@ -137,7 +165,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     rng = random.Random(SEED)
     seen = set()
-    sets = {"train.tsv": draw(rng, 6000, "short", seen), "valid.tsv": draw(rng, 500, "short", seen),
+    sets = {"train.tsv": draw(rng, 4000, "short", seen), "valid.tsv": draw(rng, 500, "short", seen),
             "long.tsv": draw(rng, 500, "long", seen)}
     for name, pairs in sets.items():
         with open(os.path.join(out_dir, name), "w", encoding="utf-8", newline="\n") as f:
