@@ -192,8 +192,8 @@ bench-torch: $(BENCHES)
 	BENCH_MPI_BUILD=$(QKV_MPI_BIN) bash bench/run.sh $(B32) --torch
 
 # Table 3 of the paper and its design claims, each row a fixed number of
-# steps of build/rel-f32/train over several seeds (tools/ablate.py; about an
-# hour on 2 cores with the defaults). Results go to runs/ablate/<row>/<seed>/,
+# steps of build/rel-f32/train over several seeds (tools/ablate.py; 72 runs
+# with the defaults, two at once). Results go to runs/ablate/<row>/<seed>/,
 # and a second start resumes from them; the report is ABLATIONS.md, the plots
 # docs/ablations/*.svg.
 ABLATE_ROWS  ?= all

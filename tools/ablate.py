@@ -423,7 +423,7 @@ def esc(s):
 def write_plot_svg(path, title, series):
     """series: [(label, [[(step, ppl)] per seed])]: one colour per row, a thin
     line per seed and a thick one for the mean over seeds; log-scale y."""
-    W, H, L, R, T, B = 760, 440, 70, 230, 40, 50
+    W, H, L, R, T, B = 940, 440, 70, 410, 40, 50
     pts = [p for _, seeds in series for curve in seeds for p in curve if math.isfinite(p[1])]
     with open(path, "w") as f:
         f.write(f"<svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{H}' "
