@@ -167,6 +167,7 @@ CLAIMS = [
      "metric": "ppl", "text": "Sinusoidal positions extrapolate to sequences longer than any "
                               "trained on, learned ones less well"},
 ]
+STOP = threading.Event()  # set on Ctrl-C: no new run starts
 MIN_SEEDS = 3  # a claim is judged from at least this many seeds per row, never one run
 METRIC_NAME = {"ppl": "perplexity", "bleu": "BLEU"}
 
@@ -363,10 +364,15 @@ def run_one(binary, r, seed, steps, eval_every, task, results_dir, commit):
                            timeout=3600)
         rc, stdout, stderr = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
-        rc, stdout, stderr = None, e.stdout or "", (e.stderr or "") + "\ntimed out after 3600 s"
-        stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
-        stderr = stderr.decode() if isinstance(stderr, bytes) else stderr
+        def text(b):
+            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        rc, stdout, stderr = None, text(e.stdout), text(e.stderr) + "\ntimed out after 3600 s"
     wall = time.time() - t0
+    if STOP.is_set() or (rc is not None and (rc < 0 or rc in (129, 130, 143))):
+        # Stopped by a signal (Ctrl-C on the harness reaches the trainer too):
+        # not a result. Nothing is written, so the next start runs it again.
+        return {"row": r["id"], "seed": seed, "status": "interrupted",
+                "reason": f"interrupted (exit {rc})", "wall_s": round(wall, 2)}
     with open(os.path.join(out_dir, "output.txt"), "w") as f:
         f.write(stdout + ("\n--- stderr ---\n" + stderr if stderr else ""))
     res = {"row": r["id"], "seed": seed, "key": key, "command": shlex.join(cmd),
@@ -713,7 +719,11 @@ def main(argv=None):
 
     def one(job):
         r, s = job
+        if STOP.is_set():
+            return
         res = run_one(binary, r, s, a.steps, eval_every, task, results_dir, commit)
+        if res["status"] == "interrupted":
+            return
         with lock:
             done[0] += 1
             results.setdefault(r["id"], []).append(res)
@@ -725,8 +735,18 @@ def main(argv=None):
             took = "reused" if res.get("reused") else f"{res['wall_s']:.0f} s"
             print(f"[{done[0]:3d}/{len(jobs)}] {r['id']:<15} seed {s}: {what} ({took})", flush=True)
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as ex:
-        list(ex.map(one, jobs))
+    ex = concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs)
+    futures = [ex.submit(one, j) for j in jobs]
+    try:
+        for fut in futures:
+            fut.result()
+    except KeyboardInterrupt:
+        STOP.set()
+        ex.shutdown(wait=True, cancel_futures=True)
+        print(f"\nablate: interrupted after {done[0]} of {len(jobs)} runs; the runs written stay "
+              f"in {a.results}, and the same command resumes from them", flush=True)
+        return 130
+    ex.shutdown()
     wall = time.time() - t0
     counts = {}
     for rs in results.values():
