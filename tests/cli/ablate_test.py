@@ -12,7 +12,7 @@ import ablate  # noqa: E402
 
 def ok(seed, ppl, bleu=50.0, exact=10.0):
     return {"seed": seed, "status": "ok", "ppl": ppl, "bleu": bleu, "exact": exact,
-            "params": 1000, "wall_s": 1.0}
+            "params": 1000, "wall_s": 1.0, "steps_to_target": None}
 
 
 def diverged(seed):
@@ -123,11 +123,28 @@ class Report(unittest.TestCase):
         self.assertIn("diverged: step 12: the loss is nan; stopping (seed 2)", lines["| A-h1"])
         self.assertIn("not run: the trainer has no flag --d-k (seed 1, 2, 3)", lines["| B-dk4"])
         self.assertIn("| 4.92 | 25.8 |", lines["| base"])  # the paper's base row
+        self.assertIn("| not reached (0/3) |", lines["| base"])
         self.assertIn("not run yet", lines["| C-N1"])
         self.assertIn("**A1: reproduced.**", text)
         self.assertIn("**B1: not judged.**", text)
         for c in ablate.CLAIMS:
             self.assertIn(f"**{c['id']}: ", text)  # every claim has its line
+
+
+class StepsToTarget(unittest.TestCase):
+    def test_the_first_check_at_the_target_counts(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "log.csv")
+            with open(log, "w") as f:
+                f.write("step,loss,lr,tokens_per_s,grad_norm,heldout_exact,heldout_token,"
+                        "heldout_loss,heldout_bleu\n1,5.2,0.001,100,1.0,,,,\n"
+                        "100,,,,,0.5,0.8,1.0,50\n200,,,,,0.91,0.95,0.5,90\n"
+                        "300,,,,,0.95,0.97,0.4,95\n")
+            self.assertEqual(ablate.steps_to_target(log), 200)
+            self.assertIsNone(ablate.steps_to_target(log, target=0.99))
+            self.assertIsNone(ablate.steps_to_target(os.path.join(d, "missing.csv")))
+        self.assertEqual(ablate.steps_cell([{"steps_to_target": 200}, {"steps_to_target": 400},
+                                            {"steps_to_target": None}]), "300 (2/3)")
 
 
 class Parsing(unittest.TestCase):
