@@ -673,7 +673,7 @@ def write_report(path, plots_dir, results_by_row, rows, meta):
     for g in groups:
         ids = [x for x in PLOT_WITH.get(g, []) if x in ROW_BY_ID] + \
             [r["id"] for r in rows if r["group"] == g]
-        if not any(results_by_row.get(i) for i in ids):
+        if not any(results_by_row.get(r["id"]) for r in rows if r["group"] == g):
             lines += [f"{GROUPS[g]}: not run yet.", ""]
             continue
         series = []
