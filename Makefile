@@ -65,7 +65,7 @@ PC32  := $(B32)/pkgconfig/qkv.pc
 EXAMPLES := $(patsubst examples/%.cpp,$(B32)/%,$(wildcard examples/*.cpp))
 BENCHES  := $(patsubst bench/%.cpp,$(B32)/%,$(wildcard bench/*.cpp))
 
-.PHONY: all deps test test-faults demo step bench bench-torch lib clean fixtures install pkgconfig format ablate
+.PHONY: all deps test test-faults demo step bench bench-torch lib clean fixtures install pkgconfig format
 # Keep the programs' object files (make would delete them as intermediates).
 .SECONDARY:
 all: $(LIB32) $(EXAMPLES) $(PC32)
@@ -196,6 +196,7 @@ bench-torch: $(BENCHES)
 # with the defaults, two at once). Results go to runs/ablate/<row>/<seed>/,
 # and a second start resumes from them; the report is ABLATIONS.md, the plots
 # docs/ablations/*.svg.
+.PHONY: ablate
 ABLATE_ROWS  ?= all
 ABLATE_SEEDS ?= 3
 ABLATE_STEPS ?= 1000
