@@ -7,6 +7,8 @@
 #   make test-faults       SIGKILL the trainer 100 times while it checkpoints
 #   make demo       train the reverse task (examples/train)
 #   make bench      benchmarks -> BENCHMARKS.md
+#   make ablate     the paper's Table 3 and design claims at laptop scale -> ABLATIONS.md
+#                   (ABLATE_ROWS=A one group, ABLATE_SEEDS, ABLATE_STEPS, ABLATE_JOBS)
 #   make install PREFIX=/opt/qkv   headers, libqkv.a and lib/pkgconfig/qkv.pc (DESTDIR honoured)
 #   make MPI=1      the same built with OpenMPI into build/rel-mpi-f32 (mpirun -np N .../train)
 
@@ -211,6 +213,21 @@ bench: $(BENCHES)
 
 bench-torch: $(BENCHES)
 	BENCH_MPI_BUILD=$(QKV_MPI_BIN) bash bench/run.sh $(B32) --torch
+
+# Table 3 of the paper and its design claims, each row a fixed number of
+# steps of build/rel-f32/train over several seeds (tools/ablate.py; 72 runs
+# with the defaults, two at once). Results go to runs/ablate/<row>/<seed>/,
+# and a second start resumes from them; the report is ABLATIONS.md, the plots
+# docs/ablations/*.svg.
+.PHONY: ablate
+ABLATE_ROWS  ?= all
+ABLATE_SEEDS ?= 3
+ABLATE_STEPS ?= 1000
+ABLATE_JOBS  ?= 2
+ablate: $(B32)/train
+	python3 tools/ablate.py --bin $(B32)/train --rows $(ABLATE_ROWS) --seeds $(ABLATE_SEEDS) \
+	  --steps $(ABLATE_STEPS) --jobs $(ABLATE_JOBS) \
+	  --command "make ablate ABLATE_ROWS=$(ABLATE_ROWS) ABLATE_SEEDS=$(ABLATE_SEEDS) ABLATE_STEPS=$(ABLATE_STEPS) ABLATE_JOBS=$(ABLATE_JOBS)"
 
 fixtures:
 	/usr/bin/python3 tests/pytorch/make_fixtures.py

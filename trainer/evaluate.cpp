@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "trainer/bleu.h"
 #include "trainer/trainer.h"
 
 namespace qkv::train {
@@ -54,6 +55,9 @@ EvalResult Trainer::evaluate() {
 
 EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
   EvalResult r;
+  std::vector<Seq> refs;
+  double total_loss = 0;  // summed over the target tokens (and </s>) of the set
+  int64_t loss_tokens = 0;
   // A long evaluation shows how far it is, on a terminal.
   const bool progress = set.size() > 20000 && isatty(STDERR_FILENO) && dist::rank() == 0;
   for (size_t i = 0; i < set.size(); i += static_cast<size_t>(chunk)) {
@@ -62,6 +66,18 @@ EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
     std::vector<Seq> sources;
     for (size_t k = i; k < end; ++k) sources.push_back(set[k].src);
     std::vector<Seq> pred = answer(sources);
+    {  // Teacher-forced cross-entropy of the expected answers, for the perplexity.
+      NoGradGuard no_grad;
+      const bool was_training = model().is_training();
+      model().eval();  // no dropout
+      const nn::TeacherForced f =
+          net_->forward_pairs(std::vector<Pair>(set.begin() + static_cast<std::ptrdiff_t>(i),
+                                                set.begin() + static_cast<std::ptrdiff_t>(end)));
+      total_loss += double(nn::cross_entropy(f.logits, f.targets, Vocab::kPad).item()) *
+                    double(f.target_tokens);
+      loss_tokens += f.target_tokens;
+      if (was_training) model().train();
+    }
     for (size_t k = i; k < end; ++k) {
       const Seq& want = set[k].tgt;
       const Seq& got = pred[k - i];
@@ -76,9 +92,12 @@ EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
         r.tokens_right += p == w;
       }
       r.predictions.push_back(got);
+      refs.push_back(want);
     }
   }
   if (progress) std::fprintf(stderr, "\r%60s\r", "");
+  r.loss = loss_tokens ? total_loss / double(loss_tokens) : 0;
+  r.bleu = corpus_bleu(r.predictions, refs);
   return r;
 }
 

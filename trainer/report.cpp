@@ -75,8 +75,8 @@ std::string eval_line(const EvalResult& r) {
   if (r.is_lm)
     std::snprintf(b, sizeof b, "loss %.4f, perplexity %.3f", r.loss, r.perplexity());
   else
-    std::snprintf(b, sizeof b, "exact %.2f%%, token %.2f%%", 100 * r.exact_acc(),
-                  100 * r.token_acc());
+    std::snprintf(b, sizeof b, "exact %.2f%%, token %.2f%%, BLEU %.2f, perplexity %.3f",
+                  100 * r.exact_acc(), 100 * r.token_acc(), r.bleu, r.perplexity());
   return b;
 }
 
@@ -138,17 +138,21 @@ EvalResult final_report(Trainer& t, const RunOptions& o) {
   double greedy_s = 0, beam_s = 0;
   const EvalResult greedy = timed_eval(t, "greedy", o, &greedy_s);
   std::printf("\nheld-out (%lld sequences, never trained on):\n", (long long)greedy.sequences);
+  // Teacher-forced: the same for every decoder.
+  std::printf("  per-token perplexity %.3f (cross-entropy %.4f, teacher-forced)\n",
+              greedy.perplexity(), greedy.loss);
   std::printf(
-      "  greedy:                 exact-sequence accuracy %6.2f%%, token accuracy %6.2f%% (%.2f "
-      "s)\n",
-      100 * greedy.exact_acc(), 100 * greedy.token_acc(), greedy_s);
+      "  greedy:                 exact-sequence accuracy %6.2f%%, token accuracy %6.2f%%, BLEU "
+      "%6.2f (%.2f s)\n",
+      100 * greedy.exact_acc(), 100 * greedy.token_acc(), greedy.bleu, greedy_s);
   EvalResult r = greedy;
   if (nn::can_beam_search(t.model())) {
     const EvalResult beam = timed_eval(t, "beam", o, &beam_s);
     std::printf(
-        "  beam %lld (alpha %.2g):     exact-sequence accuracy %6.2f%%, token accuracy %6.2f%% "
-        "(%.2f s)\n",
-        (long long)o.beam, o.alpha, 100 * beam.exact_acc(), 100 * beam.token_acc(), beam_s);
+        "  beam %lld (alpha %.2g):     exact-sequence accuracy %6.2f%%, token accuracy %6.2f%%, "
+        "BLEU %6.2f (%.2f s)\n",
+        (long long)o.beam, o.alpha, 100 * beam.exact_acc(), 100 * beam.token_acc(), beam.bleu,
+        beam_s);
     if (o.decode == "beam") r = beam;
   }
   const auto& held = t.pairs->heldout();

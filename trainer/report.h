@@ -20,7 +20,7 @@ struct History {
 void print_header(const Trainer& t, const RunOptions& o);
 // --temperature, --top-k, --top-p as nn::SampleOptions (checked).
 nn::SampleOptions sampling(const RunOptions& o);
-// "exact 99.50%, token 99.90%" or "loss 1.2345, perplexity 3.437".
+// "exact 99.50%, token 99.90%, BLEU 99.71, perplexity 1.012" or "loss 1.2345, perplexity 3.437".
 std::string eval_line(const EvalResult& r);
 // Held-out results, a few examples and the length-generalisation check.
 EvalResult final_report(Trainer& t, const RunOptions& o);

@@ -194,7 +194,8 @@ class CsvLog {
     if (!f_) fail("cannot open it");
     std::error_code ec;
     if (!append || std::filesystem::file_size(path, ec) == 0 || ec)
-      f_ << "step,loss,lr,tokens_per_s,grad_norm,heldout_exact,heldout_token,heldout_loss\n";
+      f_ << "step,loss,lr,tokens_per_s,grad_norm,heldout_exact,heldout_token,heldout_loss,"
+            "heldout_bleu\n";
   }
   template <class... A>
   void row(const A&... fields) {
@@ -308,7 +309,7 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
     window_n++;
     const double tok_s = double(h.tokens) / std::max(h.train_seconds, 1e-9);
     const double eta = h.train_seconds / double(s - h.first_step) * double(t.cfg.steps - s);
-    log.row(s, loss, t.current_lr(), tok_s, t.last_grad_norm, "", "", "");
+    log.row(s, loss, t.current_lr(), tok_s, t.last_grad_norm, "", "", "", "");
     if (tty && (s % 10 == 0 || s == t.cfg.steps))
       progress_bar(s, t.cfg.steps, loss, t.current_lr(), tok_s, eta);
     if (!tty && (s % o.log_every == 0 || s == t.cfg.steps)) {
@@ -331,7 +332,8 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
       h.eval_steps.push_back(double(s));
       h.eval_accs.push_back(r.is_lm ? r.loss : r.exact_acc());
       log.row(s, "", "", "", "", r.is_lm ? "" : std::to_string(r.exact_acc()),
-              r.is_lm ? "" : std::to_string(r.token_acc()), r.is_lm ? std::to_string(r.loss) : "");
+              r.is_lm ? "" : std::to_string(r.token_acc()), std::to_string(r.loss),
+              r.is_lm ? "" : std::to_string(r.bleu));
       if (tty) std::printf("\n");
       std::printf("  held-out at step %lld: %s\n", static_cast<long long>(s), eval_line(r).c_str());
       if (!o.no_early_stop && !r.is_lm && r.exact_acc() >= o.target) {

@@ -76,7 +76,8 @@ Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t global_to
 
 struct EvalResult {
   int64_t sequences = 0, exact = 0, tokens = 0, tokens_right = 0;
-  double loss = 0;             // language model: mean held-out cross-entropy
+  double loss = 0;  // mean held-out cross-entropy per target token (teacher-forced for pairs)
+  double bleu = 0;  // pairs: corpus BLEU (0..100) of the answers, on the model's tokens
   int64_t unknown_tokens = 0;  // held-out tokens the vocabulary lacks (<unk>)
   bool is_lm = false;
   double exact_acc() const { return sequences ? double(exact) / sequences : 0; }

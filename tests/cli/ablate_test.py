@@ -1,0 +1,190 @@
+"""tools/ablate.py's statistics, verdicts, table and parsing on canned results
+(run by tests/cli/ablate.sh: python3 tests/cli/ablate_test.py)."""
+import math
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import ablate  # noqa: E402
+
+
+def ok(seed, ppl, bleu=50.0, exact=10.0):
+    return {"seed": seed, "status": "ok", "ppl": ppl, "bleu": bleu, "exact": exact,
+            "params": 1000, "wall_s": 1.0, "steps_to_target": None}
+
+
+def diverged(seed):
+    return {"seed": seed, "status": "diverged",
+            "reason": "diverged: step 12: the loss is nan; stopping"}
+
+
+BETTER = {"id": "T1", "kind": "better", "better": "base", "worse": "A-h1", "metric": "ppl",
+          "text": "t"}
+SAME = {"id": "T2", "kind": "same", "better": "base", "worse": "E-learned", "metric": "ppl",
+        "text": "t"}
+
+
+class Stats(unittest.TestCase):
+    def test_mean_and_sample_sd(self):
+        st = ablate.row_stats([ok(1, 2.0), ok(2, 3.0), ok(3, 4.0)], "ppl")
+        self.assertEqual(st["n"], 3)
+        self.assertAlmostEqual(st["mean"], 3.0)
+        self.assertAlmostEqual(st["sd"], 1.0)  # sample sd of 2, 3, 4
+        self.assertEqual((st["lo"], st["hi"]), (2.0, 4.0))
+
+    def test_a_diverged_seed_stretches_the_interval_to_the_worst_value(self):
+        st = ablate.row_stats([ok(1, 2.0), ok(2, 2.2), diverged(3)], "ppl")
+        self.assertEqual(st["n"], 3)
+        self.assertEqual(st["diverged"], 1)
+        self.assertTrue(math.isinf(st["hi"]))
+        b = ablate.row_stats([ok(1, 60.0), ok(2, 62.0), diverged(3)], "bleu")
+        self.assertEqual(b["lo"], 0.0)
+        self.assertEqual(ablate.fmt_stat(st, "ppl"), "diverged 1/3, the others 2.100 ± 0.141")
+
+    def test_runs_that_did_not_train_have_no_value(self):
+        rs = [{"seed": 1, "status": "not run", "reason": "not run: the trainer has no flag --d-k"}]
+        self.assertIsNone(ablate.row_stats(rs, "ppl"))
+        st = ablate.row_stats([diverged(1), diverged(2)], "ppl")
+        self.assertTrue(math.isinf(st["mean"]))
+        self.assertEqual(ablate.fmt_stat(st, "ppl"), "diverged 2/2")
+
+
+class Verdicts(unittest.TestCase):
+    def test_overlapping_spreads_are_not_separable(self):
+        rs = {"base": [ok(1, 5.0), ok(2, 5.4), ok(3, 5.2)],
+              "A-h1": [ok(1, 5.3), ok(2, 5.6), ok(3, 5.5)]}
+        self.assertEqual(ablate.judge(BETTER, rs)[0], "not separable at this scale")
+
+    def test_separate_spreads_the_papers_way_reproduce_the_claim(self):
+        rs = {"base": [ok(1, 5.0), ok(2, 5.1), ok(3, 5.05)],
+              "A-h1": [ok(1, 6.0), ok(2, 6.2), ok(3, 6.1)]}
+        self.assertEqual(ablate.judge(BETTER, rs)[0], "reproduced")
+
+    def test_separate_spreads_the_other_way_do_not(self):
+        rs = {"base": [ok(1, 6.0), ok(2, 6.2), ok(3, 6.1)],
+              "A-h1": [ok(1, 5.0), ok(2, 5.1), ok(3, 5.05)]}
+        self.assertEqual(ablate.judge(BETTER, rs)[0], "not reproduced")
+
+    def test_bleu_is_higher_is_better(self):
+        c = dict(BETTER, metric="bleu")
+        rs = {"base": [ok(1, 5, bleu=60), ok(2, 5, bleu=61), ok(3, 5, bleu=62)],
+              "A-h1": [ok(1, 5, bleu=50), ok(2, 5, bleu=51), ok(3, 5, bleu=52)]}
+        self.assertEqual(ablate.judge(c, rs)[0], "reproduced")
+
+    def test_a_claim_of_no_difference_is_reproduced_by_overlap(self):
+        rs = {"base": [ok(1, 5.0), ok(2, 5.4), ok(3, 5.2)],
+              "E-learned": [ok(1, 5.3), ok(2, 5.6), ok(3, 5.5)]}
+        self.assertEqual(ablate.judge(SAME, rs)[0], "reproduced")
+        rs["E-learned"] = [ok(1, 9.0), ok(2, 9.1), ok(3, 9.2)]
+        self.assertEqual(ablate.judge(SAME, rs)[0], "not reproduced")
+
+    def test_a_row_that_diverges_loses_and_is_never_dropped(self):
+        rs = {"base": [ok(1, 5.0), ok(2, 5.1), ok(3, 5.05)],
+              "A-h1": [ok(1, 6.0), diverged(2), ok(3, 6.1)]}
+        verdict, detail = ablate.judge(BETTER, rs)
+        self.assertEqual(verdict, "reproduced")
+        self.assertIn("diverged 1/3", detail)
+        # Diverging in the better row: the worst value is inf, so it cannot win.
+        rs = {"base": [ok(1, 5.0), diverged(2), ok(3, 5.05)],
+              "A-h1": [ok(1, 6.0), ok(2, 6.2), ok(3, 6.1)]}
+        self.assertEqual(ablate.judge(BETTER, rs)[0], "not separable at this scale")
+
+    def test_never_from_fewer_seeds_than_the_minimum_nor_from_missing_rows(self):
+        rs = {"base": [ok(1, 5.0)], "A-h1": [ok(1, 9.0)]}
+        self.assertEqual(ablate.judge(BETTER, rs)[0], "not judged")
+        rs = {"base": [ok(1, 5.0), ok(2, 5.0), ok(3, 5.0)],
+              "A-h1": [{"seed": s, "status": "not run",
+                        "reason": "not run: the trainer has no flag --d-k"} for s in (1, 2, 3)]}
+        verdict, detail = ablate.judge(BETTER, rs)
+        self.assertEqual(verdict, "not judged")
+        self.assertIn("no flag --d-k", detail)
+
+
+class Report(unittest.TestCase):
+    def test_the_table_shows_every_row_its_divergences_and_refusals(self):
+        rs = {"base": [ok(1, 5.0), ok(2, 5.1), ok(3, 5.05)],
+              "A-h1": [ok(1, 6.0), diverged(2), ok(3, 6.1)],
+              "B-dk4": [{"seed": s, "status": "not run",
+                         "reason": "not run: the trainer has no flag --d-k"} for s in (1, 2, 3)]}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ABLATIONS.md")
+            meta = {"command": "make ablate", "commit": "abc", "machine": "m", "seeds": 3,
+                    "steps": 10, "eval_every": 5, "jobs": 2, "summary": "s", "results": d,
+                    "date": "today"}
+            ablate.write_report(path, os.path.join(d, "plots"), rs, ablate.ROWS, meta)
+            with open(path) as f:
+                text = f.read()
+        lines = {ln.split(" | ")[0]: ln for ln in text.splitlines() if ln.startswith("| ")}
+        self.assertEqual(len([k for k in lines if k != "| row"]), len(ablate.ROWS))
+        self.assertIn("5.050 ± 0.050 (3)", lines["| base"])
+        self.assertIn("diverged 1/3", lines["| A-h1"])
+        self.assertIn("diverged: step 12: the loss is nan; stopping (seed 2)", lines["| A-h1"])
+        self.assertIn("not run: the trainer has no flag --d-k (seed 1, 2, 3)", lines["| B-dk4"])
+        self.assertIn("| 4.92 | 25.8 |", lines["| base"])  # the paper's base row
+        self.assertIn("| not reached (0/3) |", lines["| base"])
+        self.assertIn("not run yet", lines["| C-N1"])
+        self.assertIn("**A1: reproduced.**", text)
+        self.assertIn("**B1: not judged.**", text)
+        for c in ablate.CLAIMS:
+            self.assertIn(f"**{c['id']}: ", text)  # every claim has its line
+
+
+class StepsToTarget(unittest.TestCase):
+    def test_the_first_check_at_the_target_counts(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "log.csv")
+            with open(log, "w") as f:
+                f.write("step,loss,lr,tokens_per_s,grad_norm,heldout_exact,heldout_token,"
+                        "heldout_loss,heldout_bleu\n1,5.2,0.001,100,1.0,,,,\n"
+                        "100,,,,,0.5,0.8,1.0,50\n200,,,,,0.91,0.95,0.5,90\n"
+                        "300,,,,,0.95,0.97,0.4,95\n")
+            self.assertEqual(ablate.steps_to_target(log), 200)
+            self.assertIsNone(ablate.steps_to_target(log, target=0.99))
+            self.assertIsNone(ablate.steps_to_target(os.path.join(d, "missing.csv")))
+        self.assertEqual(ablate.steps_cell([{"steps_to_target": 200}, {"steps_to_target": 400},
+                                            {"steps_to_target": None}]), "300 (2/3)")
+
+
+class Parsing(unittest.TestCase):
+    OUT = """model: seq2seq, d_model 64, 8 heads, 2+2 layers, d_ff 256, Post-LN, relu, sinusoidal positions, 263580 parameters
+trained 300 steps in 12.2 s (40.6 ms/step, 18257 target tokens/s); evaluation took 0.8 s
+
+held-out (500 sequences, never trained on):
+  per-token perplexity 1.274 (cross-entropy 0.2419, teacher-forced)
+  greedy:                 exact-sequence accuracy  52.80%, token accuracy  78.17%, BLEU  83.99 (0.22 s)
+  beam 4 (alpha 0.6):     exact-sequence accuracy  53.60%, token accuracy  78.03%, BLEU  84.18 (0.64 s)
+"""
+
+    def test_the_final_report_is_read(self):
+        r = ablate.parse_output(self.OUT)
+        self.assertEqual(r["ppl"], 1.274)
+        self.assertEqual(r["loss"], 0.2419)
+        self.assertEqual((r["exact"], r["token"], r["bleu"]), (52.8, 78.17, 83.99))
+        self.assertEqual((r["steps_done"], r["train_s"], r["ms_per_step"]), (300, 12.2, 40.6))
+        self.assertEqual(r["params"], 263580)
+
+    def test_an_unknown_flag_is_named(self):
+        err = "The following arguments were not expected: 4 --d-k\nRun with --help for more information.\n"
+        self.assertEqual(ablate.refused_flag(err, []), "--d-k")
+        self.assertIsNone(ablate.refused_flag("error: --heads: 3 does not divide 64", []))
+
+    def test_rows_are_the_base_with_their_changes(self):
+        r = ablate.ROW_BY_ID["N-pre-nowarm"]
+        flags = ablate.row_flags(r, 1000, 100, "T")
+        self.assertIn("--pre-ln", flags)
+        self.assertNotIn("--post-ln", flags)
+        self.assertEqual(flags[flags.index("--warmup") + 1], "0")
+        self.assertEqual(flags[flags.index("--lr") + 1], ablate.HIGH_LR)
+        base = ablate.row_flags(ablate.ROW_BY_ID["base"], 1000, 100, "T")
+        self.assertEqual(base[base.index("--warmup") + 1], "100")
+        self.assertEqual(base[base.index("--valid") + 1], "T/valid.tsv")
+        long = ablate.row_flags(ablate.ROW_BY_ID["P-learned-long"], 1000, 100, "T")
+        self.assertEqual(long[long.index("--valid") + 1], "T/long.tsv")
+        self.assertEqual([x["id"] for x in ablate.select_rows("S")], ["A-h1", "S-h1-noscale"])
+        self.assertEqual([x["id"] for x in ablate.select_rows("E")], ["base", "E-learned"])
+
+
+if __name__ == "__main__":
+    unittest.main()
