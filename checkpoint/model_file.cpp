@@ -67,11 +67,23 @@ void encoder_fields(C& c, F&& f) {
   f("seed", c.seed);
 }
 
+// Every config's attention settings (models/encoder_decoder.h), the keys that
+// change the function: the kernel, its sparse pattern, the scale. Files
+// written before they existed lack them and read as the standard kernel.
+template <class C, class F>
+void attention_fields(C& c, F&& f) {
+  f("window", c.window);
+  f("global_every", c.global_every);
+  f("scaled", c.scaled);
+}
+
 template <class C, class Fields>
 json to_json_with(const C& c, Fields fields) {
   json j;
   fields(c, [&](const char* k, const auto& v) { j[k] = v; });
   j["activation"] = activation_name(c.activation);
+  attention_fields(c, [&](const char* k, const auto& v) { j[k] = v; });
+  j["attention"] = to_string(c.attention);
   return j;
 }
 
@@ -83,6 +95,22 @@ C from_json_with(const json& file_json, const std::string& where, Fields fields)
   std::string act;
   read_json_field(j, "activation", act, where);
   c.activation = parse_activation(act, where);
+  attention_fields(c, [&](const char* k, auto& v) {
+    if (j.is_object() && j.contains(k)) read_json_field(j, k, v, where);
+  });
+  if (j.is_object() && j.contains("attention")) {
+    std::string kernel;
+    read_json_field(j, "attention", kernel, where);
+    try {
+      c.attention = attention_kernel_from_string(kernel);
+    } catch (const Error&) {
+      throw Error(where + ": key 'attention' is '" + brief(kernel) +
+                  "' (expected standard, memory-efficient, sparse, linear or auto)");
+    }
+  }
+  if (c.window < 1 || c.global_every < 1)
+    throw Error(where + ": keys 'window' and 'global_every' must be >= 1, got " +
+                std::to_string(c.window) + " and " + std::to_string(c.global_every));
   return c;
 }
 

@@ -109,6 +109,18 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   app.add_flag("--tie,!--no-tie", c.tie, "tie output and embedding (gpt: on)");
   add_value(app, "--positions", c.positions, "sinusoidal or learned (gpt)")->capture_default_str();
   add_value(app, "--activation", c.activation, "relu or gelu (gpt: gelu)")->capture_default_str();
+  add_value(app, "--attention", c.attention,
+            "standard, memory-efficient, sparse, linear or auto (self-attention's kernel)")
+      ->capture_default_str();
+  add_value(app, "--window", c.window, "sparse attention: the local window")->capture_default_str();
+  add_value(app, "--global-every", c.global_every, "sparse attention: a global position every N")
+      ->capture_default_str();
+  app.add_flag("--no-scale", c.no_scale, "attention scores without 1/sqrt(d_k)");
+  add_value(app, "--recompute", c.recompute, "none, ffn or layer: recompute in backward")
+      ->capture_default_str();
+  add_value(app, "--attention-budget", c.attention_budget,
+            "MiB for attention probabilities (auto; 0: no limit)")
+      ->capture_default_str();
   add_value(app, "--context", c.context, "position table rows (0: as needed)")
       ->capture_default_str();
   add_value(app, "--batch", c.batch, "sequences per batch")->capture_default_str();

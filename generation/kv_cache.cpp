@@ -57,9 +57,11 @@ namespace {
 // V in [D, 2D). Query i of row r sees keys j < visible(r, i). O (R*n, D).
 template <class KvRow, class Visible>
 void attend(const real* q, int64_t ldq, const real* kv, int64_t kv_stride, KvRow kv_row,
-            Visible visible, int64_t R, int64_t n, int64_t L, int64_t H, int64_t dk, real* O) {
+            Visible visible, int64_t R, int64_t n, int64_t L, int64_t H, int64_t dk, real a_scale,
+            real* O) {
   const int64_t D = H * dk, ldkv = 2 * D;
-  const real scale = real(1) / std::sqrt(static_cast<real>(dk));
+  // The module's scale (0: the paper's 1/sqrt(d_k)).
+  const real scale = a_scale > 0 ? a_scale : real(1) / std::sqrt(static_cast<real>(dk));
   const real neg_inf = -std::numeric_limits<real>::infinity();
   Tensor P = Tensor::empty({R * H, n, L});  // scores, then probabilities
   parallel_for(
@@ -106,7 +108,7 @@ Tensor self_attention_step(MultiHeadAttention& a, const Tensor& x, Tensor& kv, i
   attend(
       QKV.data(), 3 * D, kv.data(), cap * 2 * D, [](int64_t r) { return r; },
       [t0](int64_t, int64_t i) { return t0 + i + 1; },  // causal: query t0+i sees keys [0, t0+i]
-      R, n, t0 + n, a.heads, a.d_k, O.data());
+      R, n, t0 + n, a.heads, a.d_k, a.scale, O.data());
   Tensor Y = Tensor::empty({R, n, D});
   linear_forward(O, a.w_o->weight.data().data(), bias ? a.w_o->bias.data().data() : nullptr, D,
                  Y.data());
@@ -127,7 +129,7 @@ Tensor cross_attention_step(MultiHeadAttention& a, const Tensor& x, const Tensor
   attend(
       Q.data(), D, mem_kv.data(), S * 2 * D, [mrow](int64_t r) { return mrow[r]; },
       [mrow, mlen](int64_t r, int64_t) { return mlen[mrow[r]]; },  // source padding
-      R, n, S, a.heads, a.d_k, O.data());
+      R, n, S, a.heads, a.d_k, a.scale, O.data());
   Tensor Y = Tensor::empty({R, n, D});
   linear_forward(O, a.w_o->weight.data().data(), bias ? a.w_o->bias.data().data() : nullptr, D,
                  Y.data());
@@ -164,9 +166,22 @@ void add_position_rows(Tensor& x, const Tensor& table, int64_t t0) {
 }  // namespace
 
 // ---- encoder-decoder -----------------------------------------------------------------------
+// The cache computes softmax attention over every cached key: exact for the
+// standard and memory-efficient kernels, not for sparse or linear attention.
+static void check_cacheable(const AttentionSettings& c, const char* op) {
+  if (!c.cacheable())
+    throw Error(std::string(op) +
+                ": the key/value cache computes softmax attention over every "
+                "cached key, not this model's " +
+                to_string(c.attention) +
+                " attention; decode without the cache (DecodeOptions::use_cache = false, "
+                "nn::answer does)");
+}
+
 KVCache start_decoding(Seq2SeqTransformer& model, const Tokens& src, int64_t capacity,
                        int64_t rows_per_source) {
   src.check("start_decoding");
+  check_cacheable(model.cfg, "start_decoding");
   if (rows_per_source < 1)
     throw Error("start_decoding: rows_per_source must be >= 1, got " +
                 std::to_string(rows_per_source));
@@ -229,6 +244,7 @@ Tensor decode_step(Seq2SeqTransformer& model, KVCache& cache, const std::vector<
 
 // ---- decoder-only (GPT) --------------------------------------------------------------------
 KVCache start_generation(GPT& model, int64_t rows, int64_t capacity) {
+  check_cacheable(model.cfg, "start_generation");
   if (capacity > model.cfg.max_positions)
     throw Error("start_generation: capacity " + std::to_string(capacity) +
                 " exceeds the position table (max_positions " +

@@ -13,8 +13,9 @@ namespace qkv::nn {
 
 namespace {
 
-// The options' attention kernel on a layer's attention modules.
+// The options' attention kernel and scale on a layer's attention modules.
 void set_kernel(MultiHeadAttention& a, const LayerOptions& o, bool self_attention) {
+  a.scale = o.attention_scale;
   const bool same_maths =
       o.attention == AttentionKernel::MemoryEfficient || o.attention == AttentionKernel::Auto;
   if (!self_attention && !same_maths) return;

@@ -39,6 +39,34 @@ struct LayerOptions {
   int64_t attention_memory_budget = 0;  // bytes; 0: no limit (Auto, MemoryEfficient)
   SparsePattern sparse;                 // window, global_every (Sparse)
   Recompute recompute = Recompute::None;
+  real attention_scale = 0;  // 0: 1/sqrt(d_k); 1: unscaled scores (both attentions)
+};
+
+// The attention settings every model config holds beside its sizes: the
+// kernel and its pattern change the function (sparse, linear) or only how it
+// is computed (memory-efficient, auto); scaled = false drops 1/sqrt(d_k);
+// recompute and the memory budget trade time for memory, never the numbers.
+struct AttentionSettings {
+  AttentionKernel attention = AttentionKernel::Standard;
+  int64_t window = 128, global_every = 64;  // the sparse pattern
+  bool scaled = true;
+  Recompute recompute = Recompute::None;
+  int64_t attention_memory_budget = 0;  // bytes; 0: no limit
+  // Fills these settings into layer options.
+  LayerOptions apply(LayerOptions o) const {
+    o.attention = attention;
+    o.sparse.window = window;
+    o.sparse.global_every = global_every;
+    o.attention_scale = scaled ? 0 : 1;
+    o.recompute = recompute;
+    o.attention_memory_budget = attention_memory_budget;
+    return o;
+  }
+  // Whether the key/value cache (generation/kv_cache.h), which computes
+  // softmax attention over every cached key, decodes this model exactly.
+  bool cacheable() const {
+    return attention != AttentionKernel::Sparse && attention != AttentionKernel::Linear;
+  }
 };
 
 // Encoder layer: self-attention, then the feed-forward network.
@@ -95,7 +123,7 @@ class Decoder : public Module {
   std::shared_ptr<LayerNorm> norm;  // null for Post-LN
 };
 
-struct TransformerConfig {
+struct TransformerConfig : AttentionSettings {
   int64_t src_vocab = 16, tgt_vocab = 16;
   int64_t d_model = 512, heads = 8, encoder_layers = 6, decoder_layers = 6, d_ff = 2048;
   real dropout = 0.1;
@@ -106,7 +134,16 @@ struct TransformerConfig {
   int64_t max_positions = 512;     // rows of the position table (learned: the longest
                                    // sequence read; sinusoidal: grows on demand)
   uint64_t seed = 0;               // initialisation and dropout streams
-  LayerOptions layer() const { return {d_model, heads, d_ff, dropout, activation, pre_norm}; }
+  LayerOptions layer() const {
+    LayerOptions o;
+    o.d_model = d_model;
+    o.heads = heads;
+    o.d_ff = d_ff;
+    o.dropout = dropout;
+    o.activation = activation;
+    o.pre_norm = pre_norm;
+    return apply(o);
+  }
 };
 
 // The encoder-decoder model (figure 1 of the paper).

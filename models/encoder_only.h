@@ -8,7 +8,7 @@
 
 namespace qkv::nn {
 
-struct EncoderOnlyConfig {
+struct EncoderOnlyConfig : AttentionSettings {
   int64_t vocab = 16;    // input tokens
   int64_t classes = 16;  // labels, one per input token
   int64_t d_model = 512, heads = 8, layers = 6, d_ff = 2048;
@@ -16,7 +16,16 @@ struct EncoderOnlyConfig {
   Activation activation = Activation::ReLU;
   bool pre_norm = false;
   uint64_t seed = 0;  // initialisation and dropout streams
-  LayerOptions layer() const { return {d_model, heads, d_ff, dropout, activation, pre_norm}; }
+  LayerOptions layer() const {
+    LayerOptions o;
+    o.d_model = d_model;
+    o.heads = heads;
+    o.d_ff = d_ff;
+    o.dropout = dropout;
+    o.activation = activation;
+    o.pre_norm = pre_norm;
+    return apply(o);
+  }
 };
 
 // Encoder-only model: embeddings, sinusoidal positions, an encoder stack and a

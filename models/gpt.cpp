@@ -9,7 +9,14 @@ namespace qkv::nn {
 
 // ---- Decoder-only language model --------------------------------------------------------
 GPT::GPT(const GPTConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(dropout_seed(c.seed)) {
-  const LayerOptions o{c.d_model, c.heads, c.d_ff, c.dropout, c.activation, c.pre_norm};
+  LayerOptions o;
+  o.d_model = c.d_model;
+  o.heads = c.heads;
+  o.d_ff = c.d_ff;
+  o.dropout = c.dropout;
+  o.activation = c.activation;
+  o.pre_norm = c.pre_norm;
+  o = c.apply(o);
   tok_embed =
       register_module("tok_embed", std::make_shared<Embedding>(c.vocab, c.d_model, init_gen));
   pos_embed = register_module("pos_embed", std::make_shared<LearnedPositionalEmbedding>(

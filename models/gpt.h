@@ -9,7 +9,7 @@
 
 namespace qkv::nn {
 
-struct GPTConfig {
+struct GPTConfig : AttentionSettings {
   int64_t vocab = 512, d_model = 128, heads = 4, layers = 2, d_ff = 512;
   int64_t max_positions = 64;  // rows of the position table: the longest sequence read
   real dropout = 0.0;

@@ -110,7 +110,7 @@ AttentionKernel attention_kernel_from_string(const std::string& s) {
         AttentionKernel::Linear, AttentionKernel::Auto})
     if (s == to_string(k)) return k;
   if (s == "flash") return AttentionKernel::MemoryEfficient;
-  throw Error("attention: unknown kernel '" + s +
+  throw Error("attention: unknown kernel '" + brief(s, 40) +
               "' (standard, memory-efficient or flash, sparse, linear, auto)");
 }
 
@@ -428,6 +428,10 @@ Var MultiHeadAttention::forward(const Var& xq, const Var& xkv, const AttentionMa
   o.kernel = keep_attention_ ? AttentionKernel::Standard : kernel;
   o.memory_budget = memory_budget;
   o.sparse = sparse;
+  // A window past the keys sees them all: the same pattern, clamped so that
+  // a batch of short sequences trains (the functional op refuses it).
+  if (xkv.dim() == 3) o.sparse.window = std::min(sparse.window, xkv.size(1));
+  o.scale = scale;
   o.keep_probs = keep_attention_;
   AttentionResult r = multi_head_attention(xq, xkv, weights(), o);
   last_attention_ = r.probs;

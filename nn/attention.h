@@ -121,6 +121,9 @@ class MultiHeadAttention : public Module {
   AttentionKernel kernel = AttentionKernel::Standard;
   int64_t memory_budget = 0;
   SparsePattern sparse;
+  // The scores' scale: 0 is the paper's 1/sqrt(d_k); 1 leaves them unscaled
+  // (the ablation of section 3.2.1's argument). The linear kernel has none.
+  real scale = 0;
 
  private:
   bool keep_attention_ = false;

@@ -448,3 +448,35 @@ TEST_CASE("a model file written before the rename (max_len, not max_positions) s
   CHECK(error_of([&] { load_model(path); }) ==
         path + ": metadata 'model_config': holds both 'max_positions' and 'max_len', its old name");
 }
+
+TEST_CASE("a model file keeps its attention settings, and one written before them is standard") {
+  TempDir tmp;
+  const std::string path = tmp.file("sparse.safetensors");
+  GPTConfig c = small_gpt(true, true);
+  c.attention = AttentionKernel::Sparse;
+  c.window = 3;
+  c.global_every = 5;
+  c.scaled = false;
+  save_model(GPT(c), path);
+  const std::unique_ptr<GPT> back = load_gpt(path);
+  CHECK(back->cfg.attention == AttentionKernel::Sparse);
+  CHECK(back->cfg.window == 3);
+  CHECK(back->cfg.global_every == 5);
+  CHECK_FALSE(back->cfg.scaled);
+  CHECK(back->layers[0]->self_attn->kernel == AttentionKernel::Sparse);
+  TensorFile f = read_safetensors(path);
+  json mc = json::parse(f.metadata.at("model_config"));
+  for (const char* k : {"attention", "window", "global_every", "scaled"}) mc.erase(k);
+  f.metadata["model_config"] = mc.dump();
+  write_safetensors(path, f.tensors, f.metadata);
+  const std::unique_ptr<GPT> old = load_gpt(path);
+  CHECK(old->cfg.attention == AttentionKernel::Standard);
+  CHECK(old->cfg.scaled);
+  mc["attention"] = "quantum";
+  f.metadata["model_config"] = mc.dump();
+  write_safetensors(path, f.tensors, f.metadata);
+  CHECK(error_of([&] { load_model(path); }) ==
+        path +
+            ": metadata 'model_config': key 'attention' is 'quantum' (expected standard, "
+            "memory-efficient, sparse, linear or auto)");
+}

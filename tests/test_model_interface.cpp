@@ -12,12 +12,14 @@
 #include "errors.h"
 #include "generation/answer.h"
 #include "generation/decode.h"
+#include "generation/kv_cache.h"
 #include "models/transformer.h"
 #include "test_seed.h"
 
 using namespace qkv;
 using namespace qkv::nn;
 using qkv::testing::error_of;
+using qkv::testing::has;
 using qkv::testing::test_seed;
 
 namespace {
@@ -174,4 +176,76 @@ TEST_CASE("answer gives each family's decoder output and leaves the model in its
   CHECK(error_of([&] { answer(s2s, {{}}, o); }) == "answer: a source is empty");
   CHECK(error_of([&] { answer(gpt, {data::Seq(20, 5)}, o); }) ==
         "answer: a source of 20 tokens and its <s> do not fit the position table of 20");
+}
+
+TEST_CASE("a sparse or linear model answers without the key/value cache, which refuses it") {
+  TransformerConfig c = s2s_config();
+  c.dropout = 0;
+  c.attention = AttentionKernel::Sparse;
+  c.window = 2;
+  c.global_every = 3;
+  Seq2SeqTransformer s2s(c);
+  s2s.eval();
+  const std::vector<data::Seq> sources = {{5, 6, 7, 8, 9}, {8, 9}};
+  CHECK(has(error_of([&] { start_decoding(s2s, data::right_padded(sources), 4); }),
+            "start_decoding: the key/value cache computes softmax attention over every cached "
+            "key, not this model's sparse attention"));
+  AnswerOptions o;
+  o.max_new_tokens = 5;
+  DecodeOptions d;
+  d.max_new_tokens = 5;
+  d.use_cache = false;  // the decoder over the whole prefix, with the model's own kernel
+  CHECK(answer(s2s, sources, o) == greedy_decode(s2s, data::right_padded(sources), d));
+  o.method = "beam";
+  CHECK(has(error_of([&] { answer(s2s, sources, o); }), "beam search decodes with the key/value"));
+
+  GPTConfig g = gpt_config();
+  g.dropout = 0;
+  g.attention = AttentionKernel::Linear;
+  GPT gpt(g);
+  gpt.eval();
+  CHECK(has(error_of([&] { start_generation(gpt, 1, 4); }), "not this model's linear attention"));
+  o.method = "greedy";
+  o.max_new_tokens = 3;
+  const std::vector<data::Seq> got = answer(gpt, {{5, 6}}, o);
+  // By hand: the whole sequence through the model, the argmax of the last position.
+  data::Seq seq{5, 6, data::kBos}, want;
+  for (int k = 0; k < 3; ++k) {
+    const Tensor logits = gpt.forward(data::right_padded({seq})).data();
+    const real* last = logits.data() + (static_cast<int64_t>(seq.size()) - 1) * g.vocab;
+    const int64_t next = std::max_element(last, last + g.vocab) - last;
+    if (next == data::kEos) break;
+    want.push_back(next);
+    seq.push_back(next);
+  }
+  CHECK(got.front() == want);
+}
+
+TEST_CASE("the attention settings change the model: no scale, and a window past the keys") {
+  GPTConfig g = gpt_config();
+  g.dropout = 0;
+  GPT scaled(g);
+  g.scaled = false;
+  GPT unscaled(g);
+  CHECK(unscaled.layers[0]->self_attn->scale == 1);
+  CHECK(scaled.layers[0]->self_attn->scale == 0);
+  const Tokens ids = data::right_padded({{5, 6, 7, 8}});
+  CHECK(values(scaled.forward(ids)) != values(unscaled.forward(ids)));  // same weights (seed)
+  // Cached decoding uses the module's scale: it equals the full forward.
+  unscaled.eval();
+  KVCache cache = start_generation(unscaled, 1, 4);
+  const Tensor step = forward_step(unscaled, cache, {5, 6, 7, 8}, 4);
+  const std::vector<real> full = values(unscaled.forward(ids));
+  const std::vector<real> cached = step.to_vector();
+  REQUIRE(full.size() == cached.size());
+  for (size_t i = 0; i < full.size(); ++i)
+    CHECK(cached[i] == doctest::Approx(full[i]).epsilon(1e-4));
+  // A sparse window longer than a short sequence is every key: dense attention.
+  g.scaled = true;
+  g.attention = AttentionKernel::Sparse;
+  g.window = 64;
+  g.global_every = 64;
+  GPT sparse(g);
+  const std::vector<real> a = values(sparse.forward(ids)), b = values(scaled.forward(ids));
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-5));
 }

@@ -777,3 +777,36 @@ TEST_CASE("a checkpoint written before the optimizer flags resumes as the Adam r
   CHECK(back.cfg.min_lr == c.lr * real(0.05));
   CHECK(back.step_count() == 1);
 }
+
+TEST_CASE("--attention, --window, --no-scale and --recompute reach the model and its checkpoint") {
+  train::TrainConfig c = small_config();
+  c.steps = 20;
+  c.model = "gpt";
+  c.positions = "learned";
+  c.pre_ln = true;
+  c.tie = true;
+  c.attention = "sparse";
+  c.window = 2;
+  c.global_every = 4;
+  c.no_scale = true;
+  c.recompute = "layer";
+  train::Trainer t(c);
+  const auto& gpt = dynamic_cast<const nn::GPT&>(t.model());
+  CHECK(gpt.layers[0]->self_attn->kernel == nn::AttentionKernel::Sparse);
+  CHECK(gpt.layers[0]->self_attn->sparse.window == 2);
+  CHECK(gpt.layers[0]->self_attn->scale == 1);
+  CHECK(gpt.layers[0]->recompute == nn::Recompute::Layer);
+  for (int i = 0; i < 3; ++i) CHECK(std::isfinite(t.step()));
+  CHECK(t.answer({t.pairs->heldout()[0].src}).size() == 1);  // decoded without the cache
+  const std::string path = temp_path("sparse.safetensors");
+  t.save(path);
+  train::Trainer back = train::Trainer::resume(path);
+  CHECK(back.cfg.attention == "sparse");
+  CHECK(back.cfg.window == 2);
+  CHECK(back.cfg.global_every == 4);
+  CHECK(back.cfg.no_scale);
+  CHECK(back.cfg.recompute == "layer");
+  c.attention = "fast";
+  CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains("--attention: expected standard"),
+                       Error);
+}

@@ -66,6 +66,16 @@ void validate(const TrainConfig& c, const std::string& where) {
   require(c.activation == "relu" || c.activation == "gelu", name("activation"),
           "expected relu or gelu, got '" + brief(c.activation) + "'");
   require_range<int64_t>(c.context, 0, 65536, name("context"));
+  require(c.attention == "standard" || c.attention == "memory-efficient" ||
+              c.attention == "sparse" || c.attention == "linear" || c.attention == "auto",
+          name("attention"),
+          "expected standard, memory-efficient, sparse, linear or auto, got '" +
+              brief(c.attention) + "'");
+  require_range<int64_t>(c.window, 1, 1 << 20, name("window"));
+  require_range<int64_t>(c.global_every, 1, 1 << 20, name("global_every"));
+  require(c.recompute == "none" || c.recompute == "ffn" || c.recompute == "layer",
+          name("recompute"), "expected none, ffn or layer, got '" + brief(c.recompute) + "'");
+  require_range<int64_t>(c.attention_budget, 0, 1 << 20, name("attention_budget"));
   require(c.format == "tsv" || c.format == "text", name("format"),
           "expected tsv or text, got '" + brief(c.format) + "'");
   require(c.tokens == "char" || c.tokens == "word", name("tokens"),
@@ -128,6 +138,24 @@ std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c) {
               "' (expected noam, cosine or constant)");
 }
 
+void attention_to_model(const TrainConfig& c, nn::AttentionSettings& a) {
+  a.attention = nn::attention_kernel_from_string(c.attention);
+  a.window = c.window;
+  a.global_every = c.global_every;
+  a.scaled = !c.no_scale;
+  a.recompute = c.recompute == "ffn"     ? nn::Recompute::FFN
+                : c.recompute == "layer" ? nn::Recompute::Layer
+                                         : nn::Recompute::None;
+  a.attention_memory_budget = c.attention_budget * (int64_t(1) << 20);
+}
+
+void attention_from_model(TrainConfig& c, const nn::AttentionSettings& a) {
+  c.attention = nn::to_string(a.attention);
+  c.window = a.window;
+  c.global_every = a.global_every;
+  c.no_scale = !a.scaled;
+}
+
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
   std::unique_ptr<optim::Optimizer> opt;
   if (c.optimizer == "sgd") {
@@ -165,6 +193,7 @@ void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc
     c.layers = g.layers;
     c.positions = "learned";
     c.activation = nn::activation_name(g.activation);
+    attention_from_model(c, g);
   } else if (kind == "seq2seq") {
     const nn::TransformerConfig m = nn::transformer_config_from_json(mc, where);
     if (m.encoder_layers != m.decoder_layers)
@@ -179,6 +208,7 @@ void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc
     c.layers = m.encoder_layers;
     c.positions = m.learned_positions ? "learned" : "sinusoidal";
     c.activation = nn::activation_name(m.activation);
+    attention_from_model(c, m);
   } else {
     throw Error(where + ": model_kind '" + brief(kind, 40) + "' is neither seq2seq nor gpt");
   }

@@ -36,11 +36,14 @@ struct TrainConfig {
   std::string model = "seq2seq";  // seq2seq (encoder-decoder) | gpt (decoder-only)
   int64_t d_model = 64, heads = 4, layers = 2, d_ff = 256;
   real dropout = 0;
-  bool pre_ln = false;                   // Pre-LN (default Post-LN for seq2seq, Pre-LN for gpt)
-  bool tie = false;                      // output layer shares the target embedding
-  std::string positions = "sinusoidal";  // sinusoidal | learned (gpt: learned)
-  std::string activation = "relu";       // relu | gelu
-  int64_t context = 0;                   // position table rows (0: what the data needs)
+  bool pre_ln = false;                      // Pre-LN (default Post-LN for seq2seq, Pre-LN for gpt)
+  bool tie = false;                         // output layer shares the target embedding
+  std::string positions = "sinusoidal";     // sinusoidal | learned (gpt: learned)
+  std::string activation = "relu";          // relu | gelu
+  int64_t context = 0;                      // position table rows (0: what the data needs)
+  std::string attention = "standard";       // standard | memory-efficient | sparse | linear | auto
+  int64_t window = 128, global_every = 64;  // sparse attention's pattern
+  bool no_scale = false;                    // attention scores without 1/sqrt(d_k)
   // data
   std::string task = "reverse";       // copy | reverse | sort, when no --data
   std::string data, valid;            // data file, held-out file
@@ -62,6 +65,8 @@ struct TrainConfig {
   real weight_decay = 0;           // Linear weights only (nn::weight_decay_mask); adamw: 0.01
   real beta1 = 0.9, beta2 = 0.98;  // Adam's moment decays (the paper's, section 5.3)
   real momentum = 0.9;             // sgd only
+  std::string recompute = "none";  // none | ffn | layer: recomputed in backward, not kept
+  int64_t attention_budget = 0;    // MiB for attention probabilities (auto); 0: no limit
   real label_smoothing = 0;
   real clip = 1;  // global grad-norm clip; 0 = off
   uint64_t seed = kTrainSeed;
@@ -78,8 +83,9 @@ struct TrainConfig {
   // nn::GPTConfig) holds. A checkpoint stores it once, as model_config; its
   // train_config holds the other keys (run_json()).
   static bool is_arch_key(const std::string& k) {
-    for (const char* a : {"model", "d_model", "heads", "layers", "d_ff", "dropout", "pre_ln", "tie",
-                          "positions", "activation"})
+    for (const char* a :
+         {"model", "d_model", "heads", "layers", "d_ff", "dropout", "pre_ln", "tie", "positions",
+          "activation", "attention", "window", "global_every", "no_scale"})
       if (k == a) return true;
     return false;
   }
@@ -93,7 +99,9 @@ struct TrainConfig {
   // ran with the values they had then (Adam with the paper's betas, no weight
   // decay, the cosine floor at 5% of lr), which from_json fills in.
   static bool is_added_key(const std::string& k) {
-    for (const char* a : {"optimizer", "weight_decay", "beta1", "beta2", "momentum", "min_lr"})
+    for (const char* a :
+         {"optimizer", "weight_decay", "beta1", "beta2", "momentum", "min_lr", "recompute",
+          "attention_budget", "attention", "window", "global_every", "no_scale"})
       if (k == a) return true;
     return false;
   }
@@ -120,6 +128,10 @@ struct TrainConfig {
     f("positions", c.positions);
     f("activation", c.activation);
     f("context", c.context);
+    f("attention", c.attention);
+    f("window", c.window);
+    f("global_every", c.global_every);
+    f("no_scale", c.no_scale);
     f("task", c.task);
     f("data", c.data);
     f("valid", c.valid);
@@ -142,6 +154,8 @@ struct TrainConfig {
     f("beta1", c.beta1);
     f("beta2", c.beta2);
     f("momentum", c.momentum);
+    f("recompute", c.recompute);
+    f("attention_budget", c.attention_budget);
     f("label_smoothing", c.label_smoothing);
     f("clip", c.clip);
     f("seed", c.seed);
@@ -200,6 +214,12 @@ void shared_arch_fields(C& c, M& m, F&& f) {
   f(c.pre_ln, m.pre_norm);
   f(c.tie, m.tie_weights);
 }
+
+// The attention settings (--attention, --window, --global-every, --no-scale,
+// --recompute, --attention-budget) into a model's config, and the first four
+// back from one (the others are run settings, not stored with the model).
+void attention_to_model(const TrainConfig& c, nn::AttentionSettings& a);
+void attention_from_model(TrainConfig& c, const nn::AttentionSettings& a);
 
 std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c);
 // The optimizer the settings name, over `model`'s parameters, with the weight

@@ -326,6 +326,7 @@ void Trainer::build_model() {
     g.max_positions = cfg.context;
     g.activation = act;
     g.seed = cfg.seed;
+    attention_to_model(cfg, g);
     net_ = std::make_unique<nn::GPT>(g);
   } else {
     nn::TransformerConfig m;
@@ -336,6 +337,7 @@ void Trainer::build_model() {
     m.learned_positions = cfg.positions == "learned";
     m.max_positions = m.learned_positions ? cfg.context : 512;  // sinusoidal tables grow on demand
     m.seed = cfg.seed;
+    attention_to_model(cfg, m);
     net_ = std::make_unique<nn::Seq2SeqTransformer>(m);
   }
 }

@@ -33,6 +33,9 @@ refused "--positions: the gpt model has learned positions only" --model gpt --po
 refused "--format: text (a plain corpus) trains a language model" --data /etc/hostname --format text
 refused "--steps" --steps abc
 refused "--optimizer: expected adam, adamw or sgd, got 'lion'" --optimizer lion
+refused "--attention: expected standard, memory-efficient, sparse, linear or auto, got 'fast'" --attention fast
+refused "--window must be in [1, 1048576], got 0" --window 0
+refused "--recompute: expected none, ffn or layer, got 'all'" --recompute all
 refused "--beta2: must be in [0, 1), got 1" --beta2 1
 refused "--weight-decay: must be in [0, 1), got 2" --weight-decay 2
 refused "--min-lr: must be in [0, --lr 0.002], got 1" --min-lr 1
