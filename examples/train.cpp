@@ -109,8 +109,7 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   app.add_flag("--tie,!--no-tie", c.tie, "tie output and embedding (gpt: on)");
   add_value(app, "--positions", c.positions, "sinusoidal or learned (gpt)")->capture_default_str();
   add_value(app, "--activation", c.activation, "relu or gelu (gpt: gelu)")->capture_default_str();
-  add_value(app, "--attention", c.attention,
-            "standard, memory-efficient, sparse, linear or auto (self-attention's kernel)")
+  add_value(app, "--attention", c.attention, "standard, memory-efficient, sparse, linear, auto")
       ->capture_default_str();
   add_value(app, "--window", c.window, "sparse attention: the local window")->capture_default_str();
   add_value(app, "--global-every", c.global_every, "sparse attention: a global position every N")

@@ -75,7 +75,7 @@ Tensor decode_step(Seq2SeqTransformer& model, KVCache& cache, const std::vector<
 
 // ---- decoder-only (GPT) ----------------------------------------------------------------
 // An empty cache for `rows` sequences of up to `capacity` positions
-// (capacity <= cfg.max_len, the position table's size).
+// (capacity <= cfg.max_positions, the position table's size).
 KVCache start_generation(GPT& model, int64_t rows, int64_t capacity);
 
 // As decode_step: ids (rows, n) at positions [length, length + n) -> logits (rows, n, V).

@@ -49,7 +49,7 @@ int64_t sample_token(const real* logits, int64_t V, const SampleOptions& opt, Ge
 // cache. The ids in opt.suppress get logit -inf before each draw (an id
 // outside [0, V), or suppressing every token, is an Error). Returns the new
 // tokens per row (not the prompt). Needs max(lengths) + max_new_tokens - 1 <=
-// cfg.max_len (the position table) and a vocabulary of at least one token.
+// cfg.max_positions (the position table) and a vocabulary of at least one token.
 std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt,
                                            const SampleOptions& opt, Generator& gen);
 

@@ -9,7 +9,7 @@
 //
 // A checkpoint describes its run completely: the whole TrainConfig, the
 // vocabulary, the data files' hashes, the model's own configuration (so
-// nn::load_seq2seq / nn::load_gpt read it too), the optimizer state, the step
+// nn::load_model reads it too), the optimizer state, the step
 // and both random streams.
 //
 // Under mpirun (make MPI=1; see dist/distributed.h) every rank runs the same
