@@ -13,6 +13,7 @@
 #include "trainer/explain.h"
 #include "trainer/output_paths.h"
 #include "trainer/report.h"
+#include "trainer/stop_signals.h"
 
 namespace qkv::train {
 
@@ -225,45 +226,6 @@ class CsvLog {
   bool failed_ = false;
 };
 
-// ---- stopping on a signal ---------------------------------------------------------
-// SIGINT (Ctrl-C), SIGTERM (kill, a job scheduler) and SIGHUP (the terminal
-// closed) while training: the current step finishes, the checkpoint is
-// written, the program says where and exits with 128 + the signal's number.
-// A second signal ends the program at once (its default action).
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-extern "C" void on_stop_signal(int sig) {
-  if (g_stop_signal != 0) {  // the second one: as if no handler were installed
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-    return;
-  }
-  g_stop_signal = sig;
-}
-
-void catch_stop_signals(bool on) {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    struct sigaction sa {};
-    sa.sa_handler = on ? on_stop_signal : SIG_DFL;
-    sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, nullptr);
-  }
-}
-
-// Whether to stop now. Under MPI the ranks agree (any rank's signal stops
-// them all after the same step), so no rank waits in a collective for one
-// that left.
-bool stop_requested() {
-  if (dist::size() == 1) return g_stop_signal != 0;
-  const double any = dist::sum(g_stop_signal != 0 ? 1.0 : 0.0);
-  if (any > 0 && g_stop_signal == 0) g_stop_signal = SIGTERM;  // another rank's
-  return any > 0;
-}
-
-const char* signal_name(int sig) {
-  return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
-}
-
 // --save-every: a failed periodic save is a warning, not the end of the run
 // (the previous checkpoint stays whole: writes are atomic).
 void periodic_save(const Trainer& t, const std::string& path) {
@@ -322,7 +284,7 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
     if (o.save_every > 0 && s % o.save_every == 0 && !o.save_path.empty())
       periodic_save(t, o.save_path);
     if (stop_requested()) {
-      h.stopped_by = g_stop_signal;
+      h.stopped_by = stop_signal();
       break;
     }
     if (o.eval_every > 0 && s % o.eval_every == 0) {
@@ -342,7 +304,7 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
         break;
       }
       if (stop_requested()) {  // a signal during the evaluation
-        h.stopped_by = g_stop_signal;
+        h.stopped_by = stop_signal();
         break;
       }
     }
@@ -510,7 +472,7 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   }
   catch_stop_signals(false);  // the model is safe: a signal now ends the program at once
   // A signal that came while the checkpoint was written: no final evaluation either.
-  if (!h.stopped_by && g_stop_signal != 0) h.stopped_by = g_stop_signal;
+  if (!h.stopped_by && stop_signal() != 0) h.stopped_by = stop_signal();
   if (h.stopped_by) {  // no final evaluation: the user asked to stop
     if (lead && !written.empty())
       std::printf("log: %s/log.csv; resume with --load %s\n", o.out_dir.c_str(), written.c_str());

@@ -1,0 +1,256 @@
+// A model file's configuration checked against its tensors before any model
+// is built from it (checkpoint/model_file.h: check_config_fits), and the
+// number of parameters a configuration implies (parameter_count).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <tuple>
+
+#include "checkpoint/model_file.h"
+#include "core/error.h"
+
+namespace qkv::nn {
+
+// ---- a configuration against the tensors of a file ----------------------------------
+
+namespace {
+
+// A count or a config value for a message: whole numbers below 10^15 in
+// full (1234567), others to 6 digits (1.5e+21, 0.1).
+std::string number_text(double v) {
+  char text[32];
+  if (v == std::floor(v) && std::fabs(v) < 1e15)
+    std::snprintf(text, sizeof text, "%.0f", v);
+  else
+    std::snprintf(text, sizeof text, "%.6g", v);
+  return text;
+}
+
+double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 8e9;
+}
+
+// check_config_fits's reading of one file: each check names the file, the
+// config key and the tensor it was compared with.
+class ConfigFit {
+ public:
+  ConfigFit(const TensorFile& f, const std::string& prefix) : f_(f), prefix_(prefix) {}
+
+  [[noreturn]] void fail(const std::string& msg) const { throw Error(f_.path + ": " + msg); }
+  static std::string key_is(const char* key, int64_t v) {
+    return std::string("model_config key '") + key + "' is " + std::to_string(v);
+  }
+  std::string tensor_name(const std::string& name) const {
+    return "'" + brief(prefix_ + name) + "'";
+  }
+
+  void at_least(const char* key, int64_t v, int64_t lo) const {
+    if (v < lo) fail(key_is(key, v) + ": must be at least " + std::to_string(lo));
+  }
+
+  // The matrix prefix + name, which `key` is checked against: present and 2-D.
+  const Tensor& matrix(const std::string& name, const char* key) const {
+    const std::string full = prefix_ + name;
+    for (const auto& [n, t] : f_.tensors) {
+      if (n != full) continue;
+      if (t.dim() != 2)
+        fail("tensor " + tensor_name(name) + " has shape " + to_string(t.shape()) +
+             ", not a matrix (model_config key '" + key + "' is checked against it)");
+      return t;
+    }
+    fail("model_config key '" + std::string(key) + "' cannot be checked: the file has no tensor " +
+         tensor_name(name));
+  }
+
+  // Dimension `dim` of `t` (the tensor prefix + name) is config value v of `key`.
+  void size_is(const std::string& name, const Tensor& t, int dim, const char* key,
+               int64_t v) const {
+    if (t.size(dim) != v)
+      fail(key_is(key, v) + " but tensor " + tensor_name(name) + " has shape " +
+           to_string(t.shape()));
+  }
+
+  // `key` counts the layers of a stack whose tensors are named
+  // prefix + stack + "<i>.*": it must be one more than the largest index i.
+  void layers_are(const std::string& stack, const char* key, int64_t layers) const {
+    const std::string start = prefix_ + stack;
+    int64_t found = 0;
+    for (const auto& [n, t] : f_.tensors) {
+      if (n.compare(0, start.size(), start) != 0) continue;
+      const size_t dot = n.find('.', start.size());
+      const std::string index =
+          n.substr(start.size(), dot == std::string::npos ? std::string::npos : dot - start.size());
+      if (index.empty() || index.size() > 9 ||
+          index.find_first_not_of("0123456789") != std::string::npos)
+        continue;  // not a layer's tensor: load_state_dict names it
+      found = std::max<int64_t>(found, std::stoll(index) + 1);
+    }
+    if (found != layers)
+      fail(key_is(key, layers) + " but the file has tensors for " + std::to_string(found) + " (" +
+           (found == 0 ? "none named '" + brief(start) + "<i>.*'"
+                       : "'" + brief(start) + "0.*'" +
+                             (found > 1 ? " to '" + brief(start) + std::to_string(found - 1) + ".*'"
+                                        : "")) +
+           ")");
+  }
+
+  void dropout_ok(real p) const {
+    if (!(p >= 0 && p < 1))
+      fail("model_config key 'dropout' is " + number_text(double(p)) + ": must be in [0, 1)");
+  }
+
+  void heads_ok(int64_t heads, int64_t d_model) const {
+    at_least("heads", heads, 1);
+    if (d_model % heads != 0)
+      fail(key_is("heads", heads) + ", which does not divide d_model " + std::to_string(d_model));
+  }
+
+  // The model holds every parameter in the file (load_state_dict is strict),
+  // so one that would hold more numbers than the file is refused before it is
+  // built: this bounds what a loader allocates by the file's size whatever
+  // else the configuration says (say, a layer count met by one stray tensor).
+  void count_fits(double model_numbers) const {
+    double in_file = 0;
+    for (const auto& [n, t] : f_.tensors)
+      if (n.compare(0, prefix_.size(), prefix_) == 0) in_file += double(t.numel());
+    if (model_numbers > in_file)
+      fail("model_config describes a model of " + number_text(model_numbers) +
+           " parameters but the file holds " + number_text(in_file) +
+           " numbers under the prefix '" + brief(prefix_) + "'");
+  }
+
+ private:
+  const TensorFile& f_;
+  const std::string& prefix_;
+};
+
+// Numbers in one attention block (4 projections with biases), LayerNorm and FFN.
+double attention_numbers(double D) { return 4 * (D * D + D); }
+double norm_numbers(double D) { return 2 * D; }
+double ffn_numbers(double D, double F) { return 2 * D * F + F + D; }
+
+}  // namespace
+
+double parameter_count(const TransformerConfig& c) {
+  const double D = double(c.d_model), F = double(c.d_ff);
+  const double enc_layer = attention_numbers(D) + 2 * norm_numbers(D) + ffn_numbers(D, F);
+  const double dec_layer = 2 * attention_numbers(D) + 3 * norm_numbers(D) + ffn_numbers(D, F);
+  double n = double(c.src_vocab) * D + double(c.tgt_vocab) * D;   // the embeddings
+  if (c.learned_positions) n += 2 * double(c.max_positions) * D;  // src_pos, tgt_pos
+  n += double(c.encoder_layers) * enc_layer + double(c.decoder_layers) * dec_layer;
+  if (c.pre_norm) n += 2 * norm_numbers(D);                // each stack's final norm
+  n += double(c.tgt_vocab) * (c.tie_weights ? 1 : D + 1);  // lm_head: bias (+ weight)
+  return n;
+}
+
+double parameter_count(const GPTConfig& c) {
+  const double D = double(c.d_model), F = double(c.d_ff);
+  const double layer = attention_numbers(D) + 2 * norm_numbers(D) + ffn_numbers(D, F);
+  double n = double(c.vocab) * D + double(c.max_positions) * D + double(c.layers) * layer;
+  if (c.pre_norm) n += norm_numbers(D);
+  if (!c.tie_weights) n += double(c.vocab) * D;  // lm_head, no bias
+  return n;
+}
+
+double parameter_count(const EncoderOnlyConfig& c) {
+  const double D = double(c.d_model), F = double(c.d_ff);
+  const double layer = attention_numbers(D) + 2 * norm_numbers(D) + ffn_numbers(D, F);
+  double n = double(c.vocab) * D + double(c.layers) * layer;
+  if (c.pre_norm) n += norm_numbers(D);
+  return n + double(c.classes) * (D + 1);  // head, with bias
+}
+
+void check_config_fits(const TensorFile& f, const std::string& prefix, const EncoderOnlyConfig& c) {
+  const ConfigFit fit(f, prefix);
+  fit.at_least("d_model", c.d_model, 1);
+  fit.at_least("vocab", c.vocab, 1);
+  fit.at_least("classes", c.classes, 1);
+  const Tensor& emb = fit.matrix("embed.weight", "d_model");
+  fit.size_is("embed.weight", emb, 1, "d_model", c.d_model);  // (V, D)
+  fit.size_is("embed.weight", emb, 0, "vocab", c.vocab);
+  const Tensor& head = fit.matrix("head.weight", "classes");
+  fit.size_is("head.weight", head, 0, "classes", c.classes);  // (classes, D)
+  fit.heads_ok(c.heads, c.d_model);
+  fit.at_least("layers", c.layers, 1);
+  fit.layers_are("encoder.layers.", "layers", c.layers);
+  fit.at_least("d_ff", c.d_ff, 1);
+  const Tensor& w1 = fit.matrix("encoder.layers.0.ffn.linear1.weight", "d_ff");
+  fit.size_is("encoder.layers.0.ffn.linear1.weight", w1, 0, "d_ff", c.d_ff);  // (F, D)
+  fit.dropout_ok(c.dropout);
+  fit.count_fits(parameter_count(c));
+}
+
+void check_config_fits(const TensorFile& f, const std::string& prefix, const TransformerConfig& c) {
+  const ConfigFit fit(f, prefix);
+  fit.at_least("d_model", c.d_model, 1);
+  for (auto [name, key, vocab] : {std::make_tuple("src_embed.weight", "src_vocab", c.src_vocab),
+                                  std::make_tuple("tgt_embed.weight", "tgt_vocab", c.tgt_vocab)}) {
+    fit.at_least(key, vocab, 1);
+    const Tensor& emb = fit.matrix(name, "d_model");
+    fit.size_is(name, emb, 1, "d_model", c.d_model);  // (V, D)
+    fit.size_is(name, emb, 0, key, vocab);
+  }
+  fit.heads_ok(c.heads, c.d_model);
+  fit.at_least("encoder_layers", c.encoder_layers, 1);
+  fit.at_least("decoder_layers", c.decoder_layers, 1);
+  fit.layers_are("encoder.layers.", "encoder_layers", c.encoder_layers);
+  fit.layers_are("decoder.layers.", "decoder_layers", c.decoder_layers);
+  fit.at_least("d_ff", c.d_ff, 1);
+  for (const char* name :
+       {"encoder.layers.0.ffn.linear1.weight", "decoder.layers.0.ffn.linear1.weight"}) {
+    const Tensor& w1 = fit.matrix(name, "d_ff");
+    fit.size_is(name, w1, 0, "d_ff", c.d_ff);  // (F, D)
+    fit.size_is(name, w1, 1, "d_model", c.d_model);
+  }
+  if (c.learned_positions) {
+    for (const char* name : {"src_pos.weight", "tgt_pos.weight"}) {
+      const Tensor& table = fit.matrix(name, "max_positions");
+      fit.size_is(name, table, 0, "max_positions", c.max_positions);  // (max_positions, D)
+      fit.size_is(name, table, 1, "d_model", c.d_model);
+    }
+  } else {
+    // The sinusoidal table is computed, not read: bound it on its own.
+    fit.at_least("max_positions", c.max_positions, 0);
+    if (c.max_positions > kMaxSinusoidalPositions)
+      fit.fail(ConfigFit::key_is("max_positions", c.max_positions) +
+               ": a sinusoidal table of more than " + std::to_string(kMaxSinusoidalPositions) +
+               " positions is refused");
+    const double bytes = double(c.max_positions) * double(c.d_model) * sizeof(real);
+    if (bytes > 0.5 * physical_memory_bytes())
+      fit.fail(ConfigFit::key_is("max_positions", c.max_positions) +
+               ": its sinusoidal table (max_positions x d_model " + std::to_string(c.d_model) +
+               ") would take " + number_text(bytes / 1073741824.0) +
+               " GiB, more than half of this machine's memory");
+  }
+  fit.dropout_ok(c.dropout);
+  fit.count_fits(parameter_count(c));
+}
+
+void check_config_fits(const TensorFile& f, const std::string& prefix, const GPTConfig& c) {
+  const ConfigFit fit(f, prefix);
+  fit.at_least("d_model", c.d_model, 1);
+  fit.at_least("vocab", c.vocab, 1);
+  const Tensor& emb = fit.matrix("tok_embed.weight", "d_model");
+  fit.size_is("tok_embed.weight", emb, 1, "d_model", c.d_model);  // (V, D)
+  fit.size_is("tok_embed.weight", emb, 0, "vocab", c.vocab);
+  fit.heads_ok(c.heads, c.d_model);
+  fit.at_least("layers", c.layers, 0);
+  fit.layers_are("layers.", "layers", c.layers);
+  if (c.layers > 0) {
+    fit.at_least("d_ff", c.d_ff, 1);
+    const Tensor& w1 = fit.matrix("layers.0.ffn.linear1.weight", "d_ff");
+    fit.size_is("layers.0.ffn.linear1.weight", w1, 0, "d_ff", c.d_ff);  // (F, D)
+    fit.size_is("layers.0.ffn.linear1.weight", w1, 1, "d_model", c.d_model);
+  }
+  const Tensor& table = fit.matrix("pos_embed.weight", "max_positions");
+  fit.size_is("pos_embed.weight", table, 0, "max_positions",
+              c.max_positions);  // (max_positions, D)
+  fit.size_is("pos_embed.weight", table, 1, "d_model", c.d_model);
+  fit.dropout_ok(c.dropout);
+  fit.count_fits(parameter_count(c));
+}
+
+}  // namespace qkv::nn
