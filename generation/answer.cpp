@@ -112,7 +112,10 @@ std::vector<data::Seq> encoder_answer(EncoderOnlyModel& m, const std::vector<dat
 }  // namespace
 
 bool can_beam_search(const Model& model) {
-  return dynamic_cast<const Seq2SeqTransformer*>(&model) != nullptr;
+  // Beam search decodes with the key/value cache: an encoder-decoder whose
+  // attention the cache computes exactly.
+  const auto* s2s = dynamic_cast<const Seq2SeqTransformer*>(&model);
+  return s2s != nullptr && s2s->cfg.cacheable();
 }
 
 std::vector<data::Seq> answer(Model& model, const std::vector<data::Seq>& sources,

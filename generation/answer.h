@@ -28,7 +28,9 @@ struct AnswerOptions {
   int64_t bos = data::kBos, eos = data::kEos, pad = data::kPad;
 };
 
-// Whether answer() can search with method "beam" for this model (seq2seq).
+// Whether answer() can search with method "beam" for this model: an
+// encoder-decoder whose attention the key/value cache computes (not sparse
+// or linear).
 bool can_beam_search(const Model& model);
 
 // One answer per source, without <s> and </s>; no graph is recorded, and the

@@ -123,6 +123,20 @@ class Decoder : public Module {
   std::shared_ptr<LayerNorm> norm;  // null for Post-LN
 };
 
+// The layer options of any model config (its sizes, activation, norm
+// placement and attention settings): every family builds its layers from it.
+template <class Config>
+LayerOptions layer_options(const Config& c) {
+  LayerOptions o;
+  o.d_model = c.d_model;
+  o.heads = c.heads;
+  o.d_ff = c.d_ff;
+  o.dropout = c.dropout;
+  o.activation = c.activation;
+  o.pre_norm = c.pre_norm;
+  return c.apply(o);
+}
+
 struct TransformerConfig : AttentionSettings {
   int64_t src_vocab = 16, tgt_vocab = 16;
   int64_t d_model = 512, heads = 8, encoder_layers = 6, decoder_layers = 6, d_ff = 2048;
@@ -134,16 +148,7 @@ struct TransformerConfig : AttentionSettings {
   int64_t max_positions = 512;     // rows of the position table (learned: the longest
                                    // sequence read; sinusoidal: grows on demand)
   uint64_t seed = 0;               // initialisation and dropout streams
-  LayerOptions layer() const {
-    LayerOptions o;
-    o.d_model = d_model;
-    o.heads = heads;
-    o.d_ff = d_ff;
-    o.dropout = dropout;
-    o.activation = activation;
-    o.pre_norm = pre_norm;
-    return apply(o);
-  }
+  LayerOptions layer() const { return layer_options(*this); }
 };
 
 // The encoder-decoder model (figure 1 of the paper).

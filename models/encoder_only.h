@@ -16,16 +16,7 @@ struct EncoderOnlyConfig : AttentionSettings {
   Activation activation = Activation::ReLU;
   bool pre_norm = false;
   uint64_t seed = 0;  // initialisation and dropout streams
-  LayerOptions layer() const {
-    LayerOptions o;
-    o.d_model = d_model;
-    o.heads = heads;
-    o.d_ff = d_ff;
-    o.dropout = dropout;
-    o.activation = activation;
-    o.pre_norm = pre_norm;
-    return apply(o);
-  }
+  LayerOptions layer() const { return layer_options(*this); }
 };
 
 // Encoder-only model: embeddings, sinusoidal positions, an encoder stack and a

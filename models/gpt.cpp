@@ -9,14 +9,7 @@ namespace qkv::nn {
 
 // ---- Decoder-only language model --------------------------------------------------------
 GPT::GPT(const GPTConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(dropout_seed(c.seed)) {
-  LayerOptions o;
-  o.d_model = c.d_model;
-  o.heads = c.heads;
-  o.d_ff = c.d_ff;
-  o.dropout = c.dropout;
-  o.activation = c.activation;
-  o.pre_norm = c.pre_norm;
-  o = c.apply(o);
+  const LayerOptions o = layer_options(c);
   tok_embed =
       register_module("tok_embed", std::make_shared<Embedding>(c.vocab, c.d_model, init_gen));
   pos_embed = register_module("pos_embed", std::make_shared<LearnedPositionalEmbedding>(

@@ -124,7 +124,9 @@ std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
   if (decoding.method != "greedy" && decoding.method != "beam")
     throw Error("--decode: expected greedy or beam, got '" + decoding.method + "'");
   if (decoding.method == "beam" && !nn::can_beam_search(model()))
-    throw Error("--decode beam: beam search here is for the encoder-decoder (--model seq2seq)");
+    throw Error(
+        "--decode beam: beam search here is for the encoder-decoder (--model seq2seq) whose "
+        "attention the key/value cache computes (not --attention sparse or linear)");
   int64_t longest = 0;
   for (const Seq& s : sources) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
   if (pairs)

@@ -69,3 +69,10 @@ refused "--data latin1.tsv:3: byte 0xff at column 2 is not UTF-8" --data latin1.
 grep -q "AdamW(0.9, 0.99, 1e-9), weight decay 0.01 on Linear weights, cosine lr 0.002 to 0.0001" log_o || { cat log_o; fail "the header does not show AdamW's settings"; }
 "$TRAIN" "${TINY[@]}" --steps 3 --optimizer sgd --momentum 0.5 --lr 0.1 --out o_sgd >log_o 2>&1 || { cat log_o; fail "--optimizer sgd"; }
 grep -q "SGD(momentum 0.5)" log_o || { cat log_o; fail "the header does not show SGD"; }
+
+# A sparse (or linear) encoder-decoder trains and reports: greedy decoding
+# without the key/value cache, and no beam search beside it.
+"$TRAIN" "${TINY[@]}" --steps 3 --attention sparse --window 2 --global-every 3 --out o_sparse >log_o 2>&1 || { cat log_o; fail "--attention sparse"; }
+grep -q "greedy:" log_o || { cat log_o; fail "no held-out report for a sparse model"; }
+if grep -q "beam 4" log_o; then cat log_o; fail "beam search ran on a sparse model"; fi
+"$TRAIN" "${TINY[@]}" --steps 3 --attention linear --no-scale --recompute layer --out o_linear >log_o 2>&1 || { cat log_o; fail "--attention linear"; }
