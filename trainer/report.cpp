@@ -22,6 +22,15 @@ std::string label(const Trainer& t, int64_t id) {
   return s == " " ? "_" : s;
 }
 
+namespace {
+// A float setting as typed (0.0001, not the float's 0.000100000005).
+std::string short_number(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4g", v);
+  return b;
+}
+}  // namespace
+
 void print_header(const Trainer& t, const RunOptions& o) {
   const TrainConfig& c = t.cfg;
   if (c.data.empty())
@@ -48,9 +57,9 @@ void print_header(const Trainer& t, const RunOptions& o) {
                   c.optimizer == "adamw" ? "AdamW" : "Adam", double(c.beta1), double(c.beta2));
   std::string decay;
   if (c.weight_decay > 0)
-    decay = ", weight decay " + show_value(json(c.weight_decay)) + " on Linear weights";
+    decay = ", weight decay " + short_number(c.weight_decay) + " on Linear weights";
   std::string floor;
-  if (c.schedule == "cosine") floor = " to " + show_value(json(c.min_lr));
+  if (c.schedule == "cosine") floor = " to " + short_number(c.min_lr);
   std::printf(
       "training: batch %lld, up to %lld steps, %s%s, %s lr %.3g%s, warmup %lld, %d "
       "threads%s\n",
