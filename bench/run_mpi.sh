@@ -49,7 +49,7 @@ RESULTS="$WORK/results.tsv"
 
 # The flags shared by every run: a fixed-length reverse task (T = S = 32, as
 # bench_train), no evaluation or checkpoint, so the time is training only.
-COMMON=(--task reverse --vocab 13 --min-len 31 --max-len 31 --heldout 20 --eval-every 0
+COMMON=(--task reverse --symbols 13 --min-len 31 --max-len 31 --heldout 20 --eval-every 0
         --no-save --no-early-stop --warmup 1)
 config_flags() {
   case "$1" in
@@ -123,7 +123,7 @@ w(f"Written by `bash bench/run_mpi.sh` (run last by `make bench`) at commit {com
   f"configuration; each figure is the fastest of {rounds} interleaved rounds:")
 w("")
 w("```sh")
-w('C="--task reverse --vocab 13 --min-len 31 --max-len 31 --heldout 20 --eval-every 0 --no-save --no-early-stop --warmup 1"')
+w('C="--task reverse --symbols 13 --min-len 31 --max-len 31 --heldout 20 --eval-every 0 --no-save --no-early-stop --warmup 1"')
 w(f'small="{small_flags}"   # T = S = 32, as bench_train\'s small')
 w(f'base="{base_flags}"      # as bench_train\'s base')
 w("build/rel-f32/train $C $small --threads 1                                       # 1 x 1")

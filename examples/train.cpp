@@ -96,7 +96,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--valid-fraction", c.valid_fraction, "share of --data held out")
       ->capture_default_str();
   add_value(app, "--max-vocab", c.max_vocab, "refuse data with more tokens")->capture_default_str();
-  add_value(app, "--vocab", c.vocab, "number of symbols of the task")->capture_default_str();
+  add_value(app, "--symbols,--vocab", c.vocab, "number of symbols of the task")
+      ->capture_default_str();
   add_value(app, "--min-len", c.min_len, "shortest task sequence")->capture_default_str();
   add_value(app, "--max-len", c.max_len, "longest task sequence")->capture_default_str();
   add_value(app, "--heldout", c.heldout, "held-out task sequences")->capture_default_str();

@@ -50,7 +50,7 @@ struct TrainConfig {
   std::string format = "tsv";         // tsv (pairs) | text (language model)
   std::string tokens = "char";        // char | word
   double valid_fraction = 0.1;        // held out from --data when no --valid
-  int64_t vocab = 10;                 // the task's alphabet size (symbols)
+  int64_t vocab = 10;                 // the task's alphabet size: --symbols
   int64_t min_len = 3, max_len = 10;  // the task's sequence lengths
   int64_t heldout = 1000;             // the task's held-out sequences
   int64_t max_vocab = 10000;          // refuse data with more distinct tokens
@@ -162,8 +162,11 @@ struct TrainConfig {
   }
 };
 
-// "--d-model" for "d_model".
+// "--d-model" for "d_model". The task's symbol count, key "vocab" in a
+// checkpoint's train_config, is the flag --symbols (--vocab, its old name,
+// is still read): it is not the vocabulary, which adds <pad>, <s> and </s>.
 inline std::string flag_of(const std::string& key) {
+  if (key == "vocab") return "--symbols";
   std::string f = "--" + key;
   for (char& c : f) c = c == '_' ? '-' : c;
   return f;

@@ -157,7 +157,7 @@ void Trainer::build_data(const Vocab* given) {
   if (cfg.data.empty()) {
     vocab = Vocab::symbols(cfg.vocab);
     if (given && given->to_json() != vocab.to_json())
-      throw Error("checkpoint: its vocabulary is not the --vocab " + std::to_string(cfg.vocab) +
+      throw Error("checkpoint: its vocabulary is not the --symbols " + std::to_string(cfg.vocab) +
                   " symbols of the task");
     // The held-out set is kept as ids (8 bytes a token, source and target).
     detail::check_data_memory(
@@ -169,7 +169,7 @@ void Trainer::build_data(const Vocab* given) {
           data::TaskConfig{data::parse_task(cfg.task), cfg.vocab, cfg.min_len, cfg.max_len},
           cfg.heldout, data_gen);
     } catch (const Error& e) {  // e.g. a held-out set larger than half of all sequences
-      throw Error("--heldout " + std::to_string(cfg.heldout) + " with --vocab " +
+      throw Error("--heldout " + std::to_string(cfg.heldout) + " with --symbols " +
                   std::to_string(cfg.vocab) + ", --min-len " + std::to_string(cfg.min_len) +
                   ", --max-len " + std::to_string(cfg.max_len) + ": " + e.what());
     }

@@ -13,5 +13,5 @@ QKV_BIN=$(cd "$QKV_BIN" && pwd)
 QKV_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TRAIN="$QKV_BIN/train"
 # A model small enough that a run takes a second or two, on one thread.
-TINY=(--d-model 16 --heads 2 --layers 1 --d-ff 32 --batch 16 --heldout 50 --vocab 6 --min-len 2 --max-len 5
+TINY=(--d-model 16 --heads 2 --layers 1 --d-ff 32 --batch 16 --heldout 50 --symbols 6 --min-len 2 --max-len 5
       --threads 1 --eval-every 0 --warmup 1)
