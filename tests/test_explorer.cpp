@@ -22,6 +22,7 @@
 #include "autograd/ops.h"
 #include "autograd/recompute.h"
 #include "core/elementwise.h"
+#include "recording_node.h"
 #include "explorer/page.h"
 #include "explorer/trace.h"
 #include "models/transformer.h"
@@ -31,6 +32,7 @@
 #include "tests/test_seed.h"
 
 using namespace qkv;
+using qkv::testing::recorded;
 using Json = nlohmann::json;
 
 namespace {
@@ -174,33 +176,6 @@ TEST_CASE(
   CHECK(t.dot.find("w_q: weight (8,8), bias (8)") != std::string::npos);
 }
 
-namespace {
-
-// Passes its input's gradient through and logs when the engine calls its
-// backward: the order run_backward really visits the nodes in.
-struct LoggingNode : Node {
-  std::string label;
-  std::vector<std::string>* log = nullptr;
-  const char* name() const override { return label.c_str(); }
-  TensorList backward(const Tensor& g) override {
-    log->push_back(label);
-    return TensorList(inputs.size(), g);
-  }
-};
-
-Var logged(const std::string& label, std::vector<Var> in, std::vector<std::string>& log) {
-  auto node = make_node<LoggingNode>();
-  node->label = label;
-  node->log = &log;
-  Tensor out = in[0].data().clone();
-  for (size_t i = 1; i < in.size(); ++i) out = add(out, in[i].data());
-  VarList inputs;
-  for (Var& v : in) inputs.push_back(v);
-  return make_result(out, node, inputs);
-}
-
-}  // namespace
-
 TEST_CASE(
     "explorer trace: backward_order is the order run_backward calls the nodes' backward (a "
     "diamond, a skip connection, and a branch no gradient reaches)") {
@@ -210,10 +185,10 @@ TEST_CASE(
   opt.finite_differences = false;
   const explorer::Trace t = explorer::record_trace(
       [&] {
-        const Var a = logged("a", {x}, log);
-        const Var b = logged("b", {a}, log), c = logged("c", {a}, log);
-        const Var d = logged("d", {b, c}, log);
-        return logged("e", {d, x}, log);
+        const Var a = recorded("a", {x}, log);
+        const Var b = recorded("b", {a}, log), c = recorded("c", {a}, log);
+        const Var d = recorded("d", {b, c}, log);
+        return recorded("e", {d, x}, log);
       },
       nullptr, opt);
   REQUIRE(log.size() == 5);

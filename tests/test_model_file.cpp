@@ -479,4 +479,12 @@ TEST_CASE("a model file keeps its attention settings, and one written before the
         path +
             ": metadata 'model_config': key 'attention' is 'quantum' (expected standard, "
             "memory-efficient, sparse, linear or auto)");
+  mc["attention"] = "sparse";
+  mc["window"] = 0;
+  f.metadata["model_config"] = mc.dump();
+  write_safetensors(path, f.tensors, f.metadata);
+  CHECK(error_of([&] { load_model(path); }) ==
+        path +
+            ": metadata 'model_config': keys 'window' and 'global_every' must be >= 1, got 0 "
+            "and 64");
 }

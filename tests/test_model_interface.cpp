@@ -106,6 +106,10 @@ TEST_CASE("the interface says what each family can read and how long its sequenc
   CHECK(error_of([&] { s2s.forward_text(data::LMBatch{}); }) ==
         "seq2seq model: reads (source, target) pairs, not plain text (a language model, gpt, "
         "does)");
+  EncoderOnlyConfig none = encoder_config();
+  none.classes = 0;
+  CHECK(error_of([&] { EncoderOnlyModel{none}; }) ==
+        "EncoderOnlyModel: vocab and classes must be positive, got 12 and 0");
   CHECK(error_of([&] {
           enc.forward_pairs({{{5, 6, 7}, {7, 6}}});
         }) == "EncoderOnlyModel: a source of 3 tokens has 2 labels (one label per source token)");

@@ -20,8 +20,10 @@
 #include "autograd/anomaly.h"
 #include "examples/step_through.h"
 #include "fixture.h"
+#include "recording_node.h"
 
 using namespace qkv;
+using qkv::testing::recorded;
 using namespace qkv::step;
 
 namespace {
@@ -345,36 +347,6 @@ TEST_CASE(
 }
 
 // ---- The engine's backward order ----------------------------------------------------
-
-namespace {
-
-// An op that passes its inputs' sum through and writes its name into `log`
-// when the engine calls its backward: it shows the order run_backward really
-// visits the nodes in.
-struct RecordingNode : Node {
-  std::string label;
-  std::vector<std::string>* log = nullptr;
-  const char* name() const override { return label.c_str(); }
-  TensorList backward(const Tensor& g) override {
-    log->push_back(label);
-    TensorList grads;
-    for (size_t i = 0; i < inputs.size(); ++i) grads.push_back(g);
-    return grads;
-  }
-};
-
-Var recorded(const std::string& label, std::vector<Var> in, std::vector<std::string>& log) {
-  auto node = make_node<RecordingNode>();
-  node->label = label;
-  node->log = &log;
-  Tensor out = in[0].data().clone();
-  for (size_t i = 1; i < in.size(); ++i) out = add(out, in[i].data());
-  VarList inputs;
-  for (Var& v : in) inputs.push_back(v);
-  return make_result(out, node, inputs);
-}
-
-}  // namespace
 
 TEST_CASE(
     "backward_order lists the nodes in the order run_backward calls their backward "

@@ -39,6 +39,12 @@ expect_fail "$TRAIN" --explain "a b" --html p.html
 expect_out "--explain needs --load PATH"
 expect_fail "$TRAIN" --load nothing.safetensors --explain "a b" --html p.html
 expect_out "nothing.safetensors"
+# A float32 train whose float64 twin is not built says which and how to build it.
+mkdir -p lone/rel-f32
+cp "$TRAIN" lone/rel-f32/train
+expect_fail lone/rel-f32/train --load s2s/model.safetensors --explain "a b" --html p.html
+expect_out "--explain: the page's finite differences are computed in float64 by"
+expect_out "lone/rel-f64/train, which is not built: make"
 [ ! -e bad.html ] && [ ! -e p.html ] || fail "a refused --explain left a page behind"
 
 # The browser test of the step-through's page, on the trained model's.
