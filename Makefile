@@ -211,7 +211,7 @@ explore: $(B32)/step_through $(B64)/step_through
 bench: $(BENCHES)
 	BENCH_MPI_BUILD=$(QKV_MPI_BIN) bash bench/run.sh $(B32)
 
-bench-torch: $(BENCHES)
+bench-torch: $(BENCHES) $(B32)/train
 	BENCH_MPI_BUILD=$(QKV_MPI_BIN) bash bench/run.sh $(B32) --torch
 
 # Table 3 of the paper and its design claims, each row a fixed number of

@@ -109,7 +109,10 @@ BenchCase make_case(const std::string& name) {
   if (name == "small") return {name, false, 64, 32, 128, 4, 512, 2, 2, 16};
   if (name == "base") return {name, false, 32, 32, 512, 8, 2048, 6, 6, 16};
   if (name == "gpt") return {name, true, 8, 64, 128, 4, 512, 0, 2, 512};
-  throw Error("bench_train: unknown config '" + name + "' (tiny, small, base, gpt)");
+  // The character-level GPT people train first (bench/run_chargpt.py trains it
+  // on a text): 4 layers, context 64, batch 12, ~90 characters.
+  if (name == "chargpt") return {name, true, 12, 64, 128, 4, 512, 0, 4, 87};
+  throw Error("bench_train: unknown config '" + name + "' (tiny, small, base, gpt, chargpt)");
 }
 
 // ---- the matrix products of one training step ----------------------------------------
@@ -355,8 +358,8 @@ int main(int argc, char** argv) {
   bool json = false, no_ceiling = false, show_shapes = false, contend = false, fixed = false;
   int contend_limit = 3600;
   CLI::App app{"bench_train: time a Transformer training step and its sgemm ceiling (qkv)"};
-  app.add_option("--config", config, "tiny, small, base or gpt")
-      ->check(CLI::IsMember({"tiny", "small", "base", "gpt"}));
+  app.add_option("--config", config, "tiny, small, base, gpt or chargpt")
+      ->check(CLI::IsMember({"tiny", "small", "base", "gpt", "chargpt"}));
   app.add_option("--threads", threads, "threads for our kernels and OpenBLAS")
       ->check(CLI::Range(1, 256));
   app.add_option("--steps", steps, "timed steps (the median is reported)")

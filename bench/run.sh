@@ -14,7 +14,7 @@
 # timed steps), and with --torch PyTorch too, at 1 thread and at 2 threads.
 #
 # Environment:
-#   BENCH_CONFIGS   configurations to run (default "tiny small gpt base")
+#   BENCH_CONFIGS   configurations to run (default "tiny small gpt chargpt base")
 #   BENCH_STEPS     timed steps per run (default 20, the minimum the report
 #                   calls a measurement; fewer is for testing the harness)
 #   BENCH_THREADS   thread counts for qkv (default "1 2")
@@ -33,6 +33,8 @@
 #   BENCH_DECODE    0: do not retake the decoding section (bench/run_decode.sh)
 #   BENCH_MPI       0: do not retake the data-parallel section (bench/run_mpi.sh)
 #   BENCH_LONG      0: do not retake the long-sequence section (bench/run_long.sh)
+#   BENCH_CHARGPT   0: do not retake the character-level GPT section (with --torch
+#                   only: bench/run_chargpt.py trains qkv and PyTorch on a text)
 #   BENCH_MPI_BUILD the MPI build's directory (make bench passes build/rel-mpi-f32)
 #   BENCH_RESULTS   a JSONL file to append every run to, and to report from
 #                   with the runs already in it (e.g. base run earlier on its
@@ -50,7 +52,7 @@ TORCH=0
 BENCH="$BUILD_DIR/bench_train"
 [ -x "$BENCH" ] || { echo "run.sh: $BENCH not found (build it with make bench)" >&2; exit 1; }
 
-CONFIGS=${BENCH_CONFIGS:-tiny small gpt base}
+CONFIGS=${BENCH_CONFIGS:-tiny small gpt chargpt base}
 STEPS=${BENCH_STEPS:-20}
 THREADS=${BENCH_THREADS:-1 2}
 ROUNDS=${BENCH_ROUNDS:-5}
@@ -186,7 +188,7 @@ if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | grep -v " $(basename 
   BENCH_COMMIT+=" (with uncommitted changes)"
 fi
 export BENCH_STEPS_USED=$STEPS
-"$PY" - "$RESULTS" "$OUT" <<'PYEOF'
+"$PY" - "$RESULTS" "$WORK/tables.md" <<'PYEOF'
 import json, os, sys
 
 all_runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -206,7 +208,7 @@ results = list(fastest.values())
 rounds_of = {c: max(r["round"] for r in runs if r["config"] == c) for c in {r["config"] for r in runs}}
 qkv = [r for r in results if r["impl"] == "qkv"]
 torch = [r for r in results if r["impl"] == "torch"]
-ORDER = ["tiny", "small", "gpt", "base"]
+ORDER = ["tiny", "small", "gpt", "chargpt", "base"]
 configs = sorted(dict.fromkeys(r["config"] for r in qkv),
                  key=lambda c: ORDER.index(c) if c in ORDER else len(ORDER))
 steps = int(E["BENCH_STEPS_USED"])
@@ -216,9 +218,11 @@ SHAPES = {
     "small": "encoder-decoder, d_model 128, 4 heads, 2+2 layers, d_ff 512, T = S = 32, batch 64, vocab 16",
     "base": "encoder-decoder, d_model 512, 8 heads, 6+6 layers, d_ff 2048, T = S = 32, batch 32, vocab 16",
     "gpt": "decoder-only GPT-2 shape, 2 layers, d_model 128, 4 heads, d_ff 512, T 64, batch 8, vocab 512",
+    "chargpt": "character-level GPT, 4 layers, d_model 128, 4 heads, d_ff 512, T 64, batch 12, vocab 87 (trained on a text in the Character-level GPT section)",
 }
 STYLE = {
     "gpt": "Pre-LN, GELU, learned positions, tied embedding/output weights, biases, dropout 0",
+    "chargpt": "Pre-LN, GELU, learned positions, tied embedding/output weights, biases, dropout 0",
 }
 
 
@@ -433,7 +437,6 @@ text = "\n".join(lines)
 with open(out_path, "w") as fh:
     fh.write(text)
 print()
-print(f"wrote {out_path}")
 if torch:
     print("qkv / PyTorch step-time ratios (below 1: qkv faster):")
     for cfg in configs:
@@ -461,6 +464,48 @@ for cfg in configs:
         if abs(q0["loss_first"] - t["loss_first"]) > 1e-4 * max(1.0, abs(t["loss_first"])):
             print(f"warning: {cfg}: first-step loss qkv {q0['loss_first']:.6f} vs PyTorch "
                   f"({t['setting']}) {t['loss_first']:.6f}: not the same start", file=sys.stderr)
+PYEOF
+# ==== one set of tables per instruction set ========================================
+# The tables just written are this machine's kind's: AVX-512, AVX2, or AVX2
+# emulated on an AVX-512 machine (a library built for AVX2 there, e.g. with
+# -march=x86-64-v3, or OpenBLAS told OPENBLAS_CORETYPE=Zen). Each kind has its
+# own marked block (<!-- steps-KIND:begin/end -->); the other kinds' blocks are
+# carried over from the report as it was, so a run on one kind never drops the
+# other's figures.
+if [ "$cpu_isa" = "AVX-512" ]; then
+  if [ "$built_isa" = avx512 ] && [ -z "${OPENBLAS_CORETYPE:-}" ]; then ISA_KIND=avx512; else ISA_KIND=avx2-emulated; fi
+else
+  ISA_KIND=avx2
+fi
+"$PY" - "$WORK/tables.md" "$WORK/old_report.md" "$OUT" "$ISA_KIND" <<'PYEOF'
+import re, sys
+tables_path, old_path, out_path, kind = sys.argv[1:5]
+KINDS = [("avx512", "AVX-512 machines"), ("avx2", "AVX2-only machines"),
+         ("avx2-emulated", "AVX2 emulated on an AVX-512 machine (for A/B comparisons only)")]
+old = open(old_path).read()
+blocks = {}
+for k, _ in KINDS:
+    m = re.search(rf"<!-- steps-{k}:begin -->.*?<!-- steps-{k}:end -->", old, re.S)
+    if m:
+        blocks[k] = m.group(0)
+title = dict(KINDS)[kind]
+body = []
+for i, line in enumerate(open(tables_path).read().rstrip("\n").split("\n")):
+    if i == 0:  # "# qkv benchmarks"
+        body.append(f"## Training steps on {title}")
+    else:
+        body.append("#" + line if line.startswith("## ") else line)
+blocks[kind] = "\n".join([f"<!-- steps-{kind}:begin -->", *body, f"<!-- steps-{kind}:end -->"])
+out = ["# qkv benchmarks", "",
+       "One set of training-step tables per instruction set, each from runs on a machine of "
+       "that kind (`make bench-torch` writes the block of the machine it runs on and keeps the "
+       "others): " + ", ".join(f"[{t}](#training-steps-on-{t.lower().replace(' ', '-')})"
+                              for k, t in KINDS if k in blocks and k != "avx2-emulated") + "."]
+for k, _ in KINDS:
+    if k in blocks:
+        out += ["", blocks[k]]
+open(out_path, "w").write("\n".join(out) + "\n")
+print(f"wrote the {title} tables into {out_path}")
 PYEOF
 # The hand-written profile summary (bench/PROFILE.md) closes the report.
 if [ -f "$ROOT/bench/PROFILE.md" ]; then cat "$ROOT/bench/PROFILE.md" >> "$OUT"; fi
@@ -503,5 +548,12 @@ elif ! BENCH_OUT="$OUT" bash "$ROOT/bench/run_long.sh" "$BUILD_DIR"; then
   carry_over long
   STATUS=1
 fi
-# ==== end of the decoding, data-parallel and long-sequence benchmarks ===============
+if [ "${BENCH_CHARGPT:-1}" = 0 ] || [ "$TORCH" = 0 ]; then
+  carry_over chargpt
+elif ! BENCH_OUT="$OUT" "$PY" "$ROOT/bench/run_chargpt.py" "$BUILD_DIR"; then
+  echo "run.sh: the character-level GPT benchmark failed; its section is carried over" >&2
+  carry_over chargpt
+  STATUS=1
+fi
+# ==== end of the decoding, data-parallel, long-sequence and char-GPT benchmarks =====
 exit "$STATUS"
