@@ -1,8 +1,11 @@
 // The BLAS boundary. Every matrix product in qkv goes through gemm(), which
 // calls OpenBLAS sgemm (dgemm in the float64 build), row-major, using the
-// transpose flags instead of copying. With 2+ threads a big product is cut
-// into one single-threaded sgemm per thread (see gemm_split in blas.cpp);
-// OpenBLAS never threads a product itself.
+// transpose flags instead of copying. Small products (every dimension <= 128
+// and M*N*K <= 64^3: attention's per-head products) go to a kernel libxsmm
+// generates for the shape instead, which skips sgemm's packing (gemm_small in
+// blas.cpp). With 2+ threads a big product is cut into one single-threaded
+// sgemm per thread (see gemm_split in blas.cpp); OpenBLAS never threads a
+// product itself.
 #pragma once
 #include <cstdint>
 
