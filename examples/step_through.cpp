@@ -234,19 +234,19 @@ void layer_norm_step(const TinyRun& r) {
   const LayerNormByHand by_hand =
       layer_norm_by_hand(r.ln_x, dy, ln.weight.data(), ln.bias.data(), ln.eps);
   const hand::LayerNorm& f = by_hand.f;
-  const Mat dx_engine = to_mat(r.ln_dx);  // what reached ffn(h), the addend
+  const Mat dx_engine = to_mat(r.ln_dx);  // what reached ffn(a), the addend
 
   section("2b. LayerNorm backward by hand: decoder.layers.0.norm3, row 0");
   std::printf(
-      " x = h + ffn(h), the residual sum, made in the same op (add_layer_norm);\n"
-      " the sum passes dx unchanged to both h and ffn(h).\n"
+      " x = a + ffn(a), the residual sum, made in the same op (add_layer_norm);\n"
+      " the sum passes dx unchanged to both a and ffn(a).\n"
       " y = xhat * gamma + beta, xhat = (x - mean) * rstd, rstd = 1/sqrt(var+eps).\n"
       " mean and rstd depend on every x of the row, hence the two extra terms:\n"
       "   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),\n"
       "   dxhat = dy * gamma  (gamma is all ones at initialisation)\n"
       " \"by hand\" recomputes mean, rstd and xhat from the saved x and applies\n"
       " the formula in plain loops (double); \"engine\" is the gradient the\n"
-      " autograd graph delivered to ffn(h); \"fin.diff\" nudges one x by +-h\n"
+      " autograd graph delivered to ffn(a); \"fin.diff\" nudges one x by +-h\n"
       " (h = %g) and takes the change of sum(dy * y) over 2h.\n",
       hand::kFdStep);
   auto line = [](const char* label, const Mat& m) {
