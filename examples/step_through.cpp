@@ -17,7 +17,7 @@
 //
 // Every gradient is printed as qkv's engine computed it ("engine") beside the
 // same formula applied by hand ("by hand": plain loops in double in
-// examples/step_through.h, no library kernel) and, where cheap, a finite
+// examples/by_hand.h, no library kernel) and, where cheap, a finite
 // difference. Part 1 follows one query through attention over four keys, the
 // worked example of docs/attention-backward.md. Part 2 does the same for a
 // real (tiny) Transformer: gradient norms of every parameter, then LayerNorm's
@@ -187,7 +187,7 @@ void part1(bool with_fd) {
       " out = P V with P = softmax(Z), Z = scale * q K^T.\n"
       " Names as in docs/symbols.md: Z scores, P probabilities, dA = dL/dA,\n"
       " rowsum = the sum over the last axis, * elementwise. Up to three sources:\n"
-      "   by hand   plain loops in double (examples/step_through.h), no qkv kernel\n"
+      "   by hand   plain loops in double (examples/by_hand.h), no qkv kernel\n"
       "   engine    qkv's autograd (float32), read from .grad() after retain_grad()\n");
   if (with_fd)
     std::printf(

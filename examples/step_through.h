@@ -4,7 +4,8 @@
 //
 // Two sources of numbers, kept apart:
 //   engine   qkv's autograd, read from .grad() (float32 in `make step`);
-//   by hand  plain loops in this file, in double (namespace qkv::step::hand),
+//   by hand  plain loops in double (namespace qkv::step::hand, in
+//            examples/by_hand.h; this file applies them to the numbers),
 //            written from the formulas alone: no qkv kernel is called. A
 //            wrong kernel in the library shows as a gap between the two.
 // Finite differences nudge the by-hand forward, in double too.
