@@ -80,7 +80,7 @@
 namespace qkv {
 
 // An op's maths as data, for learners and tools (the gradient explorer,
-// explorer/trace.h, shows it on every node; tests/test_op_docs.cpp checks
+// explorer/trace.h, shows it on every node; tests/test_explorer.cpp checks
 // that every Node type of the library gives one). One line each, in the
 // names of docs/symbols.md, dA = dL/dA:
 //   forward   "C = A B"

@@ -227,8 +227,8 @@ struct GeluNode : Node {
   Tensor a;
   const char* name() const override { return "gelu"; }
   OpDoc doc() const override {
-    return {"y = a Phi(a)  (tanh approximation)", "da = dy * (Phi(a) + a phi(a))",
-            "docs/feedforward-backward.md"};
+    return {"y = a Phi(a)  (exact GELU: Phi the normal CDF, through erf)",
+            "da = dy * (Phi(a) + a phi(a))", "docs/feedforward-backward.md"};
   }
   TensorList backward(const Tensor& g) override { return {gelu_backward(g, a)}; }  // Phi + a phi
   void release_saved() override { a = Tensor(); }

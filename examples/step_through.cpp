@@ -17,7 +17,7 @@
 //
 // Every gradient is printed as qkv's engine computed it ("engine") beside the
 // same formula applied by hand ("by hand": plain loops in double in
-// examples/step_through.h, no library kernel) and, where cheap, a finite
+// examples/by_hand.h, no library kernel) and, where cheap, a finite
 // difference. Part 1 follows one query through attention over four keys, the
 // worked example of docs/attention-backward.md. Part 2 does the same for a
 // real (tiny) Transformer: gradient norms of every parameter, then LayerNorm's
@@ -187,7 +187,7 @@ void part1(bool with_fd) {
       " out = P V with P = softmax(Z), Z = scale * q K^T.\n"
       " Names as in docs/symbols.md: Z scores, P probabilities, dA = dL/dA,\n"
       " rowsum = the sum over the last axis, * elementwise. Up to three sources:\n"
-      "   by hand   plain loops in double (examples/step_through.h), no qkv kernel\n"
+      "   by hand   plain loops in double (examples/by_hand.h), no qkv kernel\n"
       "   engine    qkv's autograd (float32), read from .grad() after retain_grad()\n");
   if (with_fd)
     std::printf(
@@ -234,19 +234,19 @@ void layer_norm_step(const TinyRun& r) {
   const LayerNormByHand by_hand =
       layer_norm_by_hand(r.ln_x, dy, ln.weight.data(), ln.bias.data(), ln.eps);
   const hand::LayerNorm& f = by_hand.f;
-  const Mat dx_engine = to_mat(r.ln_dx);  // what reached ffn(h), the addend
+  const Mat dx_engine = to_mat(r.ln_dx);  // what reached ffn(a), the addend
 
   section("2b. LayerNorm backward by hand: decoder.layers.0.norm3, row 0");
   std::printf(
-      " x = h + ffn(h), the residual sum, made in the same op (add_layer_norm);\n"
-      " the sum passes dx unchanged to both h and ffn(h).\n"
+      " x = a + ffn(a), the residual sum, made in the same op (add_layer_norm);\n"
+      " the sum passes dx unchanged to both a and ffn(a).\n"
       " y = xhat * gamma + beta, xhat = (x - mean) * rstd, rstd = 1/sqrt(var+eps).\n"
       " mean and rstd depend on every x of the row, hence the two extra terms:\n"
       "   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),\n"
       "   dxhat = dy * gamma  (gamma is all ones at initialisation)\n"
       " \"by hand\" recomputes mean, rstd and xhat from the saved x and applies\n"
       " the formula in plain loops (double); \"engine\" is the gradient the\n"
-      " autograd graph delivered to ffn(h); \"fin.diff\" nudges one x by +-h\n"
+      " autograd graph delivered to ffn(a); \"fin.diff\" nudges one x by +-h\n"
       " (h = %g) and takes the change of sum(dy * y) over 2h.\n",
       hand::kFdStep);
   auto line = [](const char* label, const Mat& m) {

@@ -4,7 +4,8 @@
 //
 // Two sources of numbers, kept apart:
 //   engine   qkv's autograd, read from .grad() (float32 in `make step`);
-//   by hand  plain loops in this file, in double (namespace qkv::step::hand),
+//   by hand  plain loops in double (namespace qkv::step::hand, in
+//            examples/by_hand.h; this file applies them to the numbers),
 //            written from the formulas alone: no qkv kernel is called. A
 //            wrong kernel in the library shows as a gap between the two.
 // Finite differences nudge the by-hand forward, in double too.
@@ -188,10 +189,11 @@ inline Var find_op_output(const Var& root, const std::string& op, const Var& par
 
 // One forward and backward pass. The two sublayers we study keep their
 // gradients (retain_grad on the Vars around them, found in the graph):
-//   decoder.layers.0.norm3       x = h + ffn(h)  ->  y = layer_norm(x), one op:
-//                                add_layer_norm(h, ffn(h)) makes the sum in its row pass
-//                                and hands dx to both addends (d(h + f)/df = 1)
-//   decoder.layers.0.cross_attn  (h, memory)     ->  multi_head_attention
+//   decoder.layers.0.norm3       x = a + ffn(a)  ->  y = layer_norm(x), one op:
+//                                add_layer_norm(a, ffn(a)) makes the sum in its row pass
+//                                and hands dx to both addends (d(a + f)/df = 1)
+//                                (a: the sublayer's input; h is the FFN's hidden layer)
+//   decoder.layers.0.cross_attn  (xq, xkv = memory) ->  multi_head_attention
 // retain_all keeps every intermediate gradient (for the DOT drawing, and to
 // see which ops the backward reached).
 struct TinyRun {
@@ -200,8 +202,8 @@ struct TinyRun {
   std::shared_ptr<nn::Seq2SeqTransformer> model;
   Var logits;                  // (B,T,V) = (1,4,8)
   Var loss;                    // ()
-  Var ln_a, ln_b, ln_out;      // norm3's addends h and ffn(h), and its output y, (1,4,8)
-  Tensor ln_x, ln_dx;          // norm3's normalised input x = h + ffn(h), and dL/dx (1,4,8)
+  Var ln_a, ln_b, ln_out;      // norm3's addends a and ffn(a), and its output y, (1,4,8)
+  Tensor ln_x, ln_dx;          // norm3's normalised input x = a + ffn(a), and dL/dx (1,4,8)
   Var att_q, att_kv, att_out;  // cross_attn's inputs (1,4,8), (1,3,8) and output (1,4,8)
 };
 
@@ -235,8 +237,8 @@ inline TinyRun run_tiny_transformer(bool retain_all = false) {
     for (Var* v : {&r.ln_b, &r.ln_out, &r.att_out, &r.att_kv}) v->retain_grad();
   }
   r.loss.backward();
-  // ffn(h) feeds only the sum, so the gradient it receives is dL/dx itself
-  // (h's own gradient also has what flowed back through ffn).
+  // ffn(a) feeds only the sum, so the gradient it receives is dL/dx itself
+  // (a's own gradient also has what flowed back through ffn).
   r.ln_dx = r.ln_b.grad();
   return r;
 }

@@ -104,8 +104,11 @@ struct CrossEntropyNode : Node {
   real smoothing = 0;
   const char* name() const override { return "cross_entropy"; }
   OpDoc doc() const override {
-    return {"L = mean over counted rows of -sum_j t_j log softmax(z)_j  (t: the smoothed one-hot)",
-            "dz = (softmax(z) - t) * dL / (number of counted rows)", "docs/cross-entropy.md"};
+    return {
+        "loss = mean over counted rows of -sum_c q_c logp_c,  logp = log_softmax(x)  (q: the "
+        "smoothed one-hot)",
+        "dx = g (p - q) / n_valid,  p = softmax(x)  (0 for an ignored row)",
+        "docs/cross-entropy.md"};
   }
 
   TensorList backward(const Tensor& g) override {

@@ -172,9 +172,9 @@ struct FeedForwardNode : Node {
   Activation act = Activation::ReLU;
   const char* name() const override { return "feed_forward"; }
   OpDoc doc() const override {
-    return {"y = W2 act(W1 x + b1) + b2",
-            "dh = (dy W2) * act'(W1 x + b1),  dx = dh W1,  dW2 = dy^T act(.),  dW1 = dh^T x,  db = "
-            "colsum",
+    return {"y = h W2^T + b2,  h = act(pre),  pre = x W1^T + b1",
+            "dh = dy W2,  dpre = dh * act'(pre),  dx = dpre W1,  dW2 = dy^T h,  dW1 = dpre^T x,  "
+            "db2 = colsum(dy),  db1 = colsum(dpre)",
             "docs/feedforward-backward.md"};
   }
 

@@ -2,7 +2,7 @@
 // example (docs/attention-backward.md's) to values derived by hand in the
 // comments, for the engine and for the by-hand loops alike. Part 2 checks
 // that the by-hand LayerNorm and softmax backward (plain loops in double,
-// examples/step_through.h) agree with the engine on a real tiny Transformer,
+// examples/by_hand.h) agree with the engine on a real tiny Transformer,
 // and that a wrong formula would not: a term dropped or a sign flipped is off
 // by far more than the tolerance. Last, the engine's backward order as
 // backward_order lists it is the order run_backward really calls the nodes.

@@ -10,5 +10,5 @@ expect_ok "$QKV_BIN/step_through" --html page.html
 expect_ok python3 -I read_trace.py page.html
 expect_out "Part 1: one query over four keys loss"
 expect_out "Part 2: a 1+1-layer Transformer loss"
-expect_out "backward of cross_entropy  [] rule: dz = (softmax(z) - t)"
+expect_out "backward of cross_entropy  [] rule: dx = g (p - q) / n_valid"
 [ "$(grep -c 'finite-difference checks, 0 fail' "$QKV_TMP/out")" = 2 ] || { cat "$QKV_TMP/out"; fail "finite differences not all passing"; }
