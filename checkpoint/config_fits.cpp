@@ -108,6 +108,18 @@ class ConfigFit {
       fail(key_is("heads", heads) + ", which does not divide d_model " + std::to_string(d_model));
   }
 
+  // The query/key head size d_k (0: d_model / heads) against W_Q of the
+  // attention `name` (its weight is (heads * d_k, d_model)).
+  void d_k_fits(const std::string& name, int64_t heads, int64_t d_model, int64_t d_k) const {
+    const int64_t dk = d_k > 0 ? d_k : d_model / heads;
+    const Tensor& wq = matrix(name, "d_k");
+    if (double(wq.size(0)) != double(heads) * double(dk) || wq.size(1) != d_model)
+      fail(std::string("model_config keys 'heads' ") + std::to_string(heads) + ", 'd_k' " +
+           std::to_string(dk) + (d_k > 0 ? "" : " (d_model / heads)") + " and 'd_model' " +
+           std::to_string(d_model) + " make (heads*d_k, d_model) but tensor " + tensor_name(name) +
+           " has shape " + to_string(wq.shape()));
+  }
+
   // The model holds every parameter in the file (load_state_dict is strict),
   // so one that would hold more numbers than the file is refused before it is
   // built: this bounds what a loader allocates by the file's size whatever
@@ -127,8 +139,14 @@ class ConfigFit {
   const std::string& prefix_;
 };
 
-// Numbers in one attention block (4 projections with biases), LayerNorm and FFN.
-double attention_numbers(double D) { return 4 * (D * D + D); }
+// Numbers in one attention block (4 projections with biases: W_Q, W_K (E, D)
+// with E = heads * d_k, W_V, W_O (D, D)), LayerNorm and FFN.
+double attention_numbers(double D, double E) { return 2 * (E * D + E) + 2 * (D * D + D); }
+// E = heads * d_k of a config (d_k 0: d_model / heads, E = d_model).
+template <class C>
+double qk_width(const C& c) {
+  return c.d_k > 0 ? double(c.heads) * double(c.d_k) : double(c.d_model);
+}
 double norm_numbers(double D) { return 2 * D; }
 double ffn_numbers(double D, double F) { return 2 * D * F + F + D; }
 
@@ -136,8 +154,9 @@ double ffn_numbers(double D, double F) { return 2 * D * F + F + D; }
 
 double parameter_count(const TransformerConfig& c) {
   const double D = double(c.d_model), F = double(c.d_ff);
-  const double enc_layer = attention_numbers(D) + 2 * norm_numbers(D) + ffn_numbers(D, F);
-  const double dec_layer = 2 * attention_numbers(D) + 3 * norm_numbers(D) + ffn_numbers(D, F);
+  const double E = qk_width(c);
+  const double enc_layer = attention_numbers(D, E) + 2 * norm_numbers(D) + ffn_numbers(D, F);
+  const double dec_layer = 2 * attention_numbers(D, E) + 3 * norm_numbers(D) + ffn_numbers(D, F);
   double n = double(c.src_vocab) * D + double(c.tgt_vocab) * D;   // the embeddings
   if (c.learned_positions) n += 2 * double(c.max_positions) * D;  // src_pos, tgt_pos
   n += double(c.encoder_layers) * enc_layer + double(c.decoder_layers) * dec_layer;
@@ -148,7 +167,7 @@ double parameter_count(const TransformerConfig& c) {
 
 double parameter_count(const GPTConfig& c) {
   const double D = double(c.d_model), F = double(c.d_ff);
-  const double layer = attention_numbers(D) + 2 * norm_numbers(D) + ffn_numbers(D, F);
+  const double layer = attention_numbers(D, qk_width(c)) + 2 * norm_numbers(D) + ffn_numbers(D, F);
   double n = double(c.vocab) * D + double(c.max_positions) * D + double(c.layers) * layer;
   if (c.pre_norm) n += norm_numbers(D);
   if (!c.tie_weights) n += double(c.vocab) * D;  // lm_head, no bias
@@ -157,7 +176,7 @@ double parameter_count(const GPTConfig& c) {
 
 double parameter_count(const EncoderOnlyConfig& c) {
   const double D = double(c.d_model), F = double(c.d_ff);
-  const double layer = attention_numbers(D) + 2 * norm_numbers(D) + ffn_numbers(D, F);
+  const double layer = attention_numbers(D, qk_width(c)) + 2 * norm_numbers(D) + ffn_numbers(D, F);
   double n = double(c.vocab) * D + double(c.layers) * layer;
   if (c.pre_norm) n += norm_numbers(D);
   return n + double(c.classes) * (D + 1);  // head, with bias
@@ -176,6 +195,7 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const Enc
   fit.heads_ok(c.heads, c.d_model);
   fit.at_least("layers", c.layers, 1);
   fit.layers_are("encoder.layers.", "layers", c.layers);
+  fit.d_k_fits("encoder.layers.0.self_attn.w_q.weight", c.heads, c.d_model, c.d_k);
   fit.at_least("d_ff", c.d_ff, 1);
   const Tensor& w1 = fit.matrix("encoder.layers.0.ffn.linear1.weight", "d_ff");
   fit.size_is("encoder.layers.0.ffn.linear1.weight", w1, 0, "d_ff", c.d_ff);  // (F, D)
@@ -198,6 +218,10 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const Tra
   fit.at_least("decoder_layers", c.decoder_layers, 1);
   fit.layers_are("encoder.layers.", "encoder_layers", c.encoder_layers);
   fit.layers_are("decoder.layers.", "decoder_layers", c.decoder_layers);
+  for (const char* name :
+       {"encoder.layers.0.self_attn.w_q.weight", "decoder.layers.0.self_attn.w_q.weight",
+        "decoder.layers.0.cross_attn.w_q.weight"})
+    fit.d_k_fits(name, c.heads, c.d_model, c.d_k);
   fit.at_least("d_ff", c.d_ff, 1);
   for (const char* name :
        {"encoder.layers.0.ffn.linear1.weight", "decoder.layers.0.ffn.linear1.weight"}) {
@@ -240,6 +264,7 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const GPT
   fit.at_least("layers", c.layers, 0);
   fit.layers_are("layers.", "layers", c.layers);
   if (c.layers > 0) {
+    fit.d_k_fits("layers.0.self_attn.w_q.weight", c.heads, c.d_model, c.d_k);
     fit.at_least("d_ff", c.d_ff, 1);
     const Tensor& w1 = fit.matrix("layers.0.ffn.linear1.weight", "d_ff");
     fit.size_is("layers.0.ffn.linear1.weight", w1, 0, "d_ff", c.d_ff);  // (F, D)

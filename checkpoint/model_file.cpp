@@ -81,6 +81,9 @@ json to_json_with(const C& c, Fields fields) {
   j["activation"] = activation_name(c.activation);
   attention_fields(c, [&](const char* k, const auto& v) { j[k] = v; });
   j["attention"] = to_string(c.attention);
+  // The query/key head size, written only when set apart from d_model / heads
+  // (a file without it, as every file before it existed, has d_k = d_model / heads).
+  if (c.d_k != 0) j["d_k"] = c.d_k;
   return j;
 }
 
@@ -104,6 +107,12 @@ C from_json_with(const json& file_json, const std::string& where, Fields fields)
       throw Error(where + ": key 'attention' is '" + brief(kernel) +
                   "' (expected standard, memory-efficient, sparse, linear or auto)");
     }
+  }
+  if (j.is_object() && j.contains("d_k")) {
+    read_json_field(j, "d_k", c.d_k, where);
+    if (c.d_k < 1)
+      throw Error(where + ": key 'd_k' is " + std::to_string(c.d_k) +
+                  ": must be >= 1 (leave it out for d_model / heads)");
   }
   if (c.window < 1 || c.global_every < 1)
     throw Error(where + ": keys 'window' and 'global_every' must be >= 1, got " +

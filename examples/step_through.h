@@ -351,6 +351,11 @@ inline AttentionBackwardCheck attention_backward_by_hand(const nn::MultiHeadAtte
     throw Error("attention_backward_by_hand: needs B = 1 and 0 <= head < H; got xq " +
                 to_string(xq.shape()) + ", xkv " + to_string(xkv.shape()) + ", dY " +
                 to_string(dY.shape()) + ", head " + std::to_string(head));
+  if (m.d_k != m.d_v)
+    throw Error(
+        "attention_backward_by_hand: works the paper's heads, d_k = d_v = d_model / heads; "
+        "got d_k " +
+        std::to_string(m.d_k) + ", d_v " + std::to_string(m.d_v));
   AttentionBackwardCheck c;
   c.T = xq.size(1);
   c.S = xkv.size(1);

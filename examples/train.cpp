@@ -116,6 +116,7 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--global-every", c.global_every, "sparse attention: a global position every N")
       ->capture_default_str();
   app.add_flag("--no-scale", c.no_scale, "attention scores without 1/sqrt(d_k)");
+  add_value(app, "--d-k", c.d_k, "query/key head size (0: d_model / heads)")->capture_default_str();
   add_value(app, "--recompute", c.recompute, "none, ffn or layer: recompute in backward")
       ->capture_default_str();
   add_value(app, "--attention-budget", c.attention_budget,

@@ -31,8 +31,9 @@ class KVCache {
  public:
   KVCache() = default;
   // Empty cache for `layers` self-attention layers, `rows` sequences, room for
-  // `capacity` positions of width d_model. Preallocates everything.
-  KVCache(int64_t layers, int64_t rows, int64_t capacity, int64_t d_model);
+  // `capacity` positions: keys of width key_width (heads * d_k; 0: d_model),
+  // values of width d_model. Preallocates everything.
+  KVCache(int64_t layers, int64_t rows, int64_t capacity, int64_t d_model, int64_t key_width = 0);
 
   int64_t rows() const { return rows_; }
   int64_t length() const { return len_; }  // positions cached so far
@@ -44,11 +45,12 @@ class KVCache {
   void reorder(const std::vector<int64_t>& from);
 
   // ---- the state, public for the step functions and for inspection ----
-  // Per self-attention layer: (rows, capacity, 2D), position t of row r holds
-  // [K | V] of that position (K in columns [0, D), V in [D, 2D)).
+  // Per self-attention layer: (rows, capacity, E + D) with E = heads * d_k
+  // (D by default), position t of row r holds [K | V] of that position (K in
+  // columns [0, E), V in [E, E + D)).
   std::vector<Tensor> self_kv;
   // Encoder-decoder only: per decoder layer the cross-attention [K | V] of the
-  // encoder memory, (B_src, S, 2D), computed once; the source lengths (B_src)
+  // encoder memory, (B_src, S, E + D), computed once; the source lengths (B_src)
   // for the padding mask; and which source each row reads (rows).
   std::vector<Tensor> memory_kv;
   std::vector<int64_t> memory_lengths, memory_row;
@@ -57,7 +59,8 @@ class KVCache {
   void advance(int64_t n) { len_ += n; }
 
  private:
-  int64_t rows_ = 0, capacity_ = 0, len_ = 0, d_model_ = 0;
+  int64_t rows_ = 0, capacity_ = 0, len_ = 0;
+  int64_t width_ = 0;  // of one cached position: E + D
 };
 
 // ---- encoder-decoder -----------------------------------------------------------------

@@ -35,8 +35,8 @@ Var feed_forward(FeedForward& ffn, const Var& x, Recompute r) {
 // ---- Encoder layer -------------------------------------------------------------
 EncoderLayer::EncoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
     : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
-  self_attn = register_module("self_attn",
-                              std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
+  self_attn = register_module(
+      "self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init, o.d_k));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model));
   ffn =
       register_module("ffn", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, init));
@@ -67,11 +67,11 @@ Var EncoderLayer::forward(const Var& x, const AttentionMask& self_mask) {
 // out, in the order of the forward, so the parameter names read off the code.
 DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
     : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
-  self_attn = register_module("self_attn",
-                              std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
+  self_attn = register_module(
+      "self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init, o.d_k));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model));
   cross_attn = register_module(
-      "cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init));
+      "cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init, o.d_k));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model));
   ffn =
       register_module("ffn", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, init));

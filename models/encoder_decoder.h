@@ -40,14 +40,18 @@ struct LayerOptions {
   SparsePattern sparse;                 // window, global_every (Sparse)
   Recompute recompute = Recompute::None;
   real attention_scale = 0;  // 0: 1/sqrt(d_k); 1: unscaled scores (both attentions)
+  int64_t d_k = 0;           // the attentions' query/key head size; 0: d_model / heads
 };
 
 // The attention settings every model config holds beside its sizes: the
 // kernel and its pattern change the function (sparse, linear) or only how it
 // is computed (memory-efficient, auto); scaled = false drops 1/sqrt(d_k);
+// d_k sets the query/key head size apart from d_model / heads (Table 3 row B:
+// W_Q, W_K become (heads*d_k, d_model), values keep d_model / heads);
 // recompute and the memory budget trade time for memory, never the numbers.
 struct AttentionSettings {
   AttentionKernel attention = AttentionKernel::Standard;
+  int64_t d_k = 0;                          // 0: d_model / heads
   int64_t window = 128, global_every = 64;  // the sparse pattern
   bool scaled = true;
   Recompute recompute = Recompute::None;
@@ -55,6 +59,7 @@ struct AttentionSettings {
   // Fills these settings into layer options.
   LayerOptions apply(LayerOptions o) const {
     o.attention = attention;
+    o.d_k = d_k;
     o.sparse.window = window;
     o.sparse.global_every = global_every;
     o.attention_scale = scaled ? 0 : 1;

@@ -14,26 +14,28 @@
 //   5. multi_head_attention, the public op, and the MultiHeadAttention module.
 //
 // Sizes: B batch, T query (target) length, S key (source) length, D d_model,
-// H heads, d_k = D / H the head size.
+// H heads, d_k the query/key head size (D / H unless set apart, Table 3 row
+// B), d_v = D / H the value head size, E = H*d_k.
 //
 // Forward. xq (B,T,D) gives the queries, xkv (B,S,D) the keys and values
 // (the same tensor for self-attention):
-//   Q = xq Wq^T + bq                         (B*T, D)
-//   K = xkv Wk^T + bk                        (B*S, D)
+//   Q = xq Wq^T + bq                         (B*T, E)
+//   K = xkv Wk^T + bk                        (B*S, E)
 //   V = xkv Wv^T + bv                        (B*S, D)
-//   per sequence b and head h, with Q_h, K_h, V_h the h-th block of d_k columns:
+//   per sequence b and head h, with Q_h, K_h the h-th block of d_k columns
+//   and V_h the h-th block of d_v columns:
 //     Z   = Q_h K_h^T / sqrt(d_k) + M        (T, S)    scores; M = -inf where the mask hides a key
 //                                                      (the scale 1/sqrt(d_k) unless options say)
 //     P   = softmax(Z), row by row           (T, S)    kept for backward
-//     O_h = P V_h                            (T, d_k)
-//   Y = O Wo^T + bo                          (B*T, D), O = concat_h(O_h) (B*T, D)
+//     O_h = P V_h                            (T, d_v)
+//   Y = O Wo^T + bo                          (B*T, D), O = concat_h(O_h) (B*T, H*d_v = D)
 // The scores are called Z (and their gradient dZ) because S is the key length.
 //
 // Backward, from dY (B*T, D). Each step but the softmax is a matrix product
 // C = A B, whose gradients are dA = dC B^T and dB = A^T dC:
 //   dO   = dY Wo,  dWo = dY^T O,  dbo = sum of dY's rows
-//   dV_h = P^T dO_h                          (S, T) x (T, d_k) -> (S, d_k)
-//   dP   = dO_h V_h^T                        (T, d_k) x (d_k, S) -> (T, S)
+//   dV_h = P^T dO_h                          (S, T) x (T, d_v) -> (S, d_v)
+//   dP   = dO_h V_h^T                        (T, d_v) x (d_v, S) -> (T, S)
 //   dZ   = P * (dP - rowsum(dP * P))         (T, S), * elementwise
 //          One row: p = softmax(z) has dp_j/dz_i = p_j (delta_ij - p_i), so
 //          dz_i = sum_j dp_j p_j (delta_ij - p_i) = p_i (dp_i - sum_j dp_j p_j).
@@ -47,7 +49,7 @@
 // of all three. docs/attention-backward.md derives every step at length.
 //
 // Heads are never copied out: head h of Q is the column block
-// [h*d_k, (h+1)*d_k) of the (B*T, D) matrix (or of a wider stacked one), which
+// [h*d_k, (h+1)*d_k) of the (B*T, E) matrix (or of a wider stacked one), which
 // sgemm reads in place, the matrix's row stride as its leading dimension.
 #include "nn/attention.h"
 
@@ -154,23 +156,22 @@ struct AttentionNode : Node {
   //   dQ, dK, dV from dO, in the stacked layout of Q, K, V
   void heads_backward(InputProjectionGrads& dproj, real* O_again, const Tensor& dO,
                       const Tensor& O_used) {
-    const int64_t D = dims.D;
     switch (kernel) {
       case AttentionKernel::Standard:
-        detail::attention_backward(dproj.columns(D), O_again, dO.data(), P.data(), in.columns(D),
-                                   dims, scale);
+        detail::attention_backward(dproj.columns(dims), O_again, dO.data(), P.data(),
+                                   in.columns(dims), dims, scale);
         break;
       case AttentionKernel::MemoryEfficient:
-        detail::blockwise_backward(dproj.columns(D), dO.data(), O_used.data(), lse.data(),
-                                   in.columns(D), mask, dims, scale);
+        detail::blockwise_backward(dproj.columns(dims), dO.data(), O_used.data(), lse.data(),
+                                   in.columns(dims), mask, dims, scale);
         break;
       case AttentionKernel::Sparse:
-        detail::sparse_backward(dproj.columns(D), dO.data(), O_used.data(), lse.data(),
-                                in.columns(D), mask, sparse, dims, scale);
+        detail::sparse_backward(dproj.columns(dims), dO.data(), O_used.data(), lse.data(),
+                                in.columns(dims), mask, sparse, dims, scale);
         break;
       case AttentionKernel::Linear:
-        detail::linear_attention_backward(dproj.columns(D), dO.data(), O_used.data(), in.columns(D),
-                                          mask, dims);
+        detail::linear_attention_backward(dproj.columns(dims), dO.data(), O_used.data(),
+                                          in.columns(dims), mask, dims);
         break;
       case AttentionKernel::Auto:
         break;  // resolved in forward
@@ -178,7 +179,7 @@ struct AttentionNode : Node {
   }
 
   TensorList backward(const Tensor& dY) override {
-    const int64_t BT = dims.B * dims.T, D = dims.D;
+    const int64_t BT = dims.B * dims.T, D = dims.D, E = dims.E();
     // forward: Y = O Wo^T + bo.  dO = dY Wo and dbo now; dWo = dY^T O after
     // the heads, which make O again when it was not kept.
     const bool recompute_O = !O.defined();
@@ -198,12 +199,14 @@ struct AttentionNode : Node {
     // forward: project_inputs (Q, K, V from xq and xkv)
     //   dxq, dxkv, and dW, db for [Wq; Wk; Wv], [bq; bk; bv]
     InputGrads g = detail::project_inputs_backward(dproj, in, xq, xkv, needs_grad(0), needs_grad(1),
-                                                   has_bias, D);
-    // (D, D) each: the row blocks of d[Wq; Wk; Wv] (3D, D)
-    Tensor dWq = g.dW.slice0(0, D), dWk = g.dW.slice0(D, 2 * D), dWv = g.dW.slice0(2 * D, 3 * D);
+                                                   has_bias, dims);
+    // (E, D), (E, D), (D, D): the row blocks of d[Wq; Wk; Wv] (2E+D, D)
+    Tensor dWq = g.dW.slice0(0, E), dWk = g.dW.slice0(E, 2 * E),
+           dWv = g.dW.slice0(2 * E, 2 * E + D);
     if (has_bias) {
-      // (D) each, of d[bq; bk; bv] (3D)
-      Tensor dbq = g.db.slice0(0, D), dbk = g.db.slice0(D, 2 * D), dbv = g.db.slice0(2 * D, 3 * D);
+      // (E), (E), (D), of d[bq; bk; bv] (2E+D)
+      Tensor dbq = g.db.slice0(0, E), dbk = g.db.slice0(E, 2 * E),
+             dbv = g.db.slice0(2 * E, 2 * E + D);
       return {g.dxq, g.dxkv, dWq, dbq, dWk, dbk, dWv, dbv, dWo, dbo};
     }
     return {g.dxq, g.dxkv, dWq, dWk, dWv, dWo};
@@ -241,7 +244,7 @@ void check_mask(const AttentionMask& m, int64_t B, int64_t T, int64_t S) {
 
 // The sizes, after checking every shape; throws naming the op and the shapes.
 AttentionSizes check_arguments(const Var& xq, const Var& xkv, const AttentionWeights& w,
-                               int64_t heads) {
+                               int64_t heads, int64_t d_k_option) {
   const Shape& qs = xq.shape();
   const Shape& ks = xkv.shape();
   if (qs.size() != 3 || ks.size() != 3 || qs[0] != ks[0] || qs[2] != ks[2])
@@ -251,15 +254,34 @@ AttentionSizes check_arguments(const Var& xq, const Var& xkv, const AttentionWei
   if (heads <= 0 || D % heads != 0)
     throw Error("attention: d_model " + std::to_string(D) + " is not divisible by " +
                 std::to_string(heads) + " heads");
-  for (const Var* wi : {&w.wq, &w.wk, &w.wv, &w.wo})
-    if (!wi->defined() || wi->shape() != Shape{D, D})
-      throw Error("attention: weight " + (wi->defined() ? to_string(wi->shape()) : "undefined") +
-                  " should be (" + std::to_string(D) + "," + std::to_string(D) + ")");
-  if (w.bq.defined())
-    for (const Var* b : {&w.bq, &w.bk, &w.bv, &w.bo})
-      if (!b->defined() || b->shape() != Shape{D})
-        throw Error("attention: every bias must be (" + std::to_string(D) + ")");
-  return {B, T, S, D, heads, D / heads};
+  if (d_k_option < 0)
+    throw Error("attention: d_k " + std::to_string(d_k_option) + " is negative (0: D / heads)");
+  const int64_t d_v = D / heads, d_k = d_k_option > 0 ? d_k_option : d_v, E = heads * d_k;
+  // wq, wk (H*d_k, D); wv, wo (D, D). wv and wo first: they tell an input of
+  // the wrong width D from a d_k that disagrees with wq, wk.
+  const char* names[4] = {"wq", "wk", "wv", "wo"};
+  const Var* ws[4] = {&w.wq, &w.wk, &w.wv, &w.wo};
+  for (int i : {2, 3, 0, 1}) {
+    const int64_t rows = i < 2 ? E : D;
+    if (!ws[i]->defined() || ws[i]->shape() != Shape{rows, D})
+      throw Error("attention: weight " +
+                  (ws[i]->defined() ? to_string(ws[i]->shape()) : std::string("undefined")) +
+                  " should be (" + std::to_string(rows) + "," + std::to_string(D) + ") (" +
+                  names[i] +
+                  (i < 2 ? ": (H*d_k, D) with d_k " + std::to_string(d_k) + ")" : ": (D, D))"));
+  }
+  if (w.bq.defined()) {
+    const Var* bs[4] = {&w.bq, &w.bk, &w.bv, &w.bo};
+    for (int i = 0; i < 4; ++i) {
+      const int64_t n = i < 2 ? E : D;
+      if (!bs[i]->defined() || bs[i]->shape() != Shape{n})
+        throw Error(std::string("attention: bias b") + (names[i] + 1) + " " +
+                    (bs[i]->defined() ? to_string(bs[i]->shape()) : std::string("undefined")) +
+                    " should be (" + std::to_string(n) +
+                    ") (biases: all undefined, or bq, bk (H*d_k) and bv, bo (D))");
+    }
+  }
+  return {B, T, S, D, heads, d_k, d_v};
 }
 
 // The kernel that runs: Auto resolved by the budget, and each kernel's
@@ -312,7 +334,7 @@ namespace detail {
 
 AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const AttentionWeights& w,
                                      const AttentionOptions& o, HeadOutputs head_outputs) {
-  const AttentionSizes dims = check_arguments(xq, xkv, w, o.heads);
+  const AttentionSizes dims = check_arguments(xq, xkv, w, o.heads, o.d_k);
   const int64_t B = dims.B, T = dims.T, S = dims.S, D = dims.D, H = dims.H;
   check_mask(o.mask, B, T, S);
   const AttentionKernel kernel = choose_kernel(o, dims);
@@ -320,27 +342,28 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
   const bool has_bias = w.bq.defined();
   auto node = make_node<AttentionNode>();
 
-  // Q, K, V  (B*T, D), (B*S, D), (B*S, D), stacked
+  // Q, K, V  (B*T, E), (B*S, E), (B*S, D), stacked
   node->in = project_inputs(xq, xkv, xq.same_as(xkv), w, dims);
+  const detail::QKVColumns in = node->in.columns(dims);
   // O_h = attend(Q_h, K_h, V_h)   for every head, by the chosen kernel
-  Tensor O = Tensor::empty({B * T, D});  // (B*T, D), head h in columns [h*d_k, (h+1)*d_k)
+  Tensor O = Tensor::empty({B * T, D});  // (B*T, D), head h in columns [h*d_v, (h+1)*d_v)
   Tensor P, lse;
   switch (kernel) {
     case AttentionKernel::Standard:
       // P = softmax(Q_h K_h^T / sqrt(d_k) + M),  O_h = P V_h
       P = Tensor::empty({B, H, T, S});  // (B,H,T,S)
-      attention_forward(P.data(), O.data(), node->in.columns(D), o.mask, dims, scale);
+      attention_forward(P.data(), O.data(), in, o.mask, dims, scale);
       break;
     case AttentionKernel::MemoryEfficient:
       lse = Tensor::empty({B, H, T});  // (B,H,T)
-      blockwise_forward(lse.data(), O.data(), node->in.columns(D), o.mask, dims, scale);
+      blockwise_forward(lse.data(), O.data(), in, o.mask, dims, scale);
       break;
     case AttentionKernel::Sparse:
       lse = Tensor::empty({B, H, T});  // (B,H,T)
-      sparse_forward(lse.data(), O.data(), node->in.columns(D), o.mask, o.sparse, dims, scale);
+      sparse_forward(lse.data(), O.data(), in, o.mask, o.sparse, dims, scale);
       break;
     case AttentionKernel::Linear:
-      linear_attention_forward(O.data(), node->in.columns(D), o.mask, dims);
+      linear_attention_forward(O.data(), in, o.mask, dims);
       break;
     case AttentionKernel::Auto:
       break;  // resolved by choose_kernel
@@ -385,30 +408,40 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
 
 // ---- The module -------------------------------------------------------------------------
 
-MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t heads_, bool bias, Generator& g)
-    : d_model(d_model_), heads(heads_), d_k(heads_ > 0 ? d_model_ / heads_ : 0) {
+MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t heads_, bool bias, Generator& g,
+                                       int64_t d_k_)
+    : d_model(d_model_),
+      heads(heads_),
+      d_k(d_k_ > 0     ? d_k_
+          : heads_ > 0 ? d_model_ / heads_
+                       : 0),
+      d_v(heads_ > 0 ? d_model_ / heads_ : 0) {
   if (heads <= 0 || d_model % heads != 0)
     throw Error("MultiHeadAttention: d_model " + std::to_string(d_model) + " is not divisible by " +
                 std::to_string(heads) + " heads");
-  w_q = register_module("w_q", std::make_shared<Linear>(d_model, d_model, bias, g));
-  w_k = register_module("w_k", std::make_shared<Linear>(d_model, d_model, bias, g));
-  w_v = register_module("w_v", std::make_shared<Linear>(d_model, d_model, bias, g));
-  w_o = register_module("w_o", std::make_shared<Linear>(d_model, d_model, bias, g));
+  if (d_k_ < 0)
+    throw Error("MultiHeadAttention: d_k " + std::to_string(d_k_) +
+                " is negative (0: d_model / heads)");
+  const int64_t D = d_model, E = heads * d_k;
+  w_q = register_module("w_q", std::make_shared<Linear>(D, E, bias, g));  // (E, D)
+  w_k = register_module("w_k", std::make_shared<Linear>(D, E, bias, g));  // (E, D)
+  w_v = register_module("w_v", std::make_shared<Linear>(D, D, bias, g));  // (D, D)
+  w_o = register_module("w_o", std::make_shared<Linear>(D, D, bias, g));  // (D, D)
   // Keep W_Q, W_K, W_V (and their biases) back to back in one buffer, so the
   // fused op computes the three projections of an input with one sgemm and
-  // no packing copy. Each parameter stays its own (D, D) view, by name.
-  const int64_t D = d_model;
-  Tensor W = Tensor::empty({3 * D, D});
+  // no packing copy. Each parameter stays its own (E, D) or (D, D) view, by name.
+  const int64_t rows[4] = {0, E, 2 * E, 2 * E + D};  // where each block starts, and the end
+  Tensor W = Tensor::empty({2 * E + D, D});
   Linear* parts[3] = {w_q.get(), w_k.get(), w_v.get()};
   for (int i = 0; i < 3; ++i) {
-    Tensor view = W.slice0(i * D, (i + 1) * D);
+    Tensor view = W.slice0(rows[i], rows[i + 1]);
     view.copy_(parts[i]->weight.data());
     parts[i]->weight.data() = view;
   }
   if (bias) {
-    Tensor b = Tensor::empty({3 * D});
+    Tensor b = Tensor::empty({2 * E + D});
     for (int i = 0; i < 3; ++i) {
-      Tensor view = b.slice0(i * D, (i + 1) * D);
+      Tensor view = b.slice0(rows[i], rows[i + 1]);
       view.copy_(parts[i]->bias.data());
       parts[i]->bias.data() = view;
     }
@@ -424,6 +457,7 @@ Var MultiHeadAttention::forward(const Var& xq, const Var& xkv, const AttentionMa
   ModuleScope scope(this);
   AttentionOptions o;
   o.heads = heads;
+  o.d_k = d_k;
   o.mask = mask;
   o.kernel = keep_attention_ ? AttentionKernel::Standard : kernel;
   o.memory_budget = memory_budget;

@@ -14,7 +14,12 @@
 //   linear            phi(Q_h) (phi(K_h)^T V_h), phi = elu + 1, normalised;
 //                     O(T d_k^2)                       nn/attention_linear.cpp
 // Heads are never copied out: head h of Q is the column block [h*d_k, (h+1)*d_k)
-// of the (B*T, D) matrix, which sgemm reads directly with leading dimension D.
+// of the (B*T, H*d_k) matrix, which sgemm reads directly with its row stride.
+//
+// The head sizes: queries and keys have d_k columns per head, values and the
+// head outputs d_v = D / H (Table 3 row B of the paper varies d_k at fixed H).
+// d_k is D / H unless the options (or the module) say otherwise; then
+// Q, K are (B*T, H*d_k), (B*S, H*d_k) and V, O stay (B*S, D), (B*T, D).
 #pragma once
 #include <vector>
 
@@ -70,9 +75,10 @@ struct SparsePattern {
 
 struct AttentionOptions {
   int64_t heads = 1;
+  int64_t d_k = 0;  // the query/key head size; 0: D / heads. Values keep d_v = D / heads.
   AttentionMask mask;
   AttentionKernel kernel = AttentionKernel::Standard;
-  real scale = 0;  // the scores' factor; 0: 1 / sqrt(d_k)
+  real scale = 0;  // the scores' factor; 0: 1 / sqrt(d_k) (this d_k)
   // Bytes the kernel may spend on probabilities (P for Standard, one block
   // per thread for MemoryEfficient); 0: no limit. With a budget that cannot
   // hold one block the memory-efficient kernel refuses to run.
@@ -81,7 +87,8 @@ struct AttentionOptions {
   bool keep_probs = false;  // return P (B,H,T,S) in AttentionResult::probs (Standard only)
 };
 
-// The ten parameters; biases all undefined or all (D).
+// The eight parameters: wq, wk (H*d_k, D), wv, wo (D, D); biases all
+// undefined, or bq, bk (H*d_k) and bv, bo (D).
 struct AttentionWeights {
   Var wq, bq, wk, bk, wv, bv, wo, bo;
 };
@@ -92,15 +99,17 @@ struct AttentionResult {
   AttentionKernel kernel = AttentionKernel::Standard;  // the kernel that ran (Auto resolved)
 };
 
-// The fused op. xq (B,T,D), xkv (B,S,D); weights (D,D); biases (D) or all
-// undefined. Throws qkv::Error naming the op and the shapes.
+// The fused op. xq (B,T,D), xkv (B,S,D); weights and biases as above (with
+// the default d_k all (D,D) and (D)). Throws qkv::Error naming the op and the shapes.
 AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const AttentionWeights& w,
                                      const AttentionOptions& o);
 
 class MultiHeadAttention : public Module {
  public:
+  // d_k: the query/key head size (W_Q, W_K are (heads*d_k, d_model)); 0 is
+  // d_model / heads, the paper's base model.
   MultiHeadAttention(int64_t d_model, int64_t heads, bool bias = true,
-                     Generator& g = default_generator());
+                     Generator& g = default_generator(), int64_t d_k = 0);
   // Self-attention: forward(x, x, mask); cross-attention: forward(y, memory, mask).
   Var forward(const Var& xq, const Var& xkv, const AttentionMask& mask = {});
 
@@ -112,7 +121,9 @@ class MultiHeadAttention : public Module {
   const Tensor& last_attention() const { return last_attention_; }
   AttentionWeights weights() const;
 
-  int64_t d_model, heads, d_k;
+  int64_t d_model, heads;
+  int64_t d_k;  // query/key head size: W_Q, W_K (heads*d_k, d_model)
+  int64_t d_v;  // value head size d_model / heads: W_V, W_O (d_model, d_model)
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
   // The heads' kernel forward uses, and its settings. Standard by default.
   // The KV cache (generation/kv_cache.h) decodes with softmax attention over

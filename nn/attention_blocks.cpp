@@ -10,7 +10,7 @@
 //   m'    = max(m, rowmax(Z))
 //   P~    = exp(Z - m')                         (Br, Bc), unnormalised
 //   l     = exp(m - m') l + rowsum(P~)          the old sum rescaled to the new max
-//   acc   = exp(m - m') acc + P~ V_j            (Br, d_k)
+//   acc   = exp(m - m') acc + P~ V_j            (Br, d_v)
 //   m     = m'
 // and after the last block O = acc / l and lse = m + log(l), the row's
 // log-sum-exp, which is all forward keeps (B*H*T numbers, not B*H*T*S).
@@ -20,11 +20,12 @@
 // Backward remakes P block by block, P = exp(Z - lse), and uses
 //   rowsum(dP * P)_i = sum_j (dO_i . V_j) P_ij = dO_i . O_i     (= rowdot_i)
 // so that the softmax backward dZ = P * (dP - rowdot) needs no full row of P:
-//   dV_j += P^T dO_blk     (Bc, Br) x (Br, d_k)
-//   dP    = dO_blk V_j^T   (Br, d_k) x (d_k, Bc)
+//   dV_j += P^T dO_blk     (Bc, Br) x (Br, d_v)
+//   dP    = dO_blk V_j^T   (Br, d_v) x (d_v, Bc)
 //   dZ    = P * (dP - rowdot)  (Br, Bc)
 //   dQ_blk += scale dZ K_j (Br, Bc) x (Bc, d_k)
 //   dK_j += scale dZ^T Q_blk  (Bc, Br) x (Br, d_k)
+// (Q, K and dQ, dK have d_k columns per head; V, O, dO, dV have d_v.)
 // docs/long-sequences.md derives both.
 #include <algorithm>
 #include <cmath>
@@ -93,23 +94,32 @@ void hide_block(real* Z, const QueryRun& q, const KeyRun& k, const RowLimits& li
   }
 }
 
+// acc holds O's rows (Br, d_v) in forward, dQ's rows (Br, d_k) in backward.
 struct Scratch {
   real *Z, *dP, *acc, *m, *l, *rowdot;
-  explicit Scratch(real* s, int64_t d_k)
-      : Z(s), dP(s + Br * Bc), acc(s + 2 * Br * Bc), m(acc + Br * d_k), l(m + Br), rowdot(l + Br) {}
+  explicit Scratch(real* s, int64_t acc_width)
+      : Z(s),
+        dP(s + Br * Bc),
+        acc(s + 2 * Br * Bc),
+        m(acc + Br * acc_width),
+        l(m + Br),
+        rowdot(l + Br) {}
 };
 
 }  // namespace
 
-int64_t blockwise_scratch_size(int64_t d_k) { return 2 * Br * Bc + Br * d_k + 3 * Br; }
+int64_t blockwise_scratch_size(int64_t d_k, int64_t d_v) {
+  return 2 * Br * Bc + Br * std::max(d_k, d_v) + 3 * Br;
+}
 
 // ---- Forward ----------------------------------------------------------------------------
 
 void query_block_forward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
-                         const RowLimits& lim, int64_t d_k, real scale, real* scratch) {
-  Scratch s(scratch, d_k);
+                         const RowLimits& lim, int64_t d_k, int64_t d_v, real scale,
+                         real* scratch) {
+  Scratch s(scratch, std::max(d_k, d_v));
   const int64_t n = q.n;
-  std::fill(s.acc, s.acc + n * d_k, real(0));
+  std::fill(s.acc, s.acc + n * d_v, real(0));
   std::fill(s.m, s.m + n, kNegInf);
   std::fill(s.l, s.l + n, real(0));
   int64_t lo[Br], hi[Br];
@@ -143,12 +153,12 @@ void query_block_forward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
           sum += z[c];
         }
         s.l[r] = alpha * s.l[r] + sum;
-        real* a = s.acc + r * d_k;
-        for (int64_t c = 0; c < d_k; ++c) a[c] *= alpha;
+        real* a = s.acc + r * d_v;
+        for (int64_t c = 0; c < d_v; ++c) a[c] *= alpha;
         s.m[r] = m_new;
       }
-      // acc += P~ V_j                   (n, nb) x (nb, d_k) -> (n, d_k)
-      gemm(false, false, n, d_k, nb, 1, s.Z, Bc, k.V + j0 * k.ld, k.ld, 1, s.acc, d_k);
+      // acc += P~ V_j                   (n, nb) x (nb, d_v) -> (n, d_v)
+      gemm(false, false, n, d_v, nb, 1, s.Z, Bc, k.V + j0 * k.ld, k.ld, 1, s.acc, d_v);
     }
   }
   // O = acc / l,  lse = m + log(l); a hidden row is another pass's, an empty one 0 and +inf
@@ -157,7 +167,7 @@ void query_block_forward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
     if (q.hide_every > 0 && i % q.hide_every == 0) continue;
     real* o = q.O + r * q.ldo;
     const real inv = s.l[r] > 0 ? 1 / s.l[r] : 0;
-    for (int64_t c = 0; c < d_k; ++c) o[c] = s.acc[r * d_k + c] * inv;
+    for (int64_t c = 0; c < d_v; ++c) o[c] = s.acc[r * d_v + c] * inv;
     q.lse[r * q.step] =
         s.l[r] > 0 ? s.m[r] + std::log(s.l[r]) : std::numeric_limits<real>::infinity();
   }
@@ -166,15 +176,16 @@ void query_block_forward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
 // ---- Backward ---------------------------------------------------------------------------
 
 void query_block_backward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
-                          const RowLimits& lim, int64_t d_k, real scale, real* scratch) {
-  Scratch s(scratch, d_k);
+                          const RowLimits& lim, int64_t d_k, int64_t d_v, real scale,
+                          real* scratch) {
+  Scratch s(scratch, std::max(d_k, d_v));
   const int64_t n = q.n;
   // rowdot_i = rowsum(dP * P)_i = dO_i . O_i; dQ_blk accumulates in acc
   for (int64_t r = 0; r < n; ++r) {
     const real* o = q.O + r * q.ldo;
     const real* d = q.dO + r * q.ldo;
     real dot = 0;
-    for (int64_t c = 0; c < d_k; ++c) dot += o[c] * d[c];
+    for (int64_t c = 0; c < d_v; ++c) dot += o[c] * d[c];
     s.rowdot[r] = dot;
   }
   std::fill(s.acc, s.acc + n * d_k, real(0));
@@ -198,10 +209,10 @@ void query_block_backward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
       }
       const real* P = s.Z;
       // forward: O += P V_j
-      //   dV_j += P^T dO_blk         (nb, n) x (n, d_k) -> (nb, d_k)
-      gemm(true, false, nb, d_k, n, 1, P, Bc, q.dO, q.ldo, 1, k.dV + j0 * k.ldg, k.ldg);
-      //   dP = dO_blk V_j^T          (n, d_k) x (d_k, nb) -> (n, nb)
-      gemm(false, true, n, nb, d_k, 1, q.dO, q.ldo, k.V + j0 * k.ld, k.ld, 0, s.dP, Bc);
+      //   dV_j += P^T dO_blk         (nb, n) x (n, d_v) -> (nb, d_v)
+      gemm(true, false, nb, d_v, n, 1, P, Bc, q.dO, q.ldo, 1, k.dV + j0 * k.ldg, k.ldg);
+      //   dP = dO_blk V_j^T          (n, d_v) x (d_v, nb) -> (n, nb)
+      gemm(false, true, n, nb, d_v, 1, q.dO, q.ldo, k.V + j0 * k.ld, k.ld, 0, s.dP, Bc);
       // forward: P = softmax(Z):  dZ = P * (dP - rowdot), in place over dP
       for (int64_t r = 0; r < n; ++r) {
         real* d = s.dP + r * Bc;
@@ -238,11 +249,11 @@ struct HeadRuns {
 HeadRuns head_runs(const QKVColumns& in, const QKVGradColumns* grad, real* O, const real* dO,
                    real* lse, const AttentionMask& mask, const AttentionSizes& d, int64_t b,
                    int64_t h, int64_t t0, int64_t n) {
-  const int64_t T = d.T, S = d.S, D = d.D, dk = d.d_k, bh = b * d.H + h;
+  const int64_t T = d.T, S = d.S, D = d.D, dk = d.d_k, dv = d.d_v, bh = b * d.H + h;
   HeadRuns r{};
   r.q.Q = in.Q + (b * T + t0) * in.ldq + h * dk;
-  r.q.O = O + (b * T + t0) * D + h * dk;
-  r.q.dO = dO ? dO + (b * T + t0) * D + h * dk : nullptr;
+  r.q.O = O + (b * T + t0) * D + h * dv;
+  r.q.dO = dO ? dO + (b * T + t0) * D + h * dv : nullptr;
   r.q.dQ = grad ? grad->dQ + (b * T + t0) * grad->ldq + h * dk : nullptr;
   r.q.lse = lse + bh * T + t0;
   r.q.n = n;
@@ -252,9 +263,9 @@ HeadRuns head_runs(const QKVColumns& in, const QKVGradColumns* grad, real* O, co
   r.q.first = t0;
   r.q.step = 1;
   r.k.K = in.K + b * S * in.ldkv + h * dk;
-  r.k.V = in.V + b * S * in.ldkv + h * dk;
+  r.k.V = in.V + b * S * in.ldkv + h * dv;
   r.k.dK = grad ? grad->dK + b * S * grad->ldkv + h * dk : nullptr;
-  r.k.dV = grad ? grad->dV + b * S * grad->ldkv + h * dk : nullptr;
+  r.k.dV = grad ? grad->dV + b * S * grad->ldkv + h * dv : nullptr;
   r.k.n = S;
   r.k.ld = in.ldkv;
   r.k.ldg = grad ? grad->ldkv : 0;
@@ -273,7 +284,7 @@ void zero_head_grads(const QKVGradColumns& g, const AttentionSizes& d, int64_t b
     std::fill_n(g.dQ + (b * d.T + t) * g.ldq + h * d.d_k, d.d_k, real(0));
   for (int64_t j = 0; j < d.S; ++j) {
     std::fill_n(g.dK + (b * d.S + j) * g.ldkv + h * d.d_k, d.d_k, real(0));
-    std::fill_n(g.dV + (b * d.S + j) * g.ldkv + h * d.d_k, d.d_k, real(0));
+    std::fill_n(g.dV + (b * d.S + j) * g.ldkv + h * d.d_v, d.d_v, real(0));
   }
 }
 
@@ -281,7 +292,7 @@ void blockwise_forward(real* lse, real* O, const QKVColumns& in, const Attention
                        const AttentionSizes& d, real scale) {
   // every (sequence, head, query block) is independent in forward
   const int64_t blocks = ceil_div(d.T, Br);
-  ThreadScratch scratch(blockwise_scratch_size(d.d_k));
+  ThreadScratch scratch(blockwise_scratch_size(d.d_k, d.d_v));
   parallel_for(
       d.B * d.H * blocks,
       [&](int64_t u0, int64_t u1) {
@@ -290,7 +301,7 @@ void blockwise_forward(real* lse, real* O, const QKVColumns& in, const Attention
           const int64_t bh = u / blocks, t0 = (u % blocks) * Br;
           HeadRuns r = head_runs(in, nullptr, O, nullptr, lse, mask, d, bh / d.H, bh % d.H, t0,
                                  std::min(Br, d.T - t0));
-          query_block_forward(r.q, &r.k, 1, r.lim, d.d_k, scale, s);
+          query_block_forward(r.q, &r.k, 1, r.lim, d.d_k, d.d_v, scale, s);
         }
       },
       /*grain=*/1);
@@ -300,7 +311,7 @@ void blockwise_backward(const QKVGradColumns& grad, const real* dO, const real* 
                         const QKVColumns& in, const AttentionMask& mask, const AttentionSizes& d,
                         real scale) {
   // dK and dV of a head gather every query block: one (sequence, head) per task
-  ThreadScratch scratch(blockwise_scratch_size(d.d_k));
+  ThreadScratch scratch(blockwise_scratch_size(d.d_k, d.d_v));
   parallel_for(
       d.B * d.H,
       [&](int64_t bh0, int64_t bh1) {
@@ -311,7 +322,7 @@ void blockwise_backward(const QKVGradColumns& grad, const real* dO, const real* 
           for (int64_t t0 = 0; t0 < d.T; t0 += Br) {
             HeadRuns r = head_runs(in, &grad, const_cast<real*>(O), dO, const_cast<real*>(lse),
                                    mask, d, b, h, t0, std::min(Br, d.T - t0));
-            query_block_backward(r.q, &r.k, 1, r.lim, d.d_k, scale, s);
+            query_block_backward(r.q, &r.k, 1, r.lim, d.d_k, d.d_v, scale, s);
           }
         }
       },

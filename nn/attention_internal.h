@@ -19,15 +19,18 @@
 namespace qkv::nn::detail {
 
 // Sizes: B batch, T query (target) length, S key (source) length, D d_model,
-// H heads, d_k = D / H the head size.
+// H heads, d_k the query/key head size (D / H unless set apart), d_v = D / H
+// the value head size. Q and K have E = H*d_k columns, V and O have D = H*d_v.
 struct AttentionSizes {
-  int64_t B, T, S, D, H, d_k;
+  int64_t B, T, S, D, H, d_k, d_v;
+  int64_t E() const { return H * d_k; }  // the width of Q and K
 };
 
 // Where the kernels find Q, K and V: the first column of each inside a
 // row-major matrix with row stride ldq (Q, B*T rows) or ldkv (K and V, B*S
-// rows). Head h of sequence b is then a (T, d_k) or (S, d_k) block at
-// Q + b*T*ldq + h*d_k and K (V) + b*S*ldkv + h*d_k.
+// rows). Head h of sequence b is then a (T, d_k) block at
+// Q + b*T*ldq + h*d_k, an (S, d_k) block at K + b*S*ldkv + h*d_k and an
+// (S, d_v) block at V + b*S*ldkv + h*d_v.
 struct QKVColumns {
   const real* Q;
   const real* K;
@@ -46,18 +49,19 @@ struct QKVGradColumns {
 // ---- The input projections (nn/attention_projections.cpp) ------------------------------
 
 // The projections that read the same input are stacked, so that one sgemm
-// computes them all:
-//   self-attention:   QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]   (B*T, 3D)
-//   cross-attention:  Q   = xq Wq^T + bq                       (B*T, D)
-//                     KV  = xkv [Wk; Wv]^T + [bk; bv]           (B*S, 2D)
+// computes them all (E = H*d_k, which is D by default):
+//   self-attention:   QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]   (B*T, 2E+D)
+//   cross-attention:  Q   = xq Wq^T + bq                       (B*T, E)
+//                     KV  = xkv [Wk; Wv]^T + [bk; bv]           (B*S, E+D)
 struct InputProjections {
-  Tensor W_qkv, QKV;        // self:  [Wq; Wk; Wv] (3D, D), QKV (B*T, 3D)
-  Tensor W_q, Q, W_kv, KV;  // cross: Wq (D, D), Q (B*T, D), [Wk; Wv] (2D, D), KV (B*S, 2D)
+  Tensor W_qkv, QKV;        // self:  [Wq; Wk; Wv] (2E+D, D), QKV (B*T, 2E+D)
+  Tensor W_q, Q, W_kv, KV;  // cross: Wq (E, D), Q (B*T, E), [Wk; Wv] (E+D, D), KV (B*S, E+D)
 
   bool self() const { return QKV.defined(); }
-  QKVColumns columns(int64_t D) const {
-    if (self()) return {QKV.data(), QKV.data() + D, QKV.data() + 2 * D, 3 * D, 3 * D};
-    return {Q.data(), KV.data(), KV.data() + D, D, 2 * D};
+  QKVColumns columns(const AttentionSizes& d) const {
+    const int64_t E = d.E(), D = d.D;
+    if (self()) return {QKV.data(), QKV.data() + E, QKV.data() + 2 * E, 2 * E + D, 2 * E + D};
+    return {Q.data(), KV.data(), KV.data() + E, E, E + D};
   }
 };
 
@@ -66,29 +70,32 @@ InputProjections project_inputs(const Var& xq, const Var& xkv, bool self, const 
 
 // The projections' gradients, in the stacked layout of forward.
 struct InputProjectionGrads {
-  Tensor dQKV;     // self (B*T, 3D)
-  Tensor dQ, dKV;  // cross (B*T, D), (B*S, 2D)
+  Tensor dQKV;     // self (B*T, 2E+D)
+  Tensor dQ, dKV;  // cross (B*T, E), (B*S, E+D)
 
   InputProjectionGrads(const InputProjections& p, const AttentionSizes& dims);
-  QKVGradColumns columns(int64_t D) {
-    if (dQKV.defined()) return {dQKV.data(), dQKV.data() + D, dQKV.data() + 2 * D, 3 * D, 3 * D};
-    return {dQ.data(), dKV.data(), dKV.data() + D, D, 2 * D};
+  QKVGradColumns columns(const AttentionSizes& d) {
+    const int64_t E = d.E(), D = d.D;
+    if (dQKV.defined())
+      return {dQKV.data(), dQKV.data() + E, dQKV.data() + 2 * E, 2 * E + D, 2 * E + D};
+    return {dQ.data(), dKV.data(), dKV.data() + E, E, E + D};
   }
 };
 
 struct InputGrads {
   Tensor dxq, dxkv;  // (B,T,D), (B,S,D), or undefined when not wanted
-  Tensor dW, db;     // (3D, D), (3D) or undefined without biases
+  Tensor dW, db;     // (2E+D, D), (2E+D) or undefined without biases: rows [q | k | v]
 };
 
 InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputProjections& p,
                                    const Tensor& xq, const Tensor& xkv, bool want_dxq,
-                                   bool want_dxkv, bool has_bias, int64_t D);
+                                   bool want_dxkv, bool has_bias, const AttentionSizes& dims);
 
 // ---- The heads' kernels -----------------------------------------------------------------
 // Each reads Q, K, V through `in` and writes O (B*T, D), head h into its
-// columns; each backward reads dO (B*T, D) and writes (overwrites) dQ, dK, dV
-// through `grad`. `scale` multiplies the scores (softmax kernels).
+// columns [h*d_v, (h+1)*d_v); each backward reads dO (B*T, D) and writes
+// (overwrites) dQ, dK, dV through `grad`. `scale` multiplies the scores
+// (softmax kernels).
 
 // nn/attention_standard.cpp: P (B,H,T,S) kept. O_again: see attention_backward.
 void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMask& mask,
@@ -121,17 +128,17 @@ void blockwise_backward(const QKVGradColumns& grad, const real* dO, const real* 
 // p % hide_every == 0 (another pass computes them).
 struct QueryRun {
   const real* Q;   // (n, d_k), row stride ldq
-  real* O;         // (n, d_k), row stride ldo; forward writes, backward reads
-  const real* dO;  // (n, d_k), row stride ldo; backward only
+  real* O;         // (n, d_v), row stride ldo; forward writes, backward reads
+  const real* dO;  // (n, d_v), row stride ldo; backward only
   real* dQ;        // (n, d_k), row stride ldg; backward adds
   real* lse;       // (n), stride step: each row's log-sum-exp
   int64_t n, ldq, ldo, ldg, first, step, hide_every;
 };
 struct KeyRun {
   const real* K;  // (n, d_k), row stride ld
-  const real* V;  // (n, d_k), row stride ld
+  const real* V;  // (n, d_v), row stride ld
   real* dK;       // (n, d_k), row stride ldg; backward adds
-  real* dV;       // (n, d_k), row stride ldg; backward adds
+  real* dV;       // (n, d_v), row stride ldg; backward adds
   int64_t n, ld, ldg, first, step;
   int64_t window, skip_every;
 };
@@ -141,12 +148,13 @@ struct RowLimits {
   const real* mask;  // (T, S) of this sequence, nonzero = hidden, or null
 };
 // One query block (at most kQueryBlock rows) against key runs; scratch holds
-// blockwise_scratch_size(d_k) numbers.
-int64_t blockwise_scratch_size(int64_t d_k);
+// blockwise_scratch_size(d_k, d_v) numbers.
+int64_t blockwise_scratch_size(int64_t d_k, int64_t d_v);
 void query_block_forward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
-                         const RowLimits& lim, int64_t d_k, real scale, real* scratch);
+                         const RowLimits& lim, int64_t d_k, int64_t d_v, real scale, real* scratch);
 void query_block_backward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
-                          const RowLimits& lim, int64_t d_k, real scale, real* scratch);
+                          const RowLimits& lim, int64_t d_k, int64_t d_v, real scale,
+                          real* scratch);
 // dQ, dK, dV of head h of sequence b set to 0 (the engine's backward adds).
 void zero_head_grads(const QKVGradColumns& g, const AttentionSizes& d, int64_t b, int64_t h);
 
@@ -170,7 +178,7 @@ void linear_attention_backward(const QKVGradColumns& grad, const real* dO, const
 // Backward needs the merged head outputs O (B*T, D) for the output
 // projection's weight gradient dWo = dY^T O. The standard kernel can keep O
 // until then, or backward can recompute it from the saved P and V (one
-// (T,S) x (S,d_k) product per head, B*H in all), which saves B*T*D numbers
+// (T,S) x (S,d_v) product per head, B*H in all), which saves B*T*D numbers
 // per layer. The other kernels always keep O: their backward reads it.
 enum class HeadOutputs { Auto, Keep, Recompute };
 

@@ -1,9 +1,10 @@
 // The fused attention op's input projections (nn/attention_internal.h):
 // Q, K and V from the inputs, the projections that read the same input
-// stacked so that one sgemm computes them all, and their backward.
-//   self-attention:   QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]   (B*T, 3D)
-//   cross-attention:  Q   = xq Wq^T + bq                       (B*T, D)
-//                     KV  = xkv [Wk; Wv]^T + [bk; bv]           (B*S, 2D)
+// stacked so that one sgemm computes them all, and their backward. With
+// E = H*d_k the width of Q and K (D by default):
+//   self-attention:   QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]   (B*T, 2E+D)
+//   cross-attention:  Q   = xq Wq^T + bq                       (B*T, E)
+//                     KV  = xkv [Wk; Wv]^T + [bk; bv]           (B*S, E+D)
 // MultiHeadAttention keeps its weights back to back in one buffer, so the
 // stack is the first weight itself; other callers' weights are copied
 // (nn/stacked.h). Backward needs the weight stack and the inputs, not the
@@ -18,28 +19,29 @@ namespace qkv::nn::detail {
 InputProjections project_inputs(const Var& xq, const Var& xkv, bool self, const AttentionWeights& w,
                                 const AttentionSizes& dims) {
   const Var &wq = w.wq, &bq = w.bq, &wk = w.wk, &bk = w.bk, &wv = w.wv, &bv = w.bv;
-  const int64_t B = dims.B, T = dims.T, S = dims.S, D = dims.D;
+  const int64_t B = dims.B, T = dims.T, S = dims.S, D = dims.D, E = dims.E();
   const bool has_bias = bq.defined();
   InputProjections p;
-  Tensor W_copy, b_copy;  // (k*D, D), (k*D): the stacks, when they have to be copied
+  Tensor W_copy, b_copy;  // the stacks, when they have to be copied
   if (self) {
-    // [Wq; Wk; Wv] (3D, D) and [bq; bk; bv] (3D)
-    const real* W = stacked({&wq.data(), &wk.data(), &wv.data()}, D * D, W_copy);
-    const real* b = has_bias ? stacked({&bq.data(), &bk.data(), &bv.data()}, D, b_copy) : nullptr;
-    p.QKV = Tensor::empty({B * T, 3 * D});
-    linear_forward(xq.data(), W, b, 3 * D, p.QKV.data());  // (B*T, D) x (D, 3D) -> (B*T, 3D)
+    // [Wq; Wk; Wv] (2E+D, D) and [bq; bk; bv] (2E+D)
+    const real* W = stacked({&wq.data(), &wk.data(), &wv.data()}, W_copy);
+    const real* b = has_bias ? stacked({&bq.data(), &bk.data(), &bv.data()}, b_copy) : nullptr;
+    p.QKV = Tensor::empty({B * T, 2 * E + D});
+    // (B*T, D) x (D, 2E+D) -> (B*T, 2E+D)
+    linear_forward(xq.data(), W, b, 2 * E + D, p.QKV.data());
     // Keeps the stack alive. When it is the module's packed buffer, wq's
-    // storage holds all three weights and backward reads 3*D*D from its start.
+    // storage holds all three weights and backward reads (2E+D)*D from its start.
     p.W_qkv = W_copy.defined() ? W_copy : wq.data();
   } else {
-    p.Q = Tensor::empty({B * T, D});
-    linear_forward(xq.data(), wq.data().data(), has_bias ? bq.data().data() : nullptr, D,
-                   p.Q.data());  // (B*T, D) x (D, D) -> (B*T, D)
-    // [Wk; Wv] (2D, D) and [bk; bv] (2D)
-    const real* W = stacked({&wk.data(), &wv.data()}, D * D, W_copy);
-    const real* b = has_bias ? stacked({&bk.data(), &bv.data()}, D, b_copy) : nullptr;
-    p.KV = Tensor::empty({B * S, 2 * D});
-    linear_forward(xkv.data(), W, b, 2 * D, p.KV.data());  // (B*S, D) x (D, 2D) -> (B*S, 2D)
+    p.Q = Tensor::empty({B * T, E});
+    linear_forward(xq.data(), wq.data().data(), has_bias ? bq.data().data() : nullptr, E,
+                   p.Q.data());  // (B*T, D) x (D, E) -> (B*T, E)
+    // [Wk; Wv] (E+D, D) and [bk; bv] (E+D)
+    const real* W = stacked({&wk.data(), &wv.data()}, W_copy);
+    const real* b = has_bias ? stacked({&bk.data(), &bv.data()}, b_copy) : nullptr;
+    p.KV = Tensor::empty({B * S, E + D});
+    linear_forward(xkv.data(), W, b, E + D, p.KV.data());  // (B*S, D) x (D, E+D) -> (B*S, E+D)
     p.W_q = wq.data();
     p.W_kv = W_copy.defined() ? W_copy : wk.data();
   }
@@ -49,36 +51,38 @@ InputProjections project_inputs(const Var& xq, const Var& xkv, bool self, const 
 // ---- Backward ---------------------------------------------------------------------------
 
 InputProjectionGrads::InputProjectionGrads(const InputProjections& p, const AttentionSizes& dims) {
+  const int64_t E = dims.E(), D = dims.D;
   if (p.self()) {
-    dQKV = Tensor::empty({dims.B * dims.T, 3 * dims.D});
+    dQKV = Tensor::empty({dims.B * dims.T, 2 * E + D});
   } else {
-    dQ = Tensor::empty({dims.B * dims.T, dims.D});
-    dKV = Tensor::empty({dims.B * dims.S, 2 * dims.D});
+    dQ = Tensor::empty({dims.B * dims.T, E});
+    dKV = Tensor::empty({dims.B * dims.S, E + D});
   }
 }
 
 // forward: QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]  (or Q and KV)
 //   dxq (+ dxkv) = dQKV [Wq; Wk; Wv],  d[Wq; Wk; Wv] = dQKV^T xq,  d[bq; bk; bv] = row sums
-// The weight and bias gradients fill one (3D, D) and one (3D) block, rows
+// The weight and bias gradients fill one (2E+D, D) and one (2E+D) block, rows
 // [q | k | v], whatever the layout. With self-attention the one input gets
 // all of dx, in dxq; dxkv stays undefined.
 
 InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputProjections& p,
                                    const Tensor& xq, const Tensor& xkv, bool want_dxq,
-                                   bool want_dxkv, bool has_bias, int64_t D) {
+                                   bool want_dxkv, bool has_bias, const AttentionSizes& dims) {
+  const int64_t D = dims.D, E = dims.E();
   InputGrads r;
   if (want_dxq) r.dxq = Tensor::empty(xq.shape());
   if (want_dxkv && !p.self()) r.dxkv = Tensor::empty(xkv.shape());
-  r.dW = Tensor::empty({3 * D, D});
-  if (has_bias) r.db = Tensor::empty({3 * D});
+  r.dW = Tensor::empty({2 * E + D, D});
+  if (has_bias) r.db = Tensor::empty({2 * E + D});
   real* dxq = want_dxq ? r.dxq.data() : nullptr;  // (B*T, D), or null: not wanted
-  real* db = has_bias ? r.db.data() : nullptr;    // (3D), or null: no biases
+  real* db = has_bias ? r.db.data() : nullptr;    // (2E+D), or null: no biases
   if (p.self()) {
-    linear_backward(g.dQKV.data(), xq, p.W_qkv.data(), 3 * D, dxq, r.dW.data(), db);
+    linear_backward(g.dQKV.data(), xq, p.W_qkv.data(), 2 * E + D, dxq, r.dW.data(), db);
   } else {
-    linear_backward(g.dQ.data(), xq, p.W_q.data(), D, dxq, r.dW.data(), db);
-    linear_backward(g.dKV.data(), xkv, p.W_kv.data(), 2 * D, want_dxkv ? r.dxkv.data() : nullptr,
-                    r.dW.data() + D * D, has_bias ? db + D : nullptr);
+    linear_backward(g.dQ.data(), xq, p.W_q.data(), E, dxq, r.dW.data(), db);
+    linear_backward(g.dKV.data(), xkv, p.W_kv.data(), E + D, want_dxkv ? r.dxkv.data() : nullptr,
+                    r.dW.data() + E * D, has_bias ? db + E : nullptr);
   }
   return r;
 }

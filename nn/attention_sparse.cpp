@@ -34,25 +34,25 @@ static_assert(kBandBlock <= kQueryBlock, "the engine holds kQueryBlock rows");
 void sparse_head(bool backward, const QKVGradColumns* grad, const real* dO, real* O, real* lse,
                  const QKVColumns& in, const AttentionMask& mask, const SparsePattern& p,
                  const AttentionSizes& d, real scale, int64_t b, int64_t h, real* scratch) {
-  const int64_t T = d.T, S = d.S, D = d.D, dk = d.d_k, w = p.window, g = p.global_every;
+  const int64_t T = d.T, S = d.S, D = d.D, dk = d.d_k, dv = d.d_v, w = p.window, g = p.global_every;
   const real* Kh = in.K + b * S * in.ldkv + h * dk;  // (S, d_k), row stride ldkv
-  const real* Vh = in.V + b * S * in.ldkv + h * dk;
+  const real* Vh = in.V + b * S * in.ldkv + h * dv;  // (S, d_v), row stride ldkv
   real* dKh = grad ? grad->dK + b * S * grad->ldkv + h * dk : nullptr;
-  real* dVh = grad ? grad->dV + b * S * grad->ldkv + h * dk : nullptr;
+  real* dVh = grad ? grad->dV + b * S * grad->ldkv + h * dv : nullptr;
   const int64_t ldg = grad ? grad->ldkv : 0;
   RowLimits lim{S, mask.key_lengths.empty() ? S : mask.key_lengths[b], mask.causal, nullptr};
   auto run_block = [&](const QueryRun& q, const KeyRun* keys, int64_t n) {
     if (backward)
-      query_block_backward(q, keys, n, lim, dk, scale, scratch);
+      query_block_backward(q, keys, n, lim, dk, dv, scale, scratch);
     else
-      query_block_forward(q, keys, n, lim, dk, scale, scratch);
+      query_block_forward(q, keys, n, lim, dk, dv, scale, scratch);
   };
   // A query run of n rows from position first, every step-th row.
   auto query_run = [&](int64_t first, int64_t step, int64_t n, int64_t hide_every) {
     QueryRun q{};
     q.Q = in.Q + (b * T + first) * in.ldq + h * dk;
-    q.O = O + (b * T + first) * D + h * dk;
-    q.dO = dO ? dO + (b * T + first) * D + h * dk : nullptr;
+    q.O = O + (b * T + first) * D + h * dv;
+    q.dO = dO ? dO + (b * T + first) * D + h * dv : nullptr;
     q.dQ = grad ? grad->dQ + (b * T + first) * grad->ldq + h * dk : nullptr;
     q.lse = lse + (b * d.H + h) * T + first;
     q.n = n;
@@ -100,7 +100,7 @@ void sparse_head(bool backward, const QKVGradColumns* grad, const real* dO, real
 
 void sparse_forward(real* lse, real* O, const QKVColumns& in, const AttentionMask& mask,
                     const SparsePattern& pattern, const AttentionSizes& d, real scale) {
-  ThreadScratch scratch(blockwise_scratch_size(d.d_k));
+  ThreadScratch scratch(blockwise_scratch_size(d.d_k, d.d_v));
   parallel_for(
       d.B * d.H,
       [&](int64_t bh0, int64_t bh1) {
@@ -114,7 +114,7 @@ void sparse_forward(real* lse, real* O, const QKVColumns& in, const AttentionMas
 void sparse_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* lse,
                      const QKVColumns& in, const AttentionMask& mask, const SparsePattern& pattern,
                      const AttentionSizes& d, real scale) {
-  ThreadScratch scratch(blockwise_scratch_size(d.d_k));
+  ThreadScratch scratch(blockwise_scratch_size(d.d_k, d.d_v));
   parallel_for(
       d.B * d.H,
       [&](int64_t bh0, int64_t bh1) {

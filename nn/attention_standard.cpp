@@ -2,11 +2,11 @@
 // per sequence b and head h,
 //   Z   = scale Q_h K_h^T + M                (T, S)    scores; M = -inf where the mask hides a key
 //   P   = softmax(Z), row by row             (T, S)    kept for backward
-//   O_h = P V_h                              (T, d_k)
-// and its backward from dO_h, each step a matrix product C = A B, whose
-// gradients are dA = dC B^T and dB = A^T dC, except the softmax:
-//   dV_h = P^T dO_h                          (S, T) x (T, d_k) -> (S, d_k)
-//   dP   = dO_h V_h^T                        (T, d_k) x (d_k, S) -> (T, S)
+//   O_h = P V_h                              (T, d_v)
+// (Q_h, K_h have d_k columns, V_h and O_h d_v = D / H) and its backward from dO_h, each step a
+// matrix product C = A B, whose gradients are dA = dC B^T and dB = A^T dC, except the softmax:
+//   dV_h = P^T dO_h                          (S, T) x (T, d_v) -> (S, d_v)
+//   dP   = dO_h V_h^T                        (T, d_v) x (d_v, S) -> (T, S)
 //   dZ   = P * (dP - rowsum(dP * P))         (T, S), * elementwise
 //          One row: p = softmax(z) has dp_j/dz_i = p_j (delta_ij - p_i), so
 //          dz_i = sum_j dp_j p_j (delta_ij - p_i) = p_i (dp_i - sum_j dp_j p_j).
@@ -66,10 +66,10 @@ void softmax_backward_in_place(real* d, const real* P, int64_t T, int64_t S) {
 // ---- Forward ----------------------------------------------------------------------------
 
 // For every sequence b and head h:  Z = scale Q_h K_h^T + M,  P = softmax(Z),
-// O_h = P V_h. Writes P (B,H,T,S) and O (B*T, D), head h into its columns.
+// O_h = P V_h. Writes P (B,H,T,S) and O (B*T, D), head h into its d_v columns.
 void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMask& mask,
                        const AttentionSizes& dims, real scale) {
-  const int64_t T = dims.T, S = dims.S, D = dims.D, H = dims.H, d_k = dims.d_k;
+  const int64_t T = dims.T, S = dims.S, D = dims.D, H = dims.H, d_k = dims.d_k, d_v = dims.d_v;
   parallel_for(
       dims.B * H,
       [&](int64_t bh0, int64_t bh1) {
@@ -77,17 +77,17 @@ void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMa
           const int64_t b = bh / H, h = bh % H;
           const real* Qh = in.Q + b * T * in.ldq + h * d_k;   // (T, d_k), row stride ldq
           const real* Kh = in.K + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
-          const real* Vh = in.V + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
+          const real* Vh = in.V + b * S * in.ldkv + h * d_v;  // (S, d_v), row stride ldkv
           real* Pbh = P + bh * T * S;                         // (T, S): Z, then P in place
-          real* Oh = O + b * T * D + h * d_k;                 // (T, d_k), row stride D
+          real* Oh = O + b * T * D + h * d_v;                 // (T, d_v), row stride D
           // Z = scale Q_h K_h^T            (T, d_k) x (d_k, S) -> (T, S)
           gemm(false, true, T, S, d_k, scale, Qh, in.ldq, Kh, in.ldkv, 0, Pbh, S);
           // Z += M                         hidden scores -> -inf
           hide_masked_scores(mask, b, T, S, Pbh);
           // P = softmax(Z), row by row     (T, S); a fully hidden row becomes zeros
           softmax_rows(Pbh, T, S);
-          // O_h = P V_h                    (T, S) x (S, d_k) -> (T, d_k)
-          gemm(false, false, T, d_k, S, 1, Pbh, S, Vh, in.ldkv, 0, Oh, D);
+          // O_h = P V_h                    (T, S) x (S, d_v) -> (T, d_v)
+          gemm(false, false, T, d_v, S, 1, Pbh, S, Vh, in.ldkv, 0, Oh, D);
         }
       },
       /*grain=*/2);
@@ -100,7 +100,7 @@ void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMa
 // not null (forward did not keep O), also remakes O (B*T, D) there.
 void attention_backward(const QKVGradColumns& grad, real* O_again, const real* dO, const real* P,
                         const QKVColumns& in, const AttentionSizes& dims, real scale) {
-  const int64_t T = dims.T, S = dims.S, D = dims.D, H = dims.H, d_k = dims.d_k;
+  const int64_t T = dims.T, S = dims.S, D = dims.D, H = dims.H, d_k = dims.d_k, d_v = dims.d_v;
   ThreadScratch scratch(T * S);  // one (T, S) block per thread: dP, then dZ in place
   parallel_for(
       dims.B * H,
@@ -111,22 +111,22 @@ void attention_backward(const QKVGradColumns& grad, real* O_again, const real* d
           const real* Pbh = P + bh * T * S;                   // (T, S)
           const real* Qh = in.Q + b * T * in.ldq + h * d_k;   // (T, d_k), row stride ldq
           const real* Kh = in.K + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
-          const real* Vh = in.V + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
-          const real* dOh = dO + b * T * D + h * d_k;         // (T, d_k), row stride D
+          const real* Vh = in.V + b * S * in.ldkv + h * d_v;  // (S, d_v), row stride ldkv
+          const real* dOh = dO + b * T * D + h * d_v;         // (T, d_v), row stride D
           real* dQh = grad.dQ + b * T * grad.ldq + h * d_k;   // (T, d_k), row stride ldq
           real* dKh = grad.dK + b * S * grad.ldkv + h * d_k;  // (S, d_k), row stride ldkv
-          real* dVh = grad.dV + b * S * grad.ldkv + h * d_k;  // (S, d_k), row stride ldkv
+          real* dVh = grad.dV + b * S * grad.ldkv + h * d_v;  // (S, d_v), row stride ldkv
           // O_h = P V_h again, when forward did not keep O (dWo needs it)
-          //                      (T, S) x (S, d_k) -> (T, d_k), row stride D
+          //                      (T, S) x (S, d_v) -> (T, d_v), row stride D
           if (O_again)
-            gemm(false, false, T, d_k, S, 1, Pbh, S, Vh, in.ldkv, 0, O_again + b * T * D + h * d_k,
+            gemm(false, false, T, d_v, S, 1, Pbh, S, Vh, in.ldkv, 0, O_again + b * T * D + h * d_v,
                  D);
 
           // forward: O_h = P V_h
-          //   dP = dO_h V_h^T        (T, d_k) x (d_k, S) -> (T, S)
-          gemm(false, true, T, S, d_k, 1, dOh, D, Vh, in.ldkv, 0, dP, S);
-          //   dV_h = P^T dO_h        (S, T) x (T, d_k) -> (S, d_k)
-          gemm(true, false, S, d_k, T, 1, Pbh, S, dOh, D, 0, dVh, grad.ldkv);
+          //   dP = dO_h V_h^T        (T, d_v) x (d_v, S) -> (T, S)
+          gemm(false, true, T, S, d_v, 1, dOh, D, Vh, in.ldkv, 0, dP, S);
+          //   dV_h = P^T dO_h        (S, T) x (T, d_v) -> (S, d_v)
+          gemm(true, false, S, d_v, T, 1, Pbh, S, dOh, D, 0, dVh, grad.ldkv);
 
           // forward: P = softmax(Z)
           //   dZ = P * (dP - rowsum(dP * P))          (T, S), in place over dP

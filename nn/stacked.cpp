@@ -4,17 +4,21 @@
 
 namespace qkv::nn {
 
-const real* stacked(std::initializer_list<const Tensor*> parts, int64_t block, Tensor& scratch) {
-  const int64_t k = static_cast<int64_t>(parts.size());
+const real* stacked(std::initializer_list<const Tensor*> parts, Tensor& scratch) {
   const real* first = (*parts.begin())->data();
   bool contiguous = true;
-  int64_t i = 0;
-  for (const Tensor* p : parts) contiguous &= p->data() == first + block * i++;
+  int64_t total = 0;
+  for (const Tensor* p : parts) {
+    contiguous &= p->data() == first + total;
+    total += p->numel();
+  }
   if (contiguous) return first;
-  scratch = Tensor::empty({k * block});
-  i = 0;
-  for (const Tensor* p : parts)
-    std::copy(p->data(), p->data() + block, scratch.data() + block * i++);
+  scratch = Tensor::empty({total});
+  int64_t at = 0;
+  for (const Tensor* p : parts) {
+    std::copy(p->data(), p->data() + p->numel(), scratch.data() + at);
+    at += p->numel();
+  }
   return scratch.data();
 }
 

@@ -9,12 +9,14 @@
 
 namespace qkv::testing {
 
-// xq (B,T,D), xkv (B,S,D); p = {wq, bq, wk, bk, wv, bv, wo, bo}.
+// xq (B,T,D), xkv (B,S,D); p = {wq, bq, wk, bk, wv, bv, wo, bo}, wq and wk
+// (H*d_k, D): the query/key head size is read off wq.
 inline Var attention_with(const Var& xq, const Var& xkv, const std::vector<Var>& p, int64_t H,
                           const nn::AttentionMask& mask, nn::AttentionKernel kernel,
                           nn::SparsePattern sparse = {}) {
   nn::AttentionOptions o;
   o.heads = H;
+  o.d_k = p[0].size(0) / H;  // wq (H*d_k, D)
   o.mask = mask;
   o.kernel = kernel;
   o.sparse = sparse;
@@ -36,24 +38,25 @@ inline Tensor sparse_as_mask(const nn::SparsePattern& p, const nn::AttentionMask
 // phi(x) = elu(x) + 1 = relu(x) + exp(x - relu(x)), from primitive ops.
 inline Var elu_plus_one(const Var& x) { return relu(x) + exp(x - relu(x)); }
 
-// Linear attention from primitive ops: per head, A = phi(Q) phi(K)^T with the
-// hidden keys' entries multiplied by 0, O = (A V) / rowsum(A) (a row with no
-// visible key: its sum is replaced by 1, giving 0). The (T, S) matrix A is
-// formed, which the fused kernel never does.
+// Linear attention from primitive ops (p as attention_with's): per head, A = phi(Q) phi(K)^T with
+// the hidden keys' entries multiplied by 0, O = (A V) / rowsum(A) (a row with no visible key: its
+// sum is replaced by 1, giving 0). The (T, S) matrix A is formed, which the fused kernel never
+// does.
 inline Var composed_linear_attention(const Var& xq, const Var& xkv, const std::vector<Var>& p,
                                      int64_t H, const nn::AttentionMask& mask) {
-  const int64_t B = xq.size(0), T = xq.size(1), S = xkv.size(1), D = xq.size(2), dk = D / H;
+  const int64_t B = xq.size(0), T = xq.size(1), S = xkv.size(1), D = xq.size(2);
+  const int64_t dk = p[0].size(0) / H, dv = D / H;  // wq (H*d_k, D)
   auto proj = [](const Var& x, const Var& w, const Var& b) {
     return matmul(x, w, false, true) + b;
   };
-  auto heads = [&](const Var& x, int64_t L) {
-    return permute(reshape(x, {B, L, H, dk}), {0, 2, 1, 3});  // (B,H,L,d_k)
+  auto heads = [&](const Var& x, int64_t L, int64_t d) {
+    return permute(reshape(x, {B, L, H, d}), {0, 2, 1, 3});  // (B,H,L,d)
   };
-  Var Qf = elu_plus_one(heads(proj(xq, p[0], p[1]), T));
-  Var Kf = elu_plus_one(heads(proj(xkv, p[2], p[3]), S));
-  Var V = heads(proj(xkv, p[4], p[5]), S);
-  Tensor keep = Tensor::zeros({B, 1, T, S});       // 1 where visible
-  Tensor empty_row = Tensor::zeros({B, 1, T, 1});  // 1 where a row sees nothing
+  Var Qf = elu_plus_one(heads(proj(xq, p[0], p[1]), T, dk));   // (B,H,T,d_k)
+  Var Kf = elu_plus_one(heads(proj(xkv, p[2], p[3]), S, dk));  // (B,H,S,d_k)
+  Var V = heads(proj(xkv, p[4], p[5]), S, dv);                 // (B,H,S,d_v)
+  Tensor keep = Tensor::zeros({B, 1, T, S});                   // 1 where visible
+  Tensor empty_row = Tensor::zeros({B, 1, T, 1});              // 1 where a row sees nothing
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < T; ++i) {
       bool any = false;
@@ -63,7 +66,7 @@ inline Var composed_linear_attention(const Var& xq, const Var& xkv, const std::v
     }
   Var A = matmul(Qf, Kf, false, true) * Var(keep);            // (B,H,T,S)
   Var den = sum(A, 3, true) + Var(empty_row);                 // (B,H,T,1)
-  Var O = matmul(A, V) / den;                                 // (B,H,T,d_k)
+  Var O = matmul(A, V) / den;                                 // (B,H,T,d_v)
   Var merged = reshape(permute(O, {0, 2, 1, 3}), {B, T, D});  // (B,T,D)
   return proj(merged, p[6], p[7]);
 }

@@ -238,3 +238,52 @@ TEST_CASE("attention backward inside an outer parallel region gives the serial g
     if (got.defined()) CHECK(max_abs_diff(got, serial) == 0);
   set_num_threads(prev);
 }
+
+// Table 3 row B: the query/key head size d_k set apart from d_v = D / H.
+TEST_CASE(
+    "MultiHeadAttention with d_k != d_model/heads keeps W_Q, W_K (H*d_k, D) and W_V (D, D) back "
+    "to back, equals the copying path, and names the shapes it refuses") {
+  Generator g = test_generator();
+  MultiHeadAttention mha(8, 2, true, g, /*d_k=*/3);
+  CHECK(mha.d_k == 3);
+  CHECK(mha.d_v == 4);
+  CHECK(mha.w_q->weight.shape() == Shape{6, 8});
+  CHECK(mha.w_k->weight.shape() == Shape{6, 8});
+  CHECK(mha.w_v->weight.shape() == Shape{8, 8});
+  CHECK(mha.w_o->weight.shape() == Shape{8, 8});
+  const real* q = mha.w_q->weight.data().data();
+  CHECK(mha.w_k->weight.data().data() == q + 48);
+  CHECK(mha.w_v->weight.data().data() == q + 96);
+  CHECK(mha.w_v->bias.data().data() == mha.w_q->bias.data().data() + 12);
+  std::vector<Var> sep;
+  for (auto& [n, p] : mha.named_parameters()) sep.emplace_back(p.data().clone(), true);
+  Var x(Tensor::normal({2, 5, 8}, 0, 1, g), true);
+  Var m(Tensor::normal({2, 3, 8}, 0, 1, g), true);
+  AttentionOptions o;
+  o.heads = 2;
+  o.d_k = 3;
+  for (bool cross : {false, true}) {
+    const Var& kv = cross ? m : x;
+    o.mask = AttentionMask::padding({cross ? 3 : 5, 2});
+    Var a = mha.forward(x, kv, o.mask);
+    Var b = multi_head_attention(
+                x, kv, {sep[0], sep[1], sep[2], sep[3], sep[4], sep[5], sep[6], sep[7]}, o)
+                .out;
+    CHECK(max_abs_diff(a.data(), b.data()) == 0);
+  }
+  // The default scale is 1/sqrt(d_k) of this d_k: scale = 1/sqrt(3) given by hand is the same.
+  o.scale = real(1) / std::sqrt(real(3));
+  Var by_hand = multi_head_attention(x, x, mha.weights(), o).out;
+  o.scale = 0;
+  CHECK(max_abs_diff(by_hand.data(), multi_head_attention(x, x, mha.weights(), o).out.data()) == 0);
+  o.d_k = 4;
+  CHECK_THROWS_WITH_AS(multi_head_attention(x, x, mha.weights(), o),
+                       "attention: weight (6,8) should be (8,8) (wq: (H*d_k, D) with d_k 4)",
+                       Error);
+  o.d_k = 0;
+  CHECK_THROWS_WITH_AS(multi_head_attention(x, x, mha.weights(), o),
+                       "attention: weight (6,8) should be (8,8) (wq: (H*d_k, D) with d_k 4)",
+                       Error);
+  CHECK_THROWS_WITH_AS(MultiHeadAttention(8, 2, true, g, -1),
+                       "MultiHeadAttention: d_k -1 is negative (0: d_model / heads)", Error);
+}

@@ -20,13 +20,16 @@ struct Case {
   bool cross;
   AttentionMask mask;
   nn::detail::HeadOutputs head_outputs = nn::detail::HeadOutputs::Auto;  // what forward saves of O
+  int64_t d_k = 0;  // the query/key head size; 0: D / H
 };
 
-std::vector<Var> make_params(int64_t D, Generator& g) {
+// wq, wk (H*d_k, D) with bq, bk (H*d_k); wv, wo (D, D) with bv, bo (D).
+std::vector<Var> make_params(int64_t D, int64_t E, Generator& g) {
   std::vector<Var> p;
   for (int i = 0; i < 4; ++i) {
-    p.emplace_back(Tensor::normal({D, D}, 0, 0.5, g), true);  // W
-    p.emplace_back(Tensor::normal({D}, 0, 0.5, g), true);     // b
+    const int64_t rows = i < 2 ? E : D;
+    p.emplace_back(Tensor::normal({rows, D}, 0, 0.5, g), true);  // W
+    p.emplace_back(Tensor::normal({rows}, 0, 0.5, g), true);     // b
   }
   return p;
 }
@@ -35,6 +38,7 @@ Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, int64_t H,
           const AttentionMask& m, nn::detail::HeadOutputs head_outputs) {
   nn::AttentionOptions o;
   o.heads = H;
+  o.d_k = p[0].size(0) / H;  // wq (H*d_k, D)
   o.mask = m;
   return nn::detail::multi_head_attention(xq, xkv, {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]},
                                           o, head_outputs)
@@ -45,7 +49,7 @@ void run_case(const Case& c) {
   Generator g = test_generator();
   Var xq(Tensor::normal({c.B, c.T, c.D}, 0, 1, g), true);
   Var xkv = c.cross ? Var(Tensor::normal({c.B, c.S, c.D}, 0, 1, g), true) : xq;
-  std::vector<Var> p = make_params(c.D, g);
+  std::vector<Var> p = make_params(c.D, c.H * (c.d_k > 0 ? c.d_k : c.D / c.H), g);
   std::vector<Var> inputs = c.cross ? std::vector<Var>{xq, xkv} : std::vector<Var>{xq};
   inputs.insert(inputs.end(), p.begin(), p.end());
   const size_t np = c.cross ? 2 : 1;
@@ -121,4 +125,25 @@ TEST_CASE("attention grad: head outputs recomputed in backward, self- and cross-
   run_case(
       {2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::detail::HeadOutputs::Recompute});
   run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::detail::HeadOutputs::Keep});
+}
+
+// Table 3 row B: the query/key head size d_k set apart from d_v = D / H, so
+// Q, K are (B*T, H*d_k) and V, O (B*T, D): smaller and larger than d_v, every
+// mask kind, self- and cross-attention, both memory policies for O.
+TEST_CASE("attention grad with d_k != D/H: every mask kind, self- and cross-attention") {
+  using nn::detail::HeadOutputs;
+  // D 4, H 2: d_v 2, d_k 3 (larger) and 1 (smaller)
+  run_case({2, 4, 4, 4, 2, false, AttentionMask::none(), HeadOutputs::Auto, 3});
+  run_case({2, 5, 5, 4, 2, false, AttentionMask::causal_mask(), HeadOutputs::Auto, 1});
+  run_case({2, 5, 5, 4, 2, false, AttentionMask::padding({5, 3}), HeadOutputs::Auto, 3});
+  run_case({3, 4, 4, 6, 3, false, AttentionMask::causal_padding({4, 2, 1}), HeadOutputs::Auto, 1});
+  run_case({2, 3, 5, 4, 2, true, AttentionMask::padding({5, 2}), HeadOutputs::Auto, 3});
+  AttentionMask m;
+  m.mask = Tensor::zeros({2, 3, 4});
+  m.mask.at({0, 0, 1}) = 1;
+  for (int64_t j = 0; j < 4; ++j) m.mask.at({1, 2, j}) = 1;  // a fully masked row
+  run_case({2, 3, 4, 4, 2, true, m, HeadOutputs::Auto, 1});
+  run_case({2, 3, 3, 8, 2, false, AttentionMask::causal_mask(), HeadOutputs::Recompute, 3});
+  run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), HeadOutputs::Recompute, 5});
+  run_case({1, 3, 3, 4, 1, false, AttentionMask::none(), HeadOutputs::Keep, 2});  // one head
 }

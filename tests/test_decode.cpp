@@ -1,2 +1,3 @@
 // Decoding tests, float32 build: see tests/decode_tests.h.
 #include "decode_tests.h"
+#include "decode_head_size_tests.h"

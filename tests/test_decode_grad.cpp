@@ -3,3 +3,4 @@
 // equality tests (cache vs recompute, beam 1 vs greedy, sampling limits vs
 // greedy), which the float64 build checks to ~1e-12 instead of float32's ~1e-5.
 #include "decode_tests.h"
+#include "decode_head_size_tests.h"

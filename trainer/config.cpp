@@ -71,6 +71,9 @@ void validate(const TrainConfig& c, const std::string& where) {
           name("attention"),
           "expected standard, memory-efficient, sparse, linear or auto, got '" +
               brief(c.attention) + "'");
+  // d_k 0 is d_model / heads, the default; a flag that says 0 is refused in new_run
+  require(c.d_k >= 0 && c.d_k <= 16384, name("d_k"),
+          "must be >= 1 and <= 16384 (0: d_model / heads), got " + std::to_string(c.d_k));
   require_range<int64_t>(c.window, 1, 1 << 20, name("window"));
   require_range<int64_t>(c.global_every, 1, 1 << 20, name("global_every"));
   require(c.recompute == "none" || c.recompute == "ffn" || c.recompute == "layer",
@@ -143,6 +146,7 @@ void attention_to_model(const TrainConfig& c, nn::AttentionSettings& a) {
   a.window = c.window;
   a.global_every = c.global_every;
   a.scaled = !c.no_scale;
+  a.d_k = c.d_k;
   a.recompute = c.recompute == "ffn"     ? nn::Recompute::FFN
                 : c.recompute == "layer" ? nn::Recompute::Layer
                                          : nn::Recompute::None;
@@ -154,6 +158,7 @@ void attention_from_model(TrainConfig& c, const nn::AttentionSettings& a) {
   c.window = a.window;
   c.global_every = a.global_every;
   c.no_scale = !a.scaled;
+  c.d_k = a.d_k;
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
@@ -175,6 +180,13 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn:
   }
   opt->set_weight_decay_mask(nn::weight_decay_mask(model));
   return opt;
+}
+
+void check_given_flags(const TrainConfig& c, const std::vector<std::string>& given) {
+  // --d-k's default 0 stands for d_model / heads; said, it must be a size.
+  if (std::find(given.begin(), given.end(), "d_k") != given.end() && c.d_k < 1)
+    throw Error("--d-k: must be >= 1, got " + std::to_string(c.d_k) +
+                " (leave it out for d_model / heads)");
 }
 
 void fill_dependent_defaults(TrainConfig& c, const std::vector<std::string>& given) {

@@ -44,6 +44,7 @@ struct TrainConfig {
   std::string attention = "standard";       // standard | memory-efficient | sparse | linear | auto
   int64_t window = 128, global_every = 64;  // sparse attention's pattern
   bool no_scale = false;                    // attention scores without 1/sqrt(d_k)
+  int64_t d_k = 0;                          // query/key head size (0: d_model / heads)
   // data
   std::string task = "reverse";       // copy | reverse | sort, when no --data
   std::string data, valid;            // data file, held-out file
@@ -85,7 +86,7 @@ struct TrainConfig {
   static bool is_arch_key(const std::string& k) {
     for (const char* a :
          {"model", "d_model", "heads", "layers", "d_ff", "dropout", "pre_ln", "tie", "positions",
-          "activation", "attention", "window", "global_every", "no_scale"})
+          "activation", "attention", "window", "global_every", "no_scale", "d_k"})
       if (k == a) return true;
     return false;
   }
@@ -101,7 +102,7 @@ struct TrainConfig {
   static bool is_added_key(const std::string& k) {
     for (const char* a :
          {"optimizer", "weight_decay", "beta1", "beta2", "momentum", "min_lr", "recompute",
-          "attention_budget", "attention", "window", "global_every", "no_scale"})
+          "attention_budget", "attention", "window", "global_every", "no_scale", "d_k"})
       if (k == a) return true;
     return false;
   }
@@ -132,6 +133,7 @@ struct TrainConfig {
     f("window", c.window);
     f("global_every", c.global_every);
     f("no_scale", c.no_scale);
+    f("d_k", c.d_k);
     f("task", c.task);
     f("data", c.data);
     f("valid", c.valid);
@@ -219,8 +221,8 @@ void shared_arch_fields(C& c, M& m, F&& f) {
 }
 
 // The attention settings (--attention, --window, --global-every, --no-scale,
-// --recompute, --attention-budget) into a model's config, and the first four
-// back from one (the others are run settings, not stored with the model).
+// --d-k, --recompute, --attention-budget) into a model's config, and the first
+// five back from one (the others are run settings, not stored with the model).
 void attention_to_model(const TrainConfig& c, nn::AttentionSettings& a);
 void attention_from_model(TrainConfig& c, const nn::AttentionSettings& a);
 
@@ -228,6 +230,9 @@ std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c);
 // The optimizer the settings name, over `model`'s parameters, with the weight
 // decay on its Linear weights only (nn::weight_decay_mask).
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
+// The checks a value needs only when the command line gave it (`given` lists
+// the keys it set): --d-k 0, its default's value, is refused when said.
+void check_given_flags(const TrainConfig& c, const std::vector<std::string>& given);
 // A new run's settings that follow from others when the command line left
 // them unsaid (`given` lists the keys it set): --optimizer adamw decays
 // weights by 0.01 (torch.optim.AdamW's default).

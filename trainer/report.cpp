@@ -43,9 +43,10 @@ void print_header(const Trainer& t, const RunOptions& o) {
                 t.text ? (std::to_string(t.text->heldout_tokens().size()) + " tokens").c_str()
                        : (std::to_string(t.pairs->heldout().size()) + " pairs").c_str());
   std::printf(
-      "model: %s, d_model %lld, %lld heads, %lld%s layers, d_ff %lld, %s, %s, %s positions%s, %lld "
-      "parameters\n",
-      c.model.c_str(), (long long)c.d_model, (long long)c.heads, (long long)c.layers,
+      "model: %s, d_model %lld, %lld heads%s, %lld%s layers, d_ff %lld, %s, %s, %s positions%s, "
+      "%lld parameters\n",
+      c.model.c_str(), (long long)c.d_model, (long long)c.heads,
+      c.d_k > 0 ? (" (d_k " + std::to_string(c.d_k) + ")").c_str() : "", (long long)c.layers,
       c.is_gpt() ? "" : ("+" + std::to_string(c.layers)).c_str(), (long long)c.d_ff,
       c.pre_ln ? "Pre-LN" : "Post-LN", c.activation.c_str(), c.positions.c_str(),
       c.tie ? ", tied" : "", (long long)t.model().num_parameters());

@@ -387,6 +387,7 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
                  const RunOptions& o) {
   if (!o.init_from.empty() && !o.load_path.empty())
     throw Error("--init-from: starts a new run; --load resumes one (give one of them)");
+  check_given_flags(flags, given);
   const DataUse use = !o.ask.empty() || !o.explain.empty() ? DataUse::None
                       : o.eval_only                        ? DataUse::Evaluate
                                                            : DataUse::Train;

@@ -66,8 +66,10 @@ void check_data_memory(double bytes, const std::string& what, const std::string&
 // max(D, F) per token per layer and the attention maps.
 void check_memory(const TrainConfig& c, int64_t V, int64_t T) {
   const double D = double(c.d_model), F = double(c.d_ff), L = double(c.layers), H = double(c.heads);
-  const double stacks = c.is_gpt() ? 1 : 2.5;  // encoder, decoder (with cross-attention)
-  const double params = stacks * L * (4 * D * D + 2 * D * F) + 2 * double(V) * D + double(T) * D;
+  const double stacks = c.is_gpt() ? 1 : 2.5;          // encoder, decoder (with cross-attention)
+  const double E = c.d_k > 0 ? H * double(c.d_k) : D;  // W_Q, W_K (E, D); W_V, W_O (D, D)
+  const double params =
+      stacks * L * (2 * E * D + 2 * D * D + 2 * D * F) + 2 * double(V) * D + double(T) * D;
   const double tokens = double(c.batch) * double(T);
   const double acts =
       stacks * L * tokens * (40 * std::max(D, F) + 4 * H * double(T)) + 3 * tokens * double(V);

@@ -36,6 +36,10 @@ refused "--optimizer: expected adam, adamw or sgd, got 'lion'" --optimizer lion
 refused "--attention: expected standard, memory-efficient, sparse, linear or auto, got 'fast'" --attention fast
 refused "--window must be in [1, 1048576], got 0" --window 0
 refused "--recompute: expected none, ffn or layer, got 'all'" --recompute all
+refused "--d-k: must be >= 1, got 0 (leave it out for d_model / heads)" --d-k 0
+refused "--d-k: must be >= 1, got -2" --d-k -2
+refused "--d-k: must be >= 1 and <= 16384 (0: d_model / heads), got 20000" --d-k 20000
+refused "--d-k: expected a whole number in decimal digits, got '2.5'" --d-k 2.5
 refused "--beta2: must be in [0, 1), got 1" --beta2 1
 refused "--weight-decay: must be in [0, 1), got 2" --weight-decay 2
 refused "--min-lr: must be in [0, --lr 0.002], got 1" --min-lr 1
@@ -76,3 +80,18 @@ grep -q "SGD(momentum 0.5)" log_o || { cat log_o; fail "the header does not show
 grep -q "greedy:" log_o || { cat log_o; fail "no held-out report for a sparse model"; }
 if grep -q "beam 4" log_o; then cat log_o; fail "beam search ran on a sparse model"; fi
 "$TRAIN" "${TINY[@]}" --steps 3 --attention linear --no-scale --recompute layer --out o_linear >log_o 2>&1 || { cat log_o; fail "--attention linear"; }
+
+# --d-k sets the attention's query/key head size apart from d_model / heads
+# (Table 3 row B): with the standard kernel (greedy and beam decoding with the
+# key/value cache) and with the linear one; the checkpoint keeps it, so
+# --load needs no --d-k, and a different --d-k is refused by name.
+"$TRAIN" "${TINY[@]}" --steps 3 --d-k 3 --out o_dk --save dk.safetensors >log_o 2>&1 || { cat log_o; fail "--d-k 3"; }
+grep -q "2 heads (d_k 3)," log_o || { cat log_o; fail "the header does not show d_k"; }
+grep -q "beam 4" log_o || { cat log_o; fail "no beam search with --d-k"; }
+expect_ok "$TRAIN" --load dk.safetensors --eval-only
+expect_out "2 heads (d_k 3),"
+expect_fail "$TRAIN" --load dk.safetensors --eval-only --d-k 4
+expect_out "--d-k: the checkpoint dk.safetensors was trained with --d-k 3, but the command line gives 4"
+"$TRAIN" "${TINY[@]}" --steps 3 --d-k 5 --attention linear --out o_dk_linear >log_o 2>&1 || { cat log_o; fail "--d-k 5 --attention linear"; }
+grep -q "2 heads (d_k 5)," log_o || { cat log_o; fail "the header does not show d_k with --attention linear"; }
+"$TRAIN" "${TINY[@]}" --steps 3 --d-k 2 --attention memory-efficient --model gpt --out o_dk_gpt >log_o 2>&1 || { cat log_o; fail "--d-k 2 --model gpt"; }
