@@ -51,7 +51,7 @@ std::vector<data::Seq> seq2seq_answer(Seq2SeqTransformer& m, const std::vector<d
   return greedy_decode(m, src, d);
 }
 
-// Greedy continuation of "source <s>" until </s>, with the key/value cache.
+// Greedy continuation of "source <s>" until </s>.
 std::vector<data::Seq> gpt_answer(GPT& m, const std::vector<data::Seq>& sources,
                                   const AnswerOptions& o, int64_t max_new) {
   std::vector<data::Seq> prompts;
@@ -66,30 +66,14 @@ std::vector<data::Seq> gpt_answer(GPT& m, const std::vector<data::Seq>& sources,
                 " tokens and its <s> do not fit the position table of " +
                 std::to_string(m.max_positions()));
   const int64_t n_new = std::max<int64_t>(1, std::min(max_new, m.max_positions() - longest + 1));
-  std::vector<data::Seq> out;
-  if (m.cfg.cacheable()) {
-    SampleOptions s;
-    s.temperature = 0;
-    s.eos = o.eos;
-    s.max_new_tokens = n_new;
-    Generator unused(0);  // greedy draws nothing
-    out = generate(m, data::right_padded(prompts), s, unused);
-  } else {
-    // Sparse or linear attention: the whole sequence through the model at
-    // every step (the cache computes softmax attention), argmax of the last.
-    for (const data::Seq& p : prompts) {
-      data::Seq seq = p, a;
-      for (int64_t k = 0; k < n_new && static_cast<int64_t>(seq.size()) <= m.max_positions(); ++k) {
-        const Tensor logits = m.forward(data::right_padded({seq})).data();  // (1, L, V)
-        const real* last = logits.data() + (static_cast<int64_t>(seq.size()) - 1) * m.cfg.vocab;
-        const int64_t next = std::max_element(last, last + m.cfg.vocab) - last;
-        a.push_back(next);
-        if (next == o.eos) break;
-        seq.push_back(next);
-      }
-      out.push_back(std::move(a));
-    }
-  }
+  // With the key/value cache, or for sparse and linear attention the whole
+  // sequence through the model at every step (generate picks).
+  SampleOptions s;
+  s.temperature = 0;
+  s.eos = o.eos;
+  s.max_new_tokens = n_new;
+  Generator unused(0);  // greedy draws nothing
+  std::vector<data::Seq> out = generate(m, data::right_padded(prompts), s, unused);
   for (data::Seq& a : out)
     if (!a.empty() && a.back() == o.eos) a.pop_back();
   return out;

@@ -74,6 +74,30 @@ int64_t sample_token(const real* logits, int64_t V, const SampleOptions& opt, Ge
   return sc.order[keep - 1];  // u within rounding of the total
 }
 
+namespace {
+// The key/value cache computes softmax attention over every cached key, so a
+// model with sparse or linear attention cannot use it: one prompt at a time,
+// the whole sequence so far goes through the model at every step (L forwards
+// of growing length), and the next token is drawn from the last position.
+std::vector<int64_t> generate_uncached(GPT& model, std::vector<int64_t> seq,
+                                       const SampleOptions& opt, Generator& gen,
+                                       SampleScratch& scratch) {
+  std::vector<int64_t> out;
+  while (static_cast<int64_t>(out.size()) < opt.max_new_tokens) {
+    const int64_t L = static_cast<int64_t>(seq.size());
+    Tensor logits = model.forward(Tokens{seq, 1, L, {}}).data();  // (1, L, V)
+    const int64_t V = logits.size(2);
+    real* last = logits.data() + (L - 1) * V;
+    for (int64_t id : opt.suppress) last[id] = -std::numeric_limits<real>::infinity();
+    const int64_t tok = sample_token(last, V, opt, gen, scratch);
+    out.push_back(tok);
+    if (opt.eos && tok == *opt.eos) break;
+    seq.push_back(tok);
+  }
+  return out;
+}
+}  // namespace
+
 std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt,
                                            const SampleOptions& opt, Generator& gen) {
   prompt.check("generate");
@@ -107,6 +131,15 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt,
                 std::to_string(opt.max_new_tokens) + " - 1 exceeds the model's max_positions " +
                 std::to_string(model.cfg.max_positions));
   NoGradGuard no_grad;
+  if (!model.cfg.cacheable()) {  // sparse or linear attention: no cache (see generate_uncached)
+    SampleScratch scratch;
+    for (int64_t b = 0; b < B; ++b)
+      out[b] = generate_uncached(
+          model,
+          {prompt.ids.begin() + b * prompt.len, prompt.ids.begin() + b * prompt.len + len[b]}, opt,
+          gen, scratch);
+    return out;
+  }
   KVCache cache = start_generation(model, B, capacity);
   // Every row advances one position per step. The prefix all prompts share in
   // length goes in as one block (prefill); after that a row whose prompt is

@@ -46,10 +46,12 @@ int64_t sample_token(const real* logits, int64_t V, const SampleOptions& opt, Ge
 
 // Continues each prompt of `prompt` (B, L; prompt.lengths[b] >= 1 tokens of row
 // b, the rest padding) by max_new_tokens sampled tokens, with the key/value
-// cache. The ids in opt.suppress get logit -inf before each draw (an id
-// outside [0, V), or suppressing every token, is an Error). Returns the new
-// tokens per row (not the prompt). Needs max(lengths) + max_new_tokens - 1 <=
-// cfg.max_positions (the position table) and a vocabulary of at least one token.
+// cache; a model with sparse or linear attention, which the cache does not
+// compute, runs each prompt's whole sequence through the model at every step. The ids in
+// opt.suppress get logit -inf before each draw (an id outside [0, V), or suppressing every token,
+// is an Error). Returns the new tokens per row (not the prompt). Needs max(lengths) +
+// max_new_tokens - 1 <= cfg.max_positions (the position table) and a vocabulary of at least one
+// token.
 std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt,
                                            const SampleOptions& opt, Generator& gen);
 

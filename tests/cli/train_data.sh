@@ -60,6 +60,15 @@ expect_out "held-out perplexity"
 expect_out "samples (temperature 0.8, top-p 0.95)"
 expect_ok "$TRAIN" --load lm/model.safetensors --eval-only
 expect_out "held-out perplexity"
+# With sparse or linear attention, which the key/value cache does not compute,
+# the run's closing samples and --ask run the whole sequence at every step.
+expect_ok "$TRAIN" "${small[@]}" --model gpt --data corpus.txt --format text --context 32 --steps 5 \
+  --attention linear --out lm_linear
+expect_out "samples (temperature 0.8, top-p 0.95)"
+expect_ok "$TRAIN" "${small[@]}" --model gpt --data corpus.txt --format text --context 32 --steps 5 \
+  --attention sparse --window 4 --global-every 8 --out lm_sparse
+expect_out "samples (temperature 0.8, top-p 0.95)"
+expect_ok "$TRAIN" --load lm_sparse/model.safetensors --ask "the quick" --max-new 5
 # The language model continues a prompt; the same seed gives the same text.
 expect_ok "$TRAIN" --load lm/model.safetensors --ask "the quick" --max-new 20
 first=$(cat "$QKV_TMP/out")
