@@ -99,6 +99,12 @@ std::vector<TokenPair> parse_pairs(const TextFile& f, Split how) {
   return out;
 }
 
+const TokenPair* first_length_mismatch(const std::vector<TokenPair>& pairs) {
+  for (const TokenPair& p : pairs)
+    if (p.src.size() != p.tgt.size()) return &p;
+  return nullptr;
+}
+
 std::vector<std::string> distinct_tokens(
     const std::vector<const std::vector<std::string>*>& lists) {
   std::set<std::string> all;

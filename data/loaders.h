@@ -49,6 +49,10 @@ struct TokenPair {
 };
 std::vector<TokenPair> parse_pairs(const TextFile& f, Split how);
 
+// The first pair (in file order) whose target has not as many tokens as its
+// source, or nullptr: data for a model that labels each source token.
+const TokenPair* first_length_mismatch(const std::vector<TokenPair>& pairs);
+
 // The distinct tokens of `lists`, sorted (so the vocabulary does not depend on
 // the order of the lines).
 std::vector<std::string> distinct_tokens(const std::vector<const std::vector<std::string>*>& lists);
