@@ -33,6 +33,8 @@ expect_out "checkpoint: rev/model.safetensors (step $((step + 50)))"
 # --ask: one label per input token.
 expect_ok "$TRAIN" --load rev/model.safetensors --ask "a b c d"
 [ "$(wc -w < "$QKV_TMP/out")" -eq 4 ] || { cat "$QKV_TMP/out"; fail "--ask gave not one label per token"; }
+expect_ok "$TRAIN" --load rev/model.safetensors --ask "a b c d" --show-attention
+expect_out "note: --show-attention: the encoder model has no cross-attention"
 
 # Beam decoding: refused before any work, when training and when loading.
 expect_fail "$TRAIN" "${ENC[@]}" --decode beam --steps 50 --out beam
