@@ -74,16 +74,18 @@ TEST_CASE("the encoder model's settings read back from its model_config, one voc
   c.pre_ln = true;
   c.activation = "gelu";
   c.attention = "memory-efficient";
+  c.d_k = 4;  // apart from d_model / heads = 8
   c.dropout = real(0.25);
   train::Trainer t(c);
   CHECK(std::string(t.model().kind()) == "encoder");
   CHECK(t.model().vocab_size() == t.vocab.size());  // labels are tokens of the one vocabulary
   const train::json mc = nn::config_to_json(t.model());
+  CHECK(mc.value("d_k", 0) == 4);  // --d-k reached the encoder's attention
   train::TrainConfig back;
   back.tie = true;  // the encoder has none: reading its config clears it
   train::set_arch_from_model(back, "encoder", mc, "f");
   for (const char* k : {"model", "d_model", "heads", "layers", "d_ff", "dropout", "pre_ln", "tie",
-                        "positions", "activation", "attention"}) {
+                        "positions", "activation", "attention", "d_k"}) {
     CAPTURE(k);
     CHECK(back.to_json()[k] == t.cfg.to_json()[k]);
   }
