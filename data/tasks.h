@@ -1,15 +1,13 @@
 // Toy sequence-to-sequence tasks: copy, reverse and sort random sequences of
 // symbols. Token ids: 0 <pad>, 1 <s>, 2 </s> (data/batch.h), symbols from 3 on.
+// Every task's answer has its source's length.
 //
 // A held-out evaluation set is drawn first; training batches never contain a
 // sequence from it (checked by hash lookup), so held-out accuracy measures
 // generalisation, not memory.
 #pragma once
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <set>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,31 +21,15 @@ inline constexpr int64_t kFirstSymbol = 3;  // the first symbol's id, after <pad
 
 enum class Task { Copy, Reverse, Sort };
 
-inline Task parse_task(const std::string& s) {
-  if (s == "copy") return Task::Copy;
-  if (s == "reverse") return Task::Reverse;
-  if (s == "sort") return Task::Sort;
-  throw Error("task: unknown task '" + s + "' (expected copy, reverse or sort)");
-}
-inline const char* task_name(Task t) {
-  return t == Task::Copy ? "copy" : t == Task::Reverse ? "reverse" : "sort";
-}
+// "copy", "reverse" or "sort"; Error naming the text otherwise.
+Task parse_task(const std::string& s);
+const char* task_name(Task t);
 
 // The answer for one source sequence.
-inline Seq apply_task(Task t, const Seq& src) {
-  Seq out = src;
-  if (t == Task::Reverse) std::reverse(out.begin(), out.end());
-  if (t == Task::Sort) std::sort(out.begin(), out.end());
-  return out;
-}
+Seq apply_task(Task t, const Seq& src);
 
 // A batch of sources with the task's answers (collate_pairs).
-inline Batch collate(Task task, const std::vector<Seq>& sources) {
-  std::vector<Pair> pairs;
-  pairs.reserve(sources.size());
-  for (const Seq& s : sources) pairs.push_back({s, apply_task(task, s)});
-  return collate_pairs(pairs);
-}
+Batch collate(Task task, const std::vector<Seq>& sources);
 
 struct TaskConfig {
   Task task = Task::Reverse;
@@ -58,57 +40,22 @@ struct TaskConfig {
 
 class TaskData {
  public:
-  // Draws `heldout` distinct sequences first, from `g`.
-  TaskData(const TaskConfig& cfg, int64_t heldout, Generator& g) : cfg_(cfg) {
-    if (cfg.symbols < 1 || cfg.min_len < 1 || cfg.max_len < cfg.min_len)
-      throw Error("TaskData: need symbols >= 1 and 1 <= min_len <= max_len (got symbols " +
-                  std::to_string(cfg.symbols) + ", lengths " + std::to_string(cfg.min_len) + ".." +
-                  std::to_string(cfg.max_len) + ")");
-    // Refuse a held-out set that would leave too little to train on.
-    double space = 0;
-    for (int64_t L = cfg.min_len; L <= cfg.max_len && space < 1e18; ++L)
-      space += std::pow(static_cast<double>(cfg.symbols), static_cast<double>(L));
-    if (static_cast<double>(heldout) > space / 2)
-      throw Error("TaskData: " + std::to_string(heldout) +
-                  " held-out sequences is more than half of the " +
-                  std::to_string(static_cast<int64_t>(space)) + " possible sequences");
-    while (static_cast<int64_t>(heldout_.size()) < heldout) {
-      Seq s = random_sequence(g, cfg.min_len, cfg.max_len);
-      if (heldout_set_.insert(s).second) heldout_.push_back(std::move(s));
-    }
-  }
+  // Draws `heldout` distinct sequences first, from `g`. Refuses (Error) a
+  // config without symbols or lengths, and a held-out set of more than half
+  // of all possible sequences (too little would be left to train on).
+  TaskData(const TaskConfig& cfg, int64_t heldout, Generator& g);
 
   const TaskConfig& config() const { return cfg_; }
   const std::vector<Seq>& heldout() const { return heldout_; }
   bool is_heldout(const Seq& s) const { return heldout_set_.count(s) != 0; }
 
   // A fresh training sequence, never one of the held-out set.
-  Seq sample_train(Generator& g) const {
-    for (;;) {
-      Seq s = random_sequence(g, cfg_.min_len, cfg_.max_len);
-      if (!is_heldout(s)) return s;
-    }
-  }
-  Batch train_batch(int64_t B, Generator& g) const {
-    std::vector<Seq> srcs;
-    srcs.reserve(static_cast<size_t>(B));
-    for (int64_t i = 0; i < B; ++i) srcs.push_back(sample_train(g));
-    return collate(cfg_.task, srcs);
-  }
+  Seq sample_train(Generator& g) const;
+  Batch train_batch(int64_t B, Generator& g) const;
   // Sequences longer than any seen in training (length generalisation).
-  std::vector<Seq> longer_set(int64_t n, int64_t extra, Generator& g) const {
-    std::vector<Seq> out;
-    for (int64_t i = 0; i < n; ++i)
-      out.push_back(random_sequence(g, cfg_.max_len + 1, cfg_.max_len + extra));
-    return out;
-  }
-
-  Seq random_sequence(Generator& g, int64_t lo, int64_t hi) const {
-    const int64_t L = g.randint(lo, hi + 1);
-    Seq s(static_cast<size_t>(L));
-    for (auto& x : s) x = kFirstSymbol + g.randint(0, cfg_.symbols);
-    return s;
-  }
+  std::vector<Seq> longer_set(int64_t n, int64_t extra, Generator& g) const;
+  // A sequence of lo..hi random symbols.
+  Seq random_sequence(Generator& g, int64_t lo, int64_t hi) const;
 
  private:
   TaskConfig cfg_;

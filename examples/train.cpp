@@ -1,6 +1,7 @@
-// qkv's main job: train a Transformer (encoder-decoder or decoder-only) on a
-// built-in toy task or on your own data, watch the loss fall, then evaluate it
-// on held-out data; or load a checkpoint and evaluate it, or ask it questions.
+// qkv's main job: train a Transformer (encoder-decoder, decoder-only or
+// encoder-only) on a built-in toy task or on your own data, watch the loss
+// fall, then evaluate it on held-out data; or load a checkpoint and evaluate
+// it, or ask it questions.
 //
 //   build/rel-f32/train --task reverse                  (what `make demo` runs)
 //   build/rel-f32/train --data pairs.tsv --out runs/mine
@@ -87,7 +88,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   app.get_formatter()->column_width(27);
   app.option_defaults()->multi_option_policy(
       CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last wins
-  add_value(app, "--model", c.model, "seq2seq or gpt (decoder-only)")->capture_default_str();
+  add_value(app, "--model", c.model, "seq2seq, gpt (decoder-only) or encoder")
+      ->capture_default_str();
   add_value(app, "--task", c.task, "copy, reverse or sort (without --data)")->capture_default_str();
   add_value(app, "--data", c.data, "train on a file: source<TAB>target lines");
   add_value(app, "--format", c.format, "tsv (pairs) or text (gpt corpus)")->capture_default_str();

@@ -1,6 +1,8 @@
 // The toy task generators and the batching used by the training program.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "data/tasks.h"
 #include "test_seed.h"
 

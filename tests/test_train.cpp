@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "trainer/trainer.h"
 #include "test_seed.h"
@@ -519,7 +520,7 @@ TEST_CASE("settings are validated before anything is built, each error naming it
   refused([](auto& c) { c.schedule = "linear"; },
           "--schedule: expected noam, cosine or constant, got 'linear'");
   refused([](auto& c) { c.task = "rotate"; }, "unknown task 'rotate'");
-  refused([](auto& c) { c.model = "bert"; }, "--model: expected seq2seq or gpt");
+  refused([](auto& c) { c.model = "bert"; }, "--model: expected seq2seq, gpt or encoder");
   refused([](auto& c) { c.heldout = 5000; }, "--heldout 5000");
   refused(
       [](auto& c) {

@@ -27,14 +27,16 @@ std::string model_prefix_of(const TensorFile& f) {
   const auto it = f.metadata.find("model_prefix");
   return it == f.metadata.end() ? "" : it->second;
 }
-// The model's vocabulary size from its config.
+// The model's vocabulary size from its config (gpt, encoder: vocab).
 int64_t model_vocab_size(const std::string& kind, const json& mc) {
-  const json& v = mc.at(kind == "gpt" ? "vocab" : "src_vocab");
+  const json& v = mc.at(kind == "seq2seq" ? "src_vocab" : "vocab");
   return v.get<int64_t>();
 }
-// The model's position table (its config's max_positions).
+// The model's position table (its config's max_positions); 0 for a family
+// with none (the encoder model's positions are sinusoidal, computed as needed).
 int64_t model_max_positions(const json& mc) {
-  return nn::upgrade_model_config(mc, "model_config").at("max_positions").get<int64_t>();
+  const json up = nn::upgrade_model_config(mc, "model_config");
+  return up.contains("max_positions") ? up.at("max_positions").get<int64_t>() : 0;
 }
 }  // namespace detail
 
@@ -265,8 +267,8 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
                   show_value(theirs[k]) + ", but the command line gives " + show_value(mine[k]) +
                   " (leave the flag out)");
   arch.context = detail::model_max_positions(mc);
-  if (kind == "seq2seq" && arch.positions == "sinusoidal")
-    arch.context = c.context;  // the table grows on demand
+  if (arch.positions == "sinusoidal")  // seq2seq or encoder: the table grows on demand
+    arch.context = c.context;
   const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
   // A task model's vocabulary is the task's symbols: their count comes from the file.
   const bool vocab_given = std::find(given.begin(), given.end(), "vocab") != given.end();

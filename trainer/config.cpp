@@ -49,8 +49,8 @@ void validate(const TrainConfig& c, const std::string& where) {
     return where + ": metadata 'model_config' key '" + (it == model_name.end() ? key : it->second) +
            "'";
   };
-  require(c.model == "seq2seq" || c.model == "gpt", name("model"),
-          "expected seq2seq or gpt, got '" + brief(c.model) + "'");
+  require(c.model == "seq2seq" || c.model == "gpt" || c.model == "encoder", name("model"),
+          "expected seq2seq, gpt or encoder, got '" + brief(c.model) + "'");
   require_range<int64_t>(c.d_model, 1, 16384, name("d_model"));
   require_range<int64_t>(c.heads, 1, 1024, name("heads"));
   require(c.d_model % c.heads == 0, name("heads"),
@@ -63,6 +63,10 @@ void validate(const TrainConfig& c, const std::string& where) {
           "expected sinusoidal or learned, got '" + brief(c.positions) + "'");
   require(!(c.is_gpt() && c.positions != "learned"), name("positions"),
           "the gpt model has learned positions only (nn::GPT)");
+  require(!(c.is_encoder() && c.positions != "sinusoidal"), name("positions"),
+          "the encoder model has sinusoidal positions only (nn::EncoderOnlyModel)");
+  require(!(c.is_encoder() && c.tie), name("tie"),
+          "the encoder model's output layer gives labels: it has no embedding to tie to");
   require(c.activation == "relu" || c.activation == "gelu", name("activation"),
           "expected relu or gelu, got '" + brief(c.activation) + "'");
   require_range<int64_t>(c.context, 0, 65536, name("context"));
@@ -221,8 +225,20 @@ void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc
     c.positions = m.learned_positions ? "learned" : "sinusoidal";
     c.activation = nn::activation_name(m.activation);
     attention_from_model(c, m);
+  } else if (kind == "encoder") {
+    const nn::EncoderOnlyConfig e = nn::encoder_config_from_json(mc, where);
+    if (e.vocab != e.classes)
+      throw Error(where + ": vocab " + std::to_string(e.vocab) + " != classes " +
+                  std::to_string(e.classes) + " (the trainer's models share one vocabulary)");
+    c.model = "encoder";
+    shared_arch_fields(c, e, [](auto& mine, const auto& theirs) { mine = theirs; });
+    c.layers = e.layers;
+    c.tie = false;
+    c.positions = "sinusoidal";
+    c.activation = nn::activation_name(e.activation);
+    attention_from_model(c, e);
   } else {
-    throw Error(where + ": model_kind '" + brief(kind, 40) + "' is neither seq2seq nor gpt");
+    throw Error(where + ": model_kind '" + brief(kind, 40) + "' is not seq2seq, gpt or encoder");
   }
 }
 

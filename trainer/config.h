@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,7 +35,7 @@ inline constexpr real kAutoMinLr = -1;
 
 struct TrainConfig {
   // model
-  std::string model = "seq2seq";  // seq2seq (encoder-decoder) | gpt (decoder-only)
+  std::string model = "seq2seq";  // seq2seq (encoder-decoder) | gpt (decoder-only) | encoder
   int64_t d_model = 64, heads = 4, layers = 2, d_ff = 256;
   real dropout = 0;
   bool pre_ln = false;                      // Pre-LN (default Post-LN for seq2seq, Pre-LN for gpt)
@@ -73,6 +75,8 @@ struct TrainConfig {
   uint64_t seed = kTrainSeed;
 
   bool is_gpt() const { return model == "gpt"; }
+  // The encoder-only model: one label per source token (targets as long as sources).
+  bool is_encoder() const { return model == "encoder"; }
   bool is_text() const { return !data.empty() && format == "text"; }
 
   json to_json() const {
@@ -206,10 +210,16 @@ void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mo
                          const std::string& where);
 
 // The architecture settings a TrainConfig shares with a model's own config
-// (nn::TransformerConfig or nn::GPTConfig), visited in pairs, so that building
-// a model from the settings and reading the settings back from a model file
-// cannot drift apart: f(train_value, model_value) for d_model, heads, d_ff,
-// dropout, pre_ln/pre_norm and tie/tie_weights.
+// (nn::TransformerConfig, nn::GPTConfig or nn::EncoderOnlyConfig), visited in
+// pairs, so that building a model from the settings and reading the settings
+// back from a model file cannot drift apart: f(train_value, model_value) for
+// d_model, heads, d_ff, dropout, pre_ln/pre_norm and tie/tie_weights (a
+// family with no output to tie, the encoder-only model, has no tie_weights).
+template <class M, class = void>
+struct has_tie_weights : std::false_type {};
+template <class M>
+struct has_tie_weights<M, std::void_t<decltype(std::declval<M&>().tie_weights)>> : std::true_type {
+};
 template <class C, class M, class F>
 void shared_arch_fields(C& c, M& m, F&& f) {
   f(c.d_model, m.d_model);
@@ -217,7 +227,7 @@ void shared_arch_fields(C& c, M& m, F&& f) {
   f(c.d_ff, m.d_ff);
   f(c.dropout, m.dropout);
   f(c.pre_ln, m.pre_norm);
-  f(c.tie, m.tie_weights);
+  if constexpr (has_tie_weights<M>::value) f(c.tie, m.tie_weights);
 }
 
 // The attention settings (--attention, --window, --global-every, --no-scale,

@@ -84,8 +84,10 @@ EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
       r.sequences++;
       r.exact += got == want;
       // Token accuracy: position by position over the expected answer and
-      // its </s>; a missing or wrong token counts as wrong.
-      for (size_t j = 0; j <= want.size(); ++j) {
+      // its </s>; a missing or wrong token counts as wrong. The encoder model
+      // gives one label per source token and no </s>: its labels alone count.
+      const size_t scored = want.size() + (cfg.is_encoder() ? 0 : 1);
+      for (size_t j = 0; j < scored; ++j) {
         const int64_t w = j < want.size() ? want[j] : Vocab::kEos;
         const int64_t p = j < got.size() ? got[j] : (j == got.size() ? Vocab::kEos : -1);
         r.tokens++;
@@ -119,14 +121,22 @@ void Trainer::check_source_fits(size_t n) const {
                 detail::gib(detail::physical_memory_bytes()));
 }
 
-std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
-  if (is_lm()) throw Error("answer: a language model continues text; it has no source to answer");
+void Trainer::check_decoding() const {
   if (decoding.method != "greedy" && decoding.method != "beam")
     throw Error("--decode: expected greedy or beam, got '" + decoding.method + "'");
-  if (decoding.method == "beam" && !nn::can_beam_search(model()))
+  if (decoding.method != "beam" || nn::can_beam_search(model())) return;
+  if (cfg.is_encoder())
     throw Error(
-        "--decode beam: beam search here is for the encoder-decoder (--model seq2seq) whose "
-        "attention the key/value cache computes (not --attention sparse or linear)");
+        "--decode beam: the encoder model (--model encoder) gives every source token its label "
+        "at once; there is no sequence to search (it answers with the likeliest labels)");
+  throw Error(
+      "--decode beam: beam search here is for the encoder-decoder (--model seq2seq) whose "
+      "attention the key/value cache computes (not --attention sparse or linear)");
+}
+
+std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
+  if (is_lm()) throw Error("answer: a language model continues text; it has no source to answer");
+  check_decoding();
   int64_t longest = 0;
   for (const Seq& s : sources) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
   if (pairs)

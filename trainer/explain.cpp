@@ -85,8 +85,12 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
       const nn::TeacherForced f = model.forward_pairs(pair);
       return nn::cross_entropy(f.logits, f.targets, Vocab::kPad);
     };
-    what = "answers \"" + t.decode_text(src) + "\" with \"" + t.decode_text(answer) +
-           "\" (greedy), scored with cross-entropy on its own answer and </s>";
+    what = t.cfg.is_encoder()
+               ? "labels \"" + t.decode_text(src) + "\" with \"" + t.decode_text(answer) +
+                     "\" (the likeliest label of each token), scored with cross-entropy on its "
+                     "own labels"
+               : "answers \"" + t.decode_text(src) + "\" with \"" + t.decode_text(answer) +
+                     "\" (greedy), scored with cross-entropy on its own answer and </s>";
   }
   opt.title = t.cfg.model + " model, step " + std::to_string(t.step_count());
   opt.description = "The " + t.cfg.model + " model of " + command + " " + what +

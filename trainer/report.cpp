@@ -47,7 +47,7 @@ void print_header(const Trainer& t, const RunOptions& o) {
       "%lld parameters\n",
       c.model.c_str(), (long long)c.d_model, (long long)c.heads,
       c.d_k > 0 ? (" (d_k " + std::to_string(c.d_k) + ")").c_str() : "", (long long)c.layers,
-      c.is_gpt() ? "" : ("+" + std::to_string(c.layers)).c_str(), (long long)c.d_ff,
+      c.model == "seq2seq" ? ("+" + std::to_string(c.layers)).c_str() : "", (long long)c.d_ff,
       c.pre_ln ? "Pre-LN" : "Post-LN", c.activation.c_str(), c.positions.c_str(),
       c.tie ? ", tied" : "", (long long)t.model().num_parameters());
   char optimizer[120];
@@ -235,7 +235,12 @@ int ask(Trainer& t, const RunOptions& o) {
     if (unknown)
       std::fprintf(stderr, "note: %lld input tokens are not in the vocabulary (read as <unk>)\n",
                    (long long)unknown);
-    if (o.show_attention) print_attention(attention_of(t, src, out));
+    if (!o.show_attention) return;
+    const AttentionPicture p = attention_of(t, src, out);
+    if (p.maps.empty())  // gpt and encoder: no attention from an answer to a source
+      std::fprintf(stderr, "note: --show-attention: the %s model has no cross-attention\n",
+                   t.model().kind());
+    print_attention(p);
   };
   if (o.ask != "-") {
     one(o.ask);

@@ -27,6 +27,18 @@ TextFile read_flag_file(const std::string& flag, const std::string& path, int64_
   }
 }
 
+// The encoder model labels each source token: pairs whose target is not as
+// long as its source are refused, naming the first such line of `file`.
+void check_one_label_per_token(const TrainConfig& c, const std::vector<data::TokenPair>& pairs,
+                               const std::string& file) {
+  if (!c.is_encoder()) return;
+  if (const data::TokenPair* p = data::first_length_mismatch(pairs))
+    throw Error("--model encoder: " + file + ":" + std::to_string(p->line) + ": the source has " +
+                std::to_string(p->src.size()) + " tokens and the target " +
+                std::to_string(p->tgt.size()) +
+                " (the encoder model gives one label per source token)");
+}
+
 std::string hex64(uint64_t h) {
   char b[20];
   std::snprintf(b, sizeof b, "%016" PRIx64, h);
@@ -66,7 +78,8 @@ void check_data_memory(double bytes, const std::string& what, const std::string&
 // max(D, F) per token per layer and the attention maps.
 void check_memory(const TrainConfig& c, int64_t V, int64_t T) {
   const double D = double(c.d_model), F = double(c.d_ff), L = double(c.layers), H = double(c.heads);
-  const double stacks = c.is_gpt() ? 1 : 2.5;          // encoder, decoder (with cross-attention)
+  // seq2seq: an encoder and a decoder (with cross-attention); gpt, encoder: one stack.
+  const double stacks = c.model == "seq2seq" ? 2.5 : 1;
   const double E = c.d_k > 0 ? H * double(c.d_k) : D;  // W_Q, W_K (E, D); W_V, W_O (D, D)
   const double params =
       stacks * L * (2 * E * D + 2 * D * D + 2 * D * F) + 2 * double(V) * D + double(T) * D;
@@ -176,7 +189,8 @@ void Trainer::build_data(const Vocab* given) {
                   ", --max-len " + std::to_string(cfg.max_len) + ": " + e.what());
     }
     data_info = {{"kind", "task"}, {"task", cfg.task}};
-    need = cfg.is_gpt() ? 2 * cfg.max_len + 1 : cfg.max_len + 1;
+    // Every task's answer has its source's length: the encoder model labels it.
+    need = cfg.is_gpt() ? 2 * cfg.max_len + 1 : cfg.is_encoder() ? cfg.max_len : cfg.max_len + 1;
     longest_where = "--max-len " + std::to_string(cfg.max_len);
   } else if (cfg.format == "tsv") {
     TextFile f = detail::read_flag_file("--data", cfg.data, kMaxFileBytes);
@@ -184,12 +198,14 @@ void Trainer::build_data(const Vocab* given) {
     detail::check_data_memory(48.0 * double(f.text.size()), "--data " + cfg.data,
                               std::to_string(f.text.size()) + " bytes of pairs");
     std::vector<data::TokenPair> train_tok = data::parse_pairs(f, how), valid_tok;
+    detail::check_one_label_per_token(cfg, train_tok, cfg.data);
     data_info = {{"kind", "pairs"}, {"data", detail::file_info(f)}};
     if (!cfg.valid.empty()) {
       TextFile v = detail::read_flag_file("--valid", cfg.valid, kMaxFileBytes);
       detail::check_data_memory(48.0 * double(v.text.size()), "--valid " + cfg.valid,
                                 std::to_string(v.text.size()) + " bytes of pairs");
       valid_tok = data::parse_pairs(v, how);
+      detail::check_one_label_per_token(cfg, valid_tok, cfg.valid);
       data_info["valid"] = detail::file_info(v);
     } else {
       // A fixed split of the file, drawn from its own stream so that it does
@@ -231,8 +247,9 @@ void Trainer::build_data(const Vocab* given) {
                    const std::string& file) {
       for (const data::TokenPair& p : in) {
         out.push_back({vocab.encode(p.src, unk), vocab.encode(p.tgt, unk)});
-        const int64_t len = cfg.is_gpt()
-                                ? static_cast<int64_t>(p.src.size() + p.tgt.size()) + 1
+        const int64_t len = cfg.is_gpt() ? static_cast<int64_t>(p.src.size() + p.tgt.size()) + 1
+                            : cfg.is_encoder()
+                                ? static_cast<int64_t>(p.src.size())
                                 : static_cast<int64_t>(std::max(p.src.size(), p.tgt.size() + 1));
         if (len > need) {
           need = len;
@@ -320,7 +337,16 @@ void Trainer::build_data(const Vocab* given) {
 
 void Trainer::build_model() {
   const nn::Activation act = cfg.activation == "gelu" ? nn::Activation::GELU : nn::Activation::ReLU;
-  if (cfg.is_gpt()) {
+  if (cfg.is_encoder()) {  // one vocabulary: the labels are tokens of the data too
+    nn::EncoderOnlyConfig e;
+    e.vocab = e.classes = vocab.size();
+    shared_arch_fields(cfg, e, [](const auto& mine, auto& theirs) { theirs = mine; });
+    e.layers = cfg.layers;
+    e.activation = act;
+    e.seed = cfg.seed;
+    attention_to_model(cfg, e);
+    net_ = std::make_unique<nn::EncoderOnlyModel>(e);
+  } else if (cfg.is_gpt()) {
     nn::GPTConfig g;
     g.vocab = vocab.size();
     shared_arch_fields(cfg, g, [](const auto& mine, auto& theirs) { theirs = mine; });

@@ -59,6 +59,10 @@ using data::Vocab;
 
 // Helpers shared by the trainer's .cpp files (and tested on their own).
 namespace detail {
+// --model encoder: Error naming the flag, `file` and the first line whose
+// target is not as long as its source; nothing for the other models.
+void check_one_label_per_token(const TrainConfig& c, const std::vector<data::TokenPair>& pairs,
+                               const std::string& file);
 std::string hex64(uint64_t h);      // 16 hex digits
 json file_info(const TextFile& f);  // a data file as a checkpoint records it
 double physical_memory_bytes();
@@ -177,10 +181,11 @@ class Trainer {
   // the model cannot take: past a learned position table, or whose attention
   // maps would not fit in memory.
   void check_source_fits(size_t n) const;
-  // Answers for source sequences (either model kind), by `decoding`.
+  // Answers for source sequences (any model family), by `decoding`.
   std::vector<Seq> answer(const std::vector<Seq>& sources);
   // The decoder answer() and evaluate() use: greedy, or beam search (encoder-
   // decoder only) with the GNMT length penalty. Not part of the run's settings.
+  // check_decoding() refuses (naming --decode) a method this model cannot run.
   struct Decoding {
     std::string method = "greedy";  // greedy | beam
     int64_t beam = 4;
@@ -188,6 +193,7 @@ class Trainer {
     bool cache =
         true;  // greedy with the key/value cache (false: recompute the prefix, for comparison)
   } decoding;
+  void check_decoding() const;
   // A language model's continuation of `prompt` (ids): `n` tokens sampled with
   // `opt` (temperature 0: greedy) from `gen`.
   Seq continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, Generator& gen);
@@ -223,7 +229,7 @@ class Trainer {
   json data_info;                      // where the data came from (files, hashes)
   int64_t unknown_heldout_tokens = 0;  // held-out tokens mapped to <unk>
   Generator data_gen;
-  std::unique_ptr<PairData> pairs;        // seq2seq data (task or file), or gpt on pairs
+  std::unique_ptr<PairData> pairs;        // (source, target) pairs: a task or a file
   std::unique_ptr<TextData> text;         // gpt on a text file
   std::unique_ptr<optim::Optimizer> opt;  // --optimizer: adam, adamw or sgd
   std::unique_ptr<optim::Schedule> schedule;

@@ -21,6 +21,7 @@ qmake install PREFIX="$prefix" >"$QKV_TMP/install.log" 2>&1 || { cat "$QKV_TMP/i
 if grep -E '(^| )(g\+\+|c\+\+|cc) .* -c ' "$QKV_TMP/install.log"; then fail "make install recompiled the library"; fi
 [ -f "$prefix/include/qkv/models/transformer.h" ] || fail "no include/qkv/models/transformer.h"
 [ -f "$prefix/include/qkv/autograd/node.h" ] || fail "no include/qkv/autograd/node.h"
+[ -f "$prefix/include/qkv/data/loaders.h" ] || fail "no include/qkv/data/loaders.h"
 cmp -s "$prefix/lib/libqkv.a" "$bin/libqkv.a" || fail "lib/libqkv.a is not the built $bin/libqkv.a"
 [ -f "$prefix/lib/pkgconfig/qkv.pc" ] || fail "no lib/pkgconfig/qkv.pc"
 

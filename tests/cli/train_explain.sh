@@ -1,9 +1,9 @@
 # train --load FILE --explain TEXT --html PAGE: the gradient explorer on a
 # trained model and the user's input, for the encoder-decoder, a decoder-only
-# model on pairs and a language model. The page is one file within the
-# issue's size, every float64 finite difference passes, and the browser test
-# (tests/browser/explorer_test.mjs) accepts it. Bad input is refused in one
-# line before any work, leaving no page behind.
+# model on pairs, the encoder-only model and a language model. The page is one
+# file within the issue's size, every float64 finite difference passes, and
+# the browser test (tests/browser/explorer_test.mjs) accepts it. Bad input is
+# refused in one line before any work, leaving no page behind.
 source "$(dirname "$0")/lib.bash"
 cd "$QKV_TMP"
 expect_ok "$TRAIN" "${TINY[@]}" --steps 60 --out s2s
@@ -16,6 +16,11 @@ grep -q '"precision": *"float64"' s2s.html || fail "the page does not say its nu
 expect_ok "$TRAIN" "${TINY[@]}" --model gpt --steps 40 --out gpt
 expect_ok "$TRAIN" --load gpt/model.safetensors --explain "b a" --html gpt.html
 expect_out ", 0 fail,"
+
+expect_ok "$TRAIN" "${TINY[@]}" --model encoder --steps 40 --out enc
+expect_ok "$TRAIN" --load enc/model.safetensors --explain "a b c" --html enc.html
+expect_out ", 0 fail,"
+grep -q 'labels \\"a b c\\" with' enc.html || fail "the encoder's page does not say it labels the input"
 
 printf 'the cat sat on the mat and the dog sat on the log\n%.0s' $(seq 40) > corpus.txt
 expect_ok "$TRAIN" --model gpt --data corpus.txt --format text --tokens word --context 8 \

@@ -28,7 +28,7 @@ refused "--eval-only needs --load PATH" --eval-only
 refused "--ask needs --load PATH" --ask "a b"
 refused "--log-every: must be >= 1" --log-every 0
 refused "--target: must be in (0, 1]" --target 2
-refused "--model: expected seq2seq or gpt" --model bert
+refused "--model: expected seq2seq, gpt or encoder" --model bert
 refused "--positions: the gpt model has learned positions only" --model gpt --positions sinusoidal
 refused "--format: text (a plain corpus) trains a language model" --data /etc/hostname --format text
 refused "--steps" --steps abc
