@@ -26,7 +26,9 @@ Files (fixed seed, so the same files on every machine):
                   answer at distance 64 or more
     dev_near.tsv  500 lines, every pair in the last NEAR (24) positions
                   (104..127): each answer at distance 32 or less
-No dev source is in train.tsv (checked while drawing).
+    train_near.tsv  TRAIN lines (not committed), every pair in the last NEAR
+                  positions as in dev_near: the control run's training set
+No dev source is in either training file (checked while drawing).
 
 Usage: python3 tools/make_retrieval_task.py [OUT_DIR] [--train N]
 (default datasets/retrieval, 30000); standard library only.
@@ -81,13 +83,16 @@ def main():
     far = draw(rng, DEV, 1, FAR_LAST, seen)
     near = draw(rng, DEV, SOURCE_LEN - NEAR, SOURCE_LEN - 1, seen)
     train = draw(rng, train_n, 1, SOURCE_LEN - 1, seen)
+    # Drawn last, so adding it changed none of the files above.
+    train_near = draw(rng, train_n, SOURCE_LEN - NEAR, SOURCE_LEN - 1, seen)
     os.makedirs(out_dir, exist_ok=True)
-    for name, rows in (("dev_far.tsv", far), ("dev_near.tsv", near), ("train.tsv", train)):
+    for name, rows in (("dev_far.tsv", far), ("dev_near.tsv", near), ("train.tsv", train),
+                       ("train_near.tsv", train_near)):
         with open(os.path.join(out_dir, name), "w", encoding="utf-8", newline="\n") as f:
             for s, t in rows:
                 f.write(s + "\t" + t + "\n")
     print(f"wrote {out_dir}: train.tsv {len(train)}, dev_far.tsv {len(far)}, "
-          f"dev_near.tsv {len(near)} lines")
+          f"dev_near.tsv {len(near)}, train_near.tsv {len(train_near)} lines")
 
 
 if __name__ == "__main__":
