@@ -14,7 +14,7 @@ tables.
   table      print the tables from the logs already in --out
 
 Usage: python3 tools/long_quality.py [retrieval] [lm] [long] [table]
-           [--seeds 1,2] [--lm-seeds 1] [--long-seeds 1,2] [--jobs 2] [--out runs/longq]
+           [--seeds 1,2,3] [--lm-seeds 1,2] [--long-seeds 1,2,3] [--jobs 2] [--out runs/longq]
            [--train build/rel-f32/train]
 With no part named, runs retrieval, lm and long, then prints the tables. A run
 whose log already says it finished is not run again (delete its log to
@@ -239,7 +239,7 @@ def lm_table(a):
 
 def main():
     args = sys.argv[1:]
-    a = {"seeds": [1, 2], "lm_seeds": [1], "long_seeds": [1, 2], "jobs": 2,
+    a = {"seeds": [1, 2, 3], "lm_seeds": [1, 2], "long_seeds": [1, 2, 3], "jobs": 2,
          "out": os.path.join("runs", "longq"), "train": os.path.join("build", "rel-f32", "train")}
     parts = []
     i = 0
