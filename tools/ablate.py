@@ -597,7 +597,11 @@ def write_report(path, plots_dir, results_by_row, rows, meta):
               f"- machine: {meta['machine']}",
               f"- runs: {meta['seeds']} seed(s) per row, {meta['steps']} steps each, held-out "
               f"checks every {meta['eval_every']} steps, {meta['jobs']} single-thread trainings "
-              f"at once (`--threads 1`); {meta['summary']}", ""]
+              f"at once (`--threads 1`); {meta['summary']}",
+              "- why two at once: two single-thread trainings side by side beat one data-parallel "
+              "training on both cores. Two base runs of 300 steps took 19.1 s side by side and "
+              "23.4 s as two `mpirun -np 2` runs of the MPI build one after the other (2026-11-25, "
+              "AVX2 EPYC, 2 cores; the allreduce was 7-9% of an MPI step)", ""]
     lines += [
         "Task: the synthetic translation set `datasets/translation/` "
         "(`tools/make_translation_task.py`, seed 25, word tokens): an SVO English-like source "
