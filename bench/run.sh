@@ -473,7 +473,7 @@ PYEOF
 # carried over from the report as it was, so a run on one kind never drops the
 # other's figures.
 if [ "$cpu_isa" = "AVX-512" ]; then
-  if [ "$built_isa" = avx512 ] && [ -z "${OPENBLAS_CORETYPE:-}" ]; then ISA_KIND=avx512; else ISA_KIND=avx2-emulated; fi
+  if [ "$built_isa" = avx512f ] && [ -z "${OPENBLAS_CORETYPE:-}" ]; then ISA_KIND=avx512; else ISA_KIND=avx2-emulated; fi
 else
   ISA_KIND=avx2
 fi
@@ -548,11 +548,16 @@ elif ! BENCH_OUT="$OUT" bash "$ROOT/bench/run_long.sh" "$BUILD_DIR"; then
   carry_over long
   STATUS=1
 fi
+# The character-level GPT has a section per instruction set, as the training
+# steps do: the other kinds' sections are always carried over.
+for kind in avx512 avx2 avx2-emulated; do
+  [ "$kind" = "$ISA_KIND" ] || carry_over "chargpt-$kind"
+done
 if [ "${BENCH_CHARGPT:-1}" = 0 ] || [ "$TORCH" = 0 ]; then
-  carry_over chargpt
+  carry_over "chargpt-$ISA_KIND"
 elif ! BENCH_OUT="$OUT" "$PY" "$ROOT/bench/run_chargpt.py" "$BUILD_DIR"; then
   echo "run.sh: the character-level GPT benchmark failed; its section is carried over" >&2
-  carry_over chargpt
+  carry_over "chargpt-$ISA_KIND"
   STATUS=1
 fi
 # ==== end of the decoding, data-parallel, long-sequence and char-GPT benchmarks =====

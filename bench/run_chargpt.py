@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """The real workload: a character-level GPT trained by qkv's trainer and by
 the minimal PyTorch GPT (bench/chargpt_torch.py), side by side. Writes the
-"Character-level GPT" section of BENCHMARKS.md (between <!-- chargpt:begin -->
-and <!-- chargpt:end -->), leaving the rest of the report as it is.
+"Character-level GPT" section of this machine's kind in BENCHMARKS.md (between
+<!-- chargpt-KIND:begin --> and <!-- chargpt-KIND:end -->, KIND avx512, avx2, or
+avx2-emulated as bench/run.sh names the training-step blocks), leaving the rest
+of the report, the other kinds' sections included, as it is.
 
     /usr/bin/python3 bench/run_chargpt.py build/rel-f32
 
@@ -53,6 +55,27 @@ def cpu_line():
                  if line.startswith("flags") and " avx512f" in line)
     isa = "AVX-512" if avx512 else "AVX2, no AVX-512"
     return model, avx512, isa
+
+
+# Each instruction set's figures have a section of their own, as the training
+# steps do (bench/run.sh): AVX-512, AVX2 only, and AVX2 run on an AVX-512
+# machine (a library built for AVX2 there, or OPENBLAS_CORETYPE set).
+KIND_TITLES = {"avx512": "AVX-512 machines", "avx2": "AVX2-only machines",
+               "avx2-emulated": "AVX2 emulated on an AVX-512 machine (for A/B comparisons only)"}
+
+
+def isa_kind(build_dir, avx512):
+    """avx512, avx2 or avx2-emulated: this machine and the library's build."""
+    if not avx512:
+        return "avx2"
+    built = ""
+    try:
+        with open(os.path.join(build_dir, "pkgconfig", "qkv.pc")) as f:
+            built = next((l.split("=", 1)[1].strip() for l in f if l.startswith("isa=")), "")
+    except OSError:
+        pass
+    return "avx512" if built == "avx512f" and not os.environ.get("OPENBLAS_CORETYPE") else \
+        "avx2-emulated"
 
 
 def run(cmd):
@@ -148,7 +171,9 @@ def main():
         capture_output=True, text=True).stdout.splitlines()
         if not line.endswith(" " + os.path.basename(out_path))]
     model, avx512, isa = cpu_line()
-    L = ["<!-- chargpt:begin -->", "## Character-level GPT: the model people train first", ""]
+    kind = isa_kind(sys.argv[1], avx512)
+    L = [f"<!-- chargpt-{kind}:begin -->",
+         f"## Character-level GPT, the model people train first: {KIND_TITLES[kind]}", ""]
     L.append(
         f"Commit {commit}{' (with uncommitted changes)' if dirty else ''}, {started}, "
         f"{model}, {os.cpu_count()} cores; `grep -c avx512f /proc/cpuinfo` = {avx512} ({isa}). "
@@ -189,8 +214,8 @@ def main():
                  f" | {x['ms_per_step']:.2f} | {x['heldout_loss']:.4f} | {rss} |")
     L += ["", "PyTorch's best setting at N threads is its fastest run at N threads or fewer. "
           "Peak RSS: the process's (wait4), PyTorch's with the interpreter.",
-          "<!-- chargpt:end -->"]
-    write_section(out_path, "chargpt", L)
+          f"<!-- chargpt-{kind}:end -->"]
+    write_section(out_path, f"chargpt-{kind}", L)
     print(f"wrote the Character-level GPT section of {out_path}")
 
 
