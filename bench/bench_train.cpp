@@ -5,12 +5,17 @@
 //   build/rel-f32/bench_train --config tiny --threads 1
 //   build/rel-f32/bench_train --config gpt --threads 2 --steps 20 --warmup 3 --json
 //   build/rel-f32/bench_train --config gpt --threads 2 --contend
+//   build/rel-f32/bench_train --config small --recompute layer --no-ceiling --json
 //
 // --contend times the steps under a competing load: a child process spins on
 // one core (the last one this process may use) from before the warm-up steps
 // until the forward timing ends, as another program on the machine would.
 // It is killed when the timing ends, and stops by itself if bench_train dies
 // (it watches its parent) or after --contend-limit seconds.
+//
+// --recompute none|ffn|layer sets what every layer recomputes in backward
+// instead of keeping (models/encoder_decoder.h, Recompute); bench/run_recompute.sh
+// runs each setting in a process of its own.
 //
 // One configuration and thread count per process, so the peak RSS (VmHWM)
 // belongs to that configuration alone. bench/run.sh runs them all and writes
@@ -30,6 +35,12 @@
 //                0 once the pools that the graph's nodes and bookkeeping come
 //                from (core/pool.h) are warm
 //   peak RSS     VmHWM from /proc/self/status, read before the ceiling runs
+//   tensor MiB   of one more training step after the timed ones, from qkv's
+//                allocator counters (core/allocator.h), above what was held
+//                before it (weights, gradients, Adam's moments): "saved" is
+//                what the graph holds at the end of forward + loss (the saved
+//                activations), "step peak" the most held at once during the
+//                whole step (reset_peak_stats before it)
 //   threads      parallel regions per step run on a team, and run in turn on
 //                the calling thread while the team was benched (a competing
 //                load, core/parallel.h), and how often it was benched
@@ -143,6 +154,7 @@ class ShapeList {
     (backward ? shapes_[it->second].bwd : shapes_[it->second].fwd) += times;
   }
   std::vector<GemmShape>& shapes() { return shapes_; }
+  const std::vector<GemmShape>& shapes() const { return shapes_; }
   double flops(bool with_backward) const {
     double f = 0;
     for (const auto& s : shapes_) f += s.flops() * (s.fwd + (with_backward ? s.bwd : 0));
@@ -204,24 +216,46 @@ void ffn_shapes(ShapeList& s, int64_t N, int64_t D, int64_t F, int64_t times) {
   linear_shapes(s, N, F, D, times);
 }
 
+// Recompute runs a part's forward again inside backward: its forward
+// products, `layers` times, counted as backward uses.
+void add_forward_again(ShapeList& s, const ShapeList& part, int64_t layers) {
+  for (const GemmShape& g : part.shapes())
+    s.add(kBwd, g.ta, g.tb, g.M, g.N, g.K, g.batch, g.fwd * layers);
+}
+
 // Every product of one step of the configuration. Embeddings, positions,
 // LayerNorm, softmax and the loss use no matrix product. The output
 // projection (generator, or the GPT's tied lm head) is a linear D -> V whose
 // weight gradient is taken even when tied (it adds onto the embedding's).
-ShapeList derive_step_shapes(const BenchCase& c) {
+// With recompute, each layer's feed-forward net (ffn) or whole layer (layer)
+// runs its forward once more in backward.
+ShapeList derive_step_shapes(const BenchCase& c, nn::Recompute rc) {
   ShapeList s;
-  const int64_t N = c.B * c.T;
+  const int64_t N = c.B * c.T, S = c.T;
+  // one layer of each kind, and its feed-forward net alone
+  ShapeList enc, dec, enc_ffn, dec_ffn;
   if (c.gpt) {
-    attention_shapes(s, c.B, c.T, c.T, c.D, c.H, true, c.dec);  // causal self-attention
-    ffn_shapes(s, N, c.D, c.F, c.dec);
+    attention_shapes(dec, c.B, c.T, c.T, c.D, c.H, true, 1);  // causal self-attention
   } else {
-    const int64_t S = c.T;
-    attention_shapes(s, c.B, S, S, c.D, c.H, true, c.enc);  // encoder self-attention
-    ffn_shapes(s, c.B * S, c.D, c.F, c.enc);
-    attention_shapes(s, c.B, c.T, c.T, c.D, c.H, true, c.dec);  // decoder self-attention
-    attention_shapes(s, c.B, c.T, S, c.D, c.H, false, c.dec);   // cross-attention over memory
-    ffn_shapes(s, N, c.D, c.F, c.dec);
+    attention_shapes(enc, c.B, S, S, c.D, c.H, true, 1);  // encoder self-attention
+    ffn_shapes(enc, c.B * S, c.D, c.F, 1);
+    ffn_shapes(enc_ffn, c.B * S, c.D, c.F, 1);
+    attention_shapes(dec, c.B, c.T, c.T, c.D, c.H, true, 1);  // decoder self-attention
+    attention_shapes(dec, c.B, c.T, S, c.D, c.H, false, 1);   // cross-attention over memory
   }
+  ffn_shapes(dec, N, c.D, c.F, 1);
+  ffn_shapes(dec_ffn, N, c.D, c.F, 1);
+  // `layers` layers like `part`, each running `ffn` (or all of `part`) again when recomputed
+  auto add_layers = [&](const ShapeList& part, const ShapeList& ffn, int64_t layers) {
+    for (const GemmShape& g : part.shapes()) {
+      s.add(kFwd, g.ta, g.tb, g.M, g.N, g.K, g.batch, g.fwd * layers);
+      s.add(kBwd, g.ta, g.tb, g.M, g.N, g.K, g.batch, g.bwd * layers);
+    }
+    if (rc == nn::Recompute::Layer) add_forward_again(s, part, layers);
+    if (rc == nn::Recompute::FFN) add_forward_again(s, ffn, layers);
+  };
+  if (!c.gpt) add_layers(enc, enc_ffn, c.enc);
+  add_layers(dec, dec_ffn, c.dec);
   linear_shapes(s, N, c.D, c.V, 1);
   return s;
 }
@@ -357,6 +391,7 @@ int main(int argc, char** argv) {
   uint64_t seed = kBenchSeed;
   bool json = false, no_ceiling = false, show_shapes = false, contend = false, fixed = false;
   int contend_limit = 3600;
+  std::string recompute = "none";
   CLI::App app{"bench_train: time a Transformer training step and its sgemm ceiling (qkv)"};
   app.add_option("--config", config, "tiny, small, base, gpt or chargpt")
       ->check(CLI::IsMember({"tiny", "small", "base", "gpt", "chargpt"}));
@@ -379,11 +414,18 @@ int main(int argc, char** argv) {
   app.add_flag("--fixed-threads", fixed,
                "always use --threads threads: no backing off to one under load "
                "(set_adaptive_threads(false), for comparison)");
+  app.add_option("--recompute", recompute,
+                 "none, ffn or layer: what each layer recomputes in backward instead of keeping");
   app.add_flag("--json", json, "print one JSON line instead of the readable report");
   CLI11_PARSE(app, argc, argv);
 
   try {
     const BenchCase c = make_case(config);
+    if (recompute != "none" && recompute != "ffn" && recompute != "layer")
+      throw Error("--recompute '" + recompute + "': expected none, ffn or layer");
+    const nn::Recompute rc = recompute == "ffn"     ? nn::Recompute::FFN
+                             : recompute == "layer" ? nn::Recompute::Layer
+                                                    : nn::Recompute::None;
     set_num_threads(threads);
     if (fixed) set_adaptive_threads(false);
 
@@ -414,6 +456,7 @@ int main(int argc, char** argv) {
       g.activation = nn::Activation::GELU;
       g.pre_norm = true;
       g.tie_weights = true;
+      g.recompute = rc;
       g.seed = seed;
       auto m = std::make_shared<nn::GPT>(g);
       forward_loss = [m, &tgt, &targets] { return nn::cross_entropy(m->forward(tgt), targets); };
@@ -437,6 +480,7 @@ int main(int argc, char** argv) {
       t.pre_norm = false;
       t.tie_weights = false;
       t.learned_positions = false;
+      t.recompute = rc;
       t.seed = seed;
       auto m = std::make_shared<nn::Seq2SeqTransformer>(t);
       forward_loss = [m, &src, &tgt, &targets] {
@@ -524,8 +568,24 @@ int main(int argc, char** argv) {
     const double rss_mb = peak_rss_mb();  // before the ceiling's own buffers
     const AllocatorStats alloc_peak = allocator_stats();
 
+    // ---- tensor memory of one more step (after the lifetime peaks above are read) -----
+    // Above what is held before it (weights, gradients, Adam's moments): saved =
+    // held at the end of forward + loss (the graph's saved tensors), step peak =
+    // the most held at once during the step.
+    int64_t saved_bytes = 0, step_peak_bytes = 0;
+    {
+      opt.zero_grad();
+      reset_peak_stats();
+      const int64_t held = allocator_stats().bytes_in_use;
+      Var loss = forward_loss();
+      saved_bytes = allocator_stats().bytes_in_use - held;
+      loss.backward();
+      opt.step();
+      step_peak_bytes = allocator_stats().peak_in_use - held;
+    }
+
     // ---- sgemm ceiling on the step's shapes ---------------------------------------------
-    ShapeList shapes = derive_step_shapes(c);
+    ShapeList shapes = derive_step_shapes(c, rc);
     const double derived_step = shapes.flops(true), derived_fwd = shapes.flops(false);
     double ideal_step_s = 0, ideal_fwd_s = 0;
     std::vector<std::unique_ptr<GemmTimer>> timers;
@@ -564,6 +624,7 @@ int main(int argc, char** argv) {
                           {"config", c.name},
                           {"threads", threads},
                           {"steps", steps},
+                          {"recompute", recompute},
                           {"contend", contend},
                           {"contend_cpu", contend_cpu},
                           {"adaptive", !fixed},
@@ -588,6 +649,8 @@ int main(int argc, char** argv) {
                           {"gemm_shapes", static_cast<int64_t>(shapes.shapes().size())},
                           {"flop_mismatch", mismatch},
                           {"peak_rss_mb", rss_mb},
+                          {"saved_mib", saved_bytes / 1048576.0},
+                          {"step_peak_mib", step_peak_bytes / 1048576.0},
                           {"allocs_timed", train_allocs},
                           {"allocs_per_step", static_cast<double>(train_allocs) / steps},
                           {"fwd_allocs_timed", fwd_allocs},
@@ -601,11 +664,11 @@ int main(int argc, char** argv) {
           c.gpt ? std::to_string(c.dec) : std::to_string(c.enc) + "+" + std::to_string(c.dec);
       std::printf(
           "qkv %s (B %lld, T %lld, D %lld, H %lld, F %lld, layers %s, V %lld), "
-          "%d thread(s)%s, %lld parameters\n",
+          "%d thread(s)%s, recompute %s, %lld parameters\n",
           c.name.c_str(), (long long)c.B, (long long)c.T, (long long)c.D, (long long)c.H,
           (long long)c.F, layers.c_str(), (long long)c.V, threads,
           contend ? (", one core (CPU " + std::to_string(contend_cpu) + ") kept busy").c_str() : "",
-          (long long)model->num_parameters());
+          recompute.c_str(), (long long)model->num_parameters());
       std::printf("  train step   %9.3f ms median of %d (min %.3f), %.0f tokens/s\n", step_ms,
                   steps, *std::min_element(step_s.begin(), step_s.end()) * 1e3,
                   tokens / (step_ms * 1e-3));
@@ -632,6 +695,10 @@ int main(int argc, char** argv) {
       std::printf(
           "  peak RSS     %.1f MB; tensor allocator peak %.1f MB (in use at once %.1f MB)\n",
           rss_mb, alloc_peak.peak_bytes / 1048576.0, alloc_peak.peak_in_use / 1048576.0);
+      std::printf(
+          "  step tensors %.1f MiB saved by forward + loss, %.1f MiB peak during the step "
+          "(above weights, gradients and Adam's moments)\n",
+          saved_bytes / 1048576.0, step_peak_bytes / 1048576.0);
       std::printf(
           "  allocations  %lld system allocs in %d timed steps (%.2f per step); "
           "forward-only %lld\n",

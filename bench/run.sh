@@ -35,6 +35,10 @@
 #   BENCH_LONG      0: do not retake the long-sequence section (bench/run_long.sh)
 #   BENCH_CHARGPT   0: do not retake the character-level GPT section (with --torch
 #                   only: bench/run_chargpt.py trains qkv and PyTorch on a text)
+#   BENCH_RECOMPUTE 0: do not retake the recompute section (bench/run_recompute.sh:
+#                   small and base at 1 and 2 threads with --recompute none, ffn
+#                   and layer, 3 interleaved rounds; its own BENCH_RECOMPUTE_*
+#                   settings are in its header)
 #   BENCH_MPI_BUILD the MPI build's directory (make bench passes build/rel-mpi-f32)
 #   BENCH_RESULTS   a JSONL file to append every run to, and to report from
 #                   with the runs already in it (e.g. base run earlier on its
@@ -560,5 +564,12 @@ elif ! BENCH_OUT="$OUT" "$PY" "$ROOT/bench/run_chargpt.py" "$BUILD_DIR"; then
   carry_over "chargpt-$ISA_KIND"
   STATUS=1
 fi
-# ==== end of the decoding, data-parallel, long-sequence and char-GPT benchmarks =====
+if [ "${BENCH_RECOMPUTE:-1}" = 0 ]; then
+  carry_over recompute
+elif ! BENCH_OUT="$OUT" bash "$ROOT/bench/run_recompute.sh" "$BUILD_DIR"; then
+  echo "run.sh: the recompute benchmark failed; its section is carried over from the old report" >&2
+  carry_over recompute
+  STATUS=1
+fi
+# ==== end of the decoding, data-parallel, long-sequence, char-GPT and recompute benchmarks =====
 exit "$STATUS"

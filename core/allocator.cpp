@@ -95,4 +95,11 @@ AllocatorStats allocator_stats() {
   return P.stats;
 }
 
+void reset_peak_stats() {
+  Pool& P = pool();
+  std::lock_guard<std::mutex> lock(P.mu);
+  P.stats.peak_in_use = P.stats.bytes_in_use;
+  P.stats.peak_bytes = P.stats.bytes_in_use + P.stats.bytes_cached;
+}
+
 }  // namespace qkv

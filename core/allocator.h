@@ -21,5 +21,9 @@ struct AllocatorStats {
 void* storage_alloc(size_t bytes);
 void storage_free(void* p, size_t bytes);
 AllocatorStats allocator_stats();
+// Starts the peaks afresh from now: peak_in_use = bytes_in_use, peak_bytes =
+// bytes_in_use + bytes_cached (as torch.cuda.reset_peak_memory_stats), so a
+// benchmark can read the peak of one step: reset, run it, read peak_in_use.
+void reset_peak_stats();
 
 }  // namespace qkv

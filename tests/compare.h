@@ -30,6 +30,18 @@ inline double max_abs(const Tensor& t) {
   return m;
 }
 
+// check_close with the absolute tolerance scaled to the tensor: atol = 1e-6 *
+// max(1, max|want|), rtol 1e-5 (check_close's own for a tensor whose elements
+// are at most 1). An element that is a sum of many terms, such as a weight
+// gradient summed over B*T rows, carries float32 rounding of a few ulp of
+// those terms, which are of the size of the tensor's largest elements, not of
+// that element: where gradients reach ~10 and some elements are ~0.01, the
+// fixed atol 1e-6 is below that rounding. A wrong formula still misses by
+// orders of magnitude more.
+inline void check_close_to_scale(const Tensor& got, const Tensor& want, const std::string& what) {
+  check_close(got, want, what, 1e-5, 1e-6 * std::max(1.0, max_abs(want)));
+}
+
 // Every parameter's gradient against the fixture's "<prefix><name>" tensors
 // (float64 references rounded to float32). A gradient that is 0 in exact
 // arithmetic, such as attention's key bias (softmax ignores a constant added
@@ -40,9 +52,10 @@ inline double max_abs(const Tensor& t) {
 // reference gradient beside it) is checked against 0 instead, within
 // `zero_rel` of that largest gradient: float32 noise is a few ulp of the
 // numbers summed (~1e-7 relative), while a wrong gradient is of their size.
+// to_scale: compare the others with check_close_to_scale instead of check_close.
 template <class Params>
 void check_param_grads(const Params& named_params, const TensorFile& f, const std::string& prefix,
-                       const std::string& what, double zero_rel = 1e-5) {
+                       const std::string& what, double zero_rel = 1e-5, bool to_scale = false) {
   double scale = 0;
   for (const auto& [name, p] : named_params) scale = std::max(scale, max_abs(f.get(prefix + name)));
   for (const auto& [name, p] : named_params) {
@@ -54,6 +67,8 @@ void check_param_grads(const Params& named_params, const TensorFile& f, const st
                  << zero_rel * scale << " (" << zero_rel << " x the largest gradient beside it, "
                  << scale << ")");
       CHECK(max_abs(p.grad()) <= zero_rel * scale);
+    } else if (to_scale) {
+      check_close_to_scale(p.grad(), want, label);
     } else {
       check_close(p.grad(), want, label);
     }

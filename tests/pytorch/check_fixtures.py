@@ -65,8 +65,9 @@ def join(prefix, name):
 
 
 def linear(x, p, name, bias=True):
+    """x W^T + b; no b when bias is False or p has no `name.bias`."""
     y = x @ p[join(name, "weight")].T
-    return y + p[join(name, "bias")] if bias else y
+    return y + p[join(name, "bias")] if bias and join(name, "bias") in p else y
 
 
 def layer_norm(x, p, name, eps=1e-5):
@@ -101,21 +102,47 @@ def causal(t):
     return np.triu(np.ones((t, t), bool), 1)
 
 
+def heads_of(xq, xkv, p, name, heads):
+    """Q (B,H,T,d_k), K (B,H,S,d_k), V (B,H,S,d_v): d_k read off w_q (H*d_k, D), d_v = D / H."""
+    b, t, d = xq.shape
+    s = xkv.shape[1]
+    dk = p[join(name, "w_q.weight")].shape[0] // heads
+    split = lambda z, n, w: z.reshape(b, n, heads, w).transpose(0, 2, 1, 3)  # (B,H,n,w)
+    q = split(linear(xq, p, join(name, "w_q")), t, dk)
+    k = split(linear(xkv, p, join(name, "w_k")), s, dk)
+    v = split(linear(xkv, p, join(name, "w_v")), s, d // heads)
+    return q, k, v
+
+
+def merge(o):
+    """(B,H,T,d_v) -> (B,T,D)."""
+    b, h, t, dv = o.shape
+    return o.transpose(0, 2, 1, 3).reshape(b, t, h * dv)
+
+
 def mha(xq, xkv, p, name, heads, mask):
     """SPEC MultiHeadAttention; mask broadcastable to (B, T, S), True = masked.
     Returns (out (B,T,D), probabilities (B,H,T,S))."""
-    b, t, d = xq.shape
-    s = xkv.shape[1]
-    dk = d // heads
-    split = lambda z, n: z.reshape(b, n, heads, dk).transpose(0, 2, 1, 3)  # (B,H,n,dk)
-    q = split(linear(xq, p, join(name, "w_q")), t)
-    k = split(linear(xkv, p, join(name, "w_k")), s)
-    v = split(linear(xkv, p, join(name, "w_v")), s)
-    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(dk)
+    q, k, v = heads_of(xq, xkv, p, name, heads)
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(q.shape[-1])
     scores = np.where(mask[:, None, :, :], -np.inf, scores)
     probs = softmax(scores)
-    o = (probs @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
-    return linear(o, p, join(name, "w_o")), probs
+    return linear(merge(probs @ v), p, join(name, "w_o")), probs
+
+
+def linear_mha(xq, xkv, p, heads, mask):
+    """qkv's linear attention: A = phi(Q) phi(K)^T with hidden entries 0,
+    O = A V / rowsum(A), phi = elu + 1; no scale."""
+    phi = lambda z: np.where(z > 0, z + 1.0, np.exp(np.minimum(z, 0.0)))
+    q, k, v = heads_of(xq, xkv, p, "", heads)
+    a = np.where(mask[:, None, :, :], 0.0, phi(q) @ phi(k).transpose(0, 1, 3, 2))
+    return linear(merge((a @ v) / a.sum(-1, keepdims=True)), p, "w_o")
+
+
+def sparse_hidden(t, window, every):
+    """(t, t) True where qkv's sparse pattern hides key j from query i."""
+    i, j = np.arange(t)[:, None], np.arange(t)[None, :]
+    return ~((np.abs(i - j) < window) | (j % every == 0) | (i % every == 0))
 
 
 def ffn(x, p, name, act):
@@ -332,6 +359,51 @@ def check_adam(fname):
             close(f"{fname}:{key}.p{k} vs formula", p, t[f"{key}.p{k}"])
 
 
+def check_attention_head_size(fname):
+    """d_k != D / H: the plain-ops reference of every kernel, recomputed from SPEC."""
+    t, meta = load(fname)
+    h, d = int(meta["heads"]), int(meta["d_model"])
+    window, every = int(meta["sparse.window"]), int(meta["sparse.global_every"])
+    for case in meta["cases"].split(","):
+        check_structure(fname, t, case)
+        c, kernel, d_k = sub(t, case), meta[f"{case}.kernel"], int(meta[f"{case}.d_k"])
+        p = sub(c, "param")
+        check(f"{fname}:{case} w_q, w_k (H*d_k, D), w_v (D, D)",
+              p["w_q.weight"].shape == (h * d_k, d) == p["w_k.weight"].shape
+              and p["w_v.weight"].shape == (d, d) and d_k != d // h)
+        check(f"{fname}:{case} biases iff bias",
+              ("w_q.bias" in p) == (meta[f"{case}.bias"] == "true"))
+        xq = c["in.xq"] if "in.xq" in c else c["in.x"]
+        xkv = c["in.xkv"] if "in.xkv" in c else xq
+        (b, T, _), S = xq.shape, xkv.shape[1]
+        mask = np.zeros((b, T, S), bool)
+        if "key_padding" in meta[f"{case}.mask"]:
+            mask |= pad_mask(c["in.lens"].astype(int), S)[:, None, :]
+        if "causal" in meta[f"{case}.mask"]:
+            mask |= causal(T)[None]
+        if kernel == "sparse":
+            mask |= sparse_hidden(T, window, every)[None]
+        if kernel == "linear":
+            y = linear_mha(xq, xkv, p, h, mask)
+        else:
+            y, probs = mha(xq, xkv, p, "", h, mask)
+            if kernel == "softmax":
+                close(f"{fname}:{case}.out.attn vs SPEC", probs, c["out.attn"])
+        close(f"{fname}:{case}.out.y vs SPEC", y, c["out.y"])
+
+
+def check_attention_kernels(fname):
+    """The sparse case: nn.MultiheadAttention with the pattern as its mask."""
+    t, _ = load(fname)
+    check_structure(fname, t, "mha_sparse")
+    c = sub(t, "mha_sparse")
+    x, T = c["in.x"], c["in.x"].shape[1]
+    mask = pad_mask(c["in.lens"].astype(int), T)[:, None, :] | causal(T)[None]
+    mask = mask | sparse_hidden(T, 3, 4)[None]  # window 3, a global position every 4
+    y = mha(x, x, sub(c, "param"), "", 2, mask)[0]
+    close(f"{fname}:mha_sparse.out.y vs SPEC", y, c["out.y"])
+
+
 def main():
     sizes = {}
     for name in sorted(os.listdir(FIXTURES)):
@@ -339,13 +411,16 @@ def main():
             sizes[name] = os.path.getsize(os.path.join(FIXTURES, name))
             check(f"{name} under 200 KB", sizes[name] < 200_000)
     for name in ("seq2seq_postln.safetensors", "seq2seq_preln_tied.safetensors",
-                 "gpt.safetensors", "layers.safetensors", "adam.safetensors"):
+                 "gpt.safetensors", "layers.safetensors", "adam.safetensors",
+                 "attention_kernels.safetensors", "attention_head_size.safetensors"):
         check(f"{name} exists", name in sizes)
     check_seq2seq("seq2seq_postln.safetensors")
     check_seq2seq("seq2seq_preln_tied.safetensors")
     check_gpt("gpt.safetensors")
     check_layers("layers.safetensors")
     check_adam("adam.safetensors")
+    check_attention_kernels("attention_kernels.safetensors")
+    check_attention_head_size("attention_head_size.safetensors")
     print(f"{results['passed']} passed, {results['failed']} failed")
     return 1 if results["failed"] else 0
 

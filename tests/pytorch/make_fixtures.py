@@ -41,6 +41,7 @@ sys.path.insert(0, HERE)
 import st  # noqa: E402  (our own safetensors reader/writer)
 from reference import (Binding, TorchGPT, TorchSeq2Seq, causal_mask,  # noqa: E402
                        join, key_padding_mask)
+import plain_attention  # noqa: E402  (attention with d_k != D/H, in plain torch ops)
 
 OUT_DIR = os.path.normpath(os.path.join(HERE, "..", "fixtures"))
 
@@ -486,6 +487,111 @@ def make_attention_kernels(filename, seed):
     write(filename, rec, meta)
 
 
+# ---------------------------------------------------------------------------
+# 7: the query/key head size d_k set apart from D / H, every kernel
+# ---------------------------------------------------------------------------
+
+# (case, kernel, d_k, cross, bias, causal, T, S, lens or None). D 16, H 2, d_v 8, B 2.
+# "softmax" cases are the reference of the standard and memory-efficient kernels.
+HEAD_SIZE_CASES = [
+    ("self_dk3", "softmax", 3, False, True, True, 6, 6, [6, 4]),
+    ("self_dk12", "softmax", 12, False, True, True, 6, 6, [6, 4]),
+    ("cross_dk3", "softmax", 3, True, True, False, 5, 7, [7, 3]),
+    ("cross_dk12", "softmax", 12, True, True, False, 5, 7, [7, 3]),
+    ("self_dk12_nobias", "softmax", 12, False, False, True, 6, 6, None),
+    ("sparse_dk3", "sparse", 3, False, True, True, 12, 12, [12, 9]),
+    ("sparse_dk12", "sparse", 12, False, True, False, 12, 12, [12, 9]),
+    ("linear_dk3", "linear", 3, False, True, True, 8, 8, [8, 5]),
+    ("linear_dk12", "linear", 12, True, True, False, 5, 7, [7, 3]),
+]
+SPARSE_WINDOW, SPARSE_EVERY = 3, 4
+
+
+def head_size_params(init, d, h, d_k, bias):
+    """qkv's MultiHeadAttention(d, h, bias, g, d_k) names: w_q, w_k (h*d_k, d), w_v, w_o (d, d)."""
+    p = {}
+    for w, rows in (("w_q", h * d_k), ("w_k", h * d_k), ("w_v", d), ("w_o", d)):
+        init.linear(p, w, d, rows, bias)
+    return p
+
+
+def check_plain_attention_against_torch(init):
+    """The plain-ops reference equals nn.MultiheadAttention where both exist (d_k = D / H):
+    output and every gradient, in float64. Nothing of this is written."""
+    d, h, B, T, S, lens = 16, 2, 2, 5, 7, [7, 3]
+    m = nn.MultiheadAttention(d, h, dropout=0.0, bias=True, batch_first=True)
+    b = Binding()
+    b.mha("", m)
+    b.check_covers(m)
+    params = head_size_params(init, d, h, d // h, True)
+    b.load(params)
+    xq, xkv, up = init.normal((B, T, d)), init.normal((B, S, d)), init.normal((B, T, d))
+    mask = key_padding_mask(lens, S)
+    y_t, attn_t = m(xq, xkv, xkv, key_padding_mask=mask, need_weights=True,
+                    average_attn_weights=False)
+    (y_t * up).sum().backward()
+    p = {k: v.clone().requires_grad_() for k, v in params.items()}
+    y, attn = plain_attention.softmax_attention(xq, xkv, p, h, mask[:, None, :])
+    (y * up).sum().backward()
+    torch_grads = b.grads()
+    assert torch.allclose(y, y_t, atol=1e-12) and torch.allclose(attn, attn_t, atol=1e-12)
+    for k in p:
+        assert torch.allclose(p[k].grad, torch_grads[k], atol=1e-12), k
+
+
+def make_attention_head_size(filename, seed):
+    """Attention with d_k != D / H (qkv's AttentionOptions::d_k), every heads' kernel,
+    from plain torch ops (plain_attention.py): Q, K have d_k columns per head, V and
+    the head outputs d_v = D / H, scores scaled by 1 / sqrt(d_k)."""
+    init = Init(seed)
+    check_plain_attention_against_torch(init)
+    d, h, B = 16, 2, 2
+    rec = {}
+    meta = {"d_model": d, "heads": h, "d_v": d // h, "sparse.window": SPARSE_WINDOW,
+            "sparse.global_every": SPARSE_EVERY,
+            "cases": ",".join(c[0] for c in HEAD_SIZE_CASES)}
+    for case, kernel, d_k, cross, bias, causal, T, S, lens in HEAD_SIZE_CASES:
+        params = head_size_params(init, d, h, d_k, bias)
+        p = {k: v.clone().requires_grad_() for k, v in params.items()}
+        xq = init.normal((B, T, d)).requires_grad_()
+        xkv = init.normal((B, S, d)).requires_grad_() if cross else xq
+        up = init.normal((B, T, d))
+        mask = torch.zeros(B, T, S, dtype=torch.bool)  # (B,T,S), True = hidden
+        if lens is not None:
+            mask |= key_padding_mask(lens, S)[:, None, :]
+        if causal:
+            mask |= causal_mask(T)[None]
+        if kernel == "sparse":
+            mask |= sparse_pattern_mask(T, SPARSE_WINDOW, SPARSE_EVERY)[None]
+        assert not mask.all(-1).any(), f"{case}: a query row sees no key"
+        outputs = {}
+        if kernel == "linear":
+            y = plain_attention.linear_attention(xq, xkv, p, h, lens or [S] * B, causal)
+            other = plain_attention.linear_attention_by_scores(xq, xkv, p, h, mask)
+            assert torch.allclose(y, other, atol=1e-12), case
+        else:
+            y, attn = plain_attention.softmax_attention(xq, xkv, p, h, mask)
+            if kernel == "softmax":
+                outputs["attn"] = attn
+        outputs["y"] = y
+        (y * up).sum().backward()
+        inputs = {"xq": xq, "xkv": xkv} if cross else {"x": xq}
+        input_grads = {k: v.grad for k, v in inputs.items()}
+        if lens is not None:
+            inputs["lens"] = torch.tensor(lens)
+        inputs["upstream"] = up
+        grads = {k: v.grad for k, v in p.items()}
+        rec.update(layer_case(case, None, params, inputs, outputs, {**input_grads, **grads}))
+        masks = (["causal"] if causal else []) + (["key_padding"] if lens else [])
+        meta.update({f"{case}.kernel": kernel, f"{case}.d_k": d_k,
+                     f"{case}.bias": str(bias).lower(), f"{case}.mask": "+".join(masks),
+                     f"{case}.T": T, f"{case}.S": S})
+    meta.update(loss="sum(<case>.out.y * <case>.in.upstream)",
+                kernels="softmax: standard and memory-efficient; sparse: the pattern as a mask; "
+                        "linear: phi = elu + 1, no scale")
+    write(filename, rec, meta)
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     make_seq2seq("seq2seq_postln.safetensors", seed=1, norm_first=False,
@@ -496,6 +602,7 @@ def main():
     make_layers("layers.safetensors", seed=4)
     make_adam("adam.safetensors", seed=5)
     make_attention_kernels("attention_kernels.safetensors", seed=6)
+    make_attention_head_size("attention_head_size.safetensors", seed=7)
 
 
 if __name__ == "__main__":
