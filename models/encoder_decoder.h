@@ -67,8 +67,9 @@ struct AttentionSettings {
     o.attention_memory_budget = attention_memory_budget;
     return o;
   }
-  // Whether the key/value cache (generation/kv_cache.h), which computes
-  // softmax attention over every cached key, decodes this model exactly.
+  // Whether the decoders decode this model with the key/value cache
+  // (generation/kv_cache.h). The cache computes every kernel, sparse and
+  // linear included; the decoders do not use it for those two yet.
   bool cacheable() const {
     return attention != AttentionKernel::Sparse && attention != AttentionKernel::Linear;
   }

@@ -182,7 +182,7 @@ TEST_CASE("answer gives each family's decoder output and leaves the model in its
         "answer: a source of 20 tokens and its <s> do not fit the position table of 20");
 }
 
-TEST_CASE("a sparse or linear model answers without the key/value cache, which refuses it") {
+TEST_CASE("a sparse or linear model answers without the key/value cache") {
   TransformerConfig c = s2s_config();
   c.dropout = 0;
   c.attention = AttentionKernel::Sparse;
@@ -191,9 +191,6 @@ TEST_CASE("a sparse or linear model answers without the key/value cache, which r
   Seq2SeqTransformer s2s(c);
   s2s.eval();
   const std::vector<data::Seq> sources = {{5, 6, 7, 8, 9}, {8, 9}};
-  CHECK(has(error_of([&] { start_decoding(s2s, data::right_padded(sources), 4); }),
-            "start_decoding: the key/value cache computes softmax attention over every cached "
-            "key, not this model's sparse attention"));
   AnswerOptions o;
   o.max_new_tokens = 5;
   DecodeOptions d;
@@ -208,7 +205,6 @@ TEST_CASE("a sparse or linear model answers without the key/value cache, which r
   g.attention = AttentionKernel::Linear;
   GPT gpt(g);
   gpt.eval();
-  CHECK(has(error_of([&] { start_generation(gpt, 1, 4); }), "not this model's linear attention"));
   o.method = "greedy";
   o.max_new_tokens = 3;
   const std::vector<data::Seq> got = answer(gpt, {{5, 6}}, o);
