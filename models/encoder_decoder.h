@@ -67,12 +67,6 @@ struct AttentionSettings {
     o.attention_memory_budget = attention_memory_budget;
     return o;
   }
-  // Whether the decoders decode this model with the key/value cache
-  // (generation/kv_cache.h). The cache computes every kernel, sparse and
-  // linear included; the decoders do not use it for those two yet.
-  bool cacheable() const {
-    return attention != AttentionKernel::Sparse && attention != AttentionKernel::Linear;
-  }
 };
 
 // Encoder layer: self-attention, then the feed-forward network.

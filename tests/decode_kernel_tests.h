@@ -3,9 +3,11 @@
 // softmax over the keys SparsePattern::visible lets a query see; linear: the
 // running sums S and z instead of keys), at every position of sequences long
 // enough to cross the window, the full sparse kernel's query blocks (64 rows)
-// and the linear kernel's chunks (64 rows) several times. Compiled into both
-// test binaries beside tests/decode_tests.h (float32, and float64 where the
-// logits agree to ~1e-12).
+// and the linear kernel's chunks (64 rows) several times; and the decoders
+// (greedy, beam search, sampling; nn::answer in tests/test_model_interface.cpp)
+// must give with the cache the tokens they give without it. Compiled into
+// both test binaries beside tests/decode_tests.h (float32, and float64 where
+// the logits agree to ~1e-12).
 #pragma once
 #include "decode_tests.h"
 
@@ -220,6 +222,75 @@ TEST_CASE(
       for (int64_t r = 0; r < 4; ++r)
         check_logits(logits.data() + r * V, full.data() + (source[r] * T + t) * V, V,
                      "reordered row " + std::to_string(r) + " position " + std::to_string(t));
+    }
+  }
+}
+
+// ---- the decoders -----------------------------------------------------------------------
+
+TEST_CASE(
+    "greedy_decode and beam_search with the cache give the tokens and log-probabilities they give "
+    "without it, for sparse and linear encoder-decoders") {
+  const Tokens src = padded_src();
+  for (AttentionKernel k : {AttentionKernel::Sparse, AttentionKernel::Linear}) {
+    CAPTURE(to_string(k));
+    Seq2SeqTransformer m(kernel_seq2seq_config(false, k, 3, 4));
+    m.eval();
+    DecodeOptions d;
+    d.max_new_tokens = 14;
+    d.ignore_eos = true;  // every row runs all 14 steps, past two windows
+    const auto greedy_cached = greedy_decode(m, src, d);
+    d.use_cache = false;
+    CHECK(greedy_decode(m, src, d) == greedy_cached);
+    // Beam 3 with an <eos> the untrained model emits (its greedy 3rd token of
+    // source 0), so hypotheses finish and rows reorder; and fixed-length.
+    for (bool ignore_eos : {false, true}) {
+      BeamOptions b;
+      b.beam = 3;
+      b.max_new_tokens = 10;
+      b.eos = greedy_cached[0][2];
+      b.ignore_eos = ignore_eos;
+      const auto cached = beam_search(m, src, b);
+      b.use_cache = false;
+      const auto recomputed = beam_search(m, src, b);
+      REQUIRE(cached.size() == recomputed.size());
+      for (size_t s = 0; s < cached.size(); ++s) {
+        CAPTURE(ignore_eos);
+        CAPTURE(s);
+        CHECK(cached[s].tokens == recomputed[s].tokens);
+        CHECK(cached[s].finished == recomputed[s].finished);
+        CHECK(cached[s].log_prob == doctest::Approx(recomputed[s].log_prob).epsilon(kTol * 10));
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "generate with the cache samples the tokens it samples without it for the same seed, sparse "
+    "and linear GPTs, prompts of different lengths") {
+  const Tokens prompts = gpt_prompts();  // lengths {4, 2, 3}
+  for (AttentionKernel k : {AttentionKernel::Sparse, AttentionKernel::Linear}) {
+    CAPTURE(to_string(k));
+    GPT m(kernel_gpt_config(true, k, 3, 5, 40));
+    m.eval();
+    SampleOptions o;
+    o.max_new_tokens = 30;
+    o.temperature = 1.2;
+    o.top_k = 10;
+    Generator g1 = test_generator(), g2 = test_generator();
+    const auto cached = generate(m, prompts, o, g1);
+    o.use_cache = false;
+    const auto recomputed = generate(m, prompts, o, g2);
+    CHECK(cached == recomputed);
+    for (auto& row : cached) CHECK(row.size() == 30);
+    // Greedy, each token a largest logit of the whole-sequence forward.
+    o.temperature = 0;
+    o.use_cache = true;
+    Generator unused(0);
+    const auto greedy = generate(m, prompts, o, unused);
+    for (int64_t b = 0; b < prompts.batch; ++b) {
+      CAPTURE(b);
+      check_greedy_choices(m, prompt_row(prompts, b), greedy[b], 0);
     }
   }
 }
