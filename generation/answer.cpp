@@ -28,10 +28,6 @@ std::vector<data::Seq> seq2seq_answer(Seq2SeqTransformer& m, const std::vector<d
   const Tokens src = data::right_padded(sources);
   std::vector<data::Seq> out;
   if (o.method == "beam") {
-    if (!m.cfg.cacheable())
-      throw Error(std::string("answer: beam search decodes with the key/value cache, which ") +
-                  "computes softmax attention, not this model's " + to_string(m.cfg.attention) +
-                  " attention (greedy decoding runs it)");
     BeamOptions bo;
     bo.beam = o.beam;
     bo.alpha = o.alpha;
@@ -39,6 +35,7 @@ std::vector<data::Seq> seq2seq_answer(Seq2SeqTransformer& m, const std::vector<d
     bo.bos = o.bos;
     bo.eos = o.eos;
     bo.pad = o.pad;
+    bo.use_cache = o.use_cache;
     for (BeamHypothesis& h : beam_search(m, src, bo)) out.push_back(std::move(h.tokens));
     return out;
   }
@@ -47,7 +44,7 @@ std::vector<data::Seq> seq2seq_answer(Seq2SeqTransformer& m, const std::vector<d
   d.eos = o.eos;
   d.pad = o.pad;
   d.max_new_tokens = max_new;
-  d.use_cache = o.use_cache && m.cfg.cacheable();  // sparse, linear: the full decoder each step
+  d.use_cache = o.use_cache;
   return greedy_decode(m, src, d);
 }
 
@@ -66,12 +63,13 @@ std::vector<data::Seq> gpt_answer(GPT& m, const std::vector<data::Seq>& sources,
                 " tokens and its <s> do not fit the position table of " +
                 std::to_string(m.max_positions()));
   const int64_t n_new = std::max<int64_t>(1, std::min(max_new, m.max_positions() - longest + 1));
-  // With the key/value cache, or for sparse and linear attention the whole
-  // sequence through the model at every step (generate picks).
+  // With the key/value cache, or (use_cache false) the whole sequence
+  // through the model at every step.
   SampleOptions s;
   s.temperature = 0;
   s.eos = o.eos;
   s.max_new_tokens = n_new;
+  s.use_cache = o.use_cache;
   Generator unused(0);  // greedy draws nothing
   std::vector<data::Seq> out = generate(m, data::right_padded(prompts), s, unused);
   for (data::Seq& a : out)
@@ -96,10 +94,9 @@ std::vector<data::Seq> encoder_answer(EncoderOnlyModel& m, const std::vector<dat
 }  // namespace
 
 bool can_beam_search(const Model& model) {
-  // Beam search decodes with the key/value cache: an encoder-decoder whose
-  // attention the cache computes exactly.
-  const auto* s2s = dynamic_cast<const Seq2SeqTransformer*>(&model);
-  return s2s != nullptr && s2s->cfg.cacheable();
+  // Beam search searches the encoder-decoder's output (with the key/value
+  // cache, which computes every attention kernel).
+  return dynamic_cast<const Seq2SeqTransformer*>(&model) != nullptr;
 }
 
 std::vector<data::Seq> answer(Model& model, const std::vector<data::Seq>& sources,

@@ -24,13 +24,12 @@ struct AnswerOptions {
   int64_t beam = 4;               // hypotheses kept per source
   double alpha = 0.6;             // beam's length penalty exponent (GNMT)
   int64_t max_new_tokens = 32;    // the longest answer (a position table may cap it lower)
-  bool use_cache = true;          // false: recompute the prefix every step (seq2seq greedy)
+  bool use_cache = true;          // false: recompute the prefix every step (every decoder)
   int64_t bos = data::kBos, eos = data::kEos, pad = data::kPad;
 };
 
 // Whether answer() can search with method "beam" for this model: an
-// encoder-decoder whose attention the key/value cache computes (not sparse
-// or linear).
+// encoder-decoder (any attention kernel).
 bool can_beam_search(const Model& model);
 
 // One answer per source, without <s> and </s>; no graph is recorded, and the

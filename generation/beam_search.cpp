@@ -209,11 +209,74 @@ std::vector<BeamHypothesis> beam_search(int64_t sources, int64_t V, const BeamOp
   return search.best();
 }
 
+namespace {
+
+// The reference scorer: every row's whole prefix through the decoder at every
+// step. Row r follows old row from[r], as the cache's reorder does: its source
+// and its prefix (<bos> and the tokens fed since).
+class RecomputeStep {
+ public:
+  RecomputeStep(Seq2SeqTransformer& model, const Tokens& src, int64_t rows_per_source)
+      : model_(model), src_(src), memory_(model.encode(src).data()) {
+    for (int64_t r = 0; r < src.batch * rows_per_source; ++r) {
+      source_.push_back(r / rows_per_source);
+      prefix_.emplace_back();
+    }
+  }
+  Tensor operator()(const std::vector<int64_t>& from, const std::vector<int64_t>& ids) {
+    const int64_t R = static_cast<int64_t>(ids.size()), S = src_.len, D = memory_.size(2);
+    if (!from.empty()) {
+      std::vector<int64_t> source(static_cast<size_t>(R));
+      std::vector<std::vector<int64_t>> prefix(static_cast<size_t>(R));
+      for (int64_t r = 0; r < R; ++r) {
+        source[r] = source_[from[r]];
+        prefix[r] = prefix_[from[r]];
+      }
+      source_.swap(source);
+      prefix_.swap(prefix);
+    }
+    for (int64_t r = 0; r < R; ++r) prefix_[r].push_back(ids[r]);
+    const int64_t T = static_cast<int64_t>(prefix_[0].size());
+    // The rows' prefixes (R, T), their sources' ids and lengths (R, S), memory (R, S, D).
+    Tokens tgt{{}, R, T, {}}, src{{}, R, S, {}};
+    Tensor memory = Tensor::empty({R, S, D});
+    const std::vector<int64_t> lengths = src_.full_lengths();
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t s = source_[r];
+      tgt.ids.insert(tgt.ids.end(), prefix_[r].begin(), prefix_[r].end());
+      src.ids.insert(src.ids.end(), src_.ids.begin() + s * S, src_.ids.begin() + (s + 1) * S);
+      src.lengths.push_back(lengths[s]);
+      std::copy(memory_.data() + s * S * D, memory_.data() + (s + 1) * S * D,
+                memory.data() + r * S * D);
+    }
+    Tensor logits = model_.decode(tgt, Var(memory), src).data();  // (R, T, V)
+    const int64_t V = logits.size(2);
+    Tensor last = Tensor::empty({R, V});  // position T - 1 of every row
+    for (int64_t r = 0; r < R; ++r)
+      std::copy(logits.data() + (r * T + T - 1) * V, logits.data() + (r * T + T) * V,
+                last.data() + r * V);
+    return last;
+  }
+
+ private:
+  Seq2SeqTransformer& model_;
+  const Tokens& src_;
+  Tensor memory_;  // (B, S, D), encoded once
+  std::vector<int64_t> source_;
+  std::vector<std::vector<int64_t>> prefix_;
+};
+
+}  // namespace
+
 std::vector<BeamHypothesis> beam_search(Seq2SeqTransformer& model, const Tokens& src,
                                         const BeamOptions& opt) {
   src.check("beam_search");
   check_options(opt, model.cfg.tgt_vocab);
   NoGradGuard no_grad;
+  if (!opt.use_cache) {
+    RecomputeStep step(model, src, opt.beam);
+    return beam_search(src.batch, model.cfg.tgt_vocab, opt, std::ref(step));
+  }
   // k rows per source; positions fed: <bos> and at most max_new_tokens - 1 tokens.
   KVCache cache = start_decoding(model, src, opt.max_new_tokens, opt.beam);
   return beam_search(src.batch, model.cfg.tgt_vocab, opt,

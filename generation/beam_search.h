@@ -32,6 +32,8 @@ struct BeamOptions {
   int64_t bos = 1, eos = 2, pad = 0;
   bool ignore_eos = false;  // true: <eos> is an ordinary token and every hypothesis
                             // runs to max_new_tokens (fixed-length decoding, for benchmarks)
+  bool use_cache = true;    // false: rerun the decoder over every hypothesis's whole prefix
+                            // at every step (the slow reference path, for tests)
 };
 
 // The best hypothesis of one source: its tokens (without <bos> and <eos>), its
@@ -45,7 +47,8 @@ struct BeamHypothesis {
 // GNMT length penalty ((5 + len) / 6)^alpha.
 double length_penalty(int64_t len, double alpha);
 
-// Beam search with the encoder-decoder and its key/value cache: the best
+// Beam search with the encoder-decoder and its key/value cache (every
+// attention kernel; opt.use_cache = false recomputes instead): the best
 // hypothesis per source sequence.
 std::vector<BeamHypothesis> beam_search(Seq2SeqTransformer& model, const Tokens& src,
                                         const BeamOptions& opt = {});

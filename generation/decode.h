@@ -8,7 +8,9 @@
 //
 // All three run without recording a graph, in the model's current mode (call
 // eval() first to switch dropout off), and use the key/value cache of
-// generation/kv_cache.h: each step runs the decoder over the new token only.
+// generation/kv_cache.h: each step runs the decoder over the new token only,
+// for every attention kernel (standard, memory-efficient, sparse, linear).
+// Each has use_cache = false, the reference path that recomputes the prefix.
 #pragma once
 #include <vector>
 

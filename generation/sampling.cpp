@@ -74,30 +74,6 @@ int64_t sample_token(const real* logits, int64_t V, const SampleOptions& opt, Ge
   return sc.order[keep - 1];  // u within rounding of the total
 }
 
-namespace {
-// The key/value cache computes softmax attention over every cached key, so a
-// model with sparse or linear attention cannot use it: one prompt at a time,
-// the whole sequence so far goes through the model at every step (L forwards
-// of growing length), and the next token is drawn from the last position.
-std::vector<int64_t> generate_uncached(GPT& model, std::vector<int64_t> seq,
-                                       const SampleOptions& opt, Generator& gen,
-                                       SampleScratch& scratch) {
-  std::vector<int64_t> out;
-  while (static_cast<int64_t>(out.size()) < opt.max_new_tokens) {
-    const int64_t L = static_cast<int64_t>(seq.size());
-    Tensor logits = model.forward(Tokens{seq, 1, L, {}}).data();  // (1, L, V)
-    const int64_t V = logits.size(2);
-    real* last = logits.data() + (L - 1) * V;
-    for (int64_t id : opt.suppress) last[id] = -std::numeric_limits<real>::infinity();
-    const int64_t tok = sample_token(last, V, opt, gen, scratch);
-    out.push_back(tok);
-    if (opt.eos && tok == *opt.eos) break;
-    seq.push_back(tok);
-  }
-  return out;
-}
-}  // namespace
-
 std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt,
                                            const SampleOptions& opt, Generator& gen) {
   prompt.check("generate");
@@ -131,27 +107,29 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt,
                 std::to_string(opt.max_new_tokens) + " - 1 exceeds the model's max_positions " +
                 std::to_string(model.cfg.max_positions));
   NoGradGuard no_grad;
-  if (!model.cfg.cacheable()) {  // sparse or linear attention: no cache (see generate_uncached)
-    SampleScratch scratch;
-    for (int64_t b = 0; b < B; ++b)
-      out[b] = generate_uncached(
-          model,
-          {prompt.ids.begin() + b * prompt.len, prompt.ids.begin() + b * prompt.len + len[b]}, opt,
-          gen, scratch);
-    return out;
-  }
-  KVCache cache = start_generation(model, B, capacity);
-  // Every row advances one position per step. The prefix all prompts share in
-  // length goes in as one block (prefill); after that a row whose prompt is
-  // not used up is fed its next prompt token, the others their last sample.
-  std::vector<int64_t> ids(static_cast<size_t>(B * shortest));
+  // Every row advances one position per step, the same in both paths, so that
+  // they draw from `gen` in the same order (position by position, rows in
+  // order) and a seed gives the same text with the cache and without.
+  //   cached:   the prefix all prompts share in length goes into the cache as one
+  //             block (prefill); after that each step feeds every running row one
+  //             token, its next prompt token or its last sample (forward_step).
+  //   uncached: a row's logits for position pos come from its whole sequence
+  //             [0, pos) through the model (GPT::forward), only when it draws.
+  KVCache cache;
+  Tensor logits;  // cached: (rows, n, V), row r's position pos - 1 at its last of n
+  int64_t n = shortest;
+  std::vector<std::vector<int64_t>> seq(static_cast<size_t>(B));  // uncached: each row so far
   for (int64_t b = 0; b < B; ++b)
-    std::copy(prompt.ids.begin() + b * prompt.len, prompt.ids.begin() + b * prompt.len + shortest,
-              ids.begin() + b * shortest);
-  Tensor logits = forward_step(model, cache, ids, shortest);  // (B, shortest, V)
-  const int64_t V = logits.size(2);                           // the row width, whatever cfg says
-  int64_t n = shortest;                              // logits row i of each block: position i
-  std::vector<int64_t> row(static_cast<size_t>(B));  // cache row r generates for prompt row[r]
+    seq[b].assign(prompt.ids.begin() + b * prompt.len,
+                  prompt.ids.begin() + b * prompt.len + len[b]);
+  if (opt.use_cache) {
+    cache = start_generation(model, B, capacity);
+    std::vector<int64_t> ids(static_cast<size_t>(B * shortest));
+    for (int64_t b = 0; b < B; ++b)
+      std::copy(seq[b].begin(), seq[b].begin() + shortest, ids.begin() + b * shortest);
+    logits = forward_step(model, cache, ids, shortest);  // (B, shortest, V)
+  }
+  std::vector<int64_t> row(static_cast<size_t>(B));  // row r generates for prompt row[r]
   for (int64_t b = 0; b < B; ++b) row[b] = b;
   std::vector<int64_t> keep, next;
   SampleScratch scratch;
@@ -162,27 +140,40 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const Tokens& prompt,
       const int64_t b = row[r];
       int64_t tok;
       if (pos < len[b]) {
-        tok = prompt.ids[b * prompt.len + pos];  // still reading the prompt
+        tok = seq[b][pos];  // still reading the prompt
       } else {
-        real* lr = logits.data() + (r * n + n - 1) * V;  // this row's logits for position pos
+        real* lr;  // this row's logits for position pos (V)
+        int64_t V;
+        if (opt.use_cache) {
+          V = logits.size(2);  // the row width, whatever cfg says
+          lr = logits.data() + (r * n + n - 1) * V;
+        } else {
+          const Tokens whole{seq[b], 1, pos, {}};
+          logits = model.forward(whole).data();  // (1, pos, V)
+          V = logits.size(2);
+          lr = logits.data() + (pos - 1) * V;
+        }
         for (int64_t id : opt.suppress) lr[id] = -std::numeric_limits<real>::infinity();
         tok = sample_token(lr, V, opt, gen, scratch);
         out[b].push_back(tok);
         if ((opt.eos && tok == *opt.eos) ||
             static_cast<int64_t>(out[b].size()) == opt.max_new_tokens)
           continue;  // row b is done
+        if (!opt.use_cache) seq[b].push_back(tok);
       }
       keep.push_back(r);
       next.push_back(tok);
     }
     if (keep.empty()) break;
     if (keep.size() != row.size()) {
-      cache.reorder(keep);
+      if (opt.use_cache) cache.reorder(keep);
       for (size_t i = 0; i < keep.size(); ++i) row[i] = row[keep[i]];
       row.resize(keep.size());
     }
-    logits = forward_step(model, cache, next);  // (rows, 1, V)
-    n = 1;
+    if (opt.use_cache) {
+      logits = forward_step(model, cache, next);  // (rows, 1, V)
+      n = 1;
+    }
   }
   return out;
 }

@@ -26,7 +26,9 @@ struct SampleOptions {
   std::optional<int64_t>
       eos;  // if set, a row stops after generating this token (kept in the output)
   std::vector<int64_t>
-      suppress;  // token ids never generated (e.g. <pad> and <s> in a text model's output)
+      suppress;           // token ids never generated (e.g. <pad> and <s> in a text model's output)
+  bool use_cache = true;  // false: each row's whole sequence through the model at every step
+                          // (the slow reference path; the same tokens for the same seed)
 };
 
 // Throws qkv::Error naming the bad option (top_k < 1, top_p outside (0, 1],
@@ -46,8 +48,8 @@ int64_t sample_token(const real* logits, int64_t V, const SampleOptions& opt, Ge
 
 // Continues each prompt of `prompt` (B, L; prompt.lengths[b] >= 1 tokens of row
 // b, the rest padding) by max_new_tokens sampled tokens, with the key/value
-// cache; a model with sparse or linear attention, which the cache does not
-// compute, runs each prompt's whole sequence through the model at every step. The ids in
+// cache (every attention kernel; opt.use_cache = false runs each row's whole
+// sequence through the model at every step instead). The ids in
 // opt.suppress get logit -inf before each draw (an id outside [0, V), or suppressing every token,
 // is an Error). Returns the new tokens per row (not the prompt). Needs max(lengths) +
 // max_new_tokens - 1 <= cfg.max_positions (the position table) and a vocabulary of at least one

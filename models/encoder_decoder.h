@@ -67,11 +67,6 @@ struct AttentionSettings {
     o.attention_memory_budget = attention_memory_budget;
     return o;
   }
-  // Whether the key/value cache (generation/kv_cache.h), which computes
-  // softmax attention over every cached key, decodes this model exactly.
-  bool cacheable() const {
-    return attention != AttentionKernel::Sparse && attention != AttentionKernel::Linear;
-  }
 };
 
 // Encoder layer: self-attention, then the feed-forward network.

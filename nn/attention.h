@@ -126,9 +126,10 @@ class MultiHeadAttention : public Module {
   int64_t d_v;  // value head size d_model / heads: W_V, W_O (d_model, d_model)
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
   // The heads' kernel forward uses, and its settings. Standard by default.
-  // The KV cache (generation/kv_cache.h) decodes with softmax attention over
-  // every cached key whatever the kernel: it equals Standard and
-  // MemoryEfficient, not Sparse or Linear.
+  // The KV cache (generation/kv_cache.h) decodes with this kernel's maths:
+  // softmax over every cached key (Standard, MemoryEfficient, Auto), over the
+  // keys the sparse pattern lets a query see (Sparse), or from the running
+  // sums of causal linear attention (Linear).
   AttentionKernel kernel = AttentionKernel::Standard;
   int64_t memory_budget = 0;
   SparsePattern sparse;

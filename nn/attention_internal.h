@@ -10,6 +10,7 @@
 //   nn/attention_sparse.cpp       local window + global positions, on the blocks
 //   nn/attention_linear.cpp       phi(Q) (phi(K)^T V), phi = elu + 1
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "core/real.h"
@@ -166,7 +167,10 @@ void sparse_backward(const QKVGradColumns& grad, const real* dO, const real* O, 
                      const AttentionSizes& dims, real scale);
 
 // nn/attention_linear.cpp: nothing kept but O; backward remakes phi(Q),
-// phi(K) and the key summaries.
+// phi(K) and the key summaries. Its feature map phi(x) = elu(x) + 1 = x + 1
+// for x > 0, e^x otherwise, which the KV cache's running sums
+// (generation/kv_cache_linear.cpp) use too.
+inline real linear_feature(real x) { return x > 0 ? x + 1 : std::exp(x); }
 void linear_attention_forward(real* O, const QKVColumns& in, const AttentionMask& mask,
                               const AttentionSizes& dims);
 void linear_attention_backward(const QKVGradColumns& grad, const real* dO, const real* O,

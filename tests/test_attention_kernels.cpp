@@ -203,7 +203,7 @@ TEST_CASE("attention kernels refuse bad settings with one line naming the op and
 
 // The KV cache (generation/kv_cache.h) attends with softmax over every cached
 // key: the numbers of the standard and memory-efficient kernels. (Sparse and
-// linear attention are other maths; the cache does not implement them.)
+// linear attention have steps of their own: tests/decode_kernel_tests.h.)
 TEST_CASE(
     "a GPT running the memory-efficient kernel decodes with the KV cache to its full forward") {
   GPTConfig c;

@@ -1,3 +1,4 @@
 // Decoding tests, float32 build: see tests/decode_tests.h.
 #include "decode_tests.h"
 #include "decode_head_size_tests.h"
+#include "decode_kernel_tests.h"

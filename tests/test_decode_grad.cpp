@@ -4,3 +4,4 @@
 // greedy), which the float64 build checks to ~1e-12 instead of float32's ~1e-5.
 #include "decode_tests.h"
 #include "decode_head_size_tests.h"
+#include "decode_kernel_tests.h"

@@ -798,7 +798,7 @@ TEST_CASE("--attention, --window, --no-scale and --recompute reach the model and
   CHECK(gpt.layers[0]->self_attn->scale == 1);
   CHECK(gpt.layers[0]->recompute == nn::Recompute::Layer);
   for (int i = 0; i < 3; ++i) CHECK(std::isfinite(t.step()));
-  CHECK(t.answer({t.pairs->heldout()[0].src}).size() == 1);  // decoded without the cache
+  CHECK(t.answer({t.pairs->heldout()[0].src}).size() == 1);  // decoded with the sparse cache
   const std::string path = temp_path("sparse.safetensors");
   t.save(path);
   train::Trainer back = train::Trainer::resume(path);

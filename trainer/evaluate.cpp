@@ -129,9 +129,7 @@ void Trainer::check_decoding() const {
     throw Error(
         "--decode beam: the encoder model (--model encoder) gives every source token its label "
         "at once; there is no sequence to search (it answers with the likeliest labels)");
-  throw Error(
-      "--decode beam: beam search here is for the encoder-decoder (--model seq2seq) whose "
-      "attention the key/value cache computes (not --attention sparse or linear)");
+  throw Error("--decode beam: beam search here is for the encoder-decoder (--model seq2seq)");
 }
 
 std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {

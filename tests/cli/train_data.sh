@@ -60,8 +60,8 @@ expect_out "held-out perplexity"
 expect_out "samples (temperature 0.8, top-p 0.95)"
 expect_ok "$TRAIN" --load lm/model.safetensors --eval-only
 expect_out "held-out perplexity"
-# With sparse or linear attention, which the key/value cache does not compute,
-# the run's closing samples and --ask run the whole sequence at every step.
+# With sparse or linear attention the run's closing samples and --ask decode
+# with the key/value cache too (its running sums, for linear attention).
 expect_ok "$TRAIN" "${small[@]}" --model gpt --data corpus.txt --format text --context 32 --steps 5 \
   --attention linear --out lm_linear
 expect_out "samples (temperature 0.8, top-p 0.95)"

@@ -75,11 +75,12 @@ grep -q "AdamW(0.9, 0.99, 1e-9), weight decay 0.01 on Linear weights, cosine lr 
 grep -q "SGD(momentum 0.5)" log_o || { cat log_o; fail "the header does not show SGD"; }
 
 # A sparse (or linear) encoder-decoder trains and reports: greedy decoding
-# without the key/value cache, and no beam search beside it.
+# and beam search beside it, both with the key/value cache.
 "$TRAIN" "${TINY[@]}" --steps 3 --attention sparse --window 2 --global-every 3 --out o_sparse >log_o 2>&1 || { cat log_o; fail "--attention sparse"; }
 grep -q "greedy:" log_o || { cat log_o; fail "no held-out report for a sparse model"; }
-if grep -q "beam 4" log_o; then cat log_o; fail "beam search ran on a sparse model"; fi
+grep -q "beam 4" log_o || { cat log_o; fail "no beam search for a sparse model"; }
 "$TRAIN" "${TINY[@]}" --steps 3 --attention linear --no-scale --recompute layer --out o_linear >log_o 2>&1 || { cat log_o; fail "--attention linear"; }
+grep -q "beam 4" log_o || { cat log_o; fail "no beam search for a linear model"; }
 
 # --d-k sets the attention's query/key head size apart from d_model / heads
 # (Table 3 row B): with the standard kernel (greedy and beam decoding with the
