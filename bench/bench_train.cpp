@@ -355,6 +355,7 @@ class Contender {
 
 // ---- measurement helpers ---------------------------------------------------------------
 double median(std::vector<double> v) {
+  if (v.empty()) return 0;  // --no-forward: nothing timed
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -390,6 +391,7 @@ int main(int argc, char** argv) {
   int threads = 1, steps = 20, warmup = 3;
   uint64_t seed = kBenchSeed;
   bool json = false, no_ceiling = false, show_shapes = false, contend = false, fixed = false;
+  bool no_forward = false;
   int contend_limit = 3600;
   std::string recompute = "none";
   CLI::App app{"bench_train: time a Transformer training step and its sgemm ceiling (qkv)"};
@@ -406,6 +408,9 @@ int main(int argc, char** argv) {
   app.add_option("--save-batch", save_batch,
                  "write the token batch here (src, tgt, targets as F32)");
   app.add_flag("--no-ceiling", no_ceiling, "skip the sgemm ceiling measurement");
+  app.add_flag("--no-forward", no_forward,
+               "skip the forward-only timing (its figures print as 0), so that a profile of "
+               "the process holds training steps only (bench/profile_share.py)");
   app.add_flag("--shapes", show_shapes, "also print each sgemm shape's ideal time and GFLOP/s");
   app.add_flag("--contend", contend, "time the steps while a spinning process keeps one core busy");
   app.add_option("--contend-limit", contend_limit,
@@ -548,7 +553,7 @@ int main(int argc, char** argv) {
     fwd_s.reserve(static_cast<size_t>(steps));  // no growth inside the count
     int64_t fwd_flops = 0, fwd_allocs = 0;
     double fwd_heap_per_step = 0;
-    {
+    if (!no_forward) {
       NoGradGuard no_grad;
       for (int i = 0; i < std::max(1, warmup); ++i) forward_loss();
       const int64_t f0 = gemm_flop_count();
@@ -602,12 +607,13 @@ int main(int argc, char** argv) {
       }
     }
     const double mismatch = std::fabs(derived_step - step_flops) / std::max<double>(step_flops, 1);
-    const double mismatch_fwd = std::fabs(derived_fwd - fwd_flops) / std::max<double>(fwd_flops, 1);
+    const double mismatch_fwd =
+        no_forward ? 0 : std::fabs(derived_fwd - fwd_flops) / std::max<double>(fwd_flops, 1);
 
     const double step_ms = median(step_s) * 1e3, fwd_ms = median(fwd_s) * 1e3;
     const double tokens = static_cast<double>(c.B * c.T);
     const double gflops = step_flops / (step_ms * 1e-3) / 1e9;
-    const double fwd_gflops = fwd_flops / (fwd_ms * 1e-3) / 1e9;
+    const double fwd_gflops = fwd_ms > 0 ? fwd_flops / (fwd_ms * 1e-3) / 1e9 : 0;
     const double ceiling = ideal_step_s > 0 ? derived_step / ideal_step_s / 1e9 : 0;
     const double ceiling_fwd = ideal_fwd_s > 0 ? derived_fwd / ideal_fwd_s / 1e9 : 0;
 

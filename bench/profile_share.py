@@ -5,7 +5,7 @@
       [--threads 1] [--steps 40]
 
 For each configuration it runs `bench_train --config C --threads N --steps S
---no-ceiling` under `perf record -e cpu-clock` (these VMs have no hardware
+--no-ceiling --no-forward` (training steps only, after its warm-up ones) under `perf record -e cpu-clock` (these VMs have no hardware
 counters; cpu-clock samples the running threads at 4 kHz) and sorts the
 samples into
   products   OpenBLAS (its kernels, packing and C's scaling), the code
@@ -52,7 +52,7 @@ def profile(build, config, threads, steps):
         data = os.path.join(tmp, "perf.data")
         cmd = ["perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-o", data, "--",
                os.path.join(build, "bench_train"), "--config", config, "--threads",
-               str(threads), "--steps", str(steps), "--no-ceiling"]
+               str(threads), "--steps", str(steps), "--no-ceiling", "--no-forward"]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
                               "--sort", "dso,sym", "-q", "--percent-limit", "0"],
@@ -60,9 +60,12 @@ def profile(build, config, threads, steps):
     shares = collections.Counter()
     rest = collections.Counter()
     for line in rep.splitlines():
-        m = re.match(r"\s*([\d.]+)%\s+(\S+)\s+\[[.k]\]\s+(.*)", line)
-        if not m:
+        if not re.match(r"\s*[\d.]+%", line):
             continue
+        # "  6.33%  [JIT] tid 19244  [.] 0x7f4b..." : the dso may hold spaces
+        m = re.match(r"\s*([\d.]+)%\s+(.+?)\s+\[[.kgu]\]\s+(.*)", line)
+        if not m:
+            sys.exit(f"profile_share.py: cannot read perf's line: {line.strip()}")
         pct, dso, sym = float(m.group(1)), m.group(2), m.group(3).strip()
         if dso.startswith("[kernel"):
             sym = "the kernel (page faults, scheduling)"

@@ -134,6 +134,7 @@ void check_step(const char* op, const KVCache& c, const std::vector<int64_t>& id
                   (linear ? "a softmax kernel" : "the linear kernel") +
                   " (make it with the model's start function after setting the kernel)");
   }
+  check_kernels(op, self_attention);  // a window may have changed since the start function
   if (n < 1 || static_cast<int64_t>(ids.size()) != c.rows() * n)
     throw Error(std::string(op) + ": " + std::to_string(ids.size()) + " ids for (rows, n) = (" +
                 std::to_string(c.rows()) + "," + std::to_string(n) + ")");

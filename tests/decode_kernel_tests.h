@@ -2,8 +2,8 @@
 // must equal the full recompute with the model's own kernel (sparse:
 // softmax over the keys SparsePattern::visible lets a query see; linear: the
 // running sums S and z instead of keys), at every position of sequences long
-// enough to cross the window, the full sparse kernel's query blocks (64 rows)
-// and the linear kernel's chunks (64 rows) several times; and the decoders
+// enough to cross the window several times (the GPT's 70 positions also cross
+// the full kernels' 64-row query blocks and chunks once); and the decoders
 // (greedy, beam search, sampling; nn::answer in tests/test_model_interface.cpp)
 // must give with the cache the tokens they give without it. Compiled into
 // both test binaries beside tests/decode_tests.h (float32, and float64 where
@@ -307,6 +307,11 @@ TEST_CASE(
             "0, got window 0, global_every 4"));
   m.layers[1]->self_attn->sparse.window = 3;
   KVCache cache = start_generation(m, 1, 4);
+  m.layers[1]->self_attn->sparse.window = -2;  // changed after the start: refused at the step
+  CHECK(has(error_of([&] { forward_step(m, cache, {3}); }),
+            "forward_step: layer 1's sparse attention needs window >= 1 and global_every >= 0, "
+            "got window -2, global_every 4"));
+  m.layers[1]->self_attn->sparse.window = 3;
   m.layers[0]->self_attn->kernel = AttentionKernel::Linear;
   CHECK(has(error_of([&] { forward_step(m, cache, {3}); }),
             "forward_step: layer 0 runs the linear kernel, but the cache was made for a softmax "

@@ -215,7 +215,7 @@ TEST_CASE(
   GPT gpt(g);
   gpt.eval();
   o.max_new_tokens = 3;
-  o.use_cache = true;
+  o.use_cache = false;  // the same computation as by hand: equal tokens, bit for bit
   const std::vector<data::Seq> got = answer(gpt, {{5, 6}}, o);
   // By hand: the whole sequence through the model, the argmax of the last position.
   data::Seq seq{5, 6, data::kBos}, want;
@@ -228,6 +228,23 @@ TEST_CASE(
     seq.push_back(next);
   }
   CHECK(got.front() == want);
+  // With the cache (linear attention's running sums) the logits equal these to
+  // rounding, so each cached token is a largest logit of the recompute at its
+  // position within that rounding (a near-tie may pick the other token).
+  o.use_cache = true;
+  const data::Seq cached = answer(gpt, {{5, 6}}, o).front();
+  data::Seq prefix{5, 6, data::kBos};
+  for (int64_t tok : cached) {
+    const Tensor logits = gpt.forward(data::right_padded({prefix})).data();
+    const real* last = logits.data() + (static_cast<int64_t>(prefix.size()) - 1) * g.vocab;
+    double best = last[0], scale = 1;
+    for (int64_t v = 0; v < g.vocab; ++v) {
+      best = std::max(best, static_cast<double>(last[v]));
+      scale = std::max(scale, std::abs(static_cast<double>(last[v])));
+    }
+    CHECK(best - last[tok] <= 4e-5 * scale);
+    prefix.push_back(tok);
+  }
 }
 
 TEST_CASE("the attention settings change the model: no scale, and a window past the keys") {

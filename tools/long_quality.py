@@ -172,8 +172,9 @@ def ctx_jobs(a):
 
 def done(log):
     """Finished: exit 0, or a language model whose held-out loss was printed
-    before the sampling at the end failed (a sparse or linear model exits 1
-    there: the samples need the key/value cache, which refuses it)."""
+    before the sampling at the end failed (a sparse or linear model run by a
+    trainer from before the key/value cache decoded those kernels exits 1
+    there)."""
     if not os.path.exists(log):
         return False
     with open(log) as f:
