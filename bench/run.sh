@@ -36,9 +36,10 @@
 #   BENCH_CHARGPT   0: do not retake the character-level GPT section (with --torch
 #                   only: bench/run_chargpt.py trains qkv and PyTorch on a text)
 #   BENCH_RECOMPUTE 0: do not retake the recompute section (bench/run_recompute.sh:
-#                   small and base at 1 and 2 threads with --recompute none, ffn
-#                   and layer, 3 interleaved rounds; its own BENCH_RECOMPUTE_*
-#                   settings are in its header)
+#                   small and base, those of them in BENCH_CONFIGS, at 1 and 2
+#                   threads with --recompute none, ffn and layer, 3 interleaved
+#                   rounds, ~25 min with base; its own BENCH_RECOMPUTE_* settings
+#                   are in its header)
 #   BENCH_MPI_BUILD the MPI build's directory (make bench passes build/rel-mpi-f32)
 #   BENCH_RESULTS   a JSONL file to append every run to, and to report from
 #                   with the runs already in it (e.g. base run earlier on its
@@ -564,9 +565,13 @@ elif ! BENCH_OUT="$OUT" "$PY" "$ROOT/bench/run_chargpt.py" "$BUILD_DIR"; then
   carry_over "chargpt-$ISA_KIND"
   STATUS=1
 fi
-if [ "${BENCH_RECOMPUTE:-1}" = 0 ]; then
+# Recompute is measured at small and base, those of them this run times
+# (BENCH_RECOMPUTE_CONFIGS overrides); with neither, the section is carried over.
+RECOMPUTE_CONFIGS=${BENCH_RECOMPUTE_CONFIGS:-$(for c in $CONFIGS; do case $c in small|base) printf '%s ' "$c" ;; esac; done)}
+if [ "${BENCH_RECOMPUTE:-1}" = 0 ] || [ -z "${RECOMPUTE_CONFIGS// /}" ]; then
   carry_over recompute
-elif ! BENCH_OUT="$OUT" bash "$ROOT/bench/run_recompute.sh" "$BUILD_DIR"; then
+elif ! BENCH_RECOMPUTE_CONFIGS="$RECOMPUTE_CONFIGS" BENCH_OUT="$OUT" \
+    bash "$ROOT/bench/run_recompute.sh" "$BUILD_DIR"; then
   echo "run.sh: the recompute benchmark failed; its section is carried over from the old report" >&2
   carry_over recompute
   STATUS=1
