@@ -76,7 +76,7 @@ inline void check_seq2seq_steps(Seq2SeqTransformer& m, const Tokens& src,
 
 TEST_CASE(
     "forward_step equals GPT::forward with sparse attention at all 70 positions: windows 1 to 8, "
-    "no globals and globals every 1, 4, 5, 16, prefill then single steps") {
+    "no globals and globals every 1, 4, 5, 16, d_k apart from D/H, prefill then single steps") {
   // (window, global_every): a window of one (each query sees itself and the
   // globals only), windows crossed many times with no global position, global
   // positions inside and outside the window, every position global (dense).
@@ -85,7 +85,9 @@ TEST_CASE(
   const int64_t B = 2, T = 70;
   for (bool pre_norm : {true, false})
     for (auto [w, g] : patterns) {
-      GPT m(kernel_gpt_config(pre_norm, AttentionKernel::Sparse, w, g, T));
+      GPTConfig c = kernel_gpt_config(pre_norm, AttentionKernel::Sparse, w, g, T);
+      if (w == 3 && g == 4) c.d_k = 5;  // keys of 5 per head, values of D/H = 4: widths apart
+      GPT m(c);
       m.eval();
       const std::vector<int64_t> ids = random_ids(B * T, m.cfg.vocab, test_seed(w * 100 + g));
       Tensor full;
@@ -199,29 +201,41 @@ TEST_CASE(
     const int64_t V = m.cfg.tgt_vocab;
     const std::vector<int64_t> tgt = random_ids(B * T, V, test_seed());
     KVCache cache = start_decoding(m, src, T, /*rows_per_source=*/2);  // rows 2b, 2b+1: source b
-    // Rows 2b and 2b+1 both decode tgt row b for seven steps.
+    // Row 2b decodes tgt row b, row 2b+1 tgt row b+1 (mod B): the two rows of
+    // a source hold different prefixes, so a reorder that swaps them fails.
+    std::vector<int64_t> tgt2(tgt.size());  // tgt's rows rotated: row b is tgt row b+1
+    for (int64_t b = 0; b < B; ++b)
+      std::copy(tgt.begin() + ((b + 1) % B) * T, tgt.begin() + ((b + 1) % B + 1) * T,
+                tgt2.begin() + b * T);
+    auto target = [&](int64_t old_row, int64_t t) {  // the id old row `old_row` reads at t
+      return (old_row % 2 ? tgt2 : tgt)[(old_row / 2) * T + t];
+    };
     for (int64_t t = 0; t < 7; ++t) {
       std::vector<int64_t> ids;
-      for (int64_t r = 0; r < 2 * B; ++r) ids.push_back(tgt[(r / 2) * T + t]);
+      for (int64_t r = 0; r < 2 * B; ++r) ids.push_back(target(r, t));
       decode_step(m, cache, ids);
     }
     // New rows: old rows 5, 0, 0, 3 (sources 2, 0, 0, 1), then five more steps.
-    const std::vector<int64_t> from = {5, 0, 0, 3}, source = {2, 0, 0, 1};
+    const std::vector<int64_t> from = {5, 0, 0, 3};
     cache.reorder(from);
     REQUIRE(cache.rows() == 4);
     if (k == AttentionKernel::Linear) CHECK(cache.linear_kv[0].size(0) == 4);
-    Tensor full;
+    Tensor full, full2;  // (B, T, V) each: source b with tgt row b, and with tgt2 row b
     {
       NoGradGuard ng;
-      full = m.decode(Tokens{tgt, B, T, {}}, m.encode(src), src).data();  // (B, T, V)
+      const Var memory = m.encode(src);
+      full = m.decode(Tokens{tgt, B, T, {}}, memory, src).data();
+      full2 = m.decode(Tokens{tgt2, B, T, {}}, memory, src).data();
     }
     for (int64_t t = 7; t < T; ++t) {
       std::vector<int64_t> ids;
-      for (int64_t s : source) ids.push_back(tgt[s * T + t]);
+      for (int64_t f : from) ids.push_back(target(f, t));
       Tensor logits = decode_step(m, cache, ids);  // (4, 1, V)
-      for (int64_t r = 0; r < 4; ++r)
-        check_logits(logits.data() + r * V, full.data() + (source[r] * T + t) * V, V,
+      for (int64_t r = 0; r < 4; ++r) {
+        const Tensor& want = from[r] % 2 ? full2 : full;
+        check_logits(logits.data() + r * V, want.data() + ((from[r] / 2) * T + t) * V, V,
                      "reordered row " + std::to_string(r) + " position " + std::to_string(t));
+      }
     }
   }
 }
