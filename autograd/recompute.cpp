@@ -13,13 +13,33 @@ namespace qkv {
 
 namespace {
 
-// FNV-1a over the bytes of t: forward's and the re-run's outputs must agree.
+// A hash of t's bytes: forward's and the re-run's outputs must agree. FNV-1a's
+// step h = (h ^ w) * prime over 64-bit words, in four independent lanes (one
+// serial chain over the bytes took ~1.3 ms per MiB, a tenth of small's step at
+// 2 threads with layer recompute). Each step is a bijection of h for a fixed
+// word, so outputs that differ in one word always hash apart.
 uint64_t hash_of(const Tensor& t) {
-  uint64_t h = 1469598103934665603ULL;
+  constexpr uint64_t kPrime = 1099511628211ULL;
+  uint64_t h[4] = {1469598103934665603ULL, 0x9e3779b97f4a7c15ULL, 0xc2b2ae3d27d4eb4fULL,
+                   0x165667b19e3779f9ULL};
   const unsigned char* p = reinterpret_cast<const unsigned char*>(t.data());
-  const size_t n = static_cast<size_t>(t.numel()) * sizeof(real);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  return h;
+  const size_t n = static_cast<size_t>(t.numel()) * sizeof(real), words = n / 8;
+  size_t i = 0;
+  for (; i + 4 <= words; i += 4)
+    for (int l = 0; l < 4; ++l) {
+      uint64_t w;
+      std::memcpy(&w, p + 8 * (i + l), 8);
+      h[l] = (h[l] ^ w) * kPrime;
+    }
+  for (; i < words; ++i) {
+    uint64_t w;
+    std::memcpy(&w, p + 8 * i, 8);
+    h[0] = (h[0] ^ w) * kPrime;
+  }
+  for (size_t b = 8 * words; b < n; ++b) h[1] = (h[1] ^ p[b]) * kPrime;
+  uint64_t out = n;
+  for (int l = 0; l < 4; ++l) out = (out ^ h[l]) * kPrime;
+  return out;
 }
 
 // Sets grad recording for a scope and restores it after.
