@@ -80,8 +80,11 @@ DEPS_FORMAT := $(if $(filter test format,$(MAKECMDGOALS)),clang-format)
 # headless chromium, driven from Node (tests/browser/).
 DEPS_EXPLORER := $(if $(filter test explore,$(MAKECMDGOALS)),graphviz) \
                  $(if $(filter test,$(MAKECMDGOALS)),chromium nodejs npm)
+# PyTorch's side of the benchmarks and the parity fixtures: Debian's PyTorch
+# and numpy, which a fresh machine does not have.
+DEPS_TORCH := $(if $(filter bench-torch fixtures,$(MAKECMDGOALS)),python3-torch python3-numpy)
 deps:
-	@if [ "$(DEPS)" != 0 ]; then bash .ci/deps $(DEPS_MPI) $(DEPS_FORMAT) $(DEPS_EXPLORER); fi
+	@if [ "$(DEPS)" != 0 ]; then bash .ci/deps $(DEPS_MPI) $(DEPS_FORMAT) $(DEPS_EXPLORER) $(DEPS_TORCH); fi
 
 # `make format` formats every C++ file as .clang-format says; make test checks
 # it (tests/cli/format.sh).
@@ -229,7 +232,7 @@ ablate: $(B32)/train
 	  --steps $(ABLATE_STEPS) --jobs $(ABLATE_JOBS) \
 	  --command "make ablate ABLATE_ROWS=$(ABLATE_ROWS) ABLATE_SEEDS=$(ABLATE_SEEDS) ABLATE_STEPS=$(ABLATE_STEPS) ABLATE_JOBS=$(ABLATE_JOBS)"
 
-fixtures:
+fixtures: | deps
 	/usr/bin/python3 tests/pytorch/make_fixtures.py
 
 clean:
