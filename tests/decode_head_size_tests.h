@@ -30,21 +30,10 @@ TEST_CASE(
         CAPTURE(d_k);
         CAPTURE(pre_norm);
         CAPTURE(prefill);
-        KVCache cache = start_decoding(m, src, T);
+        const KVCache cache = check_seq2seq_steps(m, src, tgt, T, prefill, full);
         // [K | V] per position: heads * d_k + d_model columns
         CHECK(cache.self_kv[0].shape() == Shape{B, T, 4 * d_k + 16});
         CHECK(cache.memory_kv[0].shape() == Shape{B, src.len, 4 * d_k + 16});
-        for (int64_t t = 0; t < T;) {
-          const int64_t n = t == 0 ? prefill : 1;
-          std::vector<int64_t> ids;
-          for (int64_t b = 0; b < B; ++b)
-            for (int64_t i = 0; i < n; ++i) ids.push_back(tgt[b * T + t + i]);
-          Tensor logits = decode_step(m, cache, ids, n);  // (B, n, V)
-          for (int64_t b = 0; b < B; ++b)
-            check_logits(logits.data() + b * n * V, full.data() + (b * T + t) * V, n * V,
-                         "row " + std::to_string(b) + " positions from " + std::to_string(t));
-          t += n;
-        }
       }
     }
   }

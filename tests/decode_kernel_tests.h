@@ -33,45 +33,6 @@ inline TransformerConfig kernel_seq2seq_config(bool pre_norm, AttentionKernel k,
   return c;
 }
 
-// Feeds ids (B, T) to a GPT's cache, `prefill` positions first and then one
-// at a time, and checks every position's logits against full (B, T, V).
-inline void check_gpt_steps(GPT& m, const std::vector<int64_t>& ids, int64_t B, int64_t T,
-                            int64_t prefill, const Tensor& full) {
-  const int64_t V = m.cfg.vocab;
-  KVCache cache = start_generation(m, B, T);
-  for (int64_t t = 0; t < T;) {
-    const int64_t n = t == 0 ? prefill : 1;
-    std::vector<int64_t> step_ids;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < n; ++i) step_ids.push_back(ids[b * T + t + i]);
-    Tensor logits = forward_step(m, cache, step_ids, n);  // (B, n, V)
-    REQUIRE(logits.shape() == Shape{B, n, V});
-    for (int64_t b = 0; b < B; ++b)
-      check_logits(logits.data() + b * n * V, full.data() + (b * T + t) * V, n * V,
-                   "row " + std::to_string(b) + " positions from " + std::to_string(t));
-    t += n;
-  }
-}
-
-// The same for an encoder-decoder's decode_step against full (B, T, V).
-inline void check_seq2seq_steps(Seq2SeqTransformer& m, const Tokens& src,
-                                const std::vector<int64_t>& tgt, int64_t T, int64_t prefill,
-                                const Tensor& full) {
-  const int64_t B = src.batch, V = m.cfg.tgt_vocab;
-  KVCache cache = start_decoding(m, src, T);
-  for (int64_t t = 0; t < T;) {
-    const int64_t n = t == 0 ? prefill : 1;
-    std::vector<int64_t> ids;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < n; ++i) ids.push_back(tgt[b * T + t + i]);
-    Tensor logits = decode_step(m, cache, ids, n);  // (B, n, V)
-    for (int64_t b = 0; b < B; ++b)
-      check_logits(logits.data() + b * n * V, full.data() + (b * T + t) * V, n * V,
-                   "row " + std::to_string(b) + " positions from " + std::to_string(t));
-    t += n;
-  }
-}
-
 // ---- sparse ---------------------------------------------------------------------------------
 
 TEST_CASE(

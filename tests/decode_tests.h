@@ -111,6 +111,51 @@ inline void check_greedy_choices(GPT& m, std::vector<int64_t> seq, const std::ve
   }
 }
 
+// Feeds ids (B, T) to a GPT's cache, `prefill` positions first and then one
+// at a time, and checks every position's logits against full (B, T, V).
+// Returns the cache, full.
+inline KVCache check_gpt_steps(GPT& m, const std::vector<int64_t>& ids, int64_t B, int64_t T,
+                               int64_t prefill, const Tensor& full) {
+  const int64_t V = m.cfg.vocab;
+  KVCache cache = start_generation(m, B, T);
+  for (int64_t t = 0; t < T;) {
+    const int64_t n = t == 0 ? prefill : 1;
+    std::vector<int64_t> step_ids;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < n; ++i) step_ids.push_back(ids[b * T + t + i]);
+    Tensor logits = forward_step(m, cache, step_ids, n);  // (B, n, V)
+    REQUIRE(logits.shape() == Shape{B, n, V});
+    for (int64_t b = 0; b < B; ++b)
+      check_logits(logits.data() + b * n * V, full.data() + (b * T + t) * V, n * V,
+                   "row " + std::to_string(b) + " positions from " + std::to_string(t));
+    t += n;
+    CHECK(cache.length() == t);
+  }
+  return cache;
+}
+
+// The same for an encoder-decoder's decode_step against full (B, T, V).
+inline KVCache check_seq2seq_steps(Seq2SeqTransformer& m, const Tokens& src,
+                                   const std::vector<int64_t>& tgt, int64_t T, int64_t prefill,
+                                   const Tensor& full) {
+  const int64_t B = src.batch, V = m.cfg.tgt_vocab;
+  KVCache cache = start_decoding(m, src, T);
+  for (int64_t t = 0; t < T;) {
+    const int64_t n = t == 0 ? prefill : 1;
+    std::vector<int64_t> ids;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < n; ++i) ids.push_back(tgt[b * T + t + i]);
+    Tensor logits = decode_step(m, cache, ids, n);  // (B, n, V)
+    REQUIRE(logits.shape() == Shape{B, n, V});
+    for (int64_t b = 0; b < B; ++b)
+      check_logits(logits.data() + b * n * V, full.data() + (b * T + t) * V, n * V,
+                   "row " + std::to_string(b) + " positions from " + std::to_string(t));
+    t += n;
+    CHECK(cache.length() == t);
+  }
+  return cache;
+}
+
 // The prompts used by the sampling tests: lengths {4, 2, 3} of L = 4.
 inline Tokens gpt_prompts() {
   return Tokens{{5, 1, 7, 3, 2, 9, 0, 0, 4, 4, 12, 0}, 3, 4, {4, 2, 3}};
@@ -142,21 +187,7 @@ TEST_CASE("decode_step equals Seq2SeqTransformer::decode at every step, with pad
     for (int64_t prefill : {1, 3}) {
       CAPTURE(variant);
       CAPTURE(prefill);
-      KVCache cache = start_decoding(m, src, T);
-      int64_t t = 0;
-      while (t < T) {
-        const int64_t n = t == 0 ? prefill : 1;
-        std::vector<int64_t> ids;
-        for (int64_t b = 0; b < B; ++b)
-          for (int64_t i = 0; i < n; ++i) ids.push_back(tgt[b * T + t + i]);
-        Tensor logits = decode_step(m, cache, ids, n);  // (B, n, V)
-        REQUIRE(logits.shape() == Shape{B, n, V});
-        for (int64_t b = 0; b < B; ++b)
-          check_logits(logits.data() + b * n * V, full.data() + (b * T + t) * V, n * V,
-                       "row " + std::to_string(b) + " positions from " + std::to_string(t));
-        t += n;
-        CHECK(cache.length() == t);
-      }
+      KVCache cache = check_seq2seq_steps(m, src, tgt, T, prefill, full);
       CHECK_THROWS_AS(decode_step(m, cache, std::vector<int64_t>(B, 1)), Error);  // past capacity
     }
   }
