@@ -111,19 +111,18 @@ inline void check_greedy_choices(GPT& m, std::vector<int64_t> seq, const std::ve
   }
 }
 
-// Feeds ids (B, T) to a GPT's cache, `prefill` positions first and then one
-// at a time, and checks every position's logits against full (B, T, V).
-// Returns the cache, full.
-inline KVCache check_gpt_steps(GPT& m, const std::vector<int64_t>& ids, int64_t B, int64_t T,
-                               int64_t prefill, const Tensor& full) {
-  const int64_t V = m.cfg.vocab;
-  KVCache cache = start_generation(m, B, T);
+// Feeds ids (B, T) to `cache` through step(cache, step_ids, n) -> logits
+// (B, n, V), `prefill` positions first and then one at a time, and checks
+// every position's logits against full (B, T, V). Returns the cache, full.
+template <class Step>
+KVCache check_steps(KVCache cache, const std::vector<int64_t>& ids, int64_t B, int64_t T, int64_t V,
+                    int64_t prefill, const Tensor& full, Step step) {
   for (int64_t t = 0; t < T;) {
     const int64_t n = t == 0 ? prefill : 1;
     std::vector<int64_t> step_ids;
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < n; ++i) step_ids.push_back(ids[b * T + t + i]);
-    Tensor logits = forward_step(m, cache, step_ids, n);  // (B, n, V)
+    Tensor logits = step(cache, step_ids, n);  // (B, n, V)
     REQUIRE(logits.shape() == Shape{B, n, V});
     for (int64_t b = 0; b < B; ++b)
       check_logits(logits.data() + b * n * V, full.data() + (b * T + t) * V, n * V,
@@ -134,26 +133,23 @@ inline KVCache check_gpt_steps(GPT& m, const std::vector<int64_t>& ids, int64_t 
   return cache;
 }
 
-// The same for an encoder-decoder's decode_step against full (B, T, V).
+// A GPT's forward_step against GPT::forward's full (B, T, V).
+inline KVCache check_gpt_steps(GPT& m, const std::vector<int64_t>& ids, int64_t B, int64_t T,
+                               int64_t prefill, const Tensor& full) {
+  return check_steps(start_generation(m, B, T), ids, B, T, m.cfg.vocab, prefill, full,
+                     [&](KVCache& c, const std::vector<int64_t>& x, int64_t n) {
+                       return forward_step(m, c, x, n);
+                     });
+}
+
+// An encoder-decoder's decode_step against Seq2SeqTransformer::decode's full (B, T, V).
 inline KVCache check_seq2seq_steps(Seq2SeqTransformer& m, const Tokens& src,
                                    const std::vector<int64_t>& tgt, int64_t T, int64_t prefill,
                                    const Tensor& full) {
-  const int64_t B = src.batch, V = m.cfg.tgt_vocab;
-  KVCache cache = start_decoding(m, src, T);
-  for (int64_t t = 0; t < T;) {
-    const int64_t n = t == 0 ? prefill : 1;
-    std::vector<int64_t> ids;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < n; ++i) ids.push_back(tgt[b * T + t + i]);
-    Tensor logits = decode_step(m, cache, ids, n);  // (B, n, V)
-    REQUIRE(logits.shape() == Shape{B, n, V});
-    for (int64_t b = 0; b < B; ++b)
-      check_logits(logits.data() + b * n * V, full.data() + (b * T + t) * V, n * V,
-                   "row " + std::to_string(b) + " positions from " + std::to_string(t));
-    t += n;
-    CHECK(cache.length() == t);
-  }
-  return cache;
+  return check_steps(start_decoding(m, src, T), tgt, src.batch, T, m.cfg.tgt_vocab, prefill, full,
+                     [&](KVCache& c, const std::vector<int64_t>& x, int64_t n) {
+                       return decode_step(m, c, x, n);
+                     });
 }
 
 // The prompts used by the sampling tests: lengths {4, 2, 3} of L = 4.
