@@ -146,25 +146,15 @@ def licenses_text(a):
     return text
 
 
-def lm_jobs(a):
+def text_jobs(a, part, runs, flags, seeds):
+    """One character-model run per (name, extra flags) of runs and seed, on
+    the licenses text, into --out/part/<name>-s<seed>."""
     text = licenses_text(a)
     jobs = []
-    for seed in a["lm_seeds"]:
-        for name, flags in LM_KERNELS:
-            d = os.path.join(a["out"], "lm", f"{slug(name)}-s{seed}")
-            cmd = [a["train"], "--data", text, *LM_FLAGS, *flags, "--seed", str(seed),
-                   "--out", d, "--no-save"]
-            jobs.append((d, [(cmd, "train.log")]))
-    return jobs
-
-
-def ctx_jobs(a):
-    text = licenses_text(a)
-    jobs = []
-    for seed in a["ctx_seeds"]:
-        for name, flags in CTX_RUNS:
-            d = os.path.join(a["out"], "ctx", f"{slug(name)}-s{seed}")
-            cmd = [a["train"], "--data", text, *CTX_FLAGS, *flags, "--seed", str(seed),
+    for seed in seeds:
+        for name, extra in runs:
+            d = os.path.join(a["out"], part, f"{slug(name)}-s{seed}")
+            cmd = [a["train"], "--data", text, *flags, *extra, "--seed", str(seed),
                    "--out", d, "--no-save"]
             jobs.append((d, [(cmd, "train.log")]))
     return jobs
@@ -337,11 +327,11 @@ def main():
     if "retrieval" in parts:
         jobs += retrieval_jobs(a)
     if "lm" in parts:
-        jobs += lm_jobs(a)
+        jobs += text_jobs(a, "lm", LM_KERNELS, LM_FLAGS, a["lm_seeds"])
     if "long" in parts:
         jobs += retrieval_jobs(a, RETRIEVAL_LONG, a["long_seeds"])
     if "ctx" in parts:
-        jobs += ctx_jobs(a)
+        jobs += text_jobs(a, "ctx", CTX_RUNS, CTX_FLAGS, a["ctx_seeds"])
     with concurrent.futures.ThreadPoolExecutor(a["jobs"]) as pool:
         list(pool.map(do_job, jobs))
     if "table" in parts:
