@@ -19,7 +19,7 @@ struct AddNode : Node {
   const char* name() const override { return "add"; }
   OpDoc doc() const override {
     return {"y = a + b", "da = dy, db = dy (each summed back over its broadcast axes)",
-            "docs/autograd.md"};
+            "docs/primitives.md#add"};
   }
   TensorList backward(const Tensor& g) override {
     return {needs_grad(0) ? sum_to(g, a_shape) : Tensor(),
@@ -39,7 +39,7 @@ struct SubNode : Node {
   const char* name() const override { return "sub"; }
   OpDoc doc() const override {
     return {"y = a - b", "da = dy, db = -dy (each summed back over its broadcast axes)",
-            "docs/autograd.md"};
+            "docs/primitives.md#sub"};
   }
   TensorList backward(const Tensor& g) override {
     return {needs_grad(0) ? sum_to(g, a_shape) : Tensor(),
@@ -59,7 +59,7 @@ struct MulNode : Node {
   const char* name() const override { return "mul"; }
   OpDoc doc() const override {
     return {"y = a * b", "da = dy * b, db = dy * a (each summed back over its broadcast axes)",
-            "docs/autograd.md"};
+            "docs/primitives.md#mul"};
   }
   TensorList backward(const Tensor& g) override {
     return {needs_grad(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
@@ -81,7 +81,7 @@ struct DivNode : Node {
   OpDoc doc() const override {
     return {"y = a / b",
             "da = dy / b, db = -dy * a / b^2 (each summed back over its broadcast axes)",
-            "docs/autograd.md"};
+            "docs/primitives.md#div"};
   }
   TensorList backward(const Tensor& g) override {
     return {needs_grad(0) ? sum_to(div(g, b), a.shape()) : Tensor(),
@@ -99,7 +99,7 @@ Var div(const Var& a, const Var& b) {
 // ---- scalar forms ---------------------------------------------------------------
 struct AddScalarNode : Node {
   const char* name() const override { return "add_scalar"; }
-  OpDoc doc() const override { return {"y = a + s", "da = dy", "docs/autograd.md"}; }
+  OpDoc doc() const override { return {"y = a + s", "da = dy", "docs/primitives.md#add_scalar"}; }
   TensorList backward(const Tensor& g) override { return {g}; }  // d(a+s)/da = 1
 };
 Var add(const Var& a, real s) {
@@ -109,7 +109,9 @@ Var add(const Var& a, real s) {
 struct MulScalarNode : Node {
   real s = 1;
   const char* name() const override { return "mul_scalar"; }
-  OpDoc doc() const override { return {"y = s * a", "da = s * dy", "docs/autograd.md"}; }
+  OpDoc doc() const override {
+    return {"y = s * a", "da = s * dy", "docs/primitives.md#mul_scalar"};
+  }
   TensorList backward(const Tensor& g) override { return {mul(g, s)}; }  // d(sa)/da = s
 };
 Var mul(const Var& a, real s) {
@@ -120,7 +122,7 @@ Var mul(const Var& a, real s) {
 
 struct RsubNode : Node {
   const char* name() const override { return "rsub"; }
-  OpDoc doc() const override { return {"y = s - a", "da = -dy", "docs/autograd.md"}; }
+  OpDoc doc() const override { return {"y = s - a", "da = -dy", "docs/primitives.md#rsub"}; }
   TensorList backward(const Tensor& g) override { return {neg(g)}; }  // d(s-a)/da = -1
 };
 Var rsub(real s, const Var& a) {
@@ -131,7 +133,9 @@ struct RdivNode : Node {
   Tensor a;
   real s = 1;
   const char* name() const override { return "rdiv"; }
-  OpDoc doc() const override { return {"y = s / a", "da = -s * dy / a^2", "docs/autograd.md"}; }
+  OpDoc doc() const override {
+    return {"y = s / a", "da = -s * dy / a^2", "docs/primitives.md#rdiv"};
+  }
   TensorList backward(const Tensor& g) override { return {mul(div(g, mul(a, a)), -s)}; }
   void release_saved() override { a = Tensor(); }
 };
@@ -145,7 +149,7 @@ Var rdiv(real s, const Var& a) {
 // ---- unary ------------------------------------------------------------------------
 struct NegNode : Node {
   const char* name() const override { return "neg"; }
-  OpDoc doc() const override { return {"y = -a", "da = -dy", "docs/autograd.md"}; }
+  OpDoc doc() const override { return {"y = -a", "da = -dy", "docs/primitives.md#neg"}; }
   TensorList backward(const Tensor& g) override { return {neg(g)}; }
 };
 Var neg(const Var& a) { return make_result(neg(a.data()), make_node<NegNode>(), {a}); }
@@ -154,7 +158,7 @@ struct ExpNode : Node {
   Tensor y;  // exp(a): its own derivative
   const char* name() const override { return "exp"; }
   OpDoc doc() const override {
-    return {"y = exp(a)", "da = dy * y  (exp is its own derivative)", "docs/autograd.md"};
+    return {"y = exp(a)", "da = dy * y  (exp is its own derivative)", "docs/primitives.md#exp"};
   }
   TensorList backward(const Tensor& g) override { return {mul(g, y)}; }  // dy/da = y
   void release_saved() override { y = Tensor(); }
@@ -169,7 +173,7 @@ Var exp(const Var& a) {
 struct LogNode : Node {
   Tensor a;
   const char* name() const override { return "log"; }
-  OpDoc doc() const override { return {"y = log(a)", "da = dy / a", "docs/autograd.md"}; }
+  OpDoc doc() const override { return {"y = log(a)", "da = dy / a", "docs/primitives.md#log"}; }
   TensorList backward(const Tensor& g) override { return {div(g, a)}; }  // d log a = 1/a
   void release_saved() override { a = Tensor(); }
 };
@@ -182,7 +186,9 @@ Var log(const Var& a) {
 struct SqrtNode : Node {
   Tensor y;
   const char* name() const override { return "sqrt"; }
-  OpDoc doc() const override { return {"y = sqrt(a)", "da = dy / (2 y)", "docs/autograd.md"}; }
+  OpDoc doc() const override {
+    return {"y = sqrt(a)", "da = dy / (2 y)", "docs/primitives.md#sqrt"};
+  }
   TensorList backward(const Tensor& g) override { return {div(mul(g, real(0.5)), y)}; }
   void release_saved() override { y = Tensor(); }
 };
@@ -197,7 +203,9 @@ struct PowNode : Node {
   Tensor a;
   real p = 1;
   const char* name() const override { return "pow"; }
-  OpDoc doc() const override { return {"y = a^p", "da = dy * p a^(p-1)", "docs/autograd.md"}; }
+  OpDoc doc() const override {
+    return {"y = a^p", "da = dy * p a^(p-1)", "docs/primitives.md#pow"};
+  }
   TensorList backward(const Tensor& g) override { return {pow_backward(g, a, p)}; }  // p a^(p-1)
   void release_saved() override { a = Tensor(); }
 };
@@ -212,7 +220,8 @@ struct ReluNode : Node {
   Tensor a;
   const char* name() const override { return "relu"; }
   OpDoc doc() const override {
-    return {"y = max(a, 0)", "da = dy * 1[a > 0]", "docs/feedforward-backward.md"};
+    return {"y = max(a, 0)", "da = dy * 1[a > 0]",
+            "docs/feedforward-backward.md#the-feed-forward-block-backward-step-by-step"};
   }
   TensorList backward(const Tensor& g) override { return {relu_backward(g, a)}; }  // 1[a > 0]
   void release_saved() override { a = Tensor(); }
@@ -228,7 +237,8 @@ struct GeluNode : Node {
   const char* name() const override { return "gelu"; }
   OpDoc doc() const override {
     return {"y = a Phi(a)  (exact GELU: Phi the normal CDF, through erf)",
-            "da = dy * (Phi(a) + a phi(a))", "docs/feedforward-backward.md"};
+            "da = dy * (Phi(a) + a phi(a))",
+            "docs/feedforward-backward.md#the-feed-forward-block-backward-step-by-step"};
   }
   TensorList backward(const Tensor& g) override { return {gelu_backward(g, a)}; }  // Phi + a phi
   void release_saved() override { a = Tensor(); }
@@ -242,7 +252,9 @@ Var gelu(const Var& a) {
 struct TanhNode : Node {
   Tensor y;
   const char* name() const override { return "tanh"; }
-  OpDoc doc() const override { return {"y = tanh(a)", "da = dy * (1 - y^2)", "docs/autograd.md"}; }
+  OpDoc doc() const override {
+    return {"y = tanh(a)", "da = dy * (1 - y^2)", "docs/primitives.md#tanh"};
+  }
   TensorList backward(const Tensor& g) override { return {tanh_backward(g, y)}; }  // 1 - y^2
   void release_saved() override { y = Tensor(); }
 };
@@ -257,7 +269,7 @@ struct SigmoidNode : Node {
   Tensor y;
   const char* name() const override { return "sigmoid"; }
   OpDoc doc() const override {
-    return {"y = 1 / (1 + exp(-a))", "da = dy * y (1 - y)", "docs/autograd.md"};
+    return {"y = 1 / (1 + exp(-a))", "da = dy * y (1 - y)", "docs/primitives.md#sigmoid"};
   }
   TensorList backward(const Tensor& g) override { return {sigmoid_backward(g, y)}; }  // y(1-y)
   void release_saved() override { y = Tensor(); }

@@ -16,7 +16,7 @@ struct MatmulNode : Node {
   OpDoc doc() const override {
     return {"C = A B  (either operand may be transposed; batch axes broadcast)",
             "dA = dC B^T,  dB = A^T dC  (summed back over broadcast batch axes)",
-            "docs/matrix-rule.md"};
+            "docs/matrix-rule.md#5-batches-broadcasts-and-transposes-what-the-code-uses"};
   }
   // C = A B  =>  dA = dC B^T,  dB = A^T dC.  With transposed operands
   // (C = A^T B etc.) the same identities give the four cases below; batch

@@ -26,7 +26,7 @@ struct SumNode : Node {
   const char* name() const override { return "sum"; }
   OpDoc doc() const override {
     return {"y = sum(x)  (over one axis or all)", "dx = dy, broadcast back over the summed axis",
-            "docs/autograd.md"};
+            "docs/primitives.md#sum"};
   }
   TensorList backward(const Tensor& g) override {
     Tensor out = Tensor::empty(in_shape);
@@ -55,7 +55,7 @@ struct MeanNode : Node {
   const char* name() const override { return "mean"; }
   OpDoc doc() const override {
     return {"y = mean(x)  (over one axis or all, n elements)",
-            "dx = dy / n, broadcast back over the averaged axis", "docs/autograd.md"};
+            "dx = dy / n, broadcast back over the averaged axis", "docs/primitives.md#mean"};
   }
   TensorList backward(const Tensor& g) override {
     Tensor out = Tensor::zeros(in_shape);
@@ -86,7 +86,8 @@ struct MaxNode : Node {
   const char* name() const override { return "max"; }
   OpDoc doc() const override {
     return {"y = max(x)  (over one axis or all)",
-            "dx = dy at the winning element (the first on ties), 0 elsewhere", "docs/autograd.md"};
+            "dx = dy at the winning element (the first on ties), 0 elsewhere",
+            "docs/primitives.md#max"};
   }
   TensorList backward(const Tensor& g) override {
     Tensor dx = Tensor::zeros(in_shape);

@@ -13,7 +13,7 @@ struct ReshapeNode : Node {
   const char* name() const override { return "reshape"; }
   OpDoc doc() const override {
     return {"y = x viewed in a new shape (same numbers, same order)",
-            "dx = dy reshaped back to x's shape", "docs/autograd.md"};
+            "dx = dy reshaped back to x's shape", "docs/primitives.md#reshape"};
   }
   TensorList backward(const Tensor& g) override { return {g.reshape(in_shape)}; }
 };
@@ -28,7 +28,8 @@ struct PermuteNode : Node {
   const char* name() const override { return "permute"; }
   OpDoc doc() const override {
     return {"y = x with its axes reordered",
-            "dx = dy with the axes moved back (the inverse permutation)", "docs/autograd.md"};
+            "dx = dy with the axes moved back (the inverse permutation)",
+            "docs/primitives.md#permute"};
   }
   TensorList backward(const Tensor& g) override { return {permute(g, inverse)}; }
 };

@@ -14,7 +14,7 @@ struct SoftmaxNode : Node {
   const char* name() const override { return "softmax"; }
   OpDoc doc() const override {
     return {"P = softmax(Z) = exp(Z) / rowsum(exp(Z))  (last axis)",
-            "dZ = P * (dP - rowsum(dP * P))", "docs/cross-entropy.md"};
+            "dZ = P * (dP - rowsum(dP * P))", "docs/cross-entropy.md#the-softmax-jacobian"};
   }
   TensorList backward(const Tensor& g) override { return {softmax_backward(g, y)}; }
   void release_saved() override { y = Tensor(); }
@@ -30,7 +30,7 @@ struct LogSoftmaxNode : Node {
   const char* name() const override { return "log_softmax"; }
   OpDoc doc() const override {
     return {"y = Z - log(rowsum(exp(Z)))  (last axis)", "dZ = dy - softmax(Z) * rowsum(dy)",
-            "docs/cross-entropy.md"};
+            "docs/cross-entropy.md#backward-step-by-step"};
   }
   TensorList backward(const Tensor& g) override { return {log_softmax_backward(g, y)}; }
   void release_saved() override { y = Tensor(); }

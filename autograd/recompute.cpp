@@ -66,7 +66,7 @@ struct RecomputeNode : Node {
     return {"y = f(x), run without recording its graph (only x and the random state are kept)",
             "in backward: run f(x) again, recorded, with the same random state, then dx = the "
             "re-run's backward of dy",
-            "docs/long-sequences.md"};
+            "docs/long-sequences.md#recomputation-backward-through-a-second-forward"};
   }
 
   TensorList backward(const Tensor& dY) override {

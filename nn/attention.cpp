@@ -148,7 +148,7 @@ struct AttentionNode : Node {
         "V from xkv",
         "dP = dO_h V_h^T,  dZ = P * (dP - rowsum(dP * P)),  dQ_h = dZ K_h / sqrt(d_k),  dK_h = "
         "dZ^T Q_h / sqrt(d_k),  dV_h = P^T dO_h",
-        "docs/attention-backward.md"};
+        "docs/attention-backward.md#backward-step-by-step"};
   }
   std::vector<std::pair<std::string, Tensor>> inspect() const override { return {{"P", P}}; }
 

@@ -108,7 +108,7 @@ struct CrossEntropyNode : Node {
         "loss = mean over counted rows of -sum_c q_c logp_c,  logp = log_softmax(x)  (q: the "
         "smoothed one-hot)",
         "dx = g (p - q) / n_valid,  p = softmax(x)  (0 for an ignored row)",
-        "docs/cross-entropy.md"};
+        "docs/cross-entropy.md#backward-step-by-step"};
   }
 
   TensorList backward(const Tensor& g) override {

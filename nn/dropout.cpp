@@ -21,7 +21,8 @@ struct DropoutNode : Node {
   Tensor mask;
   const char* name() const override { return "dropout"; }
   OpDoc doc() const override {
-    return {"y = x * m,  m = 0 (dropped) or 1/(1-p) (kept)", "dx = dy * m", "docs/autograd.md"};
+    return {"y = x * m,  m = 0 (dropped) or 1/(1-p) (kept)", "dx = dy * m",
+            "docs/forward-pass.md#3-dropout-dropout"};
   }
   // y = x * m  =>  dx = dy * m
   TensorList backward(const Tensor& g) override {

@@ -20,7 +20,7 @@ struct EmbeddingNode : Node {
   const char* name() const override { return "embedding"; }
   OpDoc doc() const override {
     return {"out[i] = scale * W[ids[i]]", "dW[v] = scale * sum over {i : ids[i] = v} of dout[i]",
-            "docs/autograd.md"};
+            "docs/forward-pass.md#1-token-ids-become-vectors-embedding"};
   }
 
   // out[i] = scale * W[ids[i]]  =>  dW[v] = scale * sum_{i : ids[i] = v} dout[i]

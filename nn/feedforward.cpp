@@ -175,7 +175,7 @@ struct FeedForwardNode : Node {
     return {"y = h W2^T + b2,  h = act(pre),  pre = x W1^T + b1",
             "dh = dy W2,  dpre = dh * act'(pre),  dx = dpre W1,  dW2 = dy^T h,  dW1 = dpre^T x,  "
             "db2 = colsum(dy),  db1 = colsum(dpre)",
-            "docs/feedforward-backward.md"};
+            "docs/feedforward-backward.md#the-feed-forward-block-backward-step-by-step"};
   }
 
   TensorList backward(const Tensor& dy) override {

@@ -192,7 +192,7 @@ struct LayerNormNode : Node {
   OpDoc doc() const override {
     return {"y = xhat * gamma + beta,  xhat = (x - mean) * rstd,  rstd = 1/sqrt(var + eps)",
             "dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dxhat = dy * gamma",
-            "docs/layernorm-backward.md"};
+            "docs/layernorm-backward.md#backward-step-by-step"};
   }
   TensorList backward(const Tensor& dy) override {
     LayerNormSaved::Grads g = saved.backward(dy, needs_grad(0), needs_grad(1), needs_grad(2));
@@ -279,7 +279,7 @@ struct AddLayerNormNode : Node {
   OpDoc doc() const override {
     return {"y = layer_norm(a + b)  (the residual sum and LayerNorm in one pass)",
             "da = db = dx of layer_norm = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))",
-            "docs/layernorm-backward.md"};
+            "docs/layernorm-backward.md#backward-step-by-step"};
   }
   TensorList backward(const Tensor& dy) override {
     LayerNormSaved::Grads g =

@@ -35,7 +35,8 @@ struct LinearNode : Node {
   const char* name() const override { return "linear"; }
   OpDoc doc() const override {
     return {"Y = X W^T + b   (N,in) x (in,out) -> (N,out)",
-            "dX = dY W,  dW = dY^T X,  db = colsum(dY)", "docs/feedforward-backward.md"};
+            "dX = dY W,  dW = dY^T X,  db = colsum(dY)",
+            "docs/feedforward-backward.md#the-linear-layer"};
   }
   TensorList backward(const Tensor& g) override {
     const int64_t out = w.size(0);

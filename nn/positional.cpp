@@ -18,7 +18,8 @@ struct AddPositionsNode : Node {
   int64_t T = 0;
   const char* name() const override { return "add_positions"; }
   OpDoc doc() const override {
-    return {"y[b,t] = x[b,t] + P[t]", "dx = dy,  dP[t] = sum_b dy[b,t]", "docs/autograd.md"};
+    return {"y[b,t] = x[b,t] + P[t]", "dx = dy,  dP[t] = sum_b dy[b,t]",
+            "docs/forward-pass.md#2-positions-are-added-add_positions"};
   }
 
   // y[b, t] = x[b, t] + P[t]  =>  dx = dy;  dP[t] = sum_b dy[b, t] (t < T), dP[t >= T] = 0

@@ -22,6 +22,7 @@
 #include "autograd/ops.h"
 #include "autograd/recompute.h"
 #include "core/elementwise.h"
+#include "doc_sections.h"
 #include "recording_node.h"
 #include "explorer/page.h"
 #include "explorer/trace.h"
@@ -255,8 +256,8 @@ std::set<std::string> node_types_in_sources() {
 }  // namespace
 
 TEST_CASE(
-    "every Node type of the library gives its forward formula, its one-line backward rule and "
-    "a docs/ page that exists (Node::doc())") {
+    "every Node type of the library links a section of a docs/ page that names it and states "
+    "its backward rule (Node::doc())") {
   // A graph that uses every op: the primitive ops, the fused layers, and a
   // Transformer (embedding, positions, attention, feed-forward, add_layer_norm,
   // linear, cross-entropy).
@@ -292,12 +293,31 @@ TEST_CASE(
     CHECK(std::strlen(d.forward) > 0);
     CHECK(std::strlen(d.backward) > 0);
     CHECK(std::string(d.page).rfind("docs/", 0) == 0);
-    CHECK(std::filesystem::exists(d.page));
+    CHECK(testing::derived_in_problem(d.page, n.name(), d.backward) == "");
   }
   // Every Node type declared in the library's sources was in the graph.
   const std::set<std::string> declared = node_types_in_sources();
   CHECK(declared.size() >= 30);
   for (const std::string& type : declared) CHECK_MESSAGE(seen.count(type), type);
+}
+
+TEST_CASE("the derived-in check refuses a link without its section, name or rule") {
+  using testing::derived_in_problem;
+  const std::string rule = "da = dy * b, db = dy * a (each summed back over its broadcast axes)";
+  CHECK(derived_in_problem("docs/primitives.md#mul", "mul", rule) == "");
+  CHECK(derived_in_problem("docs/primitives.md", "mul", rule).find("names no section") !=
+        std::string::npos);
+  CHECK(derived_in_problem("docs/missing.md#mul", "mul", rule).find("does not exist") !=
+        std::string::npos);
+  CHECK(derived_in_problem("docs/primitives.md#no-such", "mul", rule).find("no heading") !=
+        std::string::npos);
+  // The section of another op: the name and the rule are not there.
+  CHECK(derived_in_problem("docs/primitives.md#add", "mul", rule).find("does not name") !=
+        std::string::npos);
+  CHECK(derived_in_problem("docs/primitives.md#mul", "mul", "da = dy * 2 b")
+            .find("does not state the rule") != std::string::npos);
+  CHECK(testing::heading_slug("1. Token ids become vectors: `embedding`") ==
+        "1-token-ids-become-vectors-embedding");
 }
 
 TEST_CASE(
