@@ -30,6 +30,7 @@
 #include "nn/cross_entropy.h"
 #include "nn/dropout.h"
 #include "nn/layernorm.h"
+#include "nn/rmsnorm.h"
 #include "tests/test_seed.h"
 
 using namespace qkv;
@@ -271,6 +272,7 @@ TEST_CASE(
   x = add(add(tanh(x), sigmoid(x)), matmul(x, w));
   x = nn::layer_norm(x, gamma, beta);
   x = nn::add_layer_norm(x, a, gamma, beta);
+  x = nn::add_rms_norm(nn::rms_norm(x, gamma), a, gamma);
   Generator drop(1);
   x = nn::dropout(x, real(0.5), drop);
   x = permute(reshape(x, {3, 2}), {1, 0});

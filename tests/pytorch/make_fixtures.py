@@ -592,6 +592,41 @@ def make_attention_head_size(filename, seed):
     write(filename, rec, meta)
 
 
+def rms_norm_reference(x, weight, eps):
+    """RMSNorm (Zhang and Sennrich) from plain torch ops: PyTorch 1.13 has no
+    module for it. y = x / sqrt(mean(x^2) + eps) * weight, over the last dim."""
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * weight
+
+
+def make_rmsnorm(filename, seed):
+    """nn::RMSNorm and add_rms_norm (the Post-LN residual fusion) against
+    rms_norm_reference in float64; loss = sum(y * upstream)."""
+    init = Init(seed)
+    rec, eps, d = {}, 1e-6, 8
+    # A non-zero mean per row (x + 1.5): RMSNorm keeps it, and a kernel that
+    # subtracted it, as LayerNorm does, would fail the comparison.
+    weight = f32_exact(1.0 + init.normal((d,), 0.5)).requires_grad_()
+    x = f32_exact(init.normal((3, 4, d)) + 1.5).requires_grad_()
+    up = init.normal((3, 4, d))
+    y = rms_norm_reference(x, weight, eps)
+    (y * up).sum().backward()
+    rec.update(layer_case("rms", None, {"weight": weight.detach()},
+                          {"x": x, "upstream": up}, {"y": y},
+                          {"x": x.grad, "weight": weight.grad}))
+    weight2 = f32_exact(1.0 + init.normal((d,), 0.5)).requires_grad_()
+    a = init.normal((2, 5, d)).requires_grad_()
+    b = init.normal((2, 5, d)).requires_grad_()
+    up2 = init.normal((2, 5, d))
+    y2 = rms_norm_reference(a + b, weight2, eps)
+    (y2 * up2).sum().backward()
+    rec.update(layer_case("add_rms", None, {"weight": weight2.detach()},
+                          {"a": a, "b": b, "upstream": up2}, {"y": y2},
+                          {"a": a.grad, "b": b.grad, "weight": weight2.grad}))
+    meta = {"d": d, "eps": eps, "loss": "sum(<case>.out.y * <case>.in.upstream)",
+            "reference": "x * rsqrt(mean(x^2) + eps) * weight, plain torch ops in float64"}
+    write(filename, rec, meta)
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     make_seq2seq("seq2seq_postln.safetensors", seed=1, norm_first=False,
@@ -603,6 +638,7 @@ def main():
     make_adam("adam.safetensors", seed=5)
     make_attention_kernels("attention_kernels.safetensors", seed=6)
     make_attention_head_size("attention_head_size.safetensors", seed=7)
+    make_rmsnorm("rmsnorm.safetensors", seed=8)
 
 
 if __name__ == "__main__":
