@@ -48,36 +48,44 @@ void check_parameter_order(const Model& m, const std::string& name) {
   CHECK(ours == page);
 }
 
+// Case `name`'s model file, loaded by qkv as any user's file is: its order
+// of parameters and its logits on the fixture's input against PyTorch's.
+void check_case(const std::string& name) {
+  INFO("case " << name);
+  const TensorFile ref = load_fixture("format_page.safetensors");
+  auto m = load_case(name);
+  check_parameter_order(*m, name);
+  NoGradGuard no_grad;
+  Var logits;
+  const std::string in = name + ".in.";
+  if (auto* s2s = dynamic_cast<Seq2SeqTransformer*>(m.get()))
+    logits = s2s->forward(tokens_of(ref, in + "src", in + "src_lens"),
+                          tokens_of(ref, in + "tgt", in + "tgt_lens"));
+  else if (auto* gpt = dynamic_cast<GPT*>(m.get()))
+    logits = gpt->forward(tokens_of(ref, in + "ids", in + "lens"));
+  else
+    logits = dynamic_cast<EncoderOnlyModel&>(*m).forward(tokens_of(ref, in + "ids", in + "lens"));
+  testing::check_close_to_scale(logits.data(), ref.get(name + ".out.logits"), name + " logits");
+}
+
 }  // namespace
 
-TEST_CASE(
-    "format page: a seq2seq file written from the page alone loads and gives PyTorch's logits") {
-  const TensorFile ref = load_fixture("format_page.safetensors");
-  auto m = load_case("seq2seq");
-  check_parameter_order(*m, "seq2seq");
-  auto& s2s = dynamic_cast<Seq2SeqTransformer&>(*m);
-  NoGradGuard no_grad;
-  Var logits = s2s.forward(tokens_of(ref, "seq2seq.in.src", "seq2seq.in.src_lens"),
-                           tokens_of(ref, "seq2seq.in.tgt", "seq2seq.in.tgt_lens"));
-  testing::check_close_to_scale(logits.data(), ref.get("seq2seq.out.logits"), "seq2seq logits");
+// Post-LN, tied, sinusoidal, d_k set apart; Pre-LN, learned positions,
+// untied, sparse self-attention (standard cross-attention), dropout in the
+// config (none in eval).
+TEST_CASE("format page: seq2seq files written from the page alone load and give PyTorch's logits") {
+  check_case("seq2seq");
+  check_case("seq2seq_preln");
 }
 
-TEST_CASE("format page: a gpt file written from the page alone loads and gives PyTorch's logits") {
-  const TensorFile ref = load_fixture("format_page.safetensors");
-  auto m = load_case("gpt");
-  check_parameter_order(*m, "gpt");
-  NoGradGuard no_grad;
-  Var logits = dynamic_cast<GPT&>(*m).forward(tokens_of(ref, "gpt.in.ids", "gpt.in.lens"));
-  testing::check_close_to_scale(logits.data(), ref.get("gpt.out.logits"), "gpt logits");
+// Pre-LN, untied, GELU, linear kernel; Post-LN, tied, sparse under the causal mask.
+TEST_CASE("format page: gpt files written from the page alone load and give PyTorch's logits") {
+  check_case("gpt");
+  check_case("gpt_tied");
 }
 
-TEST_CASE(
-    "format page: an encoder file written from the page alone loads and gives PyTorch's logits") {
-  const TensorFile ref = load_fixture("format_page.safetensors");
-  auto m = load_case("encoder");
-  check_parameter_order(*m, "encoder");
-  NoGradGuard no_grad;
-  Var logits = dynamic_cast<EncoderOnlyModel&>(*m).forward(
-      tokens_of(ref, "encoder.in.ids", "encoder.in.lens"));
-  testing::check_close_to_scale(logits.data(), ref.get("encoder.out.logits"), "encoder logits");
+// Post-LN, unscaled sparse attention; Pre-LN, GELU, d_k set apart.
+TEST_CASE("format page: encoder files written from the page alone load and give PyTorch's logits") {
+  check_case("encoder");
+  check_case("encoder_preln");
 }

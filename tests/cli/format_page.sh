@@ -13,19 +13,25 @@ cd "$QKV_TMP"
 python3 "$QKV_SRC/tests/pytorch/format_writer.py" written >"$QKV_TMP/out" 2>&1 ||
   { cat "$QKV_TMP/out"; fail "tests/pytorch/format_writer.py did not write its files"; }
 
-for kind in seq2seq gpt encoder; do
-  model=written/format_$kind.safetensors ckpt=written/format_$kind.ckpt.safetensors
+# Each family's first case is also resumed and asked; the second, which
+# covers the page's other branches (Pre-LN, learned positions, a tied or
+# untied head), is evaluated.
+for case in seq2seq gpt encoder seq2seq_preln gpt_tied encoder_preln; do
+  model=written/format_$case.safetensors ckpt=written/format_$case.ckpt.safetensors
   # The doctest's files are this writer's output (make fixtures wrote them).
-  cmp "$model" "$QKV_SRC/tests/fixtures/format_$kind.safetensors" ||
-    fail "$model differs from tests/fixtures/format_$kind.safetensors: run make fixtures"
+  cmp "$model" "$QKV_SRC/tests/fixtures/format_$case.safetensors" ||
+    fail "$model differs from tests/fixtures/format_$case.safetensors: run make fixtures"
 
-  # The training checkpoint: evaluated on its run's own held-out data ...
+  # The training checkpoint, evaluated on its run's own held-out data.
   expect_ok "$TRAIN" --load "$ckpt" --eval-only --threads 1
   expect_out "held-out"
-  # ... and resumed for two more steps, with the optimizer state it holds.
-  expect_ok "$TRAIN" --load "$ckpt" --steps 6 --out "run_$kind" --threads 1 --no-early-stop
+  case $case in *_*) continue ;; esac
+
+  # Resumed for two more steps, with the optimizer state it holds (Adam,
+  # AdamW, sgd with momentum).
+  expect_ok "$TRAIN" --load "$ckpt" --steps 6 --out "run_$case" --threads 1 --no-early-stop
   expect_out "from step 4"
-  expect_out "checkpoint: run_$kind/model.safetensors (step 6)"
+  expect_out "checkpoint: run_$case/model.safetensors (step 6)"
 
   # The model file: asked in words, one answer line.
   "$TRAIN" --load "$model" --ask "a b c" --threads 1 >answer 2>"$QKV_TMP/out" ||

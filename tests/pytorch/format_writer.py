@@ -9,8 +9,8 @@ from the page and the same weights (tests/test_format_page.cpp).
 
     python3 tests/pytorch/format_writer.py DIR
 
-writes, for each case in CASES (one per model family, each with its own
-norm placement, head, activation and attention kernel):
+writes, for each case in CASES (two per model family, each with its own
+norm placement, positions, head, activation and attention kernel):
 
     DIR/format_<case>.safetensors         a model file (no prefix, with vocab)
     DIR/format_<case>.ckpt.safetensors    a training checkpoint of the same
@@ -71,6 +71,41 @@ CASES = {
                    "global_every": 3, "scaled": False},
         "run": {"optimizer": "sgd", "weight_decay": 0.0, "context": 5},
         "seed": 13,
+    },
+    # The branches the three above leave out. encoder-decoder: Pre-LN (each
+    # stack's final norm), learned positions, an untied lm_head, GELU, sparse
+    # self-attention (cross-attention keeps the standard maths).
+    "seq2seq_preln": {
+        "kind": "seq2seq",
+        "config": {"src_vocab": len(VOCAB), "tgt_vocab": len(VOCAB), "d_model": 16,
+                   "heads": 4, "encoder_layers": 2, "decoder_layers": 2, "d_ff": 24,
+                   "dropout": 0.1, "activation": "gelu", "pre_norm": True,
+                   "tie_weights": False, "learned_positions": True, "max_positions": 8,
+                   "seed": 1, "attention": "sparse", "window": 2, "global_every": 3,
+                   "scaled": True},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 8},
+        "seed": 14,
+    },
+    # decoder-only: Post-LN (no final norm), the head tied to tok_embed,
+    # sparse attention under the causal mask.
+    "gpt_tied": {
+        "kind": "gpt",
+        "config": {"vocab": len(VOCAB), "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32,
+                   "max_positions": 16, "dropout": 0.0, "activation": "relu",
+                   "pre_norm": False, "tie_weights": True, "seed": 1,
+                   "attention": "sparse", "window": 2, "global_every": 4, "scaled": True},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 16},
+        "seed": 15,
+    },
+    # encoder-only: Pre-LN (a final norm), GELU, d_k 12 (not 16/4).
+    "encoder_preln": {
+        "kind": "encoder",
+        "config": {"vocab": len(VOCAB), "classes": len(VOCAB), "d_model": 16, "heads": 4,
+                   "layers": 1, "d_ff": 32, "dropout": 0.0, "activation": "gelu",
+                   "pre_norm": True, "seed": 1, "attention": "standard", "window": 128,
+                   "global_every": 64, "scaled": True, "d_k": 12},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 5},
+        "seed": 16,
     },
 }
 
