@@ -42,6 +42,7 @@ import st  # noqa: E402  (our own safetensors reader/writer)
 from reference import (Binding, TorchGPT, TorchSeq2Seq, causal_mask,  # noqa: E402
                        join, key_padding_mask)
 import plain_attention  # noqa: E402  (attention with d_k != D/H, in plain torch ops)
+import format_reference  # noqa: E402  (docs/checkpoint-format.md's models, from the page alone)
 
 OUT_DIR = os.path.normpath(os.path.join(HERE, "..", "fixtures"))
 
@@ -639,6 +640,9 @@ def main():
     make_attention_kernels("attention_kernels.safetensors", seed=6)
     make_attention_head_size("attention_head_size.safetensors", seed=7)
     make_rmsnorm("rmsnorm.safetensors", seed=8)
+    # The format page's proof: model files written by the standard-library
+    # writer (format_writer.py) and their logits from the page's forward pass.
+    format_reference.main()
 
 
 if __name__ == "__main__":

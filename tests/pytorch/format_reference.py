@@ -1,0 +1,249 @@
+#!/usr/bin/python3
+"""The models of docs/checkpoint-format.md in plain torch ops, from the page alone.
+
+For each case of format_writer.py (one per family) this reads the model file
+that the standard-library writer made, builds the forward pass the page's
+"The forward pass" section describes (embedding scale, positions, norm
+placement, masks, the attention kernels, the output layer) out of plain torch
+ops in float64 (no nn.Transformer*, no qkv code), and writes its logits on a
+fixed input to tests/fixtures/format_page.safetensors:
+
+    <case>.in.ids, <case>.in.lens      the input (gpt, encoder), ids as F32
+    <case>.in.src, <case>.in.src_lens, <case>.in.tgt, <case>.in.tgt_lens  (seq2seq)
+    <case>.out.logits                  (B, T, V), float64 rounded to F32
+
+tests/test_format_page.cpp loads the same model files with qkv and requires
+its logits to be these. Run by make_fixtures.py (`make fixtures`), or alone:
+
+    /usr/bin/python3 tests/pytorch/format_reference.py
+"""
+
+import json
+import math
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import format_writer  # noqa: E402  (the cases and the standard-library writer)
+import st  # noqa: E402  (a safetensors reader)
+
+OUT_DIR = os.path.normpath(os.path.join(HERE, "..", "fixtures"))
+F64 = torch.float64
+
+# The fixed inputs: real tokens are ids 3.. (the task's symbols), padding 0.
+INPUTS = {
+    "seq2seq": {"src": [[3, 4, 5, 6, 7, 8], [8, 6, 4, 3, 0, 0]], "src_lens": [6, 4],
+                "tgt": [[1, 8, 7, 6, 5], [1, 3, 4, 0, 0]], "tgt_lens": [5, 3]},
+    "gpt": {"ids": [[3, 5, 7, 1, 7, 5, 3], [4, 6, 1, 6, 4, 0, 0]], "lens": [7, 5]},
+    "encoder": {"ids": [[3, 4, 5, 6, 7, 8, 3, 4, 5], [8, 7, 6, 5, 4, 3, 0, 0, 0]],
+                "lens": [9, 6]},
+    "seq2seq_preln": {"src": [[5, 6, 7, 8, 3], [4, 4, 8, 0, 0]], "src_lens": [5, 3],
+                      "tgt": [[1, 3, 8, 7, 6, 5, 4, 3], [1, 8, 4, 4, 0, 0, 0, 0]],
+                      "tgt_lens": [8, 4]},
+    "gpt_tied": {"ids": [[3, 4, 5, 6, 7, 8, 1, 8, 7, 6, 5], [6, 5, 1, 5, 6, 2, 0, 0, 0, 0, 0]],
+                 "lens": [11, 6]},
+    "encoder_preln": {"ids": [[8, 3, 7, 4, 6], [5, 5, 3, 0, 0]], "lens": [5, 3]},
+}
+
+
+# ---------------------------------------------------------------------------
+# The page's building blocks
+# ---------------------------------------------------------------------------
+
+def lin(x, w, b=None):
+    """y = x W^T + b, W (out, in) as stored."""
+    y = x @ w.T
+    return y if b is None else y + b
+
+
+def layer_norm(x, g, b):
+    """(x - mean) / sqrt(var + 1e-5) * g + b over the last dimension, biased variance."""
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + 1e-5) * g + b
+
+
+def sinusoidal(n, d):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same)."""
+    pe = torch.zeros(n, d, dtype=F64)
+    for pos in range(n):
+        for j in range(d):
+            angle = pos / 10000.0 ** ((j - j % 2) / d)
+            pe[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return pe
+
+
+def hidden(T, S, lens, causal, sparse):
+    """(B, T, S) bool: True where query i may not see key j of sequence b."""
+    i = torch.arange(T)[:, None]
+    j = torch.arange(S)[None, :]
+    h = (j >= torch.tensor(lens)[:, None, None])  # key padding
+    if causal:
+        h = h | (j > i)
+    if sparse is not None:
+        w, g = sparse
+        seen = ((i - j).abs() < w) | (j % g == 0) | (i % g == 0)
+        h = h | ~seen
+    return h
+
+
+def attention(P, prefix, xq, xkv, lens, causal, c, kernel):
+    """The page's multi-head attention: heads of d_k query/key columns and
+    d_model / heads value columns; kernel standard, sparse or linear."""
+    B, T, D = xq.shape
+    S = xkv.shape[1]
+    H = c["heads"]
+    dk = c.get("d_k", D // H)
+    dv = D // H
+    q = lin(xq, P[prefix + ".w_q.weight"], P[prefix + ".w_q.bias"])  # (B, T, H*dk)
+    k = lin(xkv, P[prefix + ".w_k.weight"], P[prefix + ".w_k.bias"])  # (B, S, H*dk)
+    v = lin(xkv, P[prefix + ".w_v.weight"], P[prefix + ".w_v.bias"])  # (B, S, D)
+    q = q.view(B, T, H, dk).transpose(1, 2)
+    k = k.view(B, S, H, dk).transpose(1, 2)
+    v = v.view(B, S, H, dv).transpose(1, 2)
+    if kernel == "linear":
+        phi = lambda x: torch.where(x > 0, x + 1, torch.exp(x))  # elu + 1
+        qf, kf = phi(q), phi(k)
+        pad = (torch.arange(S)[None, :] >= torch.tensor(lens)[:, None])  # (B, S)
+        kf = kf.masked_fill(pad[:, None, :, None], 0.0)
+        a = qf @ kf.transpose(-1, -2)  # (B, H, T, S): phi(q_i) . phi(k_j)
+        if causal:
+            a = a.masked_fill(torch.ones(T, S, dtype=torch.bool).triu(1), 0.0)
+        o = (a @ v) / a.sum(-1, keepdim=True)
+    else:
+        scale = 1.0 / math.sqrt(dk) if c["scaled"] else 1.0
+        s = (q @ k.transpose(-1, -2)) * scale  # (B, H, T, S)
+        sparse = (c["window"], c["global_every"]) if kernel == "sparse" else None
+        s = s.masked_fill(hidden(T, S, lens, causal, sparse)[:, None], float("-inf"))
+        o = torch.softmax(s, -1) @ v
+    o = o.transpose(1, 2).reshape(B, T, D)
+    return lin(o, P[prefix + ".w_o.weight"], P[prefix + ".w_o.bias"])
+
+
+def ffn(P, prefix, x, c):
+    h = lin(x, P[prefix + ".linear1.weight"], P[prefix + ".linear1.bias"])
+    if c["activation"] == "relu":
+        h = torch.relu(h)
+    else:
+        h = 0.5 * h * (1.0 + torch.erf(h / math.sqrt(2.0)))  # exact GELU
+    return lin(h, P[prefix + ".linear2.weight"], P[prefix + ".linear2.bias"])
+
+
+def sublayer(P, norm, x, f, pre_norm):
+    """Post-LN: norm(x + f(x)); Pre-LN: x + f(norm(x))."""
+    g, b = P[norm + ".weight"], P[norm + ".bias"]
+    return x + f(layer_norm(x, g, b)) if pre_norm else layer_norm(x + f(x), g, b)
+
+
+def encoder_layer(P, p, x, lens, causal, c):
+    kernel = c["attention"]
+    x = sublayer(P, p + ".norm1", x,
+                 lambda v: attention(P, p + ".self_attn", v, v, lens, causal, c, kernel),
+                 c["pre_norm"])
+    return sublayer(P, p + ".norm2", x, lambda v: ffn(P, p + ".ffn", v, c), c["pre_norm"])
+
+
+def decoder_layer(P, p, y, mem, tgt_lens, src_lens, c):
+    # Cross-attention runs the standard maths unless the kernel is
+    # memory-efficient or auto (the same maths): sparse and linear are
+    # self-attention's only.
+    y = sublayer(P, p + ".norm1", y,
+                 lambda v: attention(P, p + ".self_attn", v, v, tgt_lens, True, c, c["attention"]),
+                 c["pre_norm"])
+    y = sublayer(P, p + ".norm2", y,
+                 lambda v: attention(P, p + ".cross_attn", v, mem, src_lens, False, c, "standard"),
+                 c["pre_norm"])
+    return sublayer(P, p + ".norm3", y, lambda v: ffn(P, p + ".ffn", v, c), c["pre_norm"])
+
+
+def final_norm(P, name, x, c):
+    return layer_norm(x, P[name + ".weight"], P[name + ".bias"]) if c["pre_norm"] else x
+
+
+# ---------------------------------------------------------------------------
+# The three families
+# ---------------------------------------------------------------------------
+
+def seq2seq(P, c, x):
+    D = c["d_model"]
+    src, tgt = torch.tensor(x["src"]), torch.tensor(x["tgt"])
+    S, T = src.shape[1], tgt.shape[1]
+
+    def positions(n, table):
+        return P[table][:n] if c["learned_positions"] else sinusoidal(n, D)
+
+    h = P["src_embed.weight"][src] * math.sqrt(D) + positions(S, "src_pos.weight")
+    for i in range(c["encoder_layers"]):
+        h = encoder_layer(P, f"encoder.layers.{i}", h, x["src_lens"], False, c)
+    mem = final_norm(P, "encoder.norm", h, c)
+    y = P["tgt_embed.weight"][tgt] * math.sqrt(D) + positions(T, "tgt_pos.weight")
+    for i in range(c["decoder_layers"]):
+        y = decoder_layer(P, f"decoder.layers.{i}", y, mem, x["tgt_lens"], x["src_lens"], c)
+    y = final_norm(P, "decoder.norm", y, c)
+    w = P["tgt_embed.weight"] if c["tie_weights"] else P["lm_head.weight"]
+    return lin(y, w, P["lm_head.bias"])
+
+
+def gpt(P, c, x):
+    ids = torch.tensor(x["ids"])
+    h = P["tok_embed.weight"][ids] + P["pos_embed.weight"][: ids.shape[1]]  # no scale
+    for i in range(c["layers"]):
+        h = encoder_layer(P, f"layers.{i}", h, x["lens"], True, c)
+    h = final_norm(P, "norm", h, c)
+    return lin(h, P["tok_embed.weight"] if c["tie_weights"] else P["lm_head.weight"])
+
+
+def encoder(P, c, x):
+    ids = torch.tensor(x["ids"])
+    D = c["d_model"]
+    h = P["embed.weight"][ids] * math.sqrt(D) + sinusoidal(ids.shape[1], D)
+    for i in range(c["layers"]):
+        h = encoder_layer(P, f"encoder.layers.{i}", h, x["lens"], False, c)
+    h = final_norm(P, "encoder.norm", h, c)
+    return lin(h, P["head.weight"], P["head.bias"])
+
+
+FORWARD = {"seq2seq": seq2seq, "gpt": gpt, "encoder": encoder}
+
+
+def make(model_dir=OUT_DIR, out_dir=OUT_DIR):
+    """Logits of every case's model file in model_dir, into out_dir/format_page.safetensors."""
+    import numpy as np
+
+    out = {}
+    for name, case in format_writer.CASES.items():
+        tensors, md = st.load_file(os.path.join(model_dir, f"format_{name}.safetensors"))
+        assert md["model_kind"] == case["kind"]
+        c = json.loads(md["model_config"])
+        P = {n: torch.from_numpy(t.astype(np.float64)) for n, t in tensors.items()}
+        x = INPUTS[name]
+        with torch.no_grad():
+            logits = FORWARD[case["kind"]](P, c, x)
+        for k, v in x.items():
+            out[f"{name}.in.{k}"] = np.asarray(v, dtype=np.float32)
+        out[f"{name}.out.logits"] = logits.numpy().astype(np.float32)
+    st.save_file(out, os.path.join(out_dir, "format_page.safetensors"), {
+        "generator": "tests/pytorch/format_reference.py",
+        "torch_version": torch.__version__,
+        "reference_dtype": "float64",
+        "models": "tests/fixtures/format_<case>.safetensors (tests/pytorch/format_writer.py)",
+    })
+
+
+def main():
+    # The model files first, by the standard-library writer (their checkpoints
+    # are written at test time, by tests/cli/format_page.sh).
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        format_writer.main(["format_writer.py", tmp])
+        for name in format_writer.CASES:
+            os.replace(os.path.join(tmp, f"format_{name}.safetensors"),
+                       os.path.join(OUT_DIR, f"format_{name}.safetensors"))
+    make()
+
+
+if __name__ == "__main__":
+    main()

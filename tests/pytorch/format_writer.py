@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Model files and training checkpoints written from docs/checkpoint-format.md alone.
+
+Python's standard library only (struct, json, random): no qkv code, no numpy,
+no torch. Every name, shape, order and key below is one the page states; a
+fact the page gets wrong or leaves out makes qkv refuse these files, or
+compute other logits than the PyTorch model that format_reference.py builds
+from the page and the same weights (tests/test_format_page.cpp).
+
+    python3 tests/pytorch/format_writer.py DIR
+
+writes, for each case in CASES (two per model family, each with its own
+norm placement, positions, head, activation and attention kernel):
+
+    DIR/format_<case>.safetensors         a model file (no prefix, with vocab)
+    DIR/format_<case>.ckpt.safetensors    a training checkpoint of the same
+                                          weights, at step STEP, with the
+                                          optimizer state the page lists
+
+The same arguments give the same bytes (the weights are drawn from a seeded
+random.Random). tests/fixtures/ holds the model files (`make fixtures`);
+tests/cli/format_page.sh writes everything anew, compares the model files
+with those, and has the trainer evaluate, answer and resume from them.
+"""
+
+import json
+import math
+import os
+import random
+import struct
+import sys
+
+STEP = 4  # the training checkpoints' step count
+SYMBOLS = 6  # the task's symbols: the vocabulary is <pad> <s> </s> a b c d e f
+VOCAB = ["<pad>", "<s>", "</s>"] + [chr(ord("a") + k) for k in range(SYMBOLS)]
+
+# One case per family. `config` is the page's model_config for the family
+# (every field, with its JSON type); `run` the train_config keys of the
+# checkpoint that differ between the cases.
+CASES = {
+    # encoder-decoder: Post-LN, tied output layer, sinusoidal positions, ReLU,
+    # standard attention with a query/key head size set apart (d_k 4, not 16/2).
+    "seq2seq": {
+        "kind": "seq2seq",
+        "config": {"src_vocab": len(VOCAB), "tgt_vocab": len(VOCAB), "d_model": 16,
+                   "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "d_ff": 32,
+                   "dropout": 0.0, "activation": "relu", "pre_norm": False,
+                   "tie_weights": True, "learned_positions": False, "max_positions": 512,
+                   "seed": 1, "attention": "standard", "window": 128, "global_every": 64,
+                   "scaled": True, "d_k": 4},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 6},
+        "seed": 11,
+    },
+    # decoder-only: Pre-LN (final norm), untied lm_head, GELU, the linear kernel.
+    "gpt": {
+        "kind": "gpt",
+        "config": {"vocab": len(VOCAB), "d_model": 16, "heads": 2, "layers": 2, "d_ff": 32,
+                   "max_positions": 16, "dropout": 0.0, "activation": "gelu",
+                   "pre_norm": True, "tie_weights": False, "seed": 1,
+                   "attention": "linear", "window": 128, "global_every": 64, "scaled": True},
+        "run": {"optimizer": "adamw", "weight_decay": 0.01, "context": 16},
+        "seed": 12,
+    },
+    # encoder-only: Post-LN, ReLU, sparse attention (window 2, a global
+    # position every 3) without the 1/sqrt(d_k) scale.
+    "encoder": {
+        "kind": "encoder",
+        "config": {"vocab": len(VOCAB), "classes": len(VOCAB), "d_model": 16, "heads": 2,
+                   "layers": 2, "d_ff": 32, "dropout": 0.0, "activation": "relu",
+                   "pre_norm": False, "seed": 1, "attention": "sparse", "window": 2,
+                   "global_every": 3, "scaled": False},
+        "run": {"optimizer": "sgd", "weight_decay": 0.0, "context": 5},
+        "seed": 13,
+    },
+    # The branches the three above leave out. encoder-decoder: Pre-LN (each
+    # stack's final norm), learned positions, an untied lm_head, GELU, sparse
+    # self-attention (cross-attention keeps the standard maths).
+    "seq2seq_preln": {
+        "kind": "seq2seq",
+        "config": {"src_vocab": len(VOCAB), "tgt_vocab": len(VOCAB), "d_model": 16,
+                   "heads": 4, "encoder_layers": 2, "decoder_layers": 2, "d_ff": 24,
+                   "dropout": 0.1, "activation": "gelu", "pre_norm": True,
+                   "tie_weights": False, "learned_positions": True, "max_positions": 8,
+                   "seed": 1, "attention": "sparse", "window": 2, "global_every": 3,
+                   "scaled": True},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 8},
+        "seed": 14,
+    },
+    # decoder-only: Post-LN (no final norm), the head tied to tok_embed,
+    # sparse attention under the causal mask.
+    "gpt_tied": {
+        "kind": "gpt",
+        "config": {"vocab": len(VOCAB), "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32,
+                   "max_positions": 16, "dropout": 0.0, "activation": "relu",
+                   "pre_norm": False, "tie_weights": True, "seed": 1,
+                   "attention": "sparse", "window": 2, "global_every": 4, "scaled": True},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 16},
+        "seed": 15,
+    },
+    # encoder-only: Pre-LN (a final norm), GELU, d_k 12 (not 16/4).
+    "encoder_preln": {
+        "kind": "encoder",
+        "config": {"vocab": len(VOCAB), "classes": len(VOCAB), "d_model": 16, "heads": 4,
+                   "layers": 1, "d_ff": 32, "dropout": 0.0, "activation": "gelu",
+                   "pre_norm": True, "seed": 1, "attention": "standard", "window": 128,
+                   "global_every": 64, "scaled": True, "d_k": 12},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 5},
+        "seed": 16,
+    },
+}
+
+
+# ---------------------------------------------------------------------------
+# The parameters, in named_parameters() order (the page's lists)
+# ---------------------------------------------------------------------------
+
+def linear(prefix, n_in, n_out, bias=True):
+    out = [(prefix + ".weight", [n_out, n_in])]
+    if bias:
+        out.append((prefix + ".bias", [n_out]))
+    return out
+
+
+def layer_norm(prefix, d):
+    return [(prefix + ".weight", [d]), (prefix + ".bias", [d])]
+
+
+def attention(prefix, c):
+    d, h = c["d_model"], c["heads"]
+    e = h * c.get("d_k", d // h)  # w_q and w_k: (heads * d_k, d_model)
+    return (linear(prefix + ".w_q", d, e) + linear(prefix + ".w_k", d, e) +
+            linear(prefix + ".w_v", d, d) + linear(prefix + ".w_o", d, d))
+
+
+def ffn(prefix, c):
+    return (linear(prefix + ".linear1", c["d_model"], c["d_ff"]) +
+            linear(prefix + ".linear2", c["d_ff"], c["d_model"]))
+
+
+def encoder_layer(prefix, c):
+    d = c["d_model"]
+    return (attention(prefix + ".self_attn", c) + layer_norm(prefix + ".norm1", d) +
+            ffn(prefix + ".ffn", c) + layer_norm(prefix + ".norm2", d))
+
+
+def decoder_layer(prefix, c):
+    d = c["d_model"]
+    return (attention(prefix + ".self_attn", c) + layer_norm(prefix + ".norm1", d) +
+            attention(prefix + ".cross_attn", c) + layer_norm(prefix + ".norm2", d) +
+            ffn(prefix + ".ffn", c) + layer_norm(prefix + ".norm3", d))
+
+
+def parameters(kind, c):
+    """[(name, shape)] in the order the page lists for named_parameters()."""
+    d = c["d_model"]
+    p = []
+    if kind == "seq2seq":
+        p += [("src_embed.weight", [c["src_vocab"], d]), ("tgt_embed.weight", [c["tgt_vocab"], d])]
+        if c["learned_positions"]:
+            p += [("src_pos.weight", [c["max_positions"], d]),
+                  ("tgt_pos.weight", [c["max_positions"], d])]
+        for i in range(c["encoder_layers"]):
+            p += encoder_layer(f"encoder.layers.{i}", c)
+        if c["pre_norm"]:
+            p += layer_norm("encoder.norm", d)
+        for i in range(c["decoder_layers"]):
+            p += decoder_layer(f"decoder.layers.{i}", c)
+        if c["pre_norm"]:
+            p += layer_norm("decoder.norm", d)
+        if not c["tie_weights"]:
+            p.append(("lm_head.weight", [c["tgt_vocab"], d]))
+        p.append(("lm_head.bias", [c["tgt_vocab"]]))
+    elif kind == "gpt":
+        p += [("tok_embed.weight", [c["vocab"], d]), ("pos_embed.weight", [c["max_positions"], d])]
+        for i in range(c["layers"]):
+            p += encoder_layer(f"layers.{i}", c)
+        if c["pre_norm"]:
+            p += layer_norm("norm", d)
+        if not c["tie_weights"]:
+            p.append(("lm_head.weight", [c["vocab"], d]))
+    elif kind == "encoder":
+        p.append(("embed.weight", [c["vocab"], d]))
+        for i in range(c["layers"]):
+            p += encoder_layer(f"encoder.layers.{i}", c)
+        if c["pre_norm"]:
+            p += layer_norm("encoder.norm", d)
+        p += linear("head", d, c["classes"])
+    else:
+        raise ValueError(f"unknown model kind {kind!r}")
+    return p
+
+
+# ---------------------------------------------------------------------------
+# Numbers
+# ---------------------------------------------------------------------------
+
+def f32(x):
+    """x rounded to the nearest float32 (as a Python float)."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def draw_weights(params, rng):
+    """{name: (shape, [float32 values])}: matrices uniform in +-sqrt(6/(rows+cols)),
+    vectors in +-0.2, LayerNorm gains around 1."""
+    out = {}
+    for name, shape in params:
+        if len(shape) == 2:
+            a = math.sqrt(6.0 / (shape[0] + shape[1]))
+            if name.endswith("embed.weight"):
+                a = 0.5  # embeddings of unit order, so a wrong scale shows
+        else:
+            a = 0.2
+        base = 1.0 if (".norm" in name or name.startswith("norm.")) and name.endswith(".weight") \
+            else 0.0
+        out[name] = (shape, [f32(base + rng.uniform(-a, a)) for _ in range(numel(shape))])
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The bytes (the page's "The bytes")
+# ---------------------------------------------------------------------------
+
+def write_safetensors(path, tensors, metadata):
+    """tensors {name: (shape, values)} as F32, sorted by name, back to back;
+    metadata {str: str}; the header compact, ASCII, padded with spaces to 8."""
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors, key=lambda n: n.encode("utf-8")):
+        shape, values = tensors[name]
+        assert len(values) == numel(shape), name
+        raw = struct.pack(f"<{len(values)}f", *values)
+        header[name] = {"dtype": "F32", "shape": list(shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    if metadata:
+        header["__metadata__"] = {k: metadata[k] for k in sorted(metadata)}
+    text = json.dumps(header, separators=(",", ":")).encode("ascii")
+    text += b" " * (-len(text) % 8)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    os.replace(tmp, path)
+
+
+def dumps(value):
+    return json.dumps(value, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------------
+# The two kinds of file
+# ---------------------------------------------------------------------------
+
+def model_metadata(case, prefix):
+    return {
+        "model_kind": case["kind"],
+        "model_config": dumps(case["config"]),
+        "model_prefix": prefix,
+        "special_tokens": dumps({"pad": 0, "bos": 1, "eos": 2}),  # a task's vocabulary: no <unk>
+        "vocab": dumps(VOCAB),
+        "tokenizer": "word",  # a task's symbols are typed as words
+    }
+
+
+def train_config(case):
+    """Every train_config key of the page, for the built-in reverse task."""
+    run = {"context": 0, "task": "reverse", "data": "", "valid": "", "format": "tsv",
+           "tokens": "char", "valid_fraction": 0.1, "vocab": SYMBOLS, "min_len": 2,
+           "max_len": 5, "heldout": 20, "max_vocab": 10000, "batch": 8, "steps": STEP,
+           "schedule": "cosine", "lr": 0.003, "min_lr": 0.00015, "warmup": 1,
+           "optimizer": "adam", "weight_decay": 0.0, "beta1": 0.9, "beta2": 0.98,
+           "momentum": 0.9, "recompute": "none", "attention_budget": 0,
+           "label_smoothing": 0.0, "clip": 1.0, "seed": 1}
+    run.update(case["run"])
+    return run
+
+
+def generator_state(rng):
+    """Four 64-bit words (not all zero), no cached normal draw."""
+    words = [rng.getrandbits(64) | 1 for _ in range(4)]
+    return " ".join(str(w) for w in words) + " 0x0p+0 0"
+
+
+def optimizer_state(params, run, rng):
+    """The optim.* tensors of the page's table: step, param_steps and each
+    parameter's buffers, indexed in named_parameters() order."""
+    state = {"optim.step": ([1], [float(STEP)]),
+             "optim.param_steps": ([len(params)], [float(STEP)] * len(params))}
+    kinds = ["momentum"] if run["optimizer"] == "sgd" else ["exp_avg", "exp_avg_sq"]
+    for i, (_, shape) in enumerate(params):
+        for kind in kinds:
+            lo = 0.0 if kind == "exp_avg_sq" else -1e-2  # v is never negative
+            hi = 1e-4 if kind == "exp_avg_sq" else 1e-2
+            state[f"optim.{kind}.{i}"] = (shape, [f32(rng.uniform(lo, hi))
+                                                  for _ in range(numel(shape))])
+    return state
+
+
+def write_case(out_dir, name, case):
+    rng = random.Random(case["seed"])
+    params = parameters(case["kind"], case["config"])
+    weights = draw_weights(params, rng)
+    # A key of our own (readers ignore keys they do not know): the order this
+    # writer took from the page, which qkv's named_parameters() must match.
+    md = model_metadata(case, "")
+    md["writer_parameter_order"] = dumps([n for n, _ in params])
+    write_safetensors(os.path.join(out_dir, f"format_{name}.safetensors"), weights, md)
+
+    run = train_config(case)
+    tensors = {"model." + n: t for n, t in weights.items()}
+    tensors.update(optimizer_state(params, run, rng))
+    md = model_metadata(case, "model.")
+    md.update({
+        "format": "qkv-train-v3",
+        "train_config": dumps(run),
+        "data": dumps({"kind": "task", "task": run["task"]}),
+        "step": str(STEP),
+        "data_gen": generator_state(rng),
+        "dropout_gen": generator_state(rng),
+    })
+    write_safetensors(os.path.join(out_dir, f"format_{name}.ckpt.safetensors"), tensors, md)
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.exit("usage: format_writer.py DIR")
+    os.makedirs(argv[1], exist_ok=True)
+    for name, case in CASES.items():
+        write_case(argv[1], name, case)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

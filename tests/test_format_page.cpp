@@ -1,0 +1,91 @@
+// docs/checkpoint-format.md is enough to write qkv's files and models from
+// outside qkv. tests/pytorch/format_writer.py (Python's standard library
+// alone) wrote tests/fixtures/format_<case>.safetensors from the page's facts;
+// tests/pytorch/format_reference.py built the same models in plain torch ops
+// from the page and wrote their logits to tests/fixtures/format_page.safetensors
+// (`make fixtures` regenerates both). qkv must load each file and compute those
+// logits, and its parameter order must be the one the page lists (the writer
+// stored the order it took from the page under a key of its own).
+// tests/cli/format_page.sh has the trainer evaluate, answer and resume from
+// the writer's files.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/qkv_autograd.h"
+#include "checkpoint/model_file.h"
+#include "compare.h"
+#include "fixture.h"
+#include "models/transformer.h"
+
+using namespace qkv;
+using namespace qkv::nn;
+
+namespace {
+
+Tokens tokens_of(const TensorFile& f, const std::string& ids, const std::string& lens) {
+  const Tensor& t = f.get(ids);
+  return Tokens{testing::ids_of(t), t.size(0), t.size(1), testing::ids_of(f.get(lens))};
+}
+
+// The model file of `name`, loaded by qkv as any user's file is, in eval mode.
+std::unique_ptr<Model> load_case(const std::string& name) {
+  std::unique_ptr<Model> m = load_model(fixture_path("format_" + name + ".safetensors"));
+  m->eval();
+  return m;
+}
+
+// named_parameters() against the order the writer took from the page.
+void check_parameter_order(const Model& m, const std::string& name) {
+  const TensorFile f = load_fixture("format_" + name + ".safetensors");
+  const auto page = nlohmann::json::parse(f.metadata.at("writer_parameter_order"))
+                        .get<std::vector<std::string>>();
+  std::vector<std::string> ours;
+  for (const auto& [n, v] : m.named_parameters()) ours.push_back(n);
+  CHECK(ours == page);
+}
+
+// Case `name`'s model file, loaded by qkv as any user's file is: its order
+// of parameters and its logits on the fixture's input against PyTorch's.
+void check_case(const std::string& name) {
+  INFO("case " << name);
+  const TensorFile ref = load_fixture("format_page.safetensors");
+  auto m = load_case(name);
+  check_parameter_order(*m, name);
+  NoGradGuard no_grad;
+  Var logits;
+  const std::string in = name + ".in.";
+  if (auto* s2s = dynamic_cast<Seq2SeqTransformer*>(m.get()))
+    logits = s2s->forward(tokens_of(ref, in + "src", in + "src_lens"),
+                          tokens_of(ref, in + "tgt", in + "tgt_lens"));
+  else if (auto* gpt = dynamic_cast<GPT*>(m.get()))
+    logits = gpt->forward(tokens_of(ref, in + "ids", in + "lens"));
+  else
+    logits = dynamic_cast<EncoderOnlyModel&>(*m).forward(tokens_of(ref, in + "ids", in + "lens"));
+  testing::check_close_to_scale(logits.data(), ref.get(name + ".out.logits"), name + " logits");
+}
+
+}  // namespace
+
+// Post-LN, tied, sinusoidal, d_k set apart; Pre-LN, learned positions,
+// untied, sparse self-attention (standard cross-attention), dropout in the
+// config (none in eval).
+TEST_CASE("format page: seq2seq files written from the page alone load and give PyTorch's logits") {
+  check_case("seq2seq");
+  check_case("seq2seq_preln");
+}
+
+// Pre-LN, untied, GELU, linear kernel; Post-LN, tied, sparse under the causal mask.
+TEST_CASE("format page: gpt files written from the page alone load and give PyTorch's logits") {
+  check_case("gpt");
+  check_case("gpt_tied");
+}
+
+// Post-LN, unscaled sparse attention; Pre-LN, GELU, d_k set apart.
+TEST_CASE("format page: encoder files written from the page alone load and give PyTorch's logits") {
+  check_case("encoder");
+  check_case("encoder_preln");
+}
