@@ -31,6 +31,7 @@
 #include "nn/dropout.h"
 #include "nn/layernorm.h"
 #include "nn/rmsnorm.h"
+#include "nn/swiglu.h"
 #include "tests/test_seed.h"
 
 using namespace qkv;
@@ -273,6 +274,7 @@ TEST_CASE(
   x = nn::layer_norm(x, gamma, beta);
   x = nn::add_layer_norm(x, a, gamma, beta);
   x = nn::add_rms_norm(nn::rms_norm(x, gamma), a, gamma);
+  x = nn::swiglu(x, w, w, w);
   Generator drop(1);
   x = nn::dropout(x, real(0.5), drop);
   x = permute(reshape(x, {3, 2}), {1, 0});

@@ -628,6 +628,29 @@ def make_rmsnorm(filename, seed):
     write(filename, rec, meta)
 
 
+def swiglu_reference(x, w_gate, w_up, w_down):
+    """SwiGLU (Shazeer 2020; Llama's feed-forward) from plain torch ops: PyTorch
+    1.13 has no module for it. y = (silu(x Wg^T) * (x Wu^T)) Wd^T, no biases."""
+    return (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
+def make_swiglu(filename, seed):
+    """nn::SwiGLU against swiglu_reference in float64; loss = sum(y * upstream)."""
+    init = Init(seed)
+    d, f = 8, 16
+    params = {"gate.weight": init.normal((f, d), 0.8), "up.weight": init.normal((f, d), 0.8),
+              "down.weight": init.normal((d, f), 0.5)}
+    p = {k: v.clone().requires_grad_() for k, v in params.items()}
+    x = init.normal((2, 5, d)).requires_grad_()
+    up = init.normal((2, 5, d))
+    y = swiglu_reference(x, p["gate.weight"], p["up.weight"], p["down.weight"])
+    (y * up).sum().backward()
+    rec = layer_case("swiglu", None, params, {"x": x, "upstream": up}, {"y": y},
+                     {"x": x.grad, **{k: v.grad for k, v in p.items()}})
+    write(filename, rec, {"d": d, "f": f, "loss": "sum(swiglu.out.y * swiglu.in.upstream)",
+                          "reference": "(silu(x Wg^T) * (x Wu^T)) Wd^T, plain torch ops in float64"})
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     make_seq2seq("seq2seq_postln.safetensors", seed=1, norm_first=False,
@@ -640,6 +663,7 @@ def main():
     make_attention_kernels("attention_kernels.safetensors", seed=6)
     make_attention_head_size("attention_head_size.safetensors", seed=7)
     make_rmsnorm("rmsnorm.safetensors", seed=8)
+    make_swiglu("swiglu.safetensors", seed=9)
     # The format page's proof: model files written by the standard-library
     # writer (format_writer.py) and their logits from the page's forward pass.
     format_reference.main()
