@@ -31,6 +31,7 @@
 #include "nn/dropout.h"
 #include "nn/layernorm.h"
 #include "nn/rmsnorm.h"
+#include "nn/rope.h"
 #include "nn/swiglu.h"
 #include "tests/test_seed.h"
 
@@ -275,6 +276,7 @@ TEST_CASE(
   x = nn::add_layer_norm(x, a, gamma, beta);
   x = nn::add_rms_norm(nn::rms_norm(x, gamma), a, gamma);
   x = nn::swiglu(x, w, w, w);
+  x = reshape(nn::rope(reshape(x, {1, 3, 2}), 1, 10000, 2), {2, 3});  // T 3, d_k 2
   Generator drop(1);
   x = nn::dropout(x, real(0.5), drop);
   x = permute(reshape(x, {3, 2}), {1, 0});

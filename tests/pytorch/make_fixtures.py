@@ -651,6 +651,32 @@ def make_swiglu(filename, seed):
                           "reference": "(silu(x Wg^T) * (x Wu^T)) Wd^T, plain torch ops in float64"})
 
 
+def rope_reference(x, heads, pos0, base=10000.0):
+    """Rotary position embedding as Meta's Llama writes it: each head's adjacent
+    pairs (x_2i, x_2i+1) as complex numbers, times exp(i (pos0 + t) theta_i),
+    theta_i = base^(-2i / d_k). x (B, T, H*d_k), float64."""
+    B, T, E = x.shape
+    d_k = E // heads
+    theta = base ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)  # (d_k/2)
+    angles = torch.outer(torch.arange(pos0, pos0 + T, dtype=torch.float64), theta)  # (T, d_k/2)
+    rot = torch.polar(torch.ones_like(angles), angles)  # exp(i angle)
+    xc = torch.view_as_complex(x.reshape(B, T, heads, d_k // 2, 2))
+    return torch.view_as_real(xc * rot[None, :, None, :]).reshape(B, T, E)
+
+
+def make_rope(filename, seed):
+    """nn::rope against rope_reference in float64; loss = sum(y * upstream)."""
+    init = Init(seed)
+    x = init.normal((2, 6, 2 * 8)).requires_grad_()
+    up = init.normal((2, 6, 2 * 8))
+    y = rope_reference(x, heads=2, pos0=5)
+    (y * up).sum().backward()
+    rec = layer_case("rope", None, {}, {"x": x, "upstream": up}, {"y": y}, {"x": x.grad})
+    write(filename, rec, {"heads": 2, "pos0": 5, "base": 10000,
+                          "loss": "sum(rope.out.y * rope.in.upstream)",
+                          "reference": "pairs as complex numbers times exp(i t theta), float64"})
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     make_seq2seq("seq2seq_postln.safetensors", seed=1, norm_first=False,
@@ -664,6 +690,7 @@ def main():
     make_attention_head_size("attention_head_size.safetensors", seed=7)
     make_rmsnorm("rmsnorm.safetensors", seed=8)
     make_swiglu("swiglu.safetensors", seed=9)
+    make_rope("rope.safetensors", seed=10)
     # The format page's proof: model files written by the standard-library
     # writer (format_writer.py) and their logits from the page's forward pass.
     format_reference.main()
