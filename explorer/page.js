@@ -337,7 +337,7 @@
     if (typeof svgPanZoom === 'function') {
       panZoom = svgPanZoom(svg, { controlIconsEnabled: true, fit: true, center: true, minZoom: 0.2, maxZoom: 30, dblClickZoomEnabled: false });
       // A graph fitted whole is often too small to read (part 2's labels
-      // came out at 6 px): zoom until the labels are READABLE_PX high, and
+      // came out 8.4 px high at 1600x1000): zoom until they are READABLE_PX, and
       // let the view follow the selected box (select() pans to it).
       const px = labelPx();
       if (px > 0 && px < READABLE_PX) panZoom.zoom(panZoom.getZoom() * READABLE_PX / px);
@@ -370,10 +370,10 @@
     const fd = fdTotals(tr);
     let h = `<b>${esc(tr.title)}</b> &middot; loss ${fmt(tr.loss_value)} &middot; ${tr.nodes.length} variables,
       ${tr.forward_order.length} ops &middot; every number computed in <b>${tr.precision}</b>`;
-    if (fd) h += ` &middot; <a id="fd-link" class="node-link" title="open the first checked parameter and its proof">finite differences: ${fd.checked} checks, <span class="${fd.failed ? 'bad' : 'ok'}">${fd.failed ? fd.failed + ' fail' : 'all pass'}</span></a>, largest relative error ${fd.maxRel.toExponential(1)}`;
+    if (fd) h += ` &middot; <a id="fd-link" class="node-link" href="#" title="open the first checked parameter and its proof">finite differences: ${fd.checked} checks, <span class="${fd.failed ? 'bad' : 'ok'}">${fd.failed ? fd.failed + ' fail' : 'all pass'}</span></a>, largest relative error ${fd.maxRel.toExponential(1)}`;
     if (tr.description) h += `<div class="hint">${esc(tr.description)}</div>`;
     $('summary').innerHTML = h;
-    if (fd) $('fd-link').addEventListener('click', openFirstProof);
+    if (fd) $('fd-link').addEventListener('click', e => { e.preventDefault(); openFirstProof(); });
   }
 
   // The summary's link: the first checked parameter (else input), its
