@@ -6,6 +6,8 @@
 #   make test SANITIZE=1   the same under AddressSanitizer + UBSan
 #   make test-faults       SIGKILL the trainer 100 times while it checkpoints
 #   make demo       train the reverse task (examples/train)
+#   make step       the gradient step-through (examples/step_through)
+#   make V=1 ...    show every compiler command (demo and step build quietly)
 #   make bench      benchmarks -> BENCHMARKS.md
 #   make ablate     the paper's Table 3 and design claims at laptop scale -> ABLATIONS.md
 #                   (ABLATE_ROWS=A one group, ABLATE_SEEDS, ABLATE_STEPS, ABLATE_JOBS)
@@ -201,10 +203,21 @@ endif
 test-faults: $(B32)/train
 	@QKV_BIN=$(B32) QKV_KILL_TRIES=100 QKV_CLI_ONLY=train_kill bash tests/run_all.sh
 
-demo: $(B32)/train
+# `make demo` and `make step` build their program quietly, one line instead
+# of the compiler's (warnings and errors still show; `make V=1 step` shows
+# every command), so that the program's output is what a learner reads.
+# The inner make gets the command line's variables (MAKEOVERRIDES) and,
+# like mpi-train's, its own jobs.
+quiet_build = @echo "building $(1) ..."; \
+	env -u MAKEFLAGS -u MFLAGS $(MAKE) --no-print-directory $(if $(filter 1,$(V)),,-s) \
+	  $(MAKEOVERRIDES) $(1)
+
+demo:
+	$(call quiet_build,$(B32)/train)
 	$(B32)/train --task reverse
 
-step: $(B32)/step_through
+step:
+	$(call quiet_build,$(B32)/step_through)
 	$(B32)/step_through
 
 # The gradient explorer on the step-through's examples: one HTML file (docs/explorer.md).

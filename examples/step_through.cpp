@@ -292,14 +292,54 @@ void attention_step(const TinyRun& r) {
   side_by_side("P by hand (T,S)", c.P, "P saved by the engine's fused op", c.P_engine);
   side_by_side("P (T,S)", c.P, "dP (T,S)", c.dP);
   std::printf("   rowsum(dP * P) (T)  %s\n", row_text(hand::transpose(c.rowdot), 0).c_str());
-  side_by_side("dZ by hand", c.dZ, "dZ from the engine (softmax op)", c.dZ_engine);
+  side_by_side("dZ by hand", c.dZ, "dZ recomposed (qkv's softmax op)", c.dZ_engine);
+  std::printf(
+      " The fused op keeps its dZ in scratch: \"recomposed\" is this head\n"
+      " rebuilt from qkv's matmul and softmax ops on the same Q_h, K_h, V_h, dO_h.\n");
   std::printf(
       "\n Then through the input projections (all heads): dxq = dQ Wq and\n"
       " dxkv = dK Wk + dV Wv, against the fused multi_head_attention backward.\n"
-      " By hand vs engine, max |a - b| / max |b|:\n"
+      " By hand vs engine (dZ: vs recomposed), max |a - b| / max |b|:\n"
       "   P %.1e, dZ %.1e, dxq %.1e, dxkv (the encoder output) %.1e\n",
       relative_gap(c.P, c.P_engine), relative_gap(c.dZ, c.dZ_engine),
       relative_gap(c.dxq, c.dxq_engine), relative_gap(c.dxkv, c.dxkv_engine));
+}
+
+// Why an untrained model's loss is not ln V. Per position, with z the (V)
+// logits and t the target, the loss is lse(z) - z_t, and exactly
+//   lse(z) - z_t = ln V + ln(mean(exp(z - mean z))) + (mean z - z_t):
+// the uniform guess, the spread of the logits (>= 0, about var(z)/2 when
+// small) and how far the target's logit sits below its row's mean.
+void loss_above_uniform(const TinyRun& r) {
+  const Mat z = to_mat(r.logits.data());  // (T,V)
+  const double lnV = std::log(static_cast<double>(z.cols));
+  double spread = 0, below = 0, var = 0;
+  int64_t n = 0;
+  for (int64_t i = 0; i < z.rows; ++i) {
+    const int64_t t = r.ex.tgt_out[static_cast<size_t>(i)];
+    if (t == 0) continue;  // pad: ignored by the loss
+    double mean = 0, e = 0, v = 0;
+    for (int64_t j = 0; j < z.cols; ++j) mean += z(i, j) / z.cols;
+    for (int64_t j = 0; j < z.cols; ++j) {
+      e += std::exp(z(i, j) - mean) / z.cols;
+      v += (z(i, j) - mean) * (z(i, j) - mean) / z.cols;
+    }
+    spread += std::log(e);
+    below += mean - z(i, t);
+    var += v;
+    ++n;
+  }
+  spread /= n, below /= n, var /= n;
+  std::printf(
+      " Untrained, a model should score near ln V = ln %lld = %.4f (a uniform\n"
+      " guess); this one scores higher because its random logits z are not\n"
+      " flat. Per position, exactly, averaged over its %lld positions:\n"
+      "   loss   = ln V   + ln(mean(exp(z - mean z))) + (mean z - z_target)\n"
+      "   %.4f = %.4f + %.4f (the spread)       + %.4f (chance)\n"
+      " The spread is about var(z)/2 = %.4f: lm_head's xavier-random weights on\n"
+      " LayerNorm's unit-variance rows give logits of variance %.2f. The last\n"
+      " term is this example's luck: its targets' logits sit below the row mean.\n",
+      (long long)z.cols, lnV, (long long)n, lnV + spread + below, lnV, spread, below, var / 2, var);
 }
 
 void part2(const TinyRun& r) {
@@ -316,11 +356,9 @@ void part2(const TinyRun& r) {
       "   src %-10s tgt_in %-10s tgt_out %s\n",
       ids_text(r.ex.src.ids).c_str(), ids_text(r.ex.tgt_in.ids).c_str(),
       ids_text(r.ex.tgt_out).c_str());
-  std::printf(
-      " loss = cross_entropy(logits %s, tgt_out) = %.4f\n"
-      " (a uniform guess over %lld tokens would give ln %lld = %.4f)\n",
-      to_string(r.logits.shape()).c_str(), static_cast<double>(r.loss.item()),
-      (long long)c.tgt_vocab, (long long)c.tgt_vocab, std::log(static_cast<double>(c.tgt_vocab)));
+  std::printf(" loss = cross_entropy(logits %s, tgt_out) = %.4f\n",
+              to_string(r.logits.shape()).c_str(), static_cast<double>(r.loss.item()));
+  loss_above_uniform(r);
   section("2a. Gradient norms");
   grad_norm_table(r);
   layer_norm_step(r);

@@ -339,7 +339,7 @@ struct AttentionBackwardCheck {
   Mat dxq, dxkv;  // (T,D), (S,D), all heads
   // The engine:
   Mat P_engine;                 // (T,S) what the fused op saved for this head
-  Mat dZ_engine;                // (T,S) qkv's softmax op
+  Mat dZ_engine;                // (T,S) recomposed: head rebuilt from qkv's matmul, softmax
   Mat dxq_engine, dxkv_engine;  // the fused op's backward
 };
 
@@ -414,8 +414,8 @@ inline AttentionBackwardCheck attention_backward_by_hand(const nn::MultiHeadAtte
     for (size_t i = 0; i < dPP.a.size(); ++i) dPP.a[i] *= P.a[i];
     c.rowdot = hand::rowsum(dPP);
     c.dZ = dZ;
-    // The engine's dZ: this head from qkv's primitive ops, the scaled scores
-    // keeping their gradient.
+    // dZ recomposed (the fused op keeps its own in scratch): this head
+    // rebuilt from qkv's primitive ops, the scaled scores keeping their gradient.
     auto tensor = [](const Mat& M) {
       return Tensor::from_vector(std::vector<real>(M.a.begin(), M.a.end()), {M.rows, M.cols});
     };

@@ -10,14 +10,21 @@
     .map(s => JSON.parse(s.textContent));
   const docsBase = body.dataset.docsBase || '';
   const state = { t: 0, selected: null, mode: 'backward', step: -1, picked: null };
-  window.qkvExplorer = { traces, state, decode, select, go, setMode, showTrace };
+  window.qkvExplorer = { traces, state, decode, select, go, setMode, showTrace,
+    reveal: id => reveal(boxOf(id)) };
 
   // ---- the page's frame ----------------------------------------------------------------
   body.insertAdjacentHTML('beforeend', `
-<header><h1>qkv gradient explorer</h1><nav id="tabs"></nav><div id="summary"></div></header>
+<header><h1>qkv gradient explorer</h1><nav id="tabs"></nav><div id="summary"></div>
+  <div id="howto" class="hint">Every gradient is proven by finite differences: click
+    <b>finite differences</b> above for the first proof, or click a parameter in an op's
+    inputs, then an outlined cell of its gradient.</div></header>
 <div id="main">
   <div id="graph-wrap"><div id="legend">Arrows follow the forward pass; gradients flow
-      against them. Click a box to inspect it; scroll to zoom, drag to pan.</div>
+      against them. Each box: module: op, output shape,
+      <span id="grad-norm" title="the Frobenius norm of dL/d(output): sqrt(sum of squares)">|grad| =
+      ||dL/d(output)||, the Frobenius norm: sqrt(sum of squares)</span>, the parameters it reads.
+      Click a box to inspect it; scroll to zoom, drag to pan.</div>
     <div id="graph"></div></div>
   <aside id="panel"></aside>
 </div>
@@ -329,18 +336,33 @@
     });
     if (typeof svgPanZoom === 'function') {
       panZoom = svgPanZoom(svg, { controlIconsEnabled: true, fit: true, center: true, minZoom: 0.2, maxZoom: 30, dblClickZoomEnabled: false });
-      // A tall graph (a trained model's) fitted whole is too small to read:
-      // show it as wide as the pane instead, from the top (the inputs).
-      const s = panZoom.getSizes();
-      const w = s.viewBox.width * s.realZoom;
-      if (s.realZoom < 0.5 && w < 0.6 * s.width) {  // fitted text under ~7 px
-        panZoom.zoom(panZoom.getZoom() * 0.95 * s.width / w);  // about the centre
-        panZoom.pan({ x: panZoom.getPan().x, y: 8 });
-      }
+      // A graph fitted whole is often too small to read (part 2's labels
+      // came out 8.4 px high at 1600x1000): zoom until they are READABLE_PX, and
+      // let the view follow the selected box (select() pans to it).
+      const px = labelPx();
+      if (px > 0 && px < READABLE_PX) panZoom.zoom(panZoom.getZoom() * READABLE_PX / px);
     }
     summary();
     select(trace().loss);
     updateStepper();
+  }
+
+  // The smallest font of the boxes' labels as drawn now, in CSS pixels.
+  const READABLE_PX = 12;
+  function labelPx() {
+    let min = Infinity;
+    Object.values(nodeEls).forEach(el => el.querySelectorAll('text').forEach(t => {
+      const size = parseFloat(t.getAttribute('font-size')), m = t.getScreenCTM();
+      if (size > 0 && m) min = Math.min(min, size * Math.hypot(m.a, m.b));
+    }));
+    return min === Infinity ? 0 : min;
+  }
+  // Pan so that a box outside the graph's pane (or at its edge) is centred.
+  function reveal(el) {
+    if (!panZoom || !el) return;
+    const g = $('graph').getBoundingClientRect(), b = el.getBoundingClientRect(), m = 16;
+    if (b.left >= g.left + m && b.right <= g.right - m && b.top >= g.top + m && b.bottom <= g.bottom - m) return;
+    panZoom.panBy({ x: g.left + g.width / 2 - (b.left + b.width / 2), y: g.top + g.height / 2 - (b.top + b.height / 2) });
   }
 
   function summary() {
@@ -348,9 +370,23 @@
     const fd = fdTotals(tr);
     let h = `<b>${esc(tr.title)}</b> &middot; loss ${fmt(tr.loss_value)} &middot; ${tr.nodes.length} variables,
       ${tr.forward_order.length} ops &middot; every number computed in <b>${tr.precision}</b>`;
-    if (fd) h += ` &middot; finite differences: ${fd.checked} checks, <span class="${fd.failed ? 'bad' : 'ok'}">${fd.failed ? fd.failed + ' fail' : 'all pass'}</span>, largest relative error ${fd.maxRel.toExponential(1)}`;
+    if (fd) h += ` &middot; <a id="fd-link" class="node-link" href="#" title="open the first checked parameter and its proof">finite differences: ${fd.checked} checks, <span class="${fd.failed ? 'bad' : 'ok'}">${fd.failed ? fd.failed + ' fail' : 'all pass'}</span></a>, largest relative error ${fd.maxRel.toExponential(1)}`;
     if (tr.description) h += `<div class="hint">${esc(tr.description)}</div>`;
     $('summary').innerHTML = h;
+    if (fd) $('fd-link').addEventListener('click', e => { e.preventDefault(); openFirstProof(); });
+  }
+
+  // The summary's link: the first checked parameter (else input), its
+  // gradient's checked cell picked and its proof shown.
+  function openFirstProof() {
+    const tr = trace(), checks = tr.finite_differences.checks;
+    const c = checks.find(c => tr.nodes[c[0]].parameter) || checks[0];
+    const [id, k] = c;
+    select(id);
+    const cell = panel.querySelector(`[data-role="grad"] td[data-i="${k}"]`);
+    if (cell) cell.classList.add('picked');
+    showProof(id, k);
+    $('proof').scrollIntoView({ block: 'nearest' });
   }
 
   // The box a node is drawn in: its own, or for a leaf folded into the op
@@ -365,7 +401,7 @@
     state.selected = id;
     Object.values(nodeEls).forEach(el => el.classList.remove('selected'));
     const el = boxOf(id);
-    if (el) el.classList.add('selected');
+    if (el) { el.classList.add('selected'); reveal(el); }
     showPanel(id);
   }
 

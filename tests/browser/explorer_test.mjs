@@ -10,7 +10,14 @@
 //   - every finite-difference check of the page passes, re-judged here from
 //     its numbers, covers every element of every leaf (or the page's
 //     sample of a large one), and clicking a
-//     gradient cell shows that element's proof.
+//     gradient cell shows that element's proof;
+//   - a newcomer finds the proof from the page: a line under the summary
+//     says how, and the summary's "finite differences" link opens the first
+//     checked parameter with its proof;
+//   - the graph's legend defines |grad|; the boxes' labels are drawn at
+//     least 11 px high at 1600x1000, and the view follows the selected box;
+//   - the heatmaps' numbers have room: at least 3 px between each number
+//     and its cell's edges.
 // Usage: node explorer_test.mjs PAGE.html [SCREENSHOT.png]
 import fs from 'node:fs';
 import puppeteer from 'puppeteer-core';
@@ -35,7 +42,7 @@ const browser = await puppeteer.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   headless: true,
   args: ['--no-sandbox', '--disable-gpu', '--allow-file-access-from-files'],
-  defaultViewport: { width: 1400, height: 850 },
+  defaultViewport: { width: 1600, height: 1000 },
 });
 try {
   const page = await browser.newPage();
@@ -50,11 +57,28 @@ try {
     await page.click(`#tabs button:nth-child(${t + 1})`);
     check(await page.$eval('#panel', p => p.dataset.trace) === String(t), `tab ${t} did not open`);
 
+    // The labels are readable as the page opens (not only after zooming in),
+    // and the legend says what |grad| is.
+    const label_px = await page.$$eval('#graph g.node text', ts => Math.min(...ts.map(t =>
+      parseFloat(t.getAttribute('font-size')) * Math.hypot(t.getScreenCTM().a, t.getScreenCTM().b))));
+    check(label_px >= 11, `trace ${t}: graph labels drawn ${label_px.toFixed(1)} px high, under 11 px`);
+    const legend = await page.$eval('#legend', l => l.textContent.replace(/\s+/g, ' '));
+    check(legend.includes('|grad|') && legend.includes('Frobenius norm') &&
+      legend.includes('sqrt(sum of squares)'), `legend does not define |grad|: ${legend}`);
+    const howto = await page.$eval('#howto', h => h.textContent.replace(/\s+/g, ' '));
+    check(howto.includes('finite differences') && howto.includes('outlined cell'),
+      `no line says how to reach a proof: ${howto}`);
+
     // Click the named node: the last attention op if any, else the softmax.
     const target = [...tr.nodes].reverse().find(n => n.op === 'multi_head_attention') ||
       tr.nodes.find(n => n.op === 'softmax');
     check(target, `trace ${t}: no attention or softmax node`);
-    await page.click(`#graph g.node[data-node="${target.id}"]`);
+    // Pan to it first, as a learner would: the graph opens zoomed to read.
+    const click_node = async id => {
+      await page.evaluate(id => window.qkvExplorer.reveal(id), id);
+      await page.click(`#graph g.node[data-node="${id}"]`);
+    };
+    await click_node(target.id);
     const shown = await page.$eval('#panel', p => ({
       node: p.dataset.node,
       title: p.querySelector('h2').firstChild.textContent,
@@ -84,6 +108,11 @@ try {
       visited.push(+await page.$eval('#panel', p => p.dataset.node));
       // The loss's op sends its gradient along an edge of the drawing: lit.
       if (k === 0) check(await page.$$eval('#graph g.edge.lit', es => es.length) > 0, 'step 1 lights no edge');
+      // The view follows the step: the op's box is inside the graph's pane.
+      check(await page.$$eval('#graph g.node.current', els => els.every(el => {
+        const b = el.getBoundingClientRect(), g = document.getElementById('graph').getBoundingClientRect();
+        return b.left >= g.left && b.right <= g.right && b.top >= g.top && b.bottom <= g.bottom;
+      })), `backward step ${k + 1}: the op's box is outside the graph pane`);
       const count = await page.$eval('#step-count', s => s.textContent);
       check(count === `step ${k + 1} of ${tr.backward_order.length}`, `step counter says "${count}"`);
     }
@@ -121,12 +150,40 @@ try {
     check(summary.includes(`${fd.checks.length} checks`) && summary.includes('all pass'),
       `summary says: ${summary}`);
 
+    // The summary's "finite differences" opens the first checked parameter
+    // (an input when no parameter is checked) with its first check's proof.
+    await page.click('#fd-link');
+    const first = fd.checks.find(c => tr.nodes[c[0]].parameter) || fd.checks[0];
+    const opened = await page.$eval('#panel', p => {
+      const b = p.querySelector('#proof');
+      return { node: +p.dataset.node, index: b && +b.dataset.index,
+        engine: b && b.querySelector('.engine') && +b.querySelector('.engine').textContent,
+        fd: b && b.querySelector('.fd') && +b.querySelector('.fd').textContent,
+        picked: [...p.querySelectorAll('[data-role="grad"] td.picked')].map(td => +td.dataset.i) };
+    });
+    check(opened.node === first[0] && opened.index === first[1] && opened.engine === first[2] &&
+      opened.fd === first[3], `the finite-differences link opened node ${opened.node} element ` +
+      `${opened.index}, not the first check (node ${first[0]} element ${first[1]})`);
+    check(JSON.stringify(opened.picked) === JSON.stringify([first[1]]), 'the proved cell is not marked');
+    check(await page.$eval('#proof', b => { const r = b.getBoundingClientRect();
+      return r.top >= 0 && r.bottom <= innerHeight; }), 'the proof opened out of sight');
+
+    // Every number in the panel's heatmaps keeps 3 px from its cell's edges.
+    const tight = await page.$$eval('#panel .heat td.num', tds => tds.map(td => {
+      const range = document.createRange();
+      range.selectNodeContents(td);
+      const r = range.getBoundingClientRect(), c = td.getBoundingClientRect();
+      return { text: td.textContent, gap: Math.min(r.left - c.left, c.right - r.right) };
+    }).filter(x => x.gap < 3));
+    check(tight.length === 0, `numbers touch their cells' edges: ${tight.slice(0, 3).map(x =>
+      x.text + ' (' + x.gap.toFixed(1) + ' px)').join(', ')}`);
+
     // A leaf's proof: reach it from an op's input list (parameters are folded
     // into their op) or its own node, then click a gradient cell.
     const leaf = tr.nodes.find(n => n.kind === 'leaf' && n.shape.length === 2) ||
       tr.nodes.find(n => n.kind === 'leaf');
     const reader = tr.nodes.find(n => n.kind === 'op' && n.inputs.includes(leaf.id));
-    await page.click(`#graph g.node[data-node="${reader.id}"]`);
+    await click_node(reader.id);
     await page.click(`#panel a.node-link[data-node="${leaf.id}"]`);
     check(await page.$eval('#panel', p => p.dataset.node) === String(leaf.id), 'leaf link did not open it');
     const cells = await page.$$('#panel [data-role="grad"] td');

@@ -38,7 +38,21 @@ narrow "part 1"
 # Part 2: LayerNorm and attention by hand against the engine, ~1e-7 relative.
 expect_ok "$QKV_BIN/step_through" --part 2
 expect_out "dx      by hand vs engine "
-expect_out "dZ by hand                         dZ from the engine (softmax op)"
+# dZ is not the fused op's (kept in scratch) but the head recomposed from
+# qkv's ops, and says so.
+expect_out "dZ by hand                         dZ recomposed (qkv's softmax op)"
+grep -q "from the engine" "$QKV_TMP/out" && fail "a recomposed column is labelled \"from the engine\""
+# The untrained loss against ln V: the line says what to expect and why this
+# one differs, as a sum that adds up to the loss printed above it.
+expect_out "Untrained, a model should score near ln V = ln 8 = 2.0794"
+loss=$(sed -n 's/^ loss = cross_entropy(logits (1,4,8), tgt_out) = //p' "$QKV_TMP/out")
+read -r total lnv spread chance < <(sed -n \
+  's/^ *\([0-9.]*\) = \([0-9.]*\) + \([0-9.]*\) (the spread) *+ \(-\{0,1\}[0-9.]*\) (chance)$/\1 \2 \3 \4/p' "$QKV_TMP/out")
+[ -n "${chance:-}" ] || fail "no line splits the loss into ln V + spread + chance"
+awk -v l="$loss" -v t="$total" -v v="$lnv" -v s="$spread" -v c="$chance" 'BEGIN {
+  d = v + s + c - l; e = t - l
+  exit !(l > v && (d < 0 ? -d : d) <= 2e-4 && (e < 0 ? -e : e) <= 1e-4 && (v - log(8)) ^ 2 < 1e-8 && s > 0) }' ||
+  fail "loss $loss is not ln V $lnv + spread $spread + chance $chance (total $total)"
 narrow "part 2"
 grep -q "backward order" "$QKV_TMP/out" && fail "printed the backward order without --order"
 # --order: a numbered list of the ops backward visits, the loss's node first,
