@@ -48,7 +48,7 @@ endif
 
 CXXFLAGS := -std=c++17 -Wall -Wextra -Wno-unused-parameter -fno-math-errno -fno-trapping-math -fopenmp $(OPT) -I. -I$(BLAS_INC) -MMD -MP
 LDFLAGS  := -fopenmp $(LDOPT) -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB)
-LDLIBS   := -lxsmm -lopenblas -lpthread -lrt -ldl -lm
+LDLIBS   := -lxsmm -lopenblas -lpcre2-8 -lpthread -lrt -ldl -lm
 
 # The library's folders, each including only from itself and those before it
 # (tests/cli/layering.sh checks every #include against this order).

@@ -1,0 +1,304 @@
+// The byte-level BPE tokenizer (data/bpe.h), read top to bottom:
+//   1. the pre-split: PCRE2 cuts the text into chunks
+//   2. training: count pairs, merge the most frequent, update only the chunks
+//      that held it
+//   3. encoding a chunk: merges applied lowest id first, from a heap
+//   4. decoding, and the tokenizer from saved merges
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "data/bpe.h"
+
+#include <pcre2.h>
+
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace qkv::data {
+
+const char* const BPE::kGPT4Pattern =
+    R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
+
+namespace {
+uint64_t pair_key(int32_t a, int32_t b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
+}  // namespace
+
+// ============================================================================
+// 1. The pre-split
+// ============================================================================
+// The pattern runs in UTF mode with Unicode properties (\p{L} letters, \p{N}
+// numbers), and PCRE2_MATCH_INVALID_UTF lets it run on any bytes: invalid
+// UTF-8 is never part of a match, and split() makes each gap between matches
+// a chunk of its own, so the chunks always add up to the text.
+
+struct BPE::Impl {
+  pcre2_code* code = nullptr;
+  std::unordered_map<uint64_t, int32_t> merged;  // (a, b) -> the token they make
+  ~Impl() {
+    if (code) pcre2_code_free(code);
+  }
+};
+
+std::vector<std::string> BPE::split(const std::string& text) const {
+  std::vector<std::string> chunks;
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(impl_->code, nullptr);
+  if (!md) throw Error("BPE: out of memory for the pattern's match data");
+  const auto* s = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t at = 0;
+  while (at < text.size()) {
+    const int rc = pcre2_match(impl_->code, s, text.size(), at, 0, md, nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      pcre2_match_data_free(md);
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(rc, msg, sizeof msg);
+      throw Error(std::string("BPE: the pre-split pattern failed at byte ") + std::to_string(at) +
+                  ": " + reinterpret_cast<const char*>(msg));
+    }
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    const size_t start = ov[0], end = ov[1];
+    if (start > at) chunks.emplace_back(text, at, start - at);  // bytes no alternative matched
+    if (end == start) {  // an empty match: step over one byte, keeping it
+      chunks.emplace_back(text, start, 1);
+      at = start + 1;
+      continue;
+    }
+    chunks.emplace_back(text, start, end - start);
+    at = end;
+  }
+  if (at < text.size()) chunks.emplace_back(text, at, text.size() - at);
+  pcre2_match_data_free(md);
+  return chunks;
+}
+
+// ============================================================================
+// 2. Training
+// ============================================================================
+// The text's chunks are counted once (a word that appears 500 times is one
+// chunk with count 500). Pair counts are kept in a map and offered to a
+// max-heap; when a pair's count changes, its new count is pushed and stale
+// entries are skipped as they surface. A merge rewrites only the chunks that
+// hold the pair (where[pair]): their pairs are taken out of the counts, the
+// pair is replaced, and their pairs are counted back in.
+
+BPE BPE::train(const std::string& text, int64_t vocab_size, const std::string& pattern) {
+  if (vocab_size < 256)
+    throw Error("BPE: vocab_size " + std::to_string(vocab_size) +
+                " is below 256 (every byte is a token before any merge)");
+  BPE base({}, pattern);
+  // Unique chunks (cut to kTrainChunkBytes pieces) and their counts.
+  std::unordered_map<std::string, int64_t> counted;
+  for (const std::string& c : base.split(text))
+    for (size_t p = 0; p < c.size(); p += kTrainChunkBytes)
+      ++counted[c.substr(p, kTrainChunkBytes)];
+  // Sorted, so training does not depend on the hash map's order.
+  std::vector<std::pair<std::string, int64_t>> uniq(counted.begin(), counted.end());
+  std::sort(uniq.begin(), uniq.end());
+  std::vector<std::vector<int32_t>> words(uniq.size());
+  std::vector<int64_t> freq(uniq.size());
+  for (size_t w = 0; w < uniq.size(); ++w) {
+    for (unsigned char ch : uniq[w].first) words[w].push_back(ch);
+    freq[w] = uniq[w].second;
+  }
+
+  std::unordered_map<uint64_t, int64_t> count;                // pair -> occurrences
+  std::unordered_map<uint64_t, std::vector<uint32_t>> where;  // pair -> chunks (may be stale)
+  // The heap: the largest count first, then the smallest pair.
+  using Entry = std::pair<int64_t, uint64_t>;
+  auto worse = [](const Entry& x, const Entry& y) {
+    return x.first != y.first ? x.first < y.first : x.second > y.second;
+  };
+  std::priority_queue<Entry, std::vector<Entry>, decltype(worse)> heap(worse);
+  std::unordered_set<uint64_t> touched;
+  auto add_pairs = [&](uint32_t w, int64_t sign) {
+    const std::vector<int32_t>& ids = words[w];
+    for (size_t i = 0; i + 1 < ids.size(); ++i) {
+      const uint64_t k = pair_key(ids[i], ids[i + 1]);
+      count[k] += sign * freq[w];
+      touched.insert(k);
+      if (sign > 0) where[k].push_back(w);
+    }
+  };
+  for (uint32_t w = 0; w < words.size(); ++w) add_pairs(w, +1);
+  for (const auto& [k, c] : count) heap.push({c, k});
+  touched.clear();
+
+  std::vector<std::pair<int32_t, int32_t>> merges;
+  const int64_t want = vocab_size - 256;
+  while (static_cast<int64_t>(merges.size()) < want) {
+    // The most frequent pair whose heap entry is current.
+    while (!heap.empty()) {
+      const auto [c, k] = heap.top();
+      auto it = count.find(k);
+      if (it != count.end() && it->second == c) break;
+      heap.pop();
+    }
+    if (heap.empty() || heap.top().first < 2)
+      throw Error("BPE: vocab_size " + std::to_string(vocab_size) +
+                  " is more than this text allows: " + "after " + std::to_string(merges.size()) +
+                  " merges no pair of tokens occurs twice (the largest vocabulary is " +
+                  std::to_string(256 + merges.size()) + ")");
+    const uint64_t k = heap.top().second;
+    heap.pop();
+    const int32_t a = static_cast<int32_t>(k >> 32), b = static_cast<int32_t>(k & 0xffffffffu);
+    const int32_t id = static_cast<int32_t>(256 + merges.size());
+    merges.emplace_back(a, b);
+    std::vector<uint32_t> holders;
+    holders.swap(where[k]);
+    std::sort(holders.begin(), holders.end());
+    holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
+    for (uint32_t w : holders) {
+      std::vector<int32_t>& ids = words[w];
+      bool has = false;
+      for (size_t i = 0; i + 1 < ids.size() && !has; ++i) has = ids[i] == a && ids[i + 1] == b;
+      if (!has) continue;  // a stale entry: merged away earlier
+      add_pairs(w, -1);
+      std::vector<int32_t> out;
+      out.reserve(ids.size());
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (i + 1 < ids.size() && ids[i] == a && ids[i + 1] == b) {
+          out.push_back(id);
+          ++i;
+        } else {
+          out.push_back(ids[i]);
+        }
+      }
+      ids.swap(out);
+      add_pairs(w, +1);
+    }
+    count.erase(k);
+    for (uint64_t t : touched) {
+      auto it = count.find(t);
+      if (it == count.end()) continue;
+      if (it->second <= 0) {
+        count.erase(it);
+        where.erase(t);
+      } else {
+        heap.push({it->second, t});
+      }
+    }
+    touched.clear();
+  }
+  return BPE(std::move(merges), pattern);
+}
+
+// ============================================================================
+// 3. Encoding a chunk
+// ============================================================================
+// The merges are applied in the order they were learned: of all adjacent
+// pairs that have a merge, the one with the lowest merged id goes first.
+// The chunk's tokens are a linked list and the candidate pairs a min-heap of
+// (merged id, position), so a chunk of n bytes costs O(n log n), not O(n^2).
+
+std::vector<int32_t> BPE::encode_chunk(const std::string& chunk) const {
+  const size_t n = chunk.size();
+  std::vector<int32_t> id(n);
+  std::vector<int64_t> prev(n), next(n);
+  for (size_t i = 0; i < n; ++i) {
+    id[i] = static_cast<unsigned char>(chunk[i]);
+    prev[i] = static_cast<int64_t>(i) - 1;
+    next[i] = i + 1 < n ? static_cast<int64_t>(i + 1) : -1;
+  }
+  using Cand = std::tuple<int32_t, int64_t, int32_t, int32_t>;  // merged id, left pos, a, b
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
+  auto offer = [&](int64_t i) {
+    if (i < 0 || next[i] < 0) return;
+    auto it = impl_->merged.find(pair_key(id[i], id[next[i]]));
+    if (it != impl_->merged.end()) heap.push({it->second, i, id[i], id[next[i]]});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) offer(static_cast<int64_t>(i));
+  std::vector<bool> gone(n, false);
+  while (!heap.empty()) {
+    const auto [m, i, a, b] = heap.top();
+    heap.pop();
+    // Stale if either side changed since the candidate was offered.
+    if (gone[i] || next[i] < 0 || id[i] != a || id[next[i]] != b) continue;
+    const int64_t j = next[i];
+    id[i] = m;  // i becomes the merged token; j leaves the list
+    gone[j] = true;
+    next[i] = next[j];
+    if (next[j] >= 0) prev[next[j]] = i;
+    offer(prev[i]);
+    offer(i);
+  }
+  std::vector<int32_t> out;
+  for (int64_t i = n ? 0 : -1; i >= 0; i = next[i]) out.push_back(id[i]);
+  return out;
+}
+
+std::vector<int32_t> BPE::encode(const std::string& bytes) const {
+  std::vector<int32_t> out;
+  // A cache for chunks seen before (most words repeat), bounded: it is
+  // emptied when full rather than allowed to grow with the text.
+  std::unordered_map<std::string, std::vector<int32_t>> cache;
+  for (const std::string& c : split(bytes)) {
+    auto it = cache.find(c);
+    if (it == cache.end()) {
+      if (cache.size() >= (1u << 16)) cache.clear();
+      it = cache.emplace(c, encode_chunk(c)).first;
+    }
+    out.insert(out.end(), it->second.begin(), it->second.end());
+  }
+  return out;
+}
+
+// ============================================================================
+// 4. Decoding, and the tokenizer from merges
+// ============================================================================
+
+std::string BPE::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t t : ids) {
+    if (t < 0 || t >= vocab_size())
+      throw Error("BPE::decode: token " + std::to_string(t) + " is out of range [0, " +
+                  std::to_string(vocab_size()) + ")");
+    out += bytes_[static_cast<size_t>(t)];
+  }
+  return out;
+}
+
+BPE BPE::from_merges(std::vector<std::pair<int32_t, int32_t>> merges, const std::string& pattern) {
+  return BPE(std::move(merges), pattern);
+}
+
+BPE::BPE(std::vector<std::pair<int32_t, int32_t>> merges, const std::string& pattern)
+    : merges_(std::move(merges)), pattern_(pattern), impl_(std::make_unique<Impl>()) {
+  int err = 0;
+  PCRE2_SIZE at = 0;
+  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &at, nullptr);
+  if (!impl_->code) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof msg);
+    throw Error("BPE: the pre-split pattern does not compile at offset " + std::to_string(at) +
+                ": " + reinterpret_cast<const char*>(msg));
+  }
+  pcre2_jit_compile(impl_->code, PCRE2_JIT_COMPLETE);  // faster where JIT is there; optional
+  bytes_.reserve(256 + merges_.size());
+  for (int c = 0; c < 256; ++c) bytes_.emplace_back(1, static_cast<char>(c));
+  for (size_t k = 0; k < merges_.size(); ++k) {
+    const auto [a, b] = merges_[k];
+    const int32_t id = static_cast<int32_t>(256 + k);
+    if (a < 0 || b < 0 || a >= id || b >= id)
+      throw Error("BPE: merge " + std::to_string(k) + " (" + std::to_string(a) + ", " +
+                  std::to_string(b) + ") names a token not made before token " +
+                  std::to_string(id));
+    if (!impl_->merged.emplace(pair_key(a, b), id).second)
+      throw Error("BPE: merge " + std::to_string(k) + " (" + std::to_string(a) + ", " +
+                  std::to_string(b) + ") repeats an earlier merge");
+    bytes_.push_back(bytes_[static_cast<size_t>(a)] + bytes_[static_cast<size_t>(b)]);
+  }
+}
+
+BPE::BPE(BPE&&) noexcept = default;
+BPE& BPE::operator=(BPE&&) noexcept = default;
+BPE::~BPE() = default;
+
+}  // namespace qkv::data
