@@ -208,7 +208,9 @@ step: $(B32)/step_through
 	$(B32)/step_through
 
 # The gradient explorer on the step-through's examples: one HTML file (docs/explorer.md).
-explore: $(B32)/step_through $(B64)/step_through
+# It also builds the float64 train, so that `train --load M --explain TEXT --html
+# PAGE` (README.md) works after make demo and make explore.
+explore: $(B32)/step_through $(B32)/train $(EXPLORER64)
 	$(B32)/step_through --html $(BUILD)/explorer.html
 
 bench: $(BENCHES)
