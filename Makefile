@@ -9,7 +9,8 @@
 #   make bench      benchmarks -> BENCHMARKS.md
 #   make ablate     the paper's Table 3 and design claims at laptop scale -> ABLATIONS.md
 #                   (ABLATE_ROWS=A one group, ABLATE_SEEDS, ABLATE_STEPS, ABLATE_JOBS)
-#   make install PREFIX=/opt/qkv   headers, libqkv.a and lib/pkgconfig/qkv.pc (DESTDIR honoured)
+#   make install PREFIX=/opt/qkv   headers, libqkv.a + lib/pkgconfig/qkv.pc (float32) and
+#                   libqkv64.a + qkv64.pc (float64, for gradcheck) (DESTDIR honoured)
 #   make MPI=1      the same built with OpenMPI into build/rel-mpi-f32 (mpirun -np N .../train)
 
 CXX      ?= g++
@@ -117,6 +118,7 @@ $(B64)/qkv_grad_tests: $(B64)/tests/main.o $(GRAD_SRC:%.cpp=$(B64)/%.o) $(LIB64)
 #   include/qkv/<folder>/*.h for every LAYERS folder (programs #include "models/transformer.h")
 #   lib/libqkv.a                               (the float32 release build)
 #   lib/pkgconfig/qkv.pc                       (every compile and link flag)
+#   lib/libqkv64.a, lib/pkgconfig/qkv64.pc     (the float64 build, -DQKV_DOUBLE: gradcheck at ~1e-6)
 # and builds nothing that is already built. `make` also writes
 # $(B32)/pkgconfig/qkv.pc, the same flags pointing at this tree, for use
 # without installing. Both come from qkv.pc.in. With SANITIZE=1 the
@@ -133,17 +135,19 @@ ifeq ($(SANITIZE),1)
   PC_FLAGS   := -fsanitize=address,undefined -DQKV_NO_ALLOC_CACHE
   PC_LDFLAGS := -fsanitize=address,undefined
 else
-  PC_KIND    := float32 release
+  PC_KIND    := release
   PC_FLAGS   :=
   PC_LDFLAGS :=
 endif
-# $(call write_pc,prefix,includedir,libdir,output file)
+# $(call write_pc,prefix,includedir,libdir,output file[,64]): with 64, the
+# float64 library's qkv64.pc (-lqkv64, -DQKV_DOUBLE).
 define write_pc
 	@mkdir -p $(dir $(4))
 	sed -e 's|@PREFIX@|$(1)|' -e 's|@INCLUDEDIR@|$(2)|' -e 's|@LIBDIR@|$(3)|' \
 	    -e 's|@BLAS_INC@|$(BLAS_INC)|' -e 's|@BLAS_LIB@|$(BLAS_LIB)|' \
 	    -e 's|@VERSION@|$(QKV_VERSION)|' -e 's|@KIND@|$(PC_KIND)|' -e 's|@ISA@|$(BUILD_ISA)|' \
-	    -e 's| @EXTRA_FLAGS@|$(if $(PC_FLAGS), $(PC_FLAGS))|' \
+	    -e 's|@NAME@|qkv$(5)|g' -e 's|@BITS@|$(if $(5),64,32)|g' -e 's|@REAL@|$(if $(5),double,float)|' \
+	    -e 's| @EXTRA_FLAGS@|$(if $(5), -DQKV_DOUBLE)$(if $(PC_FLAGS), $(PC_FLAGS))|' \
 	    -e 's| @EXTRA_LDFLAGS@|$(if $(PC_LDFLAGS), $(PC_LDFLAGS))|' qkv.pc.in > $(4).tmp
 	@mv $(4).tmp $(4)
 endef
@@ -153,7 +157,7 @@ $(PC32): qkv.pc.in Makefile
 	$(call write_pc,$(CURDIR),$${prefix},$(abspath $(B32)),$@)
 
 INSTALL_DIR = $(DESTDIR)$(abspath $(PREFIX))
-install: $(LIB32) qkv.pc.in
+install: $(LIB32) $(LIB64) qkv.pc.in
 	@test -n "$(PREFIX)" || { echo "install: PREFIX is empty"; exit 1; }
 	for d in $(LAYERS); do \
 	  install -d $(INSTALL_DIR)/include/qkv/$$d && install -m 644 $$d/*.h $(INSTALL_DIR)/include/qkv/$$d/ || exit 1; \
@@ -161,6 +165,8 @@ install: $(LIB32) qkv.pc.in
 	install -d $(INSTALL_DIR)/lib/pkgconfig
 	install -m 644 $(LIB32) $(INSTALL_DIR)/lib/libqkv.a
 	$(call write_pc,$(abspath $(PREFIX)),$${prefix}/include/qkv,$${prefix}/lib,$(INSTALL_DIR)/lib/pkgconfig/qkv.pc)
+	install -m 644 $(LIB64) $(INSTALL_DIR)/lib/libqkv64.a
+	$(call write_pc,$(abspath $(PREFIX)),$${prefix}/include/qkv,$${prefix}/lib,$(INSTALL_DIR)/lib/pkgconfig/qkv64.pc,64)
 
 $(B32)/%: $(B32)/examples/%.o $(LIB32)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
