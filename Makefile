@@ -11,7 +11,8 @@
 #   make bench      benchmarks -> BENCHMARKS.md
 #   make ablate     the paper's Table 3 and design claims at laptop scale -> ABLATIONS.md
 #                   (ABLATE_ROWS=A one group, ABLATE_SEEDS, ABLATE_STEPS, ABLATE_JOBS)
-#   make install PREFIX=/opt/qkv   headers, libqkv.a and lib/pkgconfig/qkv.pc (DESTDIR honoured)
+#   make install PREFIX=/opt/qkv   headers, libqkv.a + lib/pkgconfig/qkv.pc (float32) and
+#                   libqkv64.a + qkv64.pc (float64, for gradcheck) (DESTDIR honoured)
 #   make MPI=1      the same built with OpenMPI into build/rel-mpi-f32 (mpirun -np N .../train)
 
 CXX      ?= g++
@@ -37,13 +38,17 @@ else
 endif
 
 # MPI=1: data-parallel training over MPI (dist/distributed.cpp with
-# -DQKV_MPI), compiled by OpenMPI's mpicxx into its own directory
-# (build/rel-mpi-f32); run it with mpirun -np N build/rel-mpi-f32/train ...
+# -DQKV_MPI, compiled by OpenMPI's mpicxx), linked by mpicxx into its own
+# directory (build/rel-mpi-f32); run it with mpirun -np N build/rel-mpi-f32/train ...
+# Only dist/distributed.cpp differs with MPI, so every other object is the
+# plain build's (build/rel-f32/...), compiled once for both.
 MPI ?= 0
+PLAIN_MODE := $(MODE)
+LINK_CXX := $(CXX)
 ifeq ($(MPI),1)
-  CXX  := mpicxx
+  LINK_CXX := mpicxx
   MODE := $(MODE)-mpi
-  OPT  += -DQKV_MPI -DOMPI_SKIP_MPICXX
+  MPI_FLAGS := -DQKV_MPI -DOMPI_SKIP_MPICXX
 endif
 
 CXXFLAGS := -std=c++17 -Wall -Wextra -Wno-unused-parameter -fno-math-errno -fno-trapping-math -fopenmp $(OPT) -I. -I$(BLAS_INC) -MMD -MP
@@ -60,6 +65,8 @@ GRAD_SRC := $(wildcard tests/test_*_grad.cpp)
 BUILD    ?= build
 B32 := $(BUILD)/$(MODE)-f32
 B64 := $(BUILD)/$(MODE)-f64
+# Where the float32 objects are: $(B32), except under MPI=1 (above).
+O32 := $(BUILD)/$(PLAIN_MODE)-f32
 LIB32 := $(B32)/libqkv.a
 LIB64 := $(B64)/libqkv.a
 PC32  := $(B32)/pkgconfig/qkv.pc
@@ -99,19 +106,31 @@ lib: $(LIB32)
 $(B32)/%.o: %.cpp | deps
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
+ifeq ($(MPI),1)
+$(O32)/%.o: %.cpp | deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+$(B32)/dist/distributed.o: dist/distributed.cpp | deps
+	@mkdir -p $(dir $@)
+	mpicxx $(CXXFLAGS) $(MPI_FLAGS) -c $< -o $@
+LIB32_OBJ := $(patsubst %.cpp,$(O32)/%.o,$(filter-out dist/distributed.cpp,$(LIB_SRC))) \
+             $(B32)/dist/distributed.o
+else
+LIB32_OBJ := $(LIB_SRC:%.cpp=$(B32)/%.o)
+endif
 $(B64)/%.o: %.cpp | deps
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -DQKV_DOUBLE -c $< -o $@
 
-$(LIB32): $(LIB_SRC:%.cpp=$(B32)/%.o)
+$(LIB32): $(LIB32_OBJ)
 	@rm -f $@; ar rcs $@ $^
 $(LIB64): $(LIB_SRC:%.cpp=$(B64)/%.o)
 	@rm -f $@; ar rcs $@ $^
 
-$(B32)/qkv_tests: $(B32)/tests/main.o $(TEST_SRC:%.cpp=$(B32)/%.o) $(LIB32)
-	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+$(B32)/qkv_tests: $(O32)/tests/main.o $(TEST_SRC:%.cpp=$(O32)/%.o) $(LIB32)
+	$(LINK_CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 $(B64)/qkv_grad_tests: $(B64)/tests/main.o $(GRAD_SRC:%.cpp=$(B64)/%.o) $(LIB64)
-	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(LINK_CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # ---- installing; pkg-config -------------------------------------------------
 # `make install PREFIX=/opt/qkv` (default /usr/local; DESTDIR is prepended to
@@ -119,6 +138,7 @@ $(B64)/qkv_grad_tests: $(B64)/tests/main.o $(GRAD_SRC:%.cpp=$(B64)/%.o) $(LIB64)
 #   include/qkv/<folder>/*.h for every LAYERS folder (programs #include "models/transformer.h")
 #   lib/libqkv.a                               (the float32 release build)
 #   lib/pkgconfig/qkv.pc                       (every compile and link flag)
+#   lib/libqkv64.a, lib/pkgconfig/qkv64.pc     (the float64 build, -DQKV_DOUBLE: gradcheck at ~1e-6)
 # and builds nothing that is already built. `make` also writes
 # $(B32)/pkgconfig/qkv.pc, the same flags pointing at this tree, for use
 # without installing. Both come from qkv.pc.in. With SANITIZE=1 the
@@ -135,17 +155,19 @@ ifeq ($(SANITIZE),1)
   PC_FLAGS   := -fsanitize=address,undefined -DQKV_NO_ALLOC_CACHE
   PC_LDFLAGS := -fsanitize=address,undefined
 else
-  PC_KIND    := float32 release
+  PC_KIND    := release
   PC_FLAGS   :=
   PC_LDFLAGS :=
 endif
-# $(call write_pc,prefix,includedir,libdir,output file)
+# $(call write_pc,prefix,includedir,libdir,output file[,64]): with 64, the
+# float64 library's qkv64.pc (-lqkv64, -DQKV_DOUBLE).
 define write_pc
 	@mkdir -p $(dir $(4))
 	sed -e 's|@PREFIX@|$(1)|' -e 's|@INCLUDEDIR@|$(2)|' -e 's|@LIBDIR@|$(3)|' \
 	    -e 's|@BLAS_INC@|$(BLAS_INC)|' -e 's|@BLAS_LIB@|$(BLAS_LIB)|' \
 	    -e 's|@VERSION@|$(QKV_VERSION)|' -e 's|@KIND@|$(PC_KIND)|' -e 's|@ISA@|$(BUILD_ISA)|' \
-	    -e 's| @EXTRA_FLAGS@|$(if $(PC_FLAGS), $(PC_FLAGS))|' \
+	    -e 's|@NAME@|qkv$(5)|g' -e 's|@BITS@|$(if $(5),64,32)|g' -e 's|@REAL@|$(if $(5),double,float)|' \
+	    -e 's| @EXTRA_FLAGS@|$(if $(5), -DQKV_DOUBLE)$(if $(PC_FLAGS), $(PC_FLAGS))|' \
 	    -e 's| @EXTRA_LDFLAGS@|$(if $(PC_LDFLAGS), $(PC_LDFLAGS))|' qkv.pc.in > $(4).tmp
 	@mv $(4).tmp $(4)
 endef
@@ -155,7 +177,7 @@ $(PC32): qkv.pc.in Makefile
 	$(call write_pc,$(CURDIR),$${prefix},$(abspath $(B32)),$@)
 
 INSTALL_DIR = $(DESTDIR)$(abspath $(PREFIX))
-install: $(LIB32) qkv.pc.in
+install: $(LIB32) $(LIB64) qkv.pc.in
 	@test -n "$(PREFIX)" || { echo "install: PREFIX is empty"; exit 1; }
 	for d in $(LAYERS); do \
 	  install -d $(INSTALL_DIR)/include/qkv/$$d && install -m 644 $$d/*.h $(INSTALL_DIR)/include/qkv/$$d/ || exit 1; \
@@ -163,21 +185,23 @@ install: $(LIB32) qkv.pc.in
 	install -d $(INSTALL_DIR)/lib/pkgconfig
 	install -m 644 $(LIB32) $(INSTALL_DIR)/lib/libqkv.a
 	$(call write_pc,$(abspath $(PREFIX)),$${prefix}/include/qkv,$${prefix}/lib,$(INSTALL_DIR)/lib/pkgconfig/qkv.pc)
+	install -m 644 $(LIB64) $(INSTALL_DIR)/lib/libqkv64.a
+	$(call write_pc,$(abspath $(PREFIX)),$${prefix}/include/qkv,$${prefix}/lib,$(INSTALL_DIR)/lib/pkgconfig/qkv64.pc,64)
 
-$(B32)/%: $(B32)/examples/%.o $(LIB32)
-	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+$(B32)/%: $(O32)/examples/%.o $(LIB32)
+	$(LINK_CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 # The float64 step_through and train write the explorer pages
 # (step_through --html and train --explain in the float32 build run them):
 # their finite differences must be float64.
 EXPLORER64 := $(B64)/step_through $(B64)/train
 $(EXPLORER64): $(B64)/%: $(B64)/examples/%.o $(LIB64)
-	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(LINK_CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 # The page's script, style and vendored library are assembled into the library.
 EXPLORER_ASSETS := explorer/page.js explorer/page.css explorer/vendor/svg-pan-zoom.min.js \
                    explorer/vendor/svg-pan-zoom.LICENSE
-$(B32)/explorer/assets.o $(B64)/explorer/assets.o: $(EXPLORER_ASSETS)
-$(B32)/%: $(B32)/bench/%.o $(LIB32)
-	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+$(addsuffix /explorer/assets.o,$(sort $(B32) $(O32) $(B64))): $(EXPLORER_ASSETS)
+$(B32)/%: $(O32)/bench/%.o $(LIB32)
+	$(LINK_CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # ---- running ----------------------------------------------------------------
 # The two doctest binaries, then the program-level tests in tests/cli/*.sh
@@ -192,7 +216,8 @@ ifneq ($(MPI),1)
 export QKV_MPI_BIN := $(BUILD)/$(MODE)-mpi-f32
 .PHONY: mpi-train
 test bench bench-torch: mpi-train
-mpi-train: | deps
+# The plain objects first: the MPI build links them (only dist/distributed.o is its own).
+mpi-train: $(LIB32) $(B32)/examples/train.o | deps
 	@if command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then \
 	  env -u MAKEFLAGS -u MFLAGS $(MAKE) --no-print-directory MPI=1 SANITIZE=$(SANITIZE) BUILD=$(BUILD) \
 	    $(QKV_MPI_BIN)/train; fi
@@ -221,7 +246,9 @@ step:
 	$(B32)/step_through
 
 # The gradient explorer on the step-through's examples: one HTML file (docs/explorer.md).
-explore: $(B32)/step_through $(B64)/step_through
+# It also builds the float64 train, so that `train --load M --explain TEXT --html
+# PAGE` (README.md) works after make demo and make explore.
+explore: $(B32)/step_through $(B32)/train $(EXPLORER64)
 	$(B32)/step_through --html $(BUILD)/explorer.html
 
 bench: $(BENCHES)

@@ -55,7 +55,9 @@ BUILD_DIR=$(cd "$1" && pwd)
 TORCH=0
 [ "${2:-}" = "--torch" ] && TORCH=1
 BENCH="$BUILD_DIR/bench_train"
-[ -x "$BENCH" ] || { echo "run.sh: $BENCH not found (build it with make bench)" >&2; exit 1; }
+# make builds only inside the tree: name the target relative to it.
+rel=${BENCH#"$ROOT"/}; [ "$rel" = "$BENCH" ] && rel=build/rel-f32/bench_train
+[ -x "$BENCH" ] || { echo "run.sh: $BENCH not found (build it with make -C $ROOT $rel)" >&2; exit 1; }
 
 CONFIGS=${BENCH_CONFIGS:-tiny small gpt chargpt base}
 STEPS=${BENCH_STEPS:-20}

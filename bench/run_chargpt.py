@@ -125,7 +125,11 @@ def main():
         sys.exit("usage: /usr/bin/python3 bench/run_chargpt.py <build-dir>")
     train = os.path.join(sys.argv[1], "train")
     if not os.access(train, os.X_OK):
-        sys.exit(f"run_chargpt.py: {train} not found (build it with make bench)")
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        rel = os.path.relpath(os.path.abspath(train), root)
+        if rel.startswith(".."):  # make builds only inside the tree
+            rel = "build/rel-f32/train"
+        sys.exit(f"run_chargpt.py: {train} not found (build it with make -C {root} {rel})")
     steps = int(os.environ.get("CHARGPT_STEPS", "1000"))
     rounds = int(os.environ.get("CHARGPT_ROUNDS", "2"))
     threads = [int(t) for t in os.environ.get("CHARGPT_THREADS", "1 2").split()]

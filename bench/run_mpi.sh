@@ -27,7 +27,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TRAIN=$(cd "$1" && pwd)/train
 MPI_TRAIN=$(cd "$2" && pwd)/train
 for t in "$TRAIN" "$MPI_TRAIN"; do
-  [ -x "$t" ] || { echo "run_mpi.sh: $t not found (make bench builds both)" >&2; exit 1; }
+  [ -x "$t" ] || { echo "run_mpi.sh: $t not found (make -C $ROOT bench builds both)" >&2; exit 1; }
 done
 command -v mpirun >/dev/null || { echo "run_mpi.sh: mpirun not found (apt install openmpi-bin)" >&2; exit 1; }
 CONFIGS=${BENCH_MPI_CONFIGS:-small base}

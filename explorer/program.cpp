@@ -10,6 +10,32 @@
 
 namespace qkv::explorer {
 
+namespace {
+
+// The command that builds `twin` (<tree>/<build>/<mode>-f64/NAME), runnable
+// from anywhere: make's targets are paths relative to the source tree, so it
+// names the tree with -C, and a sanitizer or MPI build's switches come along
+// (san-f64: SANITIZE=1, rel-mpi-f64: MPI=1). Outside a source tree (the
+// program copied elsewhere) it says where to run make instead.
+std::string make_command(const std::filesystem::path& twin) {
+  namespace fs = std::filesystem;
+  const std::string mode = twin.parent_path().filename().string();  // rel-f64, san-f64, ...
+  const fs::path build = twin.parent_path().parent_path();
+  std::string flags;
+  if (mode.rfind("san", 0) == 0) flags += " SANITIZE=1";
+  if (mode.find("-mpi-") != std::string::npos) flags += " MPI=1";
+  const std::string in_build = "/" + mode + "/" + twin.filename().string();
+  std::error_code ec;
+  const fs::path tree = build.parent_path();
+  if (!fs::is_regular_file(tree / "Makefile", ec) || !fs::is_directory(tree / "examples", ec))
+    return "in the qkv source tree, make" + flags + " build" + in_build;
+  const std::string b = build.filename().string();  // make BUILD=NAME builds in <tree>/NAME
+  if (b != "build") flags += " BUILD=" + b;
+  return "make -C " + tree.string() + flags + " " + b + in_build;
+}
+
+}  // namespace
+
 void run_in_float64(const char* flag, char** argv) {
   if (sizeof(real) == 8) return;  // already float64
   std::error_code ec;
@@ -21,7 +47,7 @@ void run_in_float64(const char* flag, char** argv) {
   const std::filesystem::path twin = self.parent_path().parent_path() / dir / self.filename();
   if (!std::filesystem::exists(twin, ec))
     throw Error(std::string(flag) + ": the page's finite differences are computed in float64 by " +
-                twin.string() + ", which is not built: make " + twin.string());
+                twin.string() + ", which is not built: " + make_command(twin));
   execv(twin.c_str(), argv);
   throw Error(std::string(flag) + ": cannot run " + twin.string());
 }

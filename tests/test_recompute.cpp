@@ -78,7 +78,13 @@ TEST_CASE(
     "an encoder-decoder's decoder layers recomputed give bit-identical gradients, memory's "
     "included") {
   auto grads = [](Recompute r) {
-    LayerOptions o{16, 2, 32, 0.1, Activation::ReLU, true};
+    LayerOptions o;  // D 16, H 2, d_ff 32, dropout 0.1, Pre-LN
+    o.d_model = 16;
+    o.heads = 2;
+    o.d_ff = 32;
+    o.dropout = 0.1;
+    o.activation = Activation::ReLU;
+    o.pre_norm = true;
     o.recompute = r;
     Generator init(3), drop(4), data(7);
     DecoderLayer layer(o, init, drop);

@@ -744,7 +744,10 @@ def main(argv=None):
     rows = select_rows(a.rows)
     binary = a.bin if os.path.isabs(a.bin) else os.path.join(ROOT, a.bin)
     if not os.access(binary, os.X_OK):
-        raise SystemExit(f"ablate: {a.bin} is not built (make {a.bin})")
+        rel = os.path.relpath(binary, ROOT)
+        if rel.startswith(".."):  # make builds only inside the tree
+            rel = "build/rel-f32/train"
+        raise SystemExit(f"ablate: {a.bin} is not built (make -C {ROOT} {rel})")
     task = a.task
     if not os.path.exists(os.path.join(ROOT, task, "train.tsv")):
         subprocess.run([sys.executable, os.path.join(ROOT, "tools/make_translation_task.py"),

@@ -13,8 +13,9 @@ expect_out "held-out (1000 sequences"
 expect_ok "$TRAIN" --load dates/model.safetensors --ask "3 March 2021"
 [ "$(wc -l < "$QKV_TMP/out")" -eq 1 ] || fail "--ask printed more than one line"
 expect_ok "$TRAIN" --load dates/model.safetensors --eval-only
-# The data file changed since training: refused, naming the file.
-cp "$QKV_SRC/datasets/dates/valid.tsv" v.tsv
+# The data file changed since training: refused, naming the file. (A part
+# of the held-out file: each run evaluates all of it, greedy and beam.)
+head -100 "$QKV_SRC/datasets/dates/valid.tsv" > v.tsv
 expect_ok "$TRAIN" "${small[@]}" --data "$QKV_SRC/datasets/dates/train.tsv" --valid v.tsv --steps 5 --out d2
 echo "1 May 2000	2000-05-01" >> v.tsv
 expect_fail "$TRAIN" --load d2/model.safetensors --eval-only

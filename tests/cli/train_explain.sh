@@ -44,12 +44,26 @@ expect_fail "$TRAIN" --explain "a b" --html p.html
 expect_out "--explain needs --load PATH"
 expect_fail "$TRAIN" --load nothing.safetensors --explain "a b" --html p.html
 expect_out "nothing.safetensors"
-# A float32 train whose float64 twin is not built says which and how to build it.
-mkdir -p lone/rel-f32
+# A float32 train whose float64 twin is not built says which, and the command
+# that builds it, runnable as printed: beside a source tree (here a tree of
+# links to this one's files) `make -C TREE build/rel-f64/train`, a target make
+# has (-n: it only lists what it would run); a copy outside any tree says
+# where to run make. Each message is checked whole.
+here=$(pwd -P)
+mkdir -p tree/build/rel-f32 lone/rel-f32
+for f in "$QKV_SRC"/*; do [ "$(basename "$f")" = build ] || ln -s "$f" tree/; done
+cp "$TRAIN" tree/build/rel-f32/train
 cp "$TRAIN" lone/rel-f32/train
+why="error: --explain: the page's finite differences are computed in float64 by"
+expect_fail tree/build/rel-f32/train --load s2s/model.safetensors --explain "a b" --html p.html
+[ "$(cat out)" = "$why $here/tree/build/rel-f64/train, which is not built: make -C $here/tree build/rel-f64/train" ] ||
+  { cat out; fail "the message for a tree without the float64 train is not the one expected"; }
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n DEPS=0 -C "$here/tree" build/rel-f64/train >make.out 2>&1 ||
+  { tail -5 make.out; fail "the printed make command has no target"; }
+grep -q "examples/train.cpp" make.out || fail "make -n would not build the float64 train"
 expect_fail lone/rel-f32/train --load s2s/model.safetensors --explain "a b" --html p.html
-expect_out "--explain: the page's finite differences are computed in float64 by"
-expect_out "lone/rel-f64/train, which is not built: make"
+[ "$(cat out)" = "$why $here/lone/rel-f64/train, which is not built: in the qkv source tree, make build/rel-f64/train" ] ||
+  { cat out; fail "the message for a copy outside a tree is not the one expected"; }
 [ ! -e bad.html ] && [ ! -e p.html ] || fail "a refused --explain left a page behind"
 
 # The browser test of the step-through's page, on the trained model's.
