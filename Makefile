@@ -92,8 +92,11 @@ DEPS_EXPLORER := $(if $(filter test explore,$(MAKECMDGOALS)),graphviz) \
 # PyTorch's side of the benchmarks and the parity fixtures: Debian's PyTorch
 # and numpy, which a fresh machine does not have.
 DEPS_TORCH := $(if $(filter bench-torch fixtures,$(MAKECMDGOALS)),python3-torch python3-numpy)
+# The English prose corpus (datasets/make_prose.py) is read out of Debian's
+# Python documentation.
+DEPS_PROSE := $(if $(filter prose,$(MAKECMDGOALS)),python3.11-doc)
 deps:
-	@if [ "$(DEPS)" != 0 ]; then bash .ci/deps $(DEPS_MPI) $(DEPS_FORMAT) $(DEPS_EXPLORER) $(DEPS_TORCH); fi
+	@if [ "$(DEPS)" != 0 ]; then bash .ci/deps $(DEPS_MPI) $(DEPS_FORMAT) $(DEPS_EXPLORER) $(DEPS_TORCH) $(DEPS_PROSE); fi
 
 # `make format` formats every C++ file as .clang-format says; make test checks
 # it (tests/cli/format.sh).
@@ -271,6 +274,14 @@ ablate: $(B32)/train
 	python3 tools/ablate.py --bin $(B32)/train --rows $(ABLATE_ROWS) --seeds $(ABLATE_SEEDS) \
 	  --steps $(ABLATE_STEPS) --jobs $(ABLATE_JOBS) \
 	  --command "make ablate ABLATE_ROWS=$(ABLATE_ROWS) ABLATE_SEEDS=$(ABLATE_SEEDS) ABLATE_STEPS=$(ABLATE_STEPS) ABLATE_JOBS=$(ABLATE_JOBS)"
+
+# The English prose corpus of the text families (about 7 MB of paragraphs from
+# python3.11-doc, which this installs): build/datasets/prose/{train,valid}.txt
+# and MANIFEST.json (the package version and every file's sha256).
+.PHONY: prose
+PROSE_DIR := $(BUILD)/datasets/prose
+prose: | deps
+	python3 datasets/make_prose.py --out $(PROSE_DIR)
 
 fixtures: | deps
 	/usr/bin/python3 tests/pytorch/make_fixtures.py
