@@ -41,6 +41,7 @@
 #include "autograd/graphviz.h"
 #include "explorer/page.h"
 #include "explorer/program.h"
+#include "io/run_program.h"
 #include "trainer/output_paths.h"
 #include "examples/step_through.h"
 
@@ -386,16 +387,16 @@ void write_graph(const TinyRun& r, const std::string& path, const DotOptions& op
                  : " Each op lists the parameters it reads (--dot-params draws them\n"
                    " as nodes of their own).\n",
              stdout);
-  // Quote the path for the shell: '...' with each ' written as '\''.
-  std::string q = "'";
-  for (char ch : path) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  q += "'";
-  if (std::system("command -v dot >/dev/null 2>&1") == 0) {
-    const std::string cmd = "dot -Tsvg " + q + " -o " + q.substr(0, q.size() - 1) + ".svg'";
-    if (std::system(cmd.c_str()) == 0)
+  // Graphviz runs without a shell (io/run_program.h).
+  const std::string program = find_program("dot");
+  if (!program.empty()) {
+    const std::string in = path.front() == '-' ? "./" + path : path;
+    const ProgramRun g = run_program({program, "-Tsvg", in, "-o", in + ".svg"});
+    if (g.status == 0)
       std::printf(" Rendered %s.svg with Graphviz (dot -Tsvg).\n", path.c_str());
     else
-      std::printf(" `%s` failed.\n", cmd.c_str());
+      std::printf(" `dot -Tsvg %s` failed with status %d: %s\n", path.c_str(), g.status,
+                  brief(g.err, 400).c_str());
   } else {
     std::printf(
         " Graphviz `dot` is not installed. To render: apt-get install graphviz,\n"

@@ -40,8 +40,10 @@ std::string page_html(const std::vector<Trace>& traces, const PageOptions& optio
 void write_page(const std::vector<Trace>& traces, const std::string& path,
                 const PageOptions& options = {});
 
-// Graphviz's layout of a DOT graph as SVG text (`dot -Tsvg`), without the
-// XML prologue. Throws qkv::Error when `dot` is not installed or fails.
+// Graphviz's layout of a DOT graph as SVG text, without the XML prologue:
+// `dot -Tsvg FILE` run without a shell (io/run_program.h) on a temporary copy
+// of `dot` in $TMPDIR. Throws qkv::Error when `dot` is not installed, or when
+// it fails, quoting its stderr.
 std::string layout_svg(const std::string& dot);
 
 }  // namespace qkv::explorer
