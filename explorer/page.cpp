@@ -8,11 +8,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
 #include "explorer/assets.h"
+#include "io/output_file.h"
 #include "io/run_program.h"
 
 namespace qkv::explorer {
@@ -124,24 +124,7 @@ std::string page_html(const std::vector<Trace>& traces, const PageOptions& optio
 
 void write_page(const std::vector<Trace>& traces, const std::string& path,
                 const PageOptions& options) {
-  const std::string html = page_html(traces, options);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) throw Error("cannot open '" + tmp + "' for writing");
-    f << html;
-    f.close();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw Error("writing '" + tmp + "' failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw Error("cannot move '" + tmp + "' to '" + path + "': " + ec.message());
-  }
+  write_file_atomically(path, "explorer: " + path, page_html(traces, options));
 }
 
 }  // namespace qkv::explorer

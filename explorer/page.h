@@ -35,8 +35,10 @@ struct PageOptions {
 // The page as a string. Throws qkv::Error when Graphviz's `dot` is missing or fails.
 std::string page_html(const std::vector<Trace>& traces, const PageOptions& options = {});
 
-// Writes page_html to `path` (through a temporary file renamed into place).
-// Throws qkv::Error naming the path when it cannot be written.
+// Writes page_html to `path` atomically (write_file_atomically,
+// io/output_file.h: a symlink is written through; a device, FIFO, socket or
+// dangling symlink is refused). Throws qkv::Error naming the path when it
+// cannot be written.
 void write_page(const std::vector<Trace>& traces, const std::string& path,
                 const PageOptions& options = {});
 
