@@ -36,6 +36,7 @@
 #include "core/allocator.h"
 #include "core/blas.h"
 #include "core/parallel.h"
+#include "io/run_program.h"
 #include "models/gpt.h"
 #include "nn/attention.h"
 #include "nn/cross_entropy.h"
@@ -140,27 +141,31 @@ int measure(const Setup& s) {
   return 0;
 }
 
-std::pair<double, double> measure_in_child(const std::string& self, const Setup& s, int threads) {
-  const std::string cmd = self + " --measure " + nn::to_string(s.kernel) + " --T " +
-                          std::to_string(s.T) + " --threads " + std::to_string(threads) +
-                          " --window " + std::to_string(s.sparse.window) + " --global-every " +
-                          std::to_string(s.sparse.global_every);
-  FILE* p = popen(cmd.c_str(), "r");
+// Runs this program again (without a shell: io/run_program.h) and reads the
+// two numbers it prints: the peak of qkv's allocator and the peak RSS.
+std::pair<double, double> peaks_of_child(const std::vector<std::string>& argv) {
   long long peak = -1, rss = -1;
-  if (!p || std::fscanf(p, "%lld %lld", &peak, &rss) != 2) peak = rss = -1;
-  if (p) pclose(p);
+  try {
+    const ProgramRun r = run_program(argv);
+    if (r.status != 0 || std::sscanf(r.out.c_str(), "%lld %lld", &peak, &rss) != 2) peak = rss = -1;
+  } catch (const std::exception&) {
+    peak = rss = -1;
+  }
   return {double(peak), double(rss)};
 }
 
+std::pair<double, double> measure_in_child(const std::string& self, const Setup& s, int threads) {
+  return peaks_of_child({self, "--measure", nn::to_string(s.kernel), "--T", std::to_string(s.T),
+                         "--threads", std::to_string(threads), "--window",
+                         std::to_string(s.sparse.window), "--global-every",
+                         std::to_string(s.sparse.global_every)});
+}
+
 double peak_model_in_child(const std::string& self, const ModelSetup& s, int threads) {
-  const std::string cmd = self + " --measure-model " + nn::to_string(s.kernel) + " --recompute " +
-                          recompute_name(s.recompute) + " --B " + std::to_string(s.B) + " --T " +
-                          std::to_string(s.T) + " --threads " + std::to_string(threads);
-  FILE* p = popen(cmd.c_str(), "r");
-  long long peak = -1, rss = -1;
-  if (!p || std::fscanf(p, "%lld %lld", &peak, &rss) != 2) peak = -1;
-  if (p) pclose(p);
-  return double(peak);
+  return peaks_of_child({self, "--measure-model", nn::to_string(s.kernel), "--recompute",
+                         recompute_name(s.recompute), "--B", std::to_string(s.B), "--T",
+                         std::to_string(s.T), "--threads", std::to_string(threads)})
+      .first;
 }
 
 // Best seconds per forward+backward of each setup, interleaved rounds.

@@ -33,7 +33,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -41,6 +41,8 @@
 #include "autograd/graphviz.h"
 #include "explorer/page.h"
 #include "explorer/program.h"
+#include "io/output_file.h"
+#include "io/run_program.h"
 #include "trainer/output_paths.h"
 #include "examples/step_through.h"
 
@@ -408,11 +410,9 @@ void print_backward_order(const TinyRun& r) {
 // nn::ModuleScope records while detect-anomaly mode is on (main turns it on
 // for the pass it draws).
 void write_graph(const TinyRun& r, const std::string& path, const DotOptions& options) {
-  std::ofstream out(path);
-  if (!out) throw Error("cannot open '" + path + "' for writing");
-  write_dot(r.loss, out, options);
-  out.close();
-  if (!out) throw Error("writing '" + path + "' failed");
+  std::ostringstream dot;
+  write_dot(r.loss, dot, options);
+  write_file_atomically(path, "--dot " + brief(path, 60), dot.str());
   section("The autograd graph");
   std::printf(
       " Wrote %s: part 2's graph of %zu variables,\n"
@@ -424,16 +424,19 @@ void write_graph(const TinyRun& r, const std::string& path, const DotOptions& op
                  : " Each op lists the parameters it reads (--dot-params draws them\n"
                    " as nodes of their own).\n",
              stdout);
-  // Quote the path for the shell: '...' with each ' written as '\''.
-  std::string q = "'";
-  for (char ch : path) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  q += "'";
-  if (std::system("command -v dot >/dev/null 2>&1") == 0) {
-    const std::string cmd = "dot -Tsvg " + q + " -o " + q.substr(0, q.size() - 1) + ".svg'";
-    if (std::system(cmd.c_str()) == 0)
-      std::printf(" Rendered %s.svg with Graphviz (dot -Tsvg).\n", path.c_str());
-    else
-      std::printf(" `%s` failed.\n", cmd.c_str());
+  // Graphviz runs without a shell (io/run_program.h); its SVG is written
+  // beside the DOT file by the same atomic writer.
+  const std::string program = find_program("dot");
+  if (!program.empty()) {
+    const std::string svg = path + ".svg";
+    const ProgramRun g = run_program({program, "-Tsvg", path.front() == '-' ? "./" + path : path});
+    if (g.status == 0) {
+      write_file_atomically(svg, "--dot " + brief(svg, 60), g.out);
+      std::printf(" Rendered %s with Graphviz (dot -Tsvg).\n", svg.c_str());
+    } else {
+      std::printf(" `dot -Tsvg %s` failed with status %d: %s\n", path.c_str(), g.status,
+                  brief(g.err, 400).c_str());
+    }
   } else {
     std::printf(
         " Graphviz `dot` is not installed. To render: apt-get install graphviz,\n"
@@ -538,13 +541,19 @@ int main(int argc, char** argv) {
                  "write the gradient explorer page (one HTML file) for parts 1 and 2 instead of "
                  "the printout")
       ->type_name("PATH");
+  app.footer(
+      "Output files (--dot, the .svg Graphviz makes beside it, --html): a symlink is\n"
+      "written through to its file and stays a link; a device, FIFO, socket or\n"
+      "dangling symlink is refused (docs/reliability.md#output-paths).");
   CLI11_PARSE(app, argc, argv);
 
   try {
-    if (!dot_path.empty()) outputs::check_file_path("--dot", dot_path);  // before any work
+    if (!dot_path.empty()) {  // before any work: the graph and the SVG Graphviz makes of it
+      outputs::check_file_path("--dot", dot_path);
+      outputs::check_file_path("--dot", dot_path + ".svg");
+    }
     if (!html_path.empty()) {
-      outputs::check_file_path("--html", html_path,
-                               std::filesystem::path(html_path).filename().string() + ".tmp");
+      outputs::check_file_path("--html", html_path);
       explorer::run_in_float64("--html", argv);
       std::string command = "step_through";
       for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];

@@ -189,6 +189,10 @@ int train_main(int argc, char** argv) {
   RunOptions o;
   CLI::App app{"Train a Transformer on a toy task or your own data (qkv)"};
   add_flags(app, flags, o);
+  app.footer(
+      "Output files (--save, --save-every, --out's log.csv and plots, --html): a\n"
+      "symlink is written through to its file and stays a link; a device, FIFO,\n"
+      "socket or dangling symlink is refused (docs/reliability.md#output-paths).");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // one line at a time when piped to a file or CI log
   try {

@@ -4,14 +4,16 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
+#include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "explorer/assets.h"
+#include "io/output_file.h"
+#include "io/run_program.h"
 
 namespace qkv::explorer {
 
@@ -52,14 +54,8 @@ std::string script_safe(const std::string& s) {
   return out;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A temporary file that is removed with this object.
+// A temporary file in $TMPDIR (else /tmp) that is removed with this object.
+// Its name goes to Graphviz as an argument, never through a shell.
 struct TempFile {
   std::string path;
   explicit TempFile(const char* suffix) {
@@ -68,7 +64,9 @@ struct TempFile {
     std::vector<char> buf(t.begin(), t.end());
     buf.push_back('\0');
     const int fd = mkstemps(buf.data(), static_cast<int>(std::string(suffix).size()));
-    if (fd < 0) throw Error("explorer: cannot create a temporary file in " + t);
+    if (fd < 0)
+      throw Error("explorer: cannot create a temporary file " + brief(t, 80) + ": " +
+                  std::strerror(errno));
     close(fd);
     path = buf.data();
   }
@@ -78,23 +76,25 @@ struct TempFile {
 }  // namespace
 
 std::string layout_svg(const std::string& dot) {
-  if (std::system("command -v dot >/dev/null 2>&1") != 0)
+  const std::string program = find_program("dot");
+  if (program.empty())
     throw Error(
         "explorer: Graphviz's `dot` is not installed (it lays out the graph): apt-get install "
         "graphviz");
-  TempFile in(".dot"), out(".svg"), err(".txt");
+  const TempFile in(".dot");
   {
     std::ofstream f(in.path);
     f << dot;
     if (!f) throw Error("explorer: cannot write " + in.path);
   }
-  const std::string cmd = "dot -Tsvg '" + in.path + "' -o '" + out.path + "' 2>'" + err.path + "'";
-  if (std::system(cmd.c_str()) != 0)
-    throw Error("explorer: `dot -Tsvg` failed: " + read_file(err.path));
-  std::string svg = read_file(out.path);
-  const size_t start = svg.find("<svg");
+  const ProgramRun r = run_program({program, "-Tsvg", in.path});
+  if (r.status != 0)
+    throw Error("explorer: `dot -Tsvg` (" + program + ") failed with status " +
+                std::to_string(r.status) + ": " +
+                (r.err.empty() ? std::string("(no message)") : brief(r.err, 400)));
+  const size_t start = r.out.find("<svg");
   if (start == std::string::npos) throw Error("explorer: `dot -Tsvg` wrote no <svg>");
-  return svg.substr(start);
+  return r.out.substr(start);
 }
 
 std::string page_html(const std::vector<Trace>& traces, const PageOptions& options) {
@@ -124,24 +124,7 @@ std::string page_html(const std::vector<Trace>& traces, const PageOptions& optio
 
 void write_page(const std::vector<Trace>& traces, const std::string& path,
                 const PageOptions& options) {
-  const std::string html = page_html(traces, options);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) throw Error("cannot open '" + tmp + "' for writing");
-    f << html;
-    f.close();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw Error("writing '" + tmp + "' failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw Error("cannot move '" + tmp + "' to '" + path + "': " + ec.message());
-  }
+  write_file_atomically(path, "explorer: " + path, page_html(traces, options));
 }
 
 }  // namespace qkv::explorer

@@ -35,13 +35,17 @@ struct PageOptions {
 // The page as a string. Throws qkv::Error when Graphviz's `dot` is missing or fails.
 std::string page_html(const std::vector<Trace>& traces, const PageOptions& options = {});
 
-// Writes page_html to `path` (through a temporary file renamed into place).
-// Throws qkv::Error naming the path when it cannot be written.
+// Writes page_html to `path` atomically (write_file_atomically,
+// io/output_file.h: a symlink is written through; a device, FIFO, socket or
+// dangling symlink is refused). Throws qkv::Error naming the path when it
+// cannot be written.
 void write_page(const std::vector<Trace>& traces, const std::string& path,
                 const PageOptions& options = {});
 
-// Graphviz's layout of a DOT graph as SVG text (`dot -Tsvg`), without the
-// XML prologue. Throws qkv::Error when `dot` is not installed or fails.
+// Graphviz's layout of a DOT graph as SVG text, without the XML prologue:
+// `dot -Tsvg FILE` run without a shell (io/run_program.h) on a temporary copy
+// of `dot` in $TMPDIR. Throws qkv::Error when `dot` is not installed, or when
+// it fails, quoting its stderr.
 std::string layout_svg(const std::string& dot);
 
 }  // namespace qkv::explorer

@@ -48,12 +48,12 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 // checkpoints from the float and the double builds are interchangeable.
 enum class FileDtype { F32, F64 };
 
-// Writes `tensors` and `metadata` to `path` atomically: the bytes go to
-// "<path>.tmp.<pid>", which is fsynced and renamed over `path`, then the
-// directory is fsynced. On any failure the temporary file is removed, `path`
-// is left as it was, and an Error naming `path` is thrown. Temporaries of
-// `path` left by writers killed mid-save (whose process no longer exists) are
-// removed first.
+// Writes `tensors` and `metadata` to `path` atomically (write_file_atomically,
+// io/output_file.h: a temporary file, fsynced and renamed, the directory
+// fsynced; a symlink is written through, a device, FIFO, socket or dangling
+// symlink refused). On any failure the temporary is removed, `path` is left as
+// it was, and an Error naming `path` is thrown. Temporaries of `path` left by
+// writers killed mid-save (whose process no longer exists) are removed first.
 //
 // The rules, shared with the reader: tensor names unique, non-empty and not
 // "__metadata__"; tensors defined; names, metadata keys and values UTF-8; a
@@ -64,10 +64,10 @@ enum class FileDtype { F32, F64 };
 // so a header near the limit that holds much of it may grow past it).
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const Metadata& metadata = {}, FileDtype dtype = FileDtype::F32);
-// The temporary file write_safetensors writes first, "<path>.tmp.<pid>": a
-// program that checks its output paths before working checks this name too
-// (its file name is longer than path's, and may pass the file system's limit
-// where path's does not).
+// The temporary file write_safetensors writes first, "<path>.tmp.<pid>"
+// (atomic_temp_path, io/output_file.h; a symlink's is beside the file it leads
+// to): a program checking its outputs before working checks it with
+// check_output_file.
 std::string safetensors_temp_path(const std::string& path);
 
 // Reads a whole safetensors file. F32, F64, F16 and BF16 data are converted to

@@ -1,6 +1,7 @@
 // Writing safetensors files (io/safetensors.h): validate and lay out
-// everything first, write to a temporary file, fsync it and rename it over the
-// path, then fsync the directory, so a crash mid-save leaves the previous file.
+// everything first, then write atomically (io/output_file.h: a temporary
+// file, fsynced and renamed over the path, then the directory fsynced), so a
+// crash mid-save leaves the previous file.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/output_file.h"
 #include "io/safetensors.h"
 #include "io/safetensors_rules.h"
 
@@ -33,44 +35,21 @@ class Writer {
     throw Error("write_safetensors: " + path_ + ": " + msg);
   }
 
-  void write_all(int fd, const unsigned char* p, size_t n, const std::string& file) const {
-    while (n > 0) {
-      const ssize_t put = ::write(fd, p, n);
-      if (put < 0 && errno == EINTR) continue;
-      if (put < 0) fail("write to " + file + " failed: " + std::strerror(errno));
-      p += put;
-      n -= static_cast<size_t>(put);
-    }
-  }
-
   // Validate and lay out everything before any file is created, then write
-  // to a temporary file and rename it over the path (atomic).
+  // the file atomically (io/output_file.h: a symlink is written through; a
+  // device, FIFO or socket is refused).
   void write(const NamedTensors& tensors, const Metadata& metadata, FileDtype dtype) {
     const std::vector<size_t> order = sorted_by_name(tensors);
     const int esize = dtype == FileDtype::F32 ? 4 : 8;
     const std::string header = header_text(tensors, order, metadata, esize);
-
-    const std::string tmp = safetensors_temp_path(path_);
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) fail("cannot create " + tmp + ": " + std::strerror(errno));
-    try {
+    const std::string label = "write_safetensors: " + path_;
+    write_file_atomically(path_, label, [&](int fd, const std::string& tmp) {
       unsigned char len[8];
       store_le(len, header.size(), 8);
-      write_all(fd, len, 8, tmp);
-      write_all(fd, reinterpret_cast<const unsigned char*>(header.data()), header.size(), tmp);
+      write_all_bytes(fd, len, 8, label, tmp);
+      write_all_bytes(fd, header.data(), header.size(), label, tmp);
       for (size_t i : order) write_data(fd, tensors[i].second, esize, tmp);
-      if (::fsync(fd) != 0) fail("fsync of " + tmp + " failed: " + std::strerror(errno));
-      const int rc = ::close(fd);
-      fd = -1;
-      if (rc != 0) fail("close of " + tmp + " failed: " + std::strerror(errno));
-      if (::rename(tmp.c_str(), path_.c_str()) != 0)
-        fail("rename of " + tmp + " failed: " + std::strerror(errno));
-    } catch (...) {
-      if (fd >= 0) ::close(fd);
-      ::unlink(tmp.c_str());
-      throw;
-    }
-    sync_directory();
+    });
   }
 
  private:
@@ -148,22 +127,8 @@ class Writer {
           store_le(p + 8 * j, bits, 8);
         }
       }
-      write_all(fd, p, static_cast<size_t>(m) * esize, file);
+      write_all_bytes(fd, p, static_cast<size_t>(m) * esize, "write_safetensors: " + path_, file);
     }
-  }
-
-  // Makes the rename itself durable. Filesystems that cannot fsync a
-  // directory (EINVAL) are fine: the file is in place either way.
-  void sync_directory() const {
-    std::string dir = std::filesystem::path(path_).parent_path().string();
-    if (dir.empty()) dir = ".";
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return;
-    const int rc = ::fsync(fd);
-    const int err = errno;
-    ::close(fd);
-    if (rc != 0 && err != EINVAL && err != ENOTSUP)
-      fail("saved, but fsync of directory " + dir + " failed: " + std::strerror(err));
   }
 
   std::string path_;
@@ -173,9 +138,9 @@ class Writer {
 // A writer killed mid-save leaves its "<path>.tmp.<pid>" behind. Before each
 // save, remove those of processes that no longer exist, so that repeated
 // crashes (tests/cli/train_kill.sh) never pile temporaries up.
-void remove_stale_temporaries(const std::string& path) {
+void remove_stale_temporaries(const std::string& target_path) {
   namespace fs = std::filesystem;
-  const fs::path target(path);
+  const fs::path target(target_path);
   const std::string prefix = target.filename().string() + ".tmp.";
   std::error_code ec;
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -194,12 +159,11 @@ void remove_stale_temporaries(const std::string& path) {
 
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const Metadata& metadata, FileDtype dtype) {
-  remove_stale_temporaries(path);
+  // The temporaries sit beside the file a symlink `path` leads to.
+  remove_stale_temporaries(output_target(path, "write_safetensors: " + path));
   Writer(path).write(tensors, metadata, dtype);
 }
 
-std::string safetensors_temp_path(const std::string& path) {
-  return path + ".tmp." + std::to_string(::getpid());
-}
+std::string safetensors_temp_path(const std::string& path) { return atomic_temp_path(path); }
 
 }  // namespace qkv

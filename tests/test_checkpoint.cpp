@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -27,6 +26,7 @@
 
 #include "core/elementwise.h"
 #include "core/error.h"
+#include "io/run_program.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/model_file.h"
 #include "nn/linear.h"
@@ -726,18 +726,12 @@ TEST_CASE(
   m.linear1->weight.data().copy_(Tensor::from_vector(w, {4, 3}));
   nn::save(m, path, {{"epoch", "7"}});
 
-  const std::string cmd = std::string(python) + " " + repo_root() +
-                          "/tests/pytorch/check_qkv_checkpoint.py " + path + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, got);
-  const int status = pclose(pipe);
+  // Run without a shell (io/run_program.h): the temporary folder's name is an argument.
+  const ProgramRun r =
+      run_program({python, repo_root() + "/tests/pytorch/check_qkv_checkpoint.py", path});
+  const std::string out = r.out + r.err;
   INFO("output: " << out);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(r.status == 0);
   CHECK(contains(out, "linear1.weight F32 (4, 3) first=-1.0 sum=4.5"));
   CHECK(contains(out, "linear2.bias F32 (2,)"));
   CHECK(contains(out, "metadata epoch=7"));

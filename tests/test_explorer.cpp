@@ -26,6 +26,7 @@
 #include "recording_node.h"
 #include "explorer/page.h"
 #include "explorer/trace.h"
+#include "io/run_program.h"
 #include "models/transformer.h"
 #include "nn/cross_entropy.h"
 #include "nn/dropout.h"
@@ -33,6 +34,8 @@
 #include "nn/rmsnorm.h"
 #include "nn/rope.h"
 #include "nn/swiglu.h"
+#include "tests/errors.h"
+#include "tests/temp_dir.h"
 #include "tests/test_seed.h"
 
 using namespace qkv;
@@ -330,7 +333,7 @@ TEST_CASE(
     "explorer page: one self-contained HTML file holding every trace as JSON, each graph laid "
     "out by Graphviz with node ids the trace's, and the script; no trace is refused") {
   CHECK_THROWS_WITH(explorer::page_html({}), doctest::Contains("no trace"));
-  if (std::system("command -v dot >/dev/null 2>&1") != 0) {
+  if (find_program("dot").empty()) {
     MESSAGE("Graphviz's dot is not installed: skipped (make test installs it)");
     return;
   }
@@ -350,4 +353,69 @@ TEST_CASE(
   CHECK(html.find("qkvExplorer") != std::string::npos);
   CHECK(html.find("</script> in a title") == std::string::npos);  // escaped inside the JSON
   CHECK(html.find("<script src") == std::string::npos);
+}
+
+namespace {
+// Sets an environment variable for one scope, then restores it.
+struct EnvVar {
+  std::string name, old;
+  bool had;
+  EnvVar(const std::string& n, const std::string& value) : name(n) {
+    const char* v = std::getenv(n.c_str());
+    had = v != nullptr;
+    if (had) old = v;
+    setenv(n.c_str(), value.c_str(), 1);
+  }
+  ~EnvVar() {
+    if (had)
+      setenv(name.c_str(), old.c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+};
+
+// Every file under `dir` named PWNED (what a shell-built command would have made).
+std::vector<std::string> pwned_under(const std::filesystem::path& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.path().filename() == "PWNED") found.push_back(e.path().string());
+  return found;
+}
+}  // namespace
+
+TEST_CASE(
+    "explorer layout_svg: a $TMPDIR named with an apostrophe, or with `';touch PWNED;'` in it, "
+    "lays the graph out and runs nothing (Graphviz is started without a shell)") {
+  if (find_program("dot").empty()) {
+    MESSAGE("Graphviz's dot is not installed: skipped (make test installs it)");
+    return;
+  }
+  testing::TempDir tmp;
+  // The second one, split by its slashes into folders, is the command
+  // `touch <tmp>/PWNED` inside quotes that a shell would have closed.
+  for (const std::string& name : std::vector<std::string>{"it's", "x';touch PWNED;'",
+                                                          "x';touch " + tmp.file("PWNED") + ";'"}) {
+    const std::string dir = tmp.file(name);
+    std::filesystem::create_directories(dir);
+    const EnvVar env("TMPDIR", dir);
+    std::string svg;
+    CHECK_NOTHROW(svg = explorer::layout_svg("digraph { qkv_node_a -> qkv_node_b }"));
+    CHECK(svg.rfind("<svg", 0) == 0);
+    CHECK(svg.find("<title>qkv_node_a&#45;&gt;qkv_node_b</title>") != std::string::npos);
+    CHECK(std::filesystem::is_empty(dir));  // its temporary file is removed again
+  }
+  CHECK(pwned_under(tmp.dir).empty());
+  CHECK(!std::filesystem::exists("PWNED"));
+}
+
+TEST_CASE("explorer layout_svg: a failing `dot` is an error naming dot and quoting its stderr") {
+  if (find_program("dot").empty()) {
+    MESSAGE("Graphviz's dot is not installed: skipped (make test installs it)");
+    return;
+  }
+  const std::string msg = testing::error_of([] { explorer::layout_svg("digraph { a -> }"); });
+  INFO(msg);
+  CHECK(msg.rfind("explorer: `dot -Tsvg` (", 0) == 0);
+  CHECK(msg.find("failed with status 1: ") != std::string::npos);
+  CHECK(msg.find("syntax error in line 1") != std::string::npos);  // Graphviz's own words
 }

@@ -67,11 +67,44 @@ def read(path):
     return tensors, metadata
 
 
+def _output_target(path):
+    """The file write(path) replaces, by qkv's rule for outputs
+    (io/output_file.h): path itself when missing or a regular file; a symlink
+    is written through to the regular file its chain ends at (at most 40
+    links); a directory, device, FIFO, socket, dangling link or loop is
+    refused with a ValueError naming path."""
+    import stat  # here, so that the writer's rule stays in one place
+    cur, seen = path, set()
+    for hops in range(41):
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            if hops == 0:
+                return cur
+            raise ValueError(f"{path}: is a symlink to a missing file {cur}") from None
+        if stat.S_ISREG(st.st_mode):
+            return cur
+        if stat.S_ISLNK(st.st_mode):
+            if (st.st_dev, st.st_ino) in seen:
+                raise ValueError(f"{path}: is a symlink loop ({cur} leads back to itself)")
+            seen.add((st.st_dev, st.st_ino))
+            cur = os.path.join(os.path.dirname(cur), os.readlink(cur))
+            continue
+        kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                 (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")]
+        kind = next((k for test, k in kinds if test(st.st_mode)), "a special file")
+        via = "is " if hops == 0 else f"is a symlink to {cur}, "
+        raise ValueError(f"{path}: {via}{kind}, not a {'file path' if kind == 'a directory' else 'regular file'}")
+    raise ValueError(f"{path}: is a chain of more than 40 symlinks")
+
+
 def write(path, tensors, metadata=None):
     """Writes {name: (shape, numbers)} and {str: str} metadata as qkv does:
     names in sorted order, F32, the header as compact ASCII JSON (each entry's
     keys dtype, shape, data_offsets; the metadata keys sorted) padded with
-    spaces to a multiple of 8 bytes. The file is replaced atomically."""
+    spaces to a multiple of 8 bytes. The file is replaced atomically; a
+    symlink is written through and a device or FIFO refused, as qkv does
+    (_output_target)."""
     header, blobs, offset = {}, [], 0
     for name in sorted(tensors):  # code-point order = the UTF-8 byte order qkv sorts by
         shape, numbers = tensors[name]
@@ -89,13 +122,18 @@ def write(path, tensors, metadata=None):
         header["__metadata__"] = {k: metadata[k] for k in sorted(metadata)}
     text = json.dumps(header, separators=(",", ":"), ensure_ascii=True).encode("ascii")
     text += b" " * (-len(text) % 8)
-    tmp = f"{path}.tmp.{os.getpid()}"
+    target = _output_target(path)
+    tmp = f"{target}.tmp.{os.getpid()}"
     try:
-        with open(tmp, "wb") as f:
+        with open(tmp, "xb") as f:
             f.write(struct.pack("<Q", len(text)) + text)
             for blob in blobs:
                 f.write(blob)
-        os.replace(tmp, path)
+            f.flush()
+            os.fsync(f.fileno())
+        if _output_target(path) != target:  # checked again: the path changed meanwhile
+            raise ValueError(f"{path}: changed while it was written; not written")
+        os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)

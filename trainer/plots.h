@@ -1,16 +1,18 @@
 // Small SVG writers for the training program: a loss/accuracy curve and
 // attention heatmaps with token labels on the axes. SVG is plain text, so no
-// image library is needed and the files open in any browser.
+// image library is needed and the files open in any browser. Each is written
+// atomically, as every output (io/output_file.h).
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "io/output_file.h"
 
 namespace qkv::plots {
 
@@ -27,12 +29,6 @@ inline std::string xml_escape(const std::string& s) {
       o += c;
   }
   return o;
-}
-
-inline std::ofstream open_out(const std::string& path) {
-  std::ofstream f(path);
-  if (!f) throw Error("plot: cannot write " + path);
-  return f;
 }
 
 // What the held-out evaluations measured: an accuracy in [0, 1] (drawn on a
@@ -71,7 +67,7 @@ inline void write_loss_svg(const std::string& path, const std::vector<double>& s
     return T + (lhi - std::log10(std::max(v, 1e-30))) / std::max(lhi - llo, 1.0) * ph;
   };
   auto Ya = [&](double a) { return T + (1 - a) * ph; };
-  std::ofstream f = open_out(path);
+  std::ostringstream f;  // written at the end, atomically (io/output_file.h)
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' "
@@ -161,6 +157,7 @@ inline void write_loss_svg(const std::string& path, const std::vector<double>& s
       << "</text>\n";
   }
   f << "</svg>\n";
+  write_file_atomically(path, "plot: " + path, f.str());
 }
 
 // One heatmap per (layer, head): rows are target positions, columns source
@@ -178,7 +175,7 @@ inline void write_attention_svg(const std::string& path, const std::vector<Tenso
   const double W =
       std::max(pad + H * (pw + pad) + bar, 2 * pad + 8.5 * static_cast<double>(title.size()));
   const double Ht = std::max(50 + weights.size() * (ph + pad), 70 + label + 160 + 30);
-  std::ofstream f = open_out(path);
+  std::ostringstream f;  // written at the end, atomically (io/output_file.h)
   char buf[320];
   std::snprintf(buf, sizeof buf,
                 "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' "
@@ -243,6 +240,7 @@ inline void write_attention_svg(const std::string& path, const std::vector<Tenso
       f << buf;
     }
   f << "</svg>\n";
+  write_file_atomically(path, "plot: " + path, f.str());
 }
 
 // A coarse terminal rendering of one (T, S) attention map with shade characters.

@@ -137,9 +137,9 @@ void prepare_outputs(const RunOptions& o) {
     }
     if (!outputs::can_create_in(out, &why))
       throw Error("--out " + o.out_dir + ": cannot write files there: " + why);
-    if (!o.save_path.empty())
-      outputs::check_file_path("--save", o.save_path,
-                               fs::path(safetensors_temp_path(o.save_path)).filename().string());
+    for (const char* name : {"log.csv", "loss.svg", "attention.svg"})  // what --out gets
+      outputs::check_file_path("--out", (out / name).string());
+    if (!o.save_path.empty()) outputs::check_file_path("--save", o.save_path);
   } catch (...) {
     undo();
     throw;
@@ -189,12 +189,21 @@ std::string save_with_fallback(const Trainer& t, const std::string& path) {
 class CsvLog {
  public:
   // `append`: a resumed run adds its rows to the run's log (the header is
-  // written only to a new or empty file).
-  CsvLog(const std::string& path, bool append)
-      : path_(path), f_(path, append ? std::ios::app : std::ios::trunc) {
+  // written only to a new or empty file). A symlink is written through and a
+  // device or FIFO refused (io/output_file.h); "" logs nowhere (MPI ranks > 0).
+  CsvLog(const std::string& path, bool append) : path_(path) {
+    std::string target = "/dev/null";
+    try {
+      if (!path.empty()) target = output_target(path, path);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "\nwarning: %s; training goes on\n", e.what());
+      failed_ = true;
+      return;
+    }
+    f_.open(target, append ? std::ios::app : std::ios::trunc);
     if (!f_) fail("cannot open it");
     std::error_code ec;
-    if (!append || std::filesystem::file_size(path, ec) == 0 || ec)
+    if (!append || std::filesystem::file_size(target, ec) == 0 || ec)
       f_ << "step,loss,lr,tokens_per_s,grad_norm,heldout_exact,heldout_token,heldout_loss,"
             "heldout_bleu\n";
   }
@@ -362,9 +371,8 @@ void check_options(const RunOptions& o) {
   if (!o.html.empty() && o.explain.empty()) throw Error("--html goes with --explain TEXT");
   if (!o.explain.empty() && (o.eval_only || !o.ask.empty()))
     throw Error("--explain: give it alone, not with --eval-only or --ask");
-  if (!o.html.empty())  // before any work: the page is written through PAGE.tmp
-    outputs::check_file_path("--html", o.html,
-                             std::filesystem::path(o.html).filename().string() + ".tmp");
+  if (!o.html.empty())  // before any work
+    outputs::check_file_path("--html", o.html);
   if (o.decode != "greedy" && o.decode != "beam")
     throw Error("--decode: expected greedy or beam, got '" + o.decode + "'");
   if (o.beam < 1 || o.beam > 256)
@@ -435,7 +443,7 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   History h;
   bool outputs_ok = true, log_ok = true;
   if (training) {
-    CsvLog log(lead ? o.out_dir + "/log.csv" : "/dev/null", !o.load_path.empty());
+    CsvLog log(lead ? o.out_dir + "/log.csv" : "", !o.load_path.empty());
     try {
       DetectAnomalyGuard anomaly(o.detect_anomaly);
       catch_stop_signals(true);

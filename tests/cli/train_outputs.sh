@@ -18,9 +18,16 @@ expect_out "--save missing/m.safetensors: the directory missing does not exist"
 expect_fail "$TRAIN" "${TINY[@]}" --steps 3 --out not_a_dir/sub
 expect_out "--out not_a_dir/sub"
 
-# A plot that cannot be written: the checkpoint is there and loads; exit non-zero.
+# A plot path that is a directory: refused before any work.
 mkdir -p run && mkdir run/loss.svg
 expect_fail "$TRAIN" "${TINY[@]}" --steps 20 --out run
+expect_out "--out run/loss.svg: is a directory, not a file path"
+rmdir run/loss.svg
+
+# A plot that cannot be written when it is written (here a directory in the
+# way of its temporary file, named with the trainer's pid, which exec keeps):
+# the checkpoint is there and loads; exit non-zero.
+expect_fail bash -c 'mkdir run/loss.svg.tmp.$$ && exec "$0" "$@"' "$TRAIN" "${TINY[@]}" --steps 20 --out run
 expect_out "error writing loss.svg"
 expect_out "wrote run/log.csv, attention.svg"   # what was written, and only that
 grep -q "^wrote .*loss.svg" "$QKV_TMP/out" && fail "a plot that could not be written was reported as written"
