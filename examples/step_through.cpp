@@ -371,10 +371,10 @@ void print_backward_order(const TinyRun& r) {
 // for the pass it draws).
 void write_graph(const TinyRun& r, const std::string& path, const DotOptions& options) {
   std::ofstream out(path);
-  if (!out) throw Error("cannot open '" + path + "' for writing");
+  if (!out) throw Error("cannot open '" + brief(path) + "' for writing");
   write_dot(r.loss, out, options);
   out.close();
-  if (!out) throw Error("writing '" + path + "' failed");
+  if (!out) throw Error("writing '" + brief(path) + "' failed");
   section("The autograd graph");
   std::printf(
       " Wrote %s: part 2's graph of %zu variables,\n"
@@ -484,7 +484,13 @@ int main(int argc, char** argv) {
   bool no_fd = false, order = false;
   app.add_option("--part", part, "1, 2 or all (default)")
       ->type_name("N")
-      ->check(CLI::IsMember({"1", "2", "all"}));
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return s == "1" || s == "2" || s == "all"
+                       ? std::string()
+                       : "expected 1, 2 or all, got '" + qkv::brief(s) + "'";
+          },
+          "N", "part"));
   app.add_flag("--order", order,
                "list the ops of part 2's model in the order the engine's backward visits them");
   CLI::Option* dot =

@@ -30,7 +30,7 @@ class Writer {
   explicit Writer(const std::string& path) : path_(path) {}
 
   [[noreturn]] void fail(const std::string& msg) const {
-    throw Error("write_safetensors: " + path_ + ": " + msg);
+    throw Error("write_safetensors: " + brief(path_) + ": " + msg);
   }
 
   void write_all(int fd, const unsigned char* p, size_t n, const std::string& file) const {

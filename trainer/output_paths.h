@@ -47,19 +47,22 @@ inline void check_file_path(const std::string& flag, const std::string& path,
   std::error_code ec;
   const fs::path p(path);
   if (path.empty()) throw Error(flag + ": the path is empty");
-  if (fs::is_directory(p, ec)) throw Error(flag + " " + path + ": is a directory, not a file path");
+  if (fs::is_directory(p, ec))
+    throw Error(flag + " " + brief(path) + ": is a directory, not a file path");
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   if (!fs::is_directory(dir, ec))
-    throw Error(flag + " " + path + ": the directory " + dir.string() + " does not exist");
+    throw Error(flag + " " + brief(path) + ": the directory " + brief(dir.string()) +
+                " does not exist");
   std::string why;
   if (!can_create_in(dir, &why))
-    throw Error(flag + " " + path + ": cannot write files in " + dir.string() + ": " + why);
+    throw Error(flag + " " + brief(path) + ": cannot write files in " + brief(dir.string()) + ": " +
+                why);
   // The names themselves (a file name of 246+ bytes is legal, its temporary's may not be).
   for (const std::string& name : {p.filename().string(), temp_name}) {
     if (name.empty() || fs::exists(dir / name, ec)) continue;
     if (!can_create_named(dir, name, &why))
-      throw Error(flag + " " + brief(path, 60) + ": cannot create the file " + brief(name, 60) +
-                  " in " + dir.string() + ": " + why);
+      throw Error(flag + " " + brief(path) + ": cannot create the file " + brief(name) + " in " +
+                  brief(dir.string()) + ": " + why);
   }
 }
 

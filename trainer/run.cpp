@@ -56,7 +56,7 @@ Trainer resumed_run(const std::string& path, const TrainConfig& flags,
           json j = saved;
           for (const std::string& k : given) {
             if (TrainConfig::is_arch_key(k) && saved[k] != mine[k])
-              throw Error(flag_of(k) + ": the model file " + path + " holds a model with " +
+              throw Error(flag_of(k) + ": the model file " + brief(path) + " holds a model with " +
                           flag_of(k) + " " + show_value(saved[k]) +
                           ", but the command line gives " + show_value(mine[k]));
             j[k] = mine[k];
@@ -72,8 +72,8 @@ Trainer resumed_run(const std::string& path, const TrainConfig& flags,
             (k == "data" ? c.data : k == "valid" ? c.valid : c.format) = mine[k].get<std::string>();
             continue;
           }
-          throw Error(flag_of(k) + ": the checkpoint " + path + " was trained with " + flag_of(k) +
-                      " " + show_value(saved[k]) + ", but the command line gives " +
+          throw Error(flag_of(k) + ": the checkpoint " + brief(path) + " was trained with " +
+                      flag_of(k) + " " + show_value(saved[k]) + ", but the command line gives " +
                       show_value(mine[k]) + " (leave the flag out to use the checkpoint's)");
         }
         c.steps = flags.steps;
@@ -104,7 +104,7 @@ void check_same_data_on_all_ranks(const Trainer& t) {
       if (other[k] != first[k])
         throw Error("MPI rank " + std::to_string(r) + " reads a different " + what[k] +
                     " than rank 0 (hash " + other[k].get<std::string>() + " vs " +
-                    first[k].get<std::string>() + (k == 0 ? ", " + t.cfg.data : "") +
+                    first[k].get<std::string>() + (k == 0 ? ", " + brief(t.cfg.data) : "") +
                     "): every rank needs the same data files");
   }
 }
@@ -126,17 +126,17 @@ void prepare_outputs(const RunOptions& o) {
     const fs::path out(o.out_dir);
     std::error_code ec;
     if (fs::exists(out, ec) && !fs::is_directory(out, ec))
-      throw Error("--out " + o.out_dir + ": exists and is not a directory");
+      throw Error("--out " + brief(o.out_dir) + ": exists and is not a directory");
     if (!fs::exists(out, ec)) {
       for (fs::path p = fs::absolute(out); !p.empty() && !fs::exists(p, ec); p = p.parent_path())
         made.insert(made.begin(), p);
       if (!fs::create_directories(out, ec) && ec) {
         made.clear();
-        throw Error("--out " + o.out_dir + ": cannot create the directory: " + ec.message());
+        throw Error("--out " + brief(o.out_dir) + ": cannot create the directory: " + ec.message());
       }
     }
     if (!outputs::can_create_in(out, &why))
-      throw Error("--out " + o.out_dir + ": cannot write files there: " + why);
+      throw Error("--out " + brief(o.out_dir) + ": cannot write files there: " + why);
     if (!o.save_path.empty())
       outputs::check_file_path("--save", o.save_path,
                                fs::path(safetensors_temp_path(o.save_path)).filename().string());
@@ -238,7 +238,7 @@ void periodic_save(const Trainer& t, const std::string& path) {
         stderr,
         "\nwarning: the checkpoint of step %lld could not be written (%s); training goes on%s\n",
         static_cast<long long>(t.step_count()), e.what(),
-        fs::exists(path, ec) ? (", and " + path + " keeps the last good one").c_str() : "");
+        fs::exists(path, ec) ? (", and " + brief(path) + " keeps the last good one").c_str() : "");
   }
 }
 
@@ -366,7 +366,7 @@ void check_options(const RunOptions& o) {
     outputs::check_file_path("--html", o.html,
                              std::filesystem::path(o.html).filename().string() + ".tmp");
   if (o.decode != "greedy" && o.decode != "beam")
-    throw Error("--decode: expected greedy or beam, got '" + o.decode + "'");
+    throw Error("--decode: expected greedy or beam, got '" + brief(o.decode) + "'");
   if (o.beam < 1 || o.beam > 256)
     throw Error("--beam: must be in [1, 256], got " + std::to_string(o.beam));
   if (!(o.alpha >= 0 && o.alpha <= 10))
