@@ -246,7 +246,7 @@ Trainer Trainer::resume(const std::string& path,
   }
   TrainConfig c = checkpoint_config(f);
   if (adjust) adjust(c, false);
-  if (use == DataUse::Evaluate) detail::find_moved_data(c, f);
+  if (use != DataUse::None) detail::find_moved_data(c, f);  // resumed or evaluated from anywhere
   const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
   Trainer t(c, &v, path, use);
   detail::restore(t, f, allow_nonfinite, use);

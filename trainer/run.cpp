@@ -66,9 +66,11 @@ Trainer resumed_run(const std::string& path, const TrainConfig& flags,
         }
         for (const std::string& k : given) {
           if (k == "steps" || saved[k] == mine[k]) continue;
-          // Evaluating: the data may be named anew (moved, or another folder); its hash decides.
-          if (use == DataUse::Evaluate &&
-              (k == "data" || k == "valid" || (k == "format" && saved["data"] == ""))) {
+          // The data may be named anew (moved, another folder, another path to
+          // the same file): its hash decides (restore() checks it). Evaluating,
+          // a model trained on a task may also read a file.
+          if (k == "data" || k == "valid" ||
+              (use == DataUse::Evaluate && k == "format" && saved["data"] == "")) {
             (k == "data" ? c.data : k == "valid" ? c.valid : c.format) = mine[k].get<std::string>();
             continue;
           }
@@ -391,7 +393,16 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
   const DataUse use = !o.ask.empty() || !o.explain.empty() ? DataUse::None
                       : o.eval_only                        ? DataUse::Evaluate
                                                            : DataUse::Train;
-  if (!o.load_path.empty()) return resumed_run(o.load_path, flags, given, o.allow_nonfinite, use);
+  if (!o.load_path.empty()) {
+    Trainer t = resumed_run(o.load_path, flags, given, o.allow_nonfinite, use);
+    // Fewer --steps than the checkpoint has taken would train nothing and
+    // write a file whose schedule ends before its step.
+    if (use == DataUse::Train && t.step_count() > t.cfg.steps)
+      throw Error("--steps " + std::to_string(t.cfg.steps) + ": the checkpoint " +
+                  brief(o.load_path) + " is already at step " + std::to_string(t.step_count()) +
+                  ": give more --steps to train on, or --eval-only to evaluate it");
+    return t;
+  }
   TrainConfig c = flags;
   fill_dependent_defaults(c, given);
   Trainer t = !o.init_from.empty() ? Trainer::init_from(o.init_from, c, given) : new_run(c, given);

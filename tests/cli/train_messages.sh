@@ -3,8 +3,9 @@
 # bytes, then "... (N bytes)"; control bytes and what is not UTF-8 as \xNN.
 # A 100 KB value with control bytes, given to every string flag of train and
 # step_through (and written into a checkpoint's settings), gives one short
-# line with no raw control byte. Then a key given twice in a checkpoint, a
-# symlink loop and --min-lr -1.
+# line with no raw control byte. Then the edges of reading a run back: a
+# symlink loop, --min-lr -1, a key given twice, --steps below the
+# checkpoint's step, and a text checkpoint resumed from another folder.
 source "$(dirname "$0")/lib.bash"
 command -v python3 >/dev/null || { echo "skipped: no python3"; exit 0; }
 cd "$QKV_TMP"
@@ -108,3 +109,24 @@ expect_out "--data loop.tsv: Too many levels of symbolic links"
 # (e) --min-lr -1 is a negative rate, not "auto" (its default).
 expect_fail "$TRAIN" "${TINY[@]}" --min-lr -1
 expect_out "--min-lr: must be >= 0, got -1"
+
+# (f) --steps below the checkpoint's step is refused: it would train nothing.
+expect_fail "$TRAIN" --load "$ckpt" --steps 2
+expect_out "--steps 2: the checkpoint run/model.safetensors is already at step 3"
+
+# (g) A text checkpoint resumes from another folder (its data found at its
+#     absolute path), and with --data naming the same file by another path;
+#     another file is refused by its hash.
+mkdir -p lm other
+for i in $(seq 60); do echo "the quick brown fox $i"; done > lm/corpus.txt
+LM=(--model gpt --d-model 16 --heads 2 --layers 1 --d-ff 32 --batch 4 --threads 1 --eval-every 0
+    --warmup 1 --context 8)
+(cd lm && expect_ok "$TRAIN" "${LM[@]}" --data corpus.txt --format text --steps 2 --out run)
+(cd other && expect_ok "$TRAIN" --load ../lm/run/model.safetensors --steps 3 --save again.safetensors)
+expect_out "step 3"
+(cd other && expect_ok "$TRAIN" --load ../lm/run/model.safetensors --steps 3 \
+  --data "$QKV_TMP/lm/./corpus.txt" --save again2.safetensors)
+cp lm/corpus.txt other/changed.txt
+echo "one more line" >> other/changed.txt
+(cd other && expect_fail "$TRAIN" --load ../lm/run/model.safetensors --steps 3 --data changed.txt)
+expect_out "changed.txt now has hash"
