@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("bench_bpe: cannot read " + brief(path, 60));
+    if (!in) throw Error("bench_bpe: cannot read " + brief(path));
     std::stringstream ss;
     ss << in.rdbuf();
     const std::string text = ss.str();

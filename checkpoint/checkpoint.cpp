@@ -20,14 +20,17 @@ void load_state_dict(Module& m, const TensorFile& f, const std::string& prefix) 
 
 void load_state_dict(Module& m, const TensorFile& f, const LoadOptions& options) {
   const std::string& prefix = options.prefix;
-  auto fail = [&](const std::string& msg) { throw Error("load: " + f.path + ": " + msg); };
+  auto fail = [&](const std::string& msg) { throw Error("load: " + brief(f.path) + ": " + msg); };
   std::unordered_map<std::string, const Tensor*> in_file;  // full name in the file -> tensor
   for (const auto& [name, t] : f.tensors)
     if (name.compare(0, prefix.size(), prefix) == 0) in_file.emplace(name, &t);
 
   // Check everything first: a failed load leaves every parameter untouched.
+  // Every missing and unexpected name is gathered, so that one message says
+  // what the file lacks and what it holds beyond the model.
   auto params = m.named_parameters();
   std::vector<const Tensor*> src(params.size());
+  std::vector<std::string> missing, unexpected;
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string full = prefix + params[i].first;
     auto it = in_file.find(full);
@@ -35,7 +38,10 @@ void load_state_dict(Module& m, const TensorFile& f, const LoadOptions& options)
       for (const auto& [now, before] : kRenamedParameters)
         if (params[i].first.compare(0, now.size(), now) == 0)
           it = in_file.find(prefix + before + params[i].first.substr(now.size()));
-    if (it == in_file.end()) fail("missing tensor '" + brief(full) + "'");
+    if (it == in_file.end()) {
+      missing.push_back(full);
+      continue;
+    }
     const Tensor& t = *it->second;
     if (t.shape() != params[i].second.shape())
       fail("tensor '" + brief(full) + "' has shape " + to_string(t.shape()) +
@@ -43,11 +49,21 @@ void load_state_dict(Module& m, const TensorFile& f, const LoadOptions& options)
     src[i] = &t;
     in_file.erase(it);
   }
-  if (!in_file.empty()) {
-    // Report the first left-over name in file order, so the message is stable.
-    for (const auto& [name, t] : f.tensors)
-      if (in_file.count(name)) fail("unexpected tensor '" + brief(name) + "'");
-  }
+  for (const auto& [name, t] : f.tensors)  // in file order, so the message is stable
+    if (in_file.count(name)) unexpected.push_back(name);
+  // "missing tensor 'a'", "missing 5 tensors: 'a', 'b', 'c' and 2 more"
+  auto names = [](const char* what, const std::vector<std::string>& v) {
+    std::string s = v.size() == 1
+                        ? std::string(what) + " tensor "
+                        : std::string(what) + " " + std::to_string(v.size()) + " tensors: ";
+    for (size_t i = 0; i < v.size() && i < 3; ++i) s += (i ? ", '" : "'") + brief(v[i]) + "'";
+    if (v.size() > 3) s += " and " + std::to_string(v.size() - 3) + " more";
+    return s;
+  };
+  if (!missing.empty() || !unexpected.empty())
+    fail(missing.empty()      ? names("unexpected", unexpected)
+         : unexpected.empty() ? names("missing", missing)
+                              : names("missing", missing) + "; " + names("unexpected", unexpected));
   if (!options.allow_nonfinite) {
     NamedTensors taken;  // the tensors about to be copied, under their names in the file
     for (size_t i = 0; i < params.size(); ++i)

@@ -28,18 +28,13 @@ std::string number_text(double v) {
   return text;
 }
 
-double physical_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? double(pages) * double(page) : 8e9;
-}
-
 // check_config_fits's reading of one file: each check names the file, the
 // config key and the tensor it was compared with.
 class ConfigFit {
  public:
   ConfigFit(const TensorFile& f, const std::string& prefix) : f_(f), prefix_(prefix) {}
 
-  [[noreturn]] void fail(const std::string& msg) const { throw Error(f_.path + ": " + msg); }
+  [[noreturn]] void fail(const std::string& msg) const { throw Error(brief(f_.path) + ": " + msg); }
   static std::string key_is(const char* key, int64_t v) {
     return std::string("model_config key '") + key + "' is " + std::to_string(v);
   }
@@ -121,14 +116,16 @@ class ConfigFit {
   }
 
   // The model holds every parameter in the file (load_state_dict is strict),
-  // so one that would hold more numbers than the file is refused before it is
-  // built: this bounds what a loader allocates by the file's size whatever
-  // else the configuration says (say, a layer count met by one stray tensor).
+  // so one that would hold far more numbers than the file is refused before
+  // it is built: this bounds what a loader allocates by the file's size
+  // whatever else the configuration says (say, a layer count met by one stray
+  // tensor). Up to twice the file's numbers (plus 2^20) is built, so that
+  // load_state_dict can name the tensors that are missing or unexpected.
   void count_fits(double model_numbers) const {
     double in_file = 0;
     for (const auto& [n, t] : f_.tensors)
       if (n.compare(0, prefix_.size(), prefix_) == 0) in_file += double(t.numel());
-    if (model_numbers > in_file)
+    if (model_numbers > 2 * in_file + double(1 << 20))
       fail("model_config describes a model of " + number_text(model_numbers) +
            " parameters but the file holds " + number_text(in_file) +
            " numbers under the prefix '" + brief(prefix_) + "'");
@@ -236,18 +233,11 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const Tra
       fit.size_is(name, table, 1, "d_model", c.d_model);
     }
   } else {
-    // The sinusoidal table is computed, not read: bound it on its own.
+    // The sinusoidal table is computed, not read: any max_positions the model
+    // takes is read back (nn::save_model writes it), and the loader builds at
+    // most SinusoidalPositionalEncoding::kEagerRows rows of it (the rest as a
+    // sequence needs them), so a file's number allocates nothing by itself.
     fit.at_least("max_positions", c.max_positions, 0);
-    if (c.max_positions > kMaxSinusoidalPositions)
-      fit.fail(ConfigFit::key_is("max_positions", c.max_positions) +
-               ": a sinusoidal table of more than " + std::to_string(kMaxSinusoidalPositions) +
-               " positions is refused");
-    const double bytes = double(c.max_positions) * double(c.d_model) * sizeof(real);
-    if (bytes > 0.5 * physical_memory_bytes())
-      fit.fail(ConfigFit::key_is("max_positions", c.max_positions) +
-               ": its sinusoidal table (max_positions x d_model " + std::to_string(c.d_model) +
-               ") would take " + number_text(bytes / 1073741824.0) +
-               " GiB, more than half of this machine's memory");
   }
   fit.dropout_ok(c.dropout);
   fit.count_fits(parameter_count(c));

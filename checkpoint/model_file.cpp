@@ -114,8 +114,10 @@ C from_json_with(const json& file_json, const std::string& where, Fields fields)
       throw Error(where + ": key 'd_k' is " + std::to_string(c.d_k) +
                   ": must be >= 1 (leave it out for d_model / heads)");
   }
-  if (c.window < 1 || c.global_every < 1)
-    throw Error(where + ": keys 'window' and 'global_every' must be >= 1, got " +
+  // The values nn::MultiHeadAttention takes (nn/attention.h): global_every 0
+  // is sparse attention without global positions.
+  if (c.window < 1 || c.global_every < 0)
+    throw Error(where + ": key 'window' must be >= 1 and 'global_every' >= 0, got " +
                 std::to_string(c.window) + " and " + std::to_string(c.global_every));
   return c;
 }
@@ -124,11 +126,12 @@ TensorFile read_model_file(const std::string& path, const char* want_kind) {
   TensorFile f = read_safetensors(path);
   const std::string kind = f.metadata.count("model_kind") ? f.metadata.at("model_kind") : "";
   if (kind.empty())
-    throw Error(path +
+    throw Error(brief(path) +
                 ": metadata has no 'model_kind': not a file written by nn::save_model or the "
                 "training program");
   if (kind != want_kind)
-    throw Error(path + ": holds a '" + brief(kind) + "' model, not a '" + want_kind + "' model");
+    throw Error(brief(path) + ": holds a '" + brief(kind) + "' model, not a '" + want_kind +
+                "' model");
   return f;
 }
 
@@ -239,7 +242,7 @@ SpecialTokens special_tokens(const Metadata& md, const std::string& path) {
   SpecialTokens s;
   if (!md.count("special_tokens")) return s;
   const json j = metadata_json(md, "special_tokens", path);
-  const std::string where = path + ": metadata 'special_tokens'";
+  const std::string where = brief(path) + ": metadata 'special_tokens'";
   read_json_field(j, "pad", s.pad, where);
   read_json_field(j, "bos", s.bos, where);
   read_json_field(j, "eos", s.eos, where);
@@ -260,8 +263,8 @@ void save_model(const Model& m, const std::string& path, const Metadata& extra) 
 
 json metadata_json(const Metadata& md, const std::string& key, const std::string& path) {
   auto it = md.find(key);
-  if (it == md.end()) throw Error(path + ": metadata has no '" + brief(key) + "'");
-  return parse_json_bounded(it->second, path + ": metadata '" + brief(key) + "'");
+  if (it == md.end()) throw Error(brief(path) + ": metadata has no '" + brief(key) + "'");
+  return parse_json_bounded(it->second, brief(path) + ": metadata '" + brief(key) + "'");
 }
 
 // ---- loading ---------------------------------------------------------------------
@@ -270,12 +273,12 @@ namespace {
 std::unique_ptr<Model> load_or_check(const TensorFile& f, bool build) {
   auto it = f.metadata.find("model_kind");
   if (it == f.metadata.end() || it->second.empty())
-    throw Error(f.path +
+    throw Error(brief(f.path) +
                 ": metadata has no 'model_kind': not a file written by nn::save_model or the "
                 "training program");
-  const Family& fam = family(it->second, f.path + ": metadata 'model_kind'");
+  const Family& fam = family(it->second, brief(f.path) + ": metadata 'model_kind'");
   return fam.load(f, prefix_of(f), metadata_json(f.metadata, "model_config", f.path),
-                  f.path + ": metadata 'model_config'", build);
+                  brief(f.path) + ": metadata 'model_config'", build);
 }
 }  // namespace
 
@@ -306,7 +309,7 @@ std::unique_ptr<EncoderOnlyModel> load_encoder_only(const std::string& path) {
 std::string model_kind(const std::string& path) {
   TensorFile f = read_safetensors(path);
   auto it = f.metadata.find("model_kind");
-  if (it == f.metadata.end()) throw Error(path + ": metadata has no 'model_kind'");
+  if (it == f.metadata.end()) throw Error(brief(path) + ": metadata has no 'model_kind'");
   return it->second;
 }
 

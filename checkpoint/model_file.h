@@ -89,8 +89,8 @@ std::string model_kind(const std::string& path);
 //   d_model and the vocabulary sizes against the token embeddings, heads
 //   against d_model (it must divide it), d_ff against each stack's first FFN
 //   weight, the layer counts against the layer indices in the tensor names,
-//   max_positions against the learned position tables (sinusoidal: at most
-//   kMaxSinusoidalPositions rows, and the table must fit in memory), dropout
+//   max_positions against the learned position tables (sinusoidal: >= 0; the
+//   table is computed as needed), dropout
 //   in [0, 1), and the number of parameters the configuration implies against
 //   the numbers the file holds under `prefix`.
 // The Error names the file and the key:
@@ -103,8 +103,6 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const GPT
 void check_config_fits(const TensorFile& f, const std::string& prefix, const EncoderOnlyConfig& c);
 // The same for whatever model a file holds (its model_kind, model_config, model_prefix).
 void check_config_fits(const TensorFile& f);
-// The most positions a sinusoidal table is built with from a file's max_positions.
-inline constexpr int64_t kMaxSinusoidalPositions = 65536;
 // How many numbers (parameters) a model of this configuration holds, as
 // named_parameters() counts them (tied weights once). A double: a hostile
 // configuration may describe more than 2^63.

@@ -4,6 +4,9 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -47,13 +50,17 @@ size_t first_invalid_utf8(const std::string& s) {
 
 TextFile read_text_file(const std::string& path, int64_t max_bytes) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw Error(path + ": no such file");
-  if (!S_ISREG(st.st_mode)) throw Error(path + ": not a regular file");
+  const std::string shown = brief(path);
+  // ENOENT is "no such file"; any other reason (a symlink loop, a folder
+  // without permission, a name too long) is the system's own words.
+  if (::stat(path.c_str(), &st) != 0)
+    throw Error(shown + ": " + (errno == ENOENT ? "no such file" : std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) throw Error(shown + ": not a regular file");
   if (st.st_size > max_bytes)
-    throw Error(path + ": " + std::to_string(st.st_size) + " bytes is more than the " +
+    throw Error(shown + ": " + std::to_string(st.st_size) + " bytes is more than the " +
                 std::to_string(max_bytes) + " this program reads");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot be read");
+  if (!in) throw Error(shown + ": cannot be read");
   std::ostringstream ss;
   ss << in.rdbuf();
   TextFile f{path, ss.str(), 0};
@@ -67,12 +74,12 @@ TextFile read_text_file(const std::string& path, int64_t max_bytes) {
         1 + std::count(f.text.begin(), f.text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
     char b[8];
     std::snprintf(b, sizeof b, "0x%02x", static_cast<unsigned char>(f.text[bad]));
-    throw Error(path + ":" + std::to_string(line) + ": byte " + b + " at column " +
+    throw Error(shown + ":" + std::to_string(line) + ": byte " + b + " at column " +
                 std::to_string(bad - line_start + 1) +
                 " is not UTF-8 (qkv reads UTF-8 text; convert the file, e.g. with iconv)");
   }
   if (f.text.find_first_not_of(" \t\r\n") == std::string::npos)
-    throw Error(path + ": the file is empty");
+    throw Error(shown + ": the file is empty");
   return f;
 }
 
@@ -85,7 +92,7 @@ std::vector<TokenPair> parse_pairs(const TextFile& f, Split how) {
     ++n;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    const std::string where = f.path + ":" + std::to_string(n) + ": ";
+    const std::string where = brief(f.path) + ":" + std::to_string(n) + ": ";
     const size_t tab = line.find('\t');
     if (tab == std::string::npos) throw Error(where + "expected 'source<TAB>target', found no tab");
     if (line.find('\t', tab + 1) != std::string::npos)
@@ -95,7 +102,7 @@ std::vector<TokenPair> parse_pairs(const TextFile& f, Split how) {
     if (p.tgt.empty()) throw Error(where + "the target is empty");
     out.push_back(std::move(p));
   }
-  if (out.empty()) throw Error(f.path + ": no pairs in the file");
+  if (out.empty()) throw Error(brief(f.path) + ": no pairs in the file");
   return out;
 }
 

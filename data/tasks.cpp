@@ -11,7 +11,7 @@ Task parse_task(const std::string& s) {
   if (s == "copy") return Task::Copy;
   if (s == "reverse") return Task::Reverse;
   if (s == "sort") return Task::Sort;
-  throw Error("task: unknown task '" + s + "' (expected copy, reverse or sort)");
+  throw Error("task: unknown task '" + brief(s) + "' (expected copy, reverse or sort)");
 }
 const char* task_name(Task t) {
   return t == Task::Copy ? "copy" : t == Task::Reverse ? "reverse" : "sort";

@@ -6,7 +6,7 @@ namespace qkv::data {
 Split parse_split(const std::string& s) {
   if (s == "char") return Split::Char;
   if (s == "word") return Split::Word;
-  throw Error("tokens: unknown tokenisation '" + brief(s, 40) + "' (expected char or word)");
+  throw Error("tokens: unknown tokenisation '" + brief(s) + "' (expected char or word)");
 }
 const char* split_name(Split s) { return s == Split::Char ? "char" : "word"; }
 
@@ -58,7 +58,7 @@ int64_t Vocab::id_of(std::string_view t, int64_t* unknown) const {
   int64_t id = find(t);
   if (id < 0 || id < 3) {  // specials are never typed in
     if (!has_unk())
-      throw Error("vocab: unknown token '" + brief(std::string(t), 40) + "' (the vocabulary has " +
+      throw Error("vocab: unknown token '" + brief(std::string(t)) + "' (the vocabulary has " +
                   describe() + ")");
     id = kUnk;
     if (unknown) ++*unknown;

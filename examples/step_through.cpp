@@ -412,7 +412,7 @@ void print_backward_order(const TinyRun& r) {
 void write_graph(const TinyRun& r, const std::string& path, const DotOptions& options) {
   std::ostringstream dot;
   write_dot(r.loss, dot, options);
-  write_file_atomically(path, "--dot " + brief(path, 60), dot.str());
+  write_file_atomically(path, "--dot " + brief(path), dot.str());
   section("The autograd graph");
   std::printf(
       " Wrote %s: part 2's graph of %zu variables,\n"
@@ -431,11 +431,11 @@ void write_graph(const TinyRun& r, const std::string& path, const DotOptions& op
     const std::string svg = path + ".svg";
     const ProgramRun g = run_program({program, "-Tsvg", path.front() == '-' ? "./" + path : path});
     if (g.status == 0) {
-      write_file_atomically(svg, "--dot " + brief(svg, 60), g.out);
+      write_file_atomically(svg, "--dot " + brief(svg), g.out);
       std::printf(" Rendered %s with Graphviz (dot -Tsvg).\n", svg.c_str());
     } else {
       std::printf(" `dot -Tsvg %s` failed with status %d: %s\n", path.c_str(), g.status,
-                  brief(g.err, 400).c_str());
+                  brief(g.err).c_str());
     }
   } else {
     std::printf(
@@ -525,7 +525,13 @@ int main(int argc, char** argv) {
   bool no_fd = false, order = false;
   app.add_option("--part", part, "1, 2 or all (default)")
       ->type_name("N")
-      ->check(CLI::IsMember({"1", "2", "all"}));
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return s == "1" || s == "2" || s == "all"
+                       ? std::string()
+                       : "expected 1, 2 or all, got '" + qkv::brief(s) + "'";
+          },
+          "N", "part"));
   app.add_flag("--order", order,
                "list the ops of part 2's model in the order the engine's backward visits them");
   CLI::Option* dot =

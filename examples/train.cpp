@@ -39,7 +39,7 @@ namespace {
 std::string check_number_text(const std::string& s, bool integer, bool may_be_negative, double lo,
                               double hi) {
   if (s.empty()) return "expected a number, got an empty string";
-  const std::string shown = "'" + brief(s, 40) + "'";
+  const std::string shown = "'" + brief(s) + "'";
   size_t i = s[0] == '-' || s[0] == '+' ? 1 : 0;
   if (s[0] == '-' && !may_be_negative) return "must not be negative, got " + shown;
   if (integer) {

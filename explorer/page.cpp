@@ -65,7 +65,7 @@ struct TempFile {
     buf.push_back('\0');
     const int fd = mkstemps(buf.data(), static_cast<int>(std::string(suffix).size()));
     if (fd < 0)
-      throw Error("explorer: cannot create a temporary file " + brief(t, 80) + ": " +
+      throw Error("explorer: cannot create a temporary file " + brief(t) + ": " +
                   std::strerror(errno));
     close(fd);
     path = buf.data();
@@ -91,7 +91,7 @@ std::string layout_svg(const std::string& dot) {
   if (r.status != 0)
     throw Error("explorer: `dot -Tsvg` (" + program + ") failed with status " +
                 std::to_string(r.status) + ": " +
-                (r.err.empty() ? std::string("(no message)") : brief(r.err, 400)));
+                (r.err.empty() ? std::string("(no message)") : brief(r.err)));
   const size_t start = r.out.find("<svg");
   if (start == std::string::npos) throw Error("explorer: `dot -Tsvg` wrote no <svg>");
   return r.out.substr(start);

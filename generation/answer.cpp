@@ -102,7 +102,7 @@ bool can_beam_search(const Model& model) {
 std::vector<data::Seq> answer(Model& model, const std::vector<data::Seq>& sources,
                               const AnswerOptions& o) {
   if (o.method != "greedy" && o.method != "beam")
-    throw Error("answer: the method is 'greedy' or 'beam', got '" + brief(o.method, 40) + "'");
+    throw Error("answer: the method is 'greedy' or 'beam', got '" + brief(o.method) + "'");
   if (o.max_new_tokens < 1)
     throw Error("answer: max_new_tokens must be >= 1, got " + std::to_string(o.max_new_tokens));
   if (sources.empty()) return {};

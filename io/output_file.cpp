@@ -48,20 +48,20 @@ std::string output_target(const std::string& path, const std::string& label) {
       const int err = errno;
       if (hops == 0 && err == ENOENT) return cur;  // a new file (its directory is checked later)
       if (hops == 0) throw Error(label + ": " + std::strerror(err));
-      if (err == ENOENT) throw Error(label + ": is a symlink to a missing file " + brief(cur, 60));
-      throw Error(label + ": is a symlink to " + brief(cur, 60) + ": " + std::strerror(err));
+      if (err == ENOENT) throw Error(label + ": is a symlink to a missing file " + brief(cur));
+      throw Error(label + ": is a symlink to " + brief(cur) + ": " + std::strerror(err));
     }
     if (S_ISREG(st.st_mode)) return cur;
     if (S_ISLNK(st.st_mode)) {
       if (!links_seen.insert({st.st_dev, st.st_ino}).second)
-        throw Error(label + ": is a symlink loop (" + brief(cur, 60) + " leads back to itself)");
+        throw Error(label + ": is a symlink loop (" + brief(cur) + " leads back to itself)");
       if (hops == kMaxSymlinkHops)
         throw Error(label + ": is a chain of more than " + std::to_string(kMaxSymlinkHops) +
                     " symlinks");
       std::vector<char> buf(static_cast<size_t>(st.st_size > 0 ? st.st_size : 4095) + 1);
       const ssize_t n = ::readlink(cur.c_str(), buf.data(), buf.size());
       if (n <= 0 || static_cast<size_t>(n) >= buf.size())
-        throw Error(label + ": cannot read the symlink " + brief(cur, 60) +
+        throw Error(label + ": cannot read the symlink " + brief(cur) +
                     (n < 0 ? std::string(": ") + std::strerror(errno) : std::string()));
       const std::string link(buf.data(), static_cast<size_t>(n));
       // A relative link is read from the directory of the link itself.
@@ -70,7 +70,7 @@ std::string output_target(const std::string& path, const std::string& label) {
                 : (fs::path(cur).parent_path() / link).string();
       continue;
     }
-    const std::string what = hops == 0 ? "is " : "is a symlink to " + brief(cur, 60) + ", ";
+    const std::string what = hops == 0 ? "is " : "is a symlink to " + brief(cur) + ", ";
     throw Error(label + ": " + what + kind_of(st.st_mode) +
                 (S_ISDIR(st.st_mode) ? ", not a file path" : ", not a regular file"));
   }
@@ -99,17 +99,17 @@ std::string check_output_file(const std::string& label, const std::string& path)
   const std::string dir = directory_of(target);
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw Error(label + ": the directory " + brief(dir, 60) + " does not exist");
+    throw Error(label + ": the directory " + brief(dir) + " does not exist");
   std::string why;
   if (!can_create_named(dir, ".qkv-write-test." + std::to_string(::getpid()), &why))
-    throw Error(label + ": cannot write files in " + brief(dir, 60) + ": " + why);
+    throw Error(label + ": cannot write files in " + brief(dir) + ": " + why);
   // The names themselves (a file name of 246+ bytes is legal, its temporary's may not be).
   for (const std::string& file : {target, atomic_temp_path(target)}) {
     const std::string name = fs::path(file).filename().string();
     if (fs::exists(fs::symlink_status(file, ec))) continue;
     if (!can_create_named(dir, name, &why))
-      throw Error(label + ": cannot create the file " + brief(name, 60) + " in " + brief(dir, 60) +
-                  ": " + why);
+      throw Error(label + ": cannot create the file " + brief(name) + " in " + brief(dir) + ": " +
+                  why);
   }
   return target;
 }
@@ -146,7 +146,7 @@ void write_file_atomically(const std::string& path, const std::string& label,
     // Checked again now: a long run's path may have become a device or a link since.
     if (output_target(path, label) != target)
       throw Error(label + ": changed while it was written (now " +
-                  brief(output_target(path, label), 60) + "); not written");
+                  brief(output_target(path, label)) + "); not written");
     if (::rename(tmp.c_str(), target.c_str()) != 0)
       throw Error(label + ": rename of " + tmp + " failed: " + std::strerror(errno));
   } catch (...) {

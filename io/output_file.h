@@ -14,7 +14,7 @@
 // Refusals read "<label>: is a character device, not a regular file", the
 // label being what the caller names the path by ("--save out/null").
 //
-//   check_output_file("--save " + brief(path, 60), path);    // before any work
+//   check_output_file("--save " + brief(path), path);    // before any work
 //   write_file_atomically(path, "plot: " + path, svg_text);  // at the end
 #pragma once
 #include <functional>

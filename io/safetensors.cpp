@@ -134,7 +134,7 @@ class Parser {
 
  private:
   [[noreturn]] void fail(const std::string& msg) const {
-    throw Error(std::string(op_) + ": " + name_ + ": " + msg);
+    throw Error(std::string(op_) + ": " + brief(name_) + ": " + msg);
   }
   [[noreturn]] void fail(const std::string& tensor, const std::string& msg) const {
     fail("tensor '" + brief(tensor) + "': " + msg);
@@ -146,16 +146,14 @@ class Parser {
     // the key hook sees every top-level key (depth 1) so that a duplicate
     // tensor name is an error.
     std::set<std::string> seen;
-    std::string duplicate;
     auto on_key = [&](int depth, const std::string& key) {
-      if (depth == 1 && duplicate.empty() && !seen.insert(key).second) duplicate = key;
+      if (depth == 1 && !seen.insert(key).second) fail(key, "duplicate tensor name in the header");
     };
-    const json header =
-        parse_json_bounded(std::string_view(text, n), std::string(op_) + ": " + name_ + ": header",
-                           kMaxHeaderDepth, on_key);
+    const json header = parse_json_bounded(std::string_view(text, n),
+                                           std::string(op_) + ": " + brief(name_) + ": header",
+                                           kMaxHeaderDepth, on_key);
     if (!header.is_object())
       fail(std::string("header is not a JSON object (it is ") + header.type_name() + ")");
-    if (!duplicate.empty()) fail(duplicate, "duplicate tensor name in the header");
     return header;
   }
 
@@ -353,7 +351,7 @@ class FileBytes {
   [[noreturn]] void fail(const std::string& msg) {
     if (fd_ >= 0) ::close(fd_);  // the destructor does not run for a throwing constructor
     fd_ = -1;
-    throw Error("read_safetensors: " + path_ + ": " + msg);
+    throw Error("read_safetensors: " + brief(path_) + ": " + msg);
   }
   static const char* file_kind(mode_t m) {
     if (S_ISDIR(m)) return "a directory";
@@ -381,7 +379,7 @@ bool TensorFile::has(const std::string& name) const {
 const Tensor& TensorFile::get(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return t;
-  throw Error("TensorFile: " + path + ": no tensor named '" + brief(name) + "'");
+  throw Error("TensorFile: " + brief(path) + ": no tensor named '" + brief(name) + "'");
 }
 
 namespace {

@@ -32,7 +32,7 @@ class Writer {
   explicit Writer(const std::string& path) : path_(path) {}
 
   [[noreturn]] void fail(const std::string& msg) const {
-    throw Error("write_safetensors: " + path_ + ": " + msg);
+    throw Error("write_safetensors: " + brief(path_) + ": " + msg);
   }
 
   // Validate and lay out everything before any file is created, then write

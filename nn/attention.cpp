@@ -112,7 +112,7 @@ AttentionKernel attention_kernel_from_string(const std::string& s) {
         AttentionKernel::Linear, AttentionKernel::Auto})
     if (s == to_string(k)) return k;
   if (s == "flash") return AttentionKernel::MemoryEfficient;
-  throw Error("attention: unknown kernel '" + brief(s, 40) +
+  throw Error("attention: unknown kernel '" + brief(s) +
               "' (standard, memory-efficient or flash, sparse, linear, auto)");
 }
 

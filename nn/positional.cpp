@@ -78,7 +78,7 @@ SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t D_, int64_t m
   if (D <= 0 || max_positions < 0)
     throw Error("SinusoidalPositionalEncoding: need D > 0 and max_positions >= 0, got D " +
                 std::to_string(D) + ", max_positions " + std::to_string(max_positions));
-  grow(max_positions);
+  grow(std::min(max_positions, kEagerRows));
 }
 
 void SinusoidalPositionalEncoding::grow(int64_t rows) const {

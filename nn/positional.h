@@ -15,7 +15,10 @@ Var add_positions(const Var& x, const Var& table);
 
 class SinusoidalPositionalEncoding : public Module {
  public:
+  // The table is a cache: at most kEagerRows of its max_positions rows are
+  // computed here, the rest when a sequence first needs them.
   explicit SinusoidalPositionalEncoding(int64_t D, int64_t max_positions = 512);
+  static constexpr int64_t kEagerRows = 65536;
   // x (B, T, D) -> x + PE[:T]. A T beyond the table grows it (the table is a cache
   // of a fixed function, hence mutable behind a const forward).
   Var forward(const Var& x) const;

@@ -679,7 +679,9 @@ TEST_CASE(
 
   // Without the prefix the same file is wrong: its names do not match.
   TwoLinear c(3, 4, 2, test_seed(2));
-  CHECK(contains(error_of([&] { nn::load_state_dict(c, f); }), "missing tensor 'linear1.bias'"));
+  CHECK(
+      contains(error_of([&] { nn::load_state_dict(c, f); }),
+               "missing 3 tensors: 'linear1.bias', 'linear2.weight', 'linear2.bias'; unexpected"));
 
   sd.emplace_back("model.extra", Tensor::ones({1}));
   write_safetensors(path, sd);

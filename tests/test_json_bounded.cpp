@@ -72,3 +72,24 @@ TEST_CASE("parse_json_bounded: the key hook sees every key with its depth, in or
       {1, "a"}, {2, "b"}, {2, "c"}, {4, "d"}, {1, "e"}};
   CHECK(keys == want);
 }
+
+TEST_CASE(
+    "parse_json_bounded: a key given twice in one object is refused at any depth, naming it "
+    "briefly") {
+  // nlohmann keeps the last of two equal keys: a checkpoint saying "lr" twice
+  // would silently train with the second.
+  CHECK(error_of(
+            [&] { parse_json_bounded(R"({"lr": 1, "lr": 2})", "f: metadata 'train_config'"); }) ==
+        "f: metadata 'train_config' has the key 'lr' twice in one object (which one is meant?)");
+  CHECK(has(
+      error_of([&] { parse_json_bounded(R"({"a": [{"b": 1}, {"c": {"d": 1, "d": 1}}]})", "x"); }),
+      "x has the key 'd' twice"));
+  const std::string long_key = std::string(100000, 'k') + "\\u001b";  // ESC, as JSON writes it
+  const std::string msg = error_of(
+      [&] { parse_json_bounded("{\"" + long_key + "\": 1, \"" + long_key + "\": 2}", "x"); });
+  CHECK(msg.size() < 200);
+  CHECK(msg.find('\x1b') == std::string::npos);
+  // The same key in sibling objects, or in an object and the one inside it, is no duplicate.
+  CHECK(parse_json_bounded(R"([{"a": 1}, {"a": 2}])", "x")[1]["a"] == 2);
+  CHECK(parse_json_bounded(R"({"a": {"a": {"a": 1}}, "b": {"a": 2}})", "x")["b"]["a"] == 2);
+}

@@ -97,11 +97,11 @@ TEST_CASE(
   TempDir tmp;
   fs::create_symlink("nowhere/missing.txt", tmp.file("dangling"));
   check_refused(tmp, tmp.file("dangling"),
-                "is a symlink to a missing file " + brief(tmp.file("nowhere/missing.txt"), 60));
+                "is a symlink to a missing file " + brief(tmp.file("nowhere/missing.txt")));
   fs::create_symlink("loop_b", tmp.file("loop_a"));
   fs::create_symlink("loop_a", tmp.file("loop_b"));
   check_refused(tmp, tmp.file("loop_a"),
-                "is a symlink loop (" + brief(tmp.file("loop_a"), 60) + " leads back to itself)");
+                "is a symlink loop (" + brief(tmp.file("loop_a")) + " leads back to itself)");
   std::ofstream(tmp.file("end")) << "x";
   std::string next = "end";
   for (int i = 0; i <= kMaxSymlinkHops; ++i) {  // 41 links: l40 -> l39 -> ... -> l0 -> end
@@ -136,7 +136,7 @@ TEST_CASE(
 
   fs::create_symlink("fifo", tmp.file("to_fifo"));
   check_refused(tmp, tmp.file("to_fifo"),
-                "is a symlink to " + brief(tmp.file("fifo"), 60) + ", a FIFO, not a regular file");
+                "is a symlink to " + brief(tmp.file("fifo")) + ", a FIFO, not a regular file");
 
   // /dev/null's own numbers (1, 3), made here: no test touches the real /dev.
   if (mknod(tmp.file("null").c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {

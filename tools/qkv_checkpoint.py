@@ -7,6 +7,10 @@ described in docs/checkpoint-format.md; in short:
     [N bytes]  JSON header, padded with spaces to a multiple of 8
     [rest]     the tensors' F32 numbers, little-endian, back to back in name order
 
+    (read() also takes F64 tensors, as array('d'); any other dtype is refused.
+    Every fault of a file is a ValueError naming the file and the tensor or
+    key; on the command line, one "error:" line and exit status 1.)
+
     tensors, metadata = read("runs/reverse/model.safetensors")
     shape, values = tensors["model.encoder.layers.0.self_attn.w_q.weight"]
     write("copy.safetensors", tensors, metadata)   # the same bytes qkv writes
@@ -19,47 +23,167 @@ import array
 import json
 import math
 import os
+import stat
 import struct
 import sys
 
 DEFAULT_SPECIAL_TOKENS = {"pad": 0, "bos": 1, "eos": 2}
 
 
+# The bytes per element of each safetensors dtype; read() converts F32 and F64.
+DTYPE_SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
+               "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+READ_TYPECODES = {"F32": "f", "F64": "d"}  # array.array typecodes
+MAX_RANK = 8  # qkv's kMaxRank
+
+
+def brief(value):
+    """`value` as an error message quotes it, by qkv's rule (brief() in
+    core/error.h): a control character or a byte that is not UTF-8 shows as
+    \\xNN, and a value longer than about 60 bytes is cut there, at a character
+    boundary, followed by "... (N bytes)"."""
+    if isinstance(value, bytes):
+        data = value
+    else:  # a lone surrogate (JSON's "\\ud800") is not UTF-8; one from a path stands for its byte
+        data = b"".join(bytes([ord(c) - 0xDC00]) if 0xDC80 <= ord(c) <= 0xDCFF
+                        else c.encode("utf-8", "surrogatepass") for c in str(value))
+    out, size, i = [], 0, 0
+    while i < len(data) and size < 60:
+        c = data[i]
+        n = 1 if c < 0x80 else 2 if 0xC2 <= c <= 0xDF else 3 if 0xE0 <= c <= 0xEF else 4 if 0xF0 <= c <= 0xF4 else 0
+        try:
+            ch = data[i:i + n].decode("utf-8") if n else None
+        except UnicodeDecodeError:
+            ch = None
+        if ch is None or ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0:
+            out.append(f"\\x{c:02x}")
+            size, i = size + 4, i + 1
+        else:
+            out.append(ch)
+            size, i = size + n, i + n
+    text = "".join(out)
+    return text if i >= len(data) else f"{text}... ({len(data)} bytes)"
+
+
+def _unique_keys(pairs):
+    """A JSON object's keys, refusing one that appears twice (json.loads keeps the last)."""
+    obj = {}
+    for k, v in pairs:
+        if k in obj:
+            raise ValueError(f"has the key '{brief(k)}' twice in one object (which one is meant?)")
+        obj[k] = v
+    return obj
+
+
+def _parse_json(text, where):
+    """One JSON value from `text`, or ValueError "<where> is not valid JSON (...)"."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where} is not valid JSON ({e.msg} at character {e.pos})") from None
+    except ValueError as e:
+        raise ValueError(f"{where} {e}") from None
+    except RecursionError:
+        raise ValueError(f"{where} nests lists or objects too deeply") from None
+
+
+def _open_regular(path):
+    """The file at `path`, opened for reading, refused unless it is a regular
+    file: it is opened without blocking (a FIFO would wait for a writer) and
+    checked before a byte is read."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{brief(path)}: not a regular file (a FIFO, device or directory)")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _entry(path, name, info, data_size):
+    """A tensor's header entry, checked as qkv's reader checks it: (dtype, shape, begin, end)."""
+    where = f"{brief(path)}: tensor '{brief(name)}'"
+    if not name:
+        raise ValueError(f"{brief(path)}: a tensor has an empty name")
+    if not isinstance(info, dict):
+        raise ValueError(f"{where}: entry is not an object")
+    for field in ("dtype", "shape", "data_offsets"):
+        if field not in info:
+            raise ValueError(f"{where}: entry has no '{field}'")
+    dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+    if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
+        raise ValueError(f"{where}: unknown dtype '{brief(dtype)}'")
+    if (not isinstance(shape, list) or len(shape) > MAX_RANK
+            or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**63 for d in shape)):
+        raise ValueError(f"{where}: shape {brief(json.dumps(shape))} is not a list of at most {MAX_RANK} non-negative integers")
+    if (not isinstance(offsets, list) or len(offsets) != 2
+            or not all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offsets)):
+        raise ValueError(f"{where}: data_offsets {brief(json.dumps(offsets))} is not [begin, end] of non-negative integers")
+    begin, end = offsets
+    if not begin <= end <= data_size:
+        raise ValueError(f"{where}: data_offsets [{begin}, {end}] are not within the data section ({data_size} bytes)")
+    need = DTYPE_SIZES[dtype] * math.prod(shape)
+    if end - begin != need:
+        raise ValueError(f"{where}: data_offsets [{begin}, {end}] hold {end - begin} bytes but {dtype} {shape} needs {need}")
+    return dtype, shape, begin, end
+
+
 def _load(path, with_data):
-    """(header dict, data section bytes or None)."""
-    with open(path, "rb") as f:
+    """(header dict with every tensor entry checked, data section bytes or None).
+    Raises ValueError naming the file (and the tensor or key) on any fault."""
+    with _open_regular(path) as f:
         head = f.read(8)
         if len(head) < 8:
-            raise ValueError(f"{path}: {len(head)} bytes, too short for a safetensors file")
+            raise ValueError(f"{brief(path)}: {len(head)} bytes, too short for a safetensors file")
         (n,) = struct.unpack("<Q", head)
-        if n > os.fstat(f.fileno()).st_size - 8:
-            raise ValueError(f"{path}: header length {n} is beyond the end of the file")
+        size = os.fstat(f.fileno()).st_size
+        if n > size - 8:
+            raise ValueError(f"{brief(path)}: header length {n} is beyond the end of the file ({size} bytes)")
         try:
-            header = json.loads(f.read(n).decode("utf-8"))
-        except ValueError as e:
-            raise ValueError(f"{path}: the header is not valid JSON ({e})") from None
+            text = f.read(n).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{brief(path)}: the header is not UTF-8 (byte {e.start})") from None
+        header = _parse_json(text, f"{brief(path)}: the header")
         if not isinstance(header, dict):
-            raise ValueError(f"{path}: the header is not a JSON object")
+            raise ValueError(f"{brief(path)}: the header is not a JSON object")
+        metadata = header.get("__metadata__")
+        if metadata is not None and not (isinstance(metadata, dict)
+                                         and all(isinstance(v, str) for v in metadata.values())):
+            raise ValueError(f"{brief(path)}: __metadata__ is not an object of strings")
+        data_size = size - 8 - n
+        entries = {name: _entry(path, name, info, data_size) for name, info in header.items() if name != "__metadata__"}
+        # The ranges tile the data section: no overlap, no gap, no tail.
+        cursor, prev = 0, None
+        for name, (_, _, begin, end) in sorted(entries.items(), key=lambda e: (e[1][2], e[1][3], e[0])):
+            if begin != cursor:
+                what = "overlap with" if begin < cursor else "leave a gap after"
+                other = f"tensor '{brief(prev)}'" if prev is not None else "the header"
+                raise ValueError(f"{brief(path)}: tensor '{brief(name)}': data_offsets [{begin}, {end}] {what} {other}")
+            cursor, prev = end, name
+        if cursor != data_size:
+            raise ValueError(f"{brief(path)}: {data_size - cursor} bytes after the last tensor belong to no tensor")
         return header, f.read() if with_data else None
 
 
 def read_header(path):
-    """The JSON header alone (tensor entries and "__metadata__"): no tensor is read."""
+    """The JSON header alone (tensor entries and "__metadata__"), every entry
+    checked: no tensor is read."""
     return _load(path, False)[0]
 
 
 def read(path):
-    """Returns (tensors: {name: (shape list, array.array('f'))}, metadata: {str: str})."""
+    """Returns (tensors: {name: (shape list, array.array)}, metadata: {str: str}).
+    F32 tensors come as array('f'), F64 as array('d'); a file holding another
+    dtype (F16, BF16, integers) is refused naming the tensor. write() writes F32."""
     header, body = _load(path, True)
     metadata = header.pop("__metadata__", None) or {}
     tensors = {}
     for name, info in header.items():
-        if info["dtype"] != "F32":
-            raise ValueError(f"{path}: tensor '{name}' is {info['dtype']}; this reader takes F32 only")
-        shape, (begin, end) = list(info["shape"]), info["data_offsets"]
-        if not 0 <= begin <= end <= len(body) or end - begin != 4 * math.prod(shape):
-            raise ValueError(f"{path}: tensor '{name}': data_offsets [{begin},{end}] do not fit shape {shape}")
-        values = array.array("f")
+        dtype, shape, begin, end = _entry(path, name, info, len(body))
+        if dtype not in READ_TYPECODES:
+            raise ValueError(f"{brief(path)}: tensor '{brief(name)}' is {dtype}; this reader takes F32 and F64 only")
+        values = array.array(READ_TYPECODES[dtype])
         values.frombytes(body[begin:end])
         if sys.byteorder == "big":
             values.byteswap()
@@ -141,10 +265,11 @@ def write(path, tensors, metadata=None):
 
 
 def _json_key(metadata, key, path):
-    try:
-        return json.loads(metadata[key])
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: metadata '{key}' is not valid JSON ({e})") from None
+    return _parse_json(metadata[key], f"{brief(path)}: metadata '{brief(key)}'")
+
+
+# Each family's vocabulary-sized keys in model_config: one token list serves them all.
+VOCAB_KEYS = {"seq2seq": ["src_vocab", "tgt_vocab"], "gpt": ["vocab"], "encoder": ["vocab"]}
 
 
 def model_info(path):
@@ -152,22 +277,25 @@ def model_info(path):
     "vocab" (list or None), "special_tokens", "tokenizer" (or None)}. Raises
     ValueError naming the file and the key when a part is missing or disagrees."""
     md = read_header(path).get("__metadata__") or {}
+    where = brief(path)
     for key in ("model_kind", "model_config"):
         if key not in md:
-            raise ValueError(f"{path}: metadata has no '{key}'")
+            raise ValueError(f"{where}: metadata has no '{key}'")
     kind, config = md["model_kind"], _json_key(md, "model_config", path)
-    if kind not in ("seq2seq", "gpt"):
-        raise ValueError(f"{path}: metadata 'model_kind' is '{kind}' (expected seq2seq or gpt)")
+    if kind not in VOCAB_KEYS:
+        raise ValueError(f"{where}: metadata 'model_kind' is '{brief(kind)}' (expected {', '.join(VOCAB_KEYS)})")
     if not isinstance(config, dict):
-        raise ValueError(f"{path}: metadata 'model_config' is not a JSON object")
+        raise ValueError(f"{where}: metadata 'model_config' is not a JSON object")
     vocab = _json_key(md, "vocab", path) if "vocab" in md else None
     if vocab is not None and not (isinstance(vocab, list) and all(isinstance(t, str) for t in vocab)):
-        raise ValueError(f"{path}: metadata 'vocab' is not a JSON list of strings")
-    sizes = ["vocab"] if kind == "gpt" else ["src_vocab", "tgt_vocab"]  # one list for source and target
+        raise ValueError(f"{where}: metadata 'vocab' is not a JSON list of strings")
+    sizes = VOCAB_KEYS[kind]
     if vocab is not None and any(config.get(k) != len(vocab) for k in sizes):
-        got = ", ".join(f"{k} {config.get(k)}" for k in sizes)
-        raise ValueError(f"{path}: metadata 'vocab' has {len(vocab)} tokens but model_config has {got}")
+        got = ", ".join(f"{k} {brief(json.dumps(config.get(k)))}" for k in sizes)
+        raise ValueError(f"{where}: metadata 'vocab' has {len(vocab)} tokens but model_config has {got}")
     special = _json_key(md, "special_tokens", path) if "special_tokens" in md else dict(DEFAULT_SPECIAL_TOKENS)
+    if not (isinstance(special, dict) and all(isinstance(v, int) for v in special.values())):
+        raise ValueError(f"{where}: metadata 'special_tokens' is not a JSON object of token ids")
     return {"model_kind": kind, "model_config": config, "model_prefix": md.get("model_prefix", ""),
             "vocab": vocab, "special_tokens": special, "tokenizer": md.get("tokenizer")}
 
@@ -177,24 +305,36 @@ def main(argv):
         sys.exit("usage: python3 tools/qkv_checkpoint.py FILE.safetensors")
     header = read_header(argv[1])
     md = header.pop("__metadata__", None) or {}
+    info = model_info(argv[1]) if "model_kind" in md else None  # checked before a line is printed
     print(f"{argv[1]}: {len(header)} tensors, {sum(math.prod(e['shape']) for e in header.values())} numbers")
-    print("metadata keys:", " ".join(sorted(md)) or "(none)")
+    print("metadata keys:", " ".join(brief(k) for k in sorted(md)) or "(none)")
     if "format" in md:
-        print("format:", md["format"], " step:", md.get("step", "?"))
-    if "model_kind" in md:
-        info = model_info(argv[1])
+        print("format:", brief(md["format"]), " step:", brief(md.get("step", "?")))
+    if info is not None:
         vocab = info["vocab"]
         print("model_kind:", info["model_kind"])
         print("model_config:", json.dumps(info["model_config"], sort_keys=True))
-        print("vocab:", "(none)" if vocab is None else f"{len(vocab)} tokens {vocab[:12]}{' ...' * (len(vocab) > 12)}")
-        print("special_tokens:", json.dumps(info["special_tokens"]), " tokenizer:", info["tokenizer"] or "(none)")
+        print("vocab:", "(none)" if vocab is None else f"{len(vocab)} tokens {[brief(t) for t in vocab[:12]]}{' ...' * (len(vocab) > 12)}")
+        print("special_tokens:", json.dumps(info["special_tokens"]), " tokenizer:", brief(info["tokenizer"] or "(none)"))
     for name in sorted(header):
-        print(f"  {name:<52} {header[name]['dtype']} {header[name]['shape']}")
+        print(f"  {brief(name):<52} {header[name]['dtype']} {header[name]['shape']}")
+
+
+def cli(argv):
+    """The command line: main() with every error as one line on stderr
+    naming the file (and the tensor or key); returns the exit status."""
+    try:
+        main(argv)
+        return 0
+    except OSError as e:
+        where = brief(e.filename) if e.filename is not None else brief(argv[1])
+        print(f"error: {where}: {e.strerror or brief(e)}", file=sys.stderr)
+    except ValueError as e:  # the reader's own messages name the file and the key
+        print(f"error: {e}", file=sys.stderr)
+    except Exception as e:  # a fault this reader did not foresee: still one line
+        print(f"error: {brief(argv[1])}: cannot be read ({type(e).__name__}: {brief(e)})", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv)
-    except (OSError, ValueError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
+    sys.exit(cli(sys.argv))

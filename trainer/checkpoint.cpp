@@ -14,7 +14,7 @@ namespace detail {
 std::pair<std::string, json> model_of(const TensorFile& f) {
   auto kind = f.metadata.find("model_kind");
   if (kind == f.metadata.end())
-    throw Error(f.path +
+    throw Error(brief(f.path) +
                 ": metadata has no 'model_kind': not a model file (nn::save_model) or a training "
                 "checkpoint");
   return {kind->second, nn::metadata_json(f.metadata, "model_config", f.path)};
@@ -43,33 +43,33 @@ int64_t model_max_positions(const json& mc) {
 TrainConfig Trainer::checkpoint_config(const TensorFile& f) {
   auto fmt = f.metadata.find("format");
   if (fmt == f.metadata.end())
-    throw Error(f.path + ": not a qkv training checkpoint (metadata has no 'format')");
+    throw Error(brief(f.path) + ": not a qkv training checkpoint (metadata has no 'format')");
   const bool v2 = fmt->second == kCheckpointFormatV2;
   if (fmt->second != kCheckpointFormat && !v2)
-    throw Error(f.path + ": checkpoint format '" + brief(fmt->second, 40) + "' is not the '" +
+    throw Error(brief(f.path) + ": checkpoint format '" + brief(fmt->second) + "' is not the '" +
                 kCheckpointFormat + "' (or v2) this program reads");
-  const std::string where = f.path + ": metadata 'train_config'";
+  const std::string where = brief(f.path) + ": metadata 'train_config'";
   json run = nn::metadata_json(f.metadata, "train_config", f.path);
   if (!run.is_object()) throw Error(where + ": expected a JSON object");
   const auto [kind, mc] = detail::model_of(f);
   TrainConfig arch;
-  set_arch_from_model(arch, kind, mc, f.path + ": metadata 'model_config'");
+  set_arch_from_model(arch, kind, mc, brief(f.path) + ": metadata 'model_config'");
   const json from_model = arch.to_json();
   for (auto& [k, v] : from_model.items()) {
     if (!TrainConfig::is_arch_key(k)) continue;
     // Version 2 stored the architecture twice: both must say the same.
     if (!v2 && run.contains(k))
-      throw Error(f.path + ": metadata 'train_config' holds '" + k +
+      throw Error(brief(f.path) + ": metadata 'train_config' holds '" + k +
                   "', which is model_config's alone (the architecture is stored once)");
     if (v2 && run.contains(k) && run[k] != v)
-      throw Error(f.path + ": the file's parts disagree: train_config says " + k + " = " +
-                  brief(run[k].dump(), 40) + " but model_config gives " + brief(v.dump(), 40));
+      throw Error(brief(f.path) + ": the file's parts disagree: train_config says " + k + " = " +
+                  brief(run[k].dump()) + " but model_config gives " + brief(v.dump()));
     run[k] = v;
   }
   TrainConfig c = TrainConfig::from_json(run, where);
   const int64_t table = detail::model_max_positions(mc);
   if ((c.is_gpt() || c.positions == "learned") && c.context != table)
-    throw Error(f.path + ": the file's parts disagree: train_config says context = " +
+    throw Error(brief(f.path) + ": the file's parts disagree: train_config says context = " +
                 std::to_string(c.context) + " but model_config's max_positions is " +
                 std::to_string(table));
   return c;
@@ -80,13 +80,13 @@ Vocab Trainer::checkpoint_vocab(const TensorFile& f, int64_t model_vocab) {
   try {
     v = Vocab::from_json(nn::metadata_json(f.metadata, "vocab", f.path));
   } catch (const json::exception& e) {
-    throw Error(f.path + ": metadata 'vocab' is not a list of strings (" + brief(e.what(), 120) +
+    throw Error(brief(f.path) + ": metadata 'vocab' is not a list of strings (" + brief(e.what()) +
                 ")");
   } catch (const Error& e) {
-    throw Error(f.path + ": metadata 'vocab': " + e.what());
+    throw Error(brief(f.path) + ": metadata 'vocab': " + e.what());
   }
   if (v.size() != model_vocab)
-    throw Error(f.path + ": the file's parts disagree: metadata 'vocab' has " +
+    throw Error(brief(f.path) + ": the file's parts disagree: metadata 'vocab' has " +
                 std::to_string(v.size()) + " tokens but model_config's vocabulary size is " +
                 std::to_string(model_vocab));
   const nn::SpecialTokens sp = nn::special_tokens(f.metadata, f.path);
@@ -95,7 +95,7 @@ Vocab Trainer::checkpoint_vocab(const TensorFile& f, int64_t model_vocab) {
         {"bos", sp.bos, Vocab::kBos},
         {"eos", sp.eos, Vocab::kEos}})
     if (id != want)
-      throw Error(f.path + ": metadata 'special_tokens' key '" + key + "' must be " +
+      throw Error(brief(f.path) + ": metadata 'special_tokens' key '" + key + "' must be " +
                   std::to_string(want) + " (the vocabulary's <pad>, <s>, </s> are ids 0, 1, 2)");
   return v;
 }
@@ -106,7 +106,7 @@ namespace detail {
 void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite, DataUse use) {
   // Weights and optimizer state alike; --allow-nonfinite loads such a file for inspection.
   if (!allow_nonfinite)
-    check_finite(f.tensors, f.path + ": refused (--allow-nonfinite loads it anyway)");
+    check_finite(f.tensors, brief(f.path) + ": refused (--allow-nonfinite loads it anyway)");
   const json saved = nn::metadata_json(f.metadata, "data", f.path);
   for (const char* part : {"data", "valid"}) {
     if (!t.data_info.contains(part)) continue;
@@ -115,25 +115,25 @@ void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite, DataUse use)
         std::string(part) ==
             "valid") {  // trained on a split of --data: another held-out file is taken
       std::printf("note: evaluating on %s, not the held-out part of the run's data file\n",
-                  now["path"].get<std::string>().c_str());
+                  brief(now["path"].get<std::string>()).c_str());
       continue;
     }
     if (!saved.contains(part) || !saved[part].is_object() || !saved[part].contains("fnv1a64"))
-      throw Error(f.path + ": metadata 'data' has no '" + part +
-                  "' file entry, but this run reads " + now["path"].get<std::string>());
+      throw Error(brief(f.path) + ": metadata 'data' has no '" + part +
+                  "' file entry, but this run reads " + brief(now["path"].get<std::string>()));
     // Evaluating on a held-out file named anew (not the run's own path): taken, with a note.
     const bool named_anew = saved[part].value("path", "") != now["path"] &&
                             saved[part].value("abspath", "") != now["abspath"];
     if (saved[part]["fnv1a64"] != now["fnv1a64"] && use == DataUse::Evaluate &&
         std::string(part) == "valid" && named_anew) {
       std::printf("note: evaluating on %s, not the held-out file the run was trained with\n",
-                  now["path"].get<std::string>().c_str());
+                  brief(now["path"].get<std::string>()).c_str());
       continue;
     }
     if (saved[part]["fnv1a64"] != now["fnv1a64"])
-      throw Error(f.path + ": was trained on a " + part + " file with hash " +
-                  brief(saved[part]["fnv1a64"].dump(), 40) + " but " +
-                  now["path"].get<std::string>() + " now has hash " + now["fnv1a64"].dump() +
+      throw Error(brief(f.path) + ": was trained on a " + part + " file with hash " +
+                  brief(saved[part]["fnv1a64"].dump()) + " but " +
+                  brief(now["path"].get<std::string>()) + " now has hash " + now["fnv1a64"].dump() +
                   " (the file changed)");
   }
   nn::LoadOptions lo;
@@ -145,17 +145,18 @@ void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite, DataUse use)
     if (n.rfind("optim.", 0) == 0) st.emplace_back(n.substr(6), x);
   t.opt->load_state_dict(st);
   const auto step = f.metadata.find("step");
-  if (step == f.metadata.end()) throw Error(f.path + ": metadata has no 'step'");
+  if (step == f.metadata.end()) throw Error(brief(f.path) + ": metadata has no 'step'");
   if (step->second != std::to_string(t.opt->step_count()))
-    throw Error(f.path + ": the file's parts disagree: metadata 'step' is '" +
-                brief(step->second, 40) + "' but the optimizer state (optim.step) is at step " +
+    throw Error(brief(f.path) + ": the file's parts disagree: metadata 'step' is '" +
+                brief(step->second) + "' but the optimizer state (optim.step) is at step " +
                 std::to_string(t.opt->step_count()));
   for (const char* key : {"data_gen", "dropout_gen"})
     if (!f.metadata.count(key))
-      throw Error(f.path + ": metadata has no '" + std::string(key) + "'");
-  set_generator_state(t.data_gen, f.metadata.at("data_gen"), f.path + ": metadata 'data_gen'");
+      throw Error(brief(f.path) + ": metadata has no '" + std::string(key) + "'");
+  set_generator_state(t.data_gen, f.metadata.at("data_gen"),
+                      brief(f.path) + ": metadata 'data_gen'");
   set_generator_state(t.dropout_gen(), f.metadata.at("dropout_gen"),
-                      f.path + ": metadata 'dropout_gen'");
+                      brief(f.path) + ": metadata 'dropout_gen'");
   // MPI rank r > 0 continues its own saved dropout stream when the run had
   // as many ranks; otherwise (another rank count) a new stream of its own.
   if (dist::rank() > 0) {
@@ -166,7 +167,7 @@ void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite, DataUse use)
     if (ranks.is_array() && static_cast<int>(ranks.size()) == dist::size() &&
         ranks[dist::rank()].is_string())
       set_generator_state(t.dropout_gen(), ranks[dist::rank()].get<std::string>(),
-                          f.path + ": metadata 'dropout_gen_ranks'");
+                          brief(f.path) + ": metadata 'dropout_gen_ranks'");
     else
       t.dropout_gen().manual_seed(
           rank_dropout_seed(t.cfg.seed ^ static_cast<uint64_t>(t.step_count()), dist::rank()));
@@ -194,8 +195,8 @@ void find_moved_data(TrainConfig& c, const TensorFile& f) {
   relocate(c.valid, "valid");
   for (const std::string* p : {&c.data, &c.valid})
     if (!p->empty() && !std::filesystem::exists(*p, ec))
-      throw Error(f.path + ": its " + (p == &c.data ? "data" : "held-out") + " file " + *p +
-                  " is gone (moved or deleted): give its new path with " +
+      throw Error(brief(f.path) + ": its " + (p == &c.data ? "data" : "held-out") + " file " +
+                  brief(*p) + " is gone (moved or deleted): give its new path with " +
                   (p == &c.data ? "--data" : "--valid") + " (its hash is checked)" +
                   (p == &c.data ? "" : ", or another held-out file"));
 }
@@ -208,18 +209,18 @@ Trainer Trainer::resume(const std::string& path,
   const auto [kind, mc] = detail::model_of(f);
   const std::string prefix = detail::model_prefix_of(f);
   if (f.metadata.count("format") && prefix != "model.")
-    throw Error(path + ": metadata 'model_prefix' is '" + brief(prefix, 40) +
+    throw Error(brief(path) + ": metadata 'model_prefix' is '" + brief(prefix) +
                 "', but a training checkpoint keeps its weights under 'model.'");
   nn::check_config_fits(f);
   if (!f.metadata.count("format")) {
     // A model file: the weights and the architecture, no training state.
     if (use == DataUse::Train)
       throw Error(
-          path +
+          brief(path) +
           ": a model file without training state (no 'format'): --ask and --eval-only read it, "
           "--init-from fine-tunes it with a new optimizer");
     TrainConfig c;
-    set_arch_from_model(c, kind, mc, path + ": metadata 'model_config'");
+    set_arch_from_model(c, kind, mc, brief(path) + ": metadata 'model_config'");
     c.context = detail::model_max_positions(mc);
     const auto tok = f.metadata.find("tokenizer");
     c.tokens = tok == f.metadata.end() ? "char" : tok->second;
@@ -245,7 +246,7 @@ Trainer Trainer::resume(const std::string& path,
   }
   TrainConfig c = checkpoint_config(f);
   if (adjust) adjust(c, false);
-  if (use == DataUse::Evaluate) detail::find_moved_data(c, f);
+  if (use != DataUse::None) detail::find_moved_data(c, f);  // resumed or evaluated from anywhere
   const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
   Trainer t(c, &v, path, use);
   detail::restore(t, f, allow_nonfinite, use);
@@ -258,14 +259,14 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
   const auto [kind, mc] = detail::model_of(f);
   const std::string prefix = detail::model_prefix_of(f);
   TrainConfig arch = c;
-  set_arch_from_model(arch, kind, mc, path + ": metadata 'model_config'");
+  set_arch_from_model(arch, kind, mc, brief(path) + ": metadata 'model_config'");
   nn::check_config_fits(f);
   const json mine = c.to_json(), theirs = arch.to_json();
   for (const std::string& k : given)
     if (TrainConfig::is_arch_key(k) && mine[k] != theirs[k])
-      throw Error(flag_of(k) + ": --init-from " + path + " holds a model with " + flag_of(k) + " " +
-                  show_value(theirs[k]) + ", but the command line gives " + show_value(mine[k]) +
-                  " (leave the flag out)");
+      throw Error(flag_of(k) + ": --init-from " + brief(path) + " holds a model with " +
+                  flag_of(k) + " " + show_value(theirs[k]) + ", but the command line gives " +
+                  show_value(mine[k]) + " (leave the flag out)");
   arch.context = detail::model_max_positions(mc);
   if (arch.positions == "sinusoidal")  // seq2seq or encoder: the table grows on demand
     arch.context = c.context;
@@ -285,7 +286,7 @@ void Trainer::load(const std::string& path) {
   const json have = checkpoint_config(f).to_json(), want = cfg.to_json();
   for (auto& [k, v] : want.items()) {
     if (k == "steps" || have[k] == v) continue;
-    throw Error(path + ": was trained with " + flag_of(k) + " " + show_value(have[k]) +
+    throw Error(brief(path) + ": was trained with " + flag_of(k) + " " + show_value(have[k]) +
                 " but this run has " + flag_of(k) + " " + show_value(v));
   }
   detail::restore(*this, f, /*allow_nonfinite=*/false, DataUse::Train);

@@ -141,7 +141,7 @@ std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c) {
   if (c.schedule == "cosine")
     return std::make_unique<optim::WarmupCosineSchedule>(c.lr, c.warmup, c.steps, c.min_lr);
   if (c.schedule == "constant") return std::make_unique<optim::ConstantSchedule>(c.lr, c.warmup);
-  throw Error("--schedule: unknown schedule '" + c.schedule +
+  throw Error("--schedule: unknown schedule '" + brief(c.schedule) +
               "' (expected noam, cosine or constant)");
 }
 
@@ -187,10 +187,17 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn:
 }
 
 void check_given_flags(const TrainConfig& c, const std::vector<std::string>& given) {
+  auto said = [&](const char* k) {
+    return std::find(given.begin(), given.end(), k) != given.end();
+  };
   // --d-k's default 0 stands for d_model / heads; said, it must be a size.
-  if (std::find(given.begin(), given.end(), "d_k") != given.end() && c.d_k < 1)
+  if (said("d_k") && c.d_k < 1)
     throw Error("--d-k: must be >= 1, got " + std::to_string(c.d_k) +
                 " (leave it out for d_model / heads)");
+  // --min-lr's default kAutoMinLr (-1) stands for 5% of --lr; said, -1 is a
+  // negative rate like any other (validate() checks the rest of its range).
+  if (said("min_lr") && !(c.min_lr >= 0))
+    throw Error("--min-lr: must be >= 0, got " + num(c.min_lr) + " (leave it out for 5% of --lr)");
 }
 
 void fill_dependent_defaults(TrainConfig& c, const std::vector<std::string>& given) {
@@ -238,7 +245,7 @@ void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc
     c.activation = nn::activation_name(e.activation);
     attention_from_model(c, e);
   } else {
-    throw Error(where + ": model_kind '" + brief(kind, 40) + "' is not seq2seq, gpt or encoder");
+    throw Error(where + ": model_kind '" + brief(kind) + "' is not seq2seq, gpt or encoder");
   }
 }
 

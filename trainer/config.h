@@ -182,8 +182,8 @@ inline std::string flag_of(const std::string& key) {
 // shortest form that reads back to the same float (1e-07, not 1.00000001e-07).
 // Values from a file are quoted briefly (qkv::brief).
 inline std::string show_value(const json& v) {
-  if (v.is_string()) return brief(v.get<std::string>(), 80);
-  if (!v.is_number()) return brief(v.dump(), 80);
+  if (v.is_string()) return brief(v.get<std::string>());
+  if (!v.is_number()) return brief(v.dump());
   if (!v.is_number_float()) return v.dump();
   const double d = v.get<double>();
   const bool is_float = static_cast<double>(static_cast<float>(d)) == d;

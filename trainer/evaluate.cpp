@@ -123,7 +123,7 @@ void Trainer::check_source_fits(size_t n) const {
 
 void Trainer::check_decoding() const {
   if (decoding.method != "greedy" && decoding.method != "beam")
-    throw Error("--decode: expected greedy or beam, got '" + decoding.method + "'");
+    throw Error("--decode: expected greedy or beam, got '" + brief(decoding.method) + "'");
   if (decoding.method != "beam" || nn::can_beam_search(model())) return;
   if (cfg.is_encoder())
     throw Error(

@@ -31,7 +31,7 @@ Seq explain_input(const Trainer& t, const std::string& text) {
   if (toks.empty()) throw Error("--explain: the text has no tokens");
   for (const std::string& tok : toks)
     if (t.vocab.find(tok) < 3)
-      throw Error("--explain: the token '" + brief(tok, 40) +
+      throw Error("--explain: the token '" + brief(tok) +
                   "' is not in the model's vocabulary (its gradients would be those of <unk>)");
   return t.vocab.encode(toks);
 }

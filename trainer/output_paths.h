@@ -32,7 +32,7 @@ inline bool can_create_in(const std::filesystem::path& dir, std::string* why) {
 // "<flag> <path>: <why>" otherwise.
 inline void check_file_path(const std::string& flag, const std::string& path) {
   if (path.empty()) throw Error(flag + ": the path is empty");
-  check_output_file(flag + " " + brief(path, 60), path);
+  check_output_file(flag + " " + brief(path), path);
 }
 
 }  // namespace qkv::outputs

@@ -157,7 +157,7 @@ inline void write_loss_svg(const std::string& path, const std::vector<double>& s
       << "</text>\n";
   }
   f << "</svg>\n";
-  write_file_atomically(path, "plot: " + path, f.str());
+  write_file_atomically(path, "plot: " + brief(path), f.str());
 }
 
 // One heatmap per (layer, head): rows are target positions, columns source
@@ -240,7 +240,26 @@ inline void write_attention_svg(const std::string& path, const std::vector<Tenso
       f << buf;
     }
   f << "</svg>\n";
-  write_file_atomically(path, "plot: " + path, f.str());
+  write_file_atomically(path, "plot: " + brief(path), f.str());
+}
+
+// A token as a label of `n` characters: its first n (a UTF-8 character is
+// never cut; a control character or a byte that is not UTF-8 shows as '?'),
+// padded with spaces to n, on the left when `right_aligned`.
+inline std::string label_cell(const std::string& s, size_t n, bool right_aligned = false) {
+  std::string out;
+  size_t chars = 0;
+  for (size_t i = 0; i < s.size() && chars < n; ++chars) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t len = utf8_char_length(s, i);
+    if (len == 0 || c < 0x20 || c == 0x7f)
+      out += '?';
+    else
+      out.append(s, i, len);
+    i += len == 0 ? 1 : len;
+  }
+  const std::string pad(n - chars, ' ');
+  return right_aligned ? pad + out : out + pad;
 }
 
 // A coarse terminal rendering of one (T, S) attention map with shade characters.
@@ -250,15 +269,13 @@ inline std::string ascii_heatmap(const real* w, int64_t T, int64_t S,
   static const char* shades[] = {" ", ".", ":", "+", "#", "@"};
   std::string out = "      shades from weight 0 to 1, in steps of 1/6: ' ' . : + # @\n      ";
   for (int64_t j = 0; j < S; ++j) {
-    std::string l = j < static_cast<int64_t>(src_labels.size()) ? src_labels[j] : "?";
-    out += l.substr(0, 2) + std::string(3 - std::min<size_t>(2, l.size()), ' ');
+    const std::string l = j < static_cast<int64_t>(src_labels.size()) ? src_labels[j] : "?";
+    out += label_cell(l, 2) + " ";
   }
   out += "\n";
   for (int64_t i = 0; i < T; ++i) {
-    std::string l = i < static_cast<int64_t>(tgt_labels.size()) ? tgt_labels[i] : "?";
-    char head[16];
-    std::snprintf(head, sizeof head, "%5s ", l.substr(0, 5).c_str());
-    out += head;
+    const std::string l = i < static_cast<int64_t>(tgt_labels.size()) ? tgt_labels[i] : "?";
+    out += label_cell(l, 5, /*right_aligned=*/true) + " ";
     for (int64_t j = 0; j < S; ++j) {
       const int k = std::clamp(static_cast<int>(w[i * S + j] * 5.999), 0, 5);
       out += std::string(2, shades[k][0]) + " ";

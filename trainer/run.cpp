@@ -56,7 +56,7 @@ Trainer resumed_run(const std::string& path, const TrainConfig& flags,
           json j = saved;
           for (const std::string& k : given) {
             if (TrainConfig::is_arch_key(k) && saved[k] != mine[k])
-              throw Error(flag_of(k) + ": the model file " + path + " holds a model with " +
+              throw Error(flag_of(k) + ": the model file " + brief(path) + " holds a model with " +
                           flag_of(k) + " " + show_value(saved[k]) +
                           ", but the command line gives " + show_value(mine[k]));
             j[k] = mine[k];
@@ -66,14 +66,16 @@ Trainer resumed_run(const std::string& path, const TrainConfig& flags,
         }
         for (const std::string& k : given) {
           if (k == "steps" || saved[k] == mine[k]) continue;
-          // Evaluating: the data may be named anew (moved, or another folder); its hash decides.
-          if (use == DataUse::Evaluate &&
-              (k == "data" || k == "valid" || (k == "format" && saved["data"] == ""))) {
+          // The data may be named anew (moved, another folder, another path to
+          // the same file): its hash decides (restore() checks it). Evaluating,
+          // a model trained on a task may also read a file.
+          if (k == "data" || k == "valid" ||
+              (use == DataUse::Evaluate && k == "format" && saved["data"] == "")) {
             (k == "data" ? c.data : k == "valid" ? c.valid : c.format) = mine[k].get<std::string>();
             continue;
           }
-          throw Error(flag_of(k) + ": the checkpoint " + path + " was trained with " + flag_of(k) +
-                      " " + show_value(saved[k]) + ", but the command line gives " +
+          throw Error(flag_of(k) + ": the checkpoint " + brief(path) + " was trained with " +
+                      flag_of(k) + " " + show_value(saved[k]) + ", but the command line gives " +
                       show_value(mine[k]) + " (leave the flag out to use the checkpoint's)");
         }
         c.steps = flags.steps;
@@ -104,7 +106,7 @@ void check_same_data_on_all_ranks(const Trainer& t) {
       if (other[k] != first[k])
         throw Error("MPI rank " + std::to_string(r) + " reads a different " + what[k] +
                     " than rank 0 (hash " + other[k].get<std::string>() + " vs " +
-                    first[k].get<std::string>() + (k == 0 ? ", " + t.cfg.data : "") +
+                    first[k].get<std::string>() + (k == 0 ? ", " + brief(t.cfg.data) : "") +
                     "): every rank needs the same data files");
   }
 }
@@ -126,17 +128,17 @@ void prepare_outputs(const RunOptions& o) {
     const fs::path out(o.out_dir);
     std::error_code ec;
     if (fs::exists(out, ec) && !fs::is_directory(out, ec))
-      throw Error("--out " + o.out_dir + ": exists and is not a directory");
+      throw Error("--out " + brief(o.out_dir) + ": exists and is not a directory");
     if (!fs::exists(out, ec)) {
       for (fs::path p = fs::absolute(out); !p.empty() && !fs::exists(p, ec); p = p.parent_path())
         made.insert(made.begin(), p);
       if (!fs::create_directories(out, ec) && ec) {
         made.clear();
-        throw Error("--out " + o.out_dir + ": cannot create the directory: " + ec.message());
+        throw Error("--out " + brief(o.out_dir) + ": cannot create the directory: " + ec.message());
       }
     }
     if (!outputs::can_create_in(out, &why))
-      throw Error("--out " + o.out_dir + ": cannot write files there: " + why);
+      throw Error("--out " + brief(o.out_dir) + ": cannot write files there: " + why);
     for (const char* name : {"log.csv", "loss.svg", "attention.svg"})  // what --out gets
       outputs::check_file_path("--out", (out / name).string());
     if (!o.save_path.empty()) outputs::check_file_path("--save", o.save_path);
@@ -247,7 +249,7 @@ void periodic_save(const Trainer& t, const std::string& path) {
         stderr,
         "\nwarning: the checkpoint of step %lld could not be written (%s); training goes on%s\n",
         static_cast<long long>(t.step_count()), e.what(),
-        fs::exists(path, ec) ? (", and " + path + " keeps the last good one").c_str() : "");
+        fs::exists(path, ec) ? (", and " + brief(path) + " keeps the last good one").c_str() : "");
   }
 }
 
@@ -374,7 +376,7 @@ void check_options(const RunOptions& o) {
   if (!o.html.empty())  // before any work
     outputs::check_file_path("--html", o.html);
   if (o.decode != "greedy" && o.decode != "beam")
-    throw Error("--decode: expected greedy or beam, got '" + o.decode + "'");
+    throw Error("--decode: expected greedy or beam, got '" + brief(o.decode) + "'");
   if (o.beam < 1 || o.beam > 256)
     throw Error("--beam: must be in [1, 256], got " + std::to_string(o.beam));
   if (!(o.alpha >= 0 && o.alpha <= 10))
@@ -399,7 +401,16 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
   const DataUse use = !o.ask.empty() || !o.explain.empty() ? DataUse::None
                       : o.eval_only                        ? DataUse::Evaluate
                                                            : DataUse::Train;
-  if (!o.load_path.empty()) return resumed_run(o.load_path, flags, given, o.allow_nonfinite, use);
+  if (!o.load_path.empty()) {
+    Trainer t = resumed_run(o.load_path, flags, given, o.allow_nonfinite, use);
+    // Fewer --steps than the checkpoint has taken would train nothing and
+    // write a file whose schedule ends before its step.
+    if (use == DataUse::Train && t.step_count() > t.cfg.steps)
+      throw Error("--steps " + std::to_string(t.cfg.steps) + ": the checkpoint " +
+                  brief(o.load_path) + " is already at step " + std::to_string(t.step_count()) +
+                  ": give more --steps to train on, or --eval-only to evaluate it");
+    return t;
+  }
   TrainConfig c = flags;
   fill_dependent_defaults(c, given);
   Trainer t = !o.init_from.empty() ? Trainer::init_from(o.init_from, c, given) : new_run(c, given);

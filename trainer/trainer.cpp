@@ -33,8 +33,8 @@ void check_one_label_per_token(const TrainConfig& c, const std::vector<data::Tok
                                const std::string& file) {
   if (!c.is_encoder()) return;
   if (const data::TokenPair* p = data::first_length_mismatch(pairs))
-    throw Error("--model encoder: " + file + ":" + std::to_string(p->line) + ": the source has " +
-                std::to_string(p->src.size()) + " tokens and the target " +
+    throw Error("--model encoder: " + brief(file) + ":" + std::to_string(p->line) +
+                ": the source has " + std::to_string(p->src.size()) + " tokens and the target " +
                 std::to_string(p->tgt.size()) +
                 " (the encoder model gives one label per source token)");
 }
@@ -195,14 +195,14 @@ void Trainer::build_data(const Vocab* given) {
   } else if (cfg.format == "tsv") {
     TextFile f = detail::read_flag_file("--data", cfg.data, kMaxFileBytes);
     // Each pair's tokens are held as strings (~40 bytes a character) until encoded.
-    detail::check_data_memory(48.0 * double(f.text.size()), "--data " + cfg.data,
+    detail::check_data_memory(48.0 * double(f.text.size()), "--data " + brief(cfg.data),
                               std::to_string(f.text.size()) + " bytes of pairs");
     std::vector<data::TokenPair> train_tok = data::parse_pairs(f, how), valid_tok;
     detail::check_one_label_per_token(cfg, train_tok, cfg.data);
     data_info = {{"kind", "pairs"}, {"data", detail::file_info(f)}};
     if (!cfg.valid.empty()) {
       TextFile v = detail::read_flag_file("--valid", cfg.valid, kMaxFileBytes);
-      detail::check_data_memory(48.0 * double(v.text.size()), "--valid " + cfg.valid,
+      detail::check_data_memory(48.0 * double(v.text.size()), "--valid " + brief(cfg.valid),
                                 std::to_string(v.text.size()) + " bytes of pairs");
       valid_tok = data::parse_pairs(v, how);
       detail::check_one_label_per_token(cfg, valid_tok, cfg.valid);
@@ -211,7 +211,8 @@ void Trainer::build_data(const Vocab* given) {
       // A fixed split of the file, drawn from its own stream so that it does
       // not depend on anything else the run draws.
       if (train_tok.size() < 2)
-        throw Error("--data " + cfg.data + ": one pair cannot be split into training and held-out");
+        throw Error("--data " + brief(cfg.data) +
+                    ": one pair cannot be split into training and held-out");
       std::vector<size_t> order(train_tok.size());
       std::iota(order.begin(), order.end(), size_t{0});
       Generator split_gen(cfg.seed ^ detail::kSplitSeedSalt);
@@ -236,7 +237,7 @@ void Trainer::build_data(const Vocab* given) {
       }
       const auto toks = data::distinct_tokens(lists);
       if (static_cast<int64_t>(toks.size()) > cfg.max_vocab)
-        throw Error("--data " + cfg.data + ": " + std::to_string(toks.size()) +
+        throw Error("--data " + brief(cfg.data) + ": " + std::to_string(toks.size()) +
                     " distinct tokens is more than --max-vocab " + std::to_string(cfg.max_vocab) +
                     (cfg.tokens == "word" ? "" : " (try --tokens word?)"));
       vocab = Vocab::from_tokens(toks);
@@ -253,7 +254,7 @@ void Trainer::build_data(const Vocab* given) {
                                 : static_cast<int64_t>(std::max(p.src.size(), p.tgt.size() + 1));
         if (len > need) {
           need = len;
-          longest_where = file + ":" + std::to_string(p.line);
+          longest_where = brief(file) + ":" + std::to_string(p.line);
         }
       }
     };
@@ -272,8 +273,10 @@ void Trainer::build_data(const Vocab* given) {
     int64_t n_train = 0, n_valid_file = 0;
     data::for_each_token(f.text, how, [&](std::string_view) { ++n_train; });
     if (v) data::for_each_token(v->text, how, [&](std::string_view) { ++n_valid_file; });
-    detail::check_data_memory(double(n_train + n_valid_file) * 16, "--data " + cfg.data,
-                              std::to_string(n_train + n_valid_file) + " tokens");
+    detail::check_data_memory(
+        double(n_train + n_valid_file) * 16,
+        "--data " + brief(cfg.data) + (v ? " with --valid " + brief(cfg.valid) : ""),
+        std::to_string(n_train) + (v ? " + " + std::to_string(n_valid_file) : "") + " tokens");
     if (given) {
       vocab = *given;
     } else {
@@ -288,7 +291,7 @@ void Trainer::build_data(const Vocab* given) {
           distinct.emplace(t);
       });
       if (static_cast<int64_t>(distinct.size()) > cfg.max_vocab)
-        throw Error("--data " + cfg.data + ": more distinct tokens than --max-vocab " +
+        throw Error("--data " + brief(cfg.data) + ": more distinct tokens than --max-vocab " +
                     std::to_string(cfg.max_vocab) +
                     (cfg.tokens == "word" ? "" : " (try --tokens word?)"));
       vocab = Vocab::from_tokens({distinct.begin(), distinct.end()});
@@ -312,11 +315,11 @@ void Trainer::build_data(const Vocab* given) {
       train_ids.shrink_to_fit();
     }
     if (static_cast<int64_t>(train_ids.size()) < cfg.context + 2)
-      throw Error("--data " + cfg.data + ": " + std::to_string(train_ids.size()) +
+      throw Error("--data " + brief(cfg.data) + ": " + std::to_string(train_ids.size()) +
                   " training tokens is too few for --context " + std::to_string(cfg.context));
     if (static_cast<int64_t>(valid_ids.size()) < cfg.context + 1)
-      throw Error((cfg.valid.empty() ? "--valid-fraction: the held-out part of " + cfg.data
-                                     : "--valid " + cfg.valid) +
+      throw Error((cfg.valid.empty() ? "--valid-fraction: the held-out part of " + brief(cfg.data)
+                                     : "--valid " + brief(cfg.valid)) +
                   " has " + std::to_string(valid_ids.size()) +
                   " tokens, fewer than one window of --context " + std::to_string(cfg.context) +
                   " + 1");
@@ -325,7 +328,7 @@ void Trainer::build_data(const Vocab* given) {
     longest_where = "--context";
   }
   if (pairs && pairs->heldout().empty())
-    throw Error("--valid " + cfg.valid + ": no held-out pairs");
+    throw Error("--valid " + brief(cfg.valid) + ": no held-out pairs");
   if (cfg.context == 0) cfg.context = need;
   const bool table_is_fixed = cfg.is_gpt() || cfg.positions == "learned";
   if (table_is_fixed && need > cfg.context)
@@ -459,7 +462,7 @@ void Trainer::write_checkpoint(const std::string& path,
   md["data_gen"] = generator_state_string(data_gen);
   md["dropout_gen"] = dropout_states.at(0);  // rank 0's (the only one in one process)
   if (dropout_states.size() > 1) md["dropout_gen_ranks"] = json(dropout_states).dump();
-  check_finite(all, "checkpoint " + path + ": not written");  // never a NaN model on disk
+  check_finite(all, "checkpoint " + brief(path) + ": not written");  // never a NaN model on disk
   write_safetensors(path, all, md);
 }
 

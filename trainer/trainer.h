@@ -110,7 +110,7 @@ inline void set_generator_state(Generator& g, const std::string& s, const std::s
   int cached = 0;
   if (std::sscanf(s.c_str(), "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %la %d", &st.s[0],
                   &st.s[1], &st.s[2], &st.s[3], &st.cached_normal, &cached) != 6)
-    throw Error(what + ": cannot parse the generator state '" + brief(s, 80) + "'");
+    throw Error(what + ": cannot parse the generator state '" + brief(s) + "'");
   st.has_cached = cached != 0;
   g.set_state(st);
 }

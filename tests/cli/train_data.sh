@@ -49,9 +49,10 @@ head -300 "$QKV_SRC/datasets/dates/train.tsv" > split_train.tsv
 expect_ok "$TRAIN" "${small[@]}" --data split_train.tsv --steps 5 --out split
 expect_ok "$TRAIN" --load split/model.safetensors --eval-only --valid other_valid.tsv
 expect_out "note: evaluating on other_valid.tsv, not the held-out part of the run's data file"
-# Resuming training on moved data stays refused.
-expect_fail "$TRAIN" --load here/run/model.safetensors --steps 10 --data moved_train.tsv
-expect_out "--data: the checkpoint"
+# Resuming training on data named anew is refused when the file changed (its hash decides).
+expect_fail "$TRAIN" --load here/run/model.safetensors --steps 10 --data moved_train.tsv \
+  --valid moved_valid.tsv
+expect_out "moved_train.tsv now has hash"
 
 # A character language model on a text file.
 for i in $(seq 300); do echo "the quick brown fox jumps over the lazy dog $i"; done > corpus.txt
