@@ -419,6 +419,7 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
     return 0;
   }
 
+  t.check_report_fits();  // what the final report holds: refused now, not after training
   // 3. Every output path, before any work: a run that cannot keep its
   //    result is refused now, not after training.
   const bool training = !o.eval_only;

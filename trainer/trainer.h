@@ -182,11 +182,16 @@ class Trainer {
   // accuracy, or, for a language model, held-out loss and perplexity.
   EvalResult evaluate();
   EvalResult evaluate(const std::vector<Pair>& pairs, int64_t chunk = 500);
+  // What evaluate() is doing, for its progress lines (trainer/progress.h).
+  std::string phase = "held-out evaluation";
 
   // Refuses (naming the length and the memory) a source of `n` tokens that
   // the model cannot take: past a learned position table, or whose attention
   // maps would not fit in memory.
   void check_source_fits(size_t n) const;
+  // Refuses (before training) held-out pairs the final report's evaluation,
+  // `chunk` pairs at a time, could not fit in memory.
+  void check_report_fits(int64_t chunk = 500) const;
   // Answers for source sequences (any model family), by `decoding`.
   std::vector<Seq> answer(const std::vector<Seq>& sources);
   // The decoder answer() and evaluate() use: greedy, or beam search (encoder-
