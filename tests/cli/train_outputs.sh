@@ -46,7 +46,7 @@ rm -f "$rescued"
 # first two are removed mid-run, and TMPDIR=/proc is a folder that takes no
 # files even for root (chmod stops no root). /tmp is tried too, and takes it.
 mkdir ckdir5 wd5
-(cd wd5 && TMPDIR=/proc exec "$TRAIN" "${TINY[@]}" --steps 3000 --no-early-stop --log-every 20 \
+(cd wd5 && TMPDIR=/proc exec "$TRAIN" "${TINY[@]}" --steps 1500 --no-early-stop --log-every 20 \
   --out "$QKV_TMP/run5" --save "$QKV_TMP/ckdir5/m.safetensors") >log5 2>&1 &
 pid=$!
 for _ in $(seq 200); do grep -q "^step" log5 && break; sleep 0.05; done
