@@ -58,6 +58,11 @@ BENCH="$BUILD_DIR/bench_train"
 # make builds only inside the tree: name the target relative to it.
 rel=${BENCH#"$ROOT"/}; [ "$rel" = "$BENCH" ] && rel=build/rel-f32/bench_train
 [ -x "$BENCH" ] || { echo "run.sh: $BENCH not found (build it with make -C $ROOT $rel)" >&2; exit 1; }
+# The machine the tables are filed under (bench/machine.sh): before any run,
+# so that a build of unknown instruction set stops here, not after an hour.
+source "$ROOT/bench/machine.sh"
+bench_machine "$BUILD_DIR" || exit 1
+export BENCH_ISA
 
 CONFIGS=${BENCH_CONFIGS:-tiny small gpt chargpt base}
 STEPS=${BENCH_STEPS:-20}
@@ -184,11 +189,7 @@ export BENCH_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 export BENCH_GXX=$(${CXX:-g++} --version | head -n 1)
 export BENCH_BLAS=$(dpkg-query -W -f='${Package} ${Version}' libopenblas0-openmp 2>/dev/null || echo unknown)
 export BENCH_KERNEL=$(uname -sr)
-# The instruction set measured on: the CPU's widest vectors, and what the
-# library was compiled for (make's -march=native; qkv.pc records it too).
-if grep -qw avx512f /proc/cpuinfo; then cpu_isa="AVX-512"; elif grep -qw avx2 /proc/cpuinfo; then cpu_isa="AVX2 only"; else cpu_isa="neither AVX2 nor AVX-512"; fi
-built_isa=$(sed -n 's/^isa=//p' "$1/pkgconfig/qkv.pc" 2>/dev/null || true)
-export BENCH_ISA="$cpu_isa (grep -c avx512f /proc/cpuinfo = $(grep -c avx512f /proc/cpuinfo || true)); library built with -march=native for ${built_isa:-unknown}${OPENBLAS_CORETYPE:+, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE}"
+# The instruction set measured on (BENCH_ISA, ISA_KIND): bench_machine above.
 export BENCH_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 # (the report itself, rewritten by this run, does not count as a change)
 if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | grep -v " $(basename "$OUT")\$" | head -n 1)" ]; then
@@ -475,15 +476,11 @@ PYEOF
 # ==== one set of tables per instruction set ========================================
 # The tables just written are this machine's kind's: AVX-512, AVX2, or AVX2
 # emulated on an AVX-512 machine (a library built for AVX2 there, e.g. with
-# -march=x86-64-v3, or OpenBLAS told OPENBLAS_CORETYPE=Zen). Each kind has its
-# own marked block (<!-- steps-KIND:begin/end -->); the other kinds' blocks are
-# carried over from the report as it was, so a run on one kind never drops the
-# other's figures.
-if [ "$cpu_isa" = "AVX-512" ]; then
-  if [ "$built_isa" = avx512f ] && [ -z "${OPENBLAS_CORETYPE:-}" ]; then ISA_KIND=avx512; else ISA_KIND=avx2-emulated; fi
-else
-  ISA_KIND=avx2
-fi
+# -march=x86-64-v3, or OpenBLAS told OPENBLAS_CORETYPE=Zen): ISA_KIND, set by
+# bench_machine at the start. Each kind has its own marked block
+# (<!-- steps-KIND:begin/end -->); the other kinds' blocks are carried over
+# from the report as it was, so a run on one kind never drops the other's
+# figures.
 "$PY" - "$WORK/tables.md" "$WORK/old_report.md" "$OUT" "$ISA_KIND" <<'PYEOF'
 import re, sys
 tables_path, old_path, out_path, kind = sys.argv[1:5]

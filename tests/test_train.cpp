@@ -539,6 +539,34 @@ TEST_CASE("settings are validated before anything is built, each error naming it
 }
 
 TEST_CASE(
+    "the memory estimate counts each attention kernel's own numbers: a context of 65,536 fits "
+    "the memory-efficient, sparse and linear kernels and not the standard one") {
+  train::TrainConfig c;
+  c.model = "gpt";
+  c.d_model = 16, c.heads = 2, c.layers = 2, c.d_ff = 32, c.batch = 1;
+  const int64_t T = 65536;
+  // standard keeps P (B,H,T,S): 2 layers x 2 heads x 65536^2 floats = 64 GiB
+  c.attention = "standard";
+  CHECK(train::detail::attention_numbers(c, 1, T, T).kept_per_query == 2.0 * T);
+  CHECK_THROWS_WITH_AS(train::detail::check_memory(c, 100, T),
+                       doctest::Contains("this model and batch need about"), Error);
+  for (const std::string k : {"memory-efficient", "sparse", "linear"}) {
+    CAPTURE(k);
+    c.attention = k;
+    const train::detail::AttentionNumbers a = train::detail::attention_numbers(c, 1, T, T);
+    CHECK(a.kept_per_query <= c.heads);         // one log-sum-exp per head and row, or nothing
+    CHECK(a.per_thread < 4.0 * T * c.d_model);  // scratch for one head, linear in T: not (T,S)
+    CHECK_NOTHROW(train::detail::check_memory(c, 100, T));
+  }
+  // auto: standard while P fits the budget, memory-efficient beyond it.
+  c.attention = "auto";
+  c.attention_budget = 1;  // MiB
+  CHECK(train::detail::attention_numbers(c, 1, 256, 256).kept_per_query == 2.0 * 256);
+  CHECK(train::detail::attention_numbers(c, 1, T, T).kept_per_query == 2.0);
+  CHECK_NOTHROW(train::detail::check_memory(c, 100, T));
+}
+
+TEST_CASE(
     "a pairs file: vocabulary from its tokens, a held-out split, unknown held-out tokens as "
     "<unk>") {
   const std::string train_f = temp_path("pairs.tsv"), valid_f = temp_path("valid.tsv");

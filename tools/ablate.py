@@ -13,10 +13,12 @@ per group of rows of held-out perplexity against steps.
 Every run's result is its own JSON file, runs/ablate/<row>/<seed>/result.json
 (with the trainer's log.csv and output beside it); a harness that is stopped
 and started again reuses the runs already written with the same command, so
-it resumes where it was. A run that diverged or crashed is a result: it is
-shown in its row, never dropped. A row whose flag the trainer does not have
-yet is reported "not run: the trainer has no flag X" (and is tried again on
-the next start, so it runs once the flag lands).
+it resumes where it was. A run that diverged is a result: it is shown in its
+row, never dropped. A run that crashed makes its row incomplete (listed with
+the crash, no figures, no verdict) and is tried again on the next start; so
+is a row whose flag the trainer does not have yet, reported "not run: the
+trainer has no flag X" (it runs once the flag lands). What it writes where,
+and when it replaces the committed report: `--help`.
 
 Standard library only. The verdict logic is tested on canned results in
 tests/cli/ablate_test.py (run by tests/cli/ablate.sh in `make test`).
@@ -32,6 +34,7 @@ import os
 import platform
 import re
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -211,17 +214,39 @@ def row_stats(results, metric):
             "lo": lo, "hi": hi}
 
 
+def complete(rs, seeds):
+    """Whether a row's results hold, for every seed 1..seeds, a training that
+    ran to its end (finished or diverged). Only complete rows give figures and
+    verdicts: a row missing a crashed, refused or unrun seed would otherwise
+    look as if it had been measured."""
+    ended = {x.get("seed") for x in rs if x.get("status") in ("ok", "diverged")}
+    return all(s in ended for s in range(1, seeds + 1))
+
+
+def incomplete_why(rs, seeds):
+    """'crashed (exit 1): ... (seed 2); seed 3 not run yet': why a row is not complete."""
+    why = status_cell(rs)
+    have = {x.get("seed") for x in rs}
+    missing = [str(s) for s in range(1, seeds + 1) if s not in have]
+    if missing:
+        why += ("; " if why else "") + f"seed {', '.join(missing)} not run yet"
+    return why
+
+
 def overlap(a, b):
     return a["lo"] <= b["hi"] and b["lo"] <= a["hi"]
 
 
-def judge(claim, results_by_row, min_seeds=MIN_SEEDS):
+def judge(claim, results_by_row, min_seeds=MIN_SEEDS, seeds=None):
     """(verdict, detail) for one claim. verdict is one of "reproduced",
-    "not reproduced", "not separable at this scale" or "not judged"."""
+    "not reproduced", "not separable at this scale" or "not judged". With
+    `seeds`, a row that is not complete for seeds 1..seeds is not judged."""
     m = claim["metric"]
     stats = {}
     for rid in (claim["better"], claim["worse"]):
         rs = results_by_row.get(rid, [])
+        if seeds is not None and rs and not complete(rs, seeds):
+            return "not judged", f"row {rid} is incomplete ({incomplete_why(rs, seeds)})"
         st = row_stats(rs, m)
         if st is None:
             why = "; ".join(sorted({r.get("reason") or r.get("status", "?") for r in rs})) or \
@@ -349,6 +374,18 @@ def stored_result(results_dir, r, seed, cmd):
     return old if old.get("key") == run_key(cmd) else None
 
 
+# Exit codes of a trainer that was stopped rather than failed: killed by SIGINT,
+# SIGHUP or SIGTERM, or exiting 128 + that signal after catching it.
+STOPPED = {-signal.SIGINT, -signal.SIGHUP, -signal.SIGTERM, 129, 130, 143}
+
+
+def signal_name(n):
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return str(n)
+
+
 def run_one(binary, r, seed, steps, eval_every, task, results_dir, commit):
     """Runs (or reuses) one training; returns its result dict."""
     out_dir = os.path.join(results_dir, r["id"], str(seed))
@@ -356,8 +393,9 @@ def run_one(binary, r, seed, steps, eval_every, task, results_dir, commit):
     key = run_key(cmd)
     path = os.path.join(out_dir, "result.json")
     old = stored_result(results_dir, r, seed, cmd)
-    # A refused row is tried again: its flag may have landed since.
-    if old is not None and old.get("status") != "not run":
+    # A refused or crashed run is tried again: its flag may have landed, or its
+    # cause (memory, a bug) gone, since; a row counts only once it is complete.
+    if old is not None and old.get("status") not in ("not run", "crashed"):
         old["reused"] = True
         return old
     os.makedirs(out_dir, exist_ok=True)
@@ -371,9 +409,10 @@ def run_one(binary, r, seed, steps, eval_every, task, results_dir, commit):
             return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
         rc, stdout, stderr = None, text(e.stdout), text(e.stderr) + "\ntimed out after 3600 s"
     wall = time.time() - t0
-    if STOP.is_set() or (rc is not None and (rc < 0 or rc in (129, 130, 143))):
-        # Stopped by a signal (Ctrl-C on the harness reaches the trainer too):
-        # not a result. Nothing is written, so the next start runs it again.
+    if STOP.is_set() or rc in STOPPED:
+        # Stopped by Ctrl-C (which reaches the trainer too), a hang-up or a
+        # kill: not a result. Nothing is written, so the next start runs it
+        # again. Any other signal (SIGSEGV, SIGABRT, ...) is a crash.
         return {"row": r["id"], "seed": seed, "status": "interrupted",
                 "reason": f"interrupted (exit {rc})", "wall_s": round(wall, 2)}
     with open(os.path.join(out_dir, "output.txt"), "w") as f:
@@ -399,7 +438,8 @@ def run_one(binary, r, seed, steps, eval_every, task, results_dir, commit):
         res["reason"] = "not run: the trainer refused it: " + last_err.removeprefix("error: ")
     else:
         res["status"] = "crashed"
-        res["reason"] = f"crashed (exit {rc}): {last_err}"
+        how = f"signal {signal_name(-rc)}" if rc is not None and rc < 0 else f"exit {rc}"
+        res["reason"] = f"crashed ({how})" + (f": {last_err}" if last_err else "")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(res, f, indent=1)
@@ -643,15 +683,22 @@ def write_report(path, plots_dir, results_by_row, rows, meta):
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         rs = results_by_row.get(r["id"], [])
-        ppl, bleu, ex = row_stats(rs, "ppl"), row_stats(rs, "bleu"), row_stats(rs, "exact")
-        ok = [x for x in rs if x.get("status") == "ok"]
+        whole = complete(rs, meta["seeds"])
+        # Figures only from complete rows; an incomplete one says what is missing.
+        shown = rs if whole else []
+        ppl, bleu, ex = row_stats(shown, "ppl"), row_stats(shown, "bleu"), row_stats(shown, "exact")
+        ok = [x for x in shown if x.get("status") == "ok"]
         params = str(ok[0]["params"]) if ok and ok[0].get("params") else ""
         wall = f"{statistics.fmean(x['wall_s'] for x in ok):.0f}" if ok else ""
         n = f" ({ppl['n']})" if ppl else ""
-        ppl_s = (fmt_stat(ppl, "ppl") + n) if ppl else ("not run yet" if not rs else "")
-        note = status_cell(rs)
-        if note:
-            ppl_s += f"; {note}" if ppl_s else note
+        if not rs:
+            ppl_s = "not run yet"
+        elif whole:
+            ppl_s = fmt_stat(ppl, "ppl") + n
+            note = status_cell(rs)
+            ppl_s += f"; {note}" if note else ""
+        else:
+            ppl_s = "incomplete: " + incomplete_why(rs, meta["seeds"])
         paper = r["paper"]
         lines.append("| " + " | ".join([
             f"{r['id']}", cell(r, "N"), cell(r, "d_model"), cell(r, "d_ff"), cell(r, "h"),
@@ -668,7 +715,7 @@ def write_report(path, plots_dir, results_by_row, rows, meta):
     for c in CLAIMS:
         if not any(r["id"] in (c["better"], c["worse"]) for r in rows):
             continue
-        verdict, detail = judge(c, results_by_row)
+        verdict, detail = judge(c, results_by_row, seeds=meta["seeds"])
         lines.append(f"- **{c['id']}: {verdict}.** {c['text']}. {METRIC_NAME[c['metric']]}: "
                      f"{detail}.")
     lines += ["", "## Held-out perplexity against steps", ""]
@@ -682,9 +729,10 @@ def write_report(path, plots_dir, results_by_row, rows, meta):
             continue
         series = []
         for rid in dict.fromkeys(ids):
+            rs = results_by_row.get(rid, [])
             seeds = [read_eval_curve(os.path.join(meta["results"], rid, str(x["seed"]),
                                                   "log.csv"))
-                     for x in results_by_row.get(rid, []) if x.get("status") in ("ok", "diverged")]
+                     for x in (rs if complete(rs, meta["seeds"]) else [])]
             series.append((f"{rid}: {ROW_BY_ID[rid]['label']}", seeds))
         svg = os.path.join(plots_dir, f"{g}.svg")
         write_plot_svg(svg, f"{GROUPS[g]}: held-out perplexity", series)
@@ -696,6 +744,85 @@ def write_report(path, plots_dir, results_by_row, rows, meta):
 
 
 # ---- main -------------------------------------------------------------------------------------
+DEFAULT_REPORT = os.path.join(ROOT, "ABLATIONS.md")
+DEFAULT_PLOTS = os.path.join(ROOT, "docs", "ablations")
+HELP_RULES = """\
+what it writes:
+  Runs go to --results (one folder per row and seed; nothing else is written
+  there). The --task folder is only read: one lacking a file the rows need is
+  an error naming it (the committed task is rebuilt by
+  tools/make_translation_task.py, never by this script).
+
+  The report has figures and verdicts only for complete rows: a row is
+  complete when every seed's training ran to its end (finished or diverged).
+  A row with a crashed, refused or missing run is listed as incomplete, with
+  why, and is run again on the next start.
+
+  Without --report, the report is the committed ABLATIONS.md (plots in
+  docs/ablations/), and it is replaced only by one holding at least as many
+  seeds, steps per run and complete rows as it does: a trial run (fewer steps
+  or seeds, fewer rows, crashed runs) leaves it as it is and says so. Naming
+  --report (ABLATIONS.md itself too) writes that file whatever it held, with
+  its plots in --plots (default: ablations/ beside it, or docs/ablations/ for
+  ABLATIONS.md).
+
+exit status: 0 when every run of this start trained (finished or diverged, or
+  a row's flag is missing from the trainer), 1 when any crashed or was refused
+  by the trainer, 130 when interrupted.
+"""
+
+
+def task_problem(task, rows):
+    """The files of the --task folder the rows need that are missing, as an error, or None."""
+    need = ["train.tsv"] + sorted({f"{r['valid']}.tsv" for r in rows})
+    missing = [f for f in need if not os.path.isfile(os.path.join(ROOT, task, f))]
+    if not missing:
+        return None
+    hint = ""
+    if os.path.abspath(os.path.join(ROOT, task)) == os.path.join(ROOT, TASK):
+        hint = f" (python3 tools/make_translation_task.py {TASK} rebuilds it)"
+    return f"ablate: --task {task} lacks {', '.join(missing)}{hint}"
+
+
+def report_holds(path):
+    """What the report at `path` holds: {"seeds", "steps", "rows"} (rows: the
+    table rows with figures from every seed), None when there is no file, {}
+    when it cannot be read as a report of this script."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return {}
+    m = re.search(r"^- runs: (\d+) seed\(s\) per row, (\d+) steps each", text, re.M)
+    if not m:
+        return {}
+    seeds, steps = int(m.group(1)), int(m.group(2))
+    rows = 0
+    for ln in text.splitlines():
+        cells = [c.strip() for c in ln.split("|")]  # ['', row, N, ..., params, PPL, ...]
+        if ln.startswith("| ") and len(cells) > 12:
+            n = re.search(r"\((\d+)\)$", cells[11].split(";")[0])  # "1.06 ± 0.00 (3); ..."
+            rows += bool(n and int(n.group(1)) >= seeds)
+    return {"seeds": seeds, "steps": steps, "rows": rows}
+
+
+def why_not_replace(old, new):
+    """None when a report holding `new` may replace the default report holding
+    `old` (report_holds), else the reason, for a message."""
+    if old is None:
+        return None
+    if not old:
+        return "it cannot be read as a report of tools/ablate.py"
+    if all(new[k] >= old[k] for k in ("seeds", "steps", "rows")):
+        return None
+    def held(h):
+        return (f"{h['seeds']} seed{'s' * (h['seeds'] != 1)} of {h['steps']} "
+                f"step{'s' * (h['steps'] != 1)}, {h['rows']} complete row{'s' * (h['rows'] != 1)}")
+    return f"it holds {held(old)}; this report would hold {held(new)}"
+
+
 def git_commit():
     try:
         c = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
@@ -724,7 +851,8 @@ def select_rows(spec):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=HELP_RULES,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", default=os.environ.get("ABLATE_ROWS", "all"),
                     help="groups or row ids, comma-separated (A,B,C,D,E,S,N,P,base)")
     ap.add_argument("--seeds", type=int, default=int(os.environ.get("ABLATE_SEEDS", "3")))
@@ -732,10 +860,13 @@ def main(argv=None):
     ap.add_argument("--eval-every", type=int, default=0, help="default: steps / 10")
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("ABLATE_JOBS", "2")))
     ap.add_argument("--bin", default="build/rel-f32/train")
-    ap.add_argument("--task", default=TASK)
+    ap.add_argument("--task", default=TASK, help="a folder holding train.tsv, valid.tsv and "
+                    "long.tsv (only read; default %(default)s)")
     ap.add_argument("--results", default="runs/ablate")
-    ap.add_argument("--report", default="ABLATIONS.md")
-    ap.add_argument("--plots", default="docs/ablations")
+    ap.add_argument("--report", help="default: the committed ABLATIONS.md, replaced only by a "
+                    "report holding as much (see below)")
+    ap.add_argument("--plots", help="default: docs/ablations/ for ABLATIONS.md, else ablations/ "
+                    "beside the report")
     ap.add_argument("--command", default="make ablate", help="the command named in the report")
     a = ap.parse_args(argv)
     if a.seeds < 1 or a.steps < 1 or a.jobs < 1:
@@ -749,9 +880,14 @@ def main(argv=None):
             rel = "build/rel-f32/train"
         raise SystemExit(f"ablate: {a.bin} is not built (make -C {ROOT} {rel})")
     task = a.task
-    if not os.path.exists(os.path.join(ROOT, task, "train.tsv")):
-        subprocess.run([sys.executable, os.path.join(ROOT, "tools/make_translation_task.py"),
-                        os.path.join(ROOT, task)], check=True)
+    problem = task_problem(task, rows)
+    if problem:
+        raise SystemExit(problem)
+    report = os.path.abspath(a.report) if a.report else DEFAULT_REPORT
+    plots = os.path.abspath(a.plots) if a.plots else \
+        DEFAULT_PLOTS if report == DEFAULT_REPORT else \
+        os.path.join(os.path.dirname(report), "ablations")
+    report_name = a.report or os.path.relpath(DEFAULT_REPORT, ROOT)
     results_dir = os.path.abspath(a.results)
     commit = git_commit()
     jobs = [(r, s) for s in range(1, a.seeds + 1) for r in rows]  # every row's seed 1 first
@@ -793,6 +929,7 @@ def main(argv=None):
         return 130
     ex.shutdown()
     wall = time.time() - t0
+    this_start = [x for rs in results.values() for x in rs]
     counts = {}
     for rs in results.values():
         for x in rs:
@@ -813,14 +950,31 @@ def main(argv=None):
             "steps": a.steps, "eval_every": eval_every, "jobs": a.jobs, "summary": summary,
             "results": results_dir,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-    write_report(a.report, a.plots, results, ROWS, meta)
     print(f"\nablate: {summary}")
     for c in CLAIMS:
         if all(i in results for i in (c["better"], c["worse"])):
-            v, _ = judge(c, results)
+            v, _ = judge(c, results, seeds=a.seeds)
             print(f"  {c['id']:<3} {v:<28} {c['text'][:70]}")
-    print(f"wrote {a.report} and the plots in {a.plots}/")
-    return 0
+    holds = {"seeds": a.seeds, "steps": a.steps,
+             "rows": sum(complete(results.get(r["id"], []), a.seeds) for r in ROWS)}
+    why = None if a.report else why_not_replace(report_holds(report), holds)
+    if why:
+        print(f"{report_name} not replaced: {why}. The runs stay in {a.results}; "
+              f"--report PATH writes a report from them (--report {report_name} replaces it).")
+    else:
+        write_report(report, plots, results, ROWS, meta)
+        print(f"wrote {report_name} and the plots in {os.path.relpath(plots)}/")
+    rc = 0
+    for status, what in (("crashed", "crashed"), ("not run", "were refused by the trainer")):
+        bad = [x for x in this_start if x["status"] == status and
+               not x.get("reason", "").startswith("not run: the trainer has no flag")]
+        if bad:
+            rc = 1
+            print(f"ablate: {len(bad)} of {len(jobs)} runs {what} (output.txt in "
+                  f"{a.results}/<row>/<seed>/):", file=sys.stderr)
+            for x in bad:
+                print(f"  {x['row']} seed {x['seed']}: {x.get('reason', status)}", file=sys.stderr)
+    return rc
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "trainer/bleu.h"
+#include "trainer/progress.h"
 #include "trainer/trainer.h"
 
 namespace qkv::train {
@@ -41,7 +43,10 @@ EvalResult Trainer::evaluate() {
   EvalResult r;
   r.is_lm = true;
   double total = 0;
-  for (const LMBatch& b : text->heldout_batches(cfg.batch)) {
+  const std::vector<LMBatch> batches = text->heldout_batches(cfg.batch);
+  Progress progress(phase, static_cast<int64_t>(batches.size()), "batches");
+  for (const LMBatch& b : batches) {
+    progress.at(&b - batches.data());
     const nn::TeacherForced f = net_->forward_text(b);
     total += double(nn::cross_entropy(f.logits, f.targets, Vocab::kPad).item()) *
              double(f.target_tokens);
@@ -58,10 +63,10 @@ EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
   std::vector<Seq> refs;
   double total_loss = 0;  // summed over the target tokens (and </s>) of the set
   int64_t loss_tokens = 0;
-  // A long evaluation shows how far it is, on a terminal.
-  const bool progress = set.size() > 20000 && isatty(STDERR_FILENO) && dist::rank() == 0;
+  // A long evaluation says how far it is, a line every ~10 s.
+  Progress progress(phase, static_cast<int64_t>(set.size()), "sequences");
   for (size_t i = 0; i < set.size(); i += static_cast<size_t>(chunk)) {
-    if (progress) std::fprintf(stderr, "\r  evaluating: %zu of %zu sequences ", i, set.size());
+    progress.at(static_cast<int64_t>(i));
     const size_t end = std::min(set.size(), i + static_cast<size_t>(chunk));
     std::vector<Seq> sources;
     for (size_t k = i; k < end; ++k) sources.push_back(set[k].src);
@@ -97,7 +102,6 @@ EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
       refs.push_back(want);
     }
   }
-  if (progress) std::fprintf(stderr, "\r%60s\r", "");
   r.loss = loss_tokens ? total_loss / double(loss_tokens) : 0;
   r.bleu = corpus_bleu(r.predictions, refs);
   return r;
@@ -119,6 +123,36 @@ void Trainer::check_source_fits(size_t n) const {
     throw Error("the input has " + std::to_string(n) + " tokens; its attention maps need about " +
                 detail::gib(bytes) + ", more than half of this machine's " +
                 detail::gib(detail::physical_memory_bytes()));
+}
+
+void Trainer::check_report_fits(int64_t chunk) const {
+  if (!pairs || pairs->heldout().empty()) return;  // a language model evaluates --batch at a time
+  // The final report's evaluate(set, chunk): the answers, then one
+  // teacher-forced pass over `chunk` pairs at a time, in which each attention
+  // layer in turn holds its numbers for all of them (no gradient: one layer's
+  // at a time). The longest pair sets T (queries) and S (keys).
+  int64_t src = 0, tgt = 0;
+  for (const Pair& p : pairs->heldout()) {
+    src = std::max<int64_t>(src, static_cast<int64_t>(p.src.size()));
+    tgt = std::max<int64_t>(tgt, static_cast<int64_t>(p.tgt.size()));
+  }
+  if (!pairs->from_file()) src = tgt = std::max(src, cfg.max_len + 3);  // the longer set
+  int64_t T = tgt + 1, S = src;                                         // <s> answer | source
+  if (cfg.is_gpt()) T = S = src + tgt + 2;                              // source <s> answer
+  if (cfg.is_encoder()) T = S = src;
+  const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(pairs->heldout().size()));
+  const detail::AttentionNumbers a = detail::attention_numbers(cfg, n, T, S);
+  const double threads = std::max(1u, std::thread::hardware_concurrency());
+  const double W = double(std::max(cfg.d_model, cfg.d_ff)), V = double(vocab.size());
+  const double numbers = double(n) * double(T) * a.kept_per_query + threads * a.per_thread +
+                         double(n) * double(T + S) * 16 * W + 2 * double(n) * double(T) * V;
+  const double bytes = numbers * double(sizeof(real)), have = detail::physical_memory_bytes();
+  if (bytes > 0.8 * have)
+    throw Error("the final report evaluates the held-out pairs " + std::to_string(n) +
+                " at a time, up to " + std::to_string(T) + " tokens long: with --attention " +
+                cfg.attention + " that needs about " + detail::gib(bytes) +
+                ", more than this machine's " + detail::gib(have) +
+                " (shorter sequences, or --attention memory-efficient, fit)");
 }
 
 void Trainer::check_decoding() const {

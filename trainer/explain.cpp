@@ -23,6 +23,36 @@ std::vector<std::string> labels(const Trainer& t, const Seq& ids) {
   for (int64_t id : ids) out.push_back(token_label(t, id));
   return out;
 }
+
+// Refuses, before any work, a text whose trace would not fit in memory (a
+// long text would otherwise end in std::bad_alloc minutes later). The trace
+// keeps every value and every gradient of the graph, in qkv::real (float64:
+// --explain runs in the float64 build), attention's P (H,T,S) of every
+// attention layer among them, and writes each again as base64 into the JSON
+// and the page. n: the text's tokens; T queries and S keys per attention
+// (for the encoder-decoder, T the answer with <s>). Against peak RSS
+// (/usr/bin/time -v) of train --explain on tests/cli/lib.bash's TINY reverse
+// model (d_model 16, 2 heads, 1+1 layers, d_ff 32), 100, 200, 400 tokens:
+// measured 27, 36, 57 MB; estimated 18, 43, 112 MiB (over where it matters:
+// P has no gradient but is counted as if it had). 20,000 tokens: 134 GiB
+// estimated; the run it refuses ended in std::bad_alloc at 9.3 GB.
+void check_trace_fits(const Trainer& t, int64_t n, int64_t T, int64_t S) {
+  const TrainConfig& c = t.cfg;
+  const double L = double(c.layers), H = double(c.heads), W = double(std::max(c.d_model, c.d_ff));
+  const double Td = double(T), Sd = double(S);
+  // seq2seq: encoder self- (S,S), decoder self- (T,T) and cross-attention (T,S).
+  const double maps = c.model == "seq2seq" ? Sd * Sd + Td * Td + Td * Sd : Td * Sd;
+  const double numbers = L * H * maps + L * (Td + Sd) * 40 * W + 3 * Td * double(t.vocab.size());
+  // value and gradient, each in memory and twice as base64 text (JSON, page)
+  const double copies = 2 * (1 + 4.0 / 3 + 4.0 / 3);
+  const double bytes = numbers * double(sizeof(real)) * copies;
+  const double have = detail::physical_memory_bytes();
+  if (bytes > 0.5 * have)
+    throw Error("--explain: the text has " + std::to_string(n) +
+                " tokens; its trace (every value and gradient, in " + explorer::precision_name() +
+                ") needs about " + detail::gib(bytes) + ", more than half of this machine's " +
+                detail::gib(have));
+}
 }  // namespace
 
 Seq explain_input(const Trainer& t, const std::string& text) {
@@ -53,6 +83,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
                   " (its context and the token predicted after it)");
     data::LMBatch b;
     const int64_t T = static_cast<int64_t>(src.size()) - 1;
+    check_trace_fits(t, T + 1, T, T);
     b.ids = {Seq(src.begin(), src.end() - 1), 1, T, {T}};
     b.targets.assign(src.begin() + 1, src.end());
     b.target_tokens = T;
@@ -67,6 +98,12 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
     what = "reads \"" + t.decode_text(src) + "\", each token predicting the next";
   } else {
     t.check_source_fits(src.size());
+    const int64_t n = static_cast<int64_t>(src.size());
+    // The answer is not known yet: as long as the input, with <s> (or </s>).
+    if (t.cfg.is_gpt())  // one sequence: source <s> answer
+      check_trace_fits(t, n, 2 * n + 2, 2 * n + 2);
+    else
+      check_trace_fits(t, n, t.cfg.is_encoder() ? n : n + 2, n);
     const Seq answer = t.answer({src}).front();
     const std::vector<Pair> pair{{src, answer}};
     Seq tgt_in{Vocab::kBos};

@@ -129,15 +129,18 @@ void print_samples(Trainer& t, const RunOptions& o) {
 EvalResult timed_eval(Trainer& t, const std::string& method, const RunOptions& o, double* seconds) {
   const Trainer::Decoding keep = t.decoding;
   t.decoding = {method, o.beam, o.alpha, true};
+  t.phase = "final evaluation (" + method + ")";
   const auto t0 = Clock::now();
   EvalResult r = t.evaluate();
   *seconds = seconds_since(t0);
   t.decoding = keep;
+  t.phase = "held-out evaluation";
   return r;
 }
 
 EvalResult final_report(Trainer& t, const RunOptions& o) {
   if (t.text) {
+    t.phase = "final evaluation";
     EvalResult r = t.evaluate();
     std::printf("\nheld-out (%lld tokens): loss %.4f, perplexity %.3f\n", (long long)r.tokens,
                 r.loss, r.perplexity());
@@ -177,6 +180,7 @@ EvalResult final_report(Trainer& t, const RunOptions& o) {
   const bool table_ok = table == 0 || t.model().positions_to_answer(longest, longest + 1) <= table;
   if (!t.pairs->from_file() && table_ok) {
     Generator long_gen(t.cfg.seed + 7);
+    t.phase = "length generalization";
     const EvalResult lr = t.evaluate(t.pairs->longer_set(o.long_eval, 3, long_gen));
     std::printf(
         "length generalization (%lld sequences of length %lld..%lld, longer than any trained on): "

@@ -165,11 +165,14 @@ std::string save_with_fallback(const Trainer& t, const std::string& path) {
   std::vector<std::string> tries{path};
   // The rescue names stay short enough for any file system, whatever --save's length.
   const std::string base = fs::path(path).filename().string().substr(0, 120);
-  tries.push_back(base + ".rescued-" + std::to_string(getpid()));
-  std::error_code ec;  // a TMPDIR that does not exist must not stop the first try
+  const std::string rescue = base + ".rescued-" + std::to_string(getpid());
+  tries.push_back(rescue);  // the working folder
+  std::error_code ec;       // a TMPDIR that does not exist must not stop the first try
   const fs::path tmp = fs::temp_directory_path(ec);
-  tries.push_back(
-      ((ec ? fs::path("/tmp") : tmp) / (base + ".rescued-" + std::to_string(getpid()))).string());
+  std::string tmp_dir = tmp.string();
+  while (tmp_dir.size() > 1 && tmp_dir.back() == '/') tmp_dir.pop_back();
+  if (!ec && tmp_dir != "/tmp") tries.push_back((tmp / rescue).string());  // $TMPDIR
+  tries.push_back("/tmp/" + rescue);  // $TMPDIR may take no files where /tmp does
   for (size_t i = 0; i < tries.size(); ++i) {
     try {
       t.write_checkpoint(tries[i], dropout_states);
@@ -435,6 +438,7 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
     return 0;
   }
 
+  t.check_report_fits();  // what the final report holds: refused now, not after training
   // 3. Every output path, before any work: a run that cannot keep its
   //    result is refused now, not after training.
   const bool training = !o.eval_only;

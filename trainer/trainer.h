@@ -69,6 +69,12 @@ double physical_memory_bytes();
 std::string gib(double bytes);  // "12.3 GiB"
 // Refuses data whose estimated `bytes` would take over half the machine's memory.
 void check_data_memory(double bytes, const std::string& what, const std::string& detail_text);
+// Numbers an attention layer keeps per query token for backward, and holds
+// per thread in backward, by --attention kernel (trainer.cpp says which).
+struct AttentionNumbers {
+  double kept_per_query = 0, per_thread = 0;
+};
+AttentionNumbers attention_numbers(const TrainConfig& c, int64_t B, int64_t T, int64_t S);
 // Refuses a model and batch that clearly would not fit in memory.
 void check_memory(const TrainConfig& c, int64_t V, int64_t T);
 uint64_t rank_dropout_seed(uint64_t seed, int r);  // MPI rank r > 0's dropout stream
@@ -176,11 +182,16 @@ class Trainer {
   // accuracy, or, for a language model, held-out loss and perplexity.
   EvalResult evaluate();
   EvalResult evaluate(const std::vector<Pair>& pairs, int64_t chunk = 500);
+  // What evaluate() is doing, for its progress lines (trainer/progress.h).
+  std::string phase = "held-out evaluation";
 
   // Refuses (naming the length and the memory) a source of `n` tokens that
   // the model cannot take: past a learned position table, or whose attention
   // maps would not fit in memory.
   void check_source_fits(size_t n) const;
+  // Refuses (before training) held-out pairs the final report's evaluation,
+  // `chunk` pairs at a time, could not fit in memory.
+  void check_report_fits(int64_t chunk = 500) const;
   // Answers for source sequences (any model family), by `decoding`.
   std::vector<Seq> answer(const std::vector<Seq>& sources);
   // The decoder answer() and evaluate() use: greedy, or beam search (encoder-

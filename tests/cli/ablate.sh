@@ -67,3 +67,55 @@ rm results/E-learned/1/result.json
 expect_ok ablate
 grep -q "base .*(reused)$" out || fail "base was run again"
 grep -Eq "E-learned +seed 1: ppl .*\([0-9]+ s\)$" out || { cat out; fail "E-learned was not run again"; }
+
+# 4. What the harness writes, with fake trainers (instant): a copy of the script
+# in a scratch tree holding a copy of the committed report, so that its default
+# report path is that copy and the real ABLATIONS.md is never touched.
+mkdir -p tree/tools tree/docs/ablations
+cp "$QKV_SRC/tools/ablate.py" tree/tools/
+cp "$QKV_SRC/ABLATIONS.md" tree/
+cp "$QKV_SRC"/docs/ablations/*.svg tree/docs/ablations/
+cp -r tree committed
+printf '#!/bin/sh\necho "step 1: loss 3.0"\nkill -SEGV $$\n' >crash && chmod +x crash
+cat >fine <<'SH' && chmod +x fine
+#!/bin/sh
+echo "trained 1 steps in 0.1 s (1.0 ms/step, 10 target tokens/s)"
+echo "  per-token perplexity 5.000 (cross-entropy 1.6094, teacher-forced)"
+echo "  greedy:                 exact-sequence accuracy  10.00%, token accuracy  20.00%, BLEU  5.00 (0.1 s)"
+SH
+fake() {  # fake BIN RESULTS [more flags]: rows base and E-learned, one seed, one step
+  local bin=$1 res=$2; shift 2
+  python3 tree/tools/ablate.py --rows E --seeds 1 --steps 1 --jobs 2 --bin "$QKV_TMP/$bin" \
+    --task "$QKV_TMP/task" --results "$QKV_TMP/$res" "$@"
+}
+same_as_committed() { diff -r committed tree >/dev/null || fail "$1"; }
+# Every training crashes (a signal, not an interruption): exit non-zero, the
+# committed report and plots stay as they were.
+expect_fail fake crash r-crash
+expect_out "crashed (signal SIGSEGV)"
+expect_out "ablate: 2 of 2 runs crashed"
+same_as_committed "a run whose every training crashed replaced the committed report"
+# A trial of fewer steps and seeds than the committed report holds does not replace it.
+expect_ok fake fine r-fine
+expect_out "ABLATIONS.md not replaced: it holds 3 seeds of 1000 steps"
+same_as_committed "a 1-step trial replaced the committed report"
+# Named explicitly, the report is written (reusing the runs) with its plots beside it;
+# crashed rows are listed as crashed and give no figures or verdicts.
+expect_ok fake fine r-fine --report "$QKV_TMP/tree/ABLATIONS.md"
+grep -q "(reused)" out || fail "the runs were not reused"
+grep -qF "| 5.000 ± 0.000 (1) |" tree/ABLATIONS.md || fail "the named report was not written"
+! diff -q committed/docs/ablations/E.svg tree/docs/ablations/E.svg >/dev/null ||
+  fail "the named default report's plots were not written"
+expect_fail fake crash r-crash --report "$QKV_TMP/own.md"
+grep -F "| base |" own.md | grep -qF "incomplete: crashed (signal SIGSEGV)" ||
+  { cat own.md; fail "a crashed row is not listed as such"; }
+grep -qF "| base |" own.md && ! grep -F "| base |" own.md | grep -qF "± " ||
+  fail "a crashed row has figures"
+grep -qF "**E1: not judged.** " own.md || fail "E1 was judged from crashed rows"
+[ -f ablations/E.svg ] || fail "the plots of a named report do not go beside it"
+# A --task folder lacking its files is an error naming them; nothing is written into it.
+mkdir usertask && cp task/valid.tsv usertask/
+expect_fail fake fine r-user --task "$QKV_TMP/usertask"
+expect_out "lacks train.tsv"
+[ "$(ls usertask)" = valid.tsv ] && cmp -s usertask/valid.tsv task/valid.tsv ||
+  fail "the harness wrote into the --task folder"

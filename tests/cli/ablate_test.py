@@ -186,5 +186,56 @@ held-out (500 sequences, never trained on):
         self.assertEqual([x["id"] for x in ablate.select_rows("E")], ["base", "E-learned"])
 
 
+class WhatIsWritten(unittest.TestCase):
+    def test_a_row_is_complete_only_when_every_seed_trained_to_its_end(self):
+        crashed = {"seed": 2, "status": "crashed", "reason": "crashed (signal SIGSEGV)"}
+        self.assertTrue(ablate.complete([ok(1, 5.0), diverged(2)], 2))
+        self.assertFalse(ablate.complete([ok(1, 5.0), crashed], 2))
+        self.assertFalse(ablate.complete([ok(1, 5.0)], 2))  # seed 2 not run yet
+        self.assertEqual(ablate.incomplete_why([ok(1, 5.0)], 2), "seed 2 not run yet")
+        rs = {"base": [ok(1, 5.0), ok(2, 5.1), ok(3, 5.05)],
+              "A-h1": [ok(1, 6.0), ok(2, 6.2), ok(3, 6.1)]}
+        self.assertEqual(ablate.judge(BETTER, rs, seeds=3)[0], "reproduced")
+        rs["A-h1"][1] = crashed  # two seeds would still be judged: an incomplete row never is
+        verdict, detail = ablate.judge(BETTER, rs, min_seeds=2, seeds=3)
+        self.assertEqual(verdict, "not judged")
+        self.assertIn("row A-h1 is incomplete (crashed (signal SIGSEGV) (seed 2)", detail)
+
+    def test_the_default_report_is_replaced_only_by_one_holding_as_much(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ABLATIONS.md")
+            self.assertIsNone(ablate.report_holds(path))  # no report yet: written
+            rs = {"base": [ok(1, 5.0), ok(2, 5.1), ok(3, 5.05)],
+                  "A-h1": [ok(1, 6.0), diverged(2), ok(3, 6.1)],
+                  "A-h4": [ok(1, 6.0), {"seed": 2, "status": "crashed", "reason": "x"}]}
+            meta = {"command": "c", "commit": "abc", "machine": "m", "seeds": 3, "steps": 10,
+                    "eval_every": 5, "jobs": 2, "summary": "s", "results": d, "date": "today"}
+            ablate.write_report(path, os.path.join(d, "plots"), rs, ablate.ROWS, meta)
+            old = ablate.report_holds(path)
+            with open(os.path.join(d, "x.md"), "w") as f:
+                f.write("# notes\n")
+            self.assertEqual(ablate.report_holds(os.path.join(d, "x.md")), {})
+        self.assertEqual(old, {"seeds": 3, "steps": 10, "rows": 2})  # A-h4 is incomplete
+        self.assertIsNone(ablate.why_not_replace(None, old))
+        self.assertIsNone(ablate.why_not_replace(old, dict(old)))
+        self.assertIsNone(ablate.why_not_replace(old, {"seeds": 5, "steps": 20, "rows": 24}))
+        for fewer in ({"seeds": 1}, {"steps": 9}, {"rows": 1}):
+            self.assertIn("it holds 3 seeds of 10 steps, 2 complete rows",
+                          ablate.why_not_replace(old, dict(old, **fewer)))
+        self.assertIn("cannot be read", ablate.why_not_replace({}, old))
+        with open(os.path.join(ablate.ROOT, "ABLATIONS.md")) as f:  # the committed report
+            self.assertIsNotNone(ablate.report_holds(f.name))
+        committed = ablate.report_holds(os.path.join(ablate.ROOT, "ABLATIONS.md"))
+        self.assertEqual((committed["seeds"], committed["steps"]), (3, 1000))
+        self.assertEqual(committed["rows"], len(ablate.ROWS))
+
+    def test_a_task_folder_lacking_its_files_is_named(self):
+        with tempfile.TemporaryDirectory() as d:
+            open(os.path.join(d, "valid.tsv"), "w").close()
+            msg = ablate.task_problem(d, ablate.select_rows("P,E"))
+        self.assertEqual(msg, f"ablate: --task {d} lacks train.tsv, long.tsv")
+        self.assertIsNone(ablate.task_problem(ablate.TASK, ablate.ROWS))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -13,6 +13,13 @@ expect_out ", 0 fail,"
 grep -q '"precision": *"float64"' s2s.html || fail "the page does not say its numbers are float64"
 [ "$(stat -c %s s2s.html)" -lt 10000000 ] || fail "the page is over 10 MB"
 
+# A text whose trace cannot fit is refused at once (it ran out of memory
+# after 42 s), like --ask's long input; no page is written.
+long=$(printf 'a b %.0s' $(seq 10000))
+expect_fail "$TRAIN" --load s2s/model.safetensors --explain "$long" --html long.html
+expect_out "error: --explain: the text has 20000 tokens; its trace (every value and gradient, in float64) needs about"
+[ -e long.html ] && fail "a refused --explain left a page"
+
 expect_ok "$TRAIN" "${TINY[@]}" --model gpt --steps 40 --out gpt
 expect_ok "$TRAIN" --load gpt/model.safetensors --explain "b a" --html gpt.html
 expect_out ", 0 fail,"

@@ -49,6 +49,23 @@ rescued=$(sed -n 's/.*; wrote \(.*\) instead/\1/p' log3 | head -1)
 expect_ok "$TRAIN" --load "$rescued" --eval-only --threads 1
 rm -f "$rescued"
 
+# The save folder, the working folder and $TMPDIR all cannot take files: the
+# first two are removed mid-run, and TMPDIR=/proc is a folder that takes no
+# files even for root (chmod stops no root). /tmp is tried too, and takes it.
+mkdir ckdir5 wd5
+(cd wd5 && TMPDIR=/proc exec "$TRAIN" "${TINY[@]}" --steps 1500 --no-early-stop --log-every 20 \
+  --out "$QKV_TMP/run5" --save "$QKV_TMP/ckdir5/m.safetensors") >log5 2>&1 &
+pid=$!
+for _ in $(seq 200); do grep -q "^step" log5 && break; sleep 0.05; done
+rm -rf ckdir5 wd5
+wait $pid && fail "a checkpoint written to its rescue path must give a non-zero exit" || true
+grep -q "could not write $QKV_TMP/ckdir5/m.safetensors; wrote /tmp/m.safetensors.rescued-" log5 ||
+  { cat log5; fail "the checkpoint was not rescued to /tmp"; }
+rescued=$(sed -n 's/.*; wrote \(.*\) instead/\1/p' log5 | head -1)
+[ -f "$rescued" ] || fail "the named fallback $rescued does not exist"
+expect_ok "$TRAIN" --load "$rescued" --eval-only --threads 1
+rm -f "$rescued"
+
 # A TMPDIR that does not exist (the rescue path's folder) never stops the
 # checkpoint from being written where it was asked.
 TMPDIR=/no/such/dir expect_ok "$TRAIN" "${TINY[@]}" --steps 5 --out tmpdir_gone

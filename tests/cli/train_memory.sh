@@ -1,0 +1,21 @@
+# What the final report will hold is checked before training (a run once
+# trained, then failed with "cannot allocate 26.9 GB"), and its long phases
+# say how far they are (QKV_PROGRESS_SECONDS=0: a line at every chunk).
+source "$(dirname "$0")/lib.bash"
+cd "$QKV_TMP"
+
+# Held-out pairs of up to 4096 tokens, 500 at a time, with the standard
+# kernel's (H,T,S) probabilities: refused at once, nothing trained or written.
+expect_fail "$TRAIN" --max-len 4096 --min-len 3 --batch 1 --steps 1 --warmup 0 --threads 1 --out big
+expect_out "error: the final report evaluates the held-out pairs 500 at a time, up to 4100 tokens long: with --attention standard that needs about"
+grep -q "^step" out && fail "trained before refusing what the final report cannot fit"
+[ -e big ] && fail "a refused run left its --out folder"
+
+# Progress lines for the final evaluation and the length generalization.
+QKV_PROGRESS_SECONDS=0 expect_ok "$TRAIN" "${TINY[@]}" --steps 5 --out small
+expect_out "final evaluation (greedy): 0 of 50 sequences, "
+expect_out "length generalization: 0 of 200 sequences, "
+# ... and none at the default interval for a phase that ends within it.
+expect_ok "$TRAIN" "${TINY[@]}" --steps 5 --out small2
+grep -q "of 50 sequences" out && fail "a progress line for a phase shorter than the interval"
+true
