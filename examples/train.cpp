@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "explorer/program.h"
+#include "generation/decoding_methods.h"
 #include "trainer/run.h"
 
 using namespace qkv;
@@ -160,7 +161,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   app.add_flag("--show-attention", o.show_attention, "with --ask: print cross-attention");
   add_value(app, "--explain", o.explain, "with --load: the gradient explorer on this text");
   add_value(app, "--html", o.html, "with --explain: the page to write (one HTML file)");
-  add_value(app, "--decode", o.decode, "greedy or beam (checks, --ask)")->capture_default_str();
+  add_value(app, "--decode", o.decode, nn::decoding_method_names() + " (checks, --ask)")
+      ->capture_default_str();
   add_value(app, "--beam", o.beam, "beam width")->capture_default_str();
   add_value(app, "--alpha", o.alpha, "beam length penalty exponent")->capture_default_str();
   add_value(app, "--temperature", o.temperature, "gpt text sampling (0: greedy)")

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "generation/beam_search.h"
 #include "generation/decode.h"
+#include "generation/decoding_methods.h"
 #include "generation/sampling.h"
 #include "models/encoder_only.h"
 
@@ -101,8 +102,10 @@ bool can_beam_search(const Model& model) {
 
 std::vector<data::Seq> answer(Model& model, const std::vector<data::Seq>& sources,
                               const AnswerOptions& o) {
-  if (o.method != "greedy" && o.method != "beam")
-    throw Error("answer: the method is 'greedy' or 'beam', got '" + brief(o.method, 40) + "'");
+  const DecodingMethod* method = find_decoding_method(o.method);
+  if (!method)
+    throw Error("answer: the method is " + decoding_method_names("'") + ", got '" +
+                brief(o.method, 40) + "'");
   if (o.max_new_tokens < 1)
     throw Error("answer: max_new_tokens must be >= 1, got " + std::to_string(o.max_new_tokens));
   if (sources.empty()) return {};
@@ -116,7 +119,7 @@ std::vector<data::Seq> answer(Model& model, const std::vector<data::Seq>& source
     return seq2seq_answer(*s2s, sources, o,
                           cap ? std::min(o.max_new_tokens, cap) : o.max_new_tokens);
   }
-  if (o.method == "beam" && !can_beam_search(model))
+  if (method->needs_search && !can_beam_search(model))
     throw Error(std::string("answer: beam search here is for the encoder-decoder (seq2seq), not ") +
                 model.kind());
   if (auto* gpt = dynamic_cast<GPT*>(&model)) return gpt_answer(*gpt, sources, o, o.max_new_tokens);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "generation/decoding_methods.h"
 #include "trainer/bleu.h"
 #include "trainer/trainer.h"
 
@@ -122,9 +123,9 @@ void Trainer::check_source_fits(size_t n) const {
 }
 
 void Trainer::check_decoding() const {
-  if (decoding.method != "greedy" && decoding.method != "beam")
-    throw Error("--decode: expected greedy or beam, got '" + decoding.method + "'");
-  if (decoding.method != "beam" || nn::can_beam_search(model())) return;
+  if (!nn::decoding_method(decoding.method, "--decode").needs_search ||
+      nn::can_beam_search(model()))
+    return;
   if (cfg.is_encoder())
     throw Error(
         "--decode beam: the encoder model (--model encoder) gives every source token its label "

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "generation/decoding_methods.h"
 #include "trainer/explain.h"
 #include "trainer/output_paths.h"
 #include "trainer/report.h"
@@ -365,8 +366,7 @@ void check_options(const RunOptions& o) {
   if (!o.html.empty())  // before any work: the page is written through PAGE.tmp
     outputs::check_file_path("--html", o.html,
                              std::filesystem::path(o.html).filename().string() + ".tmp");
-  if (o.decode != "greedy" && o.decode != "beam")
-    throw Error("--decode: expected greedy or beam, got '" + o.decode + "'");
+  nn::decoding_method(o.decode, "--decode");
   if (o.beam < 1 || o.beam > 256)
     throw Error("--beam: must be in [1, 256], got " + std::to_string(o.beam));
   if (!(o.alpha >= 0 && o.alpha <= 10))
