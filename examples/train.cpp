@@ -132,7 +132,7 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--lr", c.lr, "peak learning rate (noam: factor)")->capture_default_str();
   add_value(app, "--min-lr", c.min_lr, "cosine schedule's floor (default: 5% of --lr)");
   add_value(app, "--warmup", c.warmup, "warm-up steps")->capture_default_str();
-  add_value(app, "--optimizer", c.optimizer, "adam, adamw or sgd")->capture_default_str();
+  add_value(app, "--optimizer", c.optimizer, optim::optimizer_names())->capture_default_str();
   add_value(app, "--weight-decay", c.weight_decay, "on Linear weights (adamw: 0.01)")
       ->capture_default_str();
   add_value(app, "--beta1", c.beta1, "Adam's first-moment decay")->capture_default_str();

@@ -3,15 +3,35 @@
 // read, and a name outside the table is refused naming the table's names.
 #include <doctest/doctest.h>
 
+#include <set>
 #include <string>
+#include <vector>
 
+#include "autograd/ops.h"
 #include "errors.h"
 #include "generation/answer.h"
 #include "generation/decoding_methods.h"
 #include "models/transformer.h"
+#include "optim/optimizers.h"
+#include "test_seed.h"
 
 using namespace qkv;
 using qkv::testing::error_of;
+using qkv::testing::test_generator;
+
+namespace {
+
+Tensor random_tensor(const Shape& shape, Generator& g) {
+  Tensor t = Tensor::zeros(shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = static_cast<real>(g.normal());
+  return t;
+}
+
+std::vector<real> values(const Var& v) {
+  return std::vector<real>(v.data().data(), v.data().data() + v.data().numel());
+}
+
+}  // namespace
 
 TEST_CASE("the decoding methods are one table: names, help and which need a model that searches") {
   CHECK(nn::decoding_method_names() == "greedy or beam");
@@ -56,4 +76,37 @@ TEST_CASE("the decoding methods are one table: names, help and which need a mode
     else
       CHECK(nn::answer(gpt, {{4, 5, 6}}, o).size() == 1);
   }
+}
+
+TEST_CASE("each optimizer row builds its optimizer, whose state_dict holds the row's buffers") {
+  CHECK(optim::optimizer_names() == "adam, adamw or sgd");
+  CHECK(optim::find_optimizer("lion") == nullptr);
+  Generator g = test_generator();
+  optim::OptimizerSettings s;
+  s.lr = real(0.01);
+  s.beta1 = real(0.8);
+  s.beta2 = real(0.9);
+  s.momentum = real(0.5);
+  for (const optim::OptimizerKind& k : optim::optimizer_kinds()) {
+    CAPTURE(k.name);
+    CHECK(optim::find_optimizer(k.name) == &k);
+    CHECK(std::string(k.help).size() > 10);
+    Var p(random_tensor({3, 2}, g), true);
+    const std::vector<real> before = values(p);
+    std::unique_ptr<optim::Optimizer> opt = k.make({p}, s);
+    sum(p * p).backward();
+    opt->step();
+    CHECK(values(p) != before);  // it stepped
+    std::set<std::string> buffers;
+    for (const auto& [name, t] : opt->state_dict()) {
+      const size_t dot = name.find('.');
+      if (dot != std::string::npos) buffers.insert(name.substr(0, dot));
+    }
+    CHECK(buffers == std::set<std::string>(k.state.begin(), k.state.end()));
+  }
+  CHECK(optim::find_optimizer("adam")->describe(s) == "Adam(0.8, 0.9, 1e-9)");
+  CHECK(optim::find_optimizer("adamw")->describe(s) == "AdamW(0.8, 0.9, 1e-9)");
+  CHECK(optim::find_optimizer("sgd")->describe(s) == "SGD(momentum 0.5)");
+  CHECK(optim::find_optimizer("adamw")->default_weight_decay == real(0.01));
+  CHECK(optim::find_optimizer("adam")->default_weight_decay == 0);
 }

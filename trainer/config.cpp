@@ -11,8 +11,7 @@
 #include "data/tasks.h"
 #include "dist/distributed.h"
 #include "nn/linear.h"
-#include "optim/adam.h"
-#include "optim/sgd.h"
+#include "optim/optimizers.h"
 
 namespace qkv::train {
 
@@ -116,8 +115,8 @@ void validate(const TrainConfig& c, const std::string& where) {
           "must be finite, > 0 and <= 1e6, got " + num(c.lr));
   require(std::isfinite(c.min_lr) && c.min_lr >= 0 && c.min_lr <= c.lr, name("min_lr"),
           "must be in [0, --lr " + num(c.lr) + "], got " + num(c.min_lr));
-  require(c.optimizer == "adam" || c.optimizer == "adamw" || c.optimizer == "sgd",
-          name("optimizer"), "expected adam, adamw or sgd, got '" + brief(c.optimizer) + "'");
+  require(optim::find_optimizer(c.optimizer) != nullptr, name("optimizer"),
+          "expected " + optim::optimizer_names() + ", got '" + brief(c.optimizer) + "'");
   require(std::isfinite(c.weight_decay) && c.weight_decay >= 0 && c.weight_decay < 1,
           name("weight_decay"), "must be in [0, 1), got " + num(c.weight_decay));
   require(c.beta1 >= 0 && c.beta1 < 1, name("beta1"), "must be in [0, 1), got " + num(c.beta1));
@@ -165,23 +164,22 @@ void attention_from_model(TrainConfig& c, const nn::AttentionSettings& a) {
   c.d_k = a.d_k;
 }
 
+optim::OptimizerSettings optimizer_settings(const TrainConfig& c) {
+  optim::OptimizerSettings s;
+  s.lr = c.lr;
+  s.beta1 = c.beta1;
+  s.beta2 = c.beta2;
+  s.momentum = c.momentum;
+  s.weight_decay = c.weight_decay;
+  return s;
+}
+
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
-  std::unique_ptr<optim::Optimizer> opt;
-  if (c.optimizer == "sgd") {
-    opt = std::make_unique<optim::SGD>(model.parameters(), c.lr, c.momentum, c.weight_decay);
-  } else {
-    optim::AdamOptions a = optim::AdamOptions::paper(c.lr);  // eps 1e-9
-    a.beta1 = c.beta1;
-    a.beta2 = c.beta2;
-    a.weight_decay = c.weight_decay;
-    if (c.optimizer == "adamw") {
-      optim::AdamWOptions w;
-      static_cast<optim::AdamOptions&>(w) = a;
-      opt = std::make_unique<optim::AdamW>(model.parameters(), w);
-    } else {
-      opt = std::make_unique<optim::Adam>(model.parameters(), a);
-    }
-  }
+  const optim::OptimizerKind* kind = optim::find_optimizer(c.optimizer);
+  if (!kind)
+    throw Error("--optimizer: expected " + optim::optimizer_names() + ", got '" +
+                brief(c.optimizer) + "'");
+  std::unique_ptr<optim::Optimizer> opt = kind->make(model.parameters(), optimizer_settings(c));
   opt->set_weight_decay_mask(nn::weight_decay_mask(model));
   return opt;
 }
@@ -197,7 +195,9 @@ void fill_dependent_defaults(TrainConfig& c, const std::vector<std::string>& giv
   auto said = [&](const char* k) {
     return std::find(given.begin(), given.end(), k) != given.end();
   };
-  if (c.optimizer == "adamw" && !said("weight_decay")) c.weight_decay = real(0.01);
+  const optim::OptimizerKind* kind = optim::find_optimizer(c.optimizer);
+  if (kind && kind->default_weight_decay != 0 && !said("weight_decay"))
+    c.weight_decay = kind->default_weight_decay;
 }
 
 void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc,

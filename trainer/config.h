@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/real.h"
 #include "optim/optimizer.h"
+#include "optim/optimizers.h"
 #include "optim/schedule.h"
 
 namespace qkv::train {
@@ -240,6 +241,8 @@ std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c);
 // The optimizer the settings name, over `model`'s parameters, with the weight
 // decay on its Linear weights only (nn::weight_decay_mask).
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
+// The settings an optimizer's row (optim/optimizers.h) reads, from the run's.
+optim::OptimizerSettings optimizer_settings(const TrainConfig& c);
 // The checks a value needs only when the command line gave it (`given` lists
 // the keys it set): --d-k 0, its default's value, is refused when said.
 void check_given_flags(const TrainConfig& c, const std::vector<std::string>& given);

@@ -50,12 +50,7 @@ void print_header(const Trainer& t, const RunOptions& o) {
       c.model == "seq2seq" ? ("+" + std::to_string(c.layers)).c_str() : "", (long long)c.d_ff,
       c.pre_ln ? "Pre-LN" : "Post-LN", c.activation.c_str(), c.positions.c_str(),
       c.tie ? ", tied" : "", (long long)t.model().num_parameters());
-  char optimizer[120];
-  if (c.optimizer == "sgd")
-    std::snprintf(optimizer, sizeof optimizer, "SGD(momentum %g)", double(c.momentum));
-  else
-    std::snprintf(optimizer, sizeof optimizer, "%s(%g, %g, 1e-9)",
-                  c.optimizer == "adamw" ? "AdamW" : "Adam", double(c.beta1), double(c.beta2));
+  const std::string optimizer = optim::find_optimizer(c.optimizer)->describe(optimizer_settings(c));
   std::string decay;
   if (c.weight_decay > 0)
     decay = ", weight decay " + short_number(c.weight_decay) + " on Linear weights";
@@ -64,7 +59,7 @@ void print_header(const Trainer& t, const RunOptions& o) {
   std::printf(
       "training: batch %lld, up to %lld steps, %s%s, %s lr %.3g%s, warmup %lld, %d "
       "threads%s\n",
-      (long long)c.batch, (long long)c.steps, optimizer, decay.c_str(), c.schedule.c_str(),
+      (long long)c.batch, (long long)c.steps, optimizer.c_str(), decay.c_str(), c.schedule.c_str(),
       double(c.lr), floor.c_str(), (long long)c.warmup, get_num_threads(),
       !o.load_path.empty()   ? (", from step " + std::to_string(t.step_count())).c_str()
       : !o.init_from.empty() ? (", fine-tuning the weights of " + o.init_from).c_str()
