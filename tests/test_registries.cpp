@@ -12,6 +12,9 @@
 #include "generation/answer.h"
 #include "generation/decoding_methods.h"
 #include "models/transformer.h"
+#include "nn/layernorm.h"
+#include "nn/norm.h"
+#include "nn/sublayer.h"
 #include "optim/optimizers.h"
 #include "test_seed.h"
 
@@ -30,6 +33,20 @@ Tensor random_tensor(const Shape& shape, Generator& g) {
 std::vector<real> values(const Var& v) {
   return std::vector<real>(v.data().data(), v.data().data() + v.data().numel());
 }
+
+// A norm that only records how the sublayer called it (the identity).
+struct RecordingNorm : nn::Norm {
+  RecordingNorm() : nn::Norm(4, 1e-5) {}
+  Var forward(const Var& x) const override {
+    calls.push_back("forward");
+    return x;
+  }
+  Var add_norm(const Var& x, const Var& fx) const override {
+    calls.push_back("add_norm");
+    return x + fx;
+  }
+  mutable std::vector<std::string> calls;
+};
 
 }  // namespace
 
@@ -109,4 +126,36 @@ TEST_CASE("each optimizer row builds its optimizer, whose state_dict holds the r
   CHECK(optim::find_optimizer("sgd")->describe(s) == "SGD(momentum 0.5)");
   CHECK(optim::find_optimizer("adamw")->default_weight_decay == real(0.01));
   CHECK(optim::find_optimizer("adam")->default_weight_decay == 0);
+}
+
+TEST_CASE("the norm table makes LayerNorm, whose forward and add_norm are layer_norm's ops") {
+  REQUIRE(nn::norm_kinds().size() >= 1);
+  CHECK(std::string(nn::norm_kinds().front().name) == "layer");
+  CHECK(error_of([] { nn::make_norm("rms", 4); }) == "norm: expected layer, got 'rms'");
+  Generator g = test_generator();
+  std::shared_ptr<nn::Norm> n = nn::make_norm("layer", 4);
+  REQUIRE(dynamic_cast<nn::LayerNorm*>(n.get()) != nullptr);
+  n->weight.data().copy_(random_tensor({4}, g));
+  n->bias.data().copy_(random_tensor({4}, g));
+  const Var x(random_tensor({2, 3, 4}, g)), fx(random_tensor({2, 3, 4}, g));
+  CHECK(values(n->forward(x)) == values(nn::layer_norm(x, n->weight, n->bias, n->eps)));
+  CHECK(values(n->add_norm(x, fx)) ==
+        values(nn::add_layer_norm(x, fx, n->weight, n->bias, n->eps)));
+}
+
+TEST_CASE("a sublayer takes any nn::Norm: Pre-LN calls forward, Post-LN the fused add_norm") {
+  Generator g = test_generator();
+  RecordingNorm norm;
+  nn::Dropout drop(0, g);
+  const Var x(random_tensor({1, 2, 4}, g));
+  auto f = [](const Var& v) { return v * real(2); };
+  const Var pre = nn::sublayer(x, norm, drop, true, f);  // x + 2 norm(x) = 3x
+  CHECK(norm.calls == std::vector<std::string>{"forward"});
+  norm.calls.clear();
+  const Var post = nn::sublayer(x, norm, drop, false, f);  // norm(x + 2x) = 3x
+  CHECK(norm.calls == std::vector<std::string>{"add_norm"});
+  for (size_t i = 0; i < values(x).size(); ++i) {
+    CHECK(values(pre)[i] == doctest::Approx(3 * values(x)[i]));
+    CHECK(values(post)[i] == doctest::Approx(3 * values(x)[i]));
+  }
 }
