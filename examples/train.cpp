@@ -89,8 +89,7 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   app.get_formatter()->column_width(27);
   app.option_defaults()->multi_option_policy(
       CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last wins
-  add_value(app, "--model", c.model, "seq2seq, gpt (decoder-only) or encoder")
-      ->capture_default_str();
+  add_value(app, "--model", c.model, family_help())->capture_default_str();
   add_value(app, "--task", c.task, "copy, reverse or sort (without --data)")->capture_default_str();
   add_value(app, "--data", c.data, "train on a file: source<TAB>target lines");
   add_value(app, "--format", c.format, "tsv (pairs) or text (gpt corpus)")->capture_default_str();

@@ -12,6 +12,7 @@
 #include "dist/distributed.h"
 #include "nn/linear.h"
 #include "optim/optimizers.h"
+#include "trainer/family.h"
 
 namespace qkv::train {
 
@@ -48,8 +49,9 @@ void validate(const TrainConfig& c, const std::string& where) {
     return where + ": metadata 'model_config' key '" + (it == model_name.end() ? key : it->second) +
            "'";
   };
-  require(c.model == "seq2seq" || c.model == "gpt" || c.model == "encoder", name("model"),
-          "expected seq2seq, gpt or encoder, got '" + brief(c.model) + "'");
+  require(find_family(c.model) != nullptr, name("model"),
+          "expected " + family_names() + ", got '" + brief(c.model) + "'");
+  const Family& fam = family(c.model, name("model"));
   require_range<int64_t>(c.d_model, 1, 16384, name("d_model"));
   require_range<int64_t>(c.heads, 1, 1024, name("heads"));
   require(c.d_model % c.heads == 0, name("heads"),
@@ -60,12 +62,9 @@ void validate(const TrainConfig& c, const std::string& where) {
           "must be in [0, 1), got " + num(c.dropout));
   require(c.positions == "sinusoidal" || c.positions == "learned", name("positions"),
           "expected sinusoidal or learned, got '" + brief(c.positions) + "'");
-  require(!(c.is_gpt() && c.positions != "learned"), name("positions"),
-          "the gpt model has learned positions only (nn::GPT)");
-  require(!(c.is_encoder() && c.positions != "sinusoidal"), name("positions"),
-          "the encoder model has sinusoidal positions only (nn::EncoderOnlyModel)");
-  require(!(c.is_encoder() && c.tie), name("tie"),
-          "the encoder model's output layer gives labels: it has no embedding to tie to");
+  if (fam.check)  // the family's own rules (positions, tying, ...)
+    fam.check(
+        c, [&](bool ok, const char* key, const std::string& why) { require(ok, name(key), why); });
   require(c.activation == "relu" || c.activation == "gelu", name("activation"),
           "expected relu or gelu, got '" + brief(c.activation) + "'");
   require_range<int64_t>(c.context, 0, 65536, name("context"));
@@ -97,7 +96,7 @@ void validate(const TrainConfig& c, const std::string& where) {
             std::to_string(c.min_len) + " is more than --max-len " + std::to_string(c.max_len));
     require_range<int64_t>(c.heldout, 1, 1000000, name("heldout"));
   } else {
-    require(!(c.format == "text" && !c.is_gpt()), name("format"),
+    require(!(c.format == "text" && !fam.reads_text), name("format"),
             "text (a plain corpus) trains a language model: use --model gpt");
     if (c.valid.empty())
       require(c.valid_fraction > 0 && c.valid_fraction <= 0.5, name("valid_fraction"),
@@ -202,44 +201,9 @@ void fill_dependent_defaults(TrainConfig& c, const std::vector<std::string>& giv
 
 void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc,
                          const std::string& where) {
-  if (kind == "gpt") {
-    const nn::GPTConfig g = nn::gpt_config_from_json(mc, where);
-    c.model = "gpt";
-    shared_arch_fields(c, g, [](auto& mine, const auto& theirs) { mine = theirs; });
-    c.layers = g.layers;
-    c.positions = "learned";
-    c.activation = nn::activation_name(g.activation);
-    attention_from_model(c, g);
-  } else if (kind == "seq2seq") {
-    const nn::TransformerConfig m = nn::transformer_config_from_json(mc, where);
-    if (m.encoder_layers != m.decoder_layers)
-      throw Error(where + ": encoder_layers " + std::to_string(m.encoder_layers) +
-                  " != decoder_layers " + std::to_string(m.decoder_layers) +
-                  " (the trainer's --layers sets both)");
-    if (m.src_vocab != m.tgt_vocab)
-      throw Error(where + ": src_vocab " + std::to_string(m.src_vocab) + " != tgt_vocab " +
-                  std::to_string(m.tgt_vocab) + " (the trainer's models share one vocabulary)");
-    c.model = "seq2seq";
-    shared_arch_fields(c, m, [](auto& mine, const auto& theirs) { mine = theirs; });
-    c.layers = m.encoder_layers;
-    c.positions = m.learned_positions ? "learned" : "sinusoidal";
-    c.activation = nn::activation_name(m.activation);
-    attention_from_model(c, m);
-  } else if (kind == "encoder") {
-    const nn::EncoderOnlyConfig e = nn::encoder_config_from_json(mc, where);
-    if (e.vocab != e.classes)
-      throw Error(where + ": vocab " + std::to_string(e.vocab) + " != classes " +
-                  std::to_string(e.classes) + " (the trainer's models share one vocabulary)");
-    c.model = "encoder";
-    shared_arch_fields(c, e, [](auto& mine, const auto& theirs) { mine = theirs; });
-    c.layers = e.layers;
-    c.tie = false;
-    c.positions = "sinusoidal";
-    c.activation = nn::activation_name(e.activation);
-    attention_from_model(c, e);
-  } else {
-    throw Error(where + ": model_kind '" + brief(kind, 40) + "' is not seq2seq, gpt or encoder");
-  }
+  const Family* fam = find_family(kind);
+  if (!fam) throw Error(where + ": model_kind '" + brief(kind, 40) + "' is not " + family_names());
+  fam->from_model(c, mc, where);
 }
 
 }  // namespace qkv::train
