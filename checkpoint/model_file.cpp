@@ -173,56 +173,45 @@ EncoderOnlyConfig encoder_config_from_json(const json& j, const std::string& whe
                                            [](auto& cc, auto&& f) { encoder_fields(cc, f); });
 }
 
+// Each built-in family's codec, defined in its own file.
+extern const ModelCodec kSeq2SeqCodec;  // checkpoint/seq2seq_codec.cpp
+extern const ModelCodec kGPTCodec;      // checkpoint/gpt_codec.cpp
+extern const ModelCodec kEncoderCodec;  // checkpoint/encoder_codec.cpp
+
 // ---- the model families, one row each -------------------------------------------------
 // How each family's configuration is written, and how a model is rebuilt from
-// a file: the one place (with generation/answer.cpp) that names every family.
+// a file (ModelCodec, model_file.h): one row per built-in family; a program's
+// own family adds its row with register_model_codec.
 namespace {
 
-// A family's model from a file: its config checked against the tensors
-// before anything is allocated for the model, then built and loaded (build
-// false: the check alone).
-template <class M, class C>
-std::unique_ptr<Model> rebuild(const TensorFile& f, const std::string& prefix, const C& c,
-                               bool build) {
-  check_config_fits(f, prefix, c);
-  if (!build) return nullptr;
-  auto m = std::make_unique<M>(c);
-  load_state_dict(*m, f, prefix);
-  return m;
+std::vector<ModelCodec>& codecs() {
+  static std::vector<ModelCodec> t = {kSeq2SeqCodec, kGPTCodec, kEncoderCodec};
+  return t;
 }
 
-struct Family {
-  const char* kind;
-  json (*config)(const Model&);
-  std::unique_ptr<Model> (*load)(const TensorFile&, const std::string& prefix, const json& config,
-                                 const std::string& where, bool build);
-};
-
-const Family kFamilies[] = {
-    {"seq2seq",
-     [](const Model& m) { return config_to_json(dynamic_cast<const Seq2SeqTransformer&>(m).cfg); },
-     [](const TensorFile& f, const std::string& p, const json& j, const std::string& w, bool b) {
-       return rebuild<Seq2SeqTransformer>(f, p, transformer_config_from_json(j, w), b);
-     }},
-    {"gpt", [](const Model& m) { return config_to_json(dynamic_cast<const GPT&>(m).cfg); },
-     [](const TensorFile& f, const std::string& p, const json& j, const std::string& w, bool b) {
-       return rebuild<GPT>(f, p, gpt_config_from_json(j, w), b);
-     }},
-    {"encoder",
-     [](const Model& m) { return config_to_json(dynamic_cast<const EncoderOnlyModel&>(m).cfg); },
-     [](const TensorFile& f, const std::string& p, const json& j, const std::string& w, bool b) {
-       return rebuild<EncoderOnlyModel>(f, p, encoder_config_from_json(j, w), b);
-     }},
-};
-
-const Family& family(const std::string& kind, const std::string& where) {
-  for (const Family& f : kFamilies)
+const ModelCodec& family(const std::string& kind, const std::string& where) {
+  for (const ModelCodec& f : codecs())
     if (kind == f.kind) return f;
-  throw Error(where + ": unknown model kind '" + brief(kind) +
-              "' (expected seq2seq, gpt or encoder)");
+  std::string names;
+  for (size_t i = 0; i < codecs().size(); ++i)
+    names += std::string(i == 0 ? "" : i + 1 == codecs().size() ? " or " : ", ") + codecs()[i].kind;
+  throw Error(where + ": unknown model kind '" + brief(kind) + "' (expected " + names + ")");
 }
 
 }  // namespace
+
+void unregister_model_codec(const std::string& kind) {
+  std::vector<ModelCodec>& t = codecs();
+  t.erase(std::remove_if(t.begin(), t.end(), [&](const ModelCodec& c) { return kind == c.kind; }),
+          t.end());
+}
+
+void register_model_codec(const ModelCodec& c) {
+  for (const ModelCodec& f : codecs())
+    if (std::string(c.kind) == f.kind)
+      throw Error(std::string("register_model_codec: kind '") + c.kind + "' has one");
+  codecs().push_back(c);
+}
 
 json config_to_json(const Model& m) { return family(m.kind(), "config_to_json").config(m); }
 
@@ -276,7 +265,7 @@ std::unique_ptr<Model> load_or_check(const TensorFile& f, bool build) {
     throw Error(brief(f.path) +
                 ": metadata has no 'model_kind': not a file written by nn::save_model or the "
                 "training program");
-  const Family& fam = family(it->second, brief(f.path) + ": metadata 'model_kind'");
+  const ModelCodec& fam = family(it->second, brief(f.path) + ": metadata 'model_kind'");
   return fam.load(f, prefix_of(f), metadata_json(f.metadata, "model_config", f.path),
                   brief(f.path) + ": metadata 'model_config'", build);
 }

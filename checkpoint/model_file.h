@@ -72,6 +72,34 @@ SpecialTokens special_tokens(const Metadata& md, const std::string& path);
 
 void save_model(const Model& m, const std::string& path, const Metadata& extra = {});
 
+// A family's config codec, found by its kind() (the files' "model_kind"): its
+// model_config from a model, and the model rebuilt from a file (its config
+// read strictly, checked against the file's tensors before anything is
+// allocated; build false: the check alone). The built-in families' rows are
+// in model_file.cpp; a program's own family adds its row with
+// register_model_codec (which throws when the kind has one).
+struct ModelCodec {
+  const char* kind;
+  nlohmann::json (*config)(const Model& m);
+  std::unique_ptr<Model> (*load)(const TensorFile& f, const std::string& prefix,
+                                 const nlohmann::json& config, const std::string& where,
+                                 bool build);
+};
+void register_model_codec(const ModelCodec& c);
+void unregister_model_codec(const std::string& kind);  // removes a registered row
+// A codec's load for a family whose model M is built from its config C:
+// check_config_fits(f, prefix, c) (an overload for C), then, with build, the
+// model and its tensors.
+template <class M, class C>
+std::unique_ptr<Model> rebuild_model(const TensorFile& f, const std::string& prefix, const C& c,
+                                     bool build) {
+  check_config_fits(f, prefix, c);
+  if (!build) return nullptr;
+  auto m = std::make_unique<M>(c);
+  load_state_dict(*m, f, prefix);
+  return m;
+}
+
 // Rebuilds the model from a file written by save_model or by the training
 // program. Errors name the file and the key (missing config, unknown or wrong
 // kind, mistyped field) or the tensor (missing, wrong shape).

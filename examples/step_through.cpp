@@ -231,7 +231,7 @@ void grad_norm_table(const TinyRun& r) {
 }
 
 void layer_norm_step(const TinyRun& r) {
-  const nn::LayerNorm& ln = *r.model->decoder->layers[0]->norm3;
+  const nn::Norm& ln = *r.model->decoder->layers[0]->norm3;
   const Tensor& dy = r.ln_out.grad();  // (1,T,D): the gradient arriving at y
   const LayerNormByHand by_hand =
       layer_norm_by_hand(r.ln_x, dy, ln.weight.data(), ln.bias.data(), ln.eps);

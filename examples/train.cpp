@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "explorer/program.h"
+#include "generation/decoding_methods.h"
 #include "trainer/run.h"
 
 using namespace qkv;
@@ -88,8 +89,7 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   app.get_formatter()->column_width(27);
   app.option_defaults()->multi_option_policy(
       CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last wins
-  add_value(app, "--model", c.model, "seq2seq, gpt (decoder-only) or encoder")
-      ->capture_default_str();
+  add_value(app, "--model", c.model, family_help())->capture_default_str();
   add_value(app, "--task", c.task, "copy, reverse or sort (without --data)")->capture_default_str();
   add_value(app, "--data", c.data, "train on a file: source<TAB>target lines");
   add_value(app, "--format", c.format, "tsv (pairs) or text (gpt corpus)")->capture_default_str();
@@ -131,7 +131,7 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--lr", c.lr, "peak learning rate (noam: factor)")->capture_default_str();
   add_value(app, "--min-lr", c.min_lr, "cosine schedule's floor (default: 5% of --lr)");
   add_value(app, "--warmup", c.warmup, "warm-up steps")->capture_default_str();
-  add_value(app, "--optimizer", c.optimizer, "adam, adamw or sgd")->capture_default_str();
+  add_value(app, "--optimizer", c.optimizer, optim::optimizer_names())->capture_default_str();
   add_value(app, "--weight-decay", c.weight_decay, "on Linear weights (adamw: 0.01)")
       ->capture_default_str();
   add_value(app, "--beta1", c.beta1, "Adam's first-moment decay")->capture_default_str();
@@ -160,7 +160,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   app.add_flag("--show-attention", o.show_attention, "with --ask: print cross-attention");
   add_value(app, "--explain", o.explain, "with --load: the gradient explorer on this text");
   add_value(app, "--html", o.html, "with --explain: the page to write (one HTML file)");
-  add_value(app, "--decode", o.decode, "greedy or beam (checks, --ask)")->capture_default_str();
+  add_value(app, "--decode", o.decode, nn::decoding_method_names() + " (checks, --ask)")
+      ->capture_default_str();
   add_value(app, "--beam", o.beam, "beam width")->capture_default_str();
   add_value(app, "--alpha", o.alpha, "beam length penalty exponent")->capture_default_str();
   add_value(app, "--temperature", o.temperature, "gpt text sampling (0: greedy)")

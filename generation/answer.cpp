@@ -4,10 +4,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "generation/beam_search.h"
-#include "generation/decode.h"
-#include "generation/sampling.h"
-#include "models/encoder_only.h"
+#include "generation/decoding_methods.h"
 
 namespace qkv::nn {
 
@@ -23,86 +20,51 @@ struct EvalMode {
   bool was_training;
 };
 
-std::vector<data::Seq> seq2seq_answer(Seq2SeqTransformer& m, const std::vector<data::Seq>& sources,
-                                      const AnswerOptions& o, int64_t max_new) {
-  const Tokens src = data::right_padded(sources);
-  std::vector<data::Seq> out;
-  if (o.method == "beam") {
-    BeamOptions bo;
-    bo.beam = o.beam;
-    bo.alpha = o.alpha;
-    bo.max_new_tokens = max_new;
-    bo.bos = o.bos;
-    bo.eos = o.eos;
-    bo.pad = o.pad;
-    bo.use_cache = o.use_cache;
-    for (BeamHypothesis& h : beam_search(m, src, bo)) out.push_back(std::move(h.tokens));
-    return out;
-  }
-  DecodeOptions d;
-  d.bos = o.bos;
-  d.eos = o.eos;
-  d.pad = o.pad;
-  d.max_new_tokens = max_new;
-  d.use_cache = o.use_cache;
-  return greedy_decode(m, src, d);
-}
-
-// Greedy continuation of "source <s>" until </s>.
-std::vector<data::Seq> gpt_answer(GPT& m, const std::vector<data::Seq>& sources,
-                                  const AnswerOptions& o, int64_t max_new) {
-  std::vector<data::Seq> prompts;
-  int64_t longest = 0;
-  for (const data::Seq& s : sources) {
-    prompts.push_back(s);
-    prompts.back().push_back(o.bos);
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(prompts.back().size()));
-  }
-  if (longest > m.max_positions())
-    throw Error("answer: a source of " + std::to_string(longest - 1) +
-                " tokens and its <s> do not fit the position table of " +
-                std::to_string(m.max_positions()));
-  const int64_t n_new = std::max<int64_t>(1, std::min(max_new, m.max_positions() - longest + 1));
-  // With the key/value cache, or (use_cache false) the whole sequence
-  // through the model at every step.
-  SampleOptions s;
-  s.temperature = 0;
-  s.eos = o.eos;
-  s.max_new_tokens = n_new;
-  s.use_cache = o.use_cache;
-  Generator unused(0);  // greedy draws nothing
-  std::vector<data::Seq> out = generate(m, data::right_padded(prompts), s, unused);
-  for (data::Seq& a : out)
-    if (!a.empty() && a.back() == o.eos) a.pop_back();
-  return out;
-}
-
-// The most likely label of every source token.
-std::vector<data::Seq> encoder_answer(EncoderOnlyModel& m, const std::vector<data::Seq>& sources) {
-  const Tokens src = data::right_padded(sources);
-  const Tensor logits = m.forward(src).data();  // (B, S, classes)
-  const int64_t S = src.len, C = m.cfg.classes;
-  std::vector<data::Seq> out(sources.size());
-  for (int64_t b = 0; b < src.batch; ++b)
-    for (int64_t i = 0; i < src.lengths[b]; ++i) {
-      const real* row = logits.data() + (b * S + i) * C;
-      out[b].push_back(std::max_element(row, row + C) - row);
-    }
-  return out;
-}
-
 }  // namespace
+
+// Each built-in family's answerer, defined in its own file.
+extern const Answerer kSeq2SeqAnswerer;  // generation/answer_seq2seq.cpp
+extern const Answerer kGPTAnswerer;      // generation/answer_gpt.cpp
+extern const Answerer kEncoderAnswerer;  // generation/answer_encoder.cpp
+
+namespace {
+std::vector<Answerer>& answerers() {
+  static std::vector<Answerer> t = {kSeq2SeqAnswerer, kGPTAnswerer, kEncoderAnswerer};
+  return t;
+}
+const Answerer* answerer_of(const Model& model) {
+  for (const Answerer& a : answerers())
+    if (std::string(model.kind()) == a.kind) return &a;
+  return nullptr;
+}
+}  // namespace
+
+void register_answerer(const Answerer& a) {
+  for (const Answerer& b : answerers())
+    if (std::string(a.kind) == b.kind)
+      throw Error(std::string("register_answerer: kind '") + a.kind + "' has one");
+  answerers().push_back(a);
+}
+
+void unregister_answerer(const std::string& kind) {
+  std::vector<Answerer>& t = answerers();
+  t.erase(std::remove_if(t.begin(), t.end(), [&](const Answerer& a) { return kind == a.kind; }),
+          t.end());
+}
 
 bool can_beam_search(const Model& model) {
   // Beam search searches the encoder-decoder's output (with the key/value
   // cache, which computes every attention kernel).
-  return dynamic_cast<const Seq2SeqTransformer*>(&model) != nullptr;
+  const Answerer* a = answerer_of(model);
+  return a && a->can_search;
 }
 
 std::vector<data::Seq> answer(Model& model, const std::vector<data::Seq>& sources,
                               const AnswerOptions& o) {
-  if (o.method != "greedy" && o.method != "beam")
-    throw Error("answer: the method is 'greedy' or 'beam', got '" + brief(o.method) + "'");
+  const DecodingMethod* method = find_decoding_method(o.method);
+  if (!method)
+    throw Error("answer: the method is " + decoding_method_names("'") + ", got '" +
+                brief(o.method) + "'");
   if (o.max_new_tokens < 1)
     throw Error("answer: max_new_tokens must be >= 1, got " + std::to_string(o.max_new_tokens));
   if (sources.empty()) return {};
@@ -110,19 +72,14 @@ std::vector<data::Seq> answer(Model& model, const std::vector<data::Seq>& source
     if (s.empty()) throw Error("answer: a source is empty");
   NoGradGuard no_grad;
   EvalMode eval(model);
-  if (auto* s2s = dynamic_cast<Seq2SeqTransformer*>(&model)) {
-    // A learned position table bounds the decoder's length.
-    const int64_t cap = s2s->max_positions();
-    return seq2seq_answer(*s2s, sources, o,
-                          cap ? std::min(o.max_new_tokens, cap) : o.max_new_tokens);
-  }
-  if (o.method == "beam" && !can_beam_search(model))
+  const Answerer* a = answerer_of(model);
+  if (!a)
+    throw Error(std::string("answer: no way to answer with a model of kind '") + model.kind() +
+                "' (register its answerer: nn::register_answerer, generation/answer.h)");
+  if (method->needs_search && !a->can_search)
     throw Error(std::string("answer: beam search here is for the encoder-decoder (seq2seq), not ") +
                 model.kind());
-  if (auto* gpt = dynamic_cast<GPT*>(&model)) return gpt_answer(*gpt, sources, o, o.max_new_tokens);
-  if (auto* enc = dynamic_cast<EncoderOnlyModel*>(&model)) return encoder_answer(*enc, sources);
-  throw Error(std::string("answer: no way to answer with a model of kind '") + model.kind() +
-              "' (add its case to generation/answer.cpp)");
+  return a->answer(model, sources, o);
 }
 
 }  // namespace qkv::nn

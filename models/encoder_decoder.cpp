@@ -37,10 +37,10 @@ EncoderLayer::EncoderLayer(const LayerOptions& o, Generator& init, Generator& dg
     : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
   self_attn = register_module(
       "self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init, o.d_k));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model));
+  norm1 = register_module("norm1", make_norm(o.norm, o.d_model));
   ffn =
       register_module("ffn", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, init));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model));
+  norm2 = register_module("norm2", make_norm(o.norm, o.d_model));
   drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
   drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));
   set_kernel(*self_attn, o, true);
@@ -69,13 +69,13 @@ DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg
     : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
   self_attn = register_module(
       "self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init, o.d_k));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model));
+  norm1 = register_module("norm1", make_norm(o.norm, o.d_model));
   cross_attn = register_module(
       "cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init, o.d_k));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model));
+  norm2 = register_module("norm2", make_norm(o.norm, o.d_model));
   ffn =
       register_module("ffn", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, init));
-  norm3 = register_module("norm3", std::make_shared<LayerNorm>(o.d_model));
+  norm3 = register_module("norm3", make_norm(o.norm, o.d_model));
   drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
   drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));
   drop3 = register_module("drop3", std::make_shared<Dropout>(o.dropout, dg));
@@ -112,7 +112,7 @@ Encoder::Encoder(int64_t n, const LayerOptions& o, Generator& init, Generator& d
   for (int64_t i = 0; i < n; ++i)
     layers.push_back(register_module("layers." + std::to_string(i),
                                      std::make_shared<EncoderLayer>(o, init, dg)));
-  if (o.pre_norm) norm = register_module("norm", std::make_shared<LayerNorm>(o.d_model));
+  if (o.pre_norm) norm = register_module("norm", make_norm(o.norm, o.d_model));
 }
 
 Var Encoder::forward(const Var& x, const AttentionMask& mask) {
@@ -127,7 +127,7 @@ Decoder::Decoder(int64_t n, const LayerOptions& o, Generator& init, Generator& d
   for (int64_t i = 0; i < n; ++i)
     layers.push_back(register_module("layers." + std::to_string(i),
                                      std::make_shared<DecoderLayer>(o, init, dg)));
-  if (o.pre_norm) norm = register_module("norm", std::make_shared<LayerNorm>(o.d_model));
+  if (o.pre_norm) norm = register_module("norm", make_norm(o.norm, o.d_model));
 }
 
 Var Decoder::forward(const Var& y, const Var& memory, const AttentionMask& self_mask,

@@ -22,7 +22,7 @@ GPT::GPT(const GPTConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(dropout_see
   for (int64_t i = 0; i < c.layers; ++i)
     layers.push_back(register_module("layers." + std::to_string(i),
                                      std::make_shared<EncoderLayer>(o, init_gen, dropout_gen)));
-  if (c.pre_norm) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model));
+  if (c.pre_norm) norm = register_module("norm", make_norm(c.norm, c.d_model));
   if (!c.tie_weights)
     lm_head =
         register_module("lm_head", std::make_shared<Linear>(c.d_model, c.vocab, false, init_gen));

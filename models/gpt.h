@@ -43,7 +43,7 @@ class GPT : public Model {
   std::shared_ptr<LearnedPositionalEmbedding> pos_embed;
   std::shared_ptr<Dropout> drop;
   std::vector<std::shared_ptr<EncoderLayer>> layers;
-  std::shared_ptr<LayerNorm> norm;  // null for Post-LN
+  std::shared_ptr<Norm> norm;       // null for Post-LN
   std::shared_ptr<Linear> lm_head;  // null when tied
 };
 

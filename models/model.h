@@ -7,9 +7,19 @@
 //   GPT                 "gpt"      one sequence "source <s> target </s>", scored on the target
 //   EncoderOnlyModel    "encoder"  source, one label per source token (target as long as source)
 //
-// Adding a family: derive from Model, give it a config struct, and add its
-// row to the table in checkpoint/model_file.cpp (its config in files) and its
-// case to generation/answer.cpp (how it answers).
+// Each layer above learns of a family through the family's own files, found
+// by kind() in one table per layer; nothing outside them asks which family
+// a model is (tests/cli/family_registry.sh):
+//
+//   models/<name>.{h,cpp}             the config struct and the class (these virtuals)
+//   checkpoint/<name>_codec.cpp       its config in files (nn::ModelCodec, model_file.h)
+//   generation/answer_<name>.cpp      how it answers (nn::Answerer, generation/answer.h)
+//   trainer/family_<name>.cpp         flags' rules, building it, its data and report
+//                                     (train::Family, trainer/family.h)
+//
+// Adding a family: those files, and its line in each of the three tables
+// (model_file.cpp, answer.cpp, trainer/family.cpp); a program's own family
+// registers itself instead (tests/toy_family.h). CONTRIBUTING.md lists the rest.
 #pragma once
 #include <algorithm>
 #include <cstdint>

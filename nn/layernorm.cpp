@@ -315,7 +315,7 @@ Var add_layer_norm(const Var& a, const Var& b, const Var& gamma, const Var& beta
 // 7. The module
 // ============================================================================
 
-LayerNorm::LayerNorm(int64_t D_, real eps_) : D(D_), eps(eps_) {
+LayerNorm::LayerNorm(int64_t D_, real eps_) : Norm(D_, eps_) {
   if (D <= 0) throw Error("LayerNorm: D must be positive, got " + std::to_string(D));
   weight = register_parameter("weight", Tensor::ones({D}));
   bias = register_parameter("bias", Tensor::zeros({D}));

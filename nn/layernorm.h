@@ -8,6 +8,7 @@
 // nn/layernorm.cpp and docs/layernorm-backward.md.
 #pragma once
 #include "nn/module.h"
+#include "nn/norm.h"
 
 namespace qkv::nn {
 
@@ -41,26 +42,25 @@ Var add_layer_norm(const Var& a, const Var& b, const Var& gamma, const Var& beta
 
 // ---- the module --------------------------------------------------------------
 
-class LayerNorm : public Module {
+// The "layer" row of nn::Norm's table (nn/norm.h).
+class LayerNorm : public Norm {
  public:
   explicit LayerNorm(int64_t D, real eps = 1e-5);
-  Var forward(const Var& x) const {
+  Var forward(const Var& x) const override {
     ModuleScope scope(this);
     return layer_norm(x, weight, bias, eps);
   }
   // norm(x + fx) in one op (add_layer_norm): Post-LN's norm(x + f(x)), x the
   // skip path and fx the sublayer's output.
-  Var forward(const Var& x, const Var& fx) const {
+  Var add_norm(const Var& x, const Var& fx) const override {
     ModuleScope scope(this);
     return add_layer_norm(x, fx, weight, bias, eps);
   }
+  Var forward(const Var& x, const Var& fx) const { return add_norm(x, fx); }
   Var operator()(const Var& x) const { return forward(x); }
-  Var operator()(const Var& x, const Var& fx) const { return forward(x, fx); }
+  Var operator()(const Var& x, const Var& fx) const { return add_norm(x, fx); }
 
-  int64_t D;
-  real eps;
-  Parameter weight;  // gamma (D), ones
-  Parameter bias;    // beta (D), zeros
+  // D, eps, weight (gamma (D), ones) and bias (beta (D), zeros): nn::Norm's.
 };
 
 }  // namespace qkv::nn

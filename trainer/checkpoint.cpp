@@ -29,7 +29,7 @@ std::string model_prefix_of(const TensorFile& f) {
 }
 // The model's vocabulary size from its config (gpt, encoder: vocab).
 int64_t model_vocab_size(const std::string& kind, const json& mc) {
-  const json& v = mc.at(kind == "seq2seq" ? "src_vocab" : "vocab");
+  const json& v = mc.at(family(kind, "model_kind").vocab_key);
   return v.get<int64_t>();
 }
 // The model's position table (its config's max_positions); 0 for a family
@@ -68,7 +68,7 @@ TrainConfig Trainer::checkpoint_config(const TensorFile& f) {
   }
   TrainConfig c = TrainConfig::from_json(run, where);
   const int64_t table = detail::model_max_positions(mc);
-  if ((c.is_gpt() || c.positions == "learned") && c.context != table)
+  if (train::family(c.model, where).fixed_positions(c) && c.context != table)
     throw Error(brief(f.path) + ": the file's parts disagree: train_config says context = " +
                 std::to_string(c.context) + " but model_config's max_positions is " +
                 std::to_string(table));
@@ -225,7 +225,7 @@ Trainer Trainer::resume(const std::string& path,
     const auto tok = f.metadata.find("tokenizer");
     c.tokens = tok == f.metadata.end() ? "char" : tok->second;
     // A decoder-only model file is a language model unless the flags say otherwise.
-    if (kind == "gpt") c.format = "text";
+    if (train::family(kind, path + ": metadata 'model_kind'").reads_text) c.format = "text";
     const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
     if (!v.has_unk()) c.vocab = v.size() - 3;  // a built-in task's symbols
     if (adjust) adjust(c, true);

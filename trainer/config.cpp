@@ -11,8 +11,8 @@
 #include "data/tasks.h"
 #include "dist/distributed.h"
 #include "nn/linear.h"
-#include "optim/adam.h"
-#include "optim/sgd.h"
+#include "optim/optimizers.h"
+#include "trainer/family.h"
 
 namespace qkv::train {
 
@@ -49,8 +49,9 @@ void validate(const TrainConfig& c, const std::string& where) {
     return where + ": metadata 'model_config' key '" + (it == model_name.end() ? key : it->second) +
            "'";
   };
-  require(c.model == "seq2seq" || c.model == "gpt" || c.model == "encoder", name("model"),
-          "expected seq2seq, gpt or encoder, got '" + brief(c.model) + "'");
+  require(find_family(c.model) != nullptr, name("model"),
+          "expected " + family_names() + ", got '" + brief(c.model) + "'");
+  const Family& fam = family(c.model, name("model"));
   require_range<int64_t>(c.d_model, 1, 16384, name("d_model"));
   require_range<int64_t>(c.heads, 1, 1024, name("heads"));
   require(c.d_model % c.heads == 0, name("heads"),
@@ -61,12 +62,9 @@ void validate(const TrainConfig& c, const std::string& where) {
           "must be in [0, 1), got " + num(c.dropout));
   require(c.positions == "sinusoidal" || c.positions == "learned", name("positions"),
           "expected sinusoidal or learned, got '" + brief(c.positions) + "'");
-  require(!(c.is_gpt() && c.positions != "learned"), name("positions"),
-          "the gpt model has learned positions only (nn::GPT)");
-  require(!(c.is_encoder() && c.positions != "sinusoidal"), name("positions"),
-          "the encoder model has sinusoidal positions only (nn::EncoderOnlyModel)");
-  require(!(c.is_encoder() && c.tie), name("tie"),
-          "the encoder model's output layer gives labels: it has no embedding to tie to");
+  if (fam.check)  // the family's own rules (positions, tying, ...)
+    fam.check(
+        c, [&](bool ok, const char* key, const std::string& why) { require(ok, name(key), why); });
   require(c.activation == "relu" || c.activation == "gelu", name("activation"),
           "expected relu or gelu, got '" + brief(c.activation) + "'");
   require_range<int64_t>(c.context, 0, 65536, name("context"));
@@ -98,7 +96,7 @@ void validate(const TrainConfig& c, const std::string& where) {
             std::to_string(c.min_len) + " is more than --max-len " + std::to_string(c.max_len));
     require_range<int64_t>(c.heldout, 1, 1000000, name("heldout"));
   } else {
-    require(!(c.format == "text" && !c.is_gpt()), name("format"),
+    require(!(c.format == "text" && !fam.reads_text), name("format"),
             "text (a plain corpus) trains a language model: use --model gpt");
     if (c.valid.empty())
       require(c.valid_fraction > 0 && c.valid_fraction <= 0.5, name("valid_fraction"),
@@ -116,8 +114,8 @@ void validate(const TrainConfig& c, const std::string& where) {
           "must be finite, > 0 and <= 1e6, got " + num(c.lr));
   require(std::isfinite(c.min_lr) && c.min_lr >= 0 && c.min_lr <= c.lr, name("min_lr"),
           "must be in [0, --lr " + num(c.lr) + "], got " + num(c.min_lr));
-  require(c.optimizer == "adam" || c.optimizer == "adamw" || c.optimizer == "sgd",
-          name("optimizer"), "expected adam, adamw or sgd, got '" + brief(c.optimizer) + "'");
+  require(optim::find_optimizer(c.optimizer) != nullptr, name("optimizer"),
+          "expected " + optim::optimizer_names() + ", got '" + brief(c.optimizer) + "'");
   require(std::isfinite(c.weight_decay) && c.weight_decay >= 0 && c.weight_decay < 1,
           name("weight_decay"), "must be in [0, 1), got " + num(c.weight_decay));
   require(c.beta1 >= 0 && c.beta1 < 1, name("beta1"), "must be in [0, 1), got " + num(c.beta1));
@@ -165,23 +163,22 @@ void attention_from_model(TrainConfig& c, const nn::AttentionSettings& a) {
   c.d_k = a.d_k;
 }
 
+optim::OptimizerSettings optimizer_settings(const TrainConfig& c) {
+  optim::OptimizerSettings s;
+  s.lr = c.lr;
+  s.beta1 = c.beta1;
+  s.beta2 = c.beta2;
+  s.momentum = c.momentum;
+  s.weight_decay = c.weight_decay;
+  return s;
+}
+
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
-  std::unique_ptr<optim::Optimizer> opt;
-  if (c.optimizer == "sgd") {
-    opt = std::make_unique<optim::SGD>(model.parameters(), c.lr, c.momentum, c.weight_decay);
-  } else {
-    optim::AdamOptions a = optim::AdamOptions::paper(c.lr);  // eps 1e-9
-    a.beta1 = c.beta1;
-    a.beta2 = c.beta2;
-    a.weight_decay = c.weight_decay;
-    if (c.optimizer == "adamw") {
-      optim::AdamWOptions w;
-      static_cast<optim::AdamOptions&>(w) = a;
-      opt = std::make_unique<optim::AdamW>(model.parameters(), w);
-    } else {
-      opt = std::make_unique<optim::Adam>(model.parameters(), a);
-    }
-  }
+  const optim::OptimizerKind* kind = optim::find_optimizer(c.optimizer);
+  if (!kind)
+    throw Error("--optimizer: expected " + optim::optimizer_names() + ", got '" +
+                brief(c.optimizer) + "'");
+  std::unique_ptr<optim::Optimizer> opt = kind->make(model.parameters(), optimizer_settings(c));
   opt->set_weight_decay_mask(nn::weight_decay_mask(model));
   return opt;
 }
@@ -204,49 +201,16 @@ void fill_dependent_defaults(TrainConfig& c, const std::vector<std::string>& giv
   auto said = [&](const char* k) {
     return std::find(given.begin(), given.end(), k) != given.end();
   };
-  if (c.optimizer == "adamw" && !said("weight_decay")) c.weight_decay = real(0.01);
+  const optim::OptimizerKind* kind = optim::find_optimizer(c.optimizer);
+  if (kind && kind->default_weight_decay != 0 && !said("weight_decay"))
+    c.weight_decay = kind->default_weight_decay;
 }
 
 void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc,
                          const std::string& where) {
-  if (kind == "gpt") {
-    const nn::GPTConfig g = nn::gpt_config_from_json(mc, where);
-    c.model = "gpt";
-    shared_arch_fields(c, g, [](auto& mine, const auto& theirs) { mine = theirs; });
-    c.layers = g.layers;
-    c.positions = "learned";
-    c.activation = nn::activation_name(g.activation);
-    attention_from_model(c, g);
-  } else if (kind == "seq2seq") {
-    const nn::TransformerConfig m = nn::transformer_config_from_json(mc, where);
-    if (m.encoder_layers != m.decoder_layers)
-      throw Error(where + ": encoder_layers " + std::to_string(m.encoder_layers) +
-                  " != decoder_layers " + std::to_string(m.decoder_layers) +
-                  " (the trainer's --layers sets both)");
-    if (m.src_vocab != m.tgt_vocab)
-      throw Error(where + ": src_vocab " + std::to_string(m.src_vocab) + " != tgt_vocab " +
-                  std::to_string(m.tgt_vocab) + " (the trainer's models share one vocabulary)");
-    c.model = "seq2seq";
-    shared_arch_fields(c, m, [](auto& mine, const auto& theirs) { mine = theirs; });
-    c.layers = m.encoder_layers;
-    c.positions = m.learned_positions ? "learned" : "sinusoidal";
-    c.activation = nn::activation_name(m.activation);
-    attention_from_model(c, m);
-  } else if (kind == "encoder") {
-    const nn::EncoderOnlyConfig e = nn::encoder_config_from_json(mc, where);
-    if (e.vocab != e.classes)
-      throw Error(where + ": vocab " + std::to_string(e.vocab) + " != classes " +
-                  std::to_string(e.classes) + " (the trainer's models share one vocabulary)");
-    c.model = "encoder";
-    shared_arch_fields(c, e, [](auto& mine, const auto& theirs) { mine = theirs; });
-    c.layers = e.layers;
-    c.tie = false;
-    c.positions = "sinusoidal";
-    c.activation = nn::activation_name(e.activation);
-    attention_from_model(c, e);
-  } else {
-    throw Error(where + ": model_kind '" + brief(kind) + "' is not seq2seq, gpt or encoder");
-  }
+  const Family* fam = find_family(kind);
+  if (!fam) throw Error(where + ": model_kind '" + brief(kind) + "' is not " + family_names());
+  fam->from_model(c, mc, where);
 }
 
 }  // namespace qkv::train

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/real.h"
 #include "optim/optimizer.h"
+#include "optim/optimizers.h"
 #include "optim/schedule.h"
 
 namespace qkv::train {
@@ -74,9 +75,11 @@ struct TrainConfig {
   real clip = 1;  // global grad-norm clip; 0 = off
   uint64_t seed = kTrainSeed;
 
+  // For programs and tests that build one family's settings. The trainer
+  // never asks: it holds the family's entry (trainer/family.h), and
+  // tests/cli/family_registry.sh checks that it stays so.
   bool is_gpt() const { return model == "gpt"; }
-  // The encoder-only model: one label per source token (targets as long as sources).
-  bool is_encoder() const { return model == "encoder"; }
+  bool is_encoder() const { return model == "encoder"; }  // one label per source token
   bool is_text() const { return !data.empty() && format == "text"; }
 
   json to_json() const {
@@ -240,6 +243,8 @@ std::unique_ptr<optim::Schedule> make_schedule(const TrainConfig& c);
 // The optimizer the settings name, over `model`'s parameters, with the weight
 // decay on its Linear weights only (nn::weight_decay_mask).
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
+// The settings an optimizer's row (optim/optimizers.h) reads, from the run's.
+optim::OptimizerSettings optimizer_settings(const TrainConfig& c);
 // The checks a value needs only when the command line gave it (`given` lists
 // the keys it set): --d-k 0, its default's value, is refused when said.
 void check_given_flags(const TrainConfig& c, const std::vector<std::string>& given);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "generation/decoding_methods.h"
 #include "trainer/bleu.h"
 #include "trainer/progress.h"
 #include "trainer/trainer.h"
@@ -91,7 +92,7 @@ EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
       // Token accuracy: position by position over the expected answer and
       // its </s>; a missing or wrong token counts as wrong. The encoder model
       // gives one label per source token and no </s>: its labels alone count.
-      const size_t scored = want.size() + (cfg.is_encoder() ? 0 : 1);
+      const size_t scored = want.size() + (family().labels_tokens ? 0 : 1);
       for (size_t j = 0; j < scored; ++j) {
         const int64_t w = j < want.size() ? want[j] : Vocab::kEos;
         const int64_t p = j < got.size() ? got[j] : (j == got.size() ? Vocab::kEos : -1);
@@ -156,14 +157,13 @@ void Trainer::check_report_fits(int64_t chunk) const {
 }
 
 void Trainer::check_decoding() const {
-  if (decoding.method != "greedy" && decoding.method != "beam")
-    throw Error("--decode: expected greedy or beam, got '" + brief(decoding.method) + "'");
-  if (decoding.method != "beam" || nn::can_beam_search(model())) return;
-  if (cfg.is_encoder())
-    throw Error(
-        "--decode beam: the encoder model (--model encoder) gives every source token its label "
-        "at once; there is no sequence to search (it answers with the likeliest labels)");
-  throw Error("--decode beam: beam search here is for the encoder-decoder (--model seq2seq)");
+  if (!nn::decoding_method(decoding.method, "--decode").needs_search ||
+      nn::can_beam_search(model()))
+    return;
+  throw Error("--decode " + brief(decoding.method) + ": " +
+              (*family().no_beam
+                   ? std::string(family().no_beam)
+                   : "beam search here is for the encoder-decoder (--model seq2seq)"));
 }
 
 std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
@@ -191,8 +191,7 @@ std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
 }
 
 Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, Generator& gen) {
-  auto* gpt = dynamic_cast<nn::GPT*>(net_.get());
-  if (!gpt) throw Error("continue_text: needs the decoder-only model (--model gpt)");
+  if (!family().sample) throw Error("continue_text: needs the decoder-only model (--model gpt)");
   if (prompt.empty()) throw Error("continue_text: the prompt is empty");
   // The model sees at most `context` tokens (its position table): the whole
   // prompt when it fits, else its last `context` tokens (prompt_cut says so).
@@ -206,18 +205,18 @@ Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, 
   opt.suppress = {Vocab::kPad, Vocab::kBos};
   if (!opt.eos) opt.suppress.push_back(Vocab::kEos);
   Seq out;
-  gpt->eval();
+  net_->eval();
   while (static_cast<int64_t>(out.size()) < n) {
     const int64_t keep = std::min<int64_t>(static_cast<int64_t>(seq.size()),
                                            out.empty() ? W : std::max<int64_t>(1, W / 2));
     const Seq window(seq.end() - keep, seq.end());
     opt.max_new_tokens = std::min<int64_t>(n - static_cast<int64_t>(out.size()), W - keep + 1);
-    const Seq more = nn::generate(*gpt, data::right_padded({window}), opt, gen).front();
+    const Seq more = family().sample(*net_, window, opt, gen);
     out.insert(out.end(), more.begin(), more.end());
     seq.insert(seq.end(), more.begin(), more.end());
     if (more.empty() || (opt.eos && more.back() == *opt.eos)) break;
   }
-  gpt->train();
+  net_->train();
   return out;
 }
 

@@ -111,7 +111,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
     const std::vector<std::string> s = labels(t, src), y = labels(t, tgt_in);
     std::vector<std::string> seq = s;  // gpt on pairs: "source <s> answer"
     seq.insert(seq.end(), y.begin(), y.end());
-    const bool one_sequence = std::string(model.kind()) == "gpt";
+    const bool one_sequence = t.family().one_sequence;
     opt.attention_tokens = [=](const std::string& module, int64_t, int64_t) {
       if (one_sequence) return explorer::AttentionAxes{seq, seq};
       if (module.find("cross_attn") != std::string::npos) return explorer::AttentionAxes{y, s};
@@ -122,12 +122,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
       const nn::TeacherForced f = model.forward_pairs(pair);
       return nn::cross_entropy(f.logits, f.targets, Vocab::kPad);
     };
-    what = t.cfg.is_encoder()
-               ? "labels \"" + t.decode_text(src) + "\" with \"" + t.decode_text(answer) +
-                     "\" (the likeliest label of each token), scored with cross-entropy on its "
-                     "own labels"
-               : "answers \"" + t.decode_text(src) + "\" with \"" + t.decode_text(answer) +
-                     "\" (greedy), scored with cross-entropy on its own answer and </s>";
+    what = t.family().explain_what(t.decode_text(src), t.decode_text(answer));
   }
   opt.title = t.cfg.model + " model, step " + std::to_string(t.step_count());
   opt.description = "The " + t.cfg.model + " model of " + command + " " + what +

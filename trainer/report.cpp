@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "generation/decoding_methods.h"
 #include "trainer/plots.h"
 #include "trainer/report.h"
 
@@ -43,19 +44,14 @@ void print_header(const Trainer& t, const RunOptions& o) {
                 t.text ? (std::to_string(t.text->heldout_tokens().size()) + " tokens").c_str()
                        : (std::to_string(t.pairs->heldout().size()) + " pairs").c_str());
   std::printf(
-      "model: %s, d_model %lld, %lld heads%s, %lld%s layers, d_ff %lld, %s, %s, %s positions%s, "
+      "model: %s, d_model %lld, %lld heads%s, %s layers, d_ff %lld, %s, %s, %s positions%s, "
       "%lld parameters\n",
       c.model.c_str(), (long long)c.d_model, (long long)c.heads,
-      c.d_k > 0 ? (" (d_k " + std::to_string(c.d_k) + ")").c_str() : "", (long long)c.layers,
-      c.model == "seq2seq" ? ("+" + std::to_string(c.layers)).c_str() : "", (long long)c.d_ff,
-      c.pre_ln ? "Pre-LN" : "Post-LN", c.activation.c_str(), c.positions.c_str(),
-      c.tie ? ", tied" : "", (long long)t.model().num_parameters());
-  char optimizer[120];
-  if (c.optimizer == "sgd")
-    std::snprintf(optimizer, sizeof optimizer, "SGD(momentum %g)", double(c.momentum));
-  else
-    std::snprintf(optimizer, sizeof optimizer, "%s(%g, %g, 1e-9)",
-                  c.optimizer == "adamw" ? "AdamW" : "Adam", double(c.beta1), double(c.beta2));
+      c.d_k > 0 ? (" (d_k " + std::to_string(c.d_k) + ")").c_str() : "",
+      t.family().layers_text(c).c_str(), (long long)c.d_ff, c.pre_ln ? "Pre-LN" : "Post-LN",
+      c.activation.c_str(), c.positions.c_str(), c.tie ? ", tied" : "",
+      (long long)t.model().num_parameters());
+  const std::string optimizer = optim::find_optimizer(c.optimizer)->describe(optimizer_settings(c));
   std::string decay;
   if (c.weight_decay > 0)
     decay = ", weight decay " + short_number(c.weight_decay) + " on Linear weights";
@@ -64,7 +60,7 @@ void print_header(const Trainer& t, const RunOptions& o) {
   std::printf(
       "training: batch %lld, up to %lld steps, %s%s, %s lr %.3g%s, warmup %lld, %d "
       "threads%s\n",
-      (long long)c.batch, (long long)c.steps, optimizer, decay.c_str(), c.schedule.c_str(),
+      (long long)c.batch, (long long)c.steps, optimizer.c_str(), decay.c_str(), c.schedule.c_str(),
       double(c.lr), floor.c_str(), (long long)c.warmup, get_num_threads(),
       !o.load_path.empty()   ? (", from step " + std::to_string(t.step_count())).c_str()
       : !o.init_from.empty() ? (", fine-tuning the weights of " + o.init_from).c_str()
@@ -166,7 +162,7 @@ EvalResult final_report(Trainer& t, const RunOptions& o) {
         "BLEU %6.2f (%.2f s)\n",
         (long long)o.beam, o.alpha, 100 * beam.exact_acc(), 100 * beam.token_acc(), beam.bleu,
         beam_s);
-    if (o.decode == "beam") r = beam;
+    if (nn::decoding_method(o.decode, "--decode").needs_search) r = beam;
   }
   const auto& held = t.pairs->heldout();
   for (size_t i = 0; i < 5 && i < held.size(); ++i)

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "generation/decoding_methods.h"
 #include "trainer/explain.h"
 #include "trainer/output_paths.h"
 #include "trainer/report.h"
@@ -28,18 +29,14 @@ double seconds_since(Clock::time_point t0) {
 
 // ---- building the run -----------------------------------------------------------
 
-// A new run, with the decoder-only model's own defaults (Pre-LN, GELU, tied
-// output, learned positions) for whatever the command line left unsaid.
+// A new run, with the family's own defaults (trainer/family.h; gpt: Pre-LN,
+// GELU, tied output, learned positions) for whatever the command line left unsaid.
 Trainer new_run(TrainConfig c, const std::vector<std::string>& given) {
   auto said = [&](const char* k) {
     return std::find(given.begin(), given.end(), k) != given.end();
   };
-  if (c.is_gpt()) {
-    if (!said("pre_ln")) c.pre_ln = true;
-    if (!said("activation")) c.activation = "gelu";
-    if (!said("tie")) c.tie = true;
-    if (!said("positions")) c.positions = "learned";
-  }
+  const Family* fam = find_family(c.model);  // an unknown one is refused by Trainer
+  if (fam && fam->defaults) fam->defaults(c, said);
   return Trainer(c);
 }
 
@@ -378,8 +375,7 @@ void check_options(const RunOptions& o) {
     throw Error("--explain: give it alone, not with --eval-only or --ask");
   if (!o.html.empty())  // before any work
     outputs::check_file_path("--html", o.html);
-  if (o.decode != "greedy" && o.decode != "beam")
-    throw Error("--decode: expected greedy or beam, got '" + brief(o.decode) + "'");
+  nn::decoding_method(o.decode, "--decode");
   if (o.beam < 1 || o.beam > 256)
     throw Error("--beam: must be in [1, 256], got " + std::to_string(o.beam));
   if (!(o.alpha >= 0 && o.alpha <= 10))

@@ -28,16 +28,16 @@ TextFile read_flag_file(const std::string& flag, const std::string& path, int64_
   }
 }
 
-// The encoder model labels each source token: pairs whose target is not as
-// long as its source are refused, naming the first such line of `file`.
+// A family that labels each source token (the encoder model): pairs whose
+// target is not as long as its source are refused, naming the first such line of `file`.
 void check_one_label_per_token(const TrainConfig& c, const std::vector<data::TokenPair>& pairs,
                                const std::string& file) {
-  if (!c.is_encoder()) return;
+  if (!family(c.model, "--model").labels_tokens) return;
   if (const data::TokenPair* p = data::first_length_mismatch(pairs))
-    throw Error("--model encoder: " + brief(file) + ":" + std::to_string(p->line) +
+    throw Error("--model " + c.model + ": " + brief(file) + ":" + std::to_string(p->line) +
                 ": the source has " + std::to_string(p->src.size()) + " tokens and the target " +
-                std::to_string(p->tgt.size()) +
-                " (the encoder model gives one label per source token)");
+                std::to_string(p->tgt.size()) + " (the " + c.model +
+                " model gives one label per source token)");
 }
 
 std::string hex64(uint64_t h) {
@@ -126,7 +126,7 @@ AttentionNumbers attention_numbers(const TrainConfig& c, int64_t B, int64_t T, i
 void check_memory(const TrainConfig& c, int64_t V, int64_t T) {
   const double D = double(c.d_model), F = double(c.d_ff), L = double(c.layers), H = double(c.heads);
   // seq2seq: an encoder and a decoder (with cross-attention); gpt, encoder: one stack.
-  const double stacks = c.model == "seq2seq" ? 2.5 : 1;
+  const double stacks = family(c.model, "--model").stacks;
   const double E = c.d_k > 0 ? H * double(c.d_k) : D;  // W_Q, W_K (E, D); W_V, W_O (D, D)
   const double params =
       stacks * L * (2 * E * D + 2 * D * D + 2 * D * F) + 2 * double(V) * D + double(T) * D;
@@ -242,7 +242,7 @@ void Trainer::build_data(const Vocab* given) {
     }
     data_info = {{"kind", "task"}, {"task", cfg.task}};
     // Every task's answer has its source's length: the encoder model labels it.
-    need = cfg.is_gpt() ? 2 * cfg.max_len + 1 : cfg.is_encoder() ? cfg.max_len : cfg.max_len + 1;
+    need = family().sequence_tokens(cfg.max_len, cfg.max_len);
     longest_where = "--max-len " + std::to_string(cfg.max_len);
   } else if (cfg.format == "tsv") {
     TextFile f = detail::read_flag_file("--data", cfg.data, kMaxFileBytes);
@@ -300,10 +300,8 @@ void Trainer::build_data(const Vocab* given) {
                    const std::string& file) {
       for (const data::TokenPair& p : in) {
         out.push_back({vocab.encode(p.src, unk), vocab.encode(p.tgt, unk)});
-        const int64_t len = cfg.is_gpt() ? static_cast<int64_t>(p.src.size() + p.tgt.size()) + 1
-                            : cfg.is_encoder()
-                                ? static_cast<int64_t>(p.src.size())
-                                : static_cast<int64_t>(std::max(p.src.size(), p.tgt.size() + 1));
+        const int64_t len = family().sequence_tokens(static_cast<int64_t>(p.src.size()),
+                                                     static_cast<int64_t>(p.tgt.size()));
         if (len > need) {
           need = len;
           longest_where = brief(file) + ":" + std::to_string(p.line);
@@ -382,7 +380,7 @@ void Trainer::build_data(const Vocab* given) {
   if (pairs && pairs->heldout().empty())
     throw Error("--valid " + brief(cfg.valid) + ": no held-out pairs");
   if (cfg.context == 0) cfg.context = need;
-  const bool table_is_fixed = cfg.is_gpt() || cfg.positions == "learned";
+  const bool table_is_fixed = family().fixed_positions(cfg);
   if (table_is_fixed && need > cfg.context)
     throw Error("--context " + std::to_string(cfg.context) +
                 ": the position table is shorter than a sequence of " + std::to_string(need) +
@@ -390,40 +388,7 @@ void Trainer::build_data(const Vocab* given) {
   detail::check_memory(cfg, vocab.size(), need);
 }
 
-void Trainer::build_model() {
-  const nn::Activation act = cfg.activation == "gelu" ? nn::Activation::GELU : nn::Activation::ReLU;
-  if (cfg.is_encoder()) {  // one vocabulary: the labels are tokens of the data too
-    nn::EncoderOnlyConfig e;
-    e.vocab = e.classes = vocab.size();
-    shared_arch_fields(cfg, e, [](const auto& mine, auto& theirs) { theirs = mine; });
-    e.layers = cfg.layers;
-    e.activation = act;
-    e.seed = cfg.seed;
-    attention_to_model(cfg, e);
-    net_ = std::make_unique<nn::EncoderOnlyModel>(e);
-  } else if (cfg.is_gpt()) {
-    nn::GPTConfig g;
-    g.vocab = vocab.size();
-    shared_arch_fields(cfg, g, [](const auto& mine, auto& theirs) { theirs = mine; });
-    g.layers = cfg.layers;
-    g.max_positions = cfg.context;
-    g.activation = act;
-    g.seed = cfg.seed;
-    attention_to_model(cfg, g);
-    net_ = std::make_unique<nn::GPT>(g);
-  } else {
-    nn::TransformerConfig m;
-    m.src_vocab = m.tgt_vocab = vocab.size();
-    shared_arch_fields(cfg, m, [](const auto& mine, auto& theirs) { theirs = mine; });
-    m.encoder_layers = m.decoder_layers = cfg.layers;
-    m.activation = act;
-    m.learned_positions = cfg.positions == "learned";
-    m.max_positions = m.learned_positions ? cfg.context : 512;  // sinusoidal tables grow on demand
-    m.seed = cfg.seed;
-    attention_to_model(cfg, m);
-    net_ = std::make_unique<nn::Seq2SeqTransformer>(m);
-  }
-}
+void Trainer::build_model() { net_ = family().build(cfg, vocab.size()); }
 
 // Every MPI rank draws the whole global batch from data_gen (so data_gen
 // stays the same on all ranks, and the batch is a one-process run's) and

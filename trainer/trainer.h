@@ -43,6 +43,7 @@
 #include "dist/distributed.h"
 #include "optim/schedule.h"
 #include "trainer/config.h"
+#include "trainer/family.h"
 
 namespace qkv::train {
 
@@ -165,6 +166,8 @@ class Trainer {
   static Vocab checkpoint_vocab(const TensorFile& f, int64_t model_vocab);
 
   bool is_lm() const { return cfg.is_text(); }  // a language model (text data)
+  // What the program knows of the model's family (trainer/family.h).
+  const Family& family() const { return train::family(cfg.model, "--model"); }
   // One optimisation step on a fresh batch; returns the loss. Throws Diverged
   // (before changing any parameter) when the loss or the gradient norm is NaN
   // or infinite.

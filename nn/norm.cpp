@@ -1,0 +1,31 @@
+#include "nn/norm.h"
+
+#include "core/error.h"
+#include "nn/layernorm.h"
+
+namespace qkv::nn {
+
+const std::vector<NormKind>& norm_kinds() {
+  static const std::vector<NormKind> table = {
+      {"layer", "LayerNorm: (x - mean) * rstd * gain + bias over D (eps 1e-5)",
+       [](int64_t D) -> std::shared_ptr<Norm> { return std::make_shared<LayerNorm>(D); }},
+  };
+  return table;
+}
+
+const NormKind* find_norm(const std::string& name) {
+  for (const NormKind& k : norm_kinds())
+    if (name == k.name) return &k;
+  return nullptr;
+}
+
+std::shared_ptr<Norm> make_norm(const std::string& name, int64_t D) {
+  if (const NormKind* k = find_norm(name)) return k->make(D);
+  std::string names;
+  const std::vector<NormKind>& t = norm_kinds();
+  for (size_t i = 0; i < t.size(); ++i)
+    names += std::string(i == 0 ? "" : i + 1 == t.size() ? " or " : ", ") + t[i].name;
+  throw Error("norm: expected " + names + ", got '" + brief(name) + "'");
+}
+
+}  // namespace qkv::nn

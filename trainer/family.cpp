@@ -1,0 +1,66 @@
+#include "trainer/family.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace qkv::train {
+
+// Each built-in family's entry, defined in its own file.
+extern const Family kSeq2SeqFamily;  // trainer/family_seq2seq.cpp
+extern const Family kGPTFamily;      // trainer/family_gpt.cpp
+extern const Family kEncoderFamily;  // trainer/family_encoder.cpp
+
+namespace {
+std::vector<Family>& table() {
+  static std::vector<Family> t = {kSeq2SeqFamily, kGPTFamily, kEncoderFamily};
+  return t;
+}
+}  // namespace
+
+const std::vector<Family>& families() { return table(); }
+
+const Family* find_family(const std::string& name) {
+  for (const Family& f : table())
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+std::string family_names() {
+  std::string s;
+  for (size_t i = 0; i < table().size(); ++i)
+    s += std::string(i == 0 ? "" : i + 1 == table().size() ? " or " : ", ") + table()[i].name;
+  return s;
+}
+
+std::string family_help() {
+  std::string s;
+  for (size_t i = 0; i < table().size(); ++i)
+    s += std::string(i == 0 ? "" : i + 1 == table().size() ? " or " : ", ") + table()[i].help;
+  return s;
+}
+
+const Family& family(const std::string& name, const std::string& where) {
+  if (const Family* f = find_family(name)) return *f;
+  throw Error(where + ": expected " + family_names() + ", got '" + brief(name) + "'");
+}
+
+void register_family(const Family& f) {
+  if (find_family(f.name))
+    throw Error(std::string("register_family: a family named '") + f.name + "' exists");
+  table().push_back(f);
+}
+
+void unregister_family(const std::string& name) {
+  std::vector<Family>& t = table();
+  t.erase(std::remove_if(t.begin(), t.end(), [&](const Family& f) { return name == f.name; }),
+          t.end());
+}
+
+nn::Activation activation_of(const TrainConfig& c) {
+  return c.activation == "gelu" ? nn::Activation::GELU : nn::Activation::ReLU;
+}
+
+std::string one_stack(const TrainConfig& c) { return std::to_string(c.layers); }
+
+}  // namespace qkv::train

@@ -1,0 +1,106 @@
+// What the training program knows of one model family, kept in the family's
+// own file (trainer/family_<name>.cpp) and found by name through one table
+// (family.cpp), so that the trainer holds a Model& and its Family and never
+// asks which family it holds:
+//
+//   family    file                        reads a pair as (models/model.h)
+//   seq2seq   trainer/family_seq2seq.cpp  source -> target (the paper's model)
+//   gpt       trainer/family_gpt.cpp      "source <s> target", or plain text
+//   encoder   trainer/family_encoder.cpp  one label per source token
+//
+// The other layers learn of a family through their own part: models/ through
+// nn::Model's virtuals, checkpoint/ through the family's config codec
+// (checkpoint/model_file.cpp's table), generation/ through its answer
+// (generation/answer.cpp's table). A program (or a test) adds a family of its
+// own with register_family(), beside nn::register_model_codec and
+// nn::register_answerer.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/generator.h"
+#include "data/batch.h"
+#include "generation/sampling.h"
+#include "models/model.h"
+#include "nn/activation.h"
+#include "trainer/config.h"
+
+namespace qkv::train {
+
+// config.cpp's require(ok, key, why): the family's rules on the run's settings
+// report through it, so that the error names the flag or the file's key.
+using Require = std::function<void(bool ok, const char* key, const std::string& why)>;
+
+struct Family {
+  const char* name;  // --model NAME, TrainConfig::model, the files' model_kind
+  const char* help;  // --model's help: "gpt (decoder-only)"
+
+  // The family's defaults for settings a new run left unsaid (`said(key)`:
+  // the command line gave it). May be null.
+  void (*defaults)(TrainConfig& c, const std::function<bool(const char*)>& said);
+  // The family's rules on the settings (positions, tying, ...). May be null.
+  void (*check)(const TrainConfig& c, const Require& require);
+  // The model the settings describe, over a vocabulary of V tokens (labels
+  // and sources share it).
+  std::unique_ptr<nn::Model> (*build)(const TrainConfig& c, int64_t V);
+  // The architecture back from a model file's model_config (the inverse of
+  // build): the TrainConfig keys is_arch_key() names. `where` prefixes errors.
+  void (*from_model)(TrainConfig& c, const json& model_config, const std::string& where);
+  // The model_config key holding the vocabulary size.
+  const char* vocab_key;
+
+  // Whether the position table has a fixed length (learned positions): its
+  // rows are the run's context and bound every sequence.
+  bool (*fixed_positions)(const TrainConfig& c);
+  // Positions one sequence takes to read a pair of n source and m target tokens.
+  int64_t (*sequence_tokens)(int64_t n, int64_t m);
+  // Stacks of layers the memory estimate counts (the encoder-decoder 2.5:
+  // two stacks, the decoder's with cross-attention).
+  double stacks;
+  // Reads plain text as a language model (--format text); a model file of the
+  // family is read as one unless the flags say otherwise.
+  bool reads_text;
+  // Answers with one label per source token and no </s> (the pairs' targets
+  // must be as long as their sources).
+  bool labels_tokens;
+  // Reads the source and its answer as one sequence (attention maps then have
+  // one axis of "source <s> answer").
+  bool one_sequence;
+  // Why --decode beam is refused for this family ("" for the usual sentence).
+  const char* no_beam;
+
+  // The report's "N layers": "2" or, for two stacks, "2+2".
+  std::string (*layers_text)(const TrainConfig& c);
+  // The explorer page's sentence on what the model did with a source: e.g.
+  // "answers "abc" with "cba" (greedy), scored with ...".
+  std::string (*explain_what)(const std::string& source, const std::string& answer);
+  // A language model's continuation of `window` (--ask on text): null for
+  // families that are not language models.
+  data::Seq (*sample)(nn::Model& m, const data::Seq& window, const nn::SampleOptions& o,
+                      Generator& gen);
+};
+
+// The built-in families and any registered since, in the order help lists them.
+const std::vector<Family>& families();
+// The family named `name`, or nullptr.
+const Family* find_family(const std::string& name);
+// The family named `name`; an Error "<where>: expected seq2seq, gpt or
+// encoder, got '<name>'" for any other.
+const Family& family(const std::string& name, const std::string& where);
+// "seq2seq, gpt or encoder".
+std::string family_names();
+// "seq2seq, gpt (decoder-only) or encoder": --model's help.
+std::string family_help();
+// Adds a family (a program's own); throws when the name is taken.
+// unregister_family removes it again (a test's family, when the test ends).
+void register_family(const Family& f);
+void unregister_family(const std::string& name);
+
+// Helpers the family files share.
+nn::Activation activation_of(const TrainConfig& c);  // --activation relu | gelu
+// "2" (one stack of c.layers layers).
+std::string one_stack(const TrainConfig& c);
+
+}  // namespace qkv::train

@@ -1,0 +1,70 @@
+// The encoder-only token model (models/encoder_only.h) as the training
+// program knows it: --model encoder. Its entry in the family table (trainer/family.h).
+#include "models/encoder_only.h"
+#include "trainer/family.h"
+
+namespace qkv::train {
+
+namespace {
+
+void check(const TrainConfig& c, const Require& require) {
+  require(c.positions == "sinusoidal", "positions",
+          "the encoder model has sinusoidal positions only (nn::EncoderOnlyModel)");
+  require(!c.tie, "tie",
+          "the encoder model's output layer gives labels: it has no embedding to tie to");
+}
+
+// One vocabulary: the labels are tokens of the data too.
+std::unique_ptr<nn::Model> build(const TrainConfig& c, int64_t V) {
+  nn::EncoderOnlyConfig e;
+  e.vocab = e.classes = V;
+  shared_arch_fields(c, e, [](const auto& mine, auto& theirs) { theirs = mine; });
+  e.layers = c.layers;
+  e.activation = activation_of(c);
+  e.seed = c.seed;
+  attention_to_model(c, e);
+  return std::make_unique<nn::EncoderOnlyModel>(e);
+}
+
+void from_model(TrainConfig& c, const json& mc, const std::string& where) {
+  const nn::EncoderOnlyConfig e = nn::encoder_config_from_json(mc, where);
+  if (e.vocab != e.classes)
+    throw Error(where + ": vocab " + std::to_string(e.vocab) + " != classes " +
+                std::to_string(e.classes) + " (the trainer's models share one vocabulary)");
+  c.model = "encoder";
+  shared_arch_fields(c, e, [](auto& mine, const auto& theirs) { mine = theirs; });
+  c.layers = e.layers;
+  c.tie = false;
+  c.positions = "sinusoidal";
+  c.activation = nn::activation_name(e.activation);
+  attention_from_model(c, e);
+}
+
+}  // namespace
+
+extern const Family kEncoderFamily = {
+    "encoder",
+    "encoder",
+    nullptr,
+    check,
+    build,
+    from_model,
+    "vocab",
+    [](const TrainConfig&) { return false; },  // sinusoidal, computed as needed
+    // The source alone: every task's answer has its source's length.
+    [](int64_t n, int64_t) { return n; },
+    1,
+    false,
+    true,
+    false,
+    "the encoder model (--model encoder) gives every source token its label at once; there is "
+    "no sequence to search (it answers with the likeliest labels)",
+    one_stack,
+    [](const std::string& src, const std::string& answer) {
+      return "labels \"" + src + "\" with \"" + answer +
+             "\" (the likeliest label of each token), scored with cross-entropy on its own labels";
+    },
+    nullptr,
+};
+
+}  // namespace qkv::train

@@ -1,0 +1,78 @@
+// The decoder-only language model (models/gpt.h) as the training program
+// knows it: --model gpt. Its entry in the family table (trainer/family.h).
+#include "generation/sampling.h"
+#include "models/gpt.h"
+#include "trainer/family.h"
+
+namespace qkv::train {
+
+namespace {
+
+// The decoder-only model's own defaults (Pre-LN, GELU, tied output, learned
+// positions) for whatever the command line left unsaid.
+void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
+  if (!said("pre_ln")) c.pre_ln = true;
+  if (!said("activation")) c.activation = "gelu";
+  if (!said("tie")) c.tie = true;
+  if (!said("positions")) c.positions = "learned";
+}
+
+void check(const TrainConfig& c, const Require& require) {
+  require(c.positions == "learned", "positions",
+          "the gpt model has learned positions only (nn::GPT)");
+}
+
+std::unique_ptr<nn::Model> build(const TrainConfig& c, int64_t V) {
+  nn::GPTConfig g;
+  g.vocab = V;
+  shared_arch_fields(c, g, [](const auto& mine, auto& theirs) { theirs = mine; });
+  g.layers = c.layers;
+  g.max_positions = c.context;
+  g.activation = activation_of(c);
+  g.seed = c.seed;
+  attention_to_model(c, g);
+  return std::make_unique<nn::GPT>(g);
+}
+
+void from_model(TrainConfig& c, const json& mc, const std::string& where) {
+  const nn::GPTConfig g = nn::gpt_config_from_json(mc, where);
+  c.model = "gpt";
+  shared_arch_fields(c, g, [](auto& mine, const auto& theirs) { mine = theirs; });
+  c.layers = g.layers;
+  c.positions = "learned";
+  c.activation = nn::activation_name(g.activation);
+  attention_from_model(c, g);
+}
+
+data::Seq sample(nn::Model& m, const data::Seq& window, const nn::SampleOptions& o,
+                 Generator& gen) {
+  return nn::generate(dynamic_cast<nn::GPT&>(m), data::right_padded({window}), o, gen).front();
+}
+
+}  // namespace
+
+extern const Family kGPTFamily = {
+    "gpt",
+    "gpt (decoder-only)",
+    defaults,
+    check,
+    build,
+    from_model,
+    "vocab",
+    [](const TrainConfig&) { return true; },  // a learned position table
+    // One sequence "source <s> target" (the last target token is never read).
+    [](int64_t n, int64_t m) { return n + m + 1; },
+    1,
+    true,
+    false,
+    true,
+    "",
+    one_stack,
+    [](const std::string& src, const std::string& answer) {
+      return "answers \"" + src + "\" with \"" + answer +
+             "\" (greedy), scored with cross-entropy on its own answer and </s>";
+    },
+    sample,
+};
+
+}  // namespace qkv::train

@@ -1,0 +1,68 @@
+// The encoder-decoder of the paper (models/encoder_decoder.h) as the training
+// program knows it: --model seq2seq. Its entry in the family table (trainer/family.h).
+#include <algorithm>
+
+#include "models/encoder_decoder.h"
+#include "trainer/family.h"
+
+namespace qkv::train {
+
+namespace {
+
+std::unique_ptr<nn::Model> build(const TrainConfig& c, int64_t V) {
+  nn::TransformerConfig m;
+  m.src_vocab = m.tgt_vocab = V;
+  shared_arch_fields(c, m, [](const auto& mine, auto& theirs) { theirs = mine; });
+  m.encoder_layers = m.decoder_layers = c.layers;
+  m.activation = activation_of(c);
+  m.learned_positions = c.positions == "learned";
+  m.max_positions = m.learned_positions ? c.context : 512;  // sinusoidal tables grow on demand
+  m.seed = c.seed;
+  attention_to_model(c, m);
+  return std::make_unique<nn::Seq2SeqTransformer>(m);
+}
+
+void from_model(TrainConfig& c, const json& mc, const std::string& where) {
+  const nn::TransformerConfig m = nn::transformer_config_from_json(mc, where);
+  if (m.encoder_layers != m.decoder_layers)
+    throw Error(where + ": encoder_layers " + std::to_string(m.encoder_layers) +
+                " != decoder_layers " + std::to_string(m.decoder_layers) +
+                " (the trainer's --layers sets both)");
+  if (m.src_vocab != m.tgt_vocab)
+    throw Error(where + ": src_vocab " + std::to_string(m.src_vocab) + " != tgt_vocab " +
+                std::to_string(m.tgt_vocab) + " (the trainer's models share one vocabulary)");
+  c.model = "seq2seq";
+  shared_arch_fields(c, m, [](auto& mine, const auto& theirs) { mine = theirs; });
+  c.layers = m.encoder_layers;
+  c.positions = m.learned_positions ? "learned" : "sinusoidal";
+  c.activation = nn::activation_name(m.activation);
+  attention_from_model(c, m);
+}
+
+}  // namespace
+
+extern const Family kSeq2SeqFamily = {
+    "seq2seq",
+    "seq2seq",
+    nullptr,  // the paper's defaults are TrainConfig's
+    nullptr,  // any positions, tied or not
+    build,
+    from_model,
+    "src_vocab",
+    [](const TrainConfig& c) { return c.positions == "learned"; },
+    // The encoder reads the source (n); the decoder <s> and the target (m + 1).
+    [](int64_t n, int64_t m) { return std::max(n, m + 1); },
+    2.5,  // an encoder and a decoder (with cross-attention)
+    false,
+    false,
+    false,
+    "",
+    [](const TrainConfig& c) { return std::to_string(c.layers) + "+" + std::to_string(c.layers); },
+    [](const std::string& src, const std::string& answer) {
+      return "answers \"" + src + "\" with \"" + answer +
+             "\" (greedy), scored with cross-entropy on its own answer and </s>";
+    },
+    nullptr,
+};
+
+}  // namespace qkv::train
