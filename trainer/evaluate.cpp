@@ -138,9 +138,7 @@ void Trainer::check_report_fits(int64_t chunk) const {
     tgt = std::max<int64_t>(tgt, static_cast<int64_t>(p.tgt.size()));
   }
   if (!pairs->from_file()) src = tgt = std::max(src, cfg.max_len + 3);  // the longer set
-  int64_t T = tgt + 1, S = src;                                         // <s> answer | source
-  if (cfg.is_gpt()) T = S = src + tgt + 2;                              // source <s> answer
-  if (cfg.is_encoder()) T = S = src;
+  const auto [T, S] = attention_lengths(family(), src, tgt);            // queries, keys
   const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(pairs->heldout().size()));
   const detail::AttentionNumbers a = detail::attention_numbers(cfg, n, T, S);
   const double threads = std::max(1u, std::thread::hardware_concurrency());

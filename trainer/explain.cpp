@@ -40,8 +40,8 @@ void check_trace_fits(const Trainer& t, int64_t n, int64_t T, int64_t S) {
   const TrainConfig& c = t.cfg;
   const double L = double(c.layers), H = double(c.heads), W = double(std::max(c.d_model, c.d_ff));
   const double Td = double(T), Sd = double(S);
-  // seq2seq: encoder self- (S,S), decoder self- (T,T) and cross-attention (T,S).
-  const double maps = c.model == "seq2seq" ? Sd * Sd + Td * Td + Td * Sd : Td * Sd;
+  // per layer, as the family counts them (the encoder-decoder: three maps)
+  const double maps = attention_maps(t.family(), Td, Sd);
   const double numbers = L * H * maps + L * (Td + Sd) * 40 * W + 3 * Td * double(t.vocab.size());
   // value and gradient, each in memory and twice as base64 text (JSON, page)
   const double copies = 2 * (1 + 4.0 / 3 + 4.0 / 3);
@@ -100,10 +100,8 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
     t.check_source_fits(src.size());
     const int64_t n = static_cast<int64_t>(src.size());
     // The answer is not known yet: as long as the input, with <s> (or </s>).
-    if (t.cfg.is_gpt())  // one sequence: source <s> answer
-      check_trace_fits(t, n, 2 * n + 2, 2 * n + 2);
-    else
-      check_trace_fits(t, n, t.cfg.is_encoder() ? n : n + 2, n);
+    const auto [T, S] = attention_lengths(t.family(), n, n);
+    check_trace_fits(t, n, T, S);
     const Seq answer = t.answer({src}).front();
     const std::vector<Pair> pair{{src, answer}};
     Seq tgt_in{Vocab::kBos};

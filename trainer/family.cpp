@@ -63,4 +63,14 @@ nn::Activation activation_of(const TrainConfig& c) {
 
 std::string one_stack(const TrainConfig& c) { return std::to_string(c.layers); }
 
+std::pair<int64_t, int64_t> attention_lengths(const Family& f, int64_t src, int64_t tgt) {
+  if (f.attention_lengths) return f.attention_lengths(src, tgt);
+  const int64_t n = std::max(src, tgt);
+  return {n, n};
+}
+
+double attention_maps(const Family& f, double T, double S) {
+  return f.attention_maps ? f.attention_maps(T, S) : T * S;
+}
+
 }  // namespace qkv::train

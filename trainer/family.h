@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/generator.h"
 #include "data/batch.h"
@@ -80,7 +81,20 @@ struct Family {
   // families that are not language models.
   data::Seq (*sample)(nn::Model& m, const data::Seq& window, const nn::SampleOptions& o,
                       Generator& gen);
+
+  // For the memory estimates (the final report's, --explain's, check_memory's):
+  // the query and key lengths (T, S) of the longest attention the model runs
+  // on a pair of `src` and `tgt` tokens (<s> and </s> included), and the
+  // numbers one head's attention maps hold per layer at those lengths (the
+  // encoder-decoder: encoder self- S*S, decoder self- T*T, cross T*S). Either
+  // may be null: then (max, max) and T*S.
+  std::pair<int64_t, int64_t> (*attention_lengths)(int64_t src, int64_t tgt);
+  double (*attention_maps)(double T, double S);
 };
+
+// The two estimates above, with their defaults for a family that leaves them null.
+std::pair<int64_t, int64_t> attention_lengths(const Family& f, int64_t src, int64_t tgt);
+double attention_maps(const Family& f, double T, double S);
 
 // The built-in families and any registered since, in the order help lists them.
 const std::vector<Family>& families();

@@ -65,6 +65,11 @@ extern const Family kEncoderFamily = {
              "\" (the likeliest label of each token), scored with cross-entropy on its own labels";
     },
     nullptr,
+    // The source alone: T = S = src.
+    [](int64_t src, int64_t) {
+      return std::pair<int64_t, int64_t>{src, src};
+    },
+    [](double T, double S) { return T * S; },
 };
 
 }  // namespace qkv::train

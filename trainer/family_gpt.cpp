@@ -73,6 +73,11 @@ extern const Family kGPTFamily = {
              "\" (greedy), scored with cross-entropy on its own answer and </s>";
     },
     sample,
+    // One sequence "source <s> target </s>": T = S = src + tgt + 2.
+    [](int64_t src, int64_t tgt) {
+      return std::pair<int64_t, int64_t>{src + tgt + 2, src + tgt + 2};
+    },
+    [](double T, double S) { return T * S; },
 };
 
 }  // namespace qkv::train

@@ -63,6 +63,12 @@ extern const Family kSeq2SeqFamily = {
              "\" (greedy), scored with cross-entropy on its own answer and </s>";
     },
     nullptr,
+    // The decoder reads <s> target (T = tgt + 1) over the source (S = src);
+    // per layer: encoder self- (S, S), decoder self- (T, T) and cross (T, S).
+    [](int64_t src, int64_t tgt) {
+      return std::pair<int64_t, int64_t>{tgt + 1, src};
+    },
+    [](double T, double S) { return S * S + T * T + T * S; },
 };
 
 }  // namespace qkv::train

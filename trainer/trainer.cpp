@@ -131,8 +131,8 @@ void check_memory(const TrainConfig& c, int64_t V, int64_t T) {
   const double params =
       stacks * L * (2 * E * D + 2 * D * D + 2 * D * F) + 2 * double(V) * D + double(T) * D;
   const double tokens = double(c.batch) * double(T);
-  // seq2seq: encoder self-, decoder self- and cross-attention per layer.
-  const double attentions = c.model == "seq2seq" ? 3 : 1;
+  // attention maps per layer at T = S (the encoder-decoder: self-, self- and cross-)
+  const double attentions = attention_maps(family(c.model, "--model"), 1, 1);
   const AttentionNumbers a = attention_numbers(c, c.batch, T, T);
   const double threads = std::max(1u, std::thread::hardware_concurrency());
   const double acts = stacks * L * tokens * 40 * std::max(D, F) +
