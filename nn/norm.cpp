@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "nn/layernorm.h"
+#include "nn/rmsnorm.h"
 
 namespace qkv::nn {
 
@@ -9,6 +10,8 @@ const std::vector<NormKind>& norm_kinds() {
   static const std::vector<NormKind> table = {
       {"layer", "LayerNorm: (x - mean) * rstd * gain + bias over D (eps 1e-5)",
        [](int64_t D) -> std::shared_ptr<Norm> { return std::make_shared<LayerNorm>(D); }},
+      {"rms", "RMSNorm: x * rrms * gain over D, rrms = 1/sqrt(mean(x^2) + eps), no bias (eps 1e-6)",
+       [](int64_t D) -> std::shared_ptr<Norm> { return std::make_shared<RMSNorm>(D); }},
   };
   return table;
 }

@@ -5,10 +5,11 @@
 // Post-LN's residual sum fused into its pass, add_norm(x, fx) = norm(x + fx).
 //
 //   nn/layernorm.h   "layer"  LayerNorm: zero mean, unit variance, gain and bias
+//   nn/rmsnorm.h     "rms"    RMSNorm: unit root mean square, gain, no bias
 //
-// Chosen by name through one table (norm_kinds() below). Adding a norm (the
-// coming RMSNorm): its file nn/<name>.{h,cpp}, a class deriving from Norm with
-// its fused kernels, and its row in nn/norm.cpp.
+// Chosen by name through one table (norm_kinds() below). Adding a norm: its
+// file nn/<name>.{h,cpp}, a class deriving from Norm with its fused kernels,
+// and its row in nn/norm.cpp.
 //
 //   std::shared_ptr<nn::Norm> n = nn::make_norm("layer", 512);
 //   Var y = n->forward(x);        // (..., D) -> (..., D)

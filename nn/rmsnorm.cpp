@@ -278,7 +278,7 @@ Var add_rms_norm(const Var& a, const Var& b, const Var& gamma, real eps) {
 // 7. The module
 // ============================================================================
 
-RMSNorm::RMSNorm(int64_t D_, real eps_) : D(D_), eps(eps_) {
+RMSNorm::RMSNorm(int64_t D_, real eps_) : Norm(D_, eps_) {
   if (D <= 0) throw Error("RMSNorm: D must be positive, got " + std::to_string(D));
   if (!(eps > 0)) throw Error("RMSNorm: eps must be > 0, got " + std::to_string(eps));
   weight = register_parameter("weight", Tensor::ones({D}));

@@ -8,7 +8,7 @@
 // residual fusion nn::add_rms_norm = rms_norm(a + b). The derivation is in
 // nn/rmsnorm.cpp and docs/rmsnorm-backward.md.
 #pragma once
-#include "nn/module.h"
+#include "nn/norm.h"
 
 namespace qkv::nn {
 
@@ -40,25 +40,24 @@ Var add_rms_norm(const Var& a, const Var& b, const Var& gamma, real eps = 1e-6);
 
 // ---- the module --------------------------------------------------------------
 
-class RMSNorm : public Module {
+class RMSNorm : public Norm {
  public:
   explicit RMSNorm(int64_t D, real eps = 1e-6);
-  Var forward(const Var& x) const {
+  Var forward(const Var& x) const override {
     ModuleScope scope(this);
     return rms_norm(x, weight, eps);
   }
   // norm(x + fx) in one op (add_rms_norm): Post-LN's norm(x + f(x)), x the
   // skip path and fx the sublayer's output.
-  Var forward(const Var& x, const Var& fx) const {
+  Var add_norm(const Var& x, const Var& fx) const override {
     ModuleScope scope(this);
     return add_rms_norm(x, fx, weight, eps);
   }
+  Var forward(const Var& x, const Var& fx) const { return add_norm(x, fx); }
   Var operator()(const Var& x) const { return forward(x); }
-  Var operator()(const Var& x, const Var& fx) const { return forward(x, fx); }
+  Var operator()(const Var& x, const Var& fx) const { return add_norm(x, fx); }
 
-  int64_t D;
-  real eps;
-  Parameter weight;  // gamma (D), ones
+  // D, eps and weight (gamma (D), ones): nn::Norm's; no bias (it stays undefined).
 };
 
 }  // namespace qkv::nn

@@ -14,6 +14,7 @@
 #include "models/transformer.h"
 #include "nn/layernorm.h"
 #include "nn/norm.h"
+#include "nn/rmsnorm.h"
 #include "nn/sublayer.h"
 #include "optim/optimizers.h"
 #include "test_seed.h"
@@ -129,9 +130,9 @@ TEST_CASE("each optimizer row builds its optimizer, whose state_dict holds the r
 }
 
 TEST_CASE("the norm table makes LayerNorm, whose forward and add_norm are layer_norm's ops") {
-  REQUIRE(nn::norm_kinds().size() >= 1);
+  REQUIRE(nn::norm_kinds().size() >= 2);
   CHECK(std::string(nn::norm_kinds().front().name) == "layer");
-  CHECK(error_of([] { nn::make_norm("rms", 4); }) == "norm: expected layer, got 'rms'");
+  CHECK(error_of([] { nn::make_norm("batch", 4); }) == "norm: expected layer or rms, got 'batch'");
   Generator g = test_generator();
   std::shared_ptr<nn::Norm> n = nn::make_norm("layer", 4);
   REQUIRE(dynamic_cast<nn::LayerNorm*>(n.get()) != nullptr);
@@ -141,6 +142,18 @@ TEST_CASE("the norm table makes LayerNorm, whose forward and add_norm are layer_
   CHECK(values(n->forward(x)) == values(nn::layer_norm(x, n->weight, n->bias, n->eps)));
   CHECK(values(n->add_norm(x, fx)) ==
         values(nn::add_layer_norm(x, fx, n->weight, n->bias, n->eps)));
+}
+
+TEST_CASE("the norm table makes RMSNorm, whose forward and add_norm are rms_norm's ops") {
+  Generator g = test_generator();
+  std::shared_ptr<nn::Norm> n = nn::make_norm("rms", 4);
+  REQUIRE(dynamic_cast<nn::RMSNorm*>(n.get()) != nullptr);
+  CHECK(!n->bias.defined());
+  CHECK(n->named_parameters().size() == 1);
+  n->weight.data().copy_(random_tensor({4}, g));
+  const Var x(random_tensor({2, 3, 4}, g)), fx(random_tensor({2, 3, 4}, g));
+  CHECK(values(n->forward(x)) == values(nn::rms_norm(x, n->weight, n->eps)));
+  CHECK(values(n->add_norm(x, fx)) == values(nn::add_rms_norm(x, fx, n->weight, n->eps)));
 }
 
 TEST_CASE("a sublayer takes any nn::Norm: Pre-LN calls forward, Post-LN the fused add_norm") {
