@@ -64,7 +64,15 @@ EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
   std::vector<Seq> refs;
   double total_loss = 0;  // summed over the target tokens (and </s>) of the set
   int64_t loss_tokens = 0;
-  // A long evaluation says how far it is, a line every ~10 s.
+  // A long evaluation says how far it is, a line every ~10 s. Chunks are
+  // bounded in tokens as well as in sequences, so that a set of long
+  // sequences (one chunk of 500 pairs of 1,000 tokens runs for minutes) still
+  // reaches a line: at most kEvalChunkTokens source and target tokens a chunk.
+  constexpr int64_t kEvalChunkTokens = 1 << 14;
+  int64_t longest = 1;
+  for (const Pair& p : set)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.src.size() + p.tgt.size()) + 2);
+  chunk = std::max<int64_t>(1, std::min(chunk, kEvalChunkTokens / longest));
   Progress progress(phase, static_cast<int64_t>(set.size()), "sequences");
   for (size_t i = 0; i < set.size(); i += static_cast<size_t>(chunk)) {
     progress.at(static_cast<int64_t>(i));

@@ -15,6 +15,12 @@ grep -q "^step" out && fail "trained before refusing what the final report canno
 QKV_PROGRESS_SECONDS=0 expect_ok "$TRAIN" "${TINY[@]}" --steps 5 --out small
 expect_out "final evaluation (greedy): 0 of 50 sequences, "
 expect_out "length generalization: 0 of 200 sequences, "
+# Long sequences are evaluated in chunks bounded in tokens (trainer/evaluate.cpp,
+# kEvalChunkTokens), so a line comes before the whole set is done, not only
+# between chunks of 500.
+QKV_PROGRESS_SECONDS=0 expect_ok "$TRAIN" "${TINY[@]}" --min-len 150 --max-len 200 --steps 1 --out long
+grep -qE "final evaluation \(greedy\): [1-4][0-9] of 50 sequences" "$QKV_TMP/out" ||
+  { cat "$QKV_TMP/out"; fail "no progress line within the held-out set of long sequences"; }
 # ... and none at the default interval for a phase that ends within it.
 expect_ok "$TRAIN" "${TINY[@]}" --steps 5 --out small2
 grep -q "of 50 sequences" out && fail "a progress line for a phase shorter than the interval"
