@@ -106,7 +106,7 @@ std::vector<const MultiHeadAttention*> self_attention_of(const Layers& layers) {
 }
 
 // The settings the full kernels refuse, refused here too (choose_kernel in
-// nn/attention.cpp): the cache must not decode what the model cannot run.
+// nn/attention_options.cpp): the cache must not decode what the model cannot run.
 void check_kernels(const char* op, const std::vector<const MultiHeadAttention*>& self_attention) {
   for (size_t l = 0; l < self_attention.size(); ++l) {
     const MultiHeadAttention& a = *self_attention[l];

@@ -1,18 +1,46 @@
 // Multi-head attention (Vaswani et al., section 3.2) as one fused op with a
-// hand-written backward. This file holds the maths (this comment), the masks
-// and argument checks, the Node adapter and the public op and module; the
-// kernels are in files of their own (nn/attention_internal.h lists them):
-//   1. the maths, forward and backward (this comment);
-//   2. forward: project_inputs (nn/attention_projections.cpp) makes Q, K, V,
-//      stacked so one sgemm serves each input; then the heads' kernel, by
-//      default attention_forward (nn/attention_standard.cpp: scores, mask,
-//      softmax, P V);
-//   3. backward, in reverse: the heads' gradient (attention_backward for
-//      the standard kernel), then project_inputs_backward;
-//   4. AttentionNode, the adapter: what forward saves, and a backward that
-//      calls the kernels;
-//   5. multi_head_attention, the public op, and the MultiHeadAttention module.
-//
+// hand-written backward, read top to bottom:
+//   1. the maths: forward, and the derivation of the backward (the one
+//      derivation in the code; docs/attention-backward.md tells it at length)
+//   2. attention_forward    the standard heads' kernel: scores, mask, softmax, P V
+//   3. attention_backward   its backward: dP, dV, the softmax backward, dQ, dK
+//   4. AttentionNode        the autograd adapter: what forward saves, and a
+//                           backward that calls the kernels
+//   5. multi_head_attention the public op: projections, heads, output projection
+//   6. MultiHeadAttention   the module holding Wq, Wk, Wv, Wo
+// Elsewhere, so that this file holds only the story (nn/attention_internal.h
+// lists them): the argument checks, masks and kernel choice
+// (nn/attention_options.cpp), the stacked input projections Q, K, V and their
+// backward (nn/attention_projections.cpp), and the other heads' kernels:
+// memory-efficient (nn/attention_blocks.cpp), sparse (nn/attention_sparse.cpp)
+// and linear (nn/attention_linear.cpp).
+#include "nn/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "autograd/node.h"
+#include "core/blas.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "core/reduce.h"
+#include "core/thread_scratch.h"
+#include "nn/attention_internal.h"
+
+namespace qkv::nn {
+
+using detail::AttentionSizes;
+using detail::HeadOutputs;
+using detail::InputGrads;
+using detail::InputProjectionGrads;
+using detail::InputProjections;
+
+// ============================================================================
+// 1. The maths
+// ============================================================================
 // Sizes: B batch, T query (target) length, S key (source) length, D d_model,
 // H heads, d_k the query/key head size (D / H unless set apart, Table 3 row
 // B), d_v = D / H the value head size, E = H*d_k.
@@ -51,72 +79,137 @@
 // Heads are never copied out: head h of Q is the column block
 // [h*d_k, (h+1)*d_k) of the (B*T, E) matrix (or of a wider stacked one), which
 // sgemm reads in place, the matrix's row stride as its leading dimension.
-#include "nn/attention.h"
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
-#include <memory>
-#include <string>
+// ============================================================================
+// 2. Forward kernel: the standard heads' kernel
+// ============================================================================
 
-#include "autograd/node.h"
-#include "core/error.h"
-#include "core/parallel.h"
-#include "nn/attention_internal.h"
+namespace detail {
+namespace {
 
-namespace qkv::nn {
-
-using detail::AttentionSizes;
-using detail::HeadOutputs;
-using detail::InputGrads;
-using detail::InputProjectionGrads;
-using detail::InputProjections;
-
-// ---- Masks, kernels and patterns --------------------------------------------------------
-
-bool AttentionMask::hidden(int64_t b, int64_t i, int64_t j, int64_t T, int64_t S) const {
-  if (causal && j > i) return true;
-  if (!key_lengths.empty() && j >= key_lengths[b]) return true;
-  if (mask.defined()) {
-    const real* m = mask.data();
-    const int64_t off = mask.dim() == 3 ? b * T * S : 0;
-    if (m[off + i * S + j] != 0) return true;
+// Z += M for sequence b: every hidden score of Z (T, S) becomes -inf. Causal
+// masking and key padding hide a suffix of each row; a boolean mask is
+// checked element by element.
+void hide_masked_scores(const AttentionMask& mask, int64_t b, int64_t T, int64_t S, real* Z) {
+  const real neg_inf = -std::numeric_limits<real>::infinity();
+  const int64_t len = mask.key_lengths.empty() ? S : mask.key_lengths[b];
+  for (int64_t i = 0; i < T; ++i) {
+    real* row = Z + i * S;  // (S)
+    const int64_t visible = std::min(len, mask.causal ? i + 1 : S);
+    for (int64_t j = std::max<int64_t>(visible, 0); j < S; ++j) row[j] = neg_inf;
+    if (mask.mask.defined())
+      for (int64_t j = 0; j < S; ++j)
+        if (mask.hidden(b, i, j, T, S)) row[j] = neg_inf;
   }
-  return false;
 }
 
-bool SparsePattern::visible(int64_t i, int64_t j) const {
-  if (std::abs(i - j) < window) return true;
-  return global_every > 0 && (i % global_every == 0 || j % global_every == 0);
+}  // namespace
+
+// For every sequence b and head h:  Z = scale Q_h K_h^T + M,  P = softmax(Z),
+// O_h = P V_h. Writes P (B,H,T,S) and O (B*T, D), head h into its d_v columns.
+void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMask& mask,
+                       const AttentionSizes& dims, real scale) {
+  const int64_t T = dims.T, S = dims.S, D = dims.D, H = dims.H, d_k = dims.d_k, d_v = dims.d_v;
+  parallel_for(
+      dims.B * H,
+      [&](int64_t bh0, int64_t bh1) {
+        for (int64_t bh = bh0; bh < bh1; ++bh) {
+          const int64_t b = bh / H, h = bh % H;
+          const real* Qh = in.Q + b * T * in.ldq + h * d_k;   // (T, d_k), row stride ldq
+          const real* Kh = in.K + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
+          const real* Vh = in.V + b * S * in.ldkv + h * d_v;  // (S, d_v), row stride ldkv
+          real* Pbh = P + bh * T * S;                         // (T, S): Z, then P in place
+          real* Oh = O + b * T * D + h * d_v;                 // (T, d_v), row stride D
+          // Z = scale Q_h K_h^T            (T, d_k) x (d_k, S) -> (T, S)
+          gemm(false, true, T, S, d_k, scale, Qh, in.ldq, Kh, in.ldkv, 0, Pbh, S);
+          // Z += M                         hidden scores -> -inf
+          hide_masked_scores(mask, b, T, S, Pbh);
+          // P = softmax(Z), row by row     (T, S); a fully hidden row becomes zeros
+          softmax_rows(Pbh, T, S);
+          // O_h = P V_h                    (T, S) x (S, d_v) -> (T, d_v)
+          gemm(false, false, T, d_v, S, 1, Pbh, S, Vh, in.ldkv, 0, Oh, D);
+        }
+      },
+      /*grain=*/2);
 }
 
-const char* to_string(AttentionKernel k) {
-  switch (k) {
-    case AttentionKernel::Standard:
-      return "standard";
-    case AttentionKernel::MemoryEfficient:
-      return "memory-efficient";
-    case AttentionKernel::Sparse:
-      return "sparse";
-    case AttentionKernel::Linear:
-      return "linear";
-    case AttentionKernel::Auto:
-      return "auto";
+// ============================================================================
+// 3. Backward kernel
+// ============================================================================
+
+namespace {
+
+// Softmax backward of a (T, S) block, in place: dP in, dZ out, row by row,
+//   dZ = P * (dP - rowsum(dP * P)).
+// The formula of core's softmax_backward (core/reduce.cpp), which makes a new
+// tensor for its result; here dZ overwrites dP in a per-thread scratch block.
+void softmax_backward_in_place(real* d, const real* P, int64_t T, int64_t S) {
+  for (int64_t i = 0; i < T; ++i) {
+    real* r = d + i * S;         // (S): dP's row in, dZ's row out
+    const real* pr = P + i * S;  // (S)
+    real dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < S; ++j) dot += r[j] * pr[j];
+#pragma omp simd
+    for (int64_t j = 0; j < S; ++j) r[j] = pr[j] * (r[j] - dot);
   }
-  return "?";
 }
 
-AttentionKernel attention_kernel_from_string(const std::string& s) {
-  for (AttentionKernel k :
-       {AttentionKernel::Standard, AttentionKernel::MemoryEfficient, AttentionKernel::Sparse,
-        AttentionKernel::Linear, AttentionKernel::Auto})
-    if (s == to_string(k)) return k;
-  if (s == "flash") return AttentionKernel::MemoryEfficient;
-  throw Error("attention: unknown kernel '" + brief(s) +
-              "' (standard, memory-efficient or flash, sparse, linear, auto)");
+}  // namespace
+
+// For every sequence b and head h, from dO (B*T, D), P (B,H,T,S) and the
+// projections `in`: writes dQ, dK, dV in the layout of `in`. When O_again is
+// not null (forward did not keep O), also remakes O (B*T, D) there.
+void attention_backward(const QKVGradColumns& grad, real* O_again, const real* dO, const real* P,
+                        const QKVColumns& in, const AttentionSizes& dims, real scale) {
+  const int64_t T = dims.T, S = dims.S, D = dims.D, H = dims.H, d_k = dims.d_k, d_v = dims.d_v;
+  ThreadScratch scratch(T * S);  // one (T, S) block per thread: dP, then dZ in place
+  parallel_for(
+      dims.B * H,
+      [&](int64_t bh0, int64_t bh1) {
+        real* dP = scratch.mine();  // (T, S)
+        for (int64_t bh = bh0; bh < bh1; ++bh) {
+          const int64_t b = bh / H, h = bh % H;
+          const real* Pbh = P + bh * T * S;                   // (T, S)
+          const real* Qh = in.Q + b * T * in.ldq + h * d_k;   // (T, d_k), row stride ldq
+          const real* Kh = in.K + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
+          const real* Vh = in.V + b * S * in.ldkv + h * d_v;  // (S, d_v), row stride ldkv
+          const real* dOh = dO + b * T * D + h * d_v;         // (T, d_v), row stride D
+          real* dQh = grad.dQ + b * T * grad.ldq + h * d_k;   // (T, d_k), row stride ldq
+          real* dKh = grad.dK + b * S * grad.ldkv + h * d_k;  // (S, d_k), row stride ldkv
+          real* dVh = grad.dV + b * S * grad.ldkv + h * d_v;  // (S, d_v), row stride ldkv
+          // O_h = P V_h again, when forward did not keep O (dWo needs it)
+          //                      (T, S) x (S, d_v) -> (T, d_v), row stride D
+          if (O_again)
+            gemm(false, false, T, d_v, S, 1, Pbh, S, Vh, in.ldkv, 0, O_again + b * T * D + h * d_v,
+                 D);
+
+          // forward: O_h = P V_h
+          //   dP = dO_h V_h^T        (T, d_v) x (d_v, S) -> (T, S)
+          gemm(false, true, T, S, d_v, 1, dOh, D, Vh, in.ldkv, 0, dP, S);
+          //   dV_h = P^T dO_h        (S, T) x (T, d_v) -> (S, d_v)
+          gemm(true, false, S, d_v, T, 1, Pbh, S, dOh, D, 0, dVh, grad.ldkv);
+
+          // forward: P = softmax(Z)
+          //   dZ = P * (dP - rowsum(dP * P))          (T, S), in place over dP
+          softmax_backward_in_place(dP, Pbh, T, S);
+          const real* dZ = dP;
+
+          // forward: Z = scale Q_h K_h^T + M  (M is a constant)
+          //   dQ_h = scale dZ K_h    (T, S) x (S, d_k) -> (T, d_k)
+          gemm(false, false, T, d_k, S, scale, dZ, S, Kh, in.ldkv, 0, dQh, grad.ldq);
+          //   dK_h = scale dZ^T Q_h  (S, T) x (T, d_k) -> (S, d_k)
+          gemm(true, false, S, d_k, T, scale, dZ, S, Qh, in.ldq, 0, dKh, grad.ldkv);
+        }
+      },
+      /*grain=*/2);
 }
 
-// ---- The Node adapter -------------------------------------------------------------------
+}  // namespace detail
+
+// ============================================================================
+// 4. The autograd adapter
+// ============================================================================
 
 // Saves exactly what backward needs: the inputs and weights for the
 // projections' gradients, the projections Q, K, V, and what the heads'
@@ -218,122 +311,15 @@ struct AttentionNode : Node {
   }
 };
 
-// ---- The public op ----------------------------------------------------------------------
-
-namespace {
-
-void check_mask(const AttentionMask& m, int64_t B, int64_t T, int64_t S) {
-  if (!m.key_lengths.empty()) {
-    if (static_cast<int64_t>(m.key_lengths.size()) != B)
-      throw Error("attention: " + std::to_string(m.key_lengths.size()) +
-                  " key lengths for a batch of " + std::to_string(B));
-    for (int64_t b = 0; b < B; ++b)
-      if (m.key_lengths[b] < 0 || m.key_lengths[b] > S)
-        throw Error("attention: key length " + std::to_string(m.key_lengths[b]) + " of sequence " +
-                    std::to_string(b) + " is outside [0, " + std::to_string(S) + "]");
-  }
-  // causal with T > S is allowed: queries past S simply see all S keys.
-  if (m.mask.defined()) {
-    const Shape& s = m.mask.shape();
-    const bool ok = (s == Shape{T, S}) || (s == Shape{B, T, S});
-    if (!ok)
-      throw Error("attention: mask of shape " + to_string(s) + " does not match (T,S) = (" +
-                  std::to_string(T) + "," + std::to_string(S) + ") or (B,T,S)");
-  }
-}
-
-// The sizes, after checking every shape; throws naming the op and the shapes.
-AttentionSizes check_arguments(const Var& xq, const Var& xkv, const AttentionWeights& w,
-                               int64_t heads, int64_t d_k_option) {
-  const Shape& qs = xq.shape();
-  const Shape& ks = xkv.shape();
-  if (qs.size() != 3 || ks.size() != 3 || qs[0] != ks[0] || qs[2] != ks[2])
-    throw Error("attention: query " + to_string(qs) + " and key/value " + to_string(ks) +
-                ": expected (B,T,D) and (B,S,D) with the same B and D");
-  const int64_t B = qs[0], T = qs[1], S = ks[1], D = qs[2];
-  if (heads <= 0 || D % heads != 0)
-    throw Error("attention: d_model " + std::to_string(D) + " is not divisible by " +
-                std::to_string(heads) + " heads");
-  if (d_k_option < 0)
-    throw Error("attention: d_k " + std::to_string(d_k_option) + " is negative (0: D / heads)");
-  const int64_t d_v = D / heads, d_k = d_k_option > 0 ? d_k_option : d_v, E = heads * d_k;
-  // wq, wk (H*d_k, D); wv, wo (D, D). wv and wo first: they tell an input of
-  // the wrong width D from a d_k that disagrees with wq, wk.
-  const char* names[4] = {"wq", "wk", "wv", "wo"};
-  const Var* ws[4] = {&w.wq, &w.wk, &w.wv, &w.wo};
-  for (int i : {2, 3, 0, 1}) {
-    const int64_t rows = i < 2 ? E : D;
-    if (!ws[i]->defined() || ws[i]->shape() != Shape{rows, D})
-      throw Error("attention: weight " +
-                  (ws[i]->defined() ? to_string(ws[i]->shape()) : std::string("undefined")) +
-                  " should be (" + std::to_string(rows) + "," + std::to_string(D) + ") (" +
-                  names[i] +
-                  (i < 2 ? ": (H*d_k, D) with d_k " + std::to_string(d_k) + ")" : ": (D, D))"));
-  }
-  if (w.bq.defined()) {
-    const Var* bs[4] = {&w.bq, &w.bk, &w.bv, &w.bo};
-    for (int i = 0; i < 4; ++i) {
-      const int64_t n = i < 2 ? E : D;
-      if (!bs[i]->defined() || bs[i]->shape() != Shape{n})
-        throw Error(std::string("attention: bias b") + (names[i] + 1) + " " +
-                    (bs[i]->defined() ? to_string(bs[i]->shape()) : std::string("undefined")) +
-                    " should be (" + std::to_string(n) +
-                    ") (biases: all undefined, or bq, bk (H*d_k) and bv, bo (D))");
-    }
-  }
-  return {B, T, S, D, heads, d_k, d_v};
-}
-
-// The kernel that runs: Auto resolved by the budget, and each kernel's
-// limits checked (one line naming the op, the kernel and the shapes).
-AttentionKernel choose_kernel(const AttentionOptions& o, const AttentionSizes& d) {
-  // (made only when throwing: a steady-state step allocates nothing)
-  auto shapes = [&] {
-    return " (B,H,T,S) = (" + std::to_string(d.B) + "," + std::to_string(d.H) + "," +
-           std::to_string(d.T) + "," + std::to_string(d.S) + ")";
-  };
-  if (o.memory_budget < 0)
-    throw Error("attention: negative memory budget " + std::to_string(o.memory_budget));
-  const int64_t p_bytes = d.B * d.H * d.T * d.S * static_cast<int64_t>(sizeof(real));
-  AttentionKernel k = o.kernel;
-  if (k == AttentionKernel::Auto)
-    k = (o.memory_budget == 0 || p_bytes <= o.memory_budget) ? AttentionKernel::Standard
-                                                             : AttentionKernel::MemoryEfficient;
-  if (o.keep_probs && k != AttentionKernel::Standard)
-    throw Error(std::string("attention: keep_probs needs the standard kernel, not ") +
-                to_string(k));
-  if (k == AttentionKernel::MemoryEfficient && o.memory_budget > 0 &&
-      o.memory_budget < detail::kBlockBytes)
-    throw Error("attention: a memory budget of " + std::to_string(o.memory_budget) +
-                " bytes cannot hold one (" + std::to_string(detail::kQueryBlock) + "," +
-                std::to_string(detail::kKeyBlock) + ") block of scores and gradients (" +
-                std::to_string(detail::kBlockBytes) + " bytes)" + shapes());
-  if (k == AttentionKernel::Sparse || k == AttentionKernel::Linear) {
-    if (o.mask.mask.defined())
-      throw Error(std::string("attention: the ") + to_string(k) +
-                  " kernel takes causal and padding masks, not a mask tensor of shape " +
-                  to_string(o.mask.mask.shape()));
-  }
-  if (k == AttentionKernel::Sparse) {
-    const SparsePattern& p = o.sparse;
-    if (p.window < 1 || p.window > d.S)
-      throw Error("attention: sparse window " + std::to_string(p.window) +
-                  " is outside [1, S] for" + shapes());
-    if (p.global_every < 0)
-      throw Error("attention: sparse global_every " + std::to_string(p.global_every) +
-                  " is negative");
-  }
-  if (k == AttentionKernel::Linear && o.mask.causal && d.T != d.S)
-    throw Error("attention: causal linear attention needs T == S," + shapes());
-  return k;
-}
-
-}  // namespace
+// ============================================================================
+// 5. The public op
+// ============================================================================
 
 namespace detail {
 
 AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const AttentionWeights& w,
                                      const AttentionOptions& o, HeadOutputs head_outputs) {
+  // Every argument checked, and the kernel chosen, before any work (nn/attention_options.cpp)
   const AttentionSizes dims = check_arguments(xq, xkv, w, o.heads, o.d_k);
   const int64_t B = dims.B, T = dims.T, S = dims.S, D = dims.D, H = dims.H;
   check_mask(o.mask, B, T, S);
@@ -406,7 +392,9 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
   return detail::multi_head_attention(xq, xkv, w, o, HeadOutputs::Auto);
 }
 
-// ---- The module -------------------------------------------------------------------------
+// ============================================================================
+// 6. The module
+// ============================================================================
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t heads_, bool bias, Generator& g,
                                        int64_t d_k_)

@@ -5,7 +5,7 @@
 // and writes its backward by hand. attend is one of four heads' kernels
 // (AttentionKernel), each in a file of its own:
 //   standard          P = softmax(Q_h K_h^T / sqrt(d_k) + M), O_h = P V_h,
-//                     P (B,H,T,S) kept for backward    nn/attention_standard.cpp
+//                     P (B,H,T,S) kept for backward    nn/attention.cpp
 //   memory-efficient  the same numbers by an online softmax over key blocks;
 //                     keeps one log-sum-exp per row, remakes P block by block
 //                     in backward                      nn/attention_blocks.cpp

@@ -1,5 +1,5 @@
 // The memory-efficient heads' kernel of the fused attention op: the numbers
-// of the standard kernel (nn/attention_standard.cpp) without ever holding the
+// of the standard kernel (nn/attention.cpp) without ever holding the
 // (T, S) probabilities, by an online softmax over blocks of keys (Milakov &
 // Gimelshein 2018; FlashAttention, Dao et al. 2022). Also the engine the
 // sparse kernel (nn/attention_sparse.cpp) runs on its visible blocks.

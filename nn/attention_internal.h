@@ -3,9 +3,10 @@
 // heads' kernels and the op's memory policy for the head outputs O. Tests
 // and benchmarks include this header; a program using qkv does not need to.
 //
-//   nn/attention.cpp              masks, checks, the Node, the public op, the module
+//   nn/attention.cpp              the maths, the standard kernel (softmax attention
+//                                 keeping P), the Node, the public op, the module
+//   nn/attention_options.cpp      masks, kernel names, argument checks, kernel choice
 //   nn/attention_projections.cpp  Q, K, V from the inputs (stacked), and back
-//   nn/attention_standard.cpp     softmax attention keeping P
 //   nn/attention_blocks.cpp       softmax attention by key blocks (online softmax)
 //   nn/attention_sparse.cpp       local window + global positions, on the blocks
 //   nn/attention_linear.cpp       phi(Q) (phi(K)^T V), phi = elu + 1
@@ -46,6 +47,18 @@ struct QKVGradColumns {
   real* dV;
   int64_t ldq, ldkv;
 };
+
+// ---- The arguments (nn/attention_options.cpp) ------------------------------------------
+// Each throws one line naming the op and the shapes.
+
+// The sizes, after checking the inputs', weights' and biases' shapes.
+AttentionSizes check_arguments(const Var& xq, const Var& xkv, const AttentionWeights& w,
+                               int64_t heads, int64_t d_k_option);
+// The mask's key lengths and tensor against the batch and lengths.
+void check_mask(const AttentionMask& m, int64_t B, int64_t T, int64_t S);
+// The kernel that runs: Auto resolved by the memory budget, and each
+// kernel's limits checked.
+AttentionKernel choose_kernel(const AttentionOptions& o, const AttentionSizes& d);
 
 // ---- The input projections (nn/attention_projections.cpp) ------------------------------
 
@@ -98,7 +111,7 @@ InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputPro
 // (overwrites) dQ, dK, dV through `grad`. `scale` multiplies the scores
 // (softmax kernels).
 
-// nn/attention_standard.cpp: P (B,H,T,S) kept. O_again: see attention_backward.
+// nn/attention.cpp, the standard kernel: P (B,H,T,S) kept. O_again: see attention_backward.
 void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMask& mask,
                        const AttentionSizes& dims, real scale);
 void attention_backward(const QKVGradColumns& grad, real* O_again, const real* dO, const real* P,

@@ -1,4 +1,5 @@
-// The fused attention op's input projections (nn/attention_internal.h):
+// The fused attention op's input projections (nn/attention_internal.h; the
+// maths in nn/attention.cpp, Section 1):
 // Q, K and V from the inputs, the projections that read the same input
 // stacked so that one sgemm computes them all, and their backward. With
 // E = H*d_k the width of Q and K (D by default):
