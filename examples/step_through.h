@@ -88,16 +88,11 @@ inline AttentionPass attention_pass(const WorkedExample& ex, bool scaled) {
   return p;
 }
 
-// By hand, from q, K, V alone (docs/attention-backward.md in the same names):
-//   Z   = scale * q K^T     (1,d) x (d,n) -> (1,n)
-//   P   = softmax(Z)        (1,n)
-//   out = P V               (1,n) x (n,1) -> (1,1)
-// Backward from dout = 1, each line the matrix rule (C = A B gives dA = dC B^T,
-// dB = A^T dC) or the softmax backward:
-//   dP = dout V^T = V^T     (1,n)      dV = P^T dout = P^T   (n,1)
-//   dZ = P * (dP - rowsum(dP * P))     (1,n); here rowsum(dP * P) = out
-//   dq = scale * dZ K       (1,n) x (n,d) -> (1,d)
-//   dK = scale * dZ^T q     (n,1) x (1,d) -> (n,d): row j is scale * dZ_j q
+// By hand, from q, K, V alone: one head of the maths in nn/attention.cpp
+// (Section 1, derived there; docs/attention-backward.md at length), with one
+// query, T = 1, and out = P V (1,1), so dout = 1 and dO_h = 1. Shapes here:
+//   q (1,d), K (n,d), V (n,1); Z, P, dP, dZ (1,n); dq (1,d); dK (n,d), row j
+//   is scale * dZ_j q; rowsum(dP * P) = out.
 struct AttentionByHand {
   Mat Z, P, out;
   Mat dP, dZ, dq, dK, dV;
@@ -317,14 +312,8 @@ inline LayerNormByHand layer_norm_by_hand(const Tensor& x, const Tensor& dy, con
 // ---- Attention backward by hand, on the model's cross_attn --------------------
 // The sublayer's forward and backward by hand (all heads; one sequence, B = 1),
 // from its inputs xq (T,D), xkv (S,D), its weights and dY (T,D), the gradient
-// at its output:
-//   Q = xq Wq^T + bq,  K = xkv Wk^T + bk,  V = xkv Wv^T + bv
-//   per head h:  Z = Q_h K_h^T / sqrt(d_k),  P = softmax(Z)
-//   dO   = dY Wo                       (T,D): gradient of the concatenated heads
-//   dP   = dO_h V_h^T                  (T,d_k) x (d_k,S) -> (T,S)
-//   dZ   = P * (dP - rowsum(dP * P))   softmax backward, row by row
-//   dQ_h = dZ K_h / sqrt(d_k),  dK_h = dZ^T Q_h / sqrt(d_k),  dV_h = P^T dO_h
-//   dxq  = dQ Wq,  dxkv = dK Wk + dV Wv
+// at its output: the maths of nn/attention.cpp (Section 1, derived there), in
+// its names, from Q = xq Wq^T + bq to dxq = dQ Wq and dxkv = dK Wk + dV Wv,
 // against the engine: the fused multi_head_attention (its saved P and its dxq,
 // dxkv), and, for dZ, head `head` rebuilt from qkv's primitive ops (matmul,
 // softmax) on the same Q_h, K_h, V_h and dO_h (the fused op keeps its dZ in scratch).
