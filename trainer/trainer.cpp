@@ -78,7 +78,7 @@ void check_data_memory(double bytes, const std::string& what, const std::string&
 // thread), by kernel, for S keys: what nn/attention.cpp and the kernels'
 // files allocate beyond Q, K, V and O (counted with the other activations).
 //   standard          P (B,H,T,S) kept: H*S per query; backward one (T,S)
-//                     block per thread for dP (nn/attention_standard.cpp)
+//                     block per thread for dP (nn/attention.cpp)
 //   memory-efficient  one log-sum-exp per row (B,H,T): H per query; per-thread
 //                     blocks of a few 64x64 tiles (nn/attention_blocks.cpp)
 //   sparse            the same as memory-efficient (nn/attention_sparse.cpp)
