@@ -146,6 +146,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--eval-every", o.eval_every, "steps between held-out checks")
       ->capture_default_str();
   add_value(app, "--target", o.target, "stop once held-out exact >= this")->capture_default_str();
+  add_value(app, "--patience", o.patience, "text: stop after N evals with no new best (0: never)")
+      ->capture_default_str();
   app.add_flag("--no-early-stop", o.no_early_stop, "always run all --steps");
   add_value(app, "--log-every", o.log_every, "steps between log lines")->capture_default_str();
   add_value(app, "--out", o.out_dir, "logs and plots (default runs/<name>)");

@@ -157,6 +157,20 @@ void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite, DataUse use)
                       brief(f.path) + ": metadata 'data_gen'");
   set_generator_state(t.dropout_gen(), f.metadata.at("dropout_gen"),
                       brief(f.path) + ": metadata 'dropout_gen'");
+  // Optional (older files have none): the best held-out loss so far and its step.
+  if (f.metadata.count("best_heldout")) {
+    const json b = nn::metadata_json(f.metadata, "best_heldout", f.path);
+    const bool ok = b.is_object() && b.size() == 2 && b.contains("loss") && b.contains("step") &&
+                    b["loss"].is_number() && std::isfinite(b["loss"].get<double>()) &&
+                    b["loss"].get<double>() >= 0 && b["step"].is_number_integer() &&
+                    b["step"].get<int64_t>() >= 0 && b["step"].get<int64_t>() <= t.step_count();
+    if (!ok)
+      throw Error(brief(f.path) +
+                  ": metadata 'best_heldout' must be {\"loss\": a finite number >= 0, " +
+                  "\"step\": an integer in [0, " + std::to_string(t.step_count()) + "]}, got " +
+                  brief(b.dump()));
+    t.best = {b["loss"].get<double>(), b["step"].get<int64_t>()};
+  }
   // MPI rank r > 0 continues its own saved dropout stream when the run had
   // as many ranks; otherwise (another rank count) a new stream of its own.
   if (dist::rank() > 0) {

@@ -139,6 +139,8 @@ void prepare_outputs(const RunOptions& o) {
     for (const char* name : {"log.csv", "loss.svg", "attention.svg"})  // what --out gets
       outputs::check_file_path("--out", (out / name).string());
     if (!o.save_path.empty()) outputs::check_file_path("--save", o.save_path);
+    if (!o.best_path.empty())
+      outputs::check_file_path("--save (its best held-out checkpoint)", o.best_path);
   } catch (...) {
     undo();
     throw;
@@ -263,7 +265,23 @@ void progress_bar(int64_t step, int64_t total, real loss, real lr, double tok_s,
   std::fflush(stdout);
 }
 
-// Trains until --steps or the --target accuracy. Throws Diverged.
+// A language model's evaluation at step s: a new best held-out loss is
+// remembered (t.best, saved in every checkpoint) and its checkpoint written to
+// o.best_path (a failed write is a warning). Returns the note for the
+// held-out line.
+std::string keep_best(Trainer& t, const RunOptions& o, const EvalResult& r, int64_t s) {
+  char b[96];
+  if (t.best.step >= 0 && !(r.loss < t.best.loss)) {
+    std::snprintf(b, sizeof b, " (best %.4f at step %lld)", t.best.loss, (long long)t.best.step);
+    return b;
+  }
+  t.best = {r.loss, s};
+  if (o.best_path.empty()) return " (best so far)";
+  periodic_save(t, o.best_path);
+  return " (best so far: " + o.best_path + ")";
+}
+
+// Trains until --steps, the --target accuracy or --patience. Throws Diverged.
 void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
   const bool tty = isatty(STDOUT_FILENO);
   h.first_step = t.step_count();
@@ -308,7 +326,17 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
               r.is_lm ? "" : std::to_string(r.token_acc()), std::to_string(r.loss),
               r.is_lm ? "" : std::to_string(r.bleu));
       if (tty) std::printf("\n");
-      std::printf("  held-out at step %lld: %s\n", static_cast<long long>(s), eval_line(r).c_str());
+      std::printf("  held-out at step %lld: %s%s\n", static_cast<long long>(s),
+                  eval_line(r).c_str(), r.is_lm ? keep_best(t, o, r, s).c_str() : "");
+      const int64_t since_best =
+          t.best.step < 0 ? 0 : s / o.eval_every - t.best.step / o.eval_every;
+      if (!o.no_early_stop && r.is_lm && o.patience > 0 && since_best >= o.patience) {
+        std::printf("  no new best held-out loss in %lld evaluations (best %.4f at step %lld)%s\n",
+                    static_cast<long long>(since_best), t.best.loss,
+                    static_cast<long long>(t.best.step),
+                    s < t.cfg.steps ? ": stopping early (--patience)" : "");
+        break;
+      }
       if (!o.no_early_stop && !r.is_lm && r.exact_acc() >= o.target) {
         std::printf("  reached the %.1f%% target at step %lld%s\n", 100 * o.target,
                     static_cast<long long>(s), s < t.cfg.steps ? ": stopping early" : "");
@@ -353,7 +381,33 @@ void keep_before_rethrow(const Trainer& t, const RunOptions& o, const std::excep
                  (long long)t.step_count());
 }
 
+// The final report's lines on a language model's best held-out loss: where
+// its checkpoint is, and whether the loss rose past it by the end (`final`:
+// the final evaluation, at the last step).
+void report_best(const Trainer& t, const RunOptions& o, const EvalResult& final) {
+  if (t.best.step < 0) return;
+  std::error_code ec;
+  const std::string where = !o.best_path.empty() && fs::exists(o.best_path, ec)
+                                ? o.best_path
+                                : "no file of this run (--no-save, or resumed into another --save)";
+  std::printf("best held-out loss %.4f at step %lld: %s\n", t.best.loss,
+              static_cast<long long>(t.best.step), where.c_str());
+  if (final.loss > t.best.loss && t.step_count() > t.best.step)
+    std::printf(
+        "held-out loss rose from %.4f (step %lld) to %.4f (step %lld): the best checkpoint is %s\n",
+        t.best.loss, static_cast<long long>(t.best.step), final.loss,
+        static_cast<long long>(t.step_count()), where.c_str());
+}
+
 }  // namespace
+
+std::string best_checkpoint_path(const std::string& save_path) {
+  const std::string ext = ".safetensors";
+  if (save_path.size() > ext.size() &&
+      save_path.compare(save_path.size() - ext.size(), ext.size(), ext) == 0)
+    return save_path.substr(0, save_path.size() - ext.size()) + ".best" + ext;
+  return save_path + ".best";
+}
 
 void check_options(const RunOptions& o) {
   if (o.threads < 0 || o.threads > 1024)
@@ -363,6 +417,9 @@ void check_options(const RunOptions& o) {
   if (o.log_every < 1) throw Error("--log-every: must be >= 1, got " + std::to_string(o.log_every));
   if (o.save_every < 0)
     throw Error("--save-every: must be >= 0, got " + std::to_string(o.save_every));
+  if (o.patience < 0)
+    throw Error("--patience: must be >= 0 (0: never stop early), got " +
+                std::to_string(o.patience));
   if (!(o.target > 0 && o.target <= 1))
     throw Error("--target: must be in (0, 1], got " + std::to_string(o.target));
   if ((o.eval_only || !o.ask.empty()) && o.load_path.empty())
@@ -441,6 +498,7 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   if (training) {
     if (o.out_dir.empty()) o.out_dir = "runs/" + run_name(t.cfg);
     if (!o.no_save && o.save_path.empty()) o.save_path = o.out_dir + "/model.safetensors";
+    if (t.is_lm() && !o.save_path.empty()) o.best_path = best_checkpoint_path(o.save_path);
     if (lead) prepare_outputs(o);
   }
   print_header(t, o);
@@ -510,6 +568,7 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   } else {  // --eval-only writes no file, so as not to touch the run's own
     print_first_attention(t, r);
   }
+  if (training && r.is_lm) report_best(t, o, r);
   if (r.is_lm)
     std::printf("held-out perplexity: %.3f\n", r.perplexity());
   else

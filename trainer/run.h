@@ -22,11 +22,15 @@ namespace qkv::train {
 struct RunOptions {
   int threads = 0;
   int64_t eval_every = 250, log_every = 100, save_every = 0, long_eval = 200;
+  // Language models: stop after this many evaluations without a new best
+  // held-out loss (0: never; the best checkpoint is kept either way).
+  int64_t patience = 0;
   double target = 0.99;
   bool eval_only = false, no_early_stop = false, no_save = false, show_attention = false,
        allow_nonfinite = false;
   bool detect_anomaly = false;
   std::string out_dir, save_path, load_path, ask, init_from;
+  std::string best_path;  // set by run(): a language model's best checkpoint (best_checkpoint_path)
   std::string explain, html;      // --explain TEXT --html PAGE: the gradient explorer
   std::string decode = "greedy";  // held-out checks and --ask: greedy | beam
   int64_t beam = 4, max_new = 200, top_k = 0;
@@ -36,6 +40,11 @@ struct RunOptions {
 // Exit statuses: 0 done; 1 bad flags, bad input or a failed output;
 // 3 training diverged; 128 + N stopped by signal N (the checkpoint written).
 constexpr int kExitError = 1, kExitDiverged = 3;
+
+// Where a language model's best held-out checkpoint goes beside --save's
+// file: runs/x/model.safetensors -> runs/x/model.best.safetensors (a name
+// without ".safetensors" gets ".best" added).
+std::string best_checkpoint_path(const std::string& save_path);
 
 // Checks the settings that need no model (each error names the flag), and
 // sets the thread count.

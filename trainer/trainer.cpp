@@ -478,6 +478,7 @@ void Trainer::write_checkpoint(const std::string& path,
   md["step"] = std::to_string(opt->step_count());
   md["data_gen"] = generator_state_string(data_gen);
   md["dropout_gen"] = dropout_states.at(0);  // rank 0's (the only one in one process)
+  if (best.step >= 0) md["best_heldout"] = json{{"loss", best.loss}, {"step", best.step}}.dump();
   if (dropout_states.size() > 1) md["dropout_gen_ranks"] = json(dropout_states).dump();
   check_finite(all, "checkpoint " + brief(path) + ": not written");  // never a NaN model on disk
   write_safetensors(path, all, md);

@@ -235,6 +235,13 @@ class Trainer {
   Generator& dropout_gen() { return net_->dropout_generator(); }
   // The global gradient norm of the last step (before clipping).
   real last_grad_norm = 0;
+  // A language model's lowest held-out loss at an --eval-every evaluation so
+  // far, and its step (-1: none yet). Kept in the checkpoint's metadata
+  // 'best_heldout' so that a resumed run never replaces a better best.
+  struct Best {
+    double loss = 0;
+    int64_t step = -1;
+  } best;
   int64_t last_target_tokens = 0;     // of the global batch (all ranks)
   double last_allreduce_seconds = 0;  // the gradient allreduce of the last step (0 in one process)
 
