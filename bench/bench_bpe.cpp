@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -29,8 +30,13 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "passes; the best is reported")->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);
   try {
+    // A regular file only: a folder reads as empty, and a FIFO would block.
+    std::error_code ec;
+    if (path.empty()) throw Error("bench_bpe: --text: the path is empty");
+    if (!std::filesystem::is_regular_file(path, ec))
+      throw Error("bench_bpe: --text " + brief(path) + ": not a regular file");
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("bench_bpe: cannot read " + brief(path));
+    if (!in) throw Error("bench_bpe: --text " + brief(path) + ": cannot read it");
     std::stringstream ss;
     ss << in.rdbuf();
     const std::string text = ss.str();
