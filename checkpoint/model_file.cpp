@@ -192,10 +192,8 @@ std::vector<ModelCodec>& codecs() {
 const ModelCodec& family(const std::string& kind, const std::string& where) {
   for (const ModelCodec& f : codecs())
     if (kind == f.kind) return f;
-  std::string names;
-  for (size_t i = 0; i < codecs().size(); ++i)
-    names += std::string(i == 0 ? "" : i + 1 == codecs().size() ? " or " : ", ") + codecs()[i].kind;
-  throw Error(where + ": unknown model kind '" + brief(kind) + "' (expected " + names + ")");
+  throw Error(where + ": unknown model kind '" + brief(kind) + "' (expected " +
+              one_of(codecs(), [](const ModelCodec& c) { return c.kind; }) + ")");
 }
 
 }  // namespace

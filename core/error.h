@@ -70,4 +70,17 @@ inline std::string brief(const std::string& value) {
   return out;
 }
 
+// The choices a message offers, from a table: "a", "a or b", "a, b or c",
+// each name(row) between `quote`s. One rule for every table's error:
+//   one_of(norm_kinds(), [](const NormKind& k) { return k.name; })  -> layer or rms
+template <class Table, class Name>
+std::string one_of(const Table& rows, Name name, const std::string& quote = "") {
+  std::string s;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i) s += i + 1 == rows.size() ? " or " : ", ";
+    s += quote + std::string(name(rows[i])) + quote;
+  }
+  return s;
+}
+
 }  // namespace qkv

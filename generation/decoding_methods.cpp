@@ -19,13 +19,8 @@ const DecodingMethod* find_decoding_method(const std::string& name) {
 }
 
 std::string decoding_method_names(const std::string& quote) {
-  const std::vector<DecodingMethod>& t = decoding_methods();
-  std::string s;
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (i) s += i + 1 == t.size() ? " or " : ", ";
-    s += quote + t[i].name + quote;
-  }
-  return s;
+  return one_of(
+      decoding_methods(), [](const DecodingMethod& m) { return m.name; }, quote);
 }
 
 const DecodingMethod& decoding_method(const std::string& name, const std::string& flag) {

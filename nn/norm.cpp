@@ -24,11 +24,8 @@ const NormKind* find_norm(const std::string& name) {
 
 std::shared_ptr<Norm> make_norm(const std::string& name, int64_t D) {
   if (const NormKind* k = find_norm(name)) return k->make(D);
-  std::string names;
-  const std::vector<NormKind>& t = norm_kinds();
-  for (size_t i = 0; i < t.size(); ++i)
-    names += std::string(i == 0 ? "" : i + 1 == t.size() ? " or " : ", ") + t[i].name;
-  throw Error("norm: expected " + names + ", got '" + brief(name) + "'");
+  throw Error("norm: expected " + one_of(norm_kinds(), [](const NormKind& k) { return k.name; }) +
+              ", got '" + brief(name) + "'");
 }
 
 }  // namespace qkv::nn

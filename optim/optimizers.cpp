@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "core/error.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 
@@ -68,13 +69,7 @@ const OptimizerKind* find_optimizer(const std::string& name) {
 }
 
 std::string optimizer_names() {
-  const std::vector<OptimizerKind>& t = optimizer_kinds();
-  std::string s;
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (i) s += i + 1 == t.size() ? " or " : ", ";
-    s += t[i].name;
-  }
-  return s;
+  return one_of(optimizer_kinds(), [](const OptimizerKind& k) { return k.name; });
 }
 
 }  // namespace qkv::optim

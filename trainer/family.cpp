@@ -27,17 +27,11 @@ const Family* find_family(const std::string& name) {
 }
 
 std::string family_names() {
-  std::string s;
-  for (size_t i = 0; i < table().size(); ++i)
-    s += std::string(i == 0 ? "" : i + 1 == table().size() ? " or " : ", ") + table()[i].name;
-  return s;
+  return one_of(table(), [](const Family& f) { return f.name; });
 }
 
 std::string family_help() {
-  std::string s;
-  for (size_t i = 0; i < table().size(); ++i)
-    s += std::string(i == 0 ? "" : i + 1 == table().size() ? " or " : ", ") + table()[i].help;
-  return s;
+  return one_of(table(), [](const Family& f) { return f.help; });
 }
 
 const Family& family(const std::string& name, const std::string& where) {
