@@ -41,6 +41,8 @@ import sys
 import threading
 import time
 
+import ablate_lm  # the second base: a GPT on English prose, in bits per byte
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = "datasets/translation"  # tools/make_translation_task.py
 
@@ -74,8 +76,10 @@ PAPER_BASE = (4.92, 25.8)
 
 
 def row(rid, group, label, set_=None, drop=(), paper=None, valid="valid", note=""):
+    """One configuration. Its base is the translation model ("mt") unless the
+    row says otherwise (ablate_lm's rows: "lm")."""
     return {"id": rid, "group": group, "label": label, "set": dict(set_ or {}),
-            "drop": list(drop), "paper": paper, "valid": valid, "note": note}
+            "drop": list(drop), "paper": paper, "valid": valid, "note": note, "base": "mt"}
 
 
 ROWS = [
@@ -116,7 +120,7 @@ ROWS = [
     # (sources of 16-33 words; training has at most 14).
     row("P-sin-long", "P", "sinusoidal, held-out longer", valid="long"),
     row("P-learned-long", "P", "learned, held-out longer", {"--positions": "learned"}, valid="long"),
-]
+] + ablate_lm.rows(row)
 ROW_BY_ID = {r["id"]: r for r in ROWS}
 
 GROUPS = {
@@ -129,10 +133,11 @@ GROUPS = {
     "S": "the 1/sqrt(d_k) scale",
     "N": "Post-LN / Pre-LN and warm-up at a high learning rate",
     "P": "positions on longer sequences than trained on",
+    **ablate_lm.GROUPS,
 }
 # Rows drawn beside a group's own in its plot (the row it is compared with).
 PLOT_WITH = {"A": ["base"], "B": ["base"], "C": ["base"], "D": ["base"], "E": ["base"],
-             "S": ["A-h1"]}
+             "S": ["A-h1"], **ablate_lm.PLOT_WITH}
 
 # ---- the claims ------------------------------------------------------------------------------
 # kind "better": row `better` beats row `worse` on `metric`; kind "same": the
@@ -172,10 +177,11 @@ CLAIMS = [
     {"id": "P1", "kind": "better", "better": "P-sin-long", "worse": "P-learned-long",
      "metric": "ppl", "text": "Sinusoidal positions extrapolate to sequences longer than any "
                               "trained on, learned ones less well"},
-]
+] + ablate_lm.CLAIMS
 STOP = threading.Event()  # set on Ctrl-C: no new run starts
 MIN_SEEDS = 3  # a claim is judged from at least this many seeds per row, never one run
-METRIC_NAME = {"ppl": "perplexity", "bleu": "BLEU"}
+METRIC_NAME = {"ppl": "perplexity", "bleu": "BLEU", "bpb": "bits per byte"}
+LOWER_IS_BETTER = ("ppl", "bpb")
 
 
 # ---- statistics and verdicts (pure functions: tested on canned results) ------------------------
@@ -191,7 +197,7 @@ def row_stats(results, metric):
     deviation, 0 for one run), and the interval (lo, hi) = mean -/+ sd,
     stretched to the worst value when any seed diverged.
     """
-    worst = math.inf if metric == "ppl" else 0.0
+    worst = math.inf if metric in LOWER_IS_BETTER else 0.0
     finite, diverged = [], 0
     for r in results:
         if r.get("status") == "diverged":
@@ -207,7 +213,7 @@ def row_stats(results, metric):
         sd = statistics.stdev(finite) if len(finite) > 1 else 0.0
         lo, hi = mean - sd, mean + sd
         if diverged:
-            lo, hi = (lo, worst) if metric == "ppl" else (worst, hi)
+            lo, hi = (lo, worst) if metric in LOWER_IS_BETTER else (worst, hi)
     else:
         mean, sd, lo, hi = worst, 0.0, worst, worst
     return {"n": n, "diverged": diverged, "finite": finite, "mean": mean, "sd": sd,
@@ -263,7 +269,7 @@ def judge(claim, results_by_row, min_seeds=MIN_SEEDS, seeds=None):
         return "not reproduced", detail + ": the spreads do not overlap"
     if overlap(a, b):
         return "not separable at this scale", detail + ": the spreads overlap"
-    lower_is_better = m == "ppl"
+    lower_is_better = m in LOWER_IS_BETTER
     a_wins = a["hi"] < b["lo"] if lower_is_better else a["lo"] > b["hi"]
     if a_wins:
         return "reproduced", detail
@@ -273,7 +279,7 @@ def judge(claim, results_by_row, min_seeds=MIN_SEEDS, seeds=None):
 def fmt_num(v, m):
     if math.isinf(v):
         return "inf"
-    return f"{v:.3f}" if m == "ppl" else f"{v:.2f}"
+    return f"{v:.3f}" if m in LOWER_IS_BETTER else f"{v:.2f}"
 
 
 def fmt_stat(st, m):
@@ -290,6 +296,8 @@ def fmt_stat(st, m):
 
 # ---- running the trainer ----------------------------------------------------------------------
 def row_flags(r, steps, eval_every, task):
+    if r["base"] == "lm":  # its own steps, checks and data (tools/ablate_lm.py)
+        return ablate_lm.row_flags(r, ablate_lm.eval_every())
     flags = dict(BASE)
     for k in r["drop"]:
         flags.pop(k, None)
@@ -344,6 +352,18 @@ def parse_output(text):
     m = re.search(r"(\d+) parameters", text)
     if m:
         res["params"] = int(m.group(1))
+    # A language model's held-out report (trainer/report.cpp).
+    m = re.search(r"held-out \((\d+) tokens\): loss ([0-9.]+|inf|nan), perplexity "
+                  r"([0-9.]+|inf|nan)", text)
+    if m:
+        res["loss"], res["ppl"] = float(m.group(2)), float(m.group(3))
+    m = re.search(r"([0-9.]+|inf|nan) bits per byte", text)
+    if m:
+        res["bpb"] = float(m.group(1))
+    m = re.search(r"vocabulary (\d+)", text)
+    if m:
+        res["vocab"] = int(m.group(1))
+    res["tied"] = bool(re.search(r"^model: .*, tied, \d+ parameters$", text, re.M))
     return res
 
 
@@ -681,7 +701,7 @@ def write_report(path, plots_dir, results_by_row, rows, meta):
             "PPL (dev)", "BLEU (dev)", "exact", f"steps to {TARGET_EXACT:.0%}", "s/run",
             "paper PPL", "paper BLEU"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
+    for r in [r for r in rows if r["base"] == "mt"]:
         rs = results_by_row.get(r["id"], [])
         whole = complete(rs, meta["seeds"])
         # Figures only from complete rows; an incomplete one says what is missing.
@@ -711,6 +731,8 @@ def write_report(path, plots_dir, results_by_row, rows, meta):
               f"exact-sequence accuracy (greedy); `steps to {TARGET_EXACT:.0%}` the mean step of "
               "the first held-out check at that exact match, over the seeds that reached it "
               "(k/n); s/run the mean wall time of one run.", ""]
+    lines += ablate_lm.report_lines(rows, results_by_row, meta, fmt_stat, row_stats, complete,
+                                    incomplete_why)
     lines += ["## The claims", ""]
     for c in CLAIMS:
         if not any(r["id"] in (c["better"], c["worse"]) for r in rows):
@@ -773,7 +795,15 @@ exit status: 0 when every run of this start trained (finished or diverged, or
 
 
 def task_problem(task, rows):
-    """The files of the --task folder the rows need that are missing, as an error, or None."""
+    """The files of the --task folder (or the LM rows' corpus) the rows need
+    that are missing, as an error, or None."""
+    if any(r["base"] == "lm" for r in rows):
+        problem = ablate_lm.corpus_problem(ROOT)
+        if problem:
+            return problem
+    rows = [r for r in rows if r["base"] == "mt"]
+    if not rows:
+        return None
     need = ["train.tsv"] + sorted({f"{r['valid']}.tsv" for r in rows})
     missing = [f for f in need if not os.path.isfile(os.path.join(ROOT, task, f))]
     if not missing:
@@ -801,10 +831,12 @@ def report_holds(path):
     seeds, steps = int(m.group(1)), int(m.group(2))
     rows = 0
     for ln in text.splitlines():
-        cells = [c.strip() for c in ln.split("|")]  # ['', row, N, ..., params, PPL, ...]
-        if ln.startswith("| ") and len(cells) > 12:
-            n = re.search(r"\((\d+)\)$", cells[11].split(";")[0])  # "1.06 ± 0.00 (3); ..."
-            rows += bool(n and int(n.group(1)) >= seeds)
+        # Any table's figure cell: "1.06 ± 0.00 (3); ..." (Table 3's PPL, the LM rows' bits
+        # per byte), one per row.
+        cells = [c.strip().split(";")[0] for c in ln.split("|")] if ln.startswith("| ") else []
+        n = next((re.search(r" ± \S+ \((\d+)\)$", c) for c in cells
+                  if re.search(r" ± \S+ \((\d+)\)$", c)), None)
+        rows += bool(n and int(n.group(1)) >= seeds)
     return {"seeds": seeds, "steps": steps, "rows": rows}
 
 
@@ -883,6 +915,8 @@ def main(argv=None):
     problem = task_problem(task, rows)
     if problem:
         raise SystemExit(problem)
+    if any(r["base"] == "lm" for r in rows):
+        ablate_lm.prepare(ROOT)
     report = os.path.abspath(a.report) if a.report else DEFAULT_REPORT
     plots = os.path.abspath(a.plots) if a.plots else \
         DEFAULT_PLOTS if report == DEFAULT_REPORT else \

@@ -8,6 +8,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import ablate  # noqa: E402
+import ablate_lm  # noqa: E402
 
 
 def ok(seed, ppl, bleu=50.0, exact=10.0):
@@ -227,14 +228,86 @@ class WhatIsWritten(unittest.TestCase):
             self.assertIsNotNone(ablate.report_holds(f.name))
         committed = ablate.report_holds(os.path.join(ablate.ROOT, "ABLATIONS.md"))
         self.assertEqual((committed["seeds"], committed["steps"]), (3, 1000))
-        self.assertEqual(committed["rows"], len(ablate.ROWS))
+        # Every translation row is measured in it (the LM rows once `make ablate` has run them).
+        self.assertGreaterEqual(committed["rows"],
+                                len([r for r in ablate.ROWS if r["base"] == "mt"]))
 
     def test_a_task_folder_lacking_its_files_is_named(self):
         with tempfile.TemporaryDirectory() as d:
             open(os.path.join(d, "valid.tsv"), "w").close()
             msg = ablate.task_problem(d, ablate.select_rows("P,E"))
         self.assertEqual(msg, f"ablate: --task {d} lacks train.tsv, long.tsv")
-        self.assertIsNone(ablate.task_problem(ablate.TASK, ablate.ROWS))
+        self.assertIsNone(ablate.task_problem(ablate.TASK, ablate.select_rows("A,P")))
+
+
+class LanguageModelRows(unittest.TestCase):
+    """The second base (tools/ablate_lm.py): a GPT on prose, in bits per byte."""
+    OUT = """qkv train: data build/datasets/prose/train.txt (text, char tokens, vocabulary 104), held-out 65000 tokens
+model: gpt, d_model 128, 4 heads, 4 layers, d_ff 512, Pre-LN, gelu, learned positions, tied, 824832 parameters
+trained 600 steps in 30.1 s (50.2 ms/step, 40000 tokens/s)
+
+held-out (65000 tokens): loss 1.3863, perplexity 4.000
+  2.0000 bits per byte (65000 bytes)
+"""
+
+    def test_the_held_out_report_and_bits_per_byte_are_read(self):
+        r = ablate.parse_output(self.OUT)
+        self.assertEqual((r["loss"], r["ppl"], r["bpb"]), (1.3863, 4.0, 2.0))
+        self.assertEqual((r["vocab"], r["params"], r["tied"]), (104, 824832, True))
+        # Embeddings are not counted: the tied token table and the learned position table.
+        row = ablate.ROW_BY_ID["L-2017"]
+        self.assertEqual(ablate_lm.non_embedding(r, row), 824832 - 104 * 128 - 128 * 128)
+        r["tied"] = False  # an untied output layer is an embedding too
+        self.assertEqual(ablate_lm.non_embedding(r, row), 824832 - 2 * 104 * 128 - 128 * 128)
+
+    def test_each_row_is_the_2017_gpt_with_its_changes(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, ablate_lm.CORPUS))
+            self.assertIn("make prose", ablate_lm.corpus_problem(d))
+            with open(os.path.join(d, ablate_lm.CORPUS, "valid.txt"), "w") as f:
+                f.write(("a line of prose\n" * 6000))
+            ablate_lm.prepare(d)
+            base = ablate_lm.row_flags(ablate.ROW_BY_ID["L-2017"], 100)
+            held = os.path.join(d, base[base.index("--valid") + 1])
+            with open(held, "rb") as f:
+                cut = f.read()
+        self.assertLessEqual(len(cut), ablate_lm.HELD_OUT_BYTES)
+        self.assertTrue(cut.endswith(b"\n") and len(cut) > ablate_lm.HELD_OUT_BYTES - 20)
+        for k, v in (("--positions", "learned"), ("--norm", "layer"), ("--activation", "gelu"),
+                     ("--format", "text"), ("--steps", str(ablate_lm.STEPS))):
+            self.assertEqual(base[base.index(k) + 1], v)
+        self.assertNotIn("--no-bias", base)
+        llama = ablate.row_flags(ablate.ROW_BY_ID["L-llama"], 1000, 100, "T")
+        for k, v in (("--positions", "rope"), ("--norm", "rms"), ("--activation", "swiglu"),
+                     ("--kv-heads", "2"), ("--d-ff", "576")):
+            self.assertEqual(llama[llama.index(k) + 1], v)
+        self.assertIn("--no-bias", llama)
+        bpe = ablate.row_flags(ablate.ROW_BY_ID["T-bpe"], 1000, 100, "T")
+        self.assertEqual(bpe[bpe.index("--tokens") + 1], "bpe")
+        self.assertEqual([x["id"] for x in ablate.select_rows("T")], ["L-llama", "T-bpe"])
+
+    def test_lower_bits_per_byte_is_better_and_the_section_shows_each_row(self):
+        def lm_ok(seed, bpb):
+            return {"seed": seed, "status": "ok", "bpb": bpb, "ppl": 4.0, "params": 824832,
+                    "vocab": 104, "tied": True, "wall_s": 30.0, "ms_per_step": 50.0}
+        rs = {"L-2017": [lm_ok(1, 2.30), lm_ok(2, 2.31), lm_ok(3, 2.32)],
+              "L-llama": [lm_ok(1, 2.10), lm_ok(2, 2.11), lm_ok(3, 2.12)]}
+        claim = next(c for c in ablate.CLAIMS if c["id"] == "L6")
+        self.assertEqual(ablate.judge(claim, rs, seeds=3)[0], "reproduced")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ABLATIONS.md")
+            meta = {"command": "c", "commit": "abc", "machine": "m", "seeds": 3, "steps": 10,
+                    "eval_every": 5, "jobs": 2, "summary": "s", "results": d, "date": "today"}
+            ablate.write_report(path, os.path.join(d, "plots"), rs, ablate.ROWS, meta)
+            with open(path) as f:
+                text = f.read()
+            held = ablate.report_holds(path)
+        self.assertEqual(held["rows"], 2)
+        lines = {ln.split(" | ")[0]: ln for ln in text.splitlines() if ln.startswith("| ")}
+        self.assertIn("| 2.110 ± 0.010 (3) |", lines["| L-llama"])
+        self.assertIn(f"| {824832 - 104 * 128} |", lines["| L-llama"])  # no position table
+        self.assertIn("not run yet", lines["| L-rope"])
+        self.assertIn("**L6: reproduced.**", text)
 
 
 if __name__ == "__main__":
