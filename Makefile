@@ -94,7 +94,7 @@ DEPS_EXPLORER := $(if $(filter test explore,$(MAKECMDGOALS)),graphviz) \
 DEPS_TORCH := $(if $(filter bench-torch fixtures,$(MAKECMDGOALS)),python3-torch python3-numpy)
 # The English prose corpus (datasets/make_prose.py) is read out of Debian's
 # Python documentation.
-DEPS_PROSE := $(if $(filter prose,$(MAKECMDGOALS)),python3.11-doc)
+DEPS_PROSE := $(if $(filter prose ablate,$(MAKECMDGOALS)),python3.11-doc)
 deps:
 	@if [ "$(DEPS)" != 0 ]; then bash .ci/deps $(DEPS_MPI) $(DEPS_FORMAT) $(DEPS_EXPLORER) $(DEPS_TORCH) $(DEPS_PROSE); fi
 

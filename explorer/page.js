@@ -78,8 +78,8 @@
     const fd = tr.finite_differences;
     if (!fd) return tr._fd;
     for (const c of fd.checks) {
-      const [node, index, engine, value, rel, pass] = c;
-      (tr._fd[node] = tr._fd[node] || {})[index] = { engine, fd: value, rel, pass };
+      const [node, index, engine, value, rel, pass, step] = c;
+      (tr._fd[node] = tr._fd[node] || {})[index] = { engine, fd: value, rel, pass, step: step || fd.step };
     }
     return tr._fd;
   }
@@ -285,7 +285,8 @@
     box.dataset.index = String(k);
     box.innerHTML = `<b>element ${k}</b> ${fd.pass ? '&#x2714; passes' : '&#x2718; fails'}<table>
       <tr><td>engine dL/dx (${prec})</td><td class="engine">${full(fd.engine)}</td></tr>
-      <tr><td>finite difference (${prec})</td><td class="fd">${full(fd.fd)}</td></tr>
+      <tr><td>finite difference (${prec}), (L(x+h) - L(x-h)) / 2h</td><td class="fd">${full(fd.fd)}</td></tr>
+      <tr><td>step h</td><td class="step">${fd.step}${fd.step !== tr.finite_differences.step ? ` (h = ${tr.finite_differences.step} failed: a kink, such as a ReLU's, lay within h)` : ''}</td></tr>
       <tr><td>|engine - fd|</td><td>${Math.abs(fd.engine - fd.fd).toExponential(2)}</td></tr>
       <tr><td>relative error</td><td class="rel">${fd.rel.toExponential(2)}</td></tr></table>`;
   }

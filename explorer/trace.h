@@ -63,8 +63,13 @@ struct TraceOptions {
   // h near cbrt(machine epsilon), where the central difference's truncation
   // (h^2) and rounding (eps / h) errors balance; tolerances as gradcheck's.
   double fd_step = 1e-5, fd_atol = 1e-6, fd_rtol = 1e-5;
+  // A check that fails is taken again at fd_step / 10, then / 100 (a ReLU's
+  // kink within h of an input bends L inside the interval; a wrong gradient
+  // fails at every step). At 1e-7 the rounding error eps / h is still ~1e-9.
+  int fd_retries = 2;
 #else
   double fd_step = 1e-2, fd_atol = 1e-2, fd_rtol = 1e-2;  // float32: noise, not a proof
+  int fd_retries = 0;  // a smaller step only adds float32's rounding noise
 #endif
   // Token labels for attention ops, given the op's module path
   // ("decoder.layers.0.cross_attn") and its T and S. Unset: none.
@@ -85,6 +90,7 @@ struct Trace {
   double loss = 0;
   int64_t fd_checked = 0;  // finite-difference checks made
   int64_t fd_failed = 0;   // of which outside the tolerance
+  int64_t fd_retried = 0;  // of which decided at a smaller step than fd_step
   double fd_max_rel_err =
       0;  // worst |engine - fd| / max(|engine|, |fd|) over checks with |fd| > fd_atol
 };

@@ -143,3 +143,50 @@ TEST_CASE("explorer finite differences: a wrong backward rule fails every elemen
   }
   CHECK(j["nodes"][1]["backward"] == "da = dy * a  (wrong: the 2 is missing)");
 }
+
+namespace {
+// y = a^2 with a rule 1e-4 too large: dy/da = 2a (1 + 1e-4).
+struct SlightlyWrongSquareNode : Node {
+  Tensor a;
+  const char* name() const override { return "slightly_wrong_square"; }
+  OpDoc doc() const override { return {"y = a^2", "da = dy * 2a (1 + 1e-4)  (wrong)", ""}; }
+  TensorList backward(const Tensor& g) override {
+    return {mul(mul(g, a), real(2 * (1 + 1e-4)))};
+  }
+};
+Var slightly_wrong_square(const Var& a) {
+  auto n = make_node<SlightlyWrongSquareNode>();
+  n->a = a.data();
+  return make_result(mul(a.data(), a.data()), n, {a});
+}
+}  // namespace
+
+TEST_CASE("explorer finite differences: a kink within h passes at a smaller step, a wrong rule "
+          "fails at every step") {
+  // L = sum(relu(x)): x[1] = 3e-6 lies within h = 1e-5 of the kink, so the
+  // central difference there averages the slopes 0 and 1 ((x + h) / 2h =
+  // 0.65 against the engine's 1); at h = 1e-6 the kink is outside and it passes.
+  const explorer::TraceOptions opt;
+  REQUIRE(opt.fd_step == 1e-5);
+  REQUIRE(opt.fd_retries == 2);
+  Var x(Tensor::from_vector({0.5, 3e-6, -0.25, 0.75}), true);
+  const explorer::Trace t = explorer::record_trace([&] { return sum(relu(x)); }, nullptr);
+  CHECK(t.fd_checked == 4);
+  CHECK(t.fd_failed == 0);
+  CHECK(t.fd_retried == 1);
+  const Json j = Json::parse(t.json);
+  for (const auto& c : j["finite_differences"]["checks"])
+    CHECK(c[6].get<double>() == doctest::Approx(c[1] == 1 ? 1e-6 : 1e-5));
+  CHECK(j["finite_differences"]["retried"] == 1);
+
+  // A rule wrong by 1e-4 (relative) fails at h, h/10 and h/100 alike.
+  Generator g = testing::test_generator();
+  Var a(Tensor::uniform({3, 2}, 0.5, 1.5, g), true);
+  const explorer::Trace w =
+      explorer::record_trace([&] { return sum(slightly_wrong_square(a)); }, nullptr);
+  CHECK(w.fd_failed == 6);
+  for (const auto& c : Json::parse(w.json)["finite_differences"]["checks"]) {
+    CHECK(c[5] == false);
+    CHECK(c[6].get<double>() == doctest::Approx(1e-7));  // every step was tried
+  }
+}

@@ -143,9 +143,14 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
       html_path.c_str(), double(std::filesystem::file_size(html_path, ec)) / 1024.0, secs,
       explorer::precision_name(), trace.ops, (long long)trace.fd_checked,
       (long long)trace.fd_failed, trace.fd_max_rel_err);
+  if (trace.fd_retried)
+    std::printf(
+        "  %lld of them passed at a smaller step than h = %g: a kink (a ReLU's input near 0) lay "
+        "within h; the page shows the step of each check\n",
+        (long long)trace.fd_retried, opt.fd_step);
   if (trace.fd_failed)
     throw Error("--explain: " + std::to_string(trace.fd_failed) +
-                " finite-difference checks failed");
+                " finite-difference checks failed (the page shows them in red: " + html_path + ")");
 }
 
 }  // namespace qkv::train
