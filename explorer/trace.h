@@ -69,7 +69,7 @@ struct TraceOptions {
   int fd_retries = 2;
 #else
   double fd_step = 1e-2, fd_atol = 1e-2, fd_rtol = 1e-2;  // float32: noise, not a proof
-  int fd_retries = 0;  // a smaller step only adds float32's rounding noise
+  int fd_retries = 0;                                     // a smaller step only adds float32's rounding noise
 #endif
   // Token labels for attention ops, given the op's module path
   // ("decoder.layers.0.cross_attn") and its T and S. Unset: none.

@@ -150,9 +150,7 @@ struct SlightlyWrongSquareNode : Node {
   Tensor a;
   const char* name() const override { return "slightly_wrong_square"; }
   OpDoc doc() const override { return {"y = a^2", "da = dy * 2a (1 + 1e-4)  (wrong)", ""}; }
-  TensorList backward(const Tensor& g) override {
-    return {mul(mul(g, a), real(2 * (1 + 1e-4)))};
-  }
+  TensorList backward(const Tensor& g) override { return {mul(mul(g, a), real(2 * (1 + 1e-4)))}; }
 };
 Var slightly_wrong_square(const Var& a) {
   auto n = make_node<SlightlyWrongSquareNode>();
@@ -161,8 +159,9 @@ Var slightly_wrong_square(const Var& a) {
 }
 }  // namespace
 
-TEST_CASE("explorer finite differences: a kink within h passes at a smaller step, a wrong rule "
-          "fails at every step") {
+TEST_CASE(
+    "explorer finite differences: a kink within h passes at a smaller step, a wrong rule "
+    "fails at every step") {
   // L = sum(relu(x)): x[1] = 3e-6 lies within h = 1e-5 of the kink, so the
   // central difference there averages the slopes 0 and 1 ((x + h) / 2h =
   // 0.65 against the engine's 1); at h = 1e-6 the kink is outside and it passes.
