@@ -97,7 +97,8 @@ TEST_CASE("bits per byte: a character or word counts its bytes (a word its space
   std::remove(f.c_str());
 }
 
-TEST_CASE("bits per byte: BPE tokens cover their bytes; the tokenizer never saw the held-out bytes") {
+TEST_CASE(
+    "bits per byte: BPE tokens cover their bytes; the tokenizer never saw the held-out bytes") {
   const std::string f = temp_path("bpe.txt");
   const std::string text = prose(true);
   write_file(f, text);

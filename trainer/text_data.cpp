@@ -45,8 +45,8 @@ void Trainer::build_text_data(Split how, int64_t max_file_bytes, const Vocab* gi
     // the BPE learns its merges from the training bytes alone.
     const size_t cut = v ? f.text.size() : detail::heldout_byte_cut(f.text, cfg.valid_fraction);
     const std::string_view train_text(f.text.data(), cut);
-    const std::string_view held_text = v ? std::string_view(v->text)
-                                         : std::string_view(f.text.data() + cut, f.text.size() - cut);
+    const std::string_view held_text =
+        v ? std::string_view(v->text) : std::string_view(f.text.data() + cut, f.text.size() - cut);
     // At most one token a byte, 8 bytes an id (and 4 for a held-out token's byte count).
     detail::check_data_memory(
         double(train_text.size()) * 8 + double(held_text.size()) * 12,
