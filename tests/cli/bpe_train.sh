@@ -56,6 +56,16 @@ qc.write('badvocab.safetensors', t, md)
 md = qc.read('run/model.safetensors')[1]
 b = json.loads(md['bpe']); b['merges'][0] = [5000, 1]; md['bpe'] = json.dumps(b)
 qc.write('badmerge.safetensors', t, md)"
+python3 -c "
+import json, sys
+sys.path.insert(0, '$QKV_SRC/tools')
+import qkv_checkpoint as qc
+t, md = qc.read('run/model.safetensors')
+c = json.loads(md['train_config']); c['tokens'] = 'char'; c['bpe_vocab'] = 0
+md['train_config'] = json.dumps(c)
+qc.write('badkind.safetensors', t, md)"
+expect_fail "$TRAIN" --load badkind.safetensors --eval-only
+expect_out "badkind.safetensors: the file's parts disagree: train_config says tokens = char but metadata 'tokenizer' is bpe"
 expect_fail "$TRAIN" --load badvocab.safetensors --ask "x"
 expect_out "badvocab.safetensors: metadata 'vocab': vocab: entry 100 is 'b' but BPE token 97 of 'bpe' is 'a'"
 expect_fail "$TRAIN" --load badmerge.safetensors --ask "x"
