@@ -293,6 +293,19 @@ Trainer Trainer::resume(const std::string& path,
     if (v.bpe()) c.bpe_vocab = v.bpe()->vocab_size();
     if (!v.has_unk() && !v.bpe()) c.vocab = v.size() - 3;  // a built-in task's symbols
     if (adjust) adjust(c, true);
+    // Its tokens are the file's: a flag may not name other ones.
+    if (v.bpe() && c.tokens != "bpe")
+      throw Error("--tokens " + brief(c.tokens) + ": the model file " + brief(path) +
+                  " has metadata 'tokenizer' \"bpe\" (its embeddings are BPE tokens): leave the "
+                  "flag out");
+    if (v.bpe() && c.bpe_vocab != v.bpe()->vocab_size())
+      throw Error("--bpe-vocab " + std::to_string(c.bpe_vocab) + ": the model file " + brief(path) +
+                  " holds a BPE tokenizer of " + std::to_string(v.bpe()->vocab_size()) +
+                  " tokens (metadata 'bpe'): leave the flag out");
+    if (!v.bpe() && c.tokens == "bpe")
+      throw Error("--tokens bpe: the model file " + brief(path) +
+                  " has no BPE tokenizer (metadata 'tokenizer' is '" +
+                  (tok == f.metadata.end() ? std::string("char") : brief(tok->second)) + "')");
     if (v.bpe() && c.data.empty() && use == DataUse::Evaluate)
       throw Error(brief(path) +
                   ": a model file does not record its data: give the text to evaluate on with "

@@ -66,6 +66,19 @@ md['train_config'] = json.dumps(c)
 qc.write('badkind.safetensors', t, md)"
 expect_fail "$TRAIN" --load badkind.safetensors --eval-only
 expect_out "badkind.safetensors: the file's parts disagree: train_config says tokens = char but metadata 'tokenizer' is bpe"
+# A weights-only model file (written in Python, as docs/checkpoint-format.md
+# shows) keeps the tokenizer with the keys 'vocab', 'tokenizer' and 'bpe'.
+python3 -c "
+import sys
+sys.path.insert(0, '$QKV_SRC/tools')
+import qkv_checkpoint as qc
+t, md = qc.read('run/model.safetensors')
+w = {n[len('model.'):]: x for n, x in t.items() if n.startswith('model.')}
+keep = {k: md[k] for k in ('model_kind', 'model_config', 'vocab', 'tokenizer', 'bpe', 'special_tokens')}
+qc.write('weights.safetensors', w, keep)"
+expect_ok "$TRAIN" --load weights.safetensors --ask "the cat" --max-new 8
+expect_fail "$TRAIN" --load weights.safetensors --ask "the cat" --tokens char
+expect_out "error: --tokens char: the model file weights.safetensors has metadata 'tokenizer' \"bpe\""
 expect_fail "$TRAIN" --load badvocab.safetensors --ask "x"
 expect_out "badvocab.safetensors: metadata 'vocab': vocab: entry 100 is 'b' but BPE token 97 of 'bpe' is 'a'"
 expect_fail "$TRAIN" --load badmerge.safetensors --ask "x"
