@@ -297,6 +297,25 @@ BPE::BPE(std::vector<std::pair<int32_t, int32_t>> merges, const std::string& pat
   }
 }
 
+std::string BPE::visible(const std::string& bytes) {
+  std::string out;
+  out.reserve(2 * bytes.size());
+  for (unsigned char b : bytes) {
+    const bool same = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    unsigned cp = b;
+    if (!same) {  // the n-th byte outside the three ranges (in byte order) is U+0100 + n
+      cp = 0x100 + (b <= 0x20 ? b : b <= 0xA0 ? 0x21 + (b - 0x7F) : 0x43);
+    }
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else {  // two UTF-8 bytes: every code point here is below U+0800
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  return out;
+}
+
 BPE::BPE(BPE&&) noexcept = default;
 BPE& BPE::operator=(BPE&&) noexcept = default;
 BPE::~BPE() = default;

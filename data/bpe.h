@@ -51,6 +51,14 @@ class BPE {
   // The chunks the pattern cuts `text` into (their concatenation is `text`).
   std::vector<std::string> split(const std::string& text) const;
 
+  // Bytes as printable UTF-8, one character per byte, by GPT-2's
+  // bytes_to_unicode table (Hugging Face's GPT-2 vocab.json writes tokens so):
+  // bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF are the character of the same
+  // number; the other 68 (0x00..0x20, 0x7F..0xA0, 0xAD) are U+0100, U+0101, ...
+  // in increasing byte order (a space is 'Ġ' U+0120, a newline 'Ċ' U+010A).
+  // Exact and one-to-one, for any bytes.
+  static std::string visible(const std::string& bytes);
+
   BPE(BPE&&) noexcept;
   BPE& operator=(BPE&&) noexcept;
   ~BPE();

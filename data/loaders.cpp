@@ -17,10 +17,12 @@ namespace qkv::data {
 
 // ---- files --------------------------------------------------------------------
 
-size_t first_invalid_utf8(const std::string& s) {
+namespace {
+// The first byte at or after `from` that is not part of well-formed UTF-8, or npos.
+size_t first_invalid_utf8_from(const std::string& s, size_t from) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const size_t n = s.size();
-  for (size_t i = 0; i < n;) {
+  for (size_t i = from; i < n;) {
     const unsigned c = p[i];
     if (c < 0x80) {
       ++i;
@@ -47,8 +49,27 @@ size_t first_invalid_utf8(const std::string& s) {
   }
   return std::string::npos;
 }
+}  // namespace
 
-TextFile read_text_file(const std::string& path, int64_t max_bytes) {
+size_t first_invalid_utf8(const std::string& s) { return first_invalid_utf8_from(s, 0); }
+
+std::string utf8_or_replacement(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t at = 0; at < s.size();) {
+    const size_t bad = first_invalid_utf8_from(s, at);
+    if (bad == std::string::npos) {
+      out.append(s, at, std::string::npos);
+      break;
+    }
+    out.append(s, at, bad - at);
+    out += "\xEF\xBF\xBD";  // U+FFFD for the one byte, then on from the next
+    at = bad + 1;
+  }
+  return out;
+}
+
+TextFile read_text_file(const std::string& path, int64_t max_bytes, bool any_bytes) {
   struct stat st {};
   const std::string shown = brief(path);
   // ENOENT is "no such file"; any other reason (a symlink loop, a folder
@@ -67,7 +88,8 @@ TextFile read_text_file(const std::string& path, int64_t max_bytes) {
   f.hash = fnv1a64(f.text);
   // Tokens are UTF-8 text (a checkpoint stores the vocabulary as JSON): other
   // bytes are refused here, before training, never when the model is saved.
-  if (const size_t bad = first_invalid_utf8(f.text); bad != std::string::npos) {
+  if (const size_t bad = any_bytes ? std::string::npos : first_invalid_utf8(f.text);
+      bad != std::string::npos) {
     const size_t line_start =
         f.text.rfind('\n', bad) == std::string::npos ? 0 : f.text.rfind('\n', bad) + 1;
     const int64_t line =
@@ -157,6 +179,14 @@ LMBatch TextData::draw(int64_t B, Generator& g) const {
     std::copy(train_.begin() + at + 1, train_.begin() + at + T + 1, b.targets.begin() + i * T);
   }
   return b;
+}
+
+int64_t TextData::scored_heldout_bytes() const {
+  if (heldout_bytes_.size() != heldout_.size()) return 0;
+  const int64_t T = context_, n = (static_cast<int64_t>(heldout_.size()) - 1) / T;
+  int64_t bytes = 0;
+  for (int64_t i = 1; i <= n * T; ++i) bytes += heldout_bytes_[static_cast<size_t>(i)];
+  return bytes;
 }
 
 std::vector<LMBatch> TextData::heldout_batches(int64_t B) const {

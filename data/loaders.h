@@ -35,11 +35,17 @@ struct TextFile {
 // (no overlong forms, no surrogates, nothing past U+10FFFF), or npos.
 size_t first_invalid_utf8(const std::string& s);
 
+// `s` with every byte that is not part of well-formed UTF-8 shown as U+FFFD
+// (as Python's bytes.decode(errors="replace") shows it, byte by byte): bytes
+// a BPE model wrote, printed safely.
+std::string utf8_or_replacement(const std::string& s);
+
 // The whole file, refused when it is missing, not a regular file, longer
-// than max_bytes, not UTF-8 (naming the line, column and byte) or empty.
+// than max_bytes, not UTF-8 (naming the line, column and byte; unless
+// `any_bytes`, for a byte-level tokenizer) or empty.
 // Errors name the file (and line): "<path>: no such file"; a program adds
 // the flag that named it.
-TextFile read_text_file(const std::string& path, int64_t max_bytes);
+TextFile read_text_file(const std::string& path, int64_t max_bytes, bool any_bytes = false);
 
 // One "source<TAB>target" pair per line, each side cut into tokens. Blank
 // lines are skipped; anything else malformed is an error naming file:line.
@@ -87,14 +93,23 @@ class PairData {
 };
 
 // A token stream for a language model: windows of context + 1 tokens.
+// `heldout_bytes[i]`, when given, is the number of bytes of the held-out text
+// that token i covers: from the end of the token before it to its own end
+// (a character's or a BPE token's bytes; a word's with the spaces before it).
 class TextData {
  public:
-  TextData(Seq train, Seq heldout, int64_t context)
-      : train_(std::move(train)), heldout_(std::move(heldout)), context_(context) {}
+  TextData(Seq train, Seq heldout, int64_t context, std::vector<int32_t> heldout_bytes = {})
+      : train_(std::move(train)),
+        heldout_(std::move(heldout)),
+        heldout_bytes_(std::move(heldout_bytes)),
+        context_(context) {}
 
   const Seq& train_tokens() const { return train_; }
   const Seq& heldout_tokens() const { return heldout_; }
   int64_t context() const { return context_; }
+  // The bytes of held-out text covered by the tokens heldout_batches() scores
+  // (every target: tokens 1 .. n * context of the stream); 0 when unknown.
+  int64_t scored_heldout_bytes() const;
 
   // B windows at random offsets of the training stream.
   LMBatch draw(int64_t B, Generator& g) const;
@@ -103,6 +118,7 @@ class TextData {
 
  private:
   Seq train_, heldout_;
+  std::vector<int32_t> heldout_bytes_;
   int64_t context_;
 };
 

@@ -1,14 +1,19 @@
 // Vocabularies and tokenisation (data/vocab.h).
 #include "data/vocab.h"
 
+#include <cstdint>
+
 namespace qkv::data {
 
 Split parse_split(const std::string& s) {
   if (s == "char") return Split::Char;
   if (s == "word") return Split::Word;
-  throw Error("tokens: unknown tokenisation '" + brief(s) + "' (expected char or word)");
+  if (s == "bpe") return Split::Bpe;
+  throw Error("tokens: unknown tokenisation '" + brief(s) + "' (expected char, word or bpe)");
 }
-const char* split_name(Split s) { return s == Split::Char ? "char" : "word"; }
+const char* split_name(Split s) {
+  return s == Split::Char ? "char" : s == Split::Word ? "word" : "bpe";
+}
 
 std::vector<std::string> split_tokens(const std::string& text, Split how) {
   std::vector<std::string> out;
@@ -34,6 +39,58 @@ Vocab Vocab::from_tokens(const std::vector<std::string>& tokens) {
   v.tokens_.insert(v.tokens_.end(), tokens.begin(), tokens.end());
   v.reindex();
   return v;
+}
+
+Vocab Vocab::from_bpe(BPE bpe, const std::vector<std::string>& more_specials) {
+  Vocab v;
+  v.tokens_.insert(v.tokens_.end(), more_specials.begin(), more_specials.end());
+  v.reindex();  // the specials alone are found by name
+  if (static_cast<int64_t>(v.index_.size()) != v.size())
+    throw Error("vocab: a special token appears twice");
+  for (int32_t t = 0; t < bpe.vocab_size(); ++t)
+    v.tokens_.push_back(BPE::visible(bpe.token_bytes(t)));
+  v.bpe_ = std::make_shared<const BPE>(std::move(bpe));
+  return v;
+}
+
+Seq Vocab::encode_bytes(std::string_view bytes) const {
+  if (!bpe_) throw Error("vocab: encode_bytes needs a BPE vocabulary");
+  const std::vector<int32_t> t = bpe_->encode(std::string(bytes));
+  const int64_t first = first_bpe_id();
+  Seq ids(t.size());
+  for (size_t i = 0; i < t.size(); ++i) ids[i] = first + t[i];
+  return ids;
+}
+
+std::string Vocab::decode_bytes(const Seq& ids) const {
+  if (!bpe_) throw Error("vocab: decode_bytes needs a BPE vocabulary");
+  const int64_t first = first_bpe_id();
+  std::string out;
+  for (int64_t id : ids) {
+    if (id >= first && id < size())
+      out += bpe_->token_bytes(static_cast<int32_t>(id - first));
+    else
+      out += text(id);  // a special token by name; Error outside the vocabulary
+  }
+  return out;
+}
+
+int64_t Vocab::byte_count(int64_t id) const {
+  const std::string& t = text(id);  // Error outside the vocabulary
+  if (bpe_) {
+    const int64_t first = first_bpe_id();
+    return id < first
+               ? 0
+               : static_cast<int64_t>(bpe_->token_bytes(static_cast<int32_t>(id - first)).size());
+  }
+  return id < 3 || (id == kUnk && has_unk()) ? 0 : static_cast<int64_t>(t.size());
+}
+
+nlohmann::json Vocab::bpe_json() const {
+  if (!bpe_) throw Error("vocab: bpe_json needs a BPE vocabulary");
+  nlohmann::json merges = nlohmann::json::array();
+  for (const auto& [a, b] : bpe_->merges()) merges.push_back({a, b});
+  return {{"pattern", bpe_->pattern()}, {"merges", std::move(merges)}};
 }
 
 const std::string& Vocab::text(int64_t id) const {
@@ -72,12 +129,40 @@ std::string Vocab::decode(const Seq& ids, const std::string& sep) const {
   return s;
 }
 
-Vocab Vocab::from_json(const nlohmann::json& j) {
+Vocab Vocab::from_json(const nlohmann::json& j, const nlohmann::json* bpe) {
   Vocab v;
   v.tokens_ = j.get<std::vector<std::string>>();
   if (v.tokens_.size() < 3 || v.tokens_[0] != "<pad>" || v.tokens_[1] != "<s>" ||
       v.tokens_[2] != "</s>")
     throw Error("vocab: the list must start with <pad>, <s>, </s>");
+  if (bpe) {  // the specials, then exactly the tokens the merges make
+    if (!bpe->is_object() || !bpe->contains("pattern") || !bpe->contains("merges") ||
+        !(*bpe)["pattern"].is_string() || !(*bpe)["merges"].is_array())
+      throw Error("bpe: expected {\"pattern\": a string, \"merges\": a list of [a, b] pairs}");
+    std::vector<std::pair<int32_t, int32_t>> merges;
+    for (const nlohmann::json& m : (*bpe)["merges"]) {
+      if (!m.is_array() || m.size() != 2 || !m[0].is_number_integer() ||
+          !m[1].is_number_integer() || m[0].get<int64_t>() < 0 || m[1].get<int64_t>() < 0 ||
+          m[0].get<int64_t>() > INT32_MAX || m[1].get<int64_t>() > INT32_MAX)
+        throw Error("bpe: merge " + std::to_string(merges.size()) + " is " + brief(m.dump()) +
+                    ", not a pair [a, b] of token ids");
+      merges.emplace_back(m[0].get<int32_t>(), m[1].get<int32_t>());
+    }
+    BPE b = BPE::from_merges(std::move(merges), (*bpe)["pattern"].get<std::string>());
+    const int64_t n = v.size() - b.vocab_size();  // the special tokens
+    if (n < 3)
+      throw Error("vocab: " + std::to_string(v.size()) +
+                  " tokens cannot hold the 3 special tokens and the " +
+                  std::to_string(b.vocab_size()) + " BPE tokens of 'bpe'");
+    Vocab w = from_bpe(std::move(b), {v.tokens_.begin() + 3, v.tokens_.begin() + n});
+    for (int64_t i = n; i < v.size(); ++i)
+      if (w.tokens_[static_cast<size_t>(i)] != v.tokens_[static_cast<size_t>(i)])
+        throw Error("vocab: entry " + std::to_string(i) + " is '" +
+                    brief(v.tokens_[static_cast<size_t>(i)]) + "' but BPE token " +
+                    std::to_string(i - n) + " of 'bpe' is '" +
+                    brief(w.tokens_[static_cast<size_t>(i)]) + "' (its bytes in GPT-2's mapping)");
+    return w;
+  }
   v.reindex();
   if (static_cast<int64_t>(v.index_.size()) != v.size())
     throw Error("vocab: a token appears twice");

@@ -3,12 +3,16 @@
 // data also has <unk> at id 3, which stands for any token the data never had.
 // The built-in tasks have no <unk>: their symbols start at id 3.
 //
-// Text is cut into tokens one of two ways: Char (each UTF-8 character is a
-// token, spaces included) or Word (tokens are the whitespace-separated words).
+// Text is cut into tokens one of three ways: Char (each UTF-8 character is a
+// token, spaces included), Word (tokens are the whitespace-separated words) or
+// Bpe (a byte-level BPE learned from the training text, data/bpe.h: its tokens
+// follow the special tokens, BPE token t at id first_bpe_id() + t, and any
+// bytes encode, so a BPE vocabulary has no <unk>).
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,20 +21,23 @@
 
 #include "core/error.h"
 #include "data/batch.h"
+#include "data/bpe.h"
 
 namespace qkv::data {
 
-enum class Split { Char, Word };
+enum class Split { Char, Word, Bpe };
 
-// "char" or "word"; Error naming the text otherwise.
+// "char", "word" or "bpe"; Error naming the text otherwise.
 Split parse_split(const std::string& s);
 const char* split_name(Split s);
 
 // Calls f(token) for each token of `text`, UTF-8 characters or whitespace-
 // separated words, as views into `text`: nothing is copied, so a large file
 // can be counted, then encoded straight into ids.
+// (Bpe tokens come from the vocabulary's BPE: Vocab::encode_bytes.)
 template <class F>
 void for_each_token(std::string_view text, Split how, F&& f) {
+  if (how == Split::Bpe) throw Error("for_each_token: BPE tokens come from Vocab::encode_bytes");
   if (how == Split::Word) {
     size_t start = 0;
     for (size_t i = 0; i <= text.size(); ++i) {
@@ -66,9 +73,23 @@ class Vocab {
   static Vocab symbols(int64_t n);
   // A data vocabulary: the specials, <unk>, then `tokens` in the order given.
   static Vocab from_tokens(const std::vector<std::string>& tokens);
+  // A BPE vocabulary: the special tokens <pad>, <s>, </s>, then `more_specials`
+  // (names a later objective needs, such as "[MASK]"), ids 0 .. n-1; then the
+  // BPE's 256 + merges tokens, BPE token t at id n + t.
+  static Vocab from_bpe(BPE bpe, const std::vector<std::string>& more_specials = {});
 
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
-  bool has_unk() const { return tokens_.size() > 3 && tokens_[3] == "<unk>"; }
+  bool has_unk() const { return !bpe_ && tokens_.size() > 3 && tokens_[3] == "<unk>"; }
+  // The BPE of a BPE vocabulary; nullptr for characters, words and task symbols.
+  const BPE* bpe() const { return bpe_.get(); }
+  // The id of BPE token 0 (byte 0x00): the number of special tokens.
+  int64_t first_bpe_id() const { return size() - (bpe_ ? bpe_->vocab_size() : 0); }
+  // BPE vocabularies: any bytes -> ids (exact), and ids -> bytes (a special
+  // token reads as its name). Error on a vocabulary without a BPE.
+  Seq encode_bytes(std::string_view bytes) const;
+  std::string decode_bytes(const Seq& ids) const;
+  // The bytes of the text a token stands for (a special token's: none).
+  int64_t byte_count(int64_t id) const;
   // A token's text; Error for an id outside the vocabulary.
   const std::string& text(int64_t id) const;
   // The id of a token; -1 when it is not in the vocabulary.
@@ -84,14 +105,21 @@ class Vocab {
 
   // The token list as JSON (as checkpoints store it), and back: the list must
   // start with <pad>, <s>, </s> and name no token twice (Error otherwise).
+  // A BPE vocabulary's tokens after the specials are their bytes in GPT-2's
+  // byte-to-character mapping (BPE::visible), the merges and the pattern are
+  // bpe_json() ({"pattern": ..., "merges": [[a, b], ...]}), and from_json
+  // takes both: the list must be the specials then exactly the BPE's tokens.
   nlohmann::json to_json() const { return tokens_; }
-  static Vocab from_json(const nlohmann::json& j);
+  nlohmann::json bpe_json() const;
+  static Vocab from_json(const nlohmann::json& j, const nlohmann::json* bpe = nullptr);
 
  private:
   std::string describe() const;  // "12 tokens: a b c ..." for errors
   void reindex();
   std::vector<std::string> tokens_;
   std::map<std::string, int64_t, std::less<>> index_;  // std::less<>: found by string_view
+                                                       // (a BPE vocabulary: its specials only)
+  std::shared_ptr<const BPE> bpe_;                     // shared by copies; never changed
 };
 
 }  // namespace qkv::data

@@ -93,7 +93,9 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--task", c.task, "copy, reverse or sort (without --data)")->capture_default_str();
   add_value(app, "--data", c.data, "train on a file: source<TAB>target lines");
   add_value(app, "--format", c.format, "tsv (pairs) or text (gpt corpus)")->capture_default_str();
-  add_value(app, "--tokens", c.tokens, "char or word tokens for --data")->capture_default_str();
+  add_value(app, "--tokens", c.tokens, "char, word or bpe (bpe: gpt, --format text)")
+      ->capture_default_str();
+  add_value(app, "--bpe-vocab", c.bpe_vocab, "bpe: 256 bytes + merges (specials on top)");
   add_value(app, "--valid", c.valid, "held-out file (else part of --data)");
   add_value(app, "--valid-fraction", c.valid_fraction, "share of --data held out")
       ->capture_default_str();

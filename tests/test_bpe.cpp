@@ -11,6 +11,8 @@
 
 #include "core/generator.h"
 #include "data/bpe.h"
+#include "data/loaders.h"
+#include "data/vocab.h"
 #include "errors.h"
 #include "test_seed.h"
 
@@ -106,4 +108,101 @@ TEST_CASE("bpe refuses a vocabulary below 256, one the text cannot fill, and bad
   CHECK(has(error_of([] { data::BPE::from_merges({}, "(unclosed"); }), "does not compile"));
   const data::BPE bpe = data::BPE::from_merges({});
   CHECK(has(error_of([&] { bpe.decode({256}); }), "token 256 is out of range [0, 256)"));
+}
+
+namespace {
+// GPT-2's bytes_to_unicode as its encoder.py builds it: the printable bytes
+// keep their number, the others take 256, 257, ... in byte order.
+std::vector<unsigned> gpt2_bytes_to_unicode() {
+  std::vector<unsigned> cp(256, 0);
+  std::vector<bool> kept(256, false);
+  for (unsigned b = '!'; b <= '~'; ++b) kept[b] = true;
+  for (unsigned b = 0xA1; b <= 0xAC; ++b) kept[b] = true;
+  for (unsigned b = 0xAE; b <= 0xFF; ++b) kept[b] = true;
+  unsigned n = 0;
+  for (unsigned b = 0; b < 256; ++b) cp[b] = kept[b] ? b : 256 + n++;
+  return cp;
+}
+std::string utf8_of(unsigned cp) {
+  if (cp < 0x80) return std::string(1, static_cast<char>(cp));
+  return {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+}
+}  // namespace
+
+TEST_CASE("bpe visible: every byte is GPT-2's bytes_to_unicode character, one per byte") {
+  const std::vector<unsigned> cp = gpt2_bytes_to_unicode();
+  std::string all, want;
+  for (unsigned b = 0; b < 256; ++b) {
+    CHECK(data::BPE::visible(std::string(1, static_cast<char>(b))) == utf8_of(cp[b]));
+    all += static_cast<char>(b);
+    want += utf8_of(cp[b]);
+  }
+  CHECK(data::BPE::visible(all) == want);
+  CHECK(data::first_invalid_utf8(want) == std::string::npos);    // JSON can hold it
+  CHECK(data::BPE::visible(" the\n") == "\xC4\xA0the\xC4\x8A");  // "Ġthe" "Ċ"
+}
+
+TEST_CASE("a BPE vocabulary encodes and decodes any bytes exactly, its ids after the specials") {
+  Generator g = testing::test_generator();
+  const data::Vocab v = data::Vocab::from_bpe(data::BPE::train(gpl3(), 256 + 200));
+  REQUIRE(v.bpe() != nullptr);
+  CHECK(v.first_bpe_id() == 3);
+  CHECK(v.size() == 3 + 256 + 200);
+  CHECK(!v.has_unk());
+  std::string all;
+  for (int c = 0; c < 256; ++c) all += static_cast<char>(c);
+  for (int k = 0; k < 40; ++k) {
+    const std::string s = (k == 0 ? all : "") + random_bytes(g, g.next_u64() % 300);
+    const data::Seq ids = v.encode_bytes(s);
+    for (int64_t id : ids) REQUIRE((id >= 3 && id < v.size()));  // never a special token
+    REQUIRE(v.decode_bytes(ids) == s);
+    int64_t bytes = 0;
+    for (int64_t id : ids) bytes += v.byte_count(id);
+    CHECK(bytes == static_cast<int64_t>(s.size()));
+  }
+  // Ids are the BPE's own, shifted by the 3 specials.
+  const std::vector<int32_t> raw = v.bpe()->encode("the license");
+  const data::Seq ids = v.encode_bytes("the license");
+  REQUIRE(ids.size() == raw.size());
+  for (size_t i = 0; i < ids.size(); ++i) CHECK(ids[i] == raw[i] + 3);
+  CHECK(v.decode_bytes({data::kEos}) == "</s>");
+  CHECK(v.byte_count(data::kEos) == 0);
+  // More special tokens (BERT's, T5's sentinels) push the BPE's ids up.
+  const data::Vocab m =
+      data::Vocab::from_bpe(data::BPE::from_merges(v.bpe()->merges()), {"[CLS]", "[MASK]"});
+  CHECK(m.first_bpe_id() == 5);
+  CHECK(m.text(4) == "[MASK]");
+  CHECK(m.decode_bytes(m.encode_bytes(all)) == all);
+}
+
+TEST_CASE(
+    "a BPE vocabulary reads back from its JSON, and a list that is not its merges' is refused") {
+  const data::Vocab v = data::Vocab::from_bpe(data::BPE::train(gpl3(), 256 + 50), {"[SEP]"});
+  const nlohmann::json list = v.to_json(), bpe = v.bpe_json();
+  CHECK(list[3] == "[SEP]");
+  CHECK(list[4 + ' '] == "\xC4\xA0");  // the space byte in GPT-2's mapping
+  const data::Vocab back = data::Vocab::from_json(list, &bpe);
+  REQUIRE(back.bpe() != nullptr);
+  CHECK(back.bpe()->merges() == v.bpe()->merges());
+  CHECK(back.first_bpe_id() == 4);
+  CHECK(back.to_json() == list);
+  nlohmann::json wrong = list;
+  wrong[4 + 'a'] = "b";
+  CHECK(has(error_of([&] { data::Vocab::from_json(wrong, &bpe); }),
+            "vocab: entry 101 is 'b' but BPE token 97 of 'bpe' is 'a'"));
+  nlohmann::json short_list(list.begin(), list.end() - 1);
+  CHECK(has(error_of([&] { data::Vocab::from_json(short_list, &bpe); }), "entry"));
+  nlohmann::json bad = bpe;
+  bad["merges"][0] = {1};
+  CHECK(has(error_of([&] { data::Vocab::from_json(list, &bad); }),
+            "bpe: merge 0 is [1], not a pair [a, b] of token ids"));
+}
+
+TEST_CASE("utf8_or_replacement shows each byte outside well-formed UTF-8 as U+FFFD") {
+  CHECK(data::utf8_or_replacement("ok \xC3\xA9") == "ok \xC3\xA9");
+  CHECK(data::utf8_or_replacement("a\xFF\xFE"
+                                  "b") ==
+        "a\xEF\xBF\xBD\xEF\xBF\xBD"
+        "b");
+  CHECK(data::utf8_or_replacement("\xC3") == "\xEF\xBF\xBD");  // a character cut short
 }

@@ -272,10 +272,54 @@ def _json_key(metadata, key, path):
 VOCAB_KEYS = {"seq2seq": ["src_vocab", "tgt_vocab"], "gpt": ["vocab"], "encoder": ["vocab"]}
 
 
+def _gpt2_bytes_to_unicode():
+    """GPT-2's byte -> character table: '!'..'~', 0xA1..0xAC and 0xAE..0xFF
+    keep their number; the other 68 bytes take U+0100, U+0101, ... in order."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    table, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + n)
+            n += 1
+    return table
+
+
+BYTE_TO_CHAR = _gpt2_bytes_to_unicode()
+CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
+
+
+def visible(token_bytes):
+    """A BPE token's bytes as its `vocab` entry (GPT-2's mapping, one character a byte)."""
+    return "".join(BYTE_TO_CHAR[b] for b in token_bytes)
+
+
+def bytes_of(entry):
+    """A BPE `vocab` entry back to its bytes (the inverse of visible)."""
+    return bytes(CHAR_TO_BYTE[c] for c in entry)
+
+
+def bpe_token_bytes(bpe, where):
+    """The bytes of each BPE token from metadata 'bpe' ({"pattern", "merges"}):
+    0..255 the bytes, 256 + k the concatenation of merge k's pair."""
+    if not (isinstance(bpe, dict) and isinstance(bpe.get("pattern"), str) and isinstance(bpe.get("merges"), list)):
+        raise ValueError(f"{where}: expected {{\"pattern\": a string, \"merges\": a list of [a, b] pairs}}")
+    tokens = [bytes([b]) for b in range(256)]
+    for k, m in enumerate(bpe["merges"]):
+        ok = isinstance(m, list) and len(m) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in m)
+        if not ok or not all(0 <= x < len(tokens) for x in m):
+            raise ValueError(f"{where}: merge {k} is {brief(json.dumps(m))}, not a pair of tokens made before token {256 + k}")
+        tokens.append(tokens[m[0]] + tokens[m[1]])
+    return tokens
+
+
 def model_info(path):
     """The model a file describes: {"model_kind", "model_config", "model_prefix",
-    "vocab" (list or None), "special_tokens", "tokenizer" (or None)}. Raises
-    ValueError naming the file and the key when a part is missing or disagrees."""
+    "vocab" (list or None), "special_tokens", "tokenizer" (or None), and for a
+    BPE tokenizer "bpe" (its merges and pattern) and "token_bytes" (each id's
+    bytes, None for a special token)}. Raises ValueError naming the file and
+    the key when a part is missing or disagrees."""
     md = read_header(path).get("__metadata__") or {}
     where = brief(path)
     for key in ("model_kind", "model_config"):
@@ -296,8 +340,25 @@ def model_info(path):
     special = _json_key(md, "special_tokens", path) if "special_tokens" in md else dict(DEFAULT_SPECIAL_TOKENS)
     if not (isinstance(special, dict) and all(isinstance(v, int) for v in special.values())):
         raise ValueError(f"{where}: metadata 'special_tokens' is not a JSON object of token ids")
-    return {"model_kind": kind, "model_config": config, "model_prefix": md.get("model_prefix", ""),
+    info = {"model_kind": kind, "model_config": config, "model_prefix": md.get("model_prefix", ""),
             "vocab": vocab, "special_tokens": special, "tokenizer": md.get("tokenizer")}
+    if (md.get("tokenizer") == "bpe") != ("bpe" in md):
+        raise ValueError(f"{where}: the file's parts disagree: metadata 'tokenizer' is "
+                         f"'{brief(md.get('tokenizer', '(none)'))}' and 'bpe' is {'there' if 'bpe' in md else 'missing'}")
+    if "bpe" in md:
+        bpe = _json_key(md, "bpe", path)
+        tokens = bpe_token_bytes(bpe, f"{where}: metadata 'bpe'")
+        if vocab is None:
+            raise ValueError(f"{where}: a BPE tokenizer needs metadata 'vocab'")
+        n = len(vocab) - len(tokens)  # the special tokens come first
+        if n < 3:
+            raise ValueError(f"{where}: metadata 'vocab' has {len(vocab)} tokens, too few for 3 special tokens and the {len(tokens)} of 'bpe'")
+        for i, t in enumerate(tokens):
+            if vocab[n + i] != visible(t):
+                raise ValueError(f"{where}: metadata 'vocab': entry {n + i} is '{brief(vocab[n + i])}' but BPE token {i} of 'bpe' is '{brief(visible(t))}'")
+        info["bpe"] = bpe
+        info["token_bytes"] = [None] * n + tokens
+    return info
 
 
 def main(argv):
@@ -316,6 +377,8 @@ def main(argv):
         print("model_config:", json.dumps(info["model_config"], sort_keys=True))
         print("vocab:", "(none)" if vocab is None else f"{len(vocab)} tokens {[brief(t) for t in vocab[:12]]}{' ...' * (len(vocab) > 12)}")
         print("special_tokens:", json.dumps(info["special_tokens"]), " tokenizer:", brief(info["tokenizer"] or "(none)"))
+        if "bpe" in info:
+            print(f"bpe: {len(info['bpe']['merges'])} merges, pattern {brief(info['bpe']['pattern'])}")
     for name in sorted(header):
         print(f"  {brief(name):<52} {header[name]['dtype']} {header[name]['shape']}")
 

@@ -3,6 +3,7 @@
 // data files found again, and fine-tuning from any model file.
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <tuple>
 
 #include "trainer/trainer.h"
@@ -31,6 +32,25 @@ std::string model_prefix_of(const TensorFile& f) {
 int64_t model_vocab_size(const std::string& kind, const json& mc) {
   const json& v = mc.at(family(kind, "model_kind").vocab_key);
   return v.get<int64_t>();
+}
+// A BPE file's record of the bytes its merges were learned from (metadata
+// 'bpe' key 'trained_on'); null when absent (not a BPE file, or none recorded).
+json bpe_trained_on(const TensorFile& f) {
+  if (!f.metadata.count("bpe")) return nullptr;
+  const json b = nn::metadata_json(f.metadata, "bpe", f.path);
+  return b.is_object() && b.contains("trained_on") ? b["trained_on"] : json();
+}
+// A training checkpoint's run settings against its tokenizer: train_config's
+// tokens and bpe_vocab must be what metadata 'tokenizer' and 'bpe' hold.
+void check_tokenizer_agrees(const TensorFile& f, const TrainConfig& c, const Vocab& v) {
+  if ((c.tokens == "bpe") != (v.bpe() != nullptr))
+    throw Error(brief(f.path) + ": the file's parts disagree: train_config says tokens = " +
+                brief(c.tokens) + " but metadata 'tokenizer' is " + (v.bpe() ? "bpe" : "not bpe"));
+  if (v.bpe() && c.bpe_vocab != v.bpe()->vocab_size())
+    throw Error(brief(f.path) + ": the file's parts disagree: train_config says bpe_vocab = " +
+                std::to_string(c.bpe_vocab) + " but metadata 'bpe' has " +
+                std::to_string(v.bpe()->merges().size()) + " merges (" +
+                std::to_string(v.bpe()->vocab_size()) + " tokens)");
 }
 // The model's position table (its config's max_positions); 0 for a family
 // with none (the encoder model's positions are sinusoidal, computed as needed).
@@ -77,13 +97,25 @@ TrainConfig Trainer::checkpoint_config(const TensorFile& f) {
 
 Vocab Trainer::checkpoint_vocab(const TensorFile& f, int64_t model_vocab) {
   Vocab v;
+  // A BPE tokenizer: metadata 'tokenizer' "bpe", its merges and pattern in 'bpe'.
+  const auto tok = f.metadata.find("tokenizer");
+  const bool bpe = tok != f.metadata.end() && tok->second == "bpe";
+  if (bpe != (f.metadata.count("bpe") > 0))
+    throw Error(brief(f.path) + ": the file's parts disagree: metadata 'tokenizer' is '" +
+                (tok == f.metadata.end() ? std::string("(none)") : brief(tok->second)) + "' but " +
+                (bpe ? "there is no 'bpe' (the merges)" : "it has a 'bpe' (merges)"));
+  std::optional<json> merges;
+  if (bpe) merges = nn::metadata_json(f.metadata, "bpe", f.path);
   try {
-    v = Vocab::from_json(nn::metadata_json(f.metadata, "vocab", f.path));
+    v = Vocab::from_json(nn::metadata_json(f.metadata, "vocab", f.path),
+                         merges ? &*merges : nullptr);
   } catch (const json::exception& e) {
     throw Error(brief(f.path) + ": metadata 'vocab' is not a list of strings (" + brief(e.what()) +
                 ")");
-  } catch (const Error& e) {
-    throw Error(brief(f.path) + ": metadata 'vocab': " + e.what());
+  } catch (const Error& e) {  // "vocab: ..." or, from the merges, "bpe: ..." / "BPE: ..."
+    const std::string what = e.what();
+    const bool of_vocab = what.rfind("vocab:", 0) == 0;
+    throw Error(brief(f.path) + ": metadata '" + (of_vocab ? "vocab" : "bpe") + "': " + what);
   }
   if (v.size() != model_vocab)
     throw Error(brief(f.path) + ": the file's parts disagree: metadata 'vocab' has " +
@@ -108,6 +140,23 @@ void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite, DataUse use)
   if (!allow_nonfinite)
     check_finite(f.tensors, brief(f.path) + ": refused (--allow-nonfinite loads it anyway)");
   const json saved = nn::metadata_json(f.metadata, "data", f.path);
+  // A BPE run resumes on the bytes its tokenizer learned from (unless it came
+  // from another file, --init-from): the tokenizer must match --data.
+  const json learned = bpe_trained_on(f);
+  if (use == DataUse::Train && t.vocab.bpe() && learned.is_object() &&
+      !(saved.is_object() && saved.contains("tokenizer_from"))) {
+    const json now = {{"bytes", t.tokenizer_info.train_bytes},
+                      {"fnv1a64", hex64(t.tokenizer_info.train_hash)}};
+    auto bytes_hash = [](const json& j) {
+      return brief(j.value("bytes", json()).dump()) + " bytes, FNV-1a " +
+             brief(j.value("fnv1a64", json()).dump());
+    };
+    if (learned != now)
+      throw Error(brief(f.path) + ": metadata 'bpe' key 'trained_on': its tokenizer was learned " +
+                  "from " + bytes_hash(learned) + ", not from the training part of --data " +
+                  brief(t.cfg.data) + " (" + bytes_hash(now) +
+                  "): resume on the run's own data, or fine-tune on this text with --init-from");
+  }
   for (const char* part : {"data", "valid"}) {
     if (!t.data_info.contains(part)) continue;
     const json& now = t.data_info[part];
@@ -241,17 +290,36 @@ Trainer Trainer::resume(const std::string& path,
     // A decoder-only model file is a language model unless the flags say otherwise.
     if (train::family(kind, path + ": metadata 'model_kind'").reads_text) c.format = "text";
     const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
-    if (!v.has_unk()) c.vocab = v.size() - 3;  // a built-in task's symbols
+    if (v.bpe()) c.bpe_vocab = v.bpe()->vocab_size();
+    if (!v.has_unk() && !v.bpe()) c.vocab = v.size() - 3;  // a built-in task's symbols
     if (adjust) adjust(c, true);
+    // Its tokens are the file's: a flag may not name other ones.
+    if (v.bpe() && c.tokens != "bpe")
+      throw Error("--tokens " + brief(c.tokens) + ": the model file " + brief(path) +
+                  " has metadata 'tokenizer' \"bpe\" (its embeddings are BPE tokens): leave the "
+                  "flag out");
+    if (v.bpe() && c.bpe_vocab != v.bpe()->vocab_size())
+      throw Error("--bpe-vocab " + std::to_string(c.bpe_vocab) + ": the model file " + brief(path) +
+                  " holds a BPE tokenizer of " + std::to_string(v.bpe()->vocab_size()) +
+                  " tokens (metadata 'bpe'): leave the flag out");
+    if (!v.bpe() && c.tokens == "bpe")
+      throw Error("--tokens bpe: the model file " + brief(path) +
+                  " has no BPE tokenizer (metadata 'tokenizer' is '" +
+                  (tok == f.metadata.end() ? std::string("char") : brief(tok->second)) + "')");
+    if (v.bpe() && c.data.empty() && use == DataUse::Evaluate)
+      throw Error(brief(path) +
+                  ": a model file does not record its data: give the text to evaluate on with "
+                  "--data FILE");
     if (use == DataUse::Evaluate && c.data.empty())
       std::printf(
           "note: a model file does not record its task: evaluating on --task %s, lengths "
           "%lld..%lld "
           "(--task, --min-len, --max-len choose another)\n",
           c.task.c_str(), static_cast<long long>(c.min_len), static_cast<long long>(c.max_len));
-    if (use == DataUse::None && c.data.empty() && v.has_unk())
+    if (use == DataUse::None && c.data.empty() && (v.has_unk() || v.bpe()))
       c.data = "(model file)";  // text is cut by c.tokens
     Trainer t(c, &v, path, use);
+    t.tokenizer_info.trained_on = detail::bpe_trained_on(f);
     nn::LoadOptions lo;
     lo.prefix = prefix;
     lo.allow_nonfinite = allow_nonfinite;
@@ -262,7 +330,9 @@ Trainer Trainer::resume(const std::string& path,
   if (adjust) adjust(c, false);
   if (use != DataUse::None) detail::find_moved_data(c, f);  // resumed or evaluated from anywhere
   const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
+  detail::check_tokenizer_agrees(f, c, v);
   Trainer t(c, &v, path, use);
+  t.tokenizer_info.trained_on = detail::bpe_trained_on(f);
   detail::restore(t, f, allow_nonfinite, use);
   return t;
 }
@@ -288,7 +358,34 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
   // A task model's vocabulary is the task's symbols: their count comes from the file.
   const bool vocab_given = std::find(given.begin(), given.end(), "vocab") != given.end();
   if (arch.data.empty() && !v.has_unk() && !vocab_given) arch.vocab = v.size() - 3;
+  // The file's BPE tokenizer is the run's (every embedding row is one of its
+  // tokens): --tokens and --bpe-vocab, when given, must say the same.
+  auto said = [&](const char* k) {
+    return std::find(given.begin(), given.end(), k) != given.end();
+  };
+  if (v.bpe()) {
+    const int64_t n = v.bpe()->vocab_size();
+    if (said("tokens") && arch.tokens != "bpe")
+      throw Error("--tokens " + arch.tokens + ": --init-from " + brief(path) +
+                  " has metadata 'tokenizer' \"bpe\" (its embeddings are BPE tokens): leave the "
+                  "flag out");
+    if (said("bpe_vocab") && arch.bpe_vocab != n)
+      throw Error("--bpe-vocab " + std::to_string(arch.bpe_vocab) + ": --init-from " + brief(path) +
+                  " holds a BPE tokenizer of " + std::to_string(n) +
+                  " tokens (metadata 'bpe'): leave the flag out");
+    arch.tokens = "bpe";
+    arch.bpe_vocab = n;
+  } else if (arch.tokens == "bpe") {
+    const auto tok = f.metadata.find("tokenizer");
+    throw Error("--tokens bpe: --init-from " + brief(path) + " has metadata 'tokenizer' '" +
+                (tok == f.metadata.end() ? std::string("char") : brief(tok->second)) +
+                "', not a BPE tokenizer (its embeddings are those tokens)");
+  }
   Trainer t(arch, &v, path);
+  if (v.bpe()) {  // a tokenizer learned from another text: a resume does not compare it with --data
+    t.tokenizer_info.trained_on = detail::bpe_trained_on(f);
+    t.data_info["tokenizer_from"] = brief(path);
+  }
   nn::LoadOptions lo;
   lo.prefix = prefix;
   nn::load_state_dict(t.model(), f, lo);

@@ -83,8 +83,25 @@ void validate(const TrainConfig& c, const std::string& where) {
   require_range<int64_t>(c.attention_budget, 0, 1 << 20, name("attention_budget"));
   require(c.format == "tsv" || c.format == "text", name("format"),
           "expected tsv or text, got '" + brief(c.format) + "'");
-  require(c.tokens == "char" || c.tokens == "word", name("tokens"),
-          "expected char or word, got '" + brief(c.tokens) + "'");
+  require(c.tokens == "char" || c.tokens == "word" || c.tokens == "bpe", name("tokens"),
+          "expected char, word or bpe, got '" + brief(c.tokens) + "'");
+  // BPE is learned from a corpus for a language model (--model gpt --format
+  // text); pairs and the built-in tasks read characters or words.
+  require(c.tokens != "bpe" || (!c.data.empty() && c.format == "text"), name("tokens"),
+          "bpe is learned from a text corpus: it goes with --data FILE --format text (--model "
+          "gpt); pairs and the built-in tasks read char or word tokens");
+  if (c.tokens == "bpe") {
+    require(c.bpe_vocab != 0, name("bpe_vocab"),
+            "--tokens bpe needs the tokenizer's size, e.g. --bpe-vocab 512 (256 bytes + merges; "
+            "the 3 special tokens come on top)");
+    require(c.bpe_vocab >= 256 && c.bpe_vocab <= (1 << 20), name("bpe_vocab"),
+            "must be in [256, 1048576] (256 bytes + merges: every byte is a token before any "
+            "merge), got " +
+                std::to_string(c.bpe_vocab));
+  } else {
+    require(c.bpe_vocab == 0, name("bpe_vocab"),
+            "goes with --tokens bpe (this run reads --tokens " + brief(c.tokens) + ")");
+  }
   if (c.data.empty()) {
     data::parse_task(c.task);
     require(c.valid.empty(), name("valid"),

@@ -52,7 +52,8 @@ struct TrainConfig {
   std::string task = "reverse";       // copy | reverse | sort, when no --data
   std::string data, valid;            // data file, held-out file
   std::string format = "tsv";         // tsv (pairs) | text (language model)
-  std::string tokens = "char";        // char | word
+  std::string tokens = "char";        // char | word | bpe (text only)
+  int64_t bpe_vocab = 0;              // bpe: 256 bytes + merges (specials not counted); 0 unset
   double valid_fraction = 0.1;        // held out from --data when no --valid
   int64_t vocab = 10;                 // the task's alphabet size: --symbols
   int64_t min_len = 3, max_len = 10;  // the task's sequence lengths
@@ -107,9 +108,9 @@ struct TrainConfig {
   // ran with the values they had then (Adam with the paper's betas, no weight
   // decay, the cosine floor at 5% of lr), which from_json fills in.
   static bool is_added_key(const std::string& k) {
-    for (const char* a :
-         {"optimizer", "weight_decay", "beta1", "beta2", "momentum", "min_lr", "recompute",
-          "attention_budget", "attention", "window", "global_every", "no_scale", "d_k"})
+    for (const char* a : {"optimizer", "weight_decay", "beta1", "beta2", "momentum", "min_lr",
+                          "recompute", "attention_budget", "attention", "window", "global_every",
+                          "no_scale", "d_k", "bpe_vocab"})
       if (k == a) return true;
     return false;
   }
@@ -146,6 +147,7 @@ struct TrainConfig {
     f("valid", c.valid);
     f("format", c.format);
     f("tokens", c.tokens);
+    f("bpe_vocab", c.bpe_vocab);
     f("valid_fraction", c.valid_fraction);
     f("vocab", c.vocab);
     f("min_len", c.min_len);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -54,6 +55,10 @@ EvalResult Trainer::evaluate() {
     r.tokens += f.target_tokens;
   }
   r.loss = r.tokens ? total / double(r.tokens) : 0;
+  // Bits per byte: the same nats over the bytes of text the scored tokens
+  // cover, in bits (for one-byte tokens, bytes == tokens and it is loss / ln 2).
+  r.bytes = text->scored_heldout_bytes();
+  r.bits_per_byte = r.bytes ? total / double(r.bytes) / std::log(2.0) : 0;
   r.unknown_tokens = unknown_heldout_tokens;
   model().train();
   return r;
@@ -227,10 +232,12 @@ Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, 
 }
 
 Seq Trainer::encode_text(const std::string& s, int64_t* unknown) const {
+  if (vocab.bpe()) return vocab.encode_bytes(s);  // any bytes: no <unk>
   const bool words = cfg.data.empty() || cfg.tokens == "word";
   return vocab.encode(data::split_tokens(s, words ? Split::Word : Split::Char), unknown);
 }
 std::string Trainer::decode_text(const Seq& ids) const {
+  if (vocab.bpe()) return vocab.decode_bytes(ids);  // bytes, exactly (not always UTF-8)
   return vocab.decode(ids, cfg.data.empty() || cfg.tokens == "word" ? " " : "");
 }
 

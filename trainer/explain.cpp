@@ -56,6 +56,11 @@ void check_trace_fits(const Trainer& t, int64_t n, int64_t T, int64_t S) {
 }  // namespace
 
 Seq explain_input(const Trainer& t, const std::string& text) {
+  if (t.vocab.bpe()) {  // any bytes are BPE tokens (labelled in GPT-2's byte mapping)
+    const Seq ids = t.vocab.encode_bytes(text);
+    if (ids.empty()) throw Error("--explain: the text has no tokens");
+    return ids;
+  }
   const bool words = t.cfg.data.empty() || t.cfg.tokens == "word";
   const std::vector<std::string> toks = data::split_tokens(text, words ? Split::Word : Split::Char);
   if (toks.empty()) throw Error("--explain: the text has no tokens");

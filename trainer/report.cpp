@@ -74,12 +74,27 @@ void print_header(const Trainer& t, const RunOptions& o) {
     std::printf(
         "note: %lld held-out tokens are not in the training vocabulary; they read as <unk>\n",
         (long long)t.unknown_heldout_tokens);
+  if (t.vocab.bpe() && t.text) {  // what the tokenizer learned, and what it makes of each part
+    const Trainer::TokenizerInfo& k = t.tokenizer_info;
+    std::printf(
+        "tokenizer: byte-level BPE, %lld tokens (256 bytes + %zu merges) + %lld special, %s %.2f "
+        "s; bytes per token: training %.3f (%lld bytes), held-out %.3f (%lld bytes)\n",
+        (long long)t.vocab.bpe()->vocab_size(), t.vocab.bpe()->merges().size(),
+        (long long)t.vocab.first_bpe_id(),
+        k.learned ? "learned from the training bytes and encoded in"
+                  : "from the checkpoint; encoded in",
+        k.seconds, double(k.train_bytes) / double(std::max<int64_t>(1, k.train_tokens)),
+        (long long)k.train_bytes,
+        double(k.heldout_bytes) / double(std::max<int64_t>(1, k.heldout_tokens)),
+        (long long)k.heldout_bytes);
+  }
 }
 
 std::string eval_line(const EvalResult& r) {
   char b[160];
   if (r.is_lm)
-    std::snprintf(b, sizeof b, "loss %.4f, perplexity %.3f", r.loss, r.perplexity());
+    std::snprintf(b, sizeof b, "loss %.4f, perplexity %.3f, %.4f bits per byte", r.loss,
+                  r.perplexity(), r.bits_per_byte);
   else
     std::snprintf(b, sizeof b, "exact %.2f%%, token %.2f%%, BLEU %.2f, perplexity %.3f",
                   100 * r.exact_acc(), 100 * r.token_acc(), r.bleu, r.perplexity());
@@ -115,7 +130,7 @@ void print_samples(Trainer& t, const RunOptions& o) {
     const Seq p(held.begin() + static_cast<std::ptrdiff_t>(at),
                 held.begin() + static_cast<std::ptrdiff_t>(at) + prompt);
     const Seq out = t.continue_text(p, n, sampling(o), gen);
-    std::string text = "[" + t.decode_text(p) + "]" + t.decode_text(out);
+    std::string text = data::utf8_or_replacement("[" + t.decode_text(p) + "]" + t.decode_text(out));
     for (char& c : text) c = c == '\n' ? ' ' : c;
     std::printf("  %s\n", text.c_str());
   }
@@ -138,8 +153,9 @@ EvalResult final_report(Trainer& t, const RunOptions& o) {
   if (t.text) {
     t.phase = "final evaluation";
     EvalResult r = t.evaluate();
-    std::printf("\nheld-out (%lld tokens): loss %.4f, perplexity %.3f\n", (long long)r.tokens,
-                r.loss, r.perplexity());
+    std::printf(
+        "\nheld-out (%lld tokens): loss %.4f, perplexity %.3f, %.4f bits per byte (%lld bytes)\n",
+        (long long)r.tokens, r.loss, r.perplexity(), r.bits_per_byte, (long long)r.bytes);
     print_samples(t, o);
     return r;
   }
@@ -231,7 +247,9 @@ int ask(Trainer& t, const RunOptions& o) {
     if (!t.is_lm()) t.check_source_fits(src.size());
     const Seq out =
         t.is_lm() ? t.continue_text(src, o.max_new, sampling(o), gen) : t.answer({src}).front();
-    std::printf("%s\n", t.decode_text(out).c_str());
+    // A BPE model's bytes need not be UTF-8 (a token may end inside a
+    // character): bytes that are not print as U+FFFD.
+    std::printf("%s\n", data::utf8_or_replacement(t.decode_text(out)).c_str());
     if (unknown)
       std::fprintf(stderr, "note: %lld input tokens are not in the vocabulary (read as <unk>)\n",
                    (long long)unknown);

@@ -209,7 +209,7 @@ class CsvLog {
     std::error_code ec;
     if (!append || std::filesystem::file_size(target, ec) == 0 || ec)
       f_ << "step,loss,lr,tokens_per_s,grad_norm,heldout_exact,heldout_token,heldout_loss,"
-            "heldout_bleu\n";
+            "heldout_bleu,heldout_bits_per_byte\n";
   }
   template <class... A>
   void row(const A&... fields) {
@@ -300,7 +300,7 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
     window_n++;
     const double tok_s = double(h.tokens) / std::max(h.train_seconds, 1e-9);
     const double eta = h.train_seconds / double(s - h.first_step) * double(t.cfg.steps - s);
-    log.row(s, loss, t.current_lr(), tok_s, t.last_grad_norm, "", "", "", "");
+    log.row(s, loss, t.current_lr(), tok_s, t.last_grad_norm, "", "", "", "", "");
     if (tty && (s % 10 == 0 || s == t.cfg.steps))
       progress_bar(s, t.cfg.steps, loss, t.current_lr(), tok_s, eta);
     if (!tty && (s % o.log_every == 0 || s == t.cfg.steps)) {
@@ -324,7 +324,8 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
       h.eval_accs.push_back(r.is_lm ? r.loss : r.exact_acc());
       log.row(s, "", "", "", "", r.is_lm ? "" : std::to_string(r.exact_acc()),
               r.is_lm ? "" : std::to_string(r.token_acc()), std::to_string(r.loss),
-              r.is_lm ? "" : std::to_string(r.bleu));
+              r.is_lm ? "" : std::to_string(r.bleu),
+              r.is_lm ? std::to_string(r.bits_per_byte) : "");
       if (tty) std::printf("\n");
       std::printf("  held-out at step %lld: %s%s\n", static_cast<long long>(s),
                   eval_line(r).c_str(), r.is_lm ? keep_best(t, o, r, s).c_str() : "");
@@ -570,7 +571,8 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   }
   if (training && r.is_lm) report_best(t, o, r);
   if (r.is_lm)
-    std::printf("held-out perplexity: %.3f\n", r.perplexity());
+    std::printf("held-out perplexity: %.3f, bits per byte: %.4f\n", r.perplexity(),
+                r.bits_per_byte);
   else
     std::printf("held-out exact-sequence accuracy: %.2f%%\n", 100 * r.exact_acc());
   return outputs_ok ? 0 : kExitError;

@@ -20,9 +20,10 @@ namespace qkv::train {
 
 namespace detail {
 // data/ names the file in its errors; the trainer adds the flag that named it.
-TextFile read_flag_file(const std::string& flag, const std::string& path, int64_t max_bytes) {
+TextFile read_flag_file(const std::string& flag, const std::string& path, int64_t max_bytes,
+                        bool any_bytes) {
   try {
-    return data::read_text_file(path, max_bytes);
+    return data::read_text_file(path, max_bytes, any_bytes);
   } catch (const Error& e) {
     throw Error(flag + " " + e.what());
   }
@@ -311,69 +312,8 @@ void Trainer::build_data(const Vocab* given) {
     add(train_tok, train_p, &unknown_train, cfg.data);
     add(valid_tok, valid_p, &unknown_heldout_tokens, cfg.valid.empty() ? cfg.data : cfg.valid);
     pairs = std::make_unique<PairData>(std::move(train_p), std::move(valid_p));
-  } else {  // text: a language model's token stream, encoded straight into ids
-    TextFile f = detail::read_flag_file("--data", cfg.data, kMaxFileBytes);
-    data_info = {{"kind", "text"}, {"data", detail::file_info(f)}};
-    std::optional<TextFile> v;
-    if (!cfg.valid.empty()) {
-      v = detail::read_flag_file("--valid", cfg.valid, kMaxFileBytes);
-      data_info["valid"] = detail::file_info(*v);
-    }
-    // Count first: the ids take 8 bytes a token (twice while the split is made).
-    int64_t n_train = 0, n_valid_file = 0;
-    data::for_each_token(f.text, how, [&](std::string_view) { ++n_train; });
-    if (v) data::for_each_token(v->text, how, [&](std::string_view) { ++n_valid_file; });
-    detail::check_data_memory(
-        double(n_train + n_valid_file) * 16,
-        "--data " + brief(cfg.data) + (v ? " with --valid " + brief(cfg.valid) : ""),
-        std::to_string(n_train) + (v ? " + " + std::to_string(n_valid_file) : "") + " tokens");
-    if (given) {
-      vocab = *given;
-    } else {
-      std::set<std::string, std::less<>> distinct;
-      const int64_t n_fit =
-          v ? n_train : n_train - static_cast<int64_t>(cfg.valid_fraction * double(n_train));
-      int64_t k = 0;
-      data::for_each_token(f.text, how, [&](std::string_view t) {
-        // Stop collecting past --max-vocab: the set never outgrows what is allowed.
-        if (k++ < n_fit && distinct.size() <= static_cast<size_t>(cfg.max_vocab) &&
-            distinct.find(t) == distinct.end())
-          distinct.emplace(t);
-      });
-      if (static_cast<int64_t>(distinct.size()) > cfg.max_vocab)
-        throw Error("--data " + brief(cfg.data) + ": more distinct tokens than --max-vocab " +
-                    std::to_string(cfg.max_vocab) +
-                    (cfg.tokens == "word" ? "" : " (try --tokens word?)"));
-      vocab = Vocab::from_tokens({distinct.begin(), distinct.end()});
-    }
-    if (cfg.context == 0) cfg.context = 64;
-    int64_t unknown_train = 0;
-    Seq train_ids, valid_ids;
-    train_ids.reserve(static_cast<size_t>(n_train));
-    data::for_each_token(f.text, how, [&](std::string_view t) {
-      train_ids.push_back(vocab.id_of(t, &unknown_train));
-    });
-    if (v) {
-      valid_ids.reserve(static_cast<size_t>(n_valid_file));
-      data::for_each_token(v->text, how, [&](std::string_view t) {
-        valid_ids.push_back(vocab.id_of(t, &unknown_heldout_tokens));
-      });
-    } else {  // the last --valid-fraction of the stream
-      const size_t n_valid = static_cast<size_t>(cfg.valid_fraction * double(train_ids.size()));
-      valid_ids.assign(train_ids.end() - static_cast<std::ptrdiff_t>(n_valid), train_ids.end());
-      train_ids.resize(train_ids.size() - n_valid);
-      train_ids.shrink_to_fit();
-    }
-    if (static_cast<int64_t>(train_ids.size()) < cfg.context + 2)
-      throw Error("--data " + brief(cfg.data) + ": " + std::to_string(train_ids.size()) +
-                  " training tokens is too few for --context " + std::to_string(cfg.context));
-    if (static_cast<int64_t>(valid_ids.size()) < cfg.context + 1)
-      throw Error((cfg.valid.empty() ? "--valid-fraction: the held-out part of " + brief(cfg.data)
-                                     : "--valid " + brief(cfg.valid)) +
-                  " has " + std::to_string(valid_ids.size()) +
-                  " tokens, fewer than one window of --context " + std::to_string(cfg.context) +
-                  " + 1");
-    text = std::make_unique<TextData>(std::move(train_ids), std::move(valid_ids), cfg.context);
+  } else {  // text: a language model's token stream (trainer/text_data.cpp)
+    build_text_data(how, kMaxFileBytes, given);
     need = cfg.context;
     longest_where = "--context";
   }
@@ -471,7 +411,14 @@ void Trainer::write_checkpoint(const std::string& path,
   md["format"] = kCheckpointFormat;
   md["train_config"] = cfg.run_json().dump();  // the architecture is model_config's alone
   md["vocab"] = vocab.to_json().dump();
-  md["tokenizer"] = cfg.data.empty() || cfg.tokens == "word" ? "word" : "char";
+  md["tokenizer"] = vocab.bpe()                                ? "bpe"
+                    : cfg.data.empty() || cfg.tokens == "word" ? "word"
+                                                               : "char";
+  if (vocab.bpe()) {  // its merges and pattern, and the bytes it learned them from
+    json b = vocab.bpe_json();
+    if (!tokenizer_info.trained_on.is_null()) b["trained_on"] = tokenizer_info.trained_on;
+    md["bpe"] = b.dump();
+  }
   md["special_tokens"] = nn::special_tokens_json(
       {Vocab::kPad, Vocab::kBos, Vocab::kEos, vocab.has_unk() ? Vocab::kUnk : -1});
   md["data"] = data_info.dump();

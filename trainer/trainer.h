@@ -64,6 +64,13 @@ namespace detail {
 // target is not as long as its source; nothing for the other models.
 void check_one_label_per_token(const TrainConfig& c, const std::vector<data::TokenPair>& pairs,
                                const std::string& file);
+// data/ names the file in its errors; the trainer adds the flag that named it.
+// `any_bytes`: not only UTF-8 (a byte-level tokenizer reads it).
+TextFile read_flag_file(const std::string& flag, const std::string& path, int64_t max_bytes,
+                        bool any_bytes = false);
+// Where a text's held-out part starts when it is cut in bytes (a BPE run): the
+// last `fraction` of its bytes, moved back to the start of a UTF-8 character.
+size_t heldout_byte_cut(const std::string& text, double fraction);
 std::string hex64(uint64_t h);      // 16 hex digits
 json file_info(const TextFile& f);  // a data file as a checkpoint records it
 double physical_memory_bytes();
@@ -88,7 +95,12 @@ Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t global_to
 struct EvalResult {
   int64_t sequences = 0, exact = 0, tokens = 0, tokens_right = 0;
   double loss = 0;  // mean held-out cross-entropy per target token (teacher-forced for pairs)
-  double bleu = 0;  // pairs: corpus BLEU (0..100) of the answers, on the model's tokens
+  // A language model: the bytes of held-out text the scored tokens cover, and
+  // the held-out cross-entropy in bits per byte (total nats / ln 2 / bytes),
+  // which compares across tokenizers; 0 when unknown.
+  int64_t bytes = 0;
+  double bits_per_byte = 0;
+  double bleu = 0;             // pairs: corpus BLEU (0..100) of the answers, on the model's tokens
   int64_t unknown_tokens = 0;  // held-out tokens the vocabulary lacks (<unk>)
   bool is_lm = false;
   double exact_acc() const { return sequences ? double(exact) / sequences : 0; }
@@ -247,6 +259,18 @@ class Trainer {
 
   TrainConfig cfg;
   Vocab vocab;
+  // A BPE run's tokenizer: learned here (or taken from a checkpoint), how
+  // long learning and encoding took, and the bytes and tokens of each part.
+  struct TokenizerInfo {
+    bool learned = false;
+    double seconds = 0;
+    int64_t train_bytes = 0, train_tokens = 0, heldout_bytes = 0, heldout_tokens = 0;
+    uint64_t train_hash = 0;  // FNV-1a of this run's training bytes
+    // The bytes the merges were learned from, {"bytes": n, "fnv1a64": "..."}
+    // (metadata 'bpe' key 'trained_on'): this run's training bytes, or the
+    // file's record when the tokenizer came from one.
+    json trained_on;
+  } tokenizer_info;
   json data_info;                      // where the data came from (files, hashes)
   int64_t unknown_heldout_tokens = 0;  // held-out tokens mapped to <unk>
   Generator data_gen;
@@ -257,6 +281,7 @@ class Trainer {
 
  private:
   void build_data(const Vocab* given);
+  void build_text_data(Split how, int64_t max_file_bytes, const Vocab* given);
   void build_model();
   Var loss_on_batch(int64_t* target_tokens);
 

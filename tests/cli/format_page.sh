@@ -38,3 +38,17 @@ for case in seq2seq gpt encoder seq2seq_preln gpt_tied encoder_preln; do
     { cat answer "$QKV_TMP/out"; fail "--ask on $model"; }
   [ "$(wc -l <answer)" -eq 1 ] || { cat answer; fail "--ask on $model printed $(wc -l <answer) lines"; }
 done
+
+# A model file with a BPE tokenizer, its merges and vocabulary written from
+# the page (the `bpe` key, each BPE token's bytes in GPT-2's mapping): qkv
+# checks the vocabulary against the merges, so a wrong mapping is refused.
+"$TRAIN" --load written/format_gpt_bpe.safetensors --ask "abcab x" --max-new 4 --threads 1 \
+  >answer 2>"$QKV_TMP/out" || { cat answer "$QKV_TMP/out"; fail "--ask on format_gpt_bpe.safetensors"; }
+[ "$(wc -l <answer)" -eq 1 ] || { cat answer; fail "--ask on the BPE model file printed $(wc -l <answer) lines"; }
+python3 -c "
+import json, sys
+sys.path.insert(0, '$QKV_SRC/tools')
+import qkv_checkpoint as qc
+info = qc.model_info('written/format_gpt_bpe.safetensors')
+assert info['token_bytes'][3 + 257] == b'abc', info['token_bytes'][3 + 257]
+assert qc.bytes_of(info['vocab'][3 + 0x20]) == b' '" || fail "tools/qkv_checkpoint.py reads the BPE model file otherwise"

@@ -16,6 +16,8 @@ norm placement, positions, head, activation and attention kernel):
     DIR/format_<case>.ckpt.safetensors    a training checkpoint of the same
                                           weights, at step STEP, with the
                                           optimizer state the page lists
+    DIR/format_gpt_bpe.safetensors        a gpt model file with a BPE tokenizer
+                                          (the page's `bpe` key and vocab mapping)
 
 The same arguments give the same bytes (the weights are drawn from a seeded
 random.Random). tests/fixtures/ holds the model files (`make fixtures`);
@@ -327,12 +329,45 @@ def write_case(out_dir, name, case):
     write_safetensors(os.path.join(out_dir, f"format_{name}.ckpt.safetensors"), tensors, md)
 
 
+# A BPE tokenizer, from the page's `tokenizer`, `bpe` and `vocab` rows and its
+# "BPE tokens in vocab": two merges, "a" + "b" -> token 256, 256 + "c" -> 257,
+# after the 256 byte tokens; a gpt (the "gpt" case's settings) over the 3
+# special tokens and those 258. Not a fixture: format_page.sh asks it.
+BPE_MERGES = [[97, 98], [256, 99]]
+BPE_PATTERN = "[a-z]+|[^a-z]+"
+
+
+def bpe_entry(token_bytes):
+    """A BPE token's vocab entry: each byte one character, as the page says."""
+    def char(b):
+        if 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or 0xAE <= b <= 0xFF:
+            return chr(b)
+        others = [x for x in range(256) if not (0x21 <= x <= 0x7E or 0xA1 <= x <= 0xAC or 0xAE <= x)]
+        return chr(0x100 + others.index(b))  # the others in increasing order: U+0100, ...
+    return "".join(char(b) for b in token_bytes)
+
+
+def write_bpe_model(out_dir):
+    tokens = [bytes([b]) for b in range(256)]
+    for a, b in BPE_MERGES:
+        tokens.append(tokens[a] + tokens[b])
+    vocab = ["<pad>", "<s>", "</s>"] + [bpe_entry(t) for t in tokens]
+    case = {"kind": "gpt", "config": dict(CASES["gpt"]["config"], vocab=len(vocab))}
+    params = parameters("gpt", case["config"])
+    weights = draw_weights(params, random.Random(17))
+    md = model_metadata(case, "")
+    md.update({"vocab": dumps(vocab), "tokenizer": "bpe",
+               "bpe": dumps({"pattern": BPE_PATTERN, "merges": BPE_MERGES})})
+    write_safetensors(os.path.join(out_dir, "format_gpt_bpe.safetensors"), weights, md)
+
+
 def main(argv):
     if len(argv) != 2:
         sys.exit("usage: format_writer.py DIR")
     os.makedirs(argv[1], exist_ok=True)
     for name, case in CASES.items():
         write_case(argv[1], name, case)
+    write_bpe_model(argv[1])
 
 
 if __name__ == "__main__":
