@@ -353,13 +353,12 @@ def parse_output(text):
     if m:
         res["params"] = int(m.group(1))
     # A language model's held-out report (trainer/report.cpp).
-    m = re.search(r"held-out \((\d+) tokens\): loss ([0-9.]+|inf|nan), perplexity "
-                  r"([0-9.]+|inf|nan)", text)
+    m = re.search(r"^held-out \((\d+) tokens\): loss ([0-9.]+|inf|nan), perplexity "
+                  r"([0-9.]+|inf|nan)(?:, ([0-9.]+|inf|nan) bits per byte)?", text, re.M)
     if m:
         res["loss"], res["ppl"] = float(m.group(2)), float(m.group(3))
-    m = re.search(r"([0-9.]+|inf|nan) bits per byte", text)
-    if m:
-        res["bpb"] = float(m.group(1))
+        if m.group(4) is not None:
+            res["bpb"] = float(m.group(4))
     m = re.search(r"vocabulary (\d+)", text)
     if m:
         res["vocab"] = int(m.group(1))
@@ -890,6 +889,10 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=int(os.environ.get("ABLATE_SEEDS", "3")))
     ap.add_argument("--steps", type=int, default=int(os.environ.get("ABLATE_STEPS", "1000")))
     ap.add_argument("--eval-every", type=int, default=0, help="default: steps / 10")
+    ap.add_argument("--lm-steps", type=int,
+                    default=int(os.environ.get("ABLATE_LM_STEPS", ablate_lm.STEPS)),
+                    help="the GPT rows' steps (L, T: tools/ablate_lm.py; default %(default)s); "
+                    "--steps and --eval-every are the translation rows'")
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("ABLATE_JOBS", "2")))
     ap.add_argument("--bin", default="build/rel-f32/train")
     ap.add_argument("--task", default=TASK, help="a folder holding train.tsv, valid.tsv and "
@@ -904,6 +907,9 @@ def main(argv=None):
     if a.seeds < 1 or a.steps < 1 or a.jobs < 1:
         raise SystemExit("ablate: --seeds, --steps and --jobs must be at least 1")
     eval_every = a.eval_every or max(1, a.steps // 10)
+    if a.lm_steps < 1:
+        raise SystemExit("ablate: --lm-steps must be at least 1")
+    ablate_lm.STEPS = a.lm_steps
     rows = select_rows(a.rows)
     binary = a.bin if os.path.isabs(a.bin) else os.path.join(ROOT, a.bin)
     if not os.access(binary, os.X_OK):
@@ -925,7 +931,10 @@ def main(argv=None):
     results_dir = os.path.abspath(a.results)
     commit = git_commit()
     jobs = [(r, s) for s in range(1, a.seeds + 1) for r in rows]  # every row's seed 1 first
-    print(f"ablate: {len(rows)} rows x {a.seeds} seeds = {len(jobs)} runs of {a.steps} steps, "
+    bases = {r["base"] for r in rows}
+    steps = " / ".join(([f"{a.steps}"] if "mt" in bases else []) +
+                       ([f"{a.lm_steps} (GPT rows)"] if "lm" in bases else []))
+    print(f"ablate: {len(rows)} rows x {a.seeds} seeds = {len(jobs)} runs of {steps} steps, "
           f"{a.jobs} at once; results in {a.results}", flush=True)
     lock = threading.Lock()
     done = [0]

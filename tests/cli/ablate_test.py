@@ -244,10 +244,10 @@ class LanguageModelRows(unittest.TestCase):
     """The second base (tools/ablate_lm.py): a GPT on prose, in bits per byte."""
     OUT = """qkv train: data build/datasets/prose/train.txt (text, char tokens, vocabulary 104), held-out 65000 tokens
 model: gpt, d_model 128, 4 heads, 4 layers, d_ff 512, Pre-LN, gelu, learned positions, tied, 824832 parameters
+step   300  loss 1.9000  held-out loss 1.9500, perplexity 7.029, 2.8133 bits per byte
 trained 600 steps in 30.1 s (50.2 ms/step, 40000 tokens/s)
 
-held-out (65000 tokens): loss 1.3863, perplexity 4.000
-  2.0000 bits per byte (65000 bytes)
+held-out (65000 tokens): loss 1.3863, perplexity 4.000, 2.0000 bits per byte (65000 bytes)
 """
 
     def test_the_held_out_report_and_bits_per_byte_are_read(self):
