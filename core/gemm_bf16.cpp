@@ -54,10 +54,6 @@ constexpr int64_t kKC = 256;  // rows of K per packed block (even)
 constexpr int64_t kMC = 96;   // rows of A per packed block (a multiple of kMR)
 constexpr int64_t kNC = 512;  // columns of B per packed block (a multiple of kNR)
 
-inline uint32_t pair(float lo, float hi) {
-  return static_cast<uint32_t>(bf16_bits(lo)) | static_cast<uint32_t>(bf16_bits(hi)) << 16;
-}
-
 // 16 pairs (r0[j], r1[j]) of two contiguous float rows, rounded by the
 // hardware conversion (the same rounding as bf16_bits).
 inline __m512i pairs16(const float* r0, const float* r1, __mmask16 m) {
@@ -105,8 +101,14 @@ void pack_b(bool transB, const float* B, int64_t ldb, int64_t k0, int64_t kc, in
           _mm512_store_si512(tmp, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
           for (int s = 0; s < 16; ++s) panel[(p + s) * kNR + j] = tmp[s];
         }
-        for (; p < kp; ++p)
-          panel[p * kNR + j] = pair(row[2 * p], 2 * p + 1 < kc ? row[2 * p + 1] : 0.0f);
+        if (p < kp) {  // the last < 32 floats, zero-padded to whole pairs
+          const int64_t rest = kc - 2 * p;
+          const __m512 x0 = _mm512_maskz_loadu_ps(first(rest), row + 2 * p);
+          const __m512 x1 =
+              _mm512_maskz_loadu_ps(first(rest > 16 ? rest - 16 : 0), row + 2 * p + 16);
+          _mm512_store_si512(tmp, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
+          for (int64_t s = 0; s < kp - p; ++s) panel[(p + s) * kNR + j] = tmp[s];
+        }
       }
     }
   }
@@ -131,7 +133,12 @@ void pack_a(bool transA, const float* A, int64_t lda, int64_t i0, int64_t mc, in
         const __m512 x0 = _mm512_loadu_ps(a + 2 * p), x1 = _mm512_loadu_ps(a + 2 * p + 16);
         _mm512_storeu_si512(out + p, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
       }
-      for (; p < kp; ++p) out[p] = pair(a[2 * p], 2 * p + 1 < kc ? a[2 * p + 1] : 0.0f);
+      if (p < kp) {  // the last < 32 floats, zero-padded to whole pairs
+        const int64_t rest = kc - 2 * p;
+        const __m512 x0 = _mm512_maskz_loadu_ps(first(rest), a + 2 * p);
+        const __m512 x1 = _mm512_maskz_loadu_ps(first(rest > 16 ? rest - 16 : 0), a + 2 * p + 16);
+        _mm512_mask_storeu_epi32(out + p, first(kp - p), (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
+      }
     }
   } else {  // op(A)[i][k] = A[k][i]: rows 2p and 2p+1 of A give row i's pair p
     alignas(64) uint32_t tmp[16];
@@ -149,10 +156,8 @@ void pack_a(bool transA, const float* A, int64_t lda, int64_t i0, int64_t mc, in
 }
 
 // C (mr, nr) tile = alpha * pa-tile x pb-panel + beta * C (mr <= kMR, nr <= kNR).
-__attribute__((always_inline)) inline void micro(int64_t kp, const uint32_t* __restrict pa,
-                                                 const uint32_t* __restrict pb, float* C,
-                                                 int64_t ldc, int mr, int nr, float alpha,
-                                                 float beta) {
+void micro(int64_t kp, const uint32_t* __restrict pa, const uint32_t* __restrict pb, float* C,
+           int64_t ldc, int mr, int nr, float alpha, float beta) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
