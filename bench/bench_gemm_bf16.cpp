@@ -9,9 +9,10 @@
 // the bf16 emulation (gemm_bf16_emulated: rounding, then the fp32 product)
 // and, where the CPU has AVX512-BF16, the vdpbf16ps kernel
 // (gemm_bf16_native). Rounds interleave the three, each timing enough calls
-// for ~0.05 s; each is reported by the median of its rounds' GFLOP/s, with
-// the slowest and fastest round (the machine may be shared: compare within a
-// row). docs/precision.md.
+// for 5e7 floating-point operations (a few ms on a quiet core); each is
+// reported by the median of its rounds' GFLOP/s, with the slowest and
+// fastest round (the machine may be shared: compare within a row; under a
+// load the fastest round is the one least preempted). docs/precision.md.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>

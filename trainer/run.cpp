@@ -448,7 +448,7 @@ void check_options(const RunOptions& o) {
     throw Error("--allow-nonfinite: only with --eval-only or --ask (never to train on)");
   if (o.threads > 0) set_num_threads(o.threads);
   if (o.precision != "fp32" && o.precision != "bf16")
-    throw Error("--precision: fp32 or bf16, got '" + o.precision + "'");
+    throw Error("--precision: expected fp32 or bf16, got '" + brief(o.precision) + "'");
   set_matmul_precision(o.precision == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::fp32);
 }
 

@@ -4,7 +4,7 @@
 source "$(dirname "$0")/lib.bash"
 cd "$QKV_TMP"
 expect_fail "$TRAIN" "${TINY[@]}" --steps 3 --precision fp16 --out bad
-expect_out "--precision: fp32 or bf16, got 'fp16'"
+expect_out "--precision: expected fp32 or bf16, got 'fp16'"
 
 expect_ok "$TRAIN" "${TINY[@]}" --steps 40 --lr 3e-3 --log-every 1 --precision bf16 --out run
 expect_out "precision: bf16 matrix products (bfloat16 operands, float32 sums"
