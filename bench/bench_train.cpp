@@ -393,7 +393,7 @@ int main(int argc, char** argv) {
   bool json = false, no_ceiling = false, show_shapes = false, contend = false, fixed = false;
   bool no_forward = false;
   int contend_limit = 3600;
-  std::string recompute = "none";
+  std::string recompute = "none", precision = "fp32";
   CLI::App app{"bench_train: time a Transformer training step and its sgemm ceiling (qkv)"};
   app.add_option("--config", config, "tiny, small, base, gpt or chargpt")
       ->check(CLI::IsMember({"tiny", "small", "base", "gpt", "chargpt"}));
@@ -421,6 +421,10 @@ int main(int argc, char** argv) {
                "(set_adaptive_threads(false), for comparison)");
   app.add_option("--recompute", recompute,
                  "none, ffn or layer: what each layer recomputes in backward instead of keeping");
+  app.add_option("--precision", precision,
+                 "matrix products: fp32, or bf16 (bfloat16 operands, float32 sums; the "
+                 "ceiling too)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_flag("--json", json, "print one JSON line instead of the readable report");
   CLI11_PARSE(app, argc, argv);
 
@@ -433,6 +437,7 @@ int main(int argc, char** argv) {
                                                     : nn::Recompute::None;
     set_num_threads(threads);
     if (fixed) set_adaptive_threads(false);
+    set_matmul_precision(precision == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::fp32);
 
     // ---- model, optimizer, batch -------------------------------------------------
     std::shared_ptr<nn::Module> model;
@@ -631,6 +636,8 @@ int main(int argc, char** argv) {
                           {"threads", threads},
                           {"steps", steps},
                           {"recompute", recompute},
+                          {"precision", precision},
+                          {"bf16_native", precision == "bf16" && bf16_products_native()},
                           {"contend", contend},
                           {"contend_cpu", contend_cpu},
                           {"adaptive", !fixed},
@@ -670,11 +677,13 @@ int main(int argc, char** argv) {
           c.gpt ? std::to_string(c.dec) : std::to_string(c.enc) + "+" + std::to_string(c.dec);
       std::printf(
           "qkv %s (B %lld, T %lld, D %lld, H %lld, F %lld, layers %s, V %lld), "
-          "%d thread(s)%s, recompute %s, %lld parameters\n",
+          "%d thread(s)%s, recompute %s, %s products%s, %lld parameters\n",
           c.name.c_str(), (long long)c.B, (long long)c.T, (long long)c.D, (long long)c.H,
           (long long)c.F, layers.c_str(), (long long)c.V, threads,
           contend ? (", one core (CPU " + std::to_string(contend_cpu) + ") kept busy").c_str() : "",
-          recompute.c_str(), (long long)model->num_parameters());
+          recompute.c_str(), precision.c_str(),
+          precision == "bf16" ? (bf16_products_native() ? " (vdpbf16ps)" : " (emulated)") : "",
+          (long long)model->num_parameters());
       std::printf("  train step   %9.3f ms median of %d (min %.3f), %.0f tokens/s\n", step_ms,
                   steps, *std::min_element(step_s.begin(), step_s.end()) * 1e3,
                   tokens / (step_ms * 1e-3));

@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include <cblas.h>
 #include <libxsmm.h>
 
+#include "core/error.h"
+#include "core/gemm_bf16.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 
@@ -136,9 +140,11 @@ bool gemm_small(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real 
 }
 #undef QKV_XSMM_DISPATCH
 
-inline void gemm_one(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha,
-                     const real* A, int64_t lda, const real* B, int64_t ldb, real beta, real* C,
-                     int64_t ldc) {
+std::atomic<MatmulPrecision> g_precision{MatmulPrecision::fp32};
+
+inline void gemm_one_fp32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha,
+                          const real* A, int64_t lda, const real* B, int64_t ldb, real beta,
+                          real* C, int64_t ldc) {
   if (gemm_small(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
   if (beta == 0) {
     if (ldc == N)
@@ -158,6 +164,22 @@ inline void gemm_one(bool transA, bool transB, int64_t M, int64_t N, int64_t K, 
       static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
       static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
 }
+// One product on the calling thread, in the precision set.
+inline void gemm_one(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha,
+                     const real* A, int64_t lda, const real* B, int64_t ldb, real beta, real* C,
+                     int64_t ldc) {
+#ifndef QKV_DOUBLE
+  if (g_precision.load(std::memory_order_relaxed) == MatmulPrecision::bf16) {
+    if (bf16_native_available())
+      gemm_bf16_native(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+      gemm_bf16_emulated(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+#endif
+  gemm_one_fp32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 // ---- one product on several threads ----------------------------------------------
 // OpenBLAS's own threading shares packed panels between its threads and
 // synchronises on them; on the step's shapes here it gained only 1.3-1.6x from
@@ -257,6 +279,56 @@ void gemm_any(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real al
     gemm_one(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 }  // namespace
+
+#ifndef QKV_DOUBLE
+namespace {
+// The stored (rows, cols) block at X (leading dimension ld) rounded to
+// bfloat16 into out (rows, cols), compact. Branch-free, so it vectorises.
+void round_block(const float* X, int64_t ld, int64_t rows, int64_t cols, float* out) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const uint32_t* __restrict x = reinterpret_cast<const uint32_t*>(X + i * ld);
+    uint32_t* __restrict o = reinterpret_cast<uint32_t*>(out + i * cols);
+    for (int64_t j = 0; j < cols; ++j) {  // bf16_bits (core/gemm_bf16.h), kept as float bits
+      const uint32_t u = x[j];
+      const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+      const uint32_t nan = (u | 0x00400000u) & 0xFFFF0000u;
+      const uint32_t zero = u & 0x80000000u;
+      o[j] = (u & 0x7F800000u) == 0 ? zero : (u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded;
+    }
+  }
+}
+}  // namespace
+
+void gemm_bf16_emulated(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                        float* C, int64_t ldc) {
+  // op(A) and op(B) rounded, in their stored layout: A is (M,K) or, when
+  // transA, (K,M); B is (K,N) or (N,K). Scratch grown once per thread.
+  thread_local std::vector<float> ra, rb;
+  const int64_t ar = transA ? K : M, ac = transA ? M : K;
+  const int64_t br = transB ? N : K, bc = transB ? K : N;
+  ra.resize(static_cast<size_t>(ar * ac));
+  rb.resize(static_cast<size_t>(br * bc));
+  round_block(A, lda, ar, ac, ra.data());
+  round_block(B, ldb, br, bc, rb.data());
+  gemm_one_fp32(transA, transB, M, N, K, alpha, ra.data(), ac, rb.data(), bc, beta, C, ldc);
+}
+#endif
+
+void set_matmul_precision(MatmulPrecision p) {
+#ifdef QKV_DOUBLE
+  if (p != MatmulPrecision::fp32)
+    throw Error(std::string("set_matmul_precision: ") + precision_name(p) +
+                " products need the float32 build (this is the float64 one, for gradient "
+                "checks)");
+#endif
+  g_precision.store(p, std::memory_order_relaxed);
+}
+MatmulPrecision matmul_precision() { return g_precision.load(std::memory_order_relaxed); }
+const char* precision_name(MatmulPrecision p) {
+  return p == MatmulPrecision::bf16 ? "bf16" : "fp32";
+}
+bool bf16_products_native() { return bf16_native_available(); }
 
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, real alpha, const real* A,
           int64_t lda, const real* B, int64_t ldb, real beta, real* C, int64_t ldc) {

@@ -35,3 +35,17 @@ __attribute__((constructor(101), target("arch=x86-64"))) void check_cpu() {
 #endif
 
 }  // namespace
+
+namespace qkv {
+// Whether the CPU runs AVX512-BF16 (vdpbf16ps): core/gemm_bf16.cpp asks
+// before it uses its kernel. The library's -march=native may target it, but
+// the kernel is chosen at run time only if the CPU has it.
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+}  // namespace qkv

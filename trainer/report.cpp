@@ -70,6 +70,14 @@ void print_header(const Trainer& t, const RunOptions& o) {
         "data parallel: %d MPI ranks, each with %lld..%lld of the %lld sequences of a step\n",
         dist::size(), (long long)(c.batch / dist::size()),
         (long long)((c.batch + dist::size() - 1) / dist::size()), (long long)c.batch);
+  if (matmul_precision() == MatmulPrecision::bf16)
+    std::printf(
+        "precision: bf16 matrix products (bfloat16 operands, float32 sums; weights, "
+        "gradients and the checkpoint float32), %s\n",
+        bf16_products_native()
+            ? "on the CPU's AVX512-BF16 (vdpbf16ps)"
+            : "emulated: this CPU (or this build) lacks AVX512-BF16, so the same "
+              "numbers come slower than fp32's");
   if (t.unknown_heldout_tokens > 0)
     std::printf(
         "note: %lld held-out tokens are not in the training vocabulary; they read as <unk>\n",

@@ -448,6 +448,9 @@ void check_options(const RunOptions& o) {
   if (o.allow_nonfinite && !(o.eval_only || !o.ask.empty()))
     throw Error("--allow-nonfinite: only with --eval-only or --ask (never to train on)");
   if (o.threads > 0) set_num_threads(o.threads);
+  if (o.precision != "fp32" && o.precision != "bf16")
+    throw Error("--precision: expected fp32 or bf16, got '" + brief(o.precision) + "'");
+  set_matmul_precision(o.precision == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::fp32);
 }
 
 Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given,

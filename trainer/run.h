@@ -21,6 +21,10 @@ namespace qkv::train {
 // against a checkpoint).
 struct RunOptions {
   int threads = 0;
+  // Matrix products in fp32, or bf16 (bfloat16 operands, float32 sums;
+  // weights, gradients, optimizer state and checkpoints stay float32):
+  // set_matmul_precision (core/blas.h), docs/precision.md.
+  std::string precision = "fp32";
   int64_t eval_every = 250, log_every = 100, save_every = 0, long_eval = 200;
   // Language models: stop after this many evaluations without a new best
   // held-out loss (0: never; the best checkpoint is kept either way).
