@@ -239,18 +239,19 @@ struct AttentionNode : Node {
   real scale = 1;
   AttentionMask mask;  // the blocks, sparse and linear kernels mask again in backward
   SparsePattern sparse;
-  Tensor xq, xkv;       // (B,T,D), (B,S,D)
-  InputProjections in;  // stacked weights and Q, K, V
-  Tensor P;             // (B,H,T,S), standard kernel
-  Tensor lse;           // (B,H,T), memory-efficient and sparse kernels
-  Tensor O;             // (B*T, D), or undefined: recompute (standard kernel)
-  Tensor wo;            // (D, D)
-  RopeTable rope;       // the angles of positions [pos0, pos0 + T) when rotating (rope.T > 0)
+  Tensor xq, xkv;        // (B,T,D), (B,S,D)
+  InputProjections in;   // stacked weights and Q, K, V
+  Tensor P;              // (B,H,T,S), standard kernel
+  Tensor lse;            // (B,H,T), memory-efficient and sparse kernels
+  Tensor O;              // (B*T, D), or undefined: recompute (standard kernel)
+  Tensor wo;             // (D, D)
+  RopeTable rope;        // the angles of positions [pos0, pos0 + T) when rotating
+  bool rotates = false;  // rotary positions on (kept after release_saved, for doc())
   const char* name() const override { return "multi_head_attention"; }
   OpDoc doc() const override {
     // Grouped-query attention or rotary positions: the same op with shared
     // key/value heads g = h / (H/K) and rotated Q, K, and their backward rule.
-    if (dims.Hkv != dims.H || rope.T > 0)
+    if (dims.Hkv != dims.H || rotates)
       return {
           "Y = concat_h(softmax((R Q_h) (R K_g)^T / sqrt(d_k) + mask) V_g) Wo^T + bo,  g = h / "
           "(H/K),  Q = xq Wq^T + bq, K, V from xkv (K heads), R the rotation (identity "
@@ -311,7 +312,7 @@ struct AttentionNode : Node {
     heads_backward(dproj, recompute_O ? O_used.data() : nullptr, dO, O_used);
     // forward: Q_rot = R Q, K_rot = R K (rotary positions)
     //   dQ = R^T dQ_rot, dK = R^T dK_rot: each head turned back, in place
-    if (rope.T > 0) {
+    if (rotates) {
       const detail::QKVGradColumns g = dproj.columns(dims);
       rope_rotate(g.dQ, dims.B * dims.T, dims.H, dims.d_k, g.ldq, rope, true);
       rope_rotate(g.dK, dims.B * dims.S, dims.Hkv, dims.d_k, g.ldkv, rope, true);
@@ -366,6 +367,7 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
   // angles of position rope_pos0 + t, in place (self-attention: S = T)
   if (o.rope_base != 0 && T > 0) {
     node->rope = rope_table(T, dims.d_k, o.rope_base, o.rope_pos0);
+    node->rotates = true;
     real* QKV = node->in.QKV.data();  // (B*T, E+Ek+Dv): Q at column 0, K at column E
     rope_rotate(QKV, B * T, H, dims.d_k, in.ldq, node->rope, false);
     rope_rotate(QKV + dims.E(), B * T, dims.Hkv, dims.d_k, in.ldkv, node->rope, false);

@@ -5,6 +5,7 @@
 // in tests/decode_gqa_rope_tests.h.
 #include <doctest/doctest.h>
 
+#include "autograd/node.h"
 #include "autograd/ops.h"
 #include "errors.h"
 #include "models/encoder_decoder.h"
@@ -133,4 +134,20 @@ TEST_CASE(
   }
   INFO("loss " << first << " -> " << last);
   CHECK(last < first * real(0.5));
+}
+
+TEST_CASE(
+    "attention with rotary positions only states the rotation's rule, before and after backward "
+    "releases what it saved; without either feature the paper's rule") {
+  Generator g = test_generator();
+  Var x(Tensor::normal({1, 3, 8}, 0, 1, g), true);
+  for (real base : {real(0), real(10000)}) {
+    nn::MultiHeadAttention a(8, 2, true, g);
+    a.rope_base = base;
+    Var y = a.forward(x, x, AttentionMask::causal_mask());
+    const std::string before = y.grad_fn()->doc().backward;
+    sum(y).backward();
+    CHECK(std::string(y.grad_fn()->doc().backward) == before);
+    CHECK((before.rfind("dK_g = R^T sum_{h in g}", 0) == 0) == (base != 0));
+  }
 }
