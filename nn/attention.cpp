@@ -77,6 +77,16 @@ using detail::InputProjections;
 // For self-attention xq and xkv are one tensor, and its gradient is the sum
 // of all three. docs/attention-backward.md derives every step at length.
 //
+// Grouped-query attention (K = Hkv key/value heads, G = H / K query heads
+// each): query head h reads K_g, V_g with g = h / G, so in backward the
+// shared head's gradients add over its group,
+//   dK_g = sum_{h in g} dZ_h^T Q_h / sqrt(d_k),   dV_g = sum_{h in g} P_h^T dO_h
+// (a head read G times gets the sum of G gradients; docs/gqa-backward.md).
+// Rotary positions: Q and K are rotated right after the projections,
+// Q_rot = R Q, K_rot = R K (R orthogonal, nn/rope.h); the kernels attend with
+// the rotated ones, and backward turns their gradients back, dQ = R^T dQ_rot,
+// dK = R^T dK_rot, before the projections' backward (docs/rope-backward.md).
+//
 // Heads are never copied out: head h of Q is the column block
 // [h*d_k, (h+1)*d_k) of the (B*T, E) matrix (or of a wider stacked one), which
 // sgemm reads in place, the matrix's row stride as its leading dimension.
