@@ -18,10 +18,14 @@
 //              the whole prefix every step, as a first implementation does)
 //   beam       beam_search, beam 4, alpha 0.6 (every hypothesis to the cap)
 // tokens/s = count * (len + 1) generated tokens / seconds (for beam: per
-// source, not per hypothesis). With --save-init/--save-src/--save-out it writes
-// the weights, the sources and the cached greedy outputs (ids as F32) for
-// bench/bench_decode_torch.py, which decodes the same sources in PyTorch and
-// checks that its tokens agree.
+// source, not per hypothesis). --kv-heads K gives the decoder's self-attention
+// K key/value heads (grouped-query attention; 0: every head), and each line
+// reports the bytes the KV cache holds for one batch at full length: the
+// decoder self-attention's [K | V] (K/H of the full heads' under grouped-query
+// attention) and the cross-attention's encoder memory (always every head). With
+// --save-init/--save-src/--save-out it writes the weights, the sources and the cached greedy
+// outputs (ids as F32) for bench/bench_decode_torch.py, which decodes the same sources in PyTorch
+// and checks that its tokens agree.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -35,6 +39,7 @@
 #include "core/parallel.h"
 #include "checkpoint/checkpoint.h"
 #include "generation/decode.h"
+#include "generation/kv_cache.h"
 #include "io/safetensors.h"
 
 using namespace qkv;
@@ -57,6 +62,7 @@ constexpr uint64_t kBenchSeed = 1;
 
 int main(int argc, char** argv) {
   int64_t len = 32, count = 1000, batch = 64;
+  int64_t heads = 4, kv_heads = 0;
   int threads = 1, repeats = 3;
   uint64_t seed = kBenchSeed;
   std::string modes = "cached,uncached,beam", save_init, save_src, save_out;
@@ -71,6 +77,10 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "timed passes per mode (the fastest is reported)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--seed", seed, "seed of the weights and the sources");
+  app.add_option("--heads", heads, "attention heads (d_model 128)")->check(CLI::Range(1, 128));
+  app.add_option("--kv-heads", kv_heads,
+                 "key/value heads of the decoder self-attention (grouped-query; 0: --heads)")
+      ->check(CLI::Range(0, 128));
   app.add_option("--modes", modes, "comma-separated: cached, uncached, beam");
   app.add_option("--save-init", save_init, "write the weights here (safetensors, qkv names)");
   app.add_option("--save-src", save_src, "write the sources here (ids as F32, (count, len))");
@@ -84,7 +94,13 @@ int main(int argc, char** argv) {
     nn::TransformerConfig cfg;
     cfg.src_vocab = cfg.tgt_vocab = kFirstSymbol + kSymbols;
     cfg.d_model = 128;
-    cfg.heads = 4;
+    cfg.heads = heads;
+    cfg.kv_heads = kv_heads;
+    if (kv_heads != 0 && !save_init.empty())
+      throw Error(
+          "bench_decode: --save-init writes weights for bench_decode_torch.py, which has "
+          "no grouped-query attention (--kv-heads " +
+          std::to_string(kv_heads) + ")");
     cfg.encoder_layers = cfg.decoder_layers = 2;
     cfg.d_ff = 512;
     cfg.dropout = 0;
@@ -106,7 +122,7 @@ int main(int argc, char** argv) {
     }
     const Metadata meta{{"model", "seq2seq"},
                         {"d_model", "128"},
-                        {"heads", "4"},
+                        {"heads", std::to_string(heads)},
                         {"d_ff", "512"},
                         {"encoder_layers", "2"},
                         {"decoder_layers", "2"},
@@ -137,6 +153,13 @@ int main(int argc, char** argv) {
     beam.pad = kPad;
     beam.ignore_eos = true;
 
+    // The cache's bytes for one batch at full length (len + 1 target positions).
+    int64_t self_bytes = 0, memory_bytes = 0;
+    {
+      const nn::KVCache c = nn::start_decoding(model, batches.front(), len + 1);
+      for (const Tensor& t : c.self_kv) self_bytes += t.numel() * int64_t(sizeof(real));
+      for (const Tensor& t : c.memory_kv) memory_bytes += t.numel() * int64_t(sizeof(real));
+    }
     std::vector<std::vector<int64_t>> cached_out;
     auto run = [&](const std::string& mode) {  // one pass over all batches
       std::vector<std::vector<int64_t>> out;
@@ -188,15 +211,22 @@ int main(int argc, char** argv) {
             "{\"impl\": \"qkv\", \"mode\": \"%s\", \"len\": %lld, \"count\": %lld, \"batch\": "
             "%lld, "
             "\"threads\": %d, \"seconds\": %.6f, \"tokens_per_s\": %.1f, \"same_as_cached\": %.4f, "
-            "\"vs_cached\": %.4f}\n",
+            "\"vs_cached\": %.4f, \"heads\": %lld, \"kv_heads\": %lld, \"cache_self_bytes\": "
+            "%lld, \"cache_memory_bytes\": %lld}\n",
             mode.c_str(), static_cast<long long>(len), static_cast<long long>(count),
             static_cast<long long>(batch), threads, best, tokens / best, agree,
-            cached_s > 0 ? best / cached_s : -1.0);
+            cached_s > 0 ? best / cached_s : -1.0, static_cast<long long>(heads),
+            static_cast<long long>(model.cfg.kv_heads ? model.cfg.kv_heads : heads),
+            static_cast<long long>(self_bytes), static_cast<long long>(memory_bytes));
       } else {
         std::printf(
-            "%-9s len %lld, %lld sources, batch %lld, %d thread(s): %.3f s, %.0f tokens/s%s\n",
+            "%-9s len %lld, %lld sources, batch %lld, %d thread(s), kv heads %lld of %lld "
+            "(cache: self %lld B, memory %lld B): %.3f s, %.0f tokens/s%s\n",
             mode.c_str(), static_cast<long long>(len), static_cast<long long>(count),
-            static_cast<long long>(batch), threads, best, tokens / best,
+            static_cast<long long>(batch), threads,
+            static_cast<long long>(model.cfg.kv_heads ? model.cfg.kv_heads : heads),
+            static_cast<long long>(heads), static_cast<long long>(self_bytes),
+            static_cast<long long>(memory_bytes), best, tokens / best,
             agree >= 0 ? (", same tokens as cached: " + std::to_string(agree * 100) + "%").c_str()
                        : "");
       }

@@ -51,13 +51,15 @@ KVCache::KVCache(const std::vector<const MultiHeadAttention*>& self_attention, i
     : rows_(rows), capacity_(capacity) {
   check_sizes(rows, capacity);
   for (const MultiHeadAttention* a : self_attention) {
-    const int64_t H = a->heads, dk = a->d_k, dv = a->d_v;
+    const int64_t H = a->heads, dk = a->d_k, dv = a->d_v;  // linear: kv_heads == heads
     if (a->kernel == AttentionKernel::Linear) {
       self_kv.emplace_back();
       linear_kv.push_back(Tensor::zeros({rows, H, dk, dv}));  // S = 0: no position yet
       linear_z.push_back(Tensor::zeros({rows, H, dk}));       // z = 0
     } else {
-      self_kv.push_back(Tensor::empty({rows, capacity, H * dk + a->d_model}));
+      // [K | V] of a->kv_heads key/value heads: (K*d_k + K*d_v) per position,
+      // K/H of the full heads' E + D under grouped-query attention
+      self_kv.push_back(Tensor::empty({rows, capacity, a->kv_heads * (dk + dv)}));
       linear_kv.emplace_back();
       linear_z.emplace_back();
     }
@@ -110,6 +112,15 @@ std::vector<const MultiHeadAttention*> self_attention_of(const Layers& layers) {
 void check_kernels(const char* op, const std::vector<const MultiHeadAttention*>& self_attention) {
   for (size_t l = 0; l < self_attention.size(); ++l) {
     const MultiHeadAttention& a = *self_attention[l];
+    const bool sparse_or_linear =
+        a.kernel == AttentionKernel::Sparse || a.kernel == AttentionKernel::Linear;
+    if (sparse_or_linear && a.kv_heads != a.heads)
+      throw Error(std::string(op) + ": layer " + std::to_string(l) + "'s " + to_string(a.kernel) +
+                  " attention takes no grouped-query attention (kv_heads " +
+                  std::to_string(a.kv_heads) + " != heads " + std::to_string(a.heads) + ")");
+    if (sparse_or_linear && a.rope_base != 0)
+      throw Error(std::string(op) + ": layer " + std::to_string(l) + "'s " + to_string(a.kernel) +
+                  " attention takes no rotary positions (rope_base set)");
     if (a.kernel != AttentionKernel::Sparse) continue;
     if (a.sparse.window < 1 || a.sparse.global_every < 0)
       throw Error(std::string(op) + ": layer " + std::to_string(l) +
@@ -185,18 +196,19 @@ KVCache start_decoding(Seq2SeqTransformer& model, const Tokens& src, int64_t cap
                   "DecodeOptions::use_cache = false)");
   }
   NoGradGuard no_grad;
-  const int64_t B = src.batch, S = src.len, D = model.cfg.d_model;
+  const int64_t B = src.batch, S = src.len;
   KVCache c(self_attention, B * rows_per_source, capacity);
   Tensor memory = model.encode(src).data();  // (B, S, D)
   for (auto& layer : layers) {
     MultiHeadAttention& a = *layer->cross_attn;
-    const int64_t Ec = a.heads * a.d_k;  // the cross-attention's key width
+    // the cross-attention's [K | V] width, Ek + Dv (E + D: the models give it every head)
+    const int64_t KV = a.kv_heads * (a.d_k + a.d_v);
     Tensor wscratch, bscratch;
     const bool bias = a.w_k->bias.defined();
     const real* W = stacked({&a.w_k->weight.data(), &a.w_v->weight.data()}, wscratch);
     const real* b = bias ? stacked({&a.w_k->bias.data(), &a.w_v->bias.data()}, bscratch) : nullptr;
-    Tensor kv = Tensor::empty({B, S, Ec + D});
-    linear_forward(memory, W, b, Ec + D, kv.data());  // (B*S, D) x (D, E+D) -> (B*S, E+D)
+    Tensor kv = Tensor::empty({B, S, KV});
+    linear_forward(memory, W, b, KV, kv.data());  // (B*S, D) x (D, Ek+Dv) -> (B*S, Ek+Dv)
     c.memory_kv.push_back(kv);
   }
   c.memory_lengths = src.full_lengths();

@@ -11,6 +11,7 @@
 #include "core/parallel.h"
 #include "core/reduce.h"
 #include "generation/kv_cache_attention.h"
+#include "nn/rope.h"
 #include "nn/stacked.h"
 
 namespace qkv::nn::kv_cache_detail {
@@ -23,16 +24,18 @@ real scores_scale(real a_scale, int64_t dk) {
 }
 
 // Attention of n new queries per row over that row's keys, all heads:
-//   O[r, i, head h] = softmax(scale q_h K_h^T + mask) V_h
+//   O[r, i, head h] = softmax(scale q_h K_g^T + mask) V_g,  g = h / (H / Hkv)
 // q (R*n, ldq), head h in columns [h*d_k, (h+1)*d_k). Row r's keys and values
-// are L rows of stride E + D (E = H*d_k, D = H*d_v) at kv + kv_row(r) * kv_stride:
-// K in columns [0, E), V in [E, E + D). Query i of row r sees keys
-// j < visible(r, i). O (R*n, D), head h in columns [h*d_v, (h+1)*d_v).
+// are L rows of stride Ek + Dv (Ek = Hkv*d_k, Dv = Hkv*d_v: E = H*d_k and
+// D = H*d_v unless grouped-query attention shares Hkv < H key/value heads)
+// at kv + kv_row(r) * kv_stride: K in columns [0, Ek), V in [Ek, Ek + Dv).
+// Query i of row r sees keys j < visible(r, i). O (R*n, D), head h in
+// columns [h*d_v, (h+1)*d_v).
 template <class KvRow, class Visible>
 void attend(const real* q, int64_t ldq, const real* kv, int64_t kv_stride, KvRow kv_row,
-            Visible visible, int64_t R, int64_t n, int64_t L, int64_t H, int64_t dk, int64_t dv,
-            real a_scale, real* O) {
-  const int64_t E = H * dk, D = H * dv, ldkv = E + D;
+            Visible visible, int64_t R, int64_t n, int64_t L, int64_t H, int64_t Hkv, int64_t dk,
+            int64_t dv, real a_scale, real* O) {
+  const int64_t Ek = Hkv * dk, D = H * dv, ldkv = Ek + Hkv * dv, G = H / Hkv;
   const real scale = scores_scale(a_scale, dk);
   const real neg_inf = -std::numeric_limits<real>::infinity();
   Tensor P = Tensor::empty({R * H, n, L});  // scores, then probabilities
@@ -40,11 +43,11 @@ void attend(const real* q, int64_t ldq, const real* kv, int64_t kv_stride, KvRow
       R * H,
       [&](int64_t p0, int64_t p1) {
         for (int64_t rh = p0; rh < p1; ++rh) {
-          const int64_t r = rh / H, h = rh % H;
-          real* Pr = P.data() + rh * n * L;                          // (n, L)
-          const real* Kr = kv + kv_row(r) * kv_stride + h * dk;      // (L, d_k), ld E+D
-          const real* Vr = kv + kv_row(r) * kv_stride + E + h * dv;  // (L, d_v), ld E+D
-          const real* Qr = q + r * n * ldq + h * dk;                 // (n, d_k), ld ldq
+          const int64_t r = rh / H, h = rh % H, g = h / G;            // g: h's key/value head
+          real* Pr = P.data() + rh * n * L;                           // (n, L)
+          const real* Kr = kv + kv_row(r) * kv_stride + g * dk;       // (L, d_k), ld Ek+Dv
+          const real* Vr = kv + kv_row(r) * kv_stride + Ek + g * dv;  // (L, d_v), ld Ek+Dv
+          const real* Qr = q + r * n * ldq + h * dk;                  // (n, d_k), ld ldq
           // scores = scale Q_h K_h^T   (n, d_k) x (d_k, L) -> (n, L)
           gemm(false, true, n, L, dk, scale, Qr, ldq, Kr, ldkv, 0, Pr, L);
           for (int64_t i = 0; i < n; ++i) {
@@ -120,7 +123,8 @@ Tensor output_projection(MultiHeadAttention& a, const Tensor& O, int64_t R, int6
 Tensor self_attention_step(MultiHeadAttention& a, const Tensor& x, KVCache& c, size_t l,
                            int64_t t0) {
   const int64_t R = x.size(0), n = x.size(1), D = a.d_model, E = a.heads * a.d_k;
-  const int64_t W3 = 2 * E + D;  // the width of [Q | K | V]
+  const int64_t KV = a.kv_heads * (a.d_k + a.d_v);  // the width of [K | V]: Ek + Dv
+  const int64_t W3 = E + KV;                        // the width of [Q | K | V]
   Tensor wscratch, bscratch;
   const bool bias = a.w_q->bias.defined();
   const real* W =
@@ -129,7 +133,7 @@ Tensor self_attention_step(MultiHeadAttention& a, const Tensor& x, KVCache& c, s
       bias ? stacked({&a.w_q->bias.data(), &a.w_k->bias.data(), &a.w_v->bias.data()}, bscratch)
            : nullptr;
   Tensor QKV = Tensor::empty({R * n, W3});
-  linear_forward(x, W, b, W3, QKV.data());  // (R*n, D) x (D, 2E+D) -> (R*n, 2E+D)
+  linear_forward(x, W, b, W3, QKV.data());  // (R*n, D) x (D, E+Ek+Dv) -> (R*n, E+Ek+Dv)
   Tensor O = Tensor::empty({R * n, D});     // the heads' outputs
   if (a.kernel == AttentionKernel::Linear) {
     // no keys kept: the running sums take the new positions
@@ -137,21 +141,29 @@ Tensor self_attention_step(MultiHeadAttention& a, const Tensor& x, KVCache& c, s
                           a.d_v, O.data());
     return output_projection(a, O, R, n);
   }
-  Tensor& kv = c.self_kv[l];  // (R, cap, E + D)
+  // Rotary positions: the new queries and keys turned by the angles of their
+  // absolute positions [t0, t0 + n), so the cache holds every key rotated
+  // once, as the full forward rotates it (row r*n + i is position t0 + i).
+  if (a.rope_base != 0) {
+    const RopeTable tab = rope_table(n, a.d_k, a.rope_base, t0);
+    rope_rotate(QKV.data(), R * n, a.heads, a.d_k, W3, tab, false);         // Q (R*n, E)
+    rope_rotate(QKV.data() + E, R * n, a.kv_heads, a.d_k, W3, tab, false);  // K (R*n, Ek)
+  }
+  Tensor& kv = c.self_kv[l];  // (R, cap, Ek + Dv)
   const int64_t cap = kv.size(1);
   for (int64_t r = 0; r < R; ++r)
     for (int64_t i = 0; i < n; ++i) {
       const real* src = QKV.data() + (r * n + i) * W3 + E;  // [K | V] of the new position
-      std::copy(src, src + E + D, kv.data() + (r * cap + t0 + i) * (E + D));
+      std::copy(src, src + KV, kv.data() + (r * cap + t0 + i) * KV);
     }
   if (a.kernel == AttentionKernel::Sparse) {
     attend_sparse(QKV.data(), W3, kv.data(), cap, a.sparse, R, n, t0, a.heads, a.d_k, a.d_v,
                   a.scale, O.data());
   } else {
     attend(
-        QKV.data(), W3, kv.data(), cap * (E + D), [](int64_t r) { return r; },
+        QKV.data(), W3, kv.data(), cap * KV, [](int64_t r) { return r; },
         [t0](int64_t, int64_t i) { return t0 + i + 1; },  // causal: query t0+i sees keys [0, t0+i]
-        R, n, t0 + n, a.heads, a.d_k, a.d_v, a.scale, O.data());
+        R, n, t0 + n, a.heads, a.kv_heads, a.d_k, a.d_v, a.scale, O.data());
   }
   return output_projection(a, O, R, n);
 }
@@ -159,7 +171,7 @@ Tensor self_attention_step(MultiHeadAttention& a, const Tensor& x, KVCache& c, s
 Tensor cross_attention_step(MultiHeadAttention& a, const Tensor& x, const Tensor& mem_kv,
                             const KVCache& c) {
   const int64_t R = x.size(0), n = x.size(1), D = a.d_model, E = a.heads * a.d_k;
-  const int64_t S = mem_kv.size(1);
+  const int64_t S = mem_kv.size(1), KV = mem_kv.size(2);  // (B_src, S, Ek + Dv)
   const bool bias = a.w_q->bias.defined();
   Tensor Q = Tensor::empty({R * n, E});  // (R*n, D) x (D, E) -> (R*n, E)
   linear_forward(x, a.w_q->weight.data().data(), bias ? a.w_q->bias.data().data() : nullptr, E,
@@ -168,9 +180,9 @@ Tensor cross_attention_step(MultiHeadAttention& a, const Tensor& x, const Tensor
   const int64_t* mrow = c.memory_row.data();
   const int64_t* mlen = c.memory_lengths.data();
   attend(
-      Q.data(), E, mem_kv.data(), S * (E + D), [mrow](int64_t r) { return mrow[r]; },
+      Q.data(), E, mem_kv.data(), S * KV, [mrow](int64_t r) { return mrow[r]; },
       [mrow, mlen](int64_t r, int64_t) { return mlen[mrow[r]]; },  // source padding
-      R, n, S, a.heads, a.d_k, a.d_v, a.scale, O.data());
+      R, n, S, a.heads, a.kv_heads, a.d_k, a.d_v, a.scale, O.data());
   return output_projection(a, O, R, n);
 }
 

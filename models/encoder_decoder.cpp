@@ -16,6 +16,7 @@ namespace {
 // The options' attention kernel and scale on a layer's attention modules.
 void set_kernel(MultiHeadAttention& a, const LayerOptions& o, bool self_attention) {
   a.scale = o.attention_scale;
+  if (self_attention) a.rope_base = o.rope_base;  // rotary positions: self-attention only
   const bool same_maths =
       o.attention == AttentionKernel::MemoryEfficient || o.attention == AttentionKernel::Auto;
   if (!self_attention && !same_maths) return;
@@ -35,8 +36,8 @@ Var feed_forward(FeedForward& ffn, const Var& x, Recompute r) {
 // ---- Encoder layer -------------------------------------------------------------
 EncoderLayer::EncoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
     : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
-  self_attn = register_module(
-      "self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init, o.d_k));
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
+                                               o.d_model, o.heads, true, init, o.d_k, o.kv_heads));
   norm1 = register_module("norm1", make_norm(o.norm, o.d_model));
   ffn =
       register_module("ffn", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, init));
@@ -67,8 +68,8 @@ Var EncoderLayer::forward(const Var& x, const AttentionMask& self_mask) {
 // out, in the order of the forward, so the parameter names read off the code.
 DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
     : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
-  self_attn = register_module(
-      "self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init, o.d_k));
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
+                                               o.d_model, o.heads, true, init, o.d_k, o.kv_heads));
   norm1 = register_module("norm1", make_norm(o.norm, o.d_model));
   cross_attn = register_module(
       "cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init, o.d_k));

@@ -43,6 +43,9 @@ struct LayerOptions {
   Recompute recompute = Recompute::None;
   real attention_scale = 0;  // 0: 1/sqrt(d_k); 1: unscaled scores (both attentions)
   int64_t d_k = 0;           // the attentions' query/key head size; 0: d_model / heads
+  // Self-attention only (cross-attention keeps every head and no rotation):
+  int64_t kv_heads = 0;  // grouped-query attention's key/value heads, dividing heads; 0: heads
+  real rope_base = 0;    // rotary positions of queries and keys (10000 usual); 0: none
 };
 
 // The attention settings every model config holds beside its sizes: the
@@ -61,6 +64,11 @@ struct AttentionSettings {
   // The kind of every norm (nn/norm.h's table). Not yet a model file key:
   // every file holds "layer" until a second norm adds the key.
   std::string norm = "layer";
+  // Grouped-query attention (kv_heads key/value heads shared by groups of
+  // heads / kv_heads query heads; 0: heads) and rotary positions (rope_base
+  // > 0, 10000 usual; 0: none), in every self-attention of the model.
+  int64_t kv_heads = 0;
+  real rope_base = 0;
   // Fills these settings into layer options.
   LayerOptions apply(LayerOptions o) const {
     o.norm = norm;
@@ -71,6 +79,8 @@ struct AttentionSettings {
     o.attention_scale = scaled ? 0 : 1;
     o.recompute = recompute;
     o.attention_memory_budget = attention_memory_budget;
+    o.kv_heads = kv_heads;
+    o.rope_base = rope_base;
     return o;
   }
 };

@@ -29,6 +29,7 @@
 #include "core/reduce.h"
 #include "core/thread_scratch.h"
 #include "nn/attention_internal.h"
+#include "nn/rope.h"
 
 namespace qkv::nn {
 
@@ -76,6 +77,16 @@ using detail::InputProjections;
 // For self-attention xq and xkv are one tensor, and its gradient is the sum
 // of all three. docs/attention-backward.md derives every step at length.
 //
+// Grouped-query attention (K = Hkv key/value heads, G = H / K query heads
+// each): query head h reads K_g, V_g with g = h / G, so in backward the
+// shared head's gradients add over its group,
+//   dK_g = sum_{h in g} dZ_h^T Q_h / sqrt(d_k),   dV_g = sum_{h in g} P_h^T dO_h
+// (a head read G times gets the sum of G gradients; docs/gqa-backward.md).
+// Rotary positions: Q and K are rotated right after the projections,
+// Q_rot = R Q, K_rot = R K (R orthogonal, nn/rope.h); the kernels attend with
+// the rotated ones, and backward turns their gradients back, dQ = R^T dQ_rot,
+// dK = R^T dK_rot, before the projections' backward (docs/rope-backward.md).
+//
 // Heads are never copied out: head h of Q is the column block
 // [h*d_k, (h+1)*d_k) of the (B*T, E) matrix (or of a wider stacked one), which
 // sgemm reads in place, the matrix's row stride as its leading dimension.
@@ -114,12 +125,12 @@ void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMa
       dims.B * H,
       [&](int64_t bh0, int64_t bh1) {
         for (int64_t bh = bh0; bh < bh1; ++bh) {
-          const int64_t b = bh / H, h = bh % H;
-          const real* Qh = in.Q + b * T * in.ldq + h * d_k;   // (T, d_k), row stride ldq
-          const real* Kh = in.K + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
-          const real* Vh = in.V + b * S * in.ldkv + h * d_v;  // (S, d_v), row stride ldkv
-          real* Pbh = P + bh * T * S;                         // (T, S): Z, then P in place
-          real* Oh = O + b * T * D + h * d_v;                 // (T, d_v), row stride D
+          const int64_t b = bh / H, h = bh % H, g = dims.kv_head(h);  // g: its key/value head
+          const real* Qh = in.Q + b * T * in.ldq + h * d_k;           // (T, d_k), row stride ldq
+          const real* Kh = in.K + b * S * in.ldkv + g * d_k;          // (S, d_k), row stride ldkv
+          const real* Vh = in.V + b * S * in.ldkv + g * d_v;          // (S, d_v), row stride ldkv
+          real* Pbh = P + bh * T * S;                                 // (T, S): Z, then P in place
+          real* Oh = O + b * T * D + h * d_v;                         // (T, d_v), row stride D
           // Z = scale Q_h K_h^T            (T, d_k) x (d_k, S) -> (T, S)
           gemm(false, true, T, S, d_k, scale, Qh, in.ldq, Kh, in.ldkv, 0, Pbh, S);
           // Z += M                         hidden scores -> -inf
@@ -160,46 +171,56 @@ void softmax_backward_in_place(real* d, const real* P, int64_t T, int64_t S) {
 // For every sequence b and head h, from dO (B*T, D), P (B,H,T,S) and the
 // projections `in`: writes dQ, dK, dV in the layout of `in`. When O_again is
 // not null (forward did not keep O), also remakes O (B*T, D) there.
+// With grouped-query attention key/value head g serves the query heads
+// h = g*G .. g*G + G-1 (G = H / Hkv), so its gradients are sums over them:
+//   dK_g = sum_h scale dZ_h^T Q_h,   dV_g = sum_h P_h^T dO_h.
+// One task per (sequence, key/value head) loops over its group, the first
+// head writing (beta 0), the others adding (beta 1): no two threads write
+// the same dK_g. Without groups (G = 1) this is one head per task, as before.
 void attention_backward(const QKVGradColumns& grad, real* O_again, const real* dO, const real* P,
                         const QKVColumns& in, const AttentionSizes& dims, real scale) {
   const int64_t T = dims.T, S = dims.S, D = dims.D, H = dims.H, d_k = dims.d_k, d_v = dims.d_v;
+  const int64_t Hkv = dims.Hkv, G = dims.group();
   ThreadScratch scratch(T * S);  // one (T, S) block per thread: dP, then dZ in place
   parallel_for(
-      dims.B * H,
-      [&](int64_t bh0, int64_t bh1) {
+      dims.B * Hkv,
+      [&](int64_t bg0, int64_t bg1) {
         real* dP = scratch.mine();  // (T, S)
-        for (int64_t bh = bh0; bh < bh1; ++bh) {
-          const int64_t b = bh / H, h = bh % H;
-          const real* Pbh = P + bh * T * S;                   // (T, S)
-          const real* Qh = in.Q + b * T * in.ldq + h * d_k;   // (T, d_k), row stride ldq
-          const real* Kh = in.K + b * S * in.ldkv + h * d_k;  // (S, d_k), row stride ldkv
-          const real* Vh = in.V + b * S * in.ldkv + h * d_v;  // (S, d_v), row stride ldkv
-          const real* dOh = dO + b * T * D + h * d_v;         // (T, d_v), row stride D
-          real* dQh = grad.dQ + b * T * grad.ldq + h * d_k;   // (T, d_k), row stride ldq
-          real* dKh = grad.dK + b * S * grad.ldkv + h * d_k;  // (S, d_k), row stride ldkv
-          real* dVh = grad.dV + b * S * grad.ldkv + h * d_v;  // (S, d_v), row stride ldkv
-          // O_h = P V_h again, when forward did not keep O (dWo needs it)
-          //                      (T, S) x (S, d_v) -> (T, d_v), row stride D
-          if (O_again)
-            gemm(false, false, T, d_v, S, 1, Pbh, S, Vh, in.ldkv, 0, O_again + b * T * D + h * d_v,
-                 D);
+        for (int64_t bg = bg0; bg < bg1; ++bg) {
+          const int64_t b = bg / Hkv, g = bg % Hkv;
+          const real* Kh = in.K + b * S * in.ldkv + g * d_k;  // (S, d_k), row stride ldkv
+          const real* Vh = in.V + b * S * in.ldkv + g * d_v;  // (S, d_v), row stride ldkv
+          real* dKh = grad.dK + b * S * grad.ldkv + g * d_k;  // (S, d_k), row stride ldkv
+          real* dVh = grad.dV + b * S * grad.ldkv + g * d_v;  // (S, d_v), row stride ldkv
+          for (int64_t h = g * G; h < (g + 1) * G; ++h) {
+            const real beta = h == g * G ? 0 : 1;  // the group's first head writes, the rest add
+            const real* Pbh = P + (b * H + h) * T * S;         // (T, S)
+            const real* Qh = in.Q + b * T * in.ldq + h * d_k;  // (T, d_k), row stride ldq
+            const real* dOh = dO + b * T * D + h * d_v;        // (T, d_v), row stride D
+            real* dQh = grad.dQ + b * T * grad.ldq + h * d_k;  // (T, d_k), row stride ldq
+            // O_h = P V_h again, when forward did not keep O (dWo needs it)
+            //                      (T, S) x (S, d_v) -> (T, d_v), row stride D
+            if (O_again)
+              gemm(false, false, T, d_v, S, 1, Pbh, S, Vh, in.ldkv, 0,
+                   O_again + b * T * D + h * d_v, D);
 
-          // forward: O_h = P V_h
-          //   dP = dO_h V_h^T        (T, d_v) x (d_v, S) -> (T, S)
-          gemm(false, true, T, S, d_v, 1, dOh, D, Vh, in.ldkv, 0, dP, S);
-          //   dV_h = P^T dO_h        (S, T) x (T, d_v) -> (S, d_v)
-          gemm(true, false, S, d_v, T, 1, Pbh, S, dOh, D, 0, dVh, grad.ldkv);
+            // forward: O_h = P V_h
+            //   dP = dO_h V_h^T        (T, d_v) x (d_v, S) -> (T, S)
+            gemm(false, true, T, S, d_v, 1, dOh, D, Vh, in.ldkv, 0, dP, S);
+            //   dV_g (+)= P^T dO_h     (S, T) x (T, d_v) -> (S, d_v)
+            gemm(true, false, S, d_v, T, 1, Pbh, S, dOh, D, beta, dVh, grad.ldkv);
 
-          // forward: P = softmax(Z)
-          //   dZ = P * (dP - rowsum(dP * P))          (T, S), in place over dP
-          softmax_backward_in_place(dP, Pbh, T, S);
-          const real* dZ = dP;
+            // forward: P = softmax(Z)
+            //   dZ = P * (dP - rowsum(dP * P))          (T, S), in place over dP
+            softmax_backward_in_place(dP, Pbh, T, S);
+            const real* dZ = dP;
 
-          // forward: Z = scale Q_h K_h^T + M  (M is a constant)
-          //   dQ_h = scale dZ K_h    (T, S) x (S, d_k) -> (T, d_k)
-          gemm(false, false, T, d_k, S, scale, dZ, S, Kh, in.ldkv, 0, dQh, grad.ldq);
-          //   dK_h = scale dZ^T Q_h  (S, T) x (T, d_k) -> (S, d_k)
-          gemm(true, false, S, d_k, T, scale, dZ, S, Qh, in.ldq, 0, dKh, grad.ldkv);
+            // forward: Z = scale Q_h K_g^T + M  (M is a constant)
+            //   dQ_h = scale dZ K_g    (T, S) x (S, d_k) -> (T, d_k)
+            gemm(false, false, T, d_k, S, scale, dZ, S, Kh, in.ldkv, 0, dQh, grad.ldq);
+            //   dK_g (+)= scale dZ^T Q_h  (S, T) x (T, d_k) -> (S, d_k)
+            gemm(true, false, S, d_k, T, scale, dZ, S, Qh, in.ldq, beta, dKh, grad.ldkv);
+          }
         }
       },
       /*grain=*/2);
@@ -228,14 +249,26 @@ struct AttentionNode : Node {
   real scale = 1;
   AttentionMask mask;  // the blocks, sparse and linear kernels mask again in backward
   SparsePattern sparse;
-  Tensor xq, xkv;       // (B,T,D), (B,S,D)
-  InputProjections in;  // stacked weights and Q, K, V
-  Tensor P;             // (B,H,T,S), standard kernel
-  Tensor lse;           // (B,H,T), memory-efficient and sparse kernels
-  Tensor O;             // (B*T, D), or undefined: recompute (standard kernel)
-  Tensor wo;            // (D, D)
+  Tensor xq, xkv;        // (B,T,D), (B,S,D)
+  InputProjections in;   // stacked weights and Q, K, V
+  Tensor P;              // (B,H,T,S), standard kernel
+  Tensor lse;            // (B,H,T), memory-efficient and sparse kernels
+  Tensor O;              // (B*T, D), or undefined: recompute (standard kernel)
+  Tensor wo;             // (D, D)
+  RopeTable rope;        // the angles of positions [pos0, pos0 + T) when rotating
+  bool rotates = false;  // rotary positions on (kept after release_saved, for doc())
   const char* name() const override { return "multi_head_attention"; }
   OpDoc doc() const override {
+    // Grouped-query attention or rotary positions: the same op with shared
+    // key/value heads g = h / (H/K) and rotated Q, K, and their backward rule.
+    if (dims.Hkv != dims.H || rotates)
+      return {
+          "Y = concat_h(softmax((R Q_h) (R K_g)^T / sqrt(d_k) + mask) V_g) Wo^T + bo,  g = h / "
+          "(H/K),  Q = xq Wq^T + bq, K, V from xkv (K heads), R the rotation (identity "
+          "without rope)",
+          "dK_g = R^T sum_{h in g} dZ_h^T (R Q_h) / sqrt(d_k),  dV_g = sum_{h in g} P_h^T "
+          "dO_h,  dQ_h = R^T dZ_h (R K_g) / sqrt(d_k)",
+          "docs/gqa-backward.md#backward-step-by-step"};
     return {
         "Y = concat_h(softmax(Q_h K_h^T / sqrt(d_k) + mask) V_h) Wo^T + bo,  Q = xq Wq^T + bq, K, "
         "V from xkv",
@@ -272,7 +305,8 @@ struct AttentionNode : Node {
   }
 
   TensorList backward(const Tensor& dY) override {
-    const int64_t BT = dims.B * dims.T, D = dims.D, E = dims.E();
+    const int64_t BT = dims.B * dims.T, D = dims.D, E = dims.E(), Ek = dims.Ek(),
+                  W = E + Ek + dims.Dv();
     // forward: Y = O Wo^T + bo.  dO = dY Wo and dbo now; dWo = dY^T O after
     // the heads, which make O again when it was not kept.
     const bool recompute_O = !O.defined();
@@ -286,6 +320,13 @@ struct AttentionNode : Node {
     // forward: the heads' kernel.  dQ, dK, dV (and O again if not kept)
     InputProjectionGrads dproj(in, dims);
     heads_backward(dproj, recompute_O ? O_used.data() : nullptr, dO, O_used);
+    // forward: Q_rot = R Q, K_rot = R K (rotary positions)
+    //   dQ = R^T dQ_rot, dK = R^T dK_rot: each head turned back, in place
+    if (rotates) {
+      const detail::QKVGradColumns g = dproj.columns(dims);
+      rope_rotate(g.dQ, dims.B * dims.T, dims.H, dims.d_k, g.ldq, rope, true);
+      rope_rotate(g.dK, dims.B * dims.S, dims.Hkv, dims.d_k, g.ldkv, rope, true);
+    }
     //   dWo = dY^T O   (D, B*T) x (B*T, D) -> (D, D)
     linear_backward(dY.data(), O_used, wo.data(), D, nullptr, dWo.data(), nullptr);
 
@@ -293,13 +334,11 @@ struct AttentionNode : Node {
     //   dxq, dxkv, and dW, db for [Wq; Wk; Wv], [bq; bk; bv]
     InputGrads g = detail::project_inputs_backward(dproj, in, xq, xkv, needs_grad(0), needs_grad(1),
                                                    has_bias, dims);
-    // (E, D), (E, D), (D, D): the row blocks of d[Wq; Wk; Wv] (2E+D, D)
-    Tensor dWq = g.dW.slice0(0, E), dWk = g.dW.slice0(E, 2 * E),
-           dWv = g.dW.slice0(2 * E, 2 * E + D);
+    // (E, D), (Ek, D), (Dv, D): the row blocks of d[Wq; Wk; Wv] (E+Ek+Dv, D)
+    Tensor dWq = g.dW.slice0(0, E), dWk = g.dW.slice0(E, E + Ek), dWv = g.dW.slice0(E + Ek, W);
     if (has_bias) {
-      // (E), (E), (D), of d[bq; bk; bv] (2E+D)
-      Tensor dbq = g.db.slice0(0, E), dbk = g.db.slice0(E, 2 * E),
-             dbv = g.db.slice0(2 * E, 2 * E + D);
+      // (E), (Ek), (Dv), of d[bq; bk; bv] (E+Ek+Dv)
+      Tensor dbq = g.db.slice0(0, E), dbk = g.db.slice0(E, E + Ek), dbv = g.db.slice0(E + Ek, W);
       return {g.dxq, g.dxkv, dWq, dbq, dWk, dbk, dWv, dbv, dWo, dbo};
     }
     return {g.dxq, g.dxkv, dWq, dWk, dWv, dWo};
@@ -308,6 +347,7 @@ struct AttentionNode : Node {
     xq = xkv = P = lse = O = wo = Tensor();
     in = InputProjections();
     mask = AttentionMask();
+    rope = RopeTable();
   }
 };
 
@@ -320,17 +360,28 @@ namespace detail {
 AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const AttentionWeights& w,
                                      const AttentionOptions& o, HeadOutputs head_outputs) {
   // Every argument checked, and the kernel chosen, before any work (nn/attention_options.cpp)
-  const AttentionSizes dims = check_arguments(xq, xkv, w, o.heads, o.d_k);
+  const AttentionSizes dims = check_arguments(xq, xkv, w, o.heads, o.d_k, o.kv_heads);
   const int64_t B = dims.B, T = dims.T, S = dims.S, D = dims.D, H = dims.H;
+  const bool self = xq.same_as(xkv);
+  check_rope(o, dims, self);
   check_mask(o.mask, B, T, S);
   const AttentionKernel kernel = choose_kernel(o, dims);
   const real scale = o.scale != 0 ? o.scale : real(1) / std::sqrt(static_cast<real>(dims.d_k));
   const bool has_bias = w.bq.defined();
   auto node = make_node<AttentionNode>();
 
-  // Q, K, V  (B*T, E), (B*S, E), (B*S, D), stacked
-  node->in = project_inputs(xq, xkv, xq.same_as(xkv), w, dims);
+  // Q, K, V  (B*T, E), (B*S, Ek), (B*S, Dv), stacked
+  node->in = project_inputs(xq, xkv, self, w, dims);
   const detail::QKVColumns in = node->in.columns(dims);
+  // Q_rot = R Q, K_rot = R K: every head of query/key row t turned by the
+  // angles of position rope_pos0 + t, in place (self-attention: S = T)
+  if (o.rope_base != 0 && T > 0) {
+    node->rope = rope_table(T, dims.d_k, o.rope_base, o.rope_pos0);
+    node->rotates = true;
+    real* QKV = node->in.QKV.data();  // (B*T, E+Ek+Dv): Q at column 0, K at column E
+    rope_rotate(QKV, B * T, H, dims.d_k, in.ldq, node->rope, false);
+    rope_rotate(QKV + dims.E(), B * T, dims.Hkv, dims.d_k, in.ldkv, node->rope, false);
+  }
   // O_h = attend(Q_h, K_h, V_h)   for every head, by the chosen kernel
   Tensor O = Tensor::empty({B * T, D});  // (B*T, D), head h in columns [h*d_v, (h+1)*d_v)
   Tensor P, lse;
@@ -397,29 +448,36 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
 // ============================================================================
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t heads_, bool bias, Generator& g,
-                                       int64_t d_k_)
+                                       int64_t d_k_, int64_t kv_heads_)
     : d_model(d_model_),
       heads(heads_),
       d_k(d_k_ > 0     ? d_k_
           : heads_ > 0 ? d_model_ / heads_
                        : 0),
-      d_v(heads_ > 0 ? d_model_ / heads_ : 0) {
+      d_v(heads_ > 0 ? d_model_ / heads_ : 0),
+      kv_heads(kv_heads_ > 0 ? kv_heads_ : heads_) {
   if (heads <= 0 || d_model % heads != 0)
     throw Error("MultiHeadAttention: d_model " + std::to_string(d_model) + " is not divisible by " +
                 std::to_string(heads) + " heads");
   if (d_k_ < 0)
     throw Error("MultiHeadAttention: d_k " + std::to_string(d_k_) +
                 " is negative (0: d_model / heads)");
-  const int64_t D = d_model, E = heads * d_k;
-  w_q = register_module("w_q", std::make_shared<Linear>(D, E, bias, g));  // (E, D)
-  w_k = register_module("w_k", std::make_shared<Linear>(D, E, bias, g));  // (E, D)
-  w_v = register_module("w_v", std::make_shared<Linear>(D, D, bias, g));  // (D, D)
-  w_o = register_module("w_o", std::make_shared<Linear>(D, D, bias, g));  // (D, D)
+  if (kv_heads_ < 0 || kv_heads_ > heads)
+    throw Error("MultiHeadAttention: kv_heads " + std::to_string(kv_heads_) +
+                " is outside [1, heads " + std::to_string(heads) + "] (0: heads)");
+  if (heads % kv_heads != 0)
+    throw Error("MultiHeadAttention: kv_heads " + std::to_string(kv_heads_) +
+                " does not divide heads " + std::to_string(heads));
+  const int64_t D = d_model, E = heads * d_k, Ek = kv_heads * d_k, Dv = kv_heads * d_v;
+  w_q = register_module("w_q", std::make_shared<Linear>(D, E, bias, g));   // (E, D)
+  w_k = register_module("w_k", std::make_shared<Linear>(D, Ek, bias, g));  // (K*d_k, D)
+  w_v = register_module("w_v", std::make_shared<Linear>(D, Dv, bias, g));  // (K*d_v, D)
+  w_o = register_module("w_o", std::make_shared<Linear>(D, D, bias, g));   // (D, D)
   // Keep W_Q, W_K, W_V (and their biases) back to back in one buffer, so the
   // fused op computes the three projections of an input with one sgemm and
-  // no packing copy. Each parameter stays its own (E, D) or (D, D) view, by name.
-  const int64_t rows[4] = {0, E, 2 * E, 2 * E + D};  // where each block starts, and the end
-  Tensor W = Tensor::empty({2 * E + D, D});
+  // no packing copy. Each parameter stays its own (E, D), (Ek, D) or (Dv, D) view, by name.
+  const int64_t rows[4] = {0, E, E + Ek, E + Ek + Dv};  // where each block starts, and the end
+  Tensor W = Tensor::empty({E + Ek + Dv, D});
   Linear* parts[3] = {w_q.get(), w_k.get(), w_v.get()};
   for (int i = 0; i < 3; ++i) {
     Tensor view = W.slice0(rows[i], rows[i + 1]);
@@ -427,7 +485,7 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t heads_, bool bi
     parts[i]->weight.data() = view;
   }
   if (bias) {
-    Tensor b = Tensor::empty({2 * E + D});
+    Tensor b = Tensor::empty({E + Ek + Dv});
     for (int i = 0; i < 3; ++i) {
       Tensor view = b.slice0(rows[i], rows[i + 1]);
       view.copy_(parts[i]->bias.data());
@@ -446,6 +504,8 @@ Var MultiHeadAttention::forward(const Var& xq, const Var& xkv, const AttentionMa
   AttentionOptions o;
   o.heads = heads;
   o.d_k = d_k;
+  o.kv_heads = kv_heads;
+  o.rope_base = rope_base;
   o.mask = mask;
   o.kernel = keep_attention_ ? AttentionKernel::Standard : kernel;
   o.memory_budget = memory_budget;

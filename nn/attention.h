@@ -20,6 +20,21 @@
 // head outputs d_v = D / H (Table 3 row B of the paper varies d_k at fixed H).
 // d_k is D / H unless the options (or the module) say otherwise; then
 // Q, K are (B*T, H*d_k), (B*S, H*d_k) and V, O stay (B*S, D), (B*T, D).
+//
+// Grouped-query attention (Ainslie et al. 2023; kv_heads = 1 is Shazeer's
+// multi-query attention): K < H key/value heads, K dividing H, each shared by
+// a group of H / K query heads; query head h reads key/value head h / (H/K).
+// W_K is (K*d_k, D), W_V (K*d_v, D); K, V are (B*S, K*d_k), (B*S, K*d_v). In
+// backward a shared head's gradient is the sum over its group
+// (docs/gqa-backward.md).
+//
+// Rotary positions (RoPE, nn/rope.h) inside the op: with rope_base > 0 every
+// head of Q and of K is rotated by its position right after the input
+// projections, Q_rot = R_t Q, K_rot = R_s K, and the heads' kernel attends
+// with the rotated ones; backward rotates the kernel's dQ_rot, dK_rot back,
+// dQ = R_t^T dQ_rot (docs/rope-backward.md). Self-attention only: queries and
+// keys sit at positions rope_pos0 + t. The standard and memory-efficient
+// kernels take both; the sparse and linear kernels refuse them.
 #pragma once
 #include <vector>
 
@@ -85,10 +100,18 @@ struct AttentionOptions {
   int64_t memory_budget = 0;
   SparsePattern sparse;     // for AttentionKernel::Sparse
   bool keep_probs = false;  // return P (B,H,T,S) in AttentionResult::probs (Standard only)
+  // Grouped-query attention: the key/value heads K, dividing heads; 0: heads.
+  int64_t kv_heads = 0;
+  // Rotary positions: the base of the angles theta_i = base^(-2i/d_k) (10000
+  // as in RoFormer and Llama); 0: no rotation. Needs self-attention and an
+  // even d_k. Queries and keys sit at positions rope_pos0, rope_pos0 + 1, ...
+  real rope_base = 0;
+  int64_t rope_pos0 = 0;
 };
 
-// The eight parameters: wq, wk (H*d_k, D), wv, wo (D, D); biases all
-// undefined, or bq, bk (H*d_k) and bv, bo (D).
+// The eight parameters: wq (H*d_k, D), wk (K*d_k, D), wv (K*d_v, D), wo (D, D)
+// with K the key/value heads (H by default: wk (H*d_k, D), wv (D, D)); biases
+// all undefined, or bq (H*d_k), bk (K*d_k), bv (K*d_v), bo (D).
 struct AttentionWeights {
   Var wq, bq, wk, bk, wv, bv, wo, bo;
 };
@@ -107,9 +130,11 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
 class MultiHeadAttention : public Module {
  public:
   // d_k: the query/key head size (W_Q, W_K are (heads*d_k, d_model)); 0 is
-  // d_model / heads, the paper's base model.
+  // d_model / heads, the paper's base model. kv_heads: the key/value heads
+  // K of grouped-query attention, dividing heads (W_K (K*d_k, d_model), W_V
+  // (K*d_v, d_model)); 0 is heads.
   MultiHeadAttention(int64_t d_model, int64_t heads, bool bias = true,
-                     Generator& g = default_generator(), int64_t d_k = 0);
+                     Generator& g = default_generator(), int64_t d_k = 0, int64_t kv_heads = 0);
   // Self-attention: forward(x, x, mask); cross-attention: forward(y, memory, mask).
   Var forward(const Var& xq, const Var& xkv, const AttentionMask& mask = {});
 
@@ -122,9 +147,13 @@ class MultiHeadAttention : public Module {
   AttentionWeights weights() const;
 
   int64_t d_model, heads;
-  int64_t d_k;  // query/key head size: W_Q, W_K (heads*d_k, d_model)
-  int64_t d_v;  // value head size d_model / heads: W_V, W_O (d_model, d_model)
+  int64_t d_k;       // query/key head size: W_Q, W_K (heads*d_k, d_model)
+  int64_t d_v;       // value head size d_model / heads: W_O (d_model, d_model)
+  int64_t kv_heads;  // key/value heads K (heads unless grouped): W_K (K*d_k), W_V (K*d_v) rows
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
+  // Rotary positions of queries and keys (AttentionOptions::rope_base); 0: off.
+  // Self-attention only; the KV cache rotates each new key at its position.
+  real rope_base = 0;
   // The heads' kernel forward uses, and its settings. Standard by default.
   // The KV cache (generation/kv_cache.h) decodes with this kernel's maths:
   // softmax over every cached key (Standard, MemoryEfficient, Auto), over the

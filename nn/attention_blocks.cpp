@@ -250,6 +250,7 @@ HeadRuns head_runs(const QKVColumns& in, const QKVGradColumns* grad, real* O, co
                    real* lse, const AttentionMask& mask, const AttentionSizes& d, int64_t b,
                    int64_t h, int64_t t0, int64_t n) {
   const int64_t T = d.T, S = d.S, D = d.D, dk = d.d_k, dv = d.d_v, bh = b * d.H + h;
+  const int64_t g = d.kv_head(h);  // the key/value head query head h reads
   HeadRuns r{};
   r.q.Q = in.Q + (b * T + t0) * in.ldq + h * dk;
   r.q.O = O + (b * T + t0) * D + h * dv;
@@ -262,10 +263,10 @@ HeadRuns head_runs(const QKVColumns& in, const QKVGradColumns* grad, real* O, co
   r.q.ldg = grad ? grad->ldq : 0;
   r.q.first = t0;
   r.q.step = 1;
-  r.k.K = in.K + b * S * in.ldkv + h * dk;
-  r.k.V = in.V + b * S * in.ldkv + h * dv;
-  r.k.dK = grad ? grad->dK + b * S * grad->ldkv + h * dk : nullptr;
-  r.k.dV = grad ? grad->dV + b * S * grad->ldkv + h * dv : nullptr;
+  r.k.K = in.K + b * S * in.ldkv + g * dk;
+  r.k.V = in.V + b * S * in.ldkv + g * dv;
+  r.k.dK = grad ? grad->dK + b * S * grad->ldkv + g * dk : nullptr;
+  r.k.dV = grad ? grad->dV + b * S * grad->ldkv + g * dv : nullptr;
   r.k.n = S;
   r.k.ld = in.ldkv;
   r.k.ldg = grad ? grad->ldkv : 0;
@@ -279,13 +280,21 @@ HeadRuns head_runs(const QKVColumns& in, const QKVGradColumns* grad, real* O, co
 
 }  // namespace
 
-void zero_head_grads(const QKVGradColumns& g, const AttentionSizes& d, int64_t b, int64_t h) {
+void zero_query_grads(const QKVGradColumns& g, const AttentionSizes& d, int64_t b, int64_t h) {
   for (int64_t t = 0; t < d.T; ++t)
     std::fill_n(g.dQ + (b * d.T + t) * g.ldq + h * d.d_k, d.d_k, real(0));
+}
+
+void zero_key_grads(const QKVGradColumns& g, const AttentionSizes& d, int64_t b, int64_t kv) {
   for (int64_t j = 0; j < d.S; ++j) {
-    std::fill_n(g.dK + (b * d.S + j) * g.ldkv + h * d.d_k, d.d_k, real(0));
-    std::fill_n(g.dV + (b * d.S + j) * g.ldkv + h * d.d_v, d.d_v, real(0));
+    std::fill_n(g.dK + (b * d.S + j) * g.ldkv + kv * d.d_k, d.d_k, real(0));
+    std::fill_n(g.dV + (b * d.S + j) * g.ldkv + kv * d.d_v, d.d_v, real(0));
   }
+}
+
+void zero_head_grads(const QKVGradColumns& g, const AttentionSizes& d, int64_t b, int64_t h) {
+  zero_query_grads(g, d, b, h);
+  zero_key_grads(g, d, b, h);
 }
 
 void blockwise_forward(real* lse, real* O, const QKVColumns& in, const AttentionMask& mask,
@@ -310,19 +319,26 @@ void blockwise_forward(real* lse, real* O, const QKVColumns& in, const Attention
 void blockwise_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* lse,
                         const QKVColumns& in, const AttentionMask& mask, const AttentionSizes& d,
                         real scale) {
-  // dK and dV of a head gather every query block: one (sequence, head) per task
+  // dK and dV of a key/value head gather every query block of every query
+  // head of its group (G = H / Hkv; 1 without grouped-query attention):
+  //   dK_g = sum_{h in g} sum_blocks ...,  dV_g likewise.
+  // One (sequence, key/value head) per task, so no two threads add into the same dK_g.
   ThreadScratch scratch(blockwise_scratch_size(d.d_k, d.d_v));
+  const int64_t G = d.group();
   parallel_for(
-      d.B * d.H,
-      [&](int64_t bh0, int64_t bh1) {
+      d.B * d.Hkv,
+      [&](int64_t bg0, int64_t bg1) {
         real* s = scratch.mine();
-        for (int64_t bh = bh0; bh < bh1; ++bh) {
-          const int64_t b = bh / d.H, h = bh % d.H;
-          zero_head_grads(grad, d, b, h);
-          for (int64_t t0 = 0; t0 < d.T; t0 += Br) {
-            HeadRuns r = head_runs(in, &grad, const_cast<real*>(O), dO, const_cast<real*>(lse),
-                                   mask, d, b, h, t0, std::min(Br, d.T - t0));
-            query_block_backward(r.q, &r.k, 1, r.lim, d.d_k, d.d_v, scale, s);
+        for (int64_t bg = bg0; bg < bg1; ++bg) {
+          const int64_t b = bg / d.Hkv, g = bg % d.Hkv;
+          zero_key_grads(grad, d, b, g);
+          for (int64_t h = g * G; h < (g + 1) * G; ++h) {
+            zero_query_grads(grad, d, b, h);
+            for (int64_t t0 = 0; t0 < d.T; t0 += Br) {
+              HeadRuns r = head_runs(in, &grad, const_cast<real*>(O), dO, const_cast<real*>(lse),
+                                     mask, d, b, h, t0, std::min(Br, d.T - t0));
+              query_block_backward(r.q, &r.k, 1, r.lim, d.d_k, d.d_v, scale, s);
+            }
           }
         }
       },

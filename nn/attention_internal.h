@@ -22,17 +22,25 @@ namespace qkv::nn::detail {
 
 // Sizes: B batch, T query (target) length, S key (source) length, D d_model,
 // H heads, d_k the query/key head size (D / H unless set apart), d_v = D / H
-// the value head size. Q and K have E = H*d_k columns, V and O have D = H*d_v.
+// the value head size, Hkv the key/value heads (H unless grouped-query
+// attention shares each of them among a group of H / Hkv query heads). Q
+// has E = H*d_k columns and O D = H*d_v; K has Ek = Hkv*d_k and V Dv = Hkv*d_v.
+// Query head h reads key/value head h / (H / Hkv).
 struct AttentionSizes {
   int64_t B, T, S, D, H, d_k, d_v;
-  int64_t E() const { return H * d_k; }  // the width of Q and K
+  int64_t Hkv = H;                                          // key/value heads, dividing H
+  int64_t E() const { return H * d_k; }                     // the width of Q
+  int64_t Ek() const { return Hkv * d_k; }                  // the width of K
+  int64_t Dv() const { return Hkv * d_v; }                  // the width of V
+  int64_t group() const { return H / Hkv; }                 // query heads per key/value head
+  int64_t kv_head(int64_t h) const { return h / group(); }  // the K/V head query head h reads
 };
 
 // Where the kernels find Q, K and V: the first column of each inside a
 // row-major matrix with row stride ldq (Q, B*T rows) or ldkv (K and V, B*S
-// rows). Head h of sequence b is then a (T, d_k) block at
-// Q + b*T*ldq + h*d_k, an (S, d_k) block at K + b*S*ldkv + h*d_k and an
-// (S, d_v) block at V + b*S*ldkv + h*d_v.
+// rows). Query head h of sequence b is then a (T, d_k) block at
+// Q + b*T*ldq + h*d_k; key/value head g an (S, d_k) block at
+// K + b*S*ldkv + g*d_k and an (S, d_v) block at V + b*S*ldkv + g*d_v.
 struct QKVColumns {
   const real* Q;
   const real* K;
@@ -51,9 +59,13 @@ struct QKVGradColumns {
 // ---- The arguments (nn/attention_options.cpp) ------------------------------------------
 // Each throws one line naming the op and the shapes.
 
-// The sizes, after checking the inputs', weights' and biases' shapes.
+// The sizes, after checking the inputs', weights' and biases' shapes (and
+// kv_heads: 0 is heads, else in [1, heads] and dividing heads).
 AttentionSizes check_arguments(const Var& xq, const Var& xkv, const AttentionWeights& w,
-                               int64_t heads, int64_t d_k_option);
+                               int64_t heads, int64_t d_k_option, int64_t kv_heads = 0);
+// Rotary positions: rope_base 0, or > 1 with self-attention, an even d_k
+// and rope_pos0 >= 0.
+void check_rope(const AttentionOptions& o, const AttentionSizes& d, bool self);
 // The mask's key lengths and tensor against the batch and lengths.
 void check_mask(const AttentionMask& m, int64_t B, int64_t T, int64_t S);
 // The kernel that runs: Auto resolved by the memory budget, and each
@@ -63,19 +75,20 @@ AttentionKernel choose_kernel(const AttentionOptions& o, const AttentionSizes& d
 // ---- The input projections (nn/attention_projections.cpp) ------------------------------
 
 // The projections that read the same input are stacked, so that one sgemm
-// computes them all (E = H*d_k, which is D by default):
-//   self-attention:   QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]   (B*T, 2E+D)
+// computes them all (E = H*d_k, which is D by default; Ek = Hkv*d_k and
+// Dv = Hkv*d_v, E and D without grouped-query attention; W = E + Ek + Dv):
+//   self-attention:   QKV = xq [Wq; Wk; Wv]^T + [bq; bk; bv]   (B*T, W)
 //   cross-attention:  Q   = xq Wq^T + bq                       (B*T, E)
-//                     KV  = xkv [Wk; Wv]^T + [bk; bv]           (B*S, E+D)
+//                     KV  = xkv [Wk; Wv]^T + [bk; bv]           (B*S, Ek+Dv)
 struct InputProjections {
-  Tensor W_qkv, QKV;        // self:  [Wq; Wk; Wv] (2E+D, D), QKV (B*T, 2E+D)
-  Tensor W_q, Q, W_kv, KV;  // cross: Wq (E, D), Q (B*T, E), [Wk; Wv] (E+D, D), KV (B*S, E+D)
+  Tensor W_qkv, QKV;        // self:  [Wq; Wk; Wv] (W, D), QKV (B*T, W)
+  Tensor W_q, Q, W_kv, KV;  // cross: Wq (E, D), Q (B*T, E), [Wk; Wv] (Ek+Dv, D), KV (B*S, Ek+Dv)
 
   bool self() const { return QKV.defined(); }
   QKVColumns columns(const AttentionSizes& d) const {
-    const int64_t E = d.E(), D = d.D;
-    if (self()) return {QKV.data(), QKV.data() + E, QKV.data() + 2 * E, 2 * E + D, 2 * E + D};
-    return {Q.data(), KV.data(), KV.data() + E, E, E + D};
+    const int64_t E = d.E(), Ek = d.Ek(), W = E + Ek + d.Dv();
+    if (self()) return {QKV.data(), QKV.data() + E, QKV.data() + E + Ek, W, W};
+    return {Q.data(), KV.data(), KV.data() + Ek, E, Ek + d.Dv()};
   }
 };
 
@@ -84,21 +97,20 @@ InputProjections project_inputs(const Var& xq, const Var& xkv, bool self, const 
 
 // The projections' gradients, in the stacked layout of forward.
 struct InputProjectionGrads {
-  Tensor dQKV;     // self (B*T, 2E+D)
-  Tensor dQ, dKV;  // cross (B*T, E), (B*S, E+D)
+  Tensor dQKV;     // self (B*T, E+Ek+Dv)
+  Tensor dQ, dKV;  // cross (B*T, E), (B*S, Ek+Dv)
 
   InputProjectionGrads(const InputProjections& p, const AttentionSizes& dims);
   QKVGradColumns columns(const AttentionSizes& d) {
-    const int64_t E = d.E(), D = d.D;
-    if (dQKV.defined())
-      return {dQKV.data(), dQKV.data() + E, dQKV.data() + 2 * E, 2 * E + D, 2 * E + D};
-    return {dQ.data(), dKV.data(), dKV.data() + E, E, E + D};
+    const int64_t E = d.E(), Ek = d.Ek(), W = E + Ek + d.Dv();
+    if (dQKV.defined()) return {dQKV.data(), dQKV.data() + E, dQKV.data() + E + Ek, W, W};
+    return {dQ.data(), dKV.data(), dKV.data() + Ek, E, Ek + d.Dv()};
   }
 };
 
 struct InputGrads {
   Tensor dxq, dxkv;  // (B,T,D), (B,S,D), or undefined when not wanted
-  Tensor dW, db;     // (2E+D, D), (2E+D) or undefined without biases: rows [q | k | v]
+  Tensor dW, db;     // (E+Ek+Dv, D), (E+Ek+Dv) or undefined without biases: rows [q | k | v]
 };
 
 InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputProjections& p,
@@ -169,7 +181,11 @@ void query_block_forward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
 void query_block_backward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
                           const RowLimits& lim, int64_t d_k, int64_t d_v, real scale,
                           real* scratch);
-// dQ, dK, dV of head h of sequence b set to 0 (the engine's backward adds).
+// The gradients the engine's backward adds into, set to 0 for sequence b:
+// dQ of query head h, and dK, dV of key/value head g; zero_head_grads does
+// both for head h (without grouped-query attention, where g = h).
+void zero_query_grads(const QKVGradColumns& g, const AttentionSizes& d, int64_t b, int64_t h);
+void zero_key_grads(const QKVGradColumns& g, const AttentionSizes& d, int64_t b, int64_t kv);
 void zero_head_grads(const QKVGradColumns& g, const AttentionSizes& d, int64_t b, int64_t h);
 
 // nn/attention_sparse.cpp: lse (B,H,T) as above, over the pattern's keys.

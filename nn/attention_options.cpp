@@ -4,12 +4,22 @@
 // kernel that runs (Auto resolved by the memory budget, each kernel's limits).
 // Each error is one line naming the op and the shapes.
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "core/error.h"
 #include "nn/attention_internal.h"
 
 namespace qkv::nn {
+
+namespace {
+// A real as the user would write it: 10000, 0.5 (not 10000.000000).
+std::string number(real x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+}  // namespace
 
 // ---- Masks, kernels and patterns --------------------------------------------------------
 
@@ -81,7 +91,7 @@ void check_mask(const AttentionMask& m, int64_t B, int64_t T, int64_t S) {
 
 // The sizes, after checking every shape; throws naming the op and the shapes.
 AttentionSizes check_arguments(const Var& xq, const Var& xkv, const AttentionWeights& w,
-                               int64_t heads, int64_t d_k_option) {
+                               int64_t heads, int64_t d_k_option, int64_t kv_heads) {
   const Shape& qs = xq.shape();
   const Shape& ks = xkv.shape();
   if (qs.size() != 3 || ks.size() != 3 || qs[0] != ks[0] || qs[2] != ks[2])
@@ -93,32 +103,65 @@ AttentionSizes check_arguments(const Var& xq, const Var& xkv, const AttentionWei
                 std::to_string(heads) + " heads");
   if (d_k_option < 0)
     throw Error("attention: d_k " + std::to_string(d_k_option) + " is negative (0: D / heads)");
+  if (kv_heads < 0 || kv_heads > heads)
+    throw Error("attention: kv_heads " + std::to_string(kv_heads) + " is outside [1, heads " +
+                std::to_string(heads) + "] (0: heads)");
+  if (kv_heads > 0 && heads % kv_heads != 0)
+    throw Error("attention: kv_heads " + std::to_string(kv_heads) + " does not divide heads " +
+                std::to_string(heads));
   const int64_t d_v = D / heads, d_k = d_k_option > 0 ? d_k_option : d_v, E = heads * d_k;
-  // wq, wk (H*d_k, D); wv, wo (D, D). wv and wo first: they tell an input of
-  // the wrong width D from a d_k that disagrees with wq, wk.
+  const int64_t K = kv_heads > 0 ? kv_heads : heads, Ek = K * d_k, Dv = K * d_v;
+  // wq (H*d_k, D), wk (K*d_k, D), wv (K*d_v, D), wo (D, D) (K = H: wk (H*d_k,
+  // D), wv (D, D)). wv and wo first: they tell an input of the wrong width D
+  // from a d_k that disagrees with wq, wk.
   const char* names[4] = {"wq", "wk", "wv", "wo"};
   const Var* ws[4] = {&w.wq, &w.wk, &w.wv, &w.wo};
+  const int64_t all_rows[4] = {E, Ek, Dv, D};
+  auto rule = [&](int i) {
+    if (K == heads)
+      return std::string(i < 2 ? ": (H*d_k, D) with d_k " + std::to_string(d_k) : ": (D, D)");
+    const char* r[4] = {": (H*d_k, D) with d_k ", ": (K*d_k, D) with d_k ",
+                        ": (K*d_v, D) with d_v ", ": (D, D)"};
+    return r[i] + (i < 3 ? std::to_string(i < 2 ? d_k : d_v) + ", K " + std::to_string(K) : "");
+  };
   for (int i : {2, 3, 0, 1}) {
-    const int64_t rows = i < 2 ? E : D;
+    const int64_t rows = all_rows[i];
     if (!ws[i]->defined() || ws[i]->shape() != Shape{rows, D})
       throw Error("attention: weight " +
                   (ws[i]->defined() ? to_string(ws[i]->shape()) : std::string("undefined")) +
                   " should be (" + std::to_string(rows) + "," + std::to_string(D) + ") (" +
-                  names[i] +
-                  (i < 2 ? ": (H*d_k, D) with d_k " + std::to_string(d_k) + ")" : ": (D, D))"));
+                  names[i] + rule(i) + ")");
   }
   if (w.bq.defined()) {
     const Var* bs[4] = {&w.bq, &w.bk, &w.bv, &w.bo};
     for (int i = 0; i < 4; ++i) {
-      const int64_t n = i < 2 ? E : D;
+      const int64_t n = all_rows[i];
       if (!bs[i]->defined() || bs[i]->shape() != Shape{n})
         throw Error(std::string("attention: bias b") + (names[i] + 1) + " " +
                     (bs[i]->defined() ? to_string(bs[i]->shape()) : std::string("undefined")) +
                     " should be (" + std::to_string(n) +
-                    ") (biases: all undefined, or bq, bk (H*d_k) and bv, bo (D))");
+                    (K == heads ? ") (biases: all undefined, or bq, bk (H*d_k) and bv, bo (D))"
+                                : ") (biases: all undefined, or bq (H*d_k), bk (K*d_k), bv "
+                                  "(K*d_v) and bo (D))"));
     }
   }
-  return {B, T, S, D, heads, d_k, d_v};
+  AttentionSizes d{B, T, S, D, heads, d_k, d_v};
+  d.Hkv = K;
+  return d;
+}
+
+void check_rope(const AttentionOptions& o, const AttentionSizes& d, bool self) {
+  if (o.rope_base == 0) return;
+  if (!(o.rope_base > 1))
+    throw Error("attention: rope_base " + number(o.rope_base) + " must be > 1 (0: no rotation)");
+  if (!self)
+    throw Error("attention: rope_base " + number(o.rope_base) +
+                " needs self-attention (xq and xkv one tensor); cross-attention takes no rotation");
+  if (d.d_k % 2 != 0)
+    throw Error("attention: rope needs an even head size d_k, got d_k " + std::to_string(d.d_k) +
+                " (rope_base " + number(o.rope_base) + ")");
+  if (o.rope_pos0 < 0)
+    throw Error("attention: rope_pos0 " + std::to_string(o.rope_pos0) + " is negative");
 }
 
 // The kernel that runs: Auto resolved by the budget, and each kernel's
@@ -146,6 +189,15 @@ AttentionKernel choose_kernel(const AttentionOptions& o, const AttentionSizes& d
                 std::to_string(detail::kKeyBlock) + ") block of scores and gradients (" +
                 std::to_string(detail::kBlockBytes) + " bytes)" + shapes());
   if (k == AttentionKernel::Sparse || k == AttentionKernel::Linear) {
+    if (d.Hkv != d.H)
+      throw Error(std::string("attention: the ") + to_string(k) +
+                  " kernel takes no grouped-query " + "attention (kv_heads " +
+                  std::to_string(d.Hkv) + " != heads " + std::to_string(d.H) +
+                  "); the standard and memory-efficient kernels do");
+    if (o.rope_base != 0)
+      throw Error(std::string("attention: the ") + to_string(k) + " kernel takes no rotary " +
+                  "positions (rope_base " + number(o.rope_base) +
+                  "); the standard and memory-efficient kernels do");
     if (o.mask.mask.defined())
       throw Error(std::string("attention: the ") + to_string(k) +
                   " kernel takes causal and padding masks, not a mask tensor of shape " +

@@ -5,3 +5,4 @@
 #include "decode_tests.h"
 #include "decode_head_size_tests.h"
 #include "decode_kernel_tests.h"
+#include "decode_gqa_rope_tests.h"

@@ -184,6 +184,43 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "explorer trace of a GPT with grouped-query attention and rotary positions: the attention "
+    "node states the group-sum and rotation rule, keeps P (B,H,T,S) and reads w_k (K*d_k, D)") {
+  nn::GPTConfig c;
+  c.vocab = 8;
+  c.d_model = 8;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.rope_base = 10000;
+  c.layers = 1;
+  c.d_ff = 16;
+  c.max_positions = 4;
+  c.dropout = 0;
+  c.seed = 3;
+  nn::GPT model(c);
+  const nn::Tokens ids{{3, 4, 5, 1}, 1, 4, {}};
+  explorer::TraceOptions opt;
+  opt.finite_differences = false;  // float64: tests/test_explorer_grad.cpp
+  const explorer::Trace t = explorer::record_trace(
+      [&] {
+        return nn::cross_entropy(model.forward(ids), {4, 5, 1, 2});
+      },
+      &model, opt);
+  const Json j = Json::parse(t.json);
+  size_t attention = 0;
+  for (const auto& n : j["nodes"]) {
+    if (n["kind"] != "op" || n["op"] != "multi_head_attention") continue;
+    ++attention;
+    CHECK(n["backward"].get<std::string>().rfind("dK_g = R^T sum_{h in g}", 0) == 0);
+    CHECK(n["forward"].get<std::string>().find("g = h / (H/K)") != std::string::npos);
+    CHECK(shape_of(n["saved"]["P"]["shape"]) == Shape{1, 4, 4, 4});
+    CHECK(shape_of(n["input_shapes"][4]) == Shape{2 * 2, 8});  // w_k: K*d_k = 2*2 rows
+  }
+  CHECK(attention == 1);
+  CHECK(t.dot.find("w_k: weight (4,8), bias (4)") != std::string::npos);
+}
+
+TEST_CASE(
     "explorer trace: backward_order is the order run_backward calls the nodes' backward (a "
     "diamond, a skip connection, and a branch no gradient reaches)") {
   std::vector<std::string> log;
@@ -289,7 +326,11 @@ TEST_CASE(
   nn::Seq2SeqTransformer model(tiny());
   const nn::Tokens src{{3, 4}, 1, 2, {}}, tgt{{1, 3}, 1, 2, {}};
   Var loss = nn::cross_entropy(model.forward(src, tgt), {3, 2}, 0);
-  Var total = add(sum(s), loss);
+  // Attention with a shared key/value head and rotary positions states its own rule.
+  nn::MultiHeadAttention gqa(4, 2, true, g, 0, /*kv_heads=*/1);
+  gqa.rope_base = 10000;
+  Var xa(Tensor::normal({1, 3, 4}, 0, 1, g), true);
+  Var total = add(add(sum(s), loss), sum(gqa.forward(xa, xa, nn::AttentionMask::causal_mask())));
 
   std::set<std::string> seen;
   for (const Var& v : topological_order(total)) {

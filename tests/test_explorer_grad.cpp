@@ -83,6 +83,32 @@ TEST_CASE(
     CHECK(t.fd_failed == 0);
     CHECK(t.fd_max_rel_err < 1e-6);
   }
+  SUBCASE("a GPT with grouped-query attention (1 key/value head of 2) and rotary positions") {
+    nn::GPTConfig c;
+    c.vocab = 8;
+    c.d_model = 8;
+    c.heads = 2;
+    c.kv_heads = 1;
+    c.rope_base = 10000;
+    c.layers = 1;
+    c.d_ff = 16;
+    c.max_positions = 4;
+    c.dropout = 0;
+    c.seed = 3;
+    nn::GPT model(c);
+    const nn::Tokens ids{{3, 4, 5, 1}, 1, 4, {}};
+    const explorer::Trace t = explorer::record_trace(
+        [&] {
+          return nn::cross_entropy(model.forward(ids), {4, 5, 1, 2});
+        },
+        &model);
+    CHECK(t.fd_checked == model.num_parameters());
+    CHECK(t.fd_failed == 0);
+    for (const auto& check : Json::parse(t.json)["finite_differences"]["checks"]) {
+      const double engine = check[2], num = check[3];
+      if (std::fabs(num) > 1e-3) CHECK(std::fabs(engine - num) / std::fabs(num) < 1e-6);
+    }
+  }
 }
 
 TEST_CASE(

@@ -677,6 +677,89 @@ def make_rope(filename, seed):
                           "reference": "pairs as complex numbers times exp(i t theta), float64"})
 
 
+# ---------------------------------------------------------------------------
+# 8: grouped-query attention and rotary positions inside attention
+# ---------------------------------------------------------------------------
+
+# (case, kv_heads, rope_base or 0, pos0, cross, bias, causal, T, S, lens or None).
+# D 16, H 4, d_k = d_v = 4, B 2. The reference of the standard and memory-efficient kernels.
+GQA_ROPE_CASES = [
+    ("mqa", 1, 0, 0, False, True, True, 6, 6, [6, 4]),
+    ("gqa2", 2, 0, 0, False, True, False, 6, 6, [6, 3]),
+    ("rope", 4, 10000, 0, False, True, True, 6, 6, [6, 4]),
+    ("gqa2_rope", 2, 10000, 3, False, True, True, 6, 6, [5, 6]),
+    ("mqa_rope_nobias", 1, 100, 0, False, False, True, 6, 6, None),
+    ("cross_gqa2", 2, 0, 0, True, True, False, 5, 7, [7, 3]),
+]
+
+
+def gqa_rope_attention(xq, xkv, p, heads, kv_heads, rope_base, pos0, mask):
+    """Grouped-query attention (Ainslie et al.) with Llama's rotary positions, in
+    plain torch ops: Q (B,T,H*d_k), K (B,S,K*d_k), V (B,S,K*d_v) projected; Q and K
+    rotated by rope_reference at positions pos0 + t (rope_base 0: no rotation);
+    each key/value head repeated for the H/K query heads of its group with
+    repeat_interleave (query head h reads key/value head h // (H/K)); then
+    softmax attention as plain_attention.softmax_attention."""
+    pa = plain_attention
+    q, k, v = pa.project(xq, p, "w_q"), pa.project(xkv, p, "w_k"), pa.project(xkv, p, "w_v")
+    if rope_base:
+        q = rope_reference(q, heads, pos0, rope_base)
+        k = rope_reference(k, kv_heads, pos0, rope_base)
+    group = heads // kv_heads
+    q = pa.split_heads(q, heads)  # (B,H,T,d_k)
+    k = pa.split_heads(k, kv_heads).repeat_interleave(group, dim=1)  # (B,K,S,d_k) -> (B,H,S,d_k)
+    v = pa.split_heads(v, kv_heads).repeat_interleave(group, dim=1)  # (B,K,S,d_v) -> (B,H,S,d_v)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B,H,T,S)
+    scores = scores.masked_fill(mask[:, None], float("-inf"))
+    return pa.project(pa.merge_heads(torch.softmax(scores, dim=-1) @ v), p, "w_o")
+
+
+def make_attention_gqa_rope(filename, seed):
+    """Attention with kv_heads < heads (AttentionOptions::kv_heads) and rotary
+    positions (AttentionOptions::rope_base), from plain torch ops in float64
+    (gqa_rope_attention); loss = sum(y * upstream)."""
+    init = Init(seed)
+    d, h, B = 16, 4, 2
+    d_k = d // h
+    # The reference with every head its own (K = H, no rope) is softmax_attention.
+    params = head_size_params(init, d, h, d_k, True)
+    x, m = init.normal((B, 5, d)), torch.zeros(B, 5, 5, dtype=torch.bool)
+    y0, _ = plain_attention.softmax_attention(x, x, params, h, m)
+    assert torch.allclose(gqa_rope_attention(x, x, params, h, h, 0, 0, m), y0, atol=1e-12)
+    rec = {}
+    meta = {"d_model": d, "heads": h, "cases": ",".join(c[0] for c in GQA_ROPE_CASES)}
+    for case, kv, base, pos0, cross, bias, causal, T, S, lens in GQA_ROPE_CASES:
+        params = {}
+        for w, rows in (("w_q", h * d_k), ("w_k", kv * d_k), ("w_v", kv * (d // h)), ("w_o", d)):
+            init.linear(params, w, d, rows, bias)
+        p = {k: v.clone().requires_grad_() for k, v in params.items()}
+        xq = init.normal((B, T, d)).requires_grad_()
+        xkv = init.normal((B, S, d)).requires_grad_() if cross else xq
+        up = init.normal((B, T, d))
+        mask = torch.zeros(B, T, S, dtype=torch.bool)  # (B,T,S), True = hidden
+        if lens is not None:
+            mask |= key_padding_mask(lens, S)[:, None, :]
+        if causal:
+            mask |= causal_mask(T)[None]
+        y = gqa_rope_attention(xq, xkv, p, h, kv, base, pos0, mask)
+        (y * up).sum().backward()
+        inputs = {"xq": xq, "xkv": xkv} if cross else {"x": xq}
+        input_grads = {k: v.grad for k, v in inputs.items()}
+        if lens is not None:
+            inputs["lens"] = torch.tensor(lens)
+        inputs["upstream"] = up
+        grads = {k: v.grad for k, v in p.items()}
+        rec.update(layer_case(case, None, params, inputs, {"y": y}, {**input_grads, **grads}))
+        masks = (["causal"] if causal else []) + (["key_padding"] if lens else [])
+        meta.update({f"{case}.kv_heads": kv, f"{case}.rope_base": base, f"{case}.pos0": pos0,
+                     f"{case}.bias": str(bias).lower(), f"{case}.mask": "+".join(masks)})
+    meta.update(loss="sum(<case>.out.y * <case>.in.upstream)",
+                reference="projections; rope_reference on Q (H heads) and K (kv_heads heads); "
+                          "repeat_interleave of each key/value head over its group; softmax "
+                          "attention; float64")
+    write(filename, rec, meta)
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     make_seq2seq("seq2seq_postln.safetensors", seed=1, norm_first=False,
@@ -691,6 +774,7 @@ def main():
     make_rmsnorm("rmsnorm.safetensors", seed=8)
     make_swiglu("swiglu.safetensors", seed=9)
     make_rope("rope.safetensors", seed=10)
+    make_attention_gqa_rope("attention_gqa_rope.safetensors", seed=11)
     # The format page's proof: model files written by the standard-library
     # writer (format_writer.py) and their logits from the page's forward pass.
     format_reference.main()
