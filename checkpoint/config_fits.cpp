@@ -10,6 +10,9 @@
 
 #include "checkpoint/model_file.h"
 #include "core/error.h"
+#include "nn/ffn.h"
+#include "nn/norm.h"
+#include "nn/swiglu.h"
 
 namespace qkv::nn {
 
@@ -92,6 +95,18 @@ class ConfigFit {
            ")");
   }
 
+  // d_ff against the FFN's first matrix `name` (F, D), F = d_ff or, for
+  // SwiGLU, swiglu_hidden(d_ff) (the message says which).
+  void ffn_fits(const std::string& name, int64_t d_ff, int64_t F, int64_t d_model) const {
+    at_least("d_ff", d_ff, 1);
+    const Tensor& w1 = matrix(name, "d_ff");
+    if (w1.size(0) != F)
+      fail(key_is("d_ff", d_ff) +
+           (F != d_ff ? " (a SwiGLU hidden width of " + std::to_string(F) + ")" : std::string()) +
+           " but tensor " + tensor_name(name) + " has shape " + to_string(w1.shape()));
+    size_is(name, w1, 1, "d_model", d_model);
+  }
+
   void dropout_ok(real p) const {
     if (!(p >= 0 && p < 1))
       fail("model_config key 'dropout' is " + number_text(double(p)) + ": must be in [0, 1)");
@@ -136,46 +151,82 @@ class ConfigFit {
   const std::string& prefix_;
 };
 
-// Numbers in one attention block (4 projections with biases: W_Q, W_K (E, D)
-// with E = heads * d_k, W_V, W_O (D, D)), LayerNorm and FFN.
-double attention_numbers(double D, double E) { return 2 * (E * D + E) + 2 * (D * D + D); }
+// Numbers in one attention block: 4 projections, W_Q, W_K (E, D) with
+// E = heads * d_k, W_V, W_O (D, D), each with its bias unless bias = false.
+double attention_numbers(double D, double E, bool bias) {
+  return 2 * (E * D + (bias ? E : 0)) + 2 * (D * D + (bias ? D : 0));
+}
 // E = heads * d_k of a config (d_k 0: d_model / heads, E = d_model).
 template <class C>
 double qk_width(const C& c) {
   return c.d_k > 0 ? double(c.heads) * double(c.d_k) : double(c.d_model);
 }
-double norm_numbers(double D) { return 2 * D; }
-double ffn_numbers(double D, double F) { return 2 * D * F + F + D; }
+// A norm's numbers over D features: its gain, and LayerNorm's shift
+// (nn/norm.h's table; an unknown kind was refused when the config was read).
+template <class C>
+double norm_numbers(const C& c) {
+  const NormKind* k = find_norm(c.norm);
+  return double(k ? k->numbers_per_feature : 2) * double(c.d_model);
+}
+// The FFN's hidden width for the config (nn::ffn_hidden), for any d_ff a
+// file may hold: one below 1 is refused by ffn_fits, one beyond 2^50 cannot
+// fit a file and is compared as it is.
+template <class C>
+int64_t ffn_rows(const C& c) {
+  const int64_t d_ff = c.d_ff;
+  if (d_ff < 1 || d_ff > (int64_t(1) << 50)) return d_ff;
+  return ffn_hidden(c.activation, c.d_ff);
+}
+
+// The feed-forward block (nn/ffn.h): FeedForward W1 (F, D), W2 (D, F) and
+// their biases; SwiGLU three matrices of hidden width swiglu_hidden(d_ff), no biases.
+template <class C>
+double ffn_numbers(const C& c) {
+  const double D = double(c.d_model), F = double(ffn_rows(c));
+  if (c.activation == Activation::SwiGLU) return 3 * D * F;
+  return 2 * D * F + (c.bias ? F + D : 0);
+}
+// One layer of a stack: `attentions` attention blocks, as many norms plus
+// the FFN's, and the FFN.
+template <class C>
+double layer_numbers(const C& c, int attentions) {
+  return attentions * attention_numbers(double(c.d_model), qk_width(c), c.bias) +
+         (attentions + 1) * norm_numbers(c) + ffn_numbers(c);
+}
+
+// The FFN tensor d_ff is checked against, and the rows d_ff gives it:
+// linear1.weight (d_ff, D), or SwiGLU's gate.weight (swiglu_hidden(d_ff), D).
+template <class C>
+std::string ffn_first(const C& c) {
+  return c.activation == Activation::SwiGLU ? "ffn.gate.weight" : "ffn.linear1.weight";
+}
 
 }  // namespace
 
 double parameter_count(const TransformerConfig& c) {
-  const double D = double(c.d_model), F = double(c.d_ff);
-  const double E = qk_width(c);
-  const double enc_layer = attention_numbers(D, E) + 2 * norm_numbers(D) + ffn_numbers(D, F);
-  const double dec_layer = 2 * attention_numbers(D, E) + 3 * norm_numbers(D) + ffn_numbers(D, F);
+  const double D = double(c.d_model);
   double n = double(c.src_vocab) * D + double(c.tgt_vocab) * D;   // the embeddings
   if (c.learned_positions) n += 2 * double(c.max_positions) * D;  // src_pos, tgt_pos
-  n += double(c.encoder_layers) * enc_layer + double(c.decoder_layers) * dec_layer;
-  if (c.pre_norm) n += 2 * norm_numbers(D);                // each stack's final norm
+  n += double(c.encoder_layers) * layer_numbers(c, 1) +
+       double(c.decoder_layers) * layer_numbers(c, 2);
+  if (c.pre_norm) n += 2 * norm_numbers(c);                // each stack's final norm
   n += double(c.tgt_vocab) * (c.tie_weights ? 1 : D + 1);  // lm_head: bias (+ weight)
   return n;
 }
 
 double parameter_count(const GPTConfig& c) {
-  const double D = double(c.d_model), F = double(c.d_ff);
-  const double layer = attention_numbers(D, qk_width(c)) + 2 * norm_numbers(D) + ffn_numbers(D, F);
-  double n = double(c.vocab) * D + double(c.max_positions) * D + double(c.layers) * layer;
-  if (c.pre_norm) n += norm_numbers(D);
+  const double D = double(c.d_model);
+  double n =
+      double(c.vocab) * D + double(c.max_positions) * D + double(c.layers) * layer_numbers(c, 1);
+  if (c.pre_norm) n += norm_numbers(c);
   if (!c.tie_weights) n += double(c.vocab) * D;  // lm_head, no bias
   return n;
 }
 
 double parameter_count(const EncoderOnlyConfig& c) {
-  const double D = double(c.d_model), F = double(c.d_ff);
-  const double layer = attention_numbers(D, qk_width(c)) + 2 * norm_numbers(D) + ffn_numbers(D, F);
-  double n = double(c.vocab) * D + double(c.layers) * layer;
-  if (c.pre_norm) n += norm_numbers(D);
+  const double D = double(c.d_model);
+  double n = double(c.vocab) * D + double(c.layers) * layer_numbers(c, 1);
+  if (c.pre_norm) n += norm_numbers(c);
   return n + double(c.classes) * (D + 1);  // head, with bias
 }
 
@@ -193,9 +244,7 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const Enc
   fit.at_least("layers", c.layers, 1);
   fit.layers_are("encoder.layers.", "layers", c.layers);
   fit.d_k_fits("encoder.layers.0.self_attn.w_q.weight", c.heads, c.d_model, c.d_k);
-  fit.at_least("d_ff", c.d_ff, 1);
-  const Tensor& w1 = fit.matrix("encoder.layers.0.ffn.linear1.weight", "d_ff");
-  fit.size_is("encoder.layers.0.ffn.linear1.weight", w1, 0, "d_ff", c.d_ff);  // (F, D)
+  fit.ffn_fits("encoder.layers.0." + ffn_first(c), c.d_ff, ffn_rows(c), c.d_model);
   fit.dropout_ok(c.dropout);
   fit.count_fits(parameter_count(c));
 }
@@ -219,13 +268,8 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const Tra
        {"encoder.layers.0.self_attn.w_q.weight", "decoder.layers.0.self_attn.w_q.weight",
         "decoder.layers.0.cross_attn.w_q.weight"})
     fit.d_k_fits(name, c.heads, c.d_model, c.d_k);
-  fit.at_least("d_ff", c.d_ff, 1);
-  for (const char* name :
-       {"encoder.layers.0.ffn.linear1.weight", "decoder.layers.0.ffn.linear1.weight"}) {
-    const Tensor& w1 = fit.matrix(name, "d_ff");
-    fit.size_is(name, w1, 0, "d_ff", c.d_ff);  // (F, D)
-    fit.size_is(name, w1, 1, "d_model", c.d_model);
-  }
+  for (const char* stack : {"encoder.layers.0.", "decoder.layers.0."})
+    fit.ffn_fits(stack + ffn_first(c), c.d_ff, ffn_rows(c), c.d_model);
   if (c.learned_positions) {
     for (const char* name : {"src_pos.weight", "tgt_pos.weight"}) {
       const Tensor& table = fit.matrix(name, "max_positions");
@@ -255,10 +299,7 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const GPT
   fit.layers_are("layers.", "layers", c.layers);
   if (c.layers > 0) {
     fit.d_k_fits("layers.0.self_attn.w_q.weight", c.heads, c.d_model, c.d_k);
-    fit.at_least("d_ff", c.d_ff, 1);
-    const Tensor& w1 = fit.matrix("layers.0.ffn.linear1.weight", "d_ff");
-    fit.size_is("layers.0.ffn.linear1.weight", w1, 0, "d_ff", c.d_ff);  // (F, D)
-    fit.size_is("layers.0.ffn.linear1.weight", w1, 1, "d_model", c.d_model);
+    fit.ffn_fits("layers.0." + ffn_first(c), c.d_ff, ffn_rows(c), c.d_model);
   }
   const Tensor& table = fit.matrix("pos_embed.weight", "max_positions");
   fit.size_is("pos_embed.weight", table, 0, "max_positions",

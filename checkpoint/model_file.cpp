@@ -14,9 +14,9 @@ using json = nlohmann::json;
 namespace {
 
 Activation parse_activation(const std::string& s, const std::string& where) {
-  if (s == "relu") return Activation::ReLU;
-  if (s == "gelu") return Activation::GELU;
-  throw Error(where + ": key 'activation' is '" + brief(s) + "' (expected relu or gelu)");
+  if (const ActivationKind* k = find_activation(s)) return k->act;
+  throw Error(where + ": key 'activation' is '" + brief(s) + "' (expected " + activation_names() +
+              ")");
 }
 
 // Visits every field of a config with its JSON key, so writing and reading
@@ -84,6 +84,11 @@ json to_json_with(const C& c, Fields fields) {
   // The query/key head size, written only when set apart from d_model / heads
   // (a file without it, as every file before it existed, has d_k = d_model / heads).
   if (c.d_k != 0) j["d_k"] = c.d_k;
+  // The norm's kind and the biases, written only when not the paper's (a
+  // file without them, as every file before they existed, has LayerNorm and biases).
+  const AttentionSettings paper;
+  if (c.norm != paper.norm) j["norm"] = c.norm;
+  if (c.bias != paper.bias) j["bias"] = c.bias;
   return j;
 }
 
@@ -114,6 +119,13 @@ C from_json_with(const json& file_json, const std::string& where, Fields fields)
       throw Error(where + ": key 'd_k' is " + std::to_string(c.d_k) +
                   ": must be >= 1 (leave it out for d_model / heads)");
   }
+  if (j.is_object() && j.contains("norm")) {
+    read_json_field(j, "norm", c.norm, where);
+    if (!find_norm(c.norm))
+      throw Error(where + ": key 'norm' is '" + brief(c.norm) + "' (expected " +
+                  one_of(norm_kinds(), [](const NormKind& k) { return k.name; }) + ")");
+  }
+  if (j.is_object() && j.contains("bias")) read_json_field(j, "bias", c.bias, where);
   // The values nn::MultiHeadAttention takes (nn/attention.h): global_every 0
   // is sparse attention without global positions.
   if (c.window < 1 || c.global_every < 0)

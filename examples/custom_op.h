@@ -12,6 +12,12 @@
 // examples/custom_op.cpp gradchecks it and trains a small model with it;
 // tests/test_custom_op_grad.cpp gradchecks it in float64 and compares it with
 // the same maths composed from primitive ops.
+//
+// The library has this op as a layer of its own (nn::rms_norm and the module
+// nn::RMSNorm, nn/rmsnorm.h, which `--norm rms` uses). custom::rms_norm is
+// the example's own copy, kept to be read beside it line by line (its r is
+// the library's rrms); tests/test_rmsnorm_grad.cpp checks that the two give
+// the same outputs and gradients.
 #pragma once
 #include <algorithm>
 #include <cmath>

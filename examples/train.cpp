@@ -23,6 +23,7 @@
 
 #include "explorer/program.h"
 #include "generation/decoding_methods.h"
+#include "trainer/presets.h"
 #include "trainer/run.h"
 
 using namespace qkv;
@@ -113,7 +114,12 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   app.add_flag("--pre-ln,!--post-ln", c.pre_ln, "Pre-LN (default: Post-LN; gpt: Pre-LN)");
   app.add_flag("--tie,!--no-tie", c.tie, "tie output and embedding (gpt: on)");
   add_value(app, "--positions", c.positions, "sinusoidal or learned (gpt)")->capture_default_str();
-  add_value(app, "--activation", c.activation, "relu or gelu (gpt: gelu)")->capture_default_str();
+  add_value(app, "--activation", c.activation,
+            "relu, gelu (gpt) or swiglu (hidden 2/3 d_ff, to 8s)")
+      ->capture_default_str();
+  add_value(app, "--norm", c.norm, "layer (LayerNorm) or rms (RMSNorm)")->capture_default_str();
+  app.add_flag("--no-bias", c.no_bias, "attention and FFN Linears without biases");
+  add_value(app, "--preset", o.preset, preset_help());
   add_value(app, "--attention", c.attention, "standard, memory-efficient, sparse, linear, auto")
       ->capture_default_str();
   add_value(app, "--window", c.window, "sparse attention: the local window")->capture_default_str();

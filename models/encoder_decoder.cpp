@@ -26,7 +26,7 @@ void set_kernel(MultiHeadAttention& a, const LayerOptions& o, bool self_attentio
 }
 
 // f(x), or with Recompute::FFN the same numbers kept for backward as ffn's input only.
-Var feed_forward(FeedForward& ffn, const Var& x, Recompute r) {
+Var feed_forward(const FFN& ffn, const Var& x, Recompute r) {
   if (r != Recompute::FFN || !x.requires_grad()) return ffn.forward(x);
   return recompute([&ffn](const std::vector<Var>& in) { return ffn.forward(in[0]); }, {x});
 }
@@ -37,10 +37,9 @@ Var feed_forward(FeedForward& ffn, const Var& x, Recompute r) {
 EncoderLayer::EncoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
     : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
   self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
-                                               o.d_model, o.heads, true, init, o.d_k, o.kv_heads));
+                                               o.d_model, o.heads, o.bias, init, o.d_k, o.kv_heads));
   norm1 = register_module("norm1", make_norm(o.norm, o.d_model));
-  ffn =
-      register_module("ffn", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, init));
+  ffn = register_module("ffn", make_ffn(o.activation, o.d_model, o.d_ff, o.bias, init));
   norm2 = register_module("norm2", make_norm(o.norm, o.d_model));
   drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
   drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));
@@ -69,13 +68,12 @@ Var EncoderLayer::forward(const Var& x, const AttentionMask& self_mask) {
 DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
     : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
   self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
-                                               o.d_model, o.heads, true, init, o.d_k, o.kv_heads));
+                                               o.d_model, o.heads, o.bias, init, o.d_k, o.kv_heads));
   norm1 = register_module("norm1", make_norm(o.norm, o.d_model));
   cross_attn = register_module(
-      "cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, true, init, o.d_k));
+      "cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, o.bias, init, o.d_k));
   norm2 = register_module("norm2", make_norm(o.norm, o.d_model));
-  ffn =
-      register_module("ffn", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.activation, init));
+  ffn = register_module("ffn", make_ffn(o.activation, o.d_model, o.d_ff, o.bias, init));
   norm3 = register_module("norm3", make_norm(o.norm, o.d_model));
   drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
   drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));

@@ -14,6 +14,7 @@
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/feedforward.h"
+#include "nn/ffn.h"
 #include "nn/layernorm.h"
 #include "nn/norm.h"
 #include "nn/linear.h"
@@ -31,9 +32,12 @@ enum class Recompute { None, FFN, Layer };
 struct LayerOptions {
   int64_t d_model = 512, heads = 8, d_ff = 2048;
   real dropout = 0.1;
+  // The feed-forward block (nn/ffn.h): FeedForward with ReLU or GELU, or
+  // SwiGLU of hidden width swiglu_hidden(d_ff).
   Activation activation = Activation::ReLU;
   bool pre_norm = false;       // false: Post-LN as in the paper; true: Pre-LN
   std::string norm = "layer";  // every norm's kind (nn/norm.h's table)
+  bool bias = true;            // false: every Linear of attention and FFN without bias
   // The self-attention's heads' kernel (nn/attention.h) and its settings.
   // Cross-attention runs it too when it is MemoryEfficient or Auto (the same
   // maths); Sparse and Linear apply to self-attention only.
@@ -61,17 +65,21 @@ struct AttentionSettings {
   bool scaled = true;
   Recompute recompute = Recompute::None;
   int64_t attention_memory_budget = 0;  // bytes; 0: no limit
-  // The kind of every norm (nn/norm.h's table). Not yet a model file key:
-  // every file holds "layer" until a second norm adds the key.
+  // The kind of every norm (nn/norm.h's table): model_config key "norm",
+  // "layer" in every file written before the key.
   std::string norm = "layer";
   // Grouped-query attention (kv_heads key/value heads shared by groups of
   // heads / kv_heads query heads; 0: heads) and rotary positions (rope_base
   // > 0, 10000 usual; 0: none), in every self-attention of the model.
   int64_t kv_heads = 0;
   real rope_base = 0;
+  // false: the attentions' W_Q, W_K, W_V, W_O and the FFN's linear maps have
+  // no bias (model_config key "bias"; the norms keep theirs).
+  bool bias = true;
   // Fills these settings into layer options.
   LayerOptions apply(LayerOptions o) const {
     o.norm = norm;
+    o.bias = bias;
     o.attention = attention;
     o.d_k = d_k;
     o.sparse.window = window;
@@ -94,7 +102,7 @@ class EncoderLayer : public Module {
   Var forward(const Var& x, const AttentionMask& self_mask);
   std::shared_ptr<MultiHeadAttention> self_attn;
   std::shared_ptr<Norm> norm1, norm2;
-  std::shared_ptr<FeedForward> ffn;
+  std::shared_ptr<FFN> ffn;  // FeedForward or SwiGLU (nn/ffn.h)
   std::shared_ptr<Dropout> drop1, drop2;
   bool pre_norm;
   Recompute recompute;
@@ -112,7 +120,7 @@ class DecoderLayer : public Module {
               const AttentionMask& cross_mask);
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
   std::shared_ptr<Norm> norm1, norm2, norm3;
-  std::shared_ptr<FeedForward> ffn;
+  std::shared_ptr<FFN> ffn;  // FeedForward or SwiGLU (nn/ffn.h)
   std::shared_ptr<Dropout> drop1, drop2, drop3;
   bool pre_norm;
   Recompute recompute;

@@ -164,12 +164,13 @@ void feed_forward_backward(const real* dy, const Tensor& x, const Tensor& W1, co
 // ============================================================================
 
 namespace {
-// Inputs (x, w1, b1, w2, b2). Saved: x (..., D), W1 (F, D), W2 (D, F) and the
-// hidden layer (section 2).
+// Inputs (x, w1, b1, w2, b2), or (x, w1, w2) without biases. Saved: x (..., D), W1 (F, D), W2 (D,
+// F) and the hidden layer (section 2).
 struct FeedForwardNode : Node {
   Tensor x, w1, w2;  // (..., D), (F, D), (D, F)
   Hidden hidden;
   Activation act = Activation::ReLU;
+  bool has_bias = true;
   const char* name() const override { return "feed_forward"; }
   OpDoc doc() const override {
     return {"y = h W2^T + b2,  h = act(pre),  pre = x W1^T + b1",
@@ -180,14 +181,17 @@ struct FeedForwardNode : Node {
 
   TensorList backward(const Tensor& dy) override {
     const int64_t F = w1.size(0), D = w1.size(1);
+    // input indices: x 0, w1 1, (b1 2), w2 2 or 3, (b2 4)
+    const size_t i_w2 = has_bias ? 3 : 2;
     Tensor dx = needs_grad(0) ? Tensor::empty(x.shape()) : Tensor();
     Tensor dw1 = needs_grad(1) ? Tensor::empty(w1.shape()) : Tensor();
-    Tensor db1 = needs_grad(2) ? Tensor::empty({F}) : Tensor();
-    Tensor dw2 = needs_grad(3) ? Tensor::empty(w2.shape()) : Tensor();
-    Tensor db2 = needs_grad(4) ? Tensor::empty({D}) : Tensor();
+    Tensor db1 = has_bias && needs_grad(2) ? Tensor::empty({F}) : Tensor();
+    Tensor dw2 = needs_grad(i_w2) ? Tensor::empty(w2.shape()) : Tensor();
+    Tensor db2 = has_bias && needs_grad(4) ? Tensor::empty({D}) : Tensor();
     auto ptr = [](Tensor& t) { return t.defined() ? t.data() : nullptr; };
     feed_forward_backward(dy.data(), x, w1, w2, hidden, act, ptr(dx), ptr(dw1), ptr(db1), ptr(dw2),
                           ptr(db2));
+    if (!has_bias) return {dx, dw1, dw2};
     return {dx, dw1, db1, dw2, db2};
   }
   void release_saved() override { x = w1 = w2 = hidden.pre = hidden.h = Tensor(); }
@@ -211,15 +215,21 @@ Var feed_forward(const Var& x, const Var& w1, const Var& b1, const Var& w2, cons
   const int64_t F = W1.size(0), D = W1.size(1);
   if (F == 0 || D == 0)
     throw Error("feed_forward: w1 " + to_string(W1.shape()) + " has an empty dimension");
-  if (!b1.defined() || !b2.defined() || b1.shape() != Shape{F} || b2.shape() != Shape{D})
+  if (act != Activation::ReLU && act != Activation::GELU)
+    throw Error(std::string("feed_forward: activation ") + activation_name(act) +
+                " is a block of its own (nn::swiglu), not an activation of this op");
+  // Both biases, or neither (a block without biases, --no-bias).
+  const bool has_bias = b1.defined() || b2.defined();
+  if (has_bias &&
+      (!b1.defined() || !b2.defined() || b1.shape() != Shape{F} || b2.shape() != Shape{D}))
     throw Error("feed_forward: biases must be b1 (" + std::to_string(F) + ") and b2 (" +
-                std::to_string(D) + "), got b1 " +
+                std::to_string(D) + ") or both undefined, got b1 " +
                 (b1.defined() ? to_string(b1.shape()) : std::string("undefined")) + " and b2 " +
                 (b2.defined() ? to_string(b2.shape()) : std::string("undefined")));
 
   Tensor Y = Tensor::empty(X.shape());  // (..., D)
-  Hidden hidden =
-      feed_forward_forward(Y.data(), X, W1, b1.data().data(), W2, b2.data().data(), act);
+  Hidden hidden = feed_forward_forward(Y.data(), X, W1, has_bias ? b1.data().data() : nullptr, W2,
+                                       has_bias ? b2.data().data() : nullptr, act);
 
   auto node = make_node<FeedForwardNode>();
   node->x = X;
@@ -227,6 +237,8 @@ Var feed_forward(const Var& x, const Var& w1, const Var& b1, const Var& w2, cons
   node->w2 = W2;
   node->hidden = hidden;
   node->act = act;
+  node->has_bias = has_bias;
+  if (!has_bias) return make_result(Y, node, {x, w1, w2});
   return make_result(Y, node, {x, w1, b1, w2, b2});
 }
 
@@ -234,13 +246,16 @@ Var feed_forward(const Var& x, const Var& w1, const Var& b1, const Var& w2, cons
 // 6. The module
 // ============================================================================
 
-FeedForward::FeedForward(int64_t D_, int64_t F_, Activation act_, Generator& g)
+FeedForward::FeedForward(int64_t D_, int64_t F_, Activation act_, Generator& g, bool bias)
     : D(D_), F(F_), act(act_) {
   if (D <= 0 || F <= 0)
     throw Error("FeedForward: D and F must be positive, got D " + std::to_string(D) + ", F " +
                 std::to_string(F));
-  linear1 = register_module("linear1", std::make_shared<Linear>(D, F, true, g));
-  linear2 = register_module("linear2", std::make_shared<Linear>(F, D, true, g));
+  if (act != Activation::ReLU && act != Activation::GELU)
+    throw Error(std::string("FeedForward: activation ") + activation_name(act) +
+                " is a block of its own (nn::SwiGLU; nn::make_ffn builds either)");
+  linear1 = register_module("linear1", std::make_shared<Linear>(D, F, bias, g));
+  linear2 = register_module("linear2", std::make_shared<Linear>(F, D, bias, g));
 }
 
 }  // namespace qkv::nn

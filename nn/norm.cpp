@@ -8,10 +8,10 @@ namespace qkv::nn {
 
 const std::vector<NormKind>& norm_kinds() {
   static const std::vector<NormKind> table = {
-      {"layer", "LayerNorm: (x - mean) * rstd * gain + bias over D (eps 1e-5)",
+      {"layer", "LayerNorm: (x - mean) * rstd * gain + bias over D (eps 1e-5)", 2,
        [](int64_t D) -> std::shared_ptr<Norm> { return std::make_shared<LayerNorm>(D); }},
       {"rms", "RMSNorm: x * rrms * gain over D, rrms = 1/sqrt(mean(x^2) + eps), no bias (eps 1e-6)",
-       [](int64_t D) -> std::shared_ptr<Norm> { return std::make_shared<RMSNorm>(D); }},
+       1, [](int64_t D) -> std::shared_ptr<Norm> { return std::make_shared<RMSNorm>(D); }},
   };
   return table;
 }

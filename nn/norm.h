@@ -40,8 +40,9 @@ class Norm : public Module {
 };
 
 struct NormKind {
-  const char* name;  // "layer", as a model's settings name it
-  const char* help;  // one line: what it computes
+  const char* name;         // "layer", as a model's settings name it
+  const char* help;         // one line: what it computes
+  int numbers_per_feature;  // parameters per feature of D: 2 (gain, shift) or 1 (gain)
   std::shared_ptr<Norm> (*make)(int64_t D);
 };
 

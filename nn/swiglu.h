@@ -10,6 +10,7 @@
 #pragma once
 #include <memory>
 
+#include "nn/ffn.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 
@@ -26,11 +27,12 @@ int64_t swiglu_hidden(int64_t d_ff);
 // The graph shows it as "swiglu".
 Var swiglu(const Var& x, const Var& w_gate, const Var& w_up, const Var& w_down);
 
-class SwiGLU : public Module {
+// One of the layers' FFN blocks (nn/ffn.h), beside nn::FeedForward.
+class SwiGLU : public FFN {
  public:
   // F is the hidden width itself (swiglu_hidden(d_ff) for the Llama rule).
   SwiGLU(int64_t D, int64_t F, Generator& g = default_generator());
-  Var forward(const Var& x) const {
+  Var forward(const Var& x) const override {
     ModuleScope scope(this);
     return swiglu(x, gate->weight, up->weight, down->weight);
   }

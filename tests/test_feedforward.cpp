@@ -61,6 +61,21 @@ TEST_CASE("feed_forward rejects mismatched input, weight and bias shapes, naming
       },
       {"feed_forward", "b1", "(4)"});
   check_error([] { nn::FeedForward bad(4, 0); }, {"FeedForward", "F 0"});
+  // one bias without the other is neither form of the op
+  check_error(
+      [&] {
+        nn::feed_forward(x, ffn.linear1->weight, ffn.linear1->bias, ffn.linear2->weight, Var());
+      },
+      {"feed_forward", "b2 undefined", "or both undefined"});
+  // SwiGLU is a block of its own, not an activation of this op or module
+  check_error(
+      [&] {
+        nn::feed_forward(x, ffn.linear1->weight, Var(), ffn.linear2->weight, Var(),
+                         nn::Activation::SwiGLU);
+      },
+      {"feed_forward", "swiglu", "nn::swiglu"});
+  check_error([] { nn::FeedForward bad(4, 8, nn::Activation::SwiGLU); },
+              {"FeedForward", "swiglu", "nn::make_ffn"});
 }
 
 TEST_CASE(

@@ -145,3 +145,53 @@ TEST_CASE(
   INFO(r.report);
   CHECK(r.ok);
 }
+
+// ---- without biases (--no-bias): feed_forward(x, w1, {}, w2, {}) --------------
+
+namespace {
+// {x, w1, w2} of make_inputs: the op's inputs without b1 and b2.
+std::vector<Var> no_bias(std::vector<Var> v) { return {v[0], v[1], v[3]}; }
+testing::VarFn fused_no_bias(Activation act) {
+  return [act](const std::vector<Var>& v) {
+    return nn::feed_forward(v[0], v[1], Var(), v[2], Var(), act);
+  };
+}
+}  // namespace
+
+TEST_CASE("feed_forward without biases: backward matches finite differences for x, W1, W2") {
+  for (Activation act : {Activation::ReLU, Activation::GELU}) {
+    Generator g = test_generator();
+    auto in = no_bias(make_inputs(2, 3, 4, 6, g));
+    auto r = gradcheck(fused_no_bias(act), in);
+    INFO(nn::activation_name(act), " ", r.report);
+    CHECK(r.ok);
+    CHECK(r.checked == 24 + 24 + 24);
+  }
+}
+
+TEST_CASE("feed_forward without biases fused equals act(x W1^T) W2^T composed from ops") {
+  for (Activation act : {Activation::ReLU, Activation::GELU}) {
+    Generator g = test_generator();
+    testing::check_fused_equals_composed(
+        fused_no_bias(act),
+        [act](const std::vector<Var>& v) {
+          Var pre = matmul(v[0], v[1], false, true);  // (B,T,D) x (D,F) -> (B,T,F)
+          return matmul(act == Activation::ReLU ? relu(pre) : gelu(pre), v[2], false, true);
+        },
+        no_bias(make_inputs(3, 4, 8, 16, g)));
+  }
+}
+
+TEST_CASE("FeedForward without biases: linear1/linear2 weights only, forward the bias-free op") {
+  Generator g = test_generator();
+  nn::FeedForward ffn(4, 10, Activation::ReLU, g, /*bias=*/false);
+  auto named = ffn.named_parameters();
+  REQUIRE(named.size() == 2);
+  CHECK(named[0].first == "linear1.weight");
+  CHECK(named[1].first == "linear2.weight");
+  Var x(Tensor::normal({2, 4}, 0, 1, g), true);
+  auto r = gradcheck([&](const std::vector<Var>& v) { return ffn(v[0]); },
+                     {x, ffn.linear1->weight, ffn.linear2->weight});
+  INFO(r.report);
+  CHECK(r.ok);
+}

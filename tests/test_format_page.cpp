@@ -89,3 +89,12 @@ TEST_CASE("format page: encoder files written from the page alone load and give 
   check_case("encoder");
   check_case("encoder_preln");
 }
+
+// The block keys: the llama block (Pre-LN RMSNorm, SwiGLU, no biases, tied);
+// Post-LN RMSNorm (the residual sum inside the norm), GELU, no biases.
+TEST_CASE(
+    "format page: files with the block keys norm, activation swiglu and bias, written from the "
+    "page alone, load and give PyTorch's logits") {
+  check_case("gpt_llama");
+  check_case("seq2seq_rms");
+}

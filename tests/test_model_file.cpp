@@ -15,6 +15,7 @@
 #include "errors.h"
 #include "io/json_bounded.h"
 #include "checkpoint/model_file.h"
+#include "nn/swiglu.h"
 #include "temp_dir.h"
 #include "test_seed.h"
 
@@ -156,6 +157,54 @@ TEST_CASE(
   CHECK(list.size() < 400);
 }
 
+TEST_CASE(
+    "model file: the block keys norm and bias are optional (LayerNorm, biases), and a wrong "
+    "norm, a mistyped bias or a SwiGLU file whose d_ff disagrees with its tensors is refused") {
+  TempDir tmp;
+  const std::string path = tmp.file("m.safetensors");
+  GPTConfig c = small_gpt(true, true);
+  save_model(GPT(c), path);
+  // a file without the keys (as every file before them) is the paper's block
+  edit_config(path, [](json& j) {
+    CHECK_FALSE(j.contains("norm"));
+    CHECK_FALSE(j.contains("bias"));
+  });
+  const std::unique_ptr<GPT> plain = load_gpt(path);
+  CHECK(plain->cfg.norm == "layer");
+  CHECK(plain->cfg.bias);
+  c.norm = "rms";
+  c.bias = false;
+  c.activation = Activation::SwiGLU;
+  save_model(GPT(c), path);
+  edit_config(path, [](json& j) {
+    CHECK(j.at("norm") == "rms");
+    CHECK(j.at("bias") == false);
+    CHECK(j.at("activation") == "swiglu");
+    j["norm"] = "batch";
+  });
+  CHECK(error_of([&] { load_gpt(path); }) ==
+        path + ": metadata 'model_config': key 'norm' is 'batch' (expected layer or rms)");
+  edit_config(path, [](json& j) {
+    j["norm"] = "rms";
+    j["bias"] = "no";
+  });
+  CHECK(has(error_of([&] { load_gpt(path); }),
+            "key 'bias' has the wrong type (expected a boolean, got string \"no\")"));
+  edit_config(path, [&](json& j) {
+    j["bias"] = false;
+    j["d_ff"] = c.d_ff * 2;  // SwiGLU's hidden width from another d_ff
+  });
+  const std::string d_ff = error_of([&] { load_gpt(path); });
+  CHECK(has(d_ff, "model_config key 'd_ff' is " + std::to_string(c.d_ff * 2) +
+                      " (a SwiGLU hidden width of " + std::to_string(swiglu_hidden(c.d_ff * 2)) +
+                      ") but tensor 'layers.0.ffn.gate.weight' has shape"));
+  edit_config(path, [&](json& j) {
+    j["d_ff"] = c.d_ff;
+    j["bias"] = true;  // the file holds no biases
+  });
+  CHECK(has(error_of([&] { load_gpt(path); }), "bias"));
+}
+
 TEST_CASE("model file: a control character in a quoted config value shows escaped") {
   TempDir tmp;
   const std::string path = tmp.file("m.safetensors");
@@ -165,7 +214,7 @@ TEST_CASE("model file: a control character in a quoted config value shows escape
   CHECK(msg ==
         path +
             ": metadata 'model_config': key 'activation' is 'gelu\\x0a\\x1b[2Jrelu' (expected "
-            "relu or gelu)");
+            "relu, gelu or swiglu)");
   // And the model kind, from the same file's metadata.
   set_metadata(path, "model_kind", "gpt\r\n" + std::string(5000, 'k'));
   const std::string kind = error_of([&] { load_gpt(path); });

@@ -21,6 +21,13 @@ using namespace qkv::nn;
 
 namespace {
 
+// parameter_count of the model's own configuration (checkpoint/model_file.h).
+double parameter_count_of(const Model& m) {
+  if (auto* s = dynamic_cast<const Seq2SeqTransformer*>(&m)) return parameter_count(s->cfg);
+  if (auto* g = dynamic_cast<const GPT*>(&m)) return parameter_count(g->cfg);
+  return parameter_count(dynamic_cast<const EncoderOnlyModel&>(m).cfg);
+}
+
 // Saves `m`, loads the file, and checks the configuration and every weight.
 void check_round_trip(const Model& m, const std::string& what) {
   testing::TempDir tmp("qkv_model_round_trip");
@@ -36,6 +43,8 @@ void check_round_trip(const Model& m, const std::string& what) {
     err = e.what();
   }
   REQUIRE_MESSAGE(err.empty(), "load_model refused a file save_model wrote: " << err);
+  // the count the configuration implies is the model's (check_config_fits bounds a file by it)
+  CHECK(parameter_count_of(m) == double(m.num_parameters()));
   CHECK(std::string(back->kind()) == m.kind());
   CHECK(config_to_json(*back) == config_to_json(m));
   const NamedTensors a = state_dict(m), b = state_dict(*back);
@@ -93,6 +102,27 @@ std::vector<std::pair<std::string, std::function<void(Config&)>>> attention_edit
   e.push_back({"gelu", [](Config& c) { c.activation = Activation::GELU; }});
   e.push_back({"relu", [](Config& c) { c.activation = Activation::ReLU; }});
   e.push_back({"pre_norm", [](Config& c) { c.pre_norm = !c.pre_norm; }});
+  // The block's keys (norm, activation swiglu, bias), alone, together, in
+  // both norm placements (Post-LN's residual sum fused into the RMSNorm).
+  e.push_back({"swiglu", [](Config& c) { c.activation = Activation::SwiGLU; }});
+  e.push_back({"swiglu, d_ff 1", [](Config& c) {
+                 c.activation = Activation::SwiGLU;
+                 c.d_ff = 1;
+               }});
+  e.push_back({"norm rms", [](Config& c) { c.norm = "rms"; }});
+  e.push_back({"no bias", [](Config& c) { c.bias = false; }});
+  for (bool pre : {false, true})
+    e.push_back({std::string("llama block, ") + (pre ? "Pre-LN" : "Post-LN"), [pre](Config& c) {
+                   c.norm = "rms";
+                   c.activation = Activation::SwiGLU;
+                   c.bias = false;
+                   c.pre_norm = pre;
+                 }});
+  e.push_back({"no bias, gelu, d_k 3", [](Config& c) {
+                 c.bias = false;
+                 c.activation = Activation::GELU;
+                 c.d_k = 3;
+               }});
   e.push_back({"one head per dimension", [](Config& c) { c.heads = c.d_model; }});
   e.push_back({"d_model 1, one head", [](Config& c) {
                  c.d_model = 1;

@@ -19,8 +19,15 @@ namespace {
 
 // Every parameter's gradient of one training step of a GPT with dropout 0.1,
 // each layer recomputing `r` and running attention `kernel`.
-std::vector<Tensor> gpt_grads(Recompute r, AttentionKernel kernel, uint64_t* rng_after) {
+// With `llama`: the llama block (RMSNorm, SwiGLU, no biases).
+std::vector<Tensor> gpt_grads(Recompute r, AttentionKernel kernel, uint64_t* rng_after,
+                              bool llama = false) {
   GPTConfig c;
+  if (llama) {
+    c.norm = "rms";
+    c.activation = Activation::SwiGLU;
+    c.bias = false;
+  }
   c.vocab = 11;
   c.d_model = 16;
   c.heads = 2;
@@ -72,6 +79,19 @@ TEST_CASE(
     CHECK(rng_ffn == rng_none);
     CHECK(rng_layer == rng_none);
   }
+}
+
+TEST_CASE(
+    "a llama-block GPT (RMSNorm, SwiGLU, no biases): SwiGLU or whole layers recomputed give "
+    "bit-identical gradients") {
+  uint64_t rng_none = 0, rng_ffn = 0, rng_layer = 0;
+  const auto k = AttentionKernel::Standard;
+  const std::vector<Tensor> none = gpt_grads(Recompute::None, k, &rng_none, true);
+  REQUIRE(none.size() == 3 * (4 + 2 + 3) + 3);  // no biases: W_QKVO, 2 gains, SwiGLU's 3; + 3
+  check_identical(gpt_grads(Recompute::FFN, k, &rng_ffn, true), none);
+  check_identical(gpt_grads(Recompute::Layer, k, &rng_layer, true), none);
+  CHECK(rng_ffn == rng_none);
+  CHECK(rng_layer == rng_none);
 }
 
 TEST_CASE(

@@ -11,6 +11,9 @@
 #include "fixture.h"
 #include "nn/cross_entropy.h"
 #include "models/transformer.h"
+#include "checkpoint/model_file.h"
+#include "nn/rmsnorm.h"
+#include "nn/swiglu.h"
 
 using namespace qkv;
 using namespace qkv::nn;
@@ -97,6 +100,33 @@ TEST_CASE("GPT decoder-only LM (Pre-LN, GELU, learned positions, tied head) matc
   c.max_positions = std::stoi(m.at("max_len"));
   c.dropout = 0;
   GPT model(c);
+  check_same_names(model, f);
+  load_params(model, f, "");
+  Var logits = model.forward(tokens_of(f, "in.ids", "in.lens"));
+  check_close(logits.data(), f.get("out.logits"), "logits");
+  Var loss = cross_entropy(logits, ids_of(f.get("in.targets")), 0, 0);
+  check_close(loss.data().reshape({1}), f.get("out.loss"), "loss");
+  loss.backward();
+  check_grads(model, f);
+}
+
+TEST_CASE(
+    "GPT with the llama block (model_config norm rms, activation swiglu, bias false) matches "
+    "the PyTorch reference built from the same keys: logits, loss and every gradient") {
+  TensorFile f = load_fixture("gpt_llama.safetensors");
+  // The model is built from the model_config the reference was built from.
+  const GPTConfig c = gpt_config_from_json(nlohmann::json::parse(f.metadata.at("model_config")),
+                                           "gpt_llama.safetensors");
+  REQUIRE(c.norm == "rms");
+  REQUIRE(c.activation == Activation::SwiGLU);
+  REQUIRE_FALSE(c.bias);
+  GPT model(c);
+  // RMSNorm everywhere, SwiGLU of hidden width swiglu_hidden(64) = 48, no biases.
+  REQUIRE(dynamic_cast<const RMSNorm*>(model.norm.get()));
+  const auto* ffn = dynamic_cast<const SwiGLU*>(model.layers[0]->ffn.get());
+  REQUIRE(ffn);
+  CHECK(ffn->F == 48);
+  CHECK_FALSE(model.layers[0]->self_attn->w_q->bias.defined());
   check_same_names(model, f);
   load_params(model, f, "");
   Var logits = model.forward(tokens_of(f, "in.ids", "in.lens"));

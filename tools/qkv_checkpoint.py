@@ -314,11 +314,48 @@ def bpe_token_bytes(bpe, where):
     return tokens
 
 
+# The block's model_config keys every family shares, as docs/checkpoint-format.md
+# lists them: the values each may take, and the default of a file written
+# before the key existed (None: the key is required).
+BLOCK_KEYS = {
+    "activation": (("relu", "gelu", "swiglu"), None),
+    "norm": (("layer", "rms"), "layer"),
+    "bias": ((True, False), True),
+}
+
+
+def swiglu_hidden(d_ff):
+    """SwiGLU's hidden width for a block of d_ff: int(2 d_ff / 3) rounded up to
+    a multiple of 8 (nn::swiglu_hidden)."""
+    return (max(2 * d_ff // 3, 1) + 7) // 8 * 8
+
+
+def block(config, where="model_config"):
+    """{"activation", "norm", "bias"} of a model_config, the defaults filled in
+    for keys an older file lacks. Raises ValueError naming the key for a value
+    the page does not list."""
+    out = {}
+    for key, (choices, default) in BLOCK_KEYS.items():
+        if key not in config:
+            if default is None:
+                raise ValueError(f"{where}: missing key '{key}'")
+            out[key] = default
+            continue
+        value = config[key]
+        if not any(value is c if isinstance(c, bool) else (isinstance(value, str) and value == c)
+                   for c in choices):
+            listed = ", ".join(json.dumps(c) for c in choices)
+            raise ValueError(f"{where}: key '{key}' is {brief(json.dumps(value))} (expected {listed})")
+        out[key] = value
+    return out
+
+
 def model_info(path):
     """The model a file describes: {"model_kind", "model_config", "model_prefix",
-    "vocab" (list or None), "special_tokens", "tokenizer" (or None), and for a
-    BPE tokenizer "bpe" (its merges and pattern) and "token_bytes" (each id's
-    bytes, None for a special token)}. Raises ValueError naming the file and
+    "vocab" (list or None), "special_tokens", "tokenizer" (or None), "block"
+    (block(): activation, norm, bias), and for a BPE tokenizer "bpe" (its merges
+    and pattern) and "token_bytes" (each id's bytes, None for a special token)}.
+    Raises ValueError naming the file and
     the key when a part is missing or disagrees."""
     md = read_header(path).get("__metadata__") or {}
     where = brief(path)
@@ -341,7 +378,8 @@ def model_info(path):
     if not (isinstance(special, dict) and all(isinstance(v, int) for v in special.values())):
         raise ValueError(f"{where}: metadata 'special_tokens' is not a JSON object of token ids")
     info = {"model_kind": kind, "model_config": config, "model_prefix": md.get("model_prefix", ""),
-            "vocab": vocab, "special_tokens": special, "tokenizer": md.get("tokenizer")}
+            "vocab": vocab, "special_tokens": special, "tokenizer": md.get("tokenizer"),
+            "block": block(config, f"{where}: metadata 'model_config'")}
     if (md.get("tokenizer") == "bpe") != ("bpe" in md):
         raise ValueError(f"{where}: the file's parts disagree: metadata 'tokenizer' is "
                          f"'{brief(md.get('tokenizer', '(none)'))}' and 'bpe' is {'there' if 'bpe' in md else 'missing'}")
@@ -375,6 +413,10 @@ def main(argv):
         vocab = info["vocab"]
         print("model_kind:", info["model_kind"])
         print("model_config:", json.dumps(info["model_config"], sort_keys=True))
+        blk = info["block"]
+        hidden = f" (hidden {swiglu_hidden(info['model_config'].get('d_ff', 1))})"
+        print(f"block: {blk['norm']} norm, {blk['activation']}{hidden * (blk['activation'] == 'swiglu')},",
+              "biases" if blk["bias"] else "no biases")
         print("vocab:", "(none)" if vocab is None else f"{len(vocab)} tokens {[brief(t) for t in vocab[:12]]}{' ...' * (len(vocab) > 12)}")
         print("special_tokens:", json.dumps(info["special_tokens"]), " tokenizer:", brief(info["tokenizer"] or "(none)"))
         if "bpe" in info:

@@ -10,7 +10,9 @@
 
 #include "data/tasks.h"
 #include "dist/distributed.h"
+#include "nn/activation.h"
 #include "nn/linear.h"
+#include "nn/norm.h"
 #include "optim/optimizers.h"
 #include "trainer/family.h"
 
@@ -44,6 +46,7 @@ void validate(const TrainConfig& c, const std::string& where) {
     const std::map<std::string, std::string> model_name = {{"pre_ln", "pre_norm"},
                                                            {"tie", "tie_weights"},
                                                            {"positions", "learned_positions"},
+                                                           {"no_bias", "bias"},
                                                            {"layers", "layers"}};
     const auto it = model_name.find(key);
     return where + ": metadata 'model_config' key '" + (it == model_name.end() ? key : it->second) +
@@ -65,8 +68,11 @@ void validate(const TrainConfig& c, const std::string& where) {
   if (fam.check)  // the family's own rules (positions, tying, ...)
     fam.check(
         c, [&](bool ok, const char* key, const std::string& why) { require(ok, name(key), why); });
-  require(c.activation == "relu" || c.activation == "gelu", name("activation"),
-          "expected relu or gelu, got '" + brief(c.activation) + "'");
+  require(nn::find_activation(c.activation) != nullptr, name("activation"),
+          "expected " + nn::activation_names() + ", got '" + brief(c.activation) + "'");
+  require(nn::find_norm(c.norm) != nullptr, name("norm"),
+          "expected " + one_of(nn::norm_kinds(), [](const nn::NormKind& k) { return k.name; }) +
+              ", got '" + brief(c.norm) + "'");
   require_range<int64_t>(c.context, 0, 65536, name("context"));
   require(c.attention == "standard" || c.attention == "memory-efficient" ||
               c.attention == "sparse" || c.attention == "linear" || c.attention == "auto",
@@ -166,6 +172,8 @@ void attention_to_model(const TrainConfig& c, nn::AttentionSettings& a) {
   a.global_every = c.global_every;
   a.scaled = !c.no_scale;
   a.d_k = c.d_k;
+  a.norm = c.norm;
+  a.bias = !c.no_bias;
   a.recompute = c.recompute == "ffn"     ? nn::Recompute::FFN
                 : c.recompute == "layer" ? nn::Recompute::Layer
                                          : nn::Recompute::None;
@@ -178,6 +186,8 @@ void attention_from_model(TrainConfig& c, const nn::AttentionSettings& a) {
   c.global_every = a.global_every;
   c.no_scale = !a.scaled;
   c.d_k = a.d_k;
+  c.norm = a.norm;
+  c.no_bias = !a.bias;
 }
 
 optim::OptimizerSettings optimizer_settings(const TrainConfig& c) {

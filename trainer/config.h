@@ -42,7 +42,9 @@ struct TrainConfig {
   bool pre_ln = false;                      // Pre-LN (default Post-LN for seq2seq, Pre-LN for gpt)
   bool tie = false;                         // output layer shares the target embedding
   std::string positions = "sinusoidal";     // sinusoidal | learned (gpt: learned)
-  std::string activation = "relu";          // relu | gelu
+  std::string activation = "relu";          // relu | gelu | swiglu (nn/activation.h's table)
+  std::string norm = "layer";               // layer | rms (nn/norm.h's table)
+  bool no_bias = false;                     // attention and FFN Linears without biases
   int64_t context = 0;                      // position table rows (0: what the data needs)
   std::string attention = "standard";       // standard | memory-efficient | sparse | linear | auto
   int64_t window = 128, global_every = 64;  // sparse attention's pattern
@@ -92,9 +94,9 @@ struct TrainConfig {
   // nn::GPTConfig) holds. A checkpoint stores it once, as model_config; its
   // train_config holds the other keys (run_json()).
   static bool is_arch_key(const std::string& k) {
-    for (const char* a :
-         {"model", "d_model", "heads", "layers", "d_ff", "dropout", "pre_ln", "tie", "positions",
-          "activation", "attention", "window", "global_every", "no_scale", "d_k"})
+    for (const char* a : {"model", "d_model", "heads", "layers", "d_ff", "dropout", "pre_ln", "tie",
+                          "positions", "activation", "norm", "no_bias", "attention", "window",
+                          "global_every", "no_scale", "d_k"})
       if (k == a) return true;
     return false;
   }
@@ -110,7 +112,7 @@ struct TrainConfig {
   static bool is_added_key(const std::string& k) {
     for (const char* a : {"optimizer", "weight_decay", "beta1", "beta2", "momentum", "min_lr",
                           "recompute", "attention_budget", "attention", "window", "global_every",
-                          "no_scale", "d_k", "bpe_vocab"})
+                          "no_scale", "d_k", "bpe_vocab", "norm", "no_bias"})
       if (k == a) return true;
     return false;
   }
@@ -136,6 +138,8 @@ struct TrainConfig {
     f("tie", c.tie);
     f("positions", c.positions);
     f("activation", c.activation);
+    f("norm", c.norm);
+    f("no_bias", c.no_bias);
     f("context", c.context);
     f("attention", c.attention);
     f("window", c.window);
@@ -236,8 +240,9 @@ void shared_arch_fields(C& c, M& m, F&& f) {
 }
 
 // The attention settings (--attention, --window, --global-every, --no-scale,
-// --d-k, --recompute, --attention-budget) into a model's config, and the first
-// five back from one (the others are run settings, not stored with the model).
+// --d-k, --norm, --no-bias, --recompute, --attention-budget) into a model's
+// config, and the first seven back from one (the others are run settings, not
+// stored with the model).
 void attention_to_model(const TrainConfig& c, nn::AttentionSettings& a);
 void attention_from_model(TrainConfig& c, const nn::AttentionSettings& a);
 

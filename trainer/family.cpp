@@ -52,7 +52,11 @@ void unregister_family(const std::string& name) {
 }
 
 nn::Activation activation_of(const TrainConfig& c) {
-  return c.activation == "gelu" ? nn::Activation::GELU : nn::Activation::ReLU;
+  const nn::ActivationKind* k = nn::find_activation(c.activation);
+  if (!k)
+    throw Error("--activation: expected " + nn::activation_names() + ", got '" +
+                brief(c.activation) + "'");
+  return k->act;
 }
 
 std::string one_stack(const TrainConfig& c) { return std::to_string(c.layers); }

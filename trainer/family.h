@@ -113,7 +113,7 @@ void register_family(const Family& f);
 void unregister_family(const std::string& name);
 
 // Helpers the family files share.
-nn::Activation activation_of(const TrainConfig& c);  // --activation relu | gelu
+nn::Activation activation_of(const TrainConfig& c);  // --activation relu | gelu | swiglu
 // "2" (one stack of c.layers layers).
 std::string one_stack(const TrainConfig& c);
 

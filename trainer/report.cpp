@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "generation/decoding_methods.h"
+#include "nn/ffn.h"
 #include "trainer/plots.h"
 #include "trainer/report.h"
 
@@ -43,13 +44,23 @@ void print_header(const Trainer& t, const RunOptions& o) {
                 c.data.c_str(), c.format.c_str(), c.tokens.c_str(), (long long)t.vocab.size(),
                 t.text ? (std::to_string(t.text->heldout_tokens().size()) + " tokens").c_str()
                        : (std::to_string(t.pairs->heldout().size()) + " pairs").c_str());
+  // The block's choices beside the paper's: the norm's kind, SwiGLU's hidden
+  // width, no biases ("Pre-LN (rms), swiglu (hidden 176), no biases").
+  const TrainConfig paper;
+  const nn::Activation act = activation_of(c);
+  const std::string norm = c.norm != paper.norm ? " (" + c.norm + ")" : "";
+  const std::string block = c.activation +
+                            (nn::ffn_hidden(act, c.d_ff) != c.d_ff
+                                 ? " (hidden " + std::to_string(nn::ffn_hidden(act, c.d_ff)) + ")"
+                                 : "") +
+                            (c.no_bias ? ", no biases" : "");
   std::printf(
-      "model: %s, d_model %lld, %lld heads%s, %s layers, d_ff %lld, %s, %s, %s positions%s, "
+      "model: %s, d_model %lld, %lld heads%s, %s layers, d_ff %lld, %s%s, %s, %s positions%s, "
       "%lld parameters\n",
       c.model.c_str(), (long long)c.d_model, (long long)c.heads,
       c.d_k > 0 ? (" (d_k " + std::to_string(c.d_k) + ")").c_str() : "",
       t.family().layers_text(c).c_str(), (long long)c.d_ff, c.pre_ln ? "Pre-LN" : "Post-LN",
-      c.activation.c_str(), c.positions.c_str(), c.tie ? ", tied" : "",
+      norm.c_str(), block.c_str(), c.positions.c_str(), c.tie ? ", tied" : "",
       (long long)t.model().num_parameters());
   const std::string optimizer = optim::find_optimizer(c.optimizer)->describe(optimizer_settings(c));
   std::string decay;

@@ -13,6 +13,7 @@
 #include "generation/decoding_methods.h"
 #include "trainer/explain.h"
 #include "trainer/output_paths.h"
+#include "trainer/presets.h"
 #include "trainer/report.h"
 #include "trainer/stop_signals.h"
 
@@ -462,6 +463,9 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
                       : o.eval_only                        ? DataUse::Evaluate
                                                            : DataUse::Train;
   if (!o.load_path.empty()) {
+    if (!o.preset.empty())
+      throw Error("--preset: sets a new run's architecture; the checkpoint " + brief(o.load_path) +
+                  " holds its own (leave --preset out)");
     Trainer t = resumed_run(o.load_path, flags, given, o.allow_nonfinite, use);
     // Fewer --steps than the checkpoint has taken would train nothing and
     // write a file whose schedule ends before its step.
@@ -472,8 +476,14 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
     return t;
   }
   TrainConfig c = flags;
-  fill_dependent_defaults(c, given);
-  Trainer t = !o.init_from.empty() ? Trainer::init_from(o.init_from, c, given) : new_run(c, given);
+  std::vector<std::string> said = given;
+  if (!o.preset.empty()) {
+    if (!o.init_from.empty())
+      throw Error("--preset: sets a new model's architecture; --init-from takes the file's");
+    apply_preset(o.preset, c, said);  // the flags given win over the preset
+  }
+  fill_dependent_defaults(c, said);
+  Trainer t = !o.init_from.empty() ? Trainer::init_from(o.init_from, c, said) : new_run(c, said);
   return t;
 }
 

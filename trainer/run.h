@@ -37,6 +37,7 @@ struct RunOptions {
   std::string best_path;  // set by run(): a language model's best checkpoint (best_checkpoint_path)
   std::string explain, html;      // --explain TEXT --html PAGE: the gradient explorer
   std::string decode = "greedy";  // held-out checks and --ask: greedy | beam
+  std::string preset;             // --preset NAME: a new run's settings (trainer/presets.h)
   int64_t beam = 4, max_new = 200, top_k = 0;
   double alpha = 0.6, temperature = 0.8, top_p = 0.95;
 };

@@ -46,6 +46,9 @@ INPUTS = {
     "gpt_tied": {"ids": [[3, 4, 5, 6, 7, 8, 1, 8, 7, 6, 5], [6, 5, 1, 5, 6, 2, 0, 0, 0, 0, 0]],
                  "lens": [11, 6]},
     "encoder_preln": {"ids": [[8, 3, 7, 4, 6], [5, 5, 3, 0, 0]], "lens": [5, 3]},
+    "gpt_llama": {"ids": [[3, 4, 5, 6, 1, 6, 5, 4, 3], [8, 7, 1, 7, 8, 2, 0, 0, 0]], "lens": [9, 6]},
+    "seq2seq_rms": {"src": [[3, 5, 7, 4, 6], [8, 8, 3, 0, 0]], "src_lens": [5, 3],
+                    "tgt": [[1, 6, 4, 7, 5, 3], [1, 3, 8, 8, 0, 0]], "tgt_lens": [6, 4]},
 }
 
 
@@ -64,6 +67,11 @@ def layer_norm(x, g, b):
     mean = x.mean(-1, keepdim=True)
     var = ((x - mean) ** 2).mean(-1, keepdim=True)
     return (x - mean) / torch.sqrt(var + 1e-5) * g + b
+
+
+def rms_norm(x, g):
+    """x / sqrt(mean(x^2) + 1e-6) * g over the last dimension (norm "rms")."""
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6) * g
 
 
 def sinusoidal(n, d):
@@ -98,9 +106,10 @@ def attention(P, prefix, xq, xkv, lens, causal, c, kernel):
     H = c["heads"]
     dk = c.get("d_k", D // H)
     dv = D // H
-    q = lin(xq, P[prefix + ".w_q.weight"], P[prefix + ".w_q.bias"])  # (B, T, H*dk)
-    k = lin(xkv, P[prefix + ".w_k.weight"], P[prefix + ".w_k.bias"])  # (B, S, H*dk)
-    v = lin(xkv, P[prefix + ".w_v.weight"], P[prefix + ".w_v.bias"])  # (B, S, D)
+    # Without biases (bias false) the files hold none: P.get gives None.
+    q = lin(xq, P[prefix + ".w_q.weight"], P.get(prefix + ".w_q.bias"))  # (B, T, H*dk)
+    k = lin(xkv, P[prefix + ".w_k.weight"], P.get(prefix + ".w_k.bias"))  # (B, S, H*dk)
+    v = lin(xkv, P[prefix + ".w_v.weight"], P.get(prefix + ".w_v.bias"))  # (B, S, D)
     q = q.view(B, T, H, dk).transpose(1, 2)
     k = k.view(B, S, H, dk).transpose(1, 2)
     v = v.view(B, S, H, dv).transpose(1, 2)
@@ -120,30 +129,40 @@ def attention(P, prefix, xq, xkv, lens, causal, c, kernel):
         s = s.masked_fill(hidden(T, S, lens, causal, sparse)[:, None], float("-inf"))
         o = torch.softmax(s, -1) @ v
     o = o.transpose(1, 2).reshape(B, T, D)
-    return lin(o, P[prefix + ".w_o.weight"], P[prefix + ".w_o.bias"])
+    return lin(o, P[prefix + ".w_o.weight"], P.get(prefix + ".w_o.bias"))
 
 
 def ffn(P, prefix, x, c):
-    h = lin(x, P[prefix + ".linear1.weight"], P[prefix + ".linear1.bias"])
+    if c["activation"] == "swiglu":  # (silu(x gate^T) * (x up^T)) down^T
+        a = lin(x, P[prefix + ".gate.weight"])
+        u = lin(x, P[prefix + ".up.weight"])
+        return lin(a * torch.sigmoid(a) * u, P[prefix + ".down.weight"])
+    h = lin(x, P[prefix + ".linear1.weight"], P.get(prefix + ".linear1.bias"))
     if c["activation"] == "relu":
         h = torch.relu(h)
     else:
         h = 0.5 * h * (1.0 + torch.erf(h / math.sqrt(2.0)))  # exact GELU
-    return lin(h, P[prefix + ".linear2.weight"], P[prefix + ".linear2.bias"])
+    return lin(h, P[prefix + ".linear2.weight"], P.get(prefix + ".linear2.bias"))
 
 
-def sublayer(P, norm, x, f, pre_norm):
+def norm_of(P, name, x, c):
+    """The norm `name` of the config's kind: LayerNorm, or RMSNorm with norm "rms"."""
+    if c.get("norm", "layer") == "rms":
+        return rms_norm(x, P[name + ".weight"])
+    return layer_norm(x, P[name + ".weight"], P[name + ".bias"])
+
+
+def sublayer(P, norm, x, f, c):
     """Post-LN: norm(x + f(x)); Pre-LN: x + f(norm(x))."""
-    g, b = P[norm + ".weight"], P[norm + ".bias"]
-    return x + f(layer_norm(x, g, b)) if pre_norm else layer_norm(x + f(x), g, b)
+    return x + f(norm_of(P, norm, x, c)) if c["pre_norm"] else norm_of(P, norm, x + f(x), c)
 
 
 def encoder_layer(P, p, x, lens, causal, c):
     kernel = c["attention"]
     x = sublayer(P, p + ".norm1", x,
                  lambda v: attention(P, p + ".self_attn", v, v, lens, causal, c, kernel),
-                 c["pre_norm"])
-    return sublayer(P, p + ".norm2", x, lambda v: ffn(P, p + ".ffn", v, c), c["pre_norm"])
+                 c)
+    return sublayer(P, p + ".norm2", x, lambda v: ffn(P, p + ".ffn", v, c), c)
 
 
 def decoder_layer(P, p, y, mem, tgt_lens, src_lens, c):
@@ -152,15 +171,15 @@ def decoder_layer(P, p, y, mem, tgt_lens, src_lens, c):
     # self-attention's only.
     y = sublayer(P, p + ".norm1", y,
                  lambda v: attention(P, p + ".self_attn", v, v, tgt_lens, True, c, c["attention"]),
-                 c["pre_norm"])
+                 c)
     y = sublayer(P, p + ".norm2", y,
                  lambda v: attention(P, p + ".cross_attn", v, mem, src_lens, False, c, "standard"),
-                 c["pre_norm"])
-    return sublayer(P, p + ".norm3", y, lambda v: ffn(P, p + ".ffn", v, c), c["pre_norm"])
+                 c)
+    return sublayer(P, p + ".norm3", y, lambda v: ffn(P, p + ".ffn", v, c), c)
 
 
 def final_norm(P, name, x, c):
-    return layer_norm(x, P[name + ".weight"], P[name + ".bias"]) if c["pre_norm"] else x
+    return norm_of(P, name, x, c) if c["pre_norm"] else x
 
 
 # ---------------------------------------------------------------------------

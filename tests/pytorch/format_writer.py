@@ -10,7 +10,8 @@ from the page and the same weights (tests/test_format_page.cpp).
     python3 tests/pytorch/format_writer.py DIR
 
 writes, for each case in CASES (two per model family, each with its own
-norm placement, positions, head, activation and attention kernel):
+norm placement, positions, head, activation and attention kernel, and two
+with the block keys norm, activation swiglu and bias):
 
     DIR/format_<case>.safetensors         a model file (no prefix, with vocab)
     DIR/format_<case>.ckpt.safetensors    a training checkpoint of the same
@@ -109,6 +110,32 @@ CASES = {
         "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 5},
         "seed": 16,
     },
+    # The block keys. decoder-only: the llama block (--preset llama): Pre-LN
+    # with RMSNorm (the final norm too), SwiGLU (d_ff 32: hidden 24), no
+    # biases, the head tied.
+    "gpt_llama": {
+        "kind": "gpt",
+        "config": {"vocab": len(VOCAB), "d_model": 16, "heads": 2, "layers": 2, "d_ff": 32,
+                   "max_positions": 16, "dropout": 0.0, "activation": "swiglu",
+                   "pre_norm": True, "tie_weights": True, "seed": 1, "attention": "standard",
+                   "window": 128, "global_every": 64, "scaled": True, "norm": "rms",
+                   "bias": False},
+        "run": {"optimizer": "adamw", "weight_decay": 0.01, "context": 16},
+        "seed": 17,
+    },
+    # encoder-decoder: Post-LN with RMSNorm (the residual sum inside the
+    # norm), GELU, no biases in attention and feed-forward (lm_head keeps its).
+    "seq2seq_rms": {
+        "kind": "seq2seq",
+        "config": {"src_vocab": len(VOCAB), "tgt_vocab": len(VOCAB), "d_model": 16,
+                   "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "d_ff": 32,
+                   "dropout": 0.0, "activation": "gelu", "pre_norm": False,
+                   "tie_weights": False, "learned_positions": False, "max_positions": 512,
+                   "seed": 1, "attention": "standard", "window": 128, "global_every": 64,
+                   "scaled": True, "norm": "rms", "bias": False},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 6},
+        "seed": 18,
+    },
 }
 
 
@@ -123,33 +150,45 @@ def linear(prefix, n_in, n_out, bias=True):
     return out
 
 
-def layer_norm(prefix, d):
+def norm(prefix, c):
+    """A LayerNorm (gain, then bias) or, with norm "rms", an RMSNorm (gain alone)."""
+    d = c["d_model"]
+    if c.get("norm", "layer") == "rms":
+        return [(prefix + ".weight", [d])]
     return [(prefix + ".weight", [d]), (prefix + ".bias", [d])]
 
 
 def attention(prefix, c):
-    d, h = c["d_model"], c["heads"]
+    d, h, bias = c["d_model"], c["heads"], c.get("bias", True)
     e = h * c.get("d_k", d // h)  # w_q and w_k: (heads * d_k, d_model)
-    return (linear(prefix + ".w_q", d, e) + linear(prefix + ".w_k", d, e) +
-            linear(prefix + ".w_v", d, d) + linear(prefix + ".w_o", d, d))
+    return (linear(prefix + ".w_q", d, e, bias) + linear(prefix + ".w_k", d, e, bias) +
+            linear(prefix + ".w_v", d, d, bias) + linear(prefix + ".w_o", d, d, bias))
+
+
+def swiglu_hidden(f):
+    """The page's F' = swiglu_hidden(F): int(2F/3) rounded up to a multiple of 8."""
+    return (max(2 * f // 3, 1) + 7) // 8 * 8
 
 
 def ffn(prefix, c):
-    return (linear(prefix + ".linear1", c["d_model"], c["d_ff"]) +
-            linear(prefix + ".linear2", c["d_ff"], c["d_model"]))
+    d, f = c["d_model"], c["d_ff"]
+    if c["activation"] == "swiglu":  # gate, up, down; never biases
+        h = swiglu_hidden(f)
+        return (linear(prefix + ".gate", d, h, False) + linear(prefix + ".up", d, h, False) +
+                linear(prefix + ".down", h, d, False))
+    bias = c.get("bias", True)
+    return linear(prefix + ".linear1", d, f, bias) + linear(prefix + ".linear2", f, d, bias)
 
 
 def encoder_layer(prefix, c):
-    d = c["d_model"]
-    return (attention(prefix + ".self_attn", c) + layer_norm(prefix + ".norm1", d) +
-            ffn(prefix + ".ffn", c) + layer_norm(prefix + ".norm2", d))
+    return (attention(prefix + ".self_attn", c) + norm(prefix + ".norm1", c) +
+            ffn(prefix + ".ffn", c) + norm(prefix + ".norm2", c))
 
 
 def decoder_layer(prefix, c):
-    d = c["d_model"]
-    return (attention(prefix + ".self_attn", c) + layer_norm(prefix + ".norm1", d) +
-            attention(prefix + ".cross_attn", c) + layer_norm(prefix + ".norm2", d) +
-            ffn(prefix + ".ffn", c) + layer_norm(prefix + ".norm3", d))
+    return (attention(prefix + ".self_attn", c) + norm(prefix + ".norm1", c) +
+            attention(prefix + ".cross_attn", c) + norm(prefix + ".norm2", c) +
+            ffn(prefix + ".ffn", c) + norm(prefix + ".norm3", c))
 
 
 def parameters(kind, c):
@@ -164,11 +203,11 @@ def parameters(kind, c):
         for i in range(c["encoder_layers"]):
             p += encoder_layer(f"encoder.layers.{i}", c)
         if c["pre_norm"]:
-            p += layer_norm("encoder.norm", d)
+            p += norm("encoder.norm", c)
         for i in range(c["decoder_layers"]):
             p += decoder_layer(f"decoder.layers.{i}", c)
         if c["pre_norm"]:
-            p += layer_norm("decoder.norm", d)
+            p += norm("decoder.norm", c)
         if not c["tie_weights"]:
             p.append(("lm_head.weight", [c["tgt_vocab"], d]))
         p.append(("lm_head.bias", [c["tgt_vocab"]]))
@@ -177,7 +216,7 @@ def parameters(kind, c):
         for i in range(c["layers"]):
             p += encoder_layer(f"layers.{i}", c)
         if c["pre_norm"]:
-            p += layer_norm("norm", d)
+            p += norm("norm", c)
         if not c["tie_weights"]:
             p.append(("lm_head.weight", [c["vocab"], d]))
     elif kind == "encoder":
@@ -185,7 +224,7 @@ def parameters(kind, c):
         for i in range(c["layers"]):
             p += encoder_layer(f"encoder.layers.{i}", c)
         if c["pre_norm"]:
-            p += layer_norm("encoder.norm", d)
+            p += norm("encoder.norm", c)
         p += linear("head", d, c["classes"])
     else:
         raise ValueError(f"unknown model kind {kind!r}")

@@ -22,6 +22,7 @@ parameters (e.g. qkv `w_k.weight` = rows D..2D of `in_proj_weight`).
 Everything is seeded, so re-running gives byte-identical files.
 """
 
+import json
 import math
 import os
 import sys
@@ -40,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import st  # noqa: E402  (our own safetensors reader/writer)
 from reference import (Binding, TorchGPT, TorchSeq2Seq, causal_mask,  # noqa: E402
+                       gpt_config, swiglu_hidden,
                        join, key_padding_mask)
 import plain_attention  # noqa: E402  (attention with d_k != D/H, in plain torch ops)
 import format_reference  # noqa: E402  (docs/checkpoint-format.md's models, from the page alone)
@@ -274,6 +276,62 @@ def make_gpt(filename, seed):
                 lm_head_bias="false", final_norm="true", ignore_index=0, dropout=0.0,
                 layer_norm_eps=1e-5, batch=2, seq_len=T, mask="causal+key_padding",
                 loss="cross_entropy(logits.reshape(-1,V), targets.reshape(-1), ignore_index=0)")
+    write(filename, model_record(params, binding.grads(), inputs, outputs), meta)
+
+
+def make_gpt_block(filename, seed, model_config):
+    """A gpt whose model_config has the block keys (norm, activation, bias):
+    built by reference.py from the keys (gpt_config), and stored with the
+    model_config itself, which the C++ test builds its model from."""
+    cfg = gpt_config(model_config)
+    init = Init(seed)
+    d, f, bias = cfg["d_model"], cfg["d_ff"], cfg["bias"]
+    rms = cfg["norm"] == "rms"
+
+    def norm(p, prefix):
+        if rms:  # the gain alone, around 1
+            p[join(prefix, "weight")] = f32_exact(1.0 + init.uniform((d,), 0.3))
+        else:
+            init.layer_norm(p, prefix, d)
+
+    params = {}
+    init.embedding(params, "tok_embed", cfg["vocab"], d)
+    params["pos_embed.weight"] = init.normal((cfg["max_len"], d), 0.3)
+    for i in range(cfg["layers"]):
+        prefix = f"layers.{i}"
+        for w in ("w_q", "w_k", "w_v", "w_o"):
+            init.linear(params, join(prefix, "self_attn." + w), d, d, bias)
+        norm(params, join(prefix, "norm1"))
+        if cfg["activation"] == "swiglu":
+            h = swiglu_hidden(f)
+            init.linear(params, join(prefix, "ffn.gate"), d, h, False)
+            init.linear(params, join(prefix, "ffn.up"), d, h, False)
+            init.linear(params, join(prefix, "ffn.down"), h, d, False)
+        else:
+            init.linear(params, join(prefix, "ffn.linear1"), d, f, bias)
+            init.linear(params, join(prefix, "ffn.linear2"), f, d, bias)
+        norm(params, join(prefix, "norm2"))
+    norm(params, "norm")
+
+    lens, T = [8, 5], 8
+    ids = padded_tokens(init, lens, T, cfg["vocab"])
+    targets = torch.zeros_like(ids)
+    targets[:, :-1] = ids[:, 1:]  # already 0 wherever t+1 >= len
+
+    model = TorchGPT(cfg)
+    binding = model.binding()
+    binding.load(params)
+    logits = model(ids, lens)
+    loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]), targets.reshape(-1), ignore_index=0)
+    loss.backward()
+
+    inputs = {"ids": ids, "lens": torch.tensor(lens), "targets": targets}
+    outputs = {"logits": logits, "loss": loss.reshape(1)}
+    meta = {"model_config": json.dumps(model_config, sort_keys=True),
+            "reference": "reference.py TorchGPT(gpt_config(model_config)): RMSNorm and SwiGLU "
+                         "from plain torch ops, nn.MultiheadAttention(bias=bias)",
+            "batch": 2, "seq_len": T, "mask": "causal+key_padding",
+            "loss": "cross_entropy(logits.reshape(-1,V), targets.reshape(-1), ignore_index=0)"}
     write(filename, model_record(params, binding.grads(), inputs, outputs), meta)
 
 
@@ -767,6 +825,12 @@ def main():
     make_seq2seq("seq2seq_preln_tied.safetensors", seed=2, norm_first=True,
                  activation="gelu", tied=True, label_smoothing=0.0)
     make_gpt("gpt.safetensors", seed=3)
+    # The llama block (--preset llama): RMSNorm, SwiGLU (d_ff 64 -> hidden 48), no biases.
+    make_gpt_block("gpt_llama.safetensors", seed=11, model_config={
+        "vocab": 13, "d_model": 16, "heads": 2, "layers": 2, "d_ff": 64, "max_positions": 16,
+        "dropout": 0.0, "activation": "swiglu", "norm": "rms", "bias": False, "pre_norm": True,
+        "tie_weights": True, "seed": 0, "attention": "standard", "window": 128,
+        "global_every": 64, "scaled": True})
     make_layers("layers.safetensors", seed=4)
     make_adam("adam.safetensors", seed=5)
     make_attention_kernels("attention_kernels.safetensors", seed=6)

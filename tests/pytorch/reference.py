@@ -67,18 +67,30 @@ class Binding:
             self.add(join(prefix, "bias"), lin.bias)
 
     def layer_norm(self, prefix, ln):
+        # nn.LayerNorm, or RMSNorm (below), which has a gain and no bias.
         self.add(join(prefix, "weight"), ln.weight)
-        self.add(join(prefix, "bias"), ln.bias)
+        if getattr(ln, "bias", None) is not None:
+            self.add(join(prefix, "bias"), ln.bias)
 
     def mha(self, prefix, mha):
         # PyTorch packs the three input projections: in_proj_weight = cat(Wq, Wk, Wv)
-        # along rows, in_proj_bias = cat(bq, bk, bv); out_proj is qkv's w_o.
+        # along rows, in_proj_bias = cat(bq, bk, bv) (None without biases);
+        # out_proj is qkv's w_o.
         d = mha.embed_dim
         for i, w in enumerate(("w_q", "w_k", "w_v")):
             rows = slice(i * d, (i + 1) * d)
             self.add(join(prefix, w + ".weight"), mha.in_proj_weight, rows)
-            self.add(join(prefix, w + ".bias"), mha.in_proj_bias, rows)
+            if mha.in_proj_bias is not None:
+                self.add(join(prefix, w + ".bias"), mha.in_proj_bias, rows)
         self.linear(join(prefix, "w_o"), mha.out_proj)
+
+    def block_layer(self, prefix, layer):
+        # BlockLayer (below): qkv's names as they are.
+        self.mha(join(prefix, "self_attn"), layer.self_attn)
+        self.layer_norm(join(prefix, "norm1"), layer.norm1)
+        for name, lin in layer.ffn.named_children():
+            self.linear(join(prefix, "ffn." + name), lin)
+        self.layer_norm(join(prefix, "norm2"), layer.norm2)
 
     def encoder_layer(self, prefix, layer):
         # nn.TransformerEncoderLayer keeps linear1/linear2 on the layer itself;
@@ -127,6 +139,89 @@ def sinusoidal(n, d):
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle)
     return pe.to(torch.get_default_dtype())
+
+
+# ---------------------------------------------------------------------------
+# The blocks PyTorch 1.13 has no module for, from plain torch ops
+# ---------------------------------------------------------------------------
+
+def swiglu_hidden(d_ff):
+    """nn::swiglu_hidden: int(2 d_ff / 3) rounded up to a multiple of 8."""
+    return (max(2 * d_ff // 3, 1) + 7) // 8 * 8
+
+
+class RMSNorm(nn.Module):
+    """model_config norm "rms": x * rsqrt(mean(x^2) + eps) * weight over the
+    last dimension, no bias (Zhang and Sennrich; qkv's eps 1e-6)."""
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class FeedForward(nn.Module):
+    """The paper's block, linear2(act(linear1(x))), with or without biases."""
+
+    def __init__(self, d, f, activation, bias):
+        super().__init__()
+        self.linear1 = nn.Linear(d, f, bias=bias)
+        self.linear2 = nn.Linear(f, d, bias=bias)
+        self.act = {"relu": F.relu, "gelu": F.gelu}[activation]  # exact erf GELU
+
+    def forward(self, x):
+        return self.linear2(self.act(self.linear1(x)))
+
+
+class SwiGLU(nn.Module):
+    """model_config activation "swiglu": (silu(x Wg^T) * (x Wu^T)) Wd^T, hidden
+    width swiglu_hidden(d_ff), never with biases."""
+
+    def __init__(self, d, d_ff):
+        super().__init__()
+        f = swiglu_hidden(d_ff)
+        self.gate = nn.Linear(d, f, bias=False)
+        self.up = nn.Linear(d, f, bias=False)
+        self.down = nn.Linear(f, d, bias=False)
+
+    def forward(self, x):
+        return (F.silu(x @ self.gate.weight.T) * (x @ self.up.weight.T)) @ self.down.weight.T
+
+
+class BlockLayer(nn.Module):
+    """An encoder layer built from a qkv model_config's block keys: `norm`
+    ("layer" or "rms"), `activation` ("relu", "gelu" or "swiglu"), `bias`,
+    `pre_norm`. Self-attention is nn.MultiheadAttention (bias=bias); the
+    sublayers are wired as docs/checkpoint-format.md says:
+      Post-LN  x = norm1(x + attn(x));  x = norm2(x + ffn(x))
+      Pre-LN   x = x + attn(norm1(x));  x = x + ffn(norm2(x))"""
+
+    def __init__(self, d, h, d_ff, activation, pre_norm, norm, bias):
+        super().__init__()
+        make_norm = {"layer": nn.LayerNorm, "rms": RMSNorm}[norm]
+        self.self_attn = nn.MultiheadAttention(d, h, dropout=0.0, bias=bias, batch_first=True)
+        self.norm1, self.norm2 = make_norm(d), make_norm(d)
+        self.ffn = SwiGLU(d, d_ff) if activation == "swiglu" else FeedForward(d, d_ff, activation, bias)
+        self.pre_norm = pre_norm
+
+    def attn(self, x, mask, pad):
+        return self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=pad, need_weights=False)[0]
+
+    def forward(self, x, src_mask=None, src_key_padding_mask=None):
+        if self.pre_norm:
+            x = x + self.attn(self.norm1(x), src_mask, src_key_padding_mask)
+            return x + self.ffn(self.norm2(x))
+        x = self.norm1(x + self.attn(x, src_mask, src_key_padding_mask))
+        return self.norm2(x + self.ffn(x))
+
+
+def is_paper_block(cfg):
+    """True when the keys ask for nothing nn.TransformerEncoderLayer lacks."""
+    return (cfg.get("norm", "layer") == "layer" and cfg.get("bias", True)
+            and cfg["activation"] in ("relu", "gelu"))
 
 
 # ---------------------------------------------------------------------------
@@ -208,26 +303,39 @@ class TorchSeq2Seq(nn.Module):
 
 class TorchGPT(nn.Module):
     """Decoder-only LM of SPEC.md: learned positions, EncoderLayer blocks with
-    causal + key padding masks, final LayerNorm, tied lm head without bias."""
+    causal + key padding masks, final LayerNorm, tied lm head without bias.
+    With the block keys of a qkv model_config (`norm`, `activation` "swiglu",
+    `bias`; gpt_config() maps a whole one) the layers are BlockLayers and
+    the final norm is of `norm`'s kind."""
 
     def __init__(self, cfg):
         super().__init__()
         d = cfg["d_model"]
         self.tok_embed = nn.Embedding(cfg["vocab"], d)
         self.pos_embed = nn.Embedding(cfg["max_len"], d)
-        self.layers = nn.ModuleList([
-            nn.TransformerEncoderLayer(d, cfg["heads"], cfg["d_ff"], dropout=0.0,
-                                       activation=cfg["activation"], batch_first=True,
-                                       norm_first=cfg["norm_first"])
-            for _ in range(cfg["layers"])])
-        self.norm = nn.LayerNorm(d)
+        self.paper = is_paper_block(cfg)
+        if self.paper:
+            self.layers = nn.ModuleList([
+                nn.TransformerEncoderLayer(d, cfg["heads"], cfg["d_ff"], dropout=0.0,
+                                           activation=cfg["activation"], batch_first=True,
+                                           norm_first=cfg["norm_first"])
+                for _ in range(cfg["layers"])])
+        else:
+            self.layers = nn.ModuleList([
+                BlockLayer(d, cfg["heads"], cfg["d_ff"], cfg["activation"], cfg["norm_first"],
+                           cfg.get("norm", "layer"), cfg.get("bias", True))
+                for _ in range(cfg["layers"])])
+        self.norm = RMSNorm(d) if cfg.get("norm", "layer") == "rms" else nn.LayerNorm(d)
 
     def binding(self):
         b = Binding()
         b.add("tok_embed.weight", self.tok_embed.weight)
         b.add("pos_embed.weight", self.pos_embed.weight)
         for i, layer in enumerate(self.layers):
-            b.encoder_layer(f"layers.{i}", layer)
+            if self.paper:
+                b.encoder_layer(f"layers.{i}", layer)
+            else:
+                b.block_layer(f"layers.{i}", layer)
         b.layer_norm("norm", self.norm)
         b.check_covers(self)
         return b
@@ -240,3 +348,14 @@ class TorchGPT(nn.Module):
             x = layer(x, src_mask=causal_mask(t), src_key_padding_mask=key_padding_mask(lens, t))
         x = self.norm(x)
         return F.linear(x, self.tok_embed.weight)  # tied head, no bias
+
+
+def gpt_config(model_config):
+    """TorchGPT's cfg from a qkv file's "gpt" model_config (Pre-LN, tied: the
+    TorchGPT this file builds), its optional keys at their defaults."""
+    c = model_config
+    assert c["pre_norm"] and c["tie_weights"], "TorchGPT is Pre-LN with a tied head"
+    return {"vocab": c["vocab"], "d_model": c["d_model"], "heads": c["heads"],
+            "layers": c["layers"], "d_ff": c["d_ff"], "max_len": c["max_positions"],
+            "activation": c["activation"], "norm_first": True,
+            "norm": c.get("norm", "layer"), "bias": c.get("bias", True)}

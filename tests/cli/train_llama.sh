@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The llama block as flags (--norm rms, --activation swiglu, --no-bias) and
+# as one preset (--preset llama): a tiny gpt trains with the preset and its
+# loss falls, its file holds the keys and answers the same from another
+# folder with nothing but the file; flags given explicitly win over the
+# preset, before or after it; every family trains with the three flags
+# (Post-LN's residual sum fused into the RMSNorm); the Python reader reads
+# the keys; and a wrong norm, activation or preset, a preset for a family it
+# does not fit, or a preset beside --load is refused in one line.
+source "$(dirname "$0")/lib.bash"
+cd "$QKV_TMP"
+GPT=(--model gpt "${TINY[@]}" --task reverse)
+
+# (a) --preset llama trains: the model line says the block, the loss falls.
+expect_ok "$TRAIN" "${GPT[@]}" --preset llama --steps 60 --lr 3e-3 --out llama
+expect_out "model: gpt, d_model 16, 2 heads, 1 layers, d_ff 32, Pre-LN (rms), swiglu (hidden 24), no biases, learned positions, tied,"
+first=$(sed -n 2p llama/log.csv | cut -d, -f2)
+last=$(tail -n 1 llama/log.csv | cut -d, -f2)
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.2) }' ||
+  fail "--preset llama: loss went from $first to $last in 60 steps (want a fall of > 0.2)"
+# The file holds the keys; --ask from another folder answers as it did here.
+expect_ok "$TRAIN" --load llama/model.safetensors --ask "a b c"
+here=$(cat "$QKV_TMP/out")
+mkdir elsewhere
+(cd elsewhere && "$TRAIN" --load ../llama/model.safetensors --ask "a b c" >"$QKV_TMP/out" 2>&1) ||
+  { cat "$QKV_TMP/out"; fail "--ask from another folder"; }
+[ "$(cat "$QKV_TMP/out")" = "$here" ] || { cat "$QKV_TMP/out"; fail "--ask from another folder answered otherwise than '$here'"; }
+
+# (b) The flags given win over the preset, on either side of it.
+for order in "--preset llama --norm layer" "--norm layer --preset llama"; do
+  # shellcheck disable=SC2086
+  expect_ok "$TRAIN" "${GPT[@]}" $order --steps 2 --no-save --out order
+  expect_out "Pre-LN, swiglu (hidden 24), no biases, learned positions, tied,"
+done
+expect_ok "$TRAIN" "${GPT[@]}" --activation gelu --preset llama --steps 2 --no-save --out order
+expect_out "Pre-LN (rms), gelu, no biases, learned positions, tied,"
+
+# (c) Every family with the three flags, in its default placement (seq2seq
+#     and encoder Post-LN: add_rms_norm; gpt Pre-LN) and seq2seq Pre-LN too.
+for fam in "--model seq2seq" "--model seq2seq --pre-ln" "--model encoder" "--model gpt"; do
+  # shellcheck disable=SC2086
+  expect_ok "$TRAIN" $fam "${TINY[@]}" --norm rms --activation swiglu --no-bias --steps 3 --out "fam"
+  expect_out ", swiglu (hidden 24), no biases,"
+  expect_ok "$TRAIN" --load fam/model.safetensors --eval-only
+  expect_out "held-out exact-sequence accuracy"
+done
+
+# (d) The Python reader reads the keys (and their defaults in an older file).
+if command -v python3 >/dev/null; then
+  expect_ok python3 "$QKV_SRC/tools/qkv_checkpoint.py" llama/model.safetensors
+  expect_out "block: rms norm, swiglu (hidden 24), no biases"
+  expect_ok python3 "$QKV_SRC/tools/qkv_checkpoint.py" fam/model.safetensors
+  expect_out "block: rms norm, swiglu (hidden 24), no biases"
+fi
+
+# (e) Bad input: one line each, naming the flag and the table's names.
+one_line() {
+  expect_fail "$@"
+  [ "$(wc -l < "$QKV_TMP/out")" = 1 ] || { cat "$QKV_TMP/out"; fail "not one line: $*"; }
+}
+one_line "$TRAIN" "${GPT[@]}" --norm batch --steps 1
+[ "$(cat "$QKV_TMP/out")" = "error: --norm: expected layer or rms, got 'batch'" ] || { cat "$QKV_TMP/out"; fail "--norm batch"; }
+one_line "$TRAIN" "${GPT[@]}" --activation swish --steps 1
+[ "$(cat "$QKV_TMP/out")" = "error: --activation: expected relu, gelu or swiglu, got 'swish'" ] || { cat "$QKV_TMP/out"; fail "--activation swish"; }
+one_line "$TRAIN" "${GPT[@]}" --preset gpt4 --steps 1
+[ "$(cat "$QKV_TMP/out")" = "error: --preset: expected llama, got 'gpt4'" ] || { cat "$QKV_TMP/out"; fail "--preset gpt4"; }
+for fam in seq2seq encoder; do
+  one_line "$TRAIN" --model "$fam" "${TINY[@]}" --preset llama --steps 1
+  [ "$(cat "$QKV_TMP/out")" = "error: --preset llama: fits language models (--model gpt), not --model $fam" ] ||
+    { cat "$QKV_TMP/out"; fail "--preset llama for $fam"; }
+done
+one_line "$TRAIN" --load llama/model.safetensors --preset llama --steps 70
+[ "$(cat "$QKV_TMP/out")" = "error: --preset: sets a new run's architecture; the checkpoint llama/model.safetensors holds its own (leave --preset out)" ] ||
+  { cat "$QKV_TMP/out"; fail "--preset with --load"; }
+echo "llama block: preset trains ($first -> $last), flags win, 3 families, bad input refused"

@@ -1,0 +1,70 @@
+#include "trainer/presets.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace qkv::train {
+
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> table = {
+      // The block of Llama (Touvron et al. 2023): Pre-norm with RMSNorm, a
+      // SwiGLU feed-forward, no biases. The output layer stays tied to the
+      // token embedding, as the gpt family's default and Llama 3.2's small
+      // models: at qkv's sizes an untied head would add V*D parameters, more
+      // than a layer, and the preset would no longer compare with the 2017
+      // GPT (learned positions, LayerNorm, GELU, biases) at about equal size.
+      {"llama",
+       "Pre-LN, rms, swiglu, no bias, tied (gpt)",
+       [](const Family& f) { return f.reads_text; },
+       "language models",
+       {{"pre_ln", true},
+        {"norm", "rms"},
+        {"activation", "swiglu"},
+        {"no_bias", true},
+        {"tie", true}}},
+  };
+  return table;
+}
+
+const Preset* find_preset(const std::string& name) {
+  for (const Preset& p : presets())
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+std::string preset_help() {
+  std::string s;
+  for (const Preset& p : presets())
+    s += std::string(s.empty() ? "" : "; ") + p.name + ": " + p.help;
+  return s;
+}
+
+std::string preset_names() {
+  return one_of(presets(), [](const Preset& p) { return p.name; });
+}
+
+void apply_preset(const std::string& name, TrainConfig& c, std::vector<std::string>& given) {
+  const Preset* p = find_preset(name);
+  if (!p) throw Error("--preset: expected " + preset_names() + ", got '" + brief(name) + "'");
+  const std::string where = std::string("--preset ") + p->name;
+  // An unknown --model is refused by validate(), naming the families.
+  if (const Family* fam = find_family(c.model); fam && !p->fits(*fam)) {
+    std::vector<const Family*> fit;
+    for (const Family& f : families())
+      if (p->fits(f)) fit.push_back(&f);
+    throw Error(where + ": fits " + p->fits_what + " (--model " +
+                one_of(fit, [](const Family* f) { return f->name; }) + "), not --model " +
+                brief(c.model));
+  }
+  json j = c.to_json();
+  for (const auto& [key, value] : p->settings) {
+    if (!j.contains(key)) throw Error(where + ": sets '" + key + "', which is no setting");
+    if (std::find(given.begin(), given.end(), key) != given.end()) continue;  // the flag wins
+    j[key] = value;
+    given.push_back(key);
+  }
+  c = TrainConfig::from_json(j, where);
+}
+
+}  // namespace qkv::train
