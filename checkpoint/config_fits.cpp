@@ -151,10 +151,12 @@ class ConfigFit {
   const std::string& prefix_;
 };
 
-// Numbers in one attention block: 4 projections, W_Q, W_K (E, D) with
-// E = heads * d_k, W_V, W_O (D, D), each with its bias unless bias = false.
-double attention_numbers(double D, double E, bool bias) {
-  return 2 * (E * D + (bias ? E : 0)) + 2 * (D * D + (bias ? D : 0));
+// Numbers in one attention block: 4 projections, W_Q (E, D) with
+// E = heads * d_k, W_K (Ek, D), W_V (Dv, D), W_O (D, D), each with its bias
+// unless bias = false. Ek = K * d_k and Dv = K * d_v for K key/value heads
+// (grouped-query attention; K = heads: Ek = E, Dv = D).
+double attention_numbers(double D, double E, double Ek, double Dv, bool bias) {
+  return (E + Ek + Dv + D) * D + (bias ? E + Ek + Dv + D : 0);
 }
 // E = heads * d_k of a config (d_k 0: d_model / heads, E = d_model).
 template <class C>
@@ -188,9 +190,14 @@ double ffn_numbers(const C& c) {
 }
 // One layer of a stack: `attentions` attention blocks, as many norms plus
 // the FFN's, and the FFN.
+// The first attention is the self-attention, with kv_heads key/value heads
+// (0: every head); a decoder's cross-attention keeps every head.
 template <class C>
 double layer_numbers(const C& c, int attentions) {
-  return attentions * attention_numbers(double(c.d_model), qk_width(c), c.bias) +
+  const double D = double(c.d_model), E = qk_width(c);
+  const double H = double(c.heads), K = c.kv_heads > 0 ? double(c.kv_heads) : H;
+  return attention_numbers(D, E, E / H * K, D / H * K, c.bias) +
+         (attentions - 1) * attention_numbers(D, E, E, D, c.bias) +
          (attentions + 1) * norm_numbers(c) + ffn_numbers(c);
 }
 
@@ -216,8 +223,9 @@ double parameter_count(const TransformerConfig& c) {
 
 double parameter_count(const GPTConfig& c) {
   const double D = double(c.d_model);
-  double n =
-      double(c.vocab) * D + double(c.max_positions) * D + double(c.layers) * layer_numbers(c, 1);
+  double n = double(c.vocab) * D +
+             (c.rope_base > 0 ? 0 : double(c.max_positions) * D) +  // RoPE: no table
+             double(c.layers) * layer_numbers(c, 1);
   if (c.pre_norm) n += norm_numbers(c);
   if (!c.tie_weights) n += double(c.vocab) * D;  // lm_head, no bias
   return n;
@@ -301,10 +309,15 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const GPT
     fit.d_k_fits("layers.0.self_attn.w_q.weight", c.heads, c.d_model, c.d_k);
     fit.ffn_fits("layers.0." + ffn_first(c), c.d_ff, ffn_rows(c), c.d_model);
   }
-  const Tensor& table = fit.matrix("pos_embed.weight", "max_positions");
-  fit.size_is("pos_embed.weight", table, 0, "max_positions",
-              c.max_positions);  // (max_positions, D)
-  fit.size_is("pos_embed.weight", table, 1, "d_model", c.d_model);
+  if (c.rope_base > 0) {
+    // Rotary positions: no table; max_positions bounds the sequences read.
+    fit.at_least("max_positions", c.max_positions, 1);
+  } else {
+    const Tensor& table = fit.matrix("pos_embed.weight", "max_positions");
+    fit.size_is("pos_embed.weight", table, 0, "max_positions",
+                c.max_positions);  // (max_positions, D)
+    fit.size_is("pos_embed.weight", table, 1, "d_model", c.d_model);
+  }
   fit.dropout_ok(c.dropout);
   fit.count_fits(parameter_count(c));
 }

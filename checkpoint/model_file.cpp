@@ -89,6 +89,10 @@ json to_json_with(const C& c, Fields fields) {
   const AttentionSettings paper;
   if (c.norm != paper.norm) j["norm"] = c.norm;
   if (c.bias != paper.bias) j["bias"] = c.bias;
+  // Grouped-query attention's key/value heads and rotary positions' base,
+  // written only when used (a file without them has every head and no rotation).
+  if (c.kv_heads != 0) j["kv_heads"] = c.kv_heads;
+  if (c.rope_base != 0) j["rope_base"] = c.rope_base;
   return j;
 }
 
@@ -126,6 +130,19 @@ C from_json_with(const json& file_json, const std::string& where, Fields fields)
                   one_of(norm_kinds(), [](const NormKind& k) { return k.name; }) + ")");
   }
   if (j.is_object() && j.contains("bias")) read_json_field(j, "bias", c.bias, where);
+  if (j.is_object() && j.contains("kv_heads")) {
+    read_json_field(j, "kv_heads", c.kv_heads, where);
+    if (c.kv_heads < 1 || c.heads < 1 || c.heads % c.kv_heads != 0)
+      throw Error(where + ": key 'kv_heads' is " + std::to_string(c.kv_heads) +
+                  ": must divide 'heads' " + std::to_string(c.heads) +
+                  " (leave it out for every head)");
+  }
+  if (j.is_object() && j.contains("rope_base")) {
+    read_json_field(j, "rope_base", c.rope_base, where);
+    if (!(c.rope_base > 0 && c.rope_base <= real(1e9)))
+      throw Error(where + ": key 'rope_base' is " + std::to_string(c.rope_base) +
+                  ": must be in (0, 1e9] (leave it out for no rotation)");
+  }
   // The values nn::MultiHeadAttention takes (nn/attention.h): global_every 0
   // is sparse attention without global positions.
   if (c.window < 1 || c.global_every < 0)

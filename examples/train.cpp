@@ -113,7 +113,12 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--dropout", c.dropout, "dropout rate")->capture_default_str();
   app.add_flag("--pre-ln,!--post-ln", c.pre_ln, "Pre-LN (default: Post-LN; gpt: Pre-LN)");
   app.add_flag("--tie,!--no-tie", c.tie, "tie output and embedding (gpt: on)");
-  add_value(app, "--positions", c.positions, "sinusoidal or learned (gpt)")->capture_default_str();
+  add_value(app, "--positions", c.positions, "sinusoidal, learned (gpt) or rope (gpt)")
+      ->capture_default_str();
+  add_value(app, "--rope-base", c.rope_base, "rope: the rotation's base")->capture_default_str();
+  add_value(app, "--kv-heads", c.kv_heads,
+            "key/value heads shared by groups of query heads (0: every head)")
+      ->capture_default_str();
   add_value(app, "--activation", c.activation,
             "relu, gelu (gpt) or swiglu (hidden 2/3 d_ff, to 8s)")
       ->capture_default_str();

@@ -265,7 +265,7 @@ Tensor forward_step(GPT& model, KVCache& cache, const std::vector<int64_t>& ids,
   const int64_t R = cache.rows(), t0 = cache.length();
   // (R, n) -> (R, n, D): token + learned position embeddings of [t0, t0 + n)
   Tensor e = embedding(model.tok_embed->weight, ids, {R, n}).data();
-  add_position_rows(e, model.pos_embed->weight.data(), t0);
+  if (model.pos_embed) add_position_rows(e, model.pos_embed->weight.data(), t0);  // RoPE: none
   Var x = model.drop->forward(Var(e));
   for (size_t l = 0; l < model.layers.size(); ++l) {
     EncoderLayer& L = *model.layers[l];

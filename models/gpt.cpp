@@ -3,6 +3,7 @@
 #include <string>
 
 #include "autograd/ops.h"
+#include "core/error.h"
 #include "nn/init.h"
 
 namespace qkv::nn {
@@ -12,12 +13,16 @@ GPT::GPT(const GPTConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(dropout_see
   const LayerOptions o = layer_options(c);
   tok_embed =
       register_module("tok_embed", std::make_shared<Embedding>(c.vocab, c.d_model, init_gen));
-  pos_embed = register_module("pos_embed", std::make_shared<LearnedPositionalEmbedding>(
-                                               c.max_positions, c.d_model, init_gen));
+  // Rotary positions (rope_base > 0) rotate queries and keys inside
+  // attention instead: no position table then.
+  if (c.rope_base == 0)
+    pos_embed = register_module("pos_embed", std::make_shared<LearnedPositionalEmbedding>(
+                                                 c.max_positions, c.d_model, init_gen));
   // GPT-2's initialisation: N(0, 0.02) for token and position tables (with a
   // tied head, N(0,1) rows would start the logits at the scale of D).
   tok_embed->weight.data().copy_(normal_init({c.vocab, c.d_model}, real(0.02), init_gen));
-  pos_embed->weight.data().copy_(normal_init({c.max_positions, c.d_model}, real(0.02), init_gen));
+  if (pos_embed)
+    pos_embed->weight.data().copy_(normal_init({c.max_positions, c.d_model}, real(0.02), init_gen));
   drop = register_module("drop", std::make_shared<Dropout>(c.dropout, dropout_gen));
   for (int64_t i = 0; i < c.layers; ++i)
     layers.push_back(register_module("layers." + std::to_string(i),
@@ -31,8 +36,14 @@ GPT::GPT(const GPTConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(dropout_see
 Var GPT::forward(const Tokens& t) {
   ModuleScope scope(this);
   t.check("GPT::forward");
-  // (B,T) -> (B,T,D): token + learned position embeddings (no sqrt(D) scaling)
-  Var x = drop->forward(pos_embed->forward(tok_embed->forward(t.ids, {t.batch, t.len})));
+  // (B,T) -> (B,T,D): token + learned position embeddings (no sqrt(D) scaling);
+  // with RoPE the tokens alone, their positions rotated into Q and K.
+  if (!pos_embed && t.len > cfg.max_positions)
+    throw Error("GPT::forward: sequence length T = " + std::to_string(t.len) +
+                " exceeds max_positions = " + std::to_string(cfg.max_positions));
+  Var x = tok_embed->forward(t.ids, {t.batch, t.len});
+  if (pos_embed) x = pos_embed->forward(x);
+  x = drop->forward(x);
   const AttentionMask mask = AttentionMask::causal_padding(t.lengths);
   for (auto& layer : layers) x = layer->forward(x, mask);
   if (norm) x = norm->forward(x);

@@ -63,8 +63,29 @@ void validate(const TrainConfig& c, const std::string& where) {
   require_range<int64_t>(c.d_ff, 1, 65536, name("d_ff"));
   require(c.dropout >= 0 && c.dropout < 1, name("dropout"),
           "must be in [0, 1), got " + num(c.dropout));
-  require(c.positions == "sinusoidal" || c.positions == "learned", name("positions"),
-          "expected sinusoidal or learned, got '" + brief(c.positions) + "'");
+  require(c.positions == "sinusoidal" || c.positions == "learned" || c.positions == "rope",
+          name("positions"),
+          "expected sinusoidal, learned or rope, got '" + brief(c.positions) + "'");
+  require(
+      c.kv_heads >= 0 && c.kv_heads <= c.heads && (c.kv_heads == 0 || c.heads % c.kv_heads == 0),
+      name("kv_heads"),
+      "must divide --heads " + std::to_string(c.heads) + " (0: every head), got " +
+          std::to_string(c.kv_heads));
+  require(c.rope_base > 0 && c.rope_base <= real(1e9), name("rope_base"),
+          "must be in (0, 1e9], got " + num(c.rope_base));
+  if (c.positions == "rope") {
+    const int64_t d_k = c.d_k > 0 ? c.d_k : c.d_model / c.heads;
+    require(d_k % 2 == 0, name("positions"),
+            "rope turns pairs of a head's d_k numbers, and d_k = " + std::to_string(d_k) +
+                " is odd (--d-model / --heads, or --d-k)");
+  }
+  // Rotary positions and shared key/value heads live in the softmax kernels.
+  require((c.positions != "rope" && c.kv_heads == 0) ||
+              (c.attention != "sparse" && c.attention != "linear"),
+          name("attention"),
+          "the " + c.attention +
+              " kernel takes neither --positions rope nor --kv-heads "
+              "(standard, memory-efficient or auto do)");
   if (fam.check)  // the family's own rules (positions, tying, ...)
     fam.check(
         c, [&](bool ok, const char* key, const std::string& why) { require(ok, name(key), why); });
@@ -174,6 +195,8 @@ void attention_to_model(const TrainConfig& c, nn::AttentionSettings& a) {
   a.d_k = c.d_k;
   a.norm = c.norm;
   a.bias = !c.no_bias;
+  a.kv_heads = c.kv_heads;
+  a.rope_base = c.positions == "rope" ? c.rope_base : 0;
   a.recompute = c.recompute == "ffn"     ? nn::Recompute::FFN
                 : c.recompute == "layer" ? nn::Recompute::Layer
                                          : nn::Recompute::None;
@@ -188,6 +211,11 @@ void attention_from_model(TrainConfig& c, const nn::AttentionSettings& a) {
   c.d_k = a.d_k;
   c.norm = a.norm;
   c.no_bias = !a.bias;
+  c.kv_heads = a.kv_heads;
+  if (a.rope_base > 0) {  // the family's positions otherwise
+    c.positions = "rope";
+    c.rope_base = a.rope_base;
+  }
 }
 
 optim::OptimizerSettings optimizer_settings(const TrainConfig& c) {

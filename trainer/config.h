@@ -41,7 +41,8 @@ struct TrainConfig {
   real dropout = 0;
   bool pre_ln = false;                      // Pre-LN (default Post-LN for seq2seq, Pre-LN for gpt)
   bool tie = false;                         // output layer shares the target embedding
-  std::string positions = "sinusoidal";     // sinusoidal | learned (gpt: learned)
+  std::string positions = "sinusoidal";     // sinusoidal | learned | rope (gpt: learned or rope)
+  real rope_base = 10000;                   // rope: the rotation's base (Llama's 10000)
   std::string activation = "relu";          // relu | gelu | swiglu (nn/activation.h's table)
   std::string norm = "layer";               // layer | rms (nn/norm.h's table)
   bool no_bias = false;                     // attention and FFN Linears without biases
@@ -50,6 +51,7 @@ struct TrainConfig {
   int64_t window = 128, global_every = 64;  // sparse attention's pattern
   bool no_scale = false;                    // attention scores without 1/sqrt(d_k)
   int64_t d_k = 0;                          // query/key head size (0: d_model / heads)
+  int64_t kv_heads = 0;                     // self-attention's key/value heads (0: heads)
   // data
   std::string task = "reverse";       // copy | reverse | sort, when no --data
   std::string data, valid;            // data file, held-out file
@@ -96,7 +98,7 @@ struct TrainConfig {
   static bool is_arch_key(const std::string& k) {
     for (const char* a : {"model", "d_model", "heads", "layers", "d_ff", "dropout", "pre_ln", "tie",
                           "positions", "activation", "norm", "no_bias", "attention", "window",
-                          "global_every", "no_scale", "d_k"})
+                          "global_every", "no_scale", "d_k", "kv_heads", "rope_base"})
       if (k == a) return true;
     return false;
   }
@@ -110,9 +112,10 @@ struct TrainConfig {
   // ran with the values they had then (Adam with the paper's betas, no weight
   // decay, the cosine floor at 5% of lr), which from_json fills in.
   static bool is_added_key(const std::string& k) {
-    for (const char* a : {"optimizer", "weight_decay", "beta1", "beta2", "momentum", "min_lr",
-                          "recompute", "attention_budget", "attention", "window", "global_every",
-                          "no_scale", "d_k", "bpe_vocab", "norm", "no_bias"})
+    for (const char* a :
+         {"optimizer", "weight_decay", "beta1", "beta2", "momentum", "min_lr", "recompute",
+          "attention_budget", "attention", "window", "global_every", "no_scale", "d_k", "bpe_vocab",
+          "norm", "no_bias", "kv_heads", "rope_base"})
       if (k == a) return true;
     return false;
   }
@@ -146,6 +149,8 @@ struct TrainConfig {
     f("global_every", c.global_every);
     f("no_scale", c.no_scale);
     f("d_k", c.d_k);
+    f("kv_heads", c.kv_heads);
+    f("rope_base", c.rope_base);
     f("task", c.task);
     f("data", c.data);
     f("valid", c.valid);

@@ -18,8 +18,9 @@ void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
 }
 
 void check(const TrainConfig& c, const Require& require) {
-  require(c.positions == "learned", "positions",
-          "the gpt model has learned positions only (nn::GPT)");
+  require(c.positions == "learned" || c.positions == "rope", "positions",
+          "the gpt model has a learned position table or rotary positions (rope), not " +
+              brief(c.positions));
 }
 
 std::unique_ptr<nn::Model> build(const TrainConfig& c, int64_t V) {
@@ -59,7 +60,8 @@ extern const Family kGPTFamily = {
     build,
     from_model,
     "vocab",
-    [](const TrainConfig&) { return true; },  // a learned position table
+    // A learned position table, or with RoPE max_positions all the same.
+    [](const TrainConfig&) { return true; },
     // One sequence "source <s> target" (the last target token is never read).
     [](int64_t n, int64_t m) { return n + m + 1; },
     1,

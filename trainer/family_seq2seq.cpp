@@ -39,13 +39,19 @@ void from_model(TrainConfig& c, const json& mc, const std::string& where) {
   attention_from_model(c, m);
 }
 
+void check(const TrainConfig& c, const Require& require) {
+  require(c.positions != "rope", "positions",
+          "the seq2seq model adds sinusoidal or learned positions to its embeddings; rotary "
+          "positions (rope) are the gpt model's");
+}
+
 }  // namespace
 
 extern const Family kSeq2SeqFamily = {
     "seq2seq",
     "seq2seq",
     nullptr,  // the paper's defaults are TrainConfig's
-    nullptr,  // any positions, tied or not
+    check,    // sinusoidal or learned positions, tied or not
     build,
     from_model,
     "src_vocab",

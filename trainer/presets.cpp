@@ -9,20 +9,27 @@ namespace qkv::train {
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
       // The block of Llama (Touvron et al. 2023): Pre-norm with RMSNorm, a
-      // SwiGLU feed-forward, no biases. The output layer stays tied to the
+      // SwiGLU feed-forward, no biases, rotary positions, and grouped-query
+      // attention (Llama 2's larger models; here pairs of query heads share
+      // one key/value head, K = H/2, when H is even). The output layer stays tied to the
       // token embedding, as the gpt family's default and Llama 3.2's small
       // models: at qkv's sizes an untied head would add V*D parameters, more
       // than a layer, and the preset would no longer compare with the 2017
       // GPT (learned positions, LayerNorm, GELU, biases) at about equal size.
       {"llama",
-       "Pre-LN, rms, swiglu, no bias, tied (gpt)",
+       "Pre-LN, rms, swiglu, no bias, rope, kv-heads H/2, tied (gpt)",
        [](const Family& f) { return f.reads_text; },
        "language models",
        {{"pre_ln", true},
         {"norm", "rms"},
         {"activation", "swiglu"},
         {"no_bias", true},
-        {"tie", true}}},
+        {"positions", "rope"},
+        {"tie", true}},
+       [](TrainConfig& c, const std::vector<std::string>& given) {
+         const bool said = std::find(given.begin(), given.end(), "kv_heads") != given.end();
+         if (!said && c.heads % 2 == 0) c.kv_heads = c.heads / 2;
+       }},
   };
   return table;
 }
@@ -65,6 +72,7 @@ void apply_preset(const std::string& name, TrainConfig& c, std::vector<std::stri
     given.push_back(key);
   }
   c = TrainConfig::from_json(j, where);
+  if (p->derive) p->derive(c, given);
 }
 
 }  // namespace qkv::train

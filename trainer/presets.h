@@ -4,6 +4,7 @@
 //
 //   preset  fits                          sets
 //   llama   language models (--model gpt) --pre-ln --norm rms --activation swiglu --no-bias --tie
+//                                         --positions rope --kv-heads H/2 (H even)
 //
 // A preset fills only the settings the command line left unsaid: a flag given
 // explicitly wins, before or after --preset (`--preset llama --norm layer` is
@@ -30,6 +31,9 @@ struct Preset {
   const char* fits_what;
   // TrainConfig keys and the values the preset gives them.
   std::vector<std::pair<const char*, json>> settings;
+  // Settings that depend on others (llama: kv_heads from heads), set when
+  // `given` lacks them, after the fixed ones. May be null.
+  void (*derive)(TrainConfig& c, const std::vector<std::string>& given) = nullptr;
 };
 
 // Every preset, in the order help lists them.
