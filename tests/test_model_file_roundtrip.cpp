@@ -123,6 +123,20 @@ std::vector<std::pair<std::string, std::function<void(Config&)>>> attention_edit
                  c.activation = Activation::GELU;
                  c.d_k = 3;
                }});
+  // Grouped-query attention (K key/value heads of H = 2) and rotary
+  // positions in every self-attention, alone and with the llama block.
+  e.push_back({"kv_heads 1", [](Config& c) { c.kv_heads = 1; }});
+  e.push_back({"kv_heads 2 (every head, said)", [](Config& c) { c.kv_heads = 2; }});
+  e.push_back({"rope", [](Config& c) { c.rope_base = 10000; }});
+  e.push_back({"llama block, rope, kv_heads 1, d_k 6", [](Config& c) {
+                 c.norm = "rms";
+                 c.activation = Activation::SwiGLU;
+                 c.bias = false;
+                 c.pre_norm = true;
+                 c.rope_base = 500000;
+                 c.kv_heads = 1;
+                 c.d_k = 6;
+               }});
   e.push_back({"one head per dimension", [](Config& c) { c.heads = c.d_model; }});
   e.push_back({"d_model 1, one head", [](Config& c) {
                  c.d_model = 1;
@@ -183,9 +197,15 @@ TEST_CASE("save_model/load_model round trip: every gpt configuration the constru
   edits.push_back({"no layers", [](GPTConfig& c) { c.layers = 0; }});
   edits.push_back({"three layers", [](GPTConfig& c) { c.layers = 3; }});
   edits.push_back({"untied", [](GPTConfig& c) { c.tie_weights = false; }});
-  for (int64_t n : {int64_t(1), int64_t(100)})
+  for (int64_t n : {int64_t(1), int64_t(100)}) {
     edits.push_back(
         {"max_positions " + std::to_string(n), [n](GPTConfig& c) { c.max_positions = n; }});
+    // RoPE: no position table; max_positions still bounds the input.
+    edits.push_back({"rope, max_positions " + std::to_string(n), [n](GPTConfig& c) {
+                       c.rope_base = 10000;
+                       c.max_positions = n;
+                     }});
+  }
   each_edit<GPTConfig, GPT>(base, edits);
 }
 

@@ -59,7 +59,9 @@ void print_header(const Trainer& t, const RunOptions& o) {
       "%lld parameters\n",
       c.model.c_str(), (long long)c.d_model, (long long)c.heads,
       ((c.d_k > 0 ? " (d_k " + std::to_string(c.d_k) + ")" : std::string()) +
-       (c.kv_heads > 0 ? ", " + std::to_string(c.kv_heads) + " key/value heads" : std::string()))
+       (c.kv_heads > 0 ? ", " + std::to_string(c.kv_heads) +
+                             (c.kv_heads == 1 ? " key/value head" : " key/value heads")
+                       : std::string()))
           .c_str(),
       t.family().layers_text(c).c_str(), (long long)c.d_ff, c.pre_ln ? "Pre-LN" : "Post-LN",
       norm.c_str(), block.c_str(), c.positions.c_str(), c.tie ? ", tied" : "",

@@ -13,7 +13,7 @@ GPT=(--model gpt "${TINY[@]}" --task reverse)
 
 # (a) --preset llama trains: the model line says the block, the loss falls.
 expect_ok "$TRAIN" "${GPT[@]}" --preset llama --steps 60 --lr 3e-3 --out llama
-expect_out "model: gpt, d_model 16, 2 heads, 1 layers, d_ff 32, Pre-LN (rms), swiglu (hidden 24), no biases, learned positions, tied,"
+expect_out "model: gpt, d_model 16, 2 heads, 1 key/value head, 1 layers, d_ff 32, Pre-LN (rms), swiglu (hidden 24), no biases, rope positions, tied,"
 first=$(sed -n 2p llama/log.csv | cut -d, -f2)
 last=$(tail -n 1 llama/log.csv | cut -d, -f2)
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.2) }' ||
@@ -30,10 +30,15 @@ mkdir elsewhere
 for order in "--preset llama --norm layer" "--norm layer --preset llama"; do
   # shellcheck disable=SC2086
   expect_ok "$TRAIN" "${GPT[@]}" $order --steps 2 --no-save --out order
-  expect_out "Pre-LN, swiglu (hidden 24), no biases, learned positions, tied,"
+  expect_out "Pre-LN, swiglu (hidden 24), no biases, rope positions, tied,"
 done
 expect_ok "$TRAIN" "${GPT[@]}" --activation gelu --preset llama --steps 2 --no-save --out order
-expect_out "Pre-LN (rms), gelu, no biases, learned positions, tied,"
+expect_out "Pre-LN (rms), gelu, no biases, rope positions, tied,"
+# ... the positions and key/value heads too (the preset's K = H/2 is a rule on --heads).
+expect_ok "$TRAIN" "${GPT[@]}" --preset llama --positions learned --kv-heads 2 --steps 2 --no-save --out order
+expect_out "model: gpt, d_model 16, 2 heads, 2 key/value heads, 1 layers, d_ff 32, Pre-LN (rms), swiglu (hidden 24), no biases, learned positions, tied,"
+expect_ok "$TRAIN" "${GPT[@]}" --preset llama --heads 1 --steps 2 --no-save --out order
+expect_out "model: gpt, d_model 16, 1 heads, 1 layers,"
 
 # (c) Every family with the three flags, in its default placement (seq2seq
 #     and encoder Post-LN: add_rms_norm; gpt Pre-LN) and seq2seq Pre-LN too.
@@ -72,4 +77,14 @@ done
 one_line "$TRAIN" --load llama/model.safetensors --preset llama --steps 70
 [ "$(cat "$QKV_TMP/out")" = "error: --preset: sets a new run's architecture; the checkpoint llama/model.safetensors holds its own (leave --preset out)" ] ||
   { cat "$QKV_TMP/out"; fail "--preset with --load"; }
+# RoPE and grouped-query attention: K must divide H, rope needs an even head
+# size, the gpt family and a softmax kernel.
+one_line "$TRAIN" "${GPT[@]}" --kv-heads 3 --steps 1
+[ "$(cat "$QKV_TMP/out")" = "error: --kv-heads: must divide --heads 2 (0: every head), got 3" ] || { cat "$QKV_TMP/out"; fail "--kv-heads 3"; }
+one_line "$TRAIN" "${GPT[@]}" --positions rope --d-k 3 --steps 1
+[ "$(cat "$QKV_TMP/out")" = "error: --positions: rope turns pairs of a head's d_k numbers, and d_k = 3 is odd (--d-model / --heads, or --d-k)" ] || { cat "$QKV_TMP/out"; fail "rope, odd d_k"; }
+one_line "$TRAIN" "${TINY[@]}" --positions rope --steps 1
+[ "$(cat "$QKV_TMP/out")" = "error: --positions: the seq2seq model adds sinusoidal or learned positions to its embeddings; rotary positions (rope) are the gpt model's" ] || { cat "$QKV_TMP/out"; fail "rope for seq2seq"; }
+one_line "$TRAIN" "${GPT[@]}" --preset llama --attention linear --steps 1
+[ "$(cat "$QKV_TMP/out")" = "error: --attention: the linear kernel takes neither --positions rope nor --kv-heads (standard, memory-efficient or auto do)" ] || { cat "$QKV_TMP/out"; fail "rope with linear attention"; }
 echo "llama block: preset trains ($first -> $last), flags win, 3 families, bad input refused"
