@@ -951,7 +951,9 @@ def main(argv=None):
         with lock:
             done[0] += 1
             results.setdefault(r["id"], []).append(res)
-            if res["status"] == "ok":
+            if res["status"] == "ok" and r["base"] == "lm":
+                what = f"{res.get('bpb', float('nan')):.4f} bits per byte, ppl {res['ppl']:.3f}"
+            elif res["status"] == "ok":
                 what = (f"ppl {res['ppl']:.3f}, BLEU {res.get('bleu', float('nan')):.2f}, "
                         f"exact {res.get('exact', 0):.1f}%")
             else:
