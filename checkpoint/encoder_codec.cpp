@@ -1,9 +1,41 @@
 // How the encoder-only model (models/encoder_only.h) is written to and read from a model file: its
-// row of the codec table (nn::ModelCodec, checkpoint/model_file.h). Its file keys, defaults and
-// checks are its config's fields in model_file.cpp and check_config_fits.
+// model_config fields and its row of the codec table (nn::ModelCodec,
+// checkpoint/model_file.h). Its shape checks are check_config_fits
+// (checkpoint/config_fits.cpp).
+#include "checkpoint/config_json.h"
 #include "checkpoint/model_file.h"
 
 namespace qkv::nn {
+
+using json = nlohmann::json;
+
+namespace {
+
+// Visits every field of the config with its JSON key, so that writing and
+// reading cannot drift apart; the keys every family shares are written around
+// them (checkpoint/config_json.h).
+template <class C, class F>
+void encoder_fields(C& c, F&& f) {
+  f("vocab", c.vocab);
+  f("classes", c.classes);
+  f("d_model", c.d_model);
+  f("heads", c.heads);
+  f("layers", c.layers);
+  f("d_ff", c.d_ff);
+  f("dropout", c.dropout);
+  f("pre_norm", c.pre_norm);
+  f("seed", c.seed);
+}
+
+}  // namespace
+
+json config_to_json(const EncoderOnlyConfig& c) {
+  return detail::to_json_with(c, [](auto& cc, auto&& f) { encoder_fields(cc, f); });
+}
+EncoderOnlyConfig encoder_config_from_json(const json& j, const std::string& where) {
+  return detail::from_json_with<EncoderOnlyConfig>(
+      j, where, [](auto& cc, auto&& f) { encoder_fields(cc, f); });
+}
 
 extern const ModelCodec kEncoderCodec = {
     "encoder",

@@ -1,9 +1,41 @@
-// How the decoder-only model (models/gpt.h) is written to and read from a model file: its row of
-// the codec table (nn::ModelCodec, checkpoint/model_file.h). Its file keys, defaults and checks are
-// its config's fields in model_file.cpp and check_config_fits.
+// How the decoder-only model (models/gpt.h) is written to and read from a model file: its
+// model_config fields and its row of the codec table (nn::ModelCodec,
+// checkpoint/model_file.h). Its shape checks are check_config_fits
+// (checkpoint/config_fits.cpp).
+#include "checkpoint/config_json.h"
 #include "checkpoint/model_file.h"
 
 namespace qkv::nn {
+
+using json = nlohmann::json;
+
+namespace {
+
+// Visits every field of the config with its JSON key, so that writing and
+// reading cannot drift apart; the keys every family shares are written around
+// them (checkpoint/config_json.h).
+template <class C, class F>
+void gpt_fields(C& c, F&& f) {
+  f("vocab", c.vocab);
+  f("d_model", c.d_model);
+  f("heads", c.heads);
+  f("layers", c.layers);
+  f("d_ff", c.d_ff);
+  f("max_positions", c.max_positions);
+  f("dropout", c.dropout);
+  f("pre_norm", c.pre_norm);
+  f("tie_weights", c.tie_weights);
+  f("seed", c.seed);
+}
+
+}  // namespace
+
+json config_to_json(const GPTConfig& c) {
+  return detail::to_json_with(c, [](auto& cc, auto&& f) { gpt_fields(cc, f); });
+}
+GPTConfig gpt_config_from_json(const json& j, const std::string& where) {
+  return detail::from_json_with<GPTConfig>(j, where, [](auto& cc, auto&& f) { gpt_fields(cc, f); });
+}
 
 extern const ModelCodec kGPTCodec = {
     "gpt", [](const Model& m) { return config_to_json(dynamic_cast<const GPT&>(m).cfg); },

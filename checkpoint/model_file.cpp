@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "checkpoint/config_json.h"
 #include "core/error.h"
 #include "io/json_bounded.h"
 
@@ -12,144 +13,6 @@ namespace qkv::nn {
 using json = nlohmann::json;
 
 namespace {
-
-Activation parse_activation(const std::string& s, const std::string& where) {
-  if (const ActivationKind* k = find_activation(s)) return k->act;
-  throw Error(where + ": key 'activation' is '" + brief(s) + "' (expected " + activation_names() +
-              ")");
-}
-
-// Visits every field of a config with its JSON key, so writing and reading
-// cannot drift apart. Activation is stored by name.
-template <class C, class F>
-void transformer_fields(C& c, F&& f) {
-  f("src_vocab", c.src_vocab);
-  f("tgt_vocab", c.tgt_vocab);
-  f("d_model", c.d_model);
-  f("heads", c.heads);
-  f("encoder_layers", c.encoder_layers);
-  f("decoder_layers", c.decoder_layers);
-  f("d_ff", c.d_ff);
-  f("dropout", c.dropout);
-  f("pre_norm", c.pre_norm);
-  f("tie_weights", c.tie_weights);
-  f("learned_positions", c.learned_positions);
-  f("max_positions", c.max_positions);
-  f("seed", c.seed);
-}
-template <class C, class F>
-void gpt_fields(C& c, F&& f) {
-  f("vocab", c.vocab);
-  f("d_model", c.d_model);
-  f("heads", c.heads);
-  f("layers", c.layers);
-  f("d_ff", c.d_ff);
-  f("max_positions", c.max_positions);
-  f("dropout", c.dropout);
-  f("pre_norm", c.pre_norm);
-  f("tie_weights", c.tie_weights);
-  f("seed", c.seed);
-}
-
-template <class C, class F>
-void encoder_fields(C& c, F&& f) {
-  f("vocab", c.vocab);
-  f("classes", c.classes);
-  f("d_model", c.d_model);
-  f("heads", c.heads);
-  f("layers", c.layers);
-  f("d_ff", c.d_ff);
-  f("dropout", c.dropout);
-  f("pre_norm", c.pre_norm);
-  f("seed", c.seed);
-}
-
-// Every config's attention settings (models/encoder_decoder.h), the keys that
-// change the function: the kernel, its sparse pattern, the scale. Files
-// written before they existed lack them and read as the standard kernel.
-template <class C, class F>
-void attention_fields(C& c, F&& f) {
-  f("window", c.window);
-  f("global_every", c.global_every);
-  f("scaled", c.scaled);
-}
-
-template <class C, class Fields>
-json to_json_with(const C& c, Fields fields) {
-  json j;
-  fields(c, [&](const char* k, const auto& v) { j[k] = v; });
-  j["activation"] = activation_name(c.activation);
-  attention_fields(c, [&](const char* k, const auto& v) { j[k] = v; });
-  j["attention"] = to_string(c.attention);
-  // The query/key head size, written only when set apart from d_model / heads
-  // (a file without it, as every file before it existed, has d_k = d_model / heads).
-  if (c.d_k != 0) j["d_k"] = c.d_k;
-  // The norm's kind and the biases, written only when not the paper's (a
-  // file without them, as every file before they existed, has LayerNorm and biases).
-  const AttentionSettings paper;
-  if (c.norm != paper.norm) j["norm"] = c.norm;
-  if (c.bias != paper.bias) j["bias"] = c.bias;
-  // Grouped-query attention's key/value heads and rotary positions' base,
-  // written only when used (a file without them has every head and no rotation).
-  if (c.kv_heads != 0) j["kv_heads"] = c.kv_heads;
-  if (c.rope_base != 0) j["rope_base"] = c.rope_base;
-  return j;
-}
-
-template <class C, class Fields>
-C from_json_with(const json& file_json, const std::string& where, Fields fields) {
-  const json j = upgrade_model_config(file_json, where);
-  C c;
-  fields(c, [&](const char* k, auto& v) { read_json_field(j, k, v, where); });
-  std::string act;
-  read_json_field(j, "activation", act, where);
-  c.activation = parse_activation(act, where);
-  attention_fields(c, [&](const char* k, auto& v) {
-    if (j.is_object() && j.contains(k)) read_json_field(j, k, v, where);
-  });
-  if (j.is_object() && j.contains("attention")) {
-    std::string kernel;
-    read_json_field(j, "attention", kernel, where);
-    try {
-      c.attention = attention_kernel_from_string(kernel);
-    } catch (const Error&) {
-      throw Error(where + ": key 'attention' is '" + brief(kernel) +
-                  "' (expected standard, memory-efficient, sparse, linear or auto)");
-    }
-  }
-  if (j.is_object() && j.contains("d_k")) {
-    read_json_field(j, "d_k", c.d_k, where);
-    if (c.d_k < 1)
-      throw Error(where + ": key 'd_k' is " + std::to_string(c.d_k) +
-                  ": must be >= 1 (leave it out for d_model / heads)");
-  }
-  if (j.is_object() && j.contains("norm")) {
-    read_json_field(j, "norm", c.norm, where);
-    if (!find_norm(c.norm))
-      throw Error(where + ": key 'norm' is '" + brief(c.norm) + "' (expected " +
-                  one_of(norm_kinds(), [](const NormKind& k) { return k.name; }) + ")");
-  }
-  if (j.is_object() && j.contains("bias")) read_json_field(j, "bias", c.bias, where);
-  if (j.is_object() && j.contains("kv_heads")) {
-    read_json_field(j, "kv_heads", c.kv_heads, where);
-    if (c.kv_heads < 1 || c.heads < 1 || c.heads % c.kv_heads != 0)
-      throw Error(where + ": key 'kv_heads' is " + std::to_string(c.kv_heads) +
-                  ": must divide 'heads' " + std::to_string(c.heads) +
-                  " (leave it out for every head)");
-  }
-  if (j.is_object() && j.contains("rope_base")) {
-    read_json_field(j, "rope_base", c.rope_base, where);
-    if (!(c.rope_base > 0 && c.rope_base <= real(1e9)))
-      throw Error(where + ": key 'rope_base' is " + std::to_string(c.rope_base) +
-                  ": must be in (0, 1e9] (leave it out for no rotation)");
-  }
-  // The values nn::MultiHeadAttention takes (nn/attention.h): global_every 0
-  // is sparse attention without global positions.
-  if (c.window < 1 || c.global_every < 0)
-    throw Error(where + ": key 'window' must be >= 1 and 'global_every' >= 0, got " +
-                std::to_string(c.window) + " and " + std::to_string(c.global_every));
-  return c;
-}
 
 TensorFile read_model_file(const std::string& path, const char* want_kind) {
   TensorFile f = read_safetensors(path);
@@ -179,27 +42,6 @@ json upgrade_model_config(const json& j, const std::string& where) {
   up["max_positions"] = up["max_len"];
   up.erase("max_len");
   return up;
-}
-
-json config_to_json(const TransformerConfig& c) {
-  return to_json_with(c, [](auto& cc, auto&& f) { transformer_fields(cc, f); });
-}
-json config_to_json(const GPTConfig& c) {
-  return to_json_with(c, [](auto& cc, auto&& f) { gpt_fields(cc, f); });
-}
-TransformerConfig transformer_config_from_json(const json& j, const std::string& where) {
-  return from_json_with<TransformerConfig>(j, where,
-                                           [](auto& cc, auto&& f) { transformer_fields(cc, f); });
-}
-GPTConfig gpt_config_from_json(const json& j, const std::string& where) {
-  return from_json_with<GPTConfig>(j, where, [](auto& cc, auto&& f) { gpt_fields(cc, f); });
-}
-json config_to_json(const EncoderOnlyConfig& c) {
-  return to_json_with(c, [](auto& cc, auto&& f) { encoder_fields(cc, f); });
-}
-EncoderOnlyConfig encoder_config_from_json(const json& j, const std::string& where) {
-  return from_json_with<EncoderOnlyConfig>(j, where,
-                                           [](auto& cc, auto&& f) { encoder_fields(cc, f); });
 }
 
 // Each built-in family's codec, defined in its own file.

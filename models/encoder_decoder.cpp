@@ -36,8 +36,9 @@ Var feed_forward(const FFN& ffn, const Var& x, Recompute r) {
 // ---- Encoder layer -------------------------------------------------------------
 EncoderLayer::EncoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
     : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
-  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
-                                               o.d_model, o.heads, o.bias, init, o.d_k, o.kv_heads));
+  self_attn = register_module(
+      "self_attn",
+      std::make_shared<MultiHeadAttention>(o.d_model, o.heads, o.bias, init, o.d_k, o.kv_heads));
   norm1 = register_module("norm1", make_norm(o.norm, o.d_model));
   ffn = register_module("ffn", make_ffn(o.activation, o.d_model, o.d_ff, o.bias, init));
   norm2 = register_module("norm2", make_norm(o.norm, o.d_model));
@@ -67,8 +68,9 @@ Var EncoderLayer::forward(const Var& x, const AttentionMask& self_mask) {
 // out, in the order of the forward, so the parameter names read off the code.
 DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
     : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
-  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
-                                               o.d_model, o.heads, o.bias, init, o.d_k, o.kv_heads));
+  self_attn = register_module(
+      "self_attn",
+      std::make_shared<MultiHeadAttention>(o.d_model, o.heads, o.bias, init, o.d_k, o.kv_heads));
   norm1 = register_module("norm1", make_norm(o.norm, o.d_model));
   cross_attn = register_module(
       "cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, o.bias, init, o.d_k));

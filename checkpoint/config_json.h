@@ -1,0 +1,120 @@
+// The model_config JSON every family's codec writes and reads
+// (checkpoint/<family>_codec.cpp): the keys all families share (the
+// activation, the attention settings, d_k, the norm, the biases, grouped-query
+// attention and rotary positions: models/encoder_decoder.h's
+// AttentionSettings), written around the family's own fields. A codec
+// passes its field list, a function that visits every field of its config
+// with its JSON key, so that writing and reading cannot drift apart:
+//
+//   template <class C, class F> void gpt_fields(C& c, F&& f) {
+//     f("vocab", c.vocab);  f("d_model", c.d_model);  ...
+//   }
+//   json j = to_json_with(cfg, [](auto& c, auto&& f) { gpt_fields(c, f); });
+//   GPTConfig g = from_json_with<GPTConfig>(j, where, [](auto& c, auto&& f) { gpt_fields(c, f); });
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/model_file.h"
+#include "core/error.h"
+#include "io/json_bounded.h"
+
+namespace qkv::nn::detail {
+
+using json = nlohmann::json;
+
+inline Activation parse_activation(const std::string& s, const std::string& where) {
+  if (const ActivationKind* k = find_activation(s)) return k->act;
+  throw Error(where + ": key 'activation' is '" + brief(s) + "' (expected " + activation_names() +
+              ")");
+}
+
+// Every config's attention settings (models/encoder_decoder.h), the keys that
+// change the function: the kernel, its sparse pattern, the scale. Files
+// written before they existed lack them and read as the standard kernel.
+template <class C, class F>
+void attention_fields(C& c, F&& f) {
+  f("window", c.window);
+  f("global_every", c.global_every);
+  f("scaled", c.scaled);
+}
+
+template <class C, class Fields>
+json to_json_with(const C& c, Fields fields) {
+  json j;
+  fields(c, [&](const char* k, const auto& v) { j[k] = v; });
+  j["activation"] = activation_name(c.activation);
+  attention_fields(c, [&](const char* k, const auto& v) { j[k] = v; });
+  j["attention"] = to_string(c.attention);
+  // The query/key head size, written only when set apart from d_model / heads
+  // (a file without it, as every file before it existed, has d_k = d_model / heads).
+  if (c.d_k != 0) j["d_k"] = c.d_k;
+  // The norm's kind and the biases, written only when not the paper's (a
+  // file without them, as every file before they existed, has LayerNorm and biases).
+  const AttentionSettings paper;
+  if (c.norm != paper.norm) j["norm"] = c.norm;
+  if (c.bias != paper.bias) j["bias"] = c.bias;
+  // Grouped-query attention's key/value heads and rotary positions' base,
+  // written only when used (a file without them has every head and no rotation).
+  if (c.kv_heads != 0) j["kv_heads"] = c.kv_heads;
+  if (c.rope_base != 0) j["rope_base"] = c.rope_base;
+  return j;
+}
+
+template <class C, class Fields>
+C from_json_with(const json& file_json, const std::string& where, Fields fields) {
+  const json j = upgrade_model_config(file_json, where);
+  C c;
+  fields(c, [&](const char* k, auto& v) { read_json_field(j, k, v, where); });
+  std::string act;
+  read_json_field(j, "activation", act, where);
+  c.activation = parse_activation(act, where);
+  attention_fields(c, [&](const char* k, auto& v) {
+    if (j.is_object() && j.contains(k)) read_json_field(j, k, v, where);
+  });
+  if (j.is_object() && j.contains("attention")) {
+    std::string kernel;
+    read_json_field(j, "attention", kernel, where);
+    try {
+      c.attention = attention_kernel_from_string(kernel);
+    } catch (const Error&) {
+      throw Error(where + ": key 'attention' is '" + brief(kernel) +
+                  "' (expected standard, memory-efficient, sparse, linear or auto)");
+    }
+  }
+  if (j.is_object() && j.contains("d_k")) {
+    read_json_field(j, "d_k", c.d_k, where);
+    if (c.d_k < 1)
+      throw Error(where + ": key 'd_k' is " + std::to_string(c.d_k) +
+                  ": must be >= 1 (leave it out for d_model / heads)");
+  }
+  if (j.is_object() && j.contains("norm")) {
+    read_json_field(j, "norm", c.norm, where);
+    if (!find_norm(c.norm))
+      throw Error(where + ": key 'norm' is '" + brief(c.norm) + "' (expected " +
+                  one_of(norm_kinds(), [](const NormKind& k) { return k.name; }) + ")");
+  }
+  if (j.is_object() && j.contains("bias")) read_json_field(j, "bias", c.bias, where);
+  if (j.is_object() && j.contains("kv_heads")) {
+    read_json_field(j, "kv_heads", c.kv_heads, where);
+    if (c.kv_heads < 1 || c.heads < 1 || c.heads % c.kv_heads != 0)
+      throw Error(where + ": key 'kv_heads' is " + std::to_string(c.kv_heads) +
+                  ": must divide 'heads' " + std::to_string(c.heads) +
+                  " (leave it out for every head)");
+  }
+  if (j.is_object() && j.contains("rope_base")) {
+    read_json_field(j, "rope_base", c.rope_base, where);
+    if (!(c.rope_base > 0 && c.rope_base <= real(1e9)))
+      throw Error(where + ": key 'rope_base' is " + std::to_string(c.rope_base) +
+                  ": must be in (0, 1e9] (leave it out for no rotation)");
+  }
+  // The values nn::MultiHeadAttention takes (nn/attention.h): global_every 0
+  // is sparse attention without global positions.
+  if (c.window < 1 || c.global_every < 0)
+    throw Error(where + ": key 'window' must be >= 1 and 'global_every' >= 0, got " +
+                std::to_string(c.window) + " and " + std::to_string(c.global_every));
+  return c;
+}
+
+}  // namespace qkv::nn::detail
