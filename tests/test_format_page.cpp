@@ -98,3 +98,11 @@ TEST_CASE(
   check_case("gpt_llama");
   check_case("seq2seq_rms");
 }
+
+// The attention keys: grouped-query attention (4 query heads, 2 key/value
+// heads, d_k 6 set apart, with biases) and rotary positions (no pos_embed).
+TEST_CASE(
+    "format page: a gpt file with the attention keys kv_heads and rope_base, written from the "
+    "page alone, loads and gives PyTorch's logits") {
+  check_case("gpt_gqa_rope");
+}

@@ -111,6 +111,34 @@ TEST_CASE("GPT decoder-only LM (Pre-LN, GELU, learned positions, tied head) matc
 }
 
 TEST_CASE(
+    "GPT with grouped-query attention and rotary positions (model_config kv_heads 2 of 4 heads, "
+    "rope_base 10000, the llama block) matches the PyTorch reference built from the same keys: "
+    "logits, loss and every gradient") {
+  TensorFile f = load_fixture("gpt_llama_gqa_rope.safetensors");
+  // The model is built from the model_config the reference was built from.
+  const GPTConfig c = gpt_config_from_json(nlohmann::json::parse(f.metadata.at("model_config")),
+                                           "gpt_llama_gqa_rope.safetensors");
+  REQUIRE(c.kv_heads == 2);
+  REQUIRE(c.heads == 4);
+  REQUIRE(c.rope_base == real(10000));
+  GPT model(c);
+  // No position table; W_K, W_V of 2 key/value heads: (2 * 16/4, 16).
+  CHECK_FALSE(model.pos_embed);
+  const auto& attn = *model.layers[0]->self_attn;
+  CHECK(attn.w_k->weight.shape() == Shape{8, 16});
+  CHECK(attn.w_v->weight.shape() == Shape{8, 16});
+  CHECK(attn.w_q->weight.shape() == Shape{16, 16});
+  check_same_names(model, f);
+  load_params(model, f, "");
+  Var logits = model.forward(tokens_of(f, "in.ids", "in.lens"));
+  check_close(logits.data(), f.get("out.logits"), "logits");
+  Var loss = cross_entropy(logits, ids_of(f.get("in.targets")), 0, 0);
+  check_close(loss.data().reshape({1}), f.get("out.loss"), "loss");
+  loss.backward();
+  check_grads(model, f);
+}
+
+TEST_CASE(
     "GPT with the llama block (model_config norm rms, activation swiglu, bias false) matches "
     "the PyTorch reference built from the same keys: logits, loss and every gradient") {
   TensorFile f = load_fixture("gpt_llama.safetensors");

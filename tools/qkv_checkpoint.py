@@ -350,14 +350,45 @@ def block(config, where="model_config"):
     return out
 
 
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def attention_keys(config, kind, tensor_names, where="model_config"):
+    """{"kv_heads", "rope_base"} of a model_config, as docs/checkpoint-format.md
+    lists them: kv_heads (grouped-query attention's key/value heads, an integer
+    >= 1 dividing heads; absent: every head, returned as heads) and rope_base
+    (rotary positions' base, a number in (0, 1e9]; absent: 0, no rotation).
+    A gpt with rope_base has no position table: its tensor `pos_embed.weight`
+    (under the file's prefix, among tensor_names) is refused. Raises
+    ValueError naming the key."""
+    heads = config.get("heads")
+    kv = config.get("kv_heads", heads)
+    if "kv_heads" in config and not (_is_int(kv) and kv >= 1 and _is_int(heads) and heads % kv == 0):
+        raise ValueError(f"{where}: key 'kv_heads' is {brief(json.dumps(kv))}: "
+                         f"must be an integer dividing 'heads' {brief(json.dumps(heads))}")
+    base = config.get("rope_base", 0)
+    if "rope_base" in config and not (isinstance(base, (int, float)) and not isinstance(base, bool)
+                                      and 0 < base <= 1e9):
+        raise ValueError(f"{where}: key 'rope_base' is {brief(json.dumps(base))}: must be a number in (0, 1e9]")
+    if base and kind == "gpt":
+        table = [n for n in tensor_names if n.endswith("pos_embed.weight")]
+        if table:
+            raise ValueError(f"{where}: key 'rope_base' is {brief(json.dumps(base))} (rotary positions), "
+                             f"but the file has a position table '{brief(table[0])}'")
+    return {"kv_heads": kv, "rope_base": base}
+
+
 def model_info(path):
     """The model a file describes: {"model_kind", "model_config", "model_prefix",
     "vocab" (list or None), "special_tokens", "tokenizer" (or None), "block"
-    (block(): activation, norm, bias), and for a BPE tokenizer "bpe" (its merges
+    (block(): activation, norm, bias), "attention" (attention_keys():
+    kv_heads, rope_base), and for a BPE tokenizer "bpe" (its merges
     and pattern) and "token_bytes" (each id's bytes, None for a special token)}.
     Raises ValueError naming the file and
     the key when a part is missing or disagrees."""
-    md = read_header(path).get("__metadata__") or {}
+    header = read_header(path)
+    md = header.get("__metadata__") or {}
     where = brief(path)
     for key in ("model_kind", "model_config"):
         if key not in md:
@@ -379,7 +410,9 @@ def model_info(path):
         raise ValueError(f"{where}: metadata 'special_tokens' is not a JSON object of token ids")
     info = {"model_kind": kind, "model_config": config, "model_prefix": md.get("model_prefix", ""),
             "vocab": vocab, "special_tokens": special, "tokenizer": md.get("tokenizer"),
-            "block": block(config, f"{where}: metadata 'model_config'")}
+            "block": block(config, f"{where}: metadata 'model_config'"),
+            "attention": attention_keys(config, kind, [n for n in header if n != "__metadata__"],
+                                        f"{where}: metadata 'model_config'")}
     if (md.get("tokenizer") == "bpe") != ("bpe" in md):
         raise ValueError(f"{where}: the file's parts disagree: metadata 'tokenizer' is "
                          f"'{brief(md.get('tokenizer', '(none)'))}' and 'bpe' is {'there' if 'bpe' in md else 'missing'}")
@@ -417,6 +450,9 @@ def main(argv):
         hidden = f" (hidden {swiglu_hidden(info['model_config'].get('d_ff', 1))})"
         print(f"block: {blk['norm']} norm, {blk['activation']}{hidden * (blk['activation'] == 'swiglu')},",
               "biases" if blk["bias"] else "no biases")
+        att, heads = info["attention"], info["model_config"].get("heads")
+        print(f"attention: {heads} heads, {att['kv_heads']} key/value heads,",
+              f"rotary positions (rope_base {att['rope_base']})" if att["rope_base"] else "no rotation")
         print("vocab:", "(none)" if vocab is None else f"{len(vocab)} tokens {[brief(t) for t in vocab[:12]]}{' ...' * (len(vocab) > 12)}")
         print("special_tokens:", json.dumps(info["special_tokens"]), " tokenizer:", brief(info["tokenizer"] or "(none)"))
         if "bpe" in info:

@@ -160,6 +160,14 @@ raw("h_config.safetensors", md(model_kind="gpt", model_config="{"), b"\0" * 4)
 raw("h_kind.safetensors", md(model_kind="x" * 100000, model_config="{}"), b"\0" * 4)
 raw("h_vocab.safetensors", md(model_kind="gpt", model_config='{"vocab": 3}', vocab='[1, 2, 3]'), b"\0" * 4)
 raw("h_special.safetensors", md(model_kind="gpt", model_config='{"vocab": 1}', vocab='["a"]', special_tokens='[]'), b"\0" * 4)
+# The attention keys: kv_heads not dividing heads, rope_base out of range, a
+# gpt with rotary positions and a position table.
+gpt = lambda **kv: json.dumps(dict({"vocab": 1, "heads": 4, "activation": "gelu"}, **kv))
+raw("h_kvheads.safetensors", md(model_kind="gpt", model_config=gpt(kv_heads=3)), b"\0" * 4)
+raw("h_kvheads_type.safetensors", md(model_kind="gpt", model_config=gpt(kv_heads=2.0)), b"\0" * 4)
+raw("h_ropebase.safetensors", md(model_kind="gpt", model_config=gpt(rope_base=0)), b"\0" * 4)
+raw("h_ropebase_type.safetensors", md(model_kind="gpt", model_config=gpt(rope_base="10000")), b"\0" * 4)
+raw("h_ropetable.safetensors", hdr({"pos_embed.weight": t(), "__metadata__": {"model_kind": "gpt", "model_config": gpt(rope_base=10000.0)}}), b"\0" * 4)
 import contextlib, glob, io
 import qkv_checkpoint as qc
 bad = []
@@ -186,3 +194,18 @@ status=0
 python3 "$QKV_SRC/tools/qkv_checkpoint.py" h_dtype.safetensors >"$QKV_TMP/out" 2>&1 || status=$?
 [ "$status" = 1 ] && [ "$(wc -l < "$QKV_TMP/out")" = 1 ] || { cat "$QKV_TMP/out"; fail "h_dtype: status $status"; }
 expect_out "error: h_dtype.safetensors: tensor 'w': unknown dtype 'X\x1b[31m'"
+# The attention keys' refusals name the key.
+for f in kvheads:kv_heads ropebase:rope_base ropetable:pos_embed.weight; do
+  expect_fail python3 "$QKV_SRC/tools/qkv_checkpoint.py" "h_${f%%:*}.safetensors"
+  expect_out "'${f#*:}'"
+done
+
+# (i) The attention keys kv_heads and rope_base (a gpt with grouped-query
+#     attention and rotary positions: no pos_embed) are read and listed, and
+#     a file without them lists their defaults.
+expect_ok "$TRAIN" "${TINY[@]}" --model gpt --positions rope --kv-heads 1 --steps 1 --out rope
+expect_ok python3 "$QKV_SRC/tools/qkv_checkpoint.py" rope/model.safetensors
+expect_out "attention: 2 heads, 1 key/value heads, rotary positions (rope_base 10000"
+! grep -q "pos_embed" "$QKV_TMP/out" || { cat "$QKV_TMP/out"; fail "a gpt with rope lists a position table"; }
+expect_ok python3 "$QKV_SRC/tools/qkv_checkpoint.py" "$ckpt"
+expect_out "attention: 2 heads, 2 key/value heads, no rotation"

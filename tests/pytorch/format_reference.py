@@ -49,6 +49,8 @@ INPUTS = {
     "gpt_llama": {"ids": [[3, 4, 5, 6, 1, 6, 5, 4, 3], [8, 7, 1, 7, 8, 2, 0, 0, 0]], "lens": [9, 6]},
     "seq2seq_rms": {"src": [[3, 5, 7, 4, 6], [8, 8, 3, 0, 0]], "src_lens": [5, 3],
                     "tgt": [[1, 6, 4, 7, 5, 3], [1, 3, 8, 8, 0, 0]], "tgt_lens": [6, 4]},
+    "gpt_gqa_rope": {"ids": [[3, 8, 4, 7, 5, 1, 5, 7, 4, 8, 3, 6], [6, 3, 1, 3, 6, 2, 0, 0, 0, 0, 0, 0]],
+                     "lens": [12, 6]},
 }
 
 
@@ -98,21 +100,42 @@ def hidden(T, S, lens, causal, sparse):
     return h
 
 
-def attention(P, prefix, xq, xkv, lens, causal, c, kernel):
+def rope(x, base):
+    """The page's rotary positions: x (B, heads, T, d_k), pair (2i, 2i+1) of
+    each head at row t turned by the angle t * base^(-2i/d_k)."""
+    T, dk = x.shape[-2], x.shape[-1]
+    i = torch.arange(dk // 2, dtype=F64)
+    a = torch.arange(T, dtype=F64)[:, None] * base ** (-2.0 * i / dk)  # (T, d_k/2)
+    x0, x1 = x[..., 0::2], x[..., 1::2]  # (B, heads, T, d_k/2)
+    y = torch.empty_like(x)
+    y[..., 0::2] = x0 * torch.cos(a) - x1 * torch.sin(a)
+    y[..., 1::2] = x0 * torch.sin(a) + x1 * torch.cos(a)
+    return y
+
+
+def attention(P, prefix, xq, xkv, lens, causal, c, kernel, self_attention=True):
     """The page's multi-head attention: heads of d_k query/key columns and
-    d_model / heads value columns; kernel standard, sparse or linear."""
+    d_model / heads value columns; kernel standard, sparse or linear. In
+    self-attention kv_heads K key/value heads serve heads / K query heads
+    each, and rope_base rotates the heads of Q and K."""
     B, T, D = xq.shape
     S = xkv.shape[1]
     H = c["heads"]
+    Hkv = c.get("kv_heads", H) if self_attention else H
     dk = c.get("d_k", D // H)
     dv = D // H
     # Without biases (bias false) the files hold none: P.get gives None.
     q = lin(xq, P[prefix + ".w_q.weight"], P.get(prefix + ".w_q.bias"))  # (B, T, H*dk)
-    k = lin(xkv, P[prefix + ".w_k.weight"], P.get(prefix + ".w_k.bias"))  # (B, S, H*dk)
-    v = lin(xkv, P[prefix + ".w_v.weight"], P.get(prefix + ".w_v.bias"))  # (B, S, D)
+    k = lin(xkv, P[prefix + ".w_k.weight"], P.get(prefix + ".w_k.bias"))  # (B, S, Hkv*dk)
+    v = lin(xkv, P[prefix + ".w_v.weight"], P.get(prefix + ".w_v.bias"))  # (B, S, Hkv*dv)
     q = q.view(B, T, H, dk).transpose(1, 2)
-    k = k.view(B, S, H, dk).transpose(1, 2)
-    v = v.view(B, S, H, dv).transpose(1, 2)
+    k = k.view(B, S, Hkv, dk).transpose(1, 2)
+    v = v.view(B, S, Hkv, dv).transpose(1, 2)
+    if self_attention and "rope_base" in c:
+        q, k = rope(q, c["rope_base"]), rope(k, c["rope_base"])
+    # query head h reads key/value head h // (H / Hkv)
+    k = k.repeat_interleave(H // Hkv, dim=1)  # (B, H, S, dk)
+    v = v.repeat_interleave(H // Hkv, dim=1)  # (B, H, S, dv)
     if kernel == "linear":
         phi = lambda x: torch.where(x > 0, x + 1, torch.exp(x))  # elu + 1
         qf, kf = phi(q), phi(k)
@@ -173,7 +196,7 @@ def decoder_layer(P, p, y, mem, tgt_lens, src_lens, c):
                  lambda v: attention(P, p + ".self_attn", v, v, tgt_lens, True, c, c["attention"]),
                  c)
     y = sublayer(P, p + ".norm2", y,
-                 lambda v: attention(P, p + ".cross_attn", v, mem, src_lens, False, c, "standard"),
+                 lambda v: attention(P, p + ".cross_attn", v, mem, src_lens, False, c, "standard", False),
                  c)
     return sublayer(P, p + ".norm3", y, lambda v: ffn(P, p + ".ffn", v, c), c)
 
@@ -208,7 +231,9 @@ def seq2seq(P, c, x):
 
 def gpt(P, c, x):
     ids = torch.tensor(x["ids"])
-    h = P["tok_embed.weight"][ids] + P["pos_embed.weight"][: ids.shape[1]]  # no scale
+    h = P["tok_embed.weight"][ids]  # no scale
+    if "rope_base" not in c:  # rotary positions: no table, attention rotates Q and K
+        h = h + P["pos_embed.weight"][: ids.shape[1]]
     for i in range(c["layers"]):
         h = encoder_layer(P, f"layers.{i}", h, x["lens"], True, c)
     h = final_norm(P, "norm", h, c)

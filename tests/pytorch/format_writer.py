@@ -10,8 +10,9 @@ from the page and the same weights (tests/test_format_page.cpp).
     python3 tests/pytorch/format_writer.py DIR
 
 writes, for each case in CASES (two per model family, each with its own
-norm placement, positions, head, activation and attention kernel, and two
-with the block keys norm, activation swiglu and bias):
+norm placement, positions, head, activation and attention kernel, two
+with the block keys norm, activation swiglu and bias, and one with the
+attention keys kv_heads and rope_base):
 
     DIR/format_<case>.safetensors         a model file (no prefix, with vocab)
     DIR/format_<case>.ckpt.safetensors    a training checkpoint of the same
@@ -136,6 +137,20 @@ CASES = {
         "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 6},
         "seed": 18,
     },
+    # The attention keys. decoder-only: grouped-query attention (4 query
+    # heads share 2 key/value heads: w_k (2*6, 16), w_v (2*4, 16)) with d_k
+    # set apart, rotary positions (no pos_embed), biases (w_k.bias (12),
+    # w_v.bias (8)), LayerNorm, GELU, Pre-LN, untied head.
+    "gpt_gqa_rope": {
+        "kind": "gpt",
+        "config": {"vocab": len(VOCAB), "d_model": 16, "heads": 4, "layers": 2, "d_ff": 32,
+                   "max_positions": 16, "dropout": 0.0, "activation": "gelu",
+                   "pre_norm": True, "tie_weights": False, "seed": 1, "attention": "standard",
+                   "window": 128, "global_every": 64, "scaled": True, "d_k": 6,
+                   "kv_heads": 2, "rope_base": 100.0},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 16},
+        "seed": 19,
+    },
 }
 
 
@@ -158,11 +173,14 @@ def norm(prefix, c):
     return [(prefix + ".weight", [d]), (prefix + ".bias", [d])]
 
 
-def attention(prefix, c):
+def attention(prefix, c, self_attention=True):
     d, h, bias = c["d_model"], c["heads"], c.get("bias", True)
-    e = h * c.get("d_k", d // h)  # w_q and w_k: (heads * d_k, d_model)
-    return (linear(prefix + ".w_q", d, e, bias) + linear(prefix + ".w_k", d, e, bias) +
-            linear(prefix + ".w_v", d, d, bias) + linear(prefix + ".w_o", d, d, bias))
+    dk = c.get("d_k", d // h)
+    e = h * dk  # w_q: (heads * d_k, d_model)
+    # kv_heads K (self-attention only): w_k (K * d_k, D), w_v (K * d_v, D), d_v = D / heads
+    k = c.get("kv_heads", h) if self_attention else h
+    return (linear(prefix + ".w_q", d, e, bias) + linear(prefix + ".w_k", d, k * dk, bias) +
+            linear(prefix + ".w_v", d, k * (d // h), bias) + linear(prefix + ".w_o", d, d, bias))
 
 
 def swiglu_hidden(f):
@@ -187,7 +205,7 @@ def encoder_layer(prefix, c):
 
 def decoder_layer(prefix, c):
     return (attention(prefix + ".self_attn", c) + norm(prefix + ".norm1", c) +
-            attention(prefix + ".cross_attn", c) + norm(prefix + ".norm2", c) +
+            attention(prefix + ".cross_attn", c, False) + norm(prefix + ".norm2", c) +
             ffn(prefix + ".ffn", c) + norm(prefix + ".norm3", c))
 
 
@@ -212,7 +230,9 @@ def parameters(kind, c):
             p.append(("lm_head.weight", [c["tgt_vocab"], d]))
         p.append(("lm_head.bias", [c["tgt_vocab"]]))
     elif kind == "gpt":
-        p += [("tok_embed.weight", [c["vocab"], d]), ("pos_embed.weight", [c["max_positions"], d])]
+        p.append(("tok_embed.weight", [c["vocab"], d]))
+        if "rope_base" not in c:  # rotary positions: no table
+            p.append(("pos_embed.weight", [c["max_positions"], d]))
         for i in range(c["layers"]):
             p += encoder_layer(f"layers.{i}", c)
         if c["pre_norm"]:

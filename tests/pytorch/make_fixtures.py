@@ -280,7 +280,8 @@ def make_gpt(filename, seed):
 
 
 def make_gpt_block(filename, seed, model_config):
-    """A gpt whose model_config has the block keys (norm, activation, bias):
+    """A gpt whose model_config has the block keys (norm, activation, bias) and
+    the attention keys (kv_heads, rope_base):
     built by reference.py from the keys (gpt_config), and stored with the
     model_config itself, which the C++ test builds its model from."""
     cfg = gpt_config(model_config)
@@ -296,11 +297,14 @@ def make_gpt_block(filename, seed, model_config):
 
     params = {}
     init.embedding(params, "tok_embed", cfg["vocab"], d)
-    params["pos_embed.weight"] = init.normal((cfg["max_len"], d), 0.3)
+    if not cfg["rope_base"]:  # rotary positions: no table
+        params["pos_embed.weight"] = init.normal((cfg["max_len"], d), 0.3)
+    # kv_heads K: w_k, w_v (K * D / H, D)
+    kv = (cfg["kv_heads"] or cfg["heads"]) * (d // cfg["heads"])
     for i in range(cfg["layers"]):
         prefix = f"layers.{i}"
-        for w in ("w_q", "w_k", "w_v", "w_o"):
-            init.linear(params, join(prefix, "self_attn." + w), d, d, bias)
+        for w, rows in (("w_q", d), ("w_k", kv), ("w_v", kv), ("w_o", d)):
+            init.linear(params, join(prefix, "self_attn." + w), d, rows, bias)
         norm(params, join(prefix, "norm1"))
         if cfg["activation"] == "swiglu":
             h = swiglu_hidden(f)
@@ -329,7 +333,10 @@ def make_gpt_block(filename, seed, model_config):
     outputs = {"logits": logits, "loss": loss.reshape(1)}
     meta = {"model_config": json.dumps(model_config, sort_keys=True),
             "reference": "reference.py TorchGPT(gpt_config(model_config)): RMSNorm and SwiGLU "
-                         "from plain torch ops, nn.MultiheadAttention(bias=bias)",
+                         "from plain torch ops, " + (
+                             "GroupedRopeAttention (plain torch ops: repeat_interleave of the "
+                             "kv_heads, rotary positions)" if cfg["kv_heads"] or cfg["rope_base"]
+                             else "nn.MultiheadAttention(bias=bias)"),
             "batch": 2, "seq_len": T, "mask": "causal+key_padding",
             "loss": "cross_entropy(logits.reshape(-1,V), targets.reshape(-1), ignore_index=0)"}
     write(filename, model_record(params, binding.grads(), inputs, outputs), meta)
@@ -831,6 +838,13 @@ def main():
         "dropout": 0.0, "activation": "swiglu", "norm": "rms", "bias": False, "pre_norm": True,
         "tie_weights": True, "seed": 0, "attention": "standard", "window": 128,
         "global_every": 64, "scaled": True})
+    # The llama block with grouped-query attention (2 key/value heads for 4
+    # query heads) and rotary positions (no position table).
+    make_gpt_block("gpt_llama_gqa_rope.safetensors", seed=12, model_config={
+        "vocab": 13, "d_model": 16, "heads": 4, "layers": 2, "d_ff": 64, "max_positions": 16,
+        "dropout": 0.0, "activation": "swiglu", "norm": "rms", "bias": False, "pre_norm": True,
+        "tie_weights": True, "seed": 0, "attention": "standard", "window": 128,
+        "global_every": 64, "scaled": True, "kv_heads": 2, "rope_base": 10000.0})
     make_layers("layers.safetensors", seed=4)
     make_adam("adam.safetensors", seed=5)
     make_attention_kernels("attention_kernels.safetensors", seed=6)

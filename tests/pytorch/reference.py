@@ -86,7 +86,11 @@ class Binding:
 
     def block_layer(self, prefix, layer):
         # BlockLayer (below): qkv's names as they are.
-        self.mha(join(prefix, "self_attn"), layer.self_attn)
+        if isinstance(layer.self_attn, GroupedRopeAttention):  # w_q, w_k, w_v, w_o as they are
+            for w in ("w_q", "w_k", "w_v", "w_o"):
+                self.linear(join(prefix, "self_attn." + w), getattr(layer.self_attn, w))
+        else:
+            self.mha(join(prefix, "self_attn"), layer.self_attn)
         self.layer_norm(join(prefix, "norm1"), layer.norm1)
         for name, lin in layer.ffn.named_children():
             self.linear(join(prefix, "ffn." + name), lin)
@@ -191,6 +195,56 @@ class SwiGLU(nn.Module):
         return (F.silu(x @ self.gate.weight.T) * (x @ self.up.weight.T)) @ self.down.weight.T
 
 
+def rope(x, base):
+    """model_config rope_base: rotary positions (nn/rope.h), x (B, heads, T,
+    d_k): pair (2i, 2i+1) of each head at position t turned by the angle
+    t * base^(-2i / d_k), as Meta's Llama pairs adjacent numbers:
+      y_2i = x_2i cos - x_2i+1 sin,   y_2i+1 = x_2i sin + x_2i+1 cos.
+    The angles in float64, the rotation in x's dtype."""
+    t, dk = x.shape[-2], x.shape[-1]
+    i = torch.arange(dk // 2, dtype=torch.float64)
+    angle = torch.arange(t, dtype=torch.float64)[:, None] * base ** (-2.0 * i / dk)  # (T, d_k/2)
+    c, s = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
+    x0, x1 = x[..., 0::2], x[..., 1::2]  # (B, heads, T, d_k/2)
+    return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)  # re-interleave
+
+
+class GroupedRopeAttention(nn.Module):
+    """Self-attention with the model_config keys nn.MultiheadAttention lacks,
+    from plain torch ops: kv_heads K (grouped-query attention: W_K (K d_k, D),
+    W_V (K d_v, D), d_v = D / H; query head h reads key/value head
+    h // (H / K), i.e. repeat_interleave of the K heads) and rope_base
+    (rotary positions on every head of Q and K, rope() above; 0: none).
+    Masks as nn.MultiheadAttention takes them (True = hidden)."""
+
+    def __init__(self, d, h, kv_heads, rope_base, bias):
+        super().__init__()
+        self.h, self.k, self.base = h, kv_heads, rope_base
+        self.dk = d // h
+        self.w_q = nn.Linear(d, d, bias=bias)
+        self.w_k = nn.Linear(d, kv_heads * self.dk, bias=bias)
+        self.w_v = nn.Linear(d, kv_heads * self.dk, bias=bias)
+        self.w_o = nn.Linear(d, d, bias=bias)
+
+    def forward(self, x, mask, pad):
+        B, T, D = x.shape
+        q = self.w_q(x).view(B, T, self.h, self.dk).transpose(1, 2)  # (B, H, T, d_k)
+        k = self.w_k(x).view(B, T, self.k, self.dk).transpose(1, 2)  # (B, K, T, d_k)
+        v = self.w_v(x).view(B, T, self.k, self.dk).transpose(1, 2)  # (B, K, T, d_v)
+        if self.base:
+            q, k = rope(q, self.base), rope(k, self.base)
+        k = k.repeat_interleave(self.h // self.k, dim=1)  # (B, H, T, d_k)
+        v = v.repeat_interleave(self.h // self.k, dim=1)  # (B, H, T, d_v)
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(self.dk)  # (B, H, T, T)
+        hidden = torch.zeros(B, 1, T, T, dtype=torch.bool)
+        if mask is not None:
+            hidden = hidden | mask[None, None]
+        if pad is not None:
+            hidden = hidden | pad[:, None, None, :]
+        o = torch.softmax(s.masked_fill(hidden, float("-inf")), -1) @ v  # (B, H, T, d_v)
+        return self.w_o(o.transpose(1, 2).reshape(B, T, D))
+
+
 class BlockLayer(nn.Module):
     """An encoder layer built from a qkv model_config's block keys: `norm`
     ("layer" or "rms"), `activation` ("relu", "gelu" or "swiglu"), `bias`,
@@ -199,15 +253,20 @@ class BlockLayer(nn.Module):
       Post-LN  x = norm1(x + attn(x));  x = norm2(x + ffn(x))
       Pre-LN   x = x + attn(norm1(x));  x = x + ffn(norm2(x))"""
 
-    def __init__(self, d, h, d_ff, activation, pre_norm, norm, bias):
+    def __init__(self, d, h, d_ff, activation, pre_norm, norm, bias, kv_heads=0, rope_base=0):
         super().__init__()
         make_norm = {"layer": nn.LayerNorm, "rms": RMSNorm}[norm]
-        self.self_attn = nn.MultiheadAttention(d, h, dropout=0.0, bias=bias, batch_first=True)
+        if kv_heads or rope_base:  # the attention keys: GroupedRopeAttention
+            self.self_attn = GroupedRopeAttention(d, h, kv_heads or h, rope_base, bias)
+        else:
+            self.self_attn = nn.MultiheadAttention(d, h, dropout=0.0, bias=bias, batch_first=True)
         self.norm1, self.norm2 = make_norm(d), make_norm(d)
         self.ffn = SwiGLU(d, d_ff) if activation == "swiglu" else FeedForward(d, d_ff, activation, bias)
         self.pre_norm = pre_norm
 
     def attn(self, x, mask, pad):
+        if isinstance(self.self_attn, GroupedRopeAttention):
+            return self.self_attn(x, mask, pad)
         return self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=pad, need_weights=False)[0]
 
     def forward(self, x, src_mask=None, src_key_padding_mask=None):
@@ -221,7 +280,8 @@ class BlockLayer(nn.Module):
 def is_paper_block(cfg):
     """True when the keys ask for nothing nn.TransformerEncoderLayer lacks."""
     return (cfg.get("norm", "layer") == "layer" and cfg.get("bias", True)
-            and cfg["activation"] in ("relu", "gelu"))
+            and cfg["activation"] in ("relu", "gelu")
+            and not cfg.get("kv_heads", 0) and not cfg.get("rope_base", 0))
 
 
 # ---------------------------------------------------------------------------
@@ -306,13 +366,16 @@ class TorchGPT(nn.Module):
     causal + key padding masks, final LayerNorm, tied lm head without bias.
     With the block keys of a qkv model_config (`norm`, `activation` "swiglu",
     `bias`; gpt_config() maps a whole one) the layers are BlockLayers and
-    the final norm is of `norm`'s kind."""
+    the final norm is of `norm`'s kind; with the attention keys (`kv_heads`,
+    `rope_base`) their self-attention is GroupedRopeAttention, and with
+    `rope_base` there is no position table."""
 
     def __init__(self, cfg):
         super().__init__()
         d = cfg["d_model"]
         self.tok_embed = nn.Embedding(cfg["vocab"], d)
-        self.pos_embed = nn.Embedding(cfg["max_len"], d)
+        self.rope = cfg.get("rope_base", 0)
+        self.pos_embed = None if self.rope else nn.Embedding(cfg["max_len"], d)
         self.paper = is_paper_block(cfg)
         if self.paper:
             self.layers = nn.ModuleList([
@@ -323,14 +386,16 @@ class TorchGPT(nn.Module):
         else:
             self.layers = nn.ModuleList([
                 BlockLayer(d, cfg["heads"], cfg["d_ff"], cfg["activation"], cfg["norm_first"],
-                           cfg.get("norm", "layer"), cfg.get("bias", True))
+                           cfg.get("norm", "layer"), cfg.get("bias", True),
+                           cfg.get("kv_heads", 0), cfg.get("rope_base", 0))
                 for _ in range(cfg["layers"])])
         self.norm = RMSNorm(d) if cfg.get("norm", "layer") == "rms" else nn.LayerNorm(d)
 
     def binding(self):
         b = Binding()
         b.add("tok_embed.weight", self.tok_embed.weight)
-        b.add("pos_embed.weight", self.pos_embed.weight)
+        if self.pos_embed is not None:
+            b.add("pos_embed.weight", self.pos_embed.weight)
         for i, layer in enumerate(self.layers):
             if self.paper:
                 b.encoder_layer(f"layers.{i}", layer)
@@ -343,7 +408,9 @@ class TorchGPT(nn.Module):
     def forward(self, ids, lens=None):
         """Token ids (B,T); lengths for a key padding mask, or None. Logits (B,T,V)."""
         t = ids.shape[1]
-        x = self.tok_embed(ids) + self.pos_embed.weight[:t]  # no sqrt(D) scaling
+        x = self.tok_embed(ids)  # no sqrt(D) scaling
+        if self.pos_embed is not None:  # RoPE: the positions are rotated into Q and K
+            x = x + self.pos_embed.weight[:t]
         for layer in self.layers:
             x = layer(x, src_mask=causal_mask(t), src_key_padding_mask=key_padding_mask(lens, t))
         x = self.norm(x)
@@ -355,7 +422,9 @@ def gpt_config(model_config):
     TorchGPT this file builds), its optional keys at their defaults."""
     c = model_config
     assert c["pre_norm"] and c["tie_weights"], "TorchGPT is Pre-LN with a tied head"
+    assert "d_k" not in c, "TorchGPT has d_k = d_model / heads"
     return {"vocab": c["vocab"], "d_model": c["d_model"], "heads": c["heads"],
             "layers": c["layers"], "d_ff": c["d_ff"], "max_len": c["max_positions"],
             "activation": c["activation"], "norm_first": True,
-            "norm": c.get("norm", "layer"), "bias": c.get("bias", True)}
+            "norm": c.get("norm", "layer"), "bias": c.get("bias", True),
+            "kv_heads": c.get("kv_heads", 0), "rope_base": c.get("rope_base", 0)}
