@@ -116,8 +116,7 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--positions", c.positions, "sinusoidal, learned (gpt) or rope (gpt)")
       ->capture_default_str();
   add_value(app, "--rope-base", c.rope_base, "rope: the rotation's base")->capture_default_str();
-  add_value(app, "--kv-heads", c.kv_heads,
-            "key/value heads shared by groups of query heads (0: every head)")
+  add_value(app, "--kv-heads", c.kv_heads, "key/value heads (GQA; 0: --heads)")
       ->capture_default_str();
   add_value(app, "--activation", c.activation,
             "relu, gelu (gpt) or swiglu (hidden 2/3 d_ff, to 8s)")

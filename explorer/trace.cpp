@@ -245,7 +245,7 @@ FdSummary finite_differences(const Pass& p, const std::function<Var()>& loss_fn,
       const bool pass = passes(fd);
       ++s.checked;
       if (!pass) ++s.failed;
-      if (h != opt.fd_step) ++s.retried;
+      if (pass && h != opt.fd_step) ++s.retried;  // passed only at a smaller step
       if (std::fabs(fd) > opt.fd_atol) s.max_rel = std::max(s.max_rel, rel);
       checks.push_back(Json::array({i, k, engine, fd, rel, pass, h}));
     }

@@ -90,7 +90,7 @@ struct Trace {
   double loss = 0;
   int64_t fd_checked = 0;  // finite-difference checks made
   int64_t fd_failed = 0;   // of which outside the tolerance
-  int64_t fd_retried = 0;  // of which decided at a smaller step than fd_step
+  int64_t fd_retried = 0;  // passed, but only at a smaller step than fd_step
   double fd_max_rel_err =
       0;  // worst |engine - fd| / max(|engine|, |fd|) over checks with |fd| > fd_atol
 };

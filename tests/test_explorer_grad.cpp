@@ -210,6 +210,7 @@ TEST_CASE(
   const explorer::Trace w =
       explorer::record_trace([&] { return sum(slightly_wrong_square(a)); }, nullptr);
   CHECK(w.fd_failed == 6);
+  CHECK(w.fd_retried == 0);  // none passed at a smaller step either
   for (const auto& c : Json::parse(w.json)["finite_differences"]["checks"]) {
     CHECK(c[5] == false);
     CHECK(c[6].get<double>() == doctest::Approx(1e-7));  // every step was tried

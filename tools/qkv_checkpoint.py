@@ -358,7 +358,7 @@ def attention_keys(config, kind, tensor_names, where="model_config"):
     """{"kv_heads", "rope_base"} of a model_config, as docs/checkpoint-format.md
     lists them: kv_heads (grouped-query attention's key/value heads, an integer
     >= 1 dividing heads; absent: every head, returned as heads) and rope_base
-    (rotary positions' base, a number in (0, 1e9]; absent: 0, no rotation).
+    (rotary positions' base, a number in (1, 1e9]; absent: 0, no rotation).
     A gpt with rope_base has no position table: its tensor `pos_embed.weight`
     (under the file's prefix, among tensor_names) is refused. Raises
     ValueError naming the key."""
@@ -369,8 +369,8 @@ def attention_keys(config, kind, tensor_names, where="model_config"):
                          f"must be an integer dividing 'heads' {brief(json.dumps(heads))}")
     base = config.get("rope_base", 0)
     if "rope_base" in config and not (isinstance(base, (int, float)) and not isinstance(base, bool)
-                                      and 0 < base <= 1e9):
-        raise ValueError(f"{where}: key 'rope_base' is {brief(json.dumps(base))}: must be a number in (0, 1e9]")
+                                      and 1 < base <= 1e9):
+        raise ValueError(f"{where}: key 'rope_base' is {brief(json.dumps(base))}: must be a number in (1, 1e9]")
     if base and kind == "gpt":
         table = [n for n in tensor_names if n.endswith("pos_embed.weight")]
         if table:

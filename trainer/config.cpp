@@ -71,8 +71,9 @@ void validate(const TrainConfig& c, const std::string& where) {
       name("kv_heads"),
       "must divide --heads " + std::to_string(c.heads) + " (0: every head), got " +
           std::to_string(c.kv_heads));
-  require(c.rope_base > 0 && c.rope_base <= real(1e9), name("rope_base"),
-          "must be in (0, 1e9], got " + num(c.rope_base));
+  // The rotation's angles base^(-2i/d_k) fall with i only for a base above 1.
+  require(c.rope_base > 1 && c.rope_base <= real(1e9), name("rope_base"),
+          "must be in (1, 1e9], got " + num(c.rope_base));
   if (c.positions == "rope") {
     const int64_t d_k = c.d_k > 0 ? c.d_k : c.d_model / c.heads;
     require(d_k % 2 == 0, name("positions"),

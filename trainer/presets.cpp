@@ -17,7 +17,7 @@ const std::vector<Preset>& presets() {
       // than a layer, and the preset would no longer compare with the 2017
       // GPT (learned positions, LayerNorm, GELU, biases) at about equal size.
       {"llama",
-       "Pre-LN, rms, swiglu, no bias, rope, kv-heads H/2, tied (gpt)",
+       "Pre-LN, rms, swiglu, rope, K=H/2, no bias",
        [](const Family& f) { return f.reads_text; },
        "language models",
        {{"pre_ln", true},

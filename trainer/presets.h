@@ -42,7 +42,7 @@ const std::vector<Preset>& presets();
 const Preset* find_preset(const std::string& name);
 // "llama".
 std::string preset_names();
-// --preset's help: "llama: Pre-LN, rms, swiglu, no bias, tied (gpt)".
+// --preset's help: "llama: Pre-LN, rms, swiglu, rope, K=H/2, no bias".
 std::string preset_help();
 
 // Applies preset `name` to a new run's settings `c`: each of its settings

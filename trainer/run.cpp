@@ -3,6 +3,7 @@
 // saves and signals, and the order in which results are kept.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -482,6 +483,10 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
       throw Error("--preset: sets a new model's architecture; --init-from takes the file's");
     apply_preset(o.preset, c, said);  // the flags given win over the preset
   }
+  // --rope-base belongs to rope positions (said or set by the preset): alone
+  // it would be ignored.
+  if (std::find(given.begin(), given.end(), "rope_base") != given.end() && c.positions != "rope")
+    throw Error("--rope-base: sets rope's base; give --positions rope too (or leave it out)");
   fill_dependent_defaults(c, said);
   Trainer t = !o.init_from.empty() ? Trainer::init_from(o.init_from, c, said) : new_run(c, said);
   return t;
