@@ -249,13 +249,13 @@ struct AttentionNode : Node {
   real scale = 1;
   AttentionMask mask;  // the blocks, sparse and linear kernels mask again in backward
   SparsePattern sparse;
-  Tensor xq, xkv;        // (B,T,D), (B,S,D)
-  InputProjections in;   // stacked weights and Q, K, V
-  Tensor P;              // (B,H,T,S), standard kernel
-  Tensor lse;            // (B,H,T), memory-efficient and sparse kernels
-  Tensor O;              // (B*T, D), or undefined: recompute (standard kernel)
-  Tensor wo;             // (D, D)
-  RopeTable rope;        // the angles of positions [pos0, pos0 + T) when rotating
+  Tensor xq, xkv;                         // (B,T,D), (B,S,D)
+  InputProjections in;                    // stacked weights and Q, K, V
+  Tensor P;                               // (B,H,T,S), standard kernel
+  Tensor lse;                             // (B,H,T), memory-efficient and sparse kernels
+  Tensor O;                               // (B*T, D), or undefined: recompute (standard kernel)
+  Tensor wo;                              // (D, D)
+  std::shared_ptr<const RopeTable> rope;  // positions [pos0, pos0 + T) when rotating
   bool rotates = false;  // rotary positions on (kept after release_saved, for doc())
   const char* name() const override { return "multi_head_attention"; }
   OpDoc doc() const override {
@@ -324,8 +324,8 @@ struct AttentionNode : Node {
     //   dQ = R^T dQ_rot, dK = R^T dK_rot: each head turned back, in place
     if (rotates) {
       const detail::QKVGradColumns g = dproj.columns(dims);
-      rope_rotate(g.dQ, dims.B * dims.T, dims.H, dims.d_k, g.ldq, rope, true);
-      rope_rotate(g.dK, dims.B * dims.S, dims.Hkv, dims.d_k, g.ldkv, rope, true);
+      rope_rotate(g.dQ, dims.B * dims.T, dims.H, dims.d_k, g.ldq, *rope, true);
+      rope_rotate(g.dK, dims.B * dims.S, dims.Hkv, dims.d_k, g.ldkv, *rope, true);
     }
     //   dWo = dY^T O   (D, B*T) x (B*T, D) -> (D, D)
     linear_backward(dY.data(), O_used, wo.data(), D, nullptr, dWo.data(), nullptr);
@@ -347,7 +347,7 @@ struct AttentionNode : Node {
     xq = xkv = P = lse = O = wo = Tensor();
     in = InputProjections();
     mask = AttentionMask();
-    rope = RopeTable();
+    rope.reset();
   }
 };
 
@@ -376,11 +376,11 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
   // Q_rot = R Q, K_rot = R K: every head of query/key row t turned by the
   // angles of position rope_pos0 + t, in place (self-attention: S = T)
   if (o.rope_base != 0 && T > 0) {
-    node->rope = rope_table(T, dims.d_k, o.rope_base, o.rope_pos0);
+    node->rope = shared_rope_table(T, dims.d_k, o.rope_base, o.rope_pos0);
     node->rotates = true;
     real* QKV = node->in.QKV.data();  // (B*T, E+Ek+Dv): Q at column 0, K at column E
-    rope_rotate(QKV, B * T, H, dims.d_k, in.ldq, node->rope, false);
-    rope_rotate(QKV + dims.E(), B * T, dims.Hkv, dims.d_k, in.ldkv, node->rope, false);
+    rope_rotate(QKV, B * T, H, dims.d_k, in.ldq, *node->rope, false);
+    rope_rotate(QKV + dims.E(), B * T, dims.Hkv, dims.d_k, in.ldkv, *node->rope, false);
   }
   // O_h = attend(Q_h, K_h, V_h)   for every head, by the chosen kernel
   Tensor O = Tensor::empty({B * T, D});  // (B*T, D), head h in columns [h*d_v, (h+1)*d_v)

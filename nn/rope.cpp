@@ -1,12 +1,14 @@
 // Rotary position embedding, read top to bottom:
 //   1. the maths: the rotation, why it encodes relative positions, and its
 //      backward (the inverse rotation)
-//   2. rope_table         the angles' cos and sin
+//   2. rope_table         the angles' cos and sin (shared_rope_table: built once, kept)
 //   3. rope_rotate        the kernel, forward and backward in one loop
 //   4. RopeNode and rope  the autograd adapter and the public op
 #include "nn/rope.h"
 
+#include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <string>
 
 #include "autograd/node.h"
@@ -60,6 +62,27 @@ RopeTable rope_table(int64_t T, int64_t d_k, real base, int64_t pos0) {
     }
   }
   return tab;
+}
+
+std::shared_ptr<const RopeTable> shared_rope_table(int64_t T, int64_t d_k, real base,
+                                                   int64_t pos0) {
+  struct Entry {
+    int64_t T, d_k, pos0;
+    real base;
+    std::shared_ptr<const RopeTable> table;
+  };
+  static std::mutex mutex;
+  static std::vector<Entry> kept;  // most recently asked last
+  std::lock_guard<std::mutex> lock(mutex);
+  for (size_t i = 0; i < kept.size(); ++i)
+    if (kept[i].T == T && kept[i].d_k == d_k && kept[i].pos0 == pos0 && kept[i].base == base) {
+      std::rotate(kept.begin() + i, kept.begin() + i + 1, kept.end());
+      return kept.back().table;
+    }
+  auto table = std::make_shared<const RopeTable>(rope_table(T, d_k, base, pos0));
+  if (kept.size() == 16) kept.erase(kept.begin());
+  kept.push_back({T, d_k, pos0, base, table});
+  return table;
 }
 
 // ============================================================================

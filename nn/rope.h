@@ -11,6 +11,7 @@
 // weights). Backward is the inverse rotation. The derivation is in
 // nn/rope.cpp and docs/rope-backward.md.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "nn/module.h"
@@ -24,6 +25,11 @@ struct RopeTable {
   std::vector<real> cos, sin;
 };
 RopeTable rope_table(int64_t T, int64_t d_k, real base = 10000, int64_t pos0 = 0);
+// The same table, built once per (T, d_k, base, pos0) and shared: the fused
+// attention's forward asks for it at every step, and a steady-state training
+// step allocates nothing (tests/test_heap.cpp). The last 16 tables asked for
+// are kept; thread-safe.
+std::shared_ptr<const RopeTable> shared_rope_table(int64_t T, int64_t d_k, real base, int64_t pos0);
 
 // ---- the kernel: in place over rows of heads ---------------------------------
 

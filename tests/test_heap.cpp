@@ -157,3 +157,33 @@ TEST_CASE(
     check_none(allocations_of_steps_3_to_6([&] { cross_entropy(model.forward(ids), targets); }));
   }
 }
+
+TEST_CASE(
+    "a steady-state training step of the llama-style GPT (RoPE, 1 of 2 key/value heads, "
+    "RMSNorm, SwiGLU, no biases) allocates no heap block" *
+    doctest::skip(!kPoolCaches)) {
+  GPTConfig c;
+  c.vocab = 64;
+  c.d_model = 16;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.rope_base = 10000;  // the rotation's table is built once and shared
+  c.norm = "rms";
+  c.activation = Activation::SwiGLU;
+  c.bias = false;
+  c.layers = 2;
+  c.d_ff = 32;
+  c.max_positions = 8;
+  c.seed = test_seed();
+  GPT model(c);
+  const Tokens ids = batch(64, 8, {8, 6}, 3);
+  std::vector<int64_t> targets(2 * 8);
+  for (size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<int64_t>(i * 31 % 64);
+  optim::Adam opt(model.parameters());
+  check_none(allocations_of_steps_3_to_6([&] {
+    opt.zero_grad();
+    Var loss = cross_entropy(model.forward(ids), targets);
+    loss.backward();
+    opt.step();
+  }));
+}

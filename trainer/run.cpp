@@ -195,8 +195,9 @@ std::string save_with_fallback(const Trainer& t, const std::string& path) {
 class CsvLog {
  public:
   // `append`: a resumed run adds its rows to the run's log (the header is
-  // written only to a new or empty file). A symlink is written through and a
-  // device or FIFO refused (io/output_file.h); "" logs nowhere (MPI ranks > 0).
+  // written only to a new or empty file; a log begun by an older build, with
+  // fewer columns, gets rows of its own columns). A symlink is written through
+  // and a device or FIFO refused (io/output_file.h); "" logs nowhere (MPI ranks > 0).
   CsvLog(const std::string& path, bool append) : path_(path) {
     std::string target = "/dev/null";
     try {
@@ -206,10 +207,17 @@ class CsvLog {
       failed_ = true;
       return;
     }
+    std::error_code ec;
+    const bool fresh = !append || std::filesystem::file_size(target, ec) == 0 || ec;
+    if (!fresh) {  // the columns of the header already there
+      std::ifstream old(target);
+      std::string header;
+      if (std::getline(old, header) && !header.empty())
+        columns_ = 1 + static_cast<int>(std::count(header.begin(), header.end(), ','));
+    }
     f_.open(target, append ? std::ios::app : std::ios::trunc);
     if (!f_) fail("cannot open it");
-    std::error_code ec;
-    if (!append || std::filesystem::file_size(target, ec) == 0 || ec)
+    if (fresh)
       f_ << "step,loss,lr,tokens_per_s,grad_norm,heldout_exact,heldout_token,heldout_loss,"
             "heldout_bleu,heldout_bits_per_byte\n";
   }
@@ -217,7 +225,7 @@ class CsvLog {
   void row(const A&... fields) {
     if (failed_) return;
     int i = 0;
-    ((f_ << (i++ ? "," : "") << fields), ...);
+    ((i < columns_ ? (f_ << (i++ ? "," : "") << fields, 0) : 0), ...);
     f_ << "\n";
     if (!f_.flush()) fail("write failed");
   }
@@ -239,6 +247,7 @@ class CsvLog {
   std::string path_;
   std::ofstream f_;
   bool failed_ = false;
+  int columns_ = 1 << 20;  // fields written per row: the header's, when appending to one
 };
 
 // --save-every: a failed periodic save is a warning, not the end of the run

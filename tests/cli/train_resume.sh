@@ -35,6 +35,14 @@ rows_before=$(grep -c '^[0-9]' run/log.csv)
 expect_ok "$TRAIN" --load run/model.safetensors --steps 155 --out run --no-early-stop
 [ "$(grep -c '^[0-9]' run/log.csv)" -eq $((rows_before + 5)) ] || fail "resuming rewrote run/log.csv"
 [ "$(grep -c '^step,' run/log.csv)" -eq 1 ] || fail "resuming wrote a second header into run/log.csv"
+# A log begun by an older build (9 columns, before heldout_bits_per_byte) gets
+# rows of its own 9 columns when the run is resumed into it.
+mkdir old && cp run/model.safetensors old/ &&
+  printf 'step,loss,lr,tokens_per_s,grad_norm,heldout_exact,heldout_token,heldout_loss,heldout_bleu\n1,2,3,4,5,,,,\n' >old/log.csv
+expect_ok "$TRAIN" --load old/model.safetensors --steps 161 --out old --no-early-stop --eval-every 3
+awk -F, '{ if (NF != 9) { print "line " NR " has " NF " fields: " $0; bad = 1 } } END { exit bad }' old/log.csv ||
+  fail "a resumed run wrote rows wider than its log's 9-column header"
+[ "$(grep -c '^[0-9]' old/log.csv)" -ge 7 ] || fail "the resumed run added no rows to the old log"
 
 # Fine-tuning: a new run (fresh optimizer, step 0) from the checkpoint's weights,
 # architecture and vocabulary; an architecture flag must agree with the file.
