@@ -106,7 +106,7 @@ C from_json_with(const json& file_json, const std::string& where, Fields fields)
   if (j.is_object() && j.contains("rope_base")) {
     read_json_field(j, "rope_base", c.rope_base, where);
     if (!(c.rope_base > 1 && c.rope_base <= real(1e9)))
-      throw Error(where + ": key 'rope_base' is " + std::to_string(c.rope_base) +
+      throw Error(where + ": key 'rope_base' is " + brief(j.at("rope_base").dump()) +
                   ": must be in (1, 1e9] (leave it out for no rotation)");
   }
   // The values nn::MultiHeadAttention takes (nn/attention.h): global_every 0

@@ -158,6 +158,55 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "model file: kv_heads and rope_base are optional (every head, a position table); a kv_heads "
+    "that does not divide heads, a rope_base outside (1, 1e9] or a table beside rope is refused") {
+  TempDir tmp;
+  const std::string path = tmp.file("m.safetensors");
+  GPTConfig c = small_gpt(true, true);
+  save_model(GPT(c), path);
+  edit_config(path, [](json& j) {
+    CHECK_FALSE(j.contains("kv_heads"));
+    CHECK_FALSE(j.contains("rope_base"));
+  });
+  const std::unique_ptr<GPT> plain = load_gpt(path);
+  CHECK(plain->cfg.kv_heads == 0);
+  CHECK(plain->cfg.rope_base == 0);
+  CHECK(plain->pos_embed);
+  const std::string where = path + ": metadata 'model_config': ";
+  for (int64_t k : {int64_t(0), int64_t(-1), int64_t(3)}) {
+    edit_config(path, [k](json& j) { j["kv_heads"] = k; });
+    CHECK(error_of([&] { load_gpt(path); }) ==
+          where + "key 'kv_heads' is " + std::to_string(k) +
+              ": must divide 'heads' 2 (leave it out for every head)");
+  }
+  edit_config(path, [](json& j) {
+    j["kv_heads"] = 1;
+    j["rope_base"] = 0.5;
+  });
+  CHECK(error_of([&] { load_gpt(path); }) ==
+        where + "key 'rope_base' is 0.5: must be in (1, 1e9] (leave it out for no rotation)");
+  edit_config(path, [](json& j) { j["rope_base"] = 1e300; });
+  CHECK(has(error_of([&] { load_gpt(path); }), "key 'rope_base' is 1e+300: must be in (1, 1e9]"));
+  edit_config(path, [](json& j) { j["rope_base"] = "10000"; });
+  CHECK(has(error_of([&] { load_gpt(path); }), "key 'rope_base' has the wrong type"));
+  // With rope the model has no position table: this file's pos_embed.weight is unexpected.
+  edit_config(path, [](json& j) {
+    j.erase("kv_heads");  // every head, as the tensors are
+    j["rope_base"] = 10000;
+  });
+  CHECK(has(error_of([&] { load_gpt(path); }), "unexpected tensor 'pos_embed.weight'"));
+  // ... and a rotary model's file read without rope lacks one.
+  c.kv_heads = 1;
+  c.rope_base = 10000;
+  save_model(GPT(c), path);
+  const std::unique_ptr<GPT> rot = load_gpt(path);
+  CHECK_FALSE(rot->pos_embed);
+  CHECK(rot->cfg.kv_heads == 1);
+  edit_config(path, [](json& j) { j.erase("rope_base"); });
+  CHECK(has(error_of([&] { load_gpt(path); }), "pos_embed.weight"));
+}
+
+TEST_CASE(
     "model file: the block keys norm and bias are optional (LayerNorm, biases), and a wrong "
     "norm, a mistyped bias or a SwiGLU file whose d_ff disagrees with its tensors is refused") {
   TempDir tmp;

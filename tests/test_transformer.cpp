@@ -76,6 +76,19 @@ void seq2seq_parity(const char* file) {
   check_grads(model, f);
 }
 
+// A GPT built from the fixture's configuration, given its weights: the same
+// parameter names, logits, loss and every gradient as the PyTorch reference.
+void gpt_parity(GPT& model, const TensorFile& f) {
+  check_same_names(model, f);
+  load_params(model, f, "");
+  Var logits = model.forward(tokens_of(f, "in.ids", "in.lens"));
+  check_close(logits.data(), f.get("out.logits"), "logits");
+  Var loss = cross_entropy(logits, ids_of(f.get("in.targets")), 0, 0);
+  check_close(loss.data().reshape({1}), f.get("out.loss"), "loss");
+  loss.backward();
+  check_grads(model, f);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -100,14 +113,7 @@ TEST_CASE("GPT decoder-only LM (Pre-LN, GELU, learned positions, tied head) matc
   c.max_positions = std::stoi(m.at("max_len"));
   c.dropout = 0;
   GPT model(c);
-  check_same_names(model, f);
-  load_params(model, f, "");
-  Var logits = model.forward(tokens_of(f, "in.ids", "in.lens"));
-  check_close(logits.data(), f.get("out.logits"), "logits");
-  Var loss = cross_entropy(logits, ids_of(f.get("in.targets")), 0, 0);
-  check_close(loss.data().reshape({1}), f.get("out.loss"), "loss");
-  loss.backward();
-  check_grads(model, f);
+  gpt_parity(model, f);
 }
 
 TEST_CASE(
@@ -128,14 +134,7 @@ TEST_CASE(
   CHECK(attn.w_k->weight.shape() == Shape{8, 16});
   CHECK(attn.w_v->weight.shape() == Shape{8, 16});
   CHECK(attn.w_q->weight.shape() == Shape{16, 16});
-  check_same_names(model, f);
-  load_params(model, f, "");
-  Var logits = model.forward(tokens_of(f, "in.ids", "in.lens"));
-  check_close(logits.data(), f.get("out.logits"), "logits");
-  Var loss = cross_entropy(logits, ids_of(f.get("in.targets")), 0, 0);
-  check_close(loss.data().reshape({1}), f.get("out.loss"), "loss");
-  loss.backward();
-  check_grads(model, f);
+  gpt_parity(model, f);
 }
 
 TEST_CASE(
@@ -155,14 +154,7 @@ TEST_CASE(
   REQUIRE(ffn);
   CHECK(ffn->F == 48);
   CHECK_FALSE(model.layers[0]->self_attn->w_q->bias.defined());
-  check_same_names(model, f);
-  load_params(model, f, "");
-  Var logits = model.forward(tokens_of(f, "in.ids", "in.lens"));
-  check_close(logits.data(), f.get("out.logits"), "logits");
-  Var loss = cross_entropy(logits, ids_of(f.get("in.targets")), 0, 0);
-  check_close(loss.data().reshape({1}), f.get("out.loss"), "loss");
-  loss.backward();
-  check_grads(model, f);
+  gpt_parity(model, f);
 }
 
 TEST_CASE("transformer parameter names follow PyTorch-style hierarchy and counts add up") {
