@@ -53,7 +53,8 @@ endif
 
 CXXFLAGS := -std=c++17 -Wall -Wextra -Wno-unused-parameter -fno-math-errno -fno-trapping-math -fopenmp $(OPT) -I. -I$(BLAS_INC) -MMD -MP
 LDFLAGS  := -fopenmp $(LDOPT) -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB)
-LDLIBS   := -lxsmm -lopenblas -lpcre2-8 -lpthread -lrt -ldl -lm
+# Debian's libpng and libnetpbm (data/image.cpp: PNG, PGM/PPM) and zlib (data/idx.cpp: gzip IDX).
+LDLIBS   := -lxsmm -lopenblas -lpcre2-8 -lpng -lnetpbm -lz -lpthread -lrt -ldl -lm
 
 # The library's folders, each including only from itself and those before it
 # (tests/cli/layering.sh checks every #include against this order).
