@@ -341,4 +341,14 @@ fuzz: $(FUZZ_DIR)/fuzz_safetensors
 	  -malloc_limit_mb=64 -print_final_stats=1 -dict=$(CURDIR)/fuzz/safetensors.dict \
 	  corpus $(CURDIR)/fuzz/corpus/safetensors
 
+# `make fuzz-idx`: the same for fuzz/fuzz_idx.cpp, the IDX reader (data/idx.cpp,
+# through zlib), from the seeds fuzz/corpus/idx (new inputs: $(BUILD)/fuzz/corpus-idx).
+.PHONY: fuzz-idx
+$(FUZZ_DIR)/fuzz_idx: $(FUZZ_DIR)/fuzz/fuzz_idx.o $(FUZZ_DIR)/data/idx.o
+	$(FUZZ_CXX) $(FUZZ_OPT) -fsanitize=fuzzer $^ -o $@ -lz
+fuzz-idx: $(FUZZ_DIR)/fuzz_idx
+	@mkdir -p $(FUZZ_DIR)/corpus-idx
+	cd $(FUZZ_DIR) && ./fuzz_idx -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_TIME) \
+	  -malloc_limit_mb=64 -print_final_stats=1 corpus-idx $(CURDIR)/fuzz/corpus/idx
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
