@@ -292,6 +292,15 @@ PROSE_DIR := $(BUILD)/datasets/prose
 prose: | deps
 	python3 datasets/make_prose.py --out $(PROSE_DIR)
 
+# BERT's labelled text set from this machine's apt package lists (run
+# apt-get update first): build/datasets/packages/{train,valid,test}.tsv
+# ("description<TAB>section"), pretrain.txt and info.json (the lists' sha256
+# and dates); datasets/packages/README.md says which sections and why.
+.PHONY: packages
+PACKAGES_DIR := $(BUILD)/datasets/packages
+packages:
+	python3 datasets/make_packages.py --out $(PACKAGES_DIR)
+
 # The llama-style GPT (RoPE, RMSNorm, SwiGLU, grouped-query attention, no
 # biases: --preset llama) on byte-level BPE tokens it learns from the prose
 # corpus (built first), then asked to continue a sentence. Its file holds the
