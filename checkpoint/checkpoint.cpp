@@ -73,6 +73,40 @@ void load_state_dict(Module& m, const TensorFile& f, const LoadOptions& options)
   for (size_t i = 0; i < params.size(); ++i) params[i].second.data().copy_(*src[i]);
 }
 
+SharedLoad load_shared(Module& m, const TensorFile& f, const LoadOptions& options) {
+  const std::string& prefix = options.prefix;
+  std::unordered_map<std::string, const Tensor*> in_file;  // full name in the file -> tensor
+  for (const auto& [name, t] : f.tensors)
+    if (name.compare(0, prefix.size(), prefix) == 0) in_file.emplace(name, &t);
+  SharedLoad r;
+  auto params = m.named_parameters();
+  std::vector<std::pair<Tensor*, const Tensor*>> copies;  // (parameter, file tensor)
+  NamedTensors taken;
+  for (auto& [name, p] : params) {
+    const auto it = in_file.find(prefix + name);
+    if (it == in_file.end()) {
+      r.fresh.push_back(name);
+      continue;
+    }
+    if (it->second->shape() != p.shape()) {
+      r.reshaped.push_back(name + " " + to_string(it->second->shape()) + " -> " +
+                           to_string(p.shape()));
+    } else {
+      r.loaded.push_back(name);
+      copies.emplace_back(&p.data(), it->second);
+      taken.emplace_back(it->first, *it->second);
+    }
+    in_file.erase(it);
+  }
+  for (const auto& [name, t] : f.tensors)  // in file order
+    if (in_file.count(name)) r.unused.push_back(name.substr(prefix.size()));
+  if (r.loaded.empty())
+    throw Error("load: " + brief(f.path) + ": shares no tensor (by name and shape) with the model");
+  if (!options.allow_nonfinite) check_finite(taken, "load: " + f.path);
+  for (auto& [dst, from] : copies) dst->copy_(*from);
+  return r;
+}
+
 void save(const Module& m, const std::string& path, const Metadata& metadata,
           const SaveOptions& options) {
   const NamedTensors tensors = state_dict(m);

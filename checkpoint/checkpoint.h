@@ -55,6 +55,19 @@ struct LoadOptions {
 // it)". (For other tensors of the same file, e.g. optimizer state, use check_finite(f) from
 // io/safetensors.h.)
 void load_state_dict(Module& m, const TensorFile& f, const LoadOptions& options);
+// Fine-tuning a model from another's file (the trainer's --init-from): every
+// parameter whose name (prefix + name) and shape the file shares is copied;
+// the others keep their fresh values and are listed, as are the file's
+// tensors the model has no use for. Values must be finite unless
+// options.allow_nonfinite. Nothing is copied when nothing is shared: an
+// Error names the file (a file of another model altogether).
+struct SharedLoad {
+  std::vector<std::string> loaded;    // copied from the file
+  std::vector<std::string> fresh;     // the model's own, not in the file
+  std::vector<std::string> reshaped;  // in the file under the name, but another shape: fresh
+  std::vector<std::string> unused;    // the file's (under the prefix), not the model's
+};
+SharedLoad load_shared(Module& m, const TensorFile& f, const LoadOptions& options);
 // load_state_dict(m, f, LoadOptions{prefix}): finite values required.
 void load_state_dict(Module& m, const TensorFile& f, const std::string& prefix = "");
 

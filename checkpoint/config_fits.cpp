@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <tuple>
 
+#include "checkpoint/bert_codec.h"
 #include "checkpoint/model_file.h"
 #include "core/error.h"
 #include "nn/ffn.h"
@@ -238,6 +239,51 @@ double parameter_count(const EncoderOnlyConfig& c) {
   return n + double(c.classes) * (D + 1);  // head, with bias
 }
 
+// The ViT's numbers from its keys, in doubles (a hostile image or patch
+// cannot overflow): N = (image / patch)^2 patches of C*P*P numbers.
+double parameter_count(const ViTConfig& c) {
+  const double D = double(c.d_model), P = double(c.patch), side = double(c.image / c.patch);
+  double n = D * double(c.channels) * P * P + D  // patch.weight, patch.bias
+             + D + (side * side + 1) * D;        // cls_token, pos_embed
+  n += double(c.layers) * layer_numbers(c, 1);
+  if (c.pre_norm) n += norm_numbers(c);    // the encoder's final norm
+  return n + double(c.classes) * (D + 1);  // head, with bias
+}
+
+void check_config_fits(const TensorFile& f, const std::string& prefix, const ViTConfig& c) {
+  const ConfigFit fit(f, prefix);
+  fit.at_least("d_model", c.d_model, 1);
+  fit.at_least("image", c.image, 1);
+  fit.at_least("channels", c.channels, 1);
+  fit.at_least("patch", c.patch, 1);
+  fit.at_least("classes", c.classes, 1);
+  if (c.image % c.patch != 0)
+    fit.fail(ConfigFit::key_is("image", c.image) + ", not a multiple of 'patch' " +
+             std::to_string(c.patch));
+  const Tensor& proj = fit.matrix("patch.weight", "patch");  // (D, C*P*P)
+  fit.size_is("patch.weight", proj, 0, "d_model", c.d_model);
+  if (double(proj.size(1)) != double(c.channels) * double(c.patch) * double(c.patch))
+    fit.fail("model_config keys 'channels' " + std::to_string(c.channels) + " and 'patch' " +
+             std::to_string(c.patch) + " make patches of C*P*P numbers but tensor " +
+             fit.tensor_name("patch.weight") + " has shape " + to_string(proj.shape()));
+  const Tensor& table = fit.matrix("pos_embed", "image");  // (N+1, D)
+  const double side = double(c.image / c.patch);
+  if (double(table.size(0)) != side * side + 1 || table.size(1) != c.d_model)
+    fit.fail("model_config keys 'image' " + std::to_string(c.image) + " and 'patch' " +
+             std::to_string(c.patch) + " make (image/patch)^2 + 1 = " +
+             number_text(side * side + 1) + " positions but tensor " +
+             fit.tensor_name("pos_embed") + " has shape " + to_string(table.shape()));
+  const Tensor& head = fit.matrix("head.weight", "classes");
+  fit.size_is("head.weight", head, 0, "classes", c.classes);  // (classes, D)
+  fit.heads_ok(c.heads, c.d_model);
+  fit.at_least("layers", c.layers, 1);
+  fit.layers_are("encoder.layers.", "layers", c.layers);
+  fit.d_k_fits("encoder.layers.0.self_attn.w_q.weight", c.heads, c.d_model, c.d_k);
+  fit.ffn_fits("encoder.layers.0." + ffn_first(c), c.d_ff, ffn_rows(c), c.d_model);
+  fit.dropout_ok(c.dropout);
+  fit.count_fits(parameter_count(c));
+}
+
 void check_config_fits(const TensorFile& f, const std::string& prefix, const EncoderOnlyConfig& c) {
   const ConfigFit fit(f, prefix);
   fit.at_least("d_model", c.d_model, 1);
@@ -318,6 +364,51 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const GPT
                 c.max_positions);  // (max_positions, D)
     fit.size_is("pos_embed.weight", table, 1, "d_model", c.d_model);
   }
+  fit.dropout_ok(c.dropout);
+  fit.count_fits(parameter_count(c));
+}
+
+double parameter_count(const BertConfig& c) {
+  const double D = double(c.d_model);
+  // token, segment and position tables, the embeddings' norm, the layers
+  double n = (double(c.vocab) + double(c.segments) + double(c.max_positions)) * D +
+             norm_numbers(c) + double(c.layers) * layer_numbers(c, 1);
+  if (c.pre_norm) n += norm_numbers(c);                               // the encoder's final norm
+  n += D * D + D;                                                     // mlm.dense or the pooler
+  if (c.head == "mlm") return n + norm_numbers(c) + double(c.vocab);  // mlm.norm, mlm.bias (tied)
+  return n + double(c.classes) * (D + 1);                             // the classifier
+}
+
+void check_config_fits(const TensorFile& f, const std::string& prefix, const BertConfig& c) {
+  const ConfigFit fit(f, prefix);
+  fit.at_least("d_model", c.d_model, 1);
+  fit.at_least("vocab", c.vocab, 1);
+  const Tensor& emb = fit.matrix("embed.weight", "d_model");
+  fit.size_is("embed.weight", emb, 1, "d_model", c.d_model);  // (V, D)
+  fit.size_is("embed.weight", emb, 0, "vocab", c.vocab);
+  fit.at_least("segments", c.segments, 1);
+  const Tensor& seg = fit.matrix("segment_embed.weight", "segments");
+  fit.size_is("segment_embed.weight", seg, 0, "segments", c.segments);  // (segments, D)
+  fit.size_is("segment_embed.weight", seg, 1, "d_model", c.d_model);
+  fit.at_least("max_positions", c.max_positions, 1);
+  const Tensor& table = fit.matrix("pos_embed.weight", "max_positions");
+  fit.size_is("pos_embed.weight", table, 0, "max_positions",
+              c.max_positions);  // (max_positions, D)
+  fit.size_is("pos_embed.weight", table, 1, "d_model", c.d_model);
+  if (c.head == "mlm") {
+    const Tensor& dense = fit.matrix("mlm.dense.weight", "head");
+    fit.size_is("mlm.dense.weight", dense, 0, "d_model", c.d_model);  // (D, D)
+  } else {
+    fit.at_least("classes", c.classes, 1);
+    const Tensor& cls = fit.matrix("classifier.weight", "classes");
+    fit.size_is("classifier.weight", cls, 0, "classes", c.classes);  // (classes, D)
+    fit.size_is("classifier.weight", cls, 1, "d_model", c.d_model);
+  }
+  fit.heads_ok(c.heads, c.d_model);
+  fit.at_least("layers", c.layers, 1);
+  fit.layers_are("encoder.layers.", "layers", c.layers);
+  fit.d_k_fits("encoder.layers.0.self_attn.w_q.weight", c.heads, c.d_model, c.d_k);
+  fit.ffn_fits("encoder.layers.0." + ffn_first(c), c.d_ff, ffn_rows(c), c.d_model);
   fit.dropout_ok(c.dropout);
   fit.count_fits(parameter_count(c));
 }

@@ -48,6 +48,8 @@ json upgrade_model_config(const json& j, const std::string& where) {
 extern const ModelCodec kSeq2SeqCodec;  // checkpoint/seq2seq_codec.cpp
 extern const ModelCodec kGPTCodec;      // checkpoint/gpt_codec.cpp
 extern const ModelCodec kEncoderCodec;  // checkpoint/encoder_codec.cpp
+extern const ModelCodec kViTCodec;      // checkpoint/vit_codec.cpp
+extern const ModelCodec kBertCodec;     // checkpoint/bert_codec.cpp
 
 // ---- the model families, one row each -------------------------------------------------
 // How each family's configuration is written, and how a model is rebuilt from
@@ -56,7 +58,8 @@ extern const ModelCodec kEncoderCodec;  // checkpoint/encoder_codec.cpp
 namespace {
 
 std::vector<ModelCodec>& codecs() {
-  static std::vector<ModelCodec> t = {kSeq2SeqCodec, kGPTCodec, kEncoderCodec};
+  static std::vector<ModelCodec> t = {kSeq2SeqCodec, kGPTCodec, kEncoderCodec, kBertCodec,
+                                      kViTCodec};
   return t;
 }
 
@@ -163,6 +166,8 @@ std::unique_ptr<GPT> load_gpt(const std::string& path) { return load_as<GPT>(pat
 std::unique_ptr<EncoderOnlyModel> load_encoder_only(const std::string& path) {
   return load_as<EncoderOnlyModel>(path, "encoder");
 }
+
+std::unique_ptr<ViT> load_vit(const std::string& path) { return load_as<ViT>(path, "vit"); }
 
 std::string model_kind(const std::string& path) {
   TensorFile f = read_safetensors(path);

@@ -1,15 +1,20 @@
 // FNV-1a, 64 bits: a fast, well-spread hash of bytes, used to tell whether
 // two files or two ranks' settings are the same (not for security).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace qkv {
 
-inline uint64_t fnv1a64(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;                       // the FNV offset basis
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;  // the FNV prime
+inline constexpr uint64_t kFnv1a64Basis = 1469598103934665603ULL;  // the FNV offset basis
+
+// `n` bytes at `p`, continuing from `h` (the basis, or a hash of the bytes before).
+inline uint64_t fnv1a64(const void* p, size_t n, uint64_t h = kFnv1a64Basis) {
+  const unsigned char* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ULL;  // the FNV prime
   return h;
 }
+inline uint64_t fnv1a64(const std::string& s) { return fnv1a64(s.data(), s.size()); }
 
 }  // namespace qkv

@@ -93,7 +93,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--model", c.model, family_help())->capture_default_str();
   add_value(app, "--task", c.task, "copy, reverse or sort (without --data)")->capture_default_str();
   add_value(app, "--data", c.data, "train on a file: source<TAB>target lines");
-  add_value(app, "--format", c.format, "tsv (pairs) or text (gpt corpus)")->capture_default_str();
+  add_value(app, "--format", c.format, "tsv (pairs), text (corpus) or idx (images)")
+      ->capture_default_str();
   add_value(app, "--tokens", c.tokens, "char, word or bpe (bpe: gpt, --format text)")
       ->capture_default_str();
   add_value(app, "--bpe-vocab", c.bpe_vocab, "bpe: 256 bytes + merges (specials on top)");
@@ -101,6 +102,9 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--valid-fraction", c.valid_fraction, "share of --data held out")
       ->capture_default_str();
   add_value(app, "--max-vocab", c.max_vocab, "refuse data with more tokens")->capture_default_str();
+  add_value(app, "--label-names", c.label_names, "idx: names of labels 0, 1, .. (a,b,..)");
+  add_value(app, "--objective", c.objective, "lm (gpt), mlm or classify (bert)");
+  add_value(app, "--patch", c.patch, "vit: P x P pixels a patch (default 7)");
   add_value(app, "--symbols,--vocab", c.vocab, "number of symbols of the task")
       ->capture_default_str();
   add_value(app, "--min-len", c.min_len, "shortest task sequence")->capture_default_str();
@@ -171,8 +175,9 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
       ->capture_default_str();
   add_value(app, "--load", o.load_path, "resume from a checkpoint");
   app.add_flag("--eval-only", o.eval_only, "only evaluate the --load checkpoint");
-  add_value(app, "--init-from", o.init_from, "fine-tune: weights, model, vocab of a file");
-  add_value(app, "--ask", o.ask, "with --load: answer this text (- : stdin)");
+  add_value(app, "--init-from", o.init_from, "fine-tune: the tensors shared with a file");
+  add_value(app, "--tokenizer-from", o.tokenizer_from, "a new model on a file's tokens");
+  add_value(app, "--ask", o.ask, "with --load: answer this text or PNG (- : stdin)");
   app.add_flag("--show-attention", o.show_attention, "with --ask: print cross-attention");
   add_value(app, "--explain", o.explain, "with --load: the gradient explorer on this text");
   add_value(app, "--html", o.html, "with --explain: the page to write (one HTML file)");

@@ -26,10 +26,13 @@ struct EvalMode {
 extern const Answerer kSeq2SeqAnswerer;  // generation/answer_seq2seq.cpp
 extern const Answerer kGPTAnswerer;      // generation/answer_gpt.cpp
 extern const Answerer kEncoderAnswerer;  // generation/answer_encoder.cpp
+extern const Answerer kBertAnswerer;     // generation/answer_bert.cpp
+extern const Answerer kViTAnswerer;      // generation/answer_vit.cpp
 
 namespace {
 std::vector<Answerer>& answerers() {
-  static std::vector<Answerer> t = {kSeq2SeqAnswerer, kGPTAnswerer, kEncoderAnswerer};
+  static std::vector<Answerer> t = {kSeq2SeqAnswerer, kGPTAnswerer, kEncoderAnswerer, kBertAnswerer,
+                                    kViTAnswerer};
   return t;
 }
 const Answerer* answerer_of(const Model& model) {

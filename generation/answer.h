@@ -7,6 +7,9 @@
 //   gpt       answer_gpt.cpp      continue "source <s>" greedily until </s>
 //             (generation/sampling.h, temperature 0), within the position table
 //   encoder   answer_encoder.cpp  the most likely label of every source token
+//   bert      answer_bert.cpp     classify: the most likely label; mlm: the source with
+//             each [MASK] replaced by its most likely token
+//   vit       answer_vit.cpp      the likeliest class of an image (its pixels), one token
 //
 // The decoding methods are rows of generation/decoding_methods.h.
 //

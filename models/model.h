@@ -6,6 +6,9 @@
 //   Seq2SeqTransformer  "seq2seq"  encoder: source; decoder: <s> target -> target </s>
 //   GPT                 "gpt"      one sequence "source <s> target </s>", scored on the target
 //   EncoderOnlyModel    "encoder"  source, one label per source token (target as long as source)
+//   Bert                "bert"     source (masked ids); target: mlm, the original id at each
+//                                  masked position (kPad elsewhere); classify, one label
+//   ViT                 "vit"      source: an image's C*H*W pixels 0..255; target: its label
 //
 // Each layer above learns of a family through the family's own files, found
 // by kind() in one table per layer; nothing outside them asks which family
@@ -34,12 +37,15 @@
 namespace qkv::nn {
 
 // Teacher forcing on a batch: the logits and the token each position is
-// scored against (data::kPad where nothing is scored). The loss is
-// cross_entropy(logits, targets, data::kPad).
+// scored against (ignore_index where nothing is scored). The loss is
+// cross_entropy(logits, targets, ignore_index).
 struct TeacherForced {
   Var logits;                    // (B, T, V)
   std::vector<int64_t> targets;  // (B*T)
-  int64_t target_tokens = 0;     // entries of targets that are not kPad
+  int64_t target_tokens = 0;     // entries of targets that are not ignore_index
+  // data::kPad for the token families; -1 (none) where every target is a
+  // class and class 0 is one of them (vit, bert's classify: label 0 is a class).
+  int64_t ignore_index = data::kPad;
 };
 
 class Model : public Module {

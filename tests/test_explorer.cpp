@@ -28,6 +28,7 @@
 #include "explorer/trace.h"
 #include "io/run_program.h"
 #include "models/transformer.h"
+#include "models/vit.h"
 #include "nn/cross_entropy.h"
 #include "nn/dropout.h"
 #include "nn/layernorm.h"
@@ -331,6 +332,18 @@ TEST_CASE(
   gqa.rope_base = 10000;
   Var xa(Tensor::normal({1, 3, 4}, 0, 1, g), true);
   Var total = add(add(sum(s), loss), sum(gqa.forward(xa, xa, nn::AttentionMask::causal_mask())));
+  // The ViT's patch projection, class token and the head's read of it.
+  nn::ViTConfig vc;
+  vc.image = 4;
+  vc.patch = 2;
+  vc.classes = 2;
+  vc.d_model = 4;
+  vc.heads = 1;
+  vc.layers = 1;
+  vc.d_ff = 4;
+  nn::ViT vit(vc);
+  Var images(Tensor::uniform({1, 1, 4, 4}, 0, 1, g), true);
+  total = add(total, nn::cross_entropy(vit.forward(images), {1}));
 
   std::set<std::string> seen;
   for (const Var& v : topological_order(total)) {

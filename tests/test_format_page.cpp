@@ -10,6 +10,7 @@
 // the writer's files.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "checkpoint/model_file.h"
 #include "compare.h"
 #include "fixture.h"
+#include "models/bert.h"
 #include "models/transformer.h"
 
 using namespace qkv;
@@ -63,7 +65,15 @@ void check_case(const std::string& name) {
                           tokens_of(ref, in + "tgt", in + "tgt_lens"));
   else if (auto* gpt = dynamic_cast<GPT*>(m.get()))
     logits = gpt->forward(tokens_of(ref, in + "ids", in + "lens"));
-  else
+  else if (auto* bert = dynamic_cast<Bert*>(m.get()))
+    logits = bert->forward(tokens_of(ref, in + "ids", in + "lens"));
+  else if (auto* vit = dynamic_cast<ViT*>(m.get())) {
+    const Tensor& px = ref.get(in + "pixels");  // (B, C*H*W) pixel values as F32
+    std::vector<data::Seq> images(px.size(0));
+    for (int64_t b = 0; b < px.size(0); ++b)
+      for (int64_t i = 0; i < px.size(1); ++i) images[b].push_back(std::lround(px.at({b, i})));
+    logits = vit->forward(vit->images(images));
+  } else
     logits = dynamic_cast<EncoderOnlyModel&>(*m).forward(tokens_of(ref, in + "ids", in + "lens"));
   testing::check_close_to_scale(logits.data(), ref.get(name + ".out.logits"), name + " logits");
 }
@@ -105,4 +115,20 @@ TEST_CASE(
     "format page: a gpt file with the attention keys kv_heads and rope_base, written from the "
     "page alone, loads and gives PyTorch's logits") {
   check_case("gpt_gqa_rope");
+}
+
+// bert: head mlm (Post-LN, GELU, tied output + mlm.bias, optional keys left
+// out); head classify (Pre-LN, ReLU, 3 segment rows, the pooler on position 0).
+TEST_CASE(
+    "format page: bert files (heads mlm and classify) written from the page alone load and give "
+    "PyTorch's logits") {
+  check_case("bert_mlm");
+  check_case("bert_classify");
+}
+
+// The Vision Transformer: pixels read in channel, row, column order, cut into
+// patches in (c, py, px) order, the class token and positions, Pre-LN, the
+// head on position 0 (a model file: format_page.sh does not train from it).
+TEST_CASE("format page: a vit file written from the page alone loads and gives PyTorch's logits") {
+  check_case("vit");
 }

@@ -473,10 +473,10 @@ TEST_CASE("load_model rebuilds each family from its file, and refuses an unknown
   f.metadata["model_kind"] = "mamba";
   NamedTensors all(f.tensors.begin(), f.tensors.end());
   write_safetensors(path, all, f.metadata);
-  CHECK(
-      error_of([&] { load_model(path); }) ==
-      path +
-          ": metadata 'model_kind': unknown model kind 'mamba' (expected seq2seq, gpt or encoder)");
+  CHECK(error_of([&] { load_model(path); }) ==
+        path +
+            ": metadata 'model_kind': unknown model kind 'mamba' (expected seq2seq, gpt, encoder, "
+            "bert or vit)");
   // An encoder-only config that disagrees with its tensors.
   EncoderOnlyModel e(small_encoder(false));
   save_model(e, path);

@@ -51,7 +51,7 @@ TEST_CASE("a toy family registered from a test's own file trains, answers, saves
   train::Trainer t(bag_config());
   CHECK(std::string(t.model().kind()) == "bag");
   CHECK(&t.family() == train::find_family("bag"));
-  CHECK(train::family_names() == "seq2seq, gpt, encoder or bag");
+  CHECK(train::family_names() == "seq2seq, gpt, encoder, bert, vit or bag");
 
   // Training through the trainer's step: the loss falls, and copying is learnt.
   const real first = t.step();

@@ -520,7 +520,8 @@ TEST_CASE("settings are validated before anything is built, each error naming it
   refused([](auto& c) { c.schedule = "linear"; },
           "--schedule: expected noam, cosine or constant, got 'linear'");
   refused([](auto& c) { c.task = "rotate"; }, "unknown task 'rotate'");
-  refused([](auto& c) { c.model = "bert"; }, "--model: expected seq2seq, gpt or encoder");
+  refused([](auto& c) { c.model = "mamba"; },
+          "--model: expected seq2seq, gpt, encoder, bert or vit");
   refused([](auto& c) { c.heldout = 5000; }, "--heldout 5000");
   refused(
       [](auto& c) {

@@ -63,10 +63,11 @@ TEST_CASE("--model encoder is a valid setting; learned positions and --tie are r
   CHECK_THROWS_WITH_AS(train::validate(c, ""), doctest::Contains("--tie: the encoder model"),
                        Error);
   c = encoder_config();
-  c.model = "bert";
-  CHECK_THROWS_WITH_AS(train::validate(c, ""),
-                       doctest::Contains("--model: expected seq2seq, gpt or encoder, got 'bert'"),
-                       Error);
+  c.model = "mamba";
+  CHECK_THROWS_WITH_AS(
+      train::validate(c, ""),
+      doctest::Contains("--model: expected seq2seq, gpt, encoder, bert or vit, got 'mamba'"),
+      Error);
 }
 
 TEST_CASE("the encoder model's settings read back from its model_config, one vocabulary only") {

@@ -117,8 +117,8 @@ inline const train::Family kBagFamily = {
     [](const train::TrainConfig& c, const train::Require& require) {
       require(!c.tie, "tie", "the bag model has nothing to tie");
     },
-    [](const train::TrainConfig& c, int64_t V) -> std::unique_ptr<nn::Model> {
-      return std::make_unique<BagModel>(BagConfig{V, c.d_model, c.seed});
+    [](const train::TrainConfig& c, const train::DataShape& d) -> std::unique_ptr<nn::Model> {
+      return std::make_unique<BagModel>(BagConfig{d.vocab, c.d_model, c.seed});
     },
     [](train::TrainConfig& c, const nlohmann::json& mc, const std::string& where) {
       c.model = "bag";

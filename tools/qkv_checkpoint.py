@@ -269,7 +269,9 @@ def _json_key(metadata, key, path):
 
 
 # Each family's vocabulary-sized keys in model_config: one token list serves them all.
-VOCAB_KEYS = {"seq2seq": ["src_vocab", "tgt_vocab"], "gpt": ["vocab"], "encoder": ["vocab"]}
+# The vit reads pixels, not tokens: it has none.
+VOCAB_KEYS = {"seq2seq": ["src_vocab", "tgt_vocab"], "gpt": ["vocab"], "encoder": ["vocab"],
+              "bert": ["vocab"], "vit": []}
 
 
 def _gpt2_bytes_to_unicode():
@@ -371,6 +373,9 @@ def attention_keys(config, kind, tensor_names, where="model_config"):
     if "rope_base" in config and not (isinstance(base, (int, float)) and not isinstance(base, bool)
                                       and 1 < base <= 1e9):
         raise ValueError(f"{where}: key 'rope_base' is {brief(json.dumps(base))}: must be a number in (1, 1e9]")
+    if base and kind == "bert":
+        raise ValueError(f"{where}: key 'rope_base' is {brief(json.dumps(base))}: a bert reads "
+                         f"its learned position table (leave the key out)")
     if base and kind == "gpt":
         table = [n for n in tensor_names if n.endswith("pos_embed.weight")]
         if table:
@@ -379,11 +384,28 @@ def attention_keys(config, kind, tensor_names, where="model_config"):
     return {"kv_heads": kv, "rope_base": base}
 
 
+def vit_image(config, where="model_config"):
+    """{"image", "channels", "patch", "classes", "patches"} of a vit model_config,
+    as docs/checkpoint-format.md lists them: integers >= 1, `patch` dividing
+    `image`; patches = (image / patch)^2. Raises ValueError naming the key."""
+    out = {}
+    for key in ("image", "channels", "patch", "classes"):
+        if key not in config:
+            raise ValueError(f"{where}: missing key '{key}'")
+        if not (_is_int(config[key]) and config[key] >= 1):
+            raise ValueError(f"{where}: key '{key}' is {brief(json.dumps(config[key]))}: must be an integer >= 1")
+        out[key] = config[key]
+    if out["image"] % out["patch"]:
+        raise ValueError(f"{where}: key 'image' is {out['image']}, not a multiple of 'patch' {out['patch']}")
+    out["patches"] = (out["image"] // out["patch"]) ** 2
+    return out
+
+
 def model_info(path):
     """The model a file describes: {"model_kind", "model_config", "model_prefix",
     "vocab" (list or None), "special_tokens", "tokenizer" (or None), "block"
     (block(): activation, norm, bias), "attention" (attention_keys():
-    kv_heads, rope_base), and for a BPE tokenizer "bpe" (its merges
+    kv_heads, rope_base), for a vit "image" (vit_image()), and for a BPE tokenizer "bpe" (its merges
     and pattern) and "token_bytes" (each id's bytes, None for a special token)}.
     Raises ValueError naming the file and
     the key when a part is missing or disagrees."""
@@ -413,6 +435,8 @@ def model_info(path):
             "block": block(config, f"{where}: metadata 'model_config'"),
             "attention": attention_keys(config, kind, [n for n in header if n != "__metadata__"],
                                         f"{where}: metadata 'model_config'")}
+    if kind == "vit":
+        info["image"] = vit_image(config, f"{where}: metadata 'model_config'")
     if (md.get("tokenizer") == "bpe") != ("bpe" in md):
         raise ValueError(f"{where}: the file's parts disagree: metadata 'tokenizer' is "
                          f"'{brief(md.get('tokenizer', '(none)'))}' and 'bpe' is {'there' if 'bpe' in md else 'missing'}")
@@ -453,6 +477,10 @@ def main(argv):
         att, heads = info["attention"], info["model_config"].get("heads")
         print(f"attention: {heads} heads, {att['kv_heads']} key/value heads,",
               f"rotary positions (rope_base {att['rope_base']})" if att["rope_base"] else "no rotation")
+        if "image" in info:
+            im = info["image"]
+            print(f"image: {im['channels']} x {im['image']} x {im['image']} in {im['patch']} x {im['patch']} "
+                  f"patches ({im['patches']} + the class token), {im['classes']} classes")
         print("vocab:", "(none)" if vocab is None else f"{len(vocab)} tokens {[brief(t) for t in vocab[:12]]}{' ...' * (len(vocab) > 12)}")
         print("special_tokens:", json.dumps(info["special_tokens"]), " tokenizer:", brief(info["tokenizer"] or "(none)"))
         if "bpe" in info:

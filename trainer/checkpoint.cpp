@@ -28,10 +28,39 @@ std::string model_prefix_of(const TensorFile& f) {
   const auto it = f.metadata.find("model_prefix");
   return it == f.metadata.end() ? "" : it->second;
 }
-// The model's vocabulary size from its config (gpt, encoder: vocab).
+// The model's vocabulary size from its config (gpt, encoder: vocab); a
+// family that reads no tokens (vit) has the special tokens alone.
 int64_t model_vocab_size(const std::string& kind, const json& mc) {
-  const json& v = mc.at(family(kind, "model_kind").vocab_key);
-  return v.get<int64_t>();
+  const char* key = family(kind, "model_kind").vocab_key;
+  if (!key) return Vocab().size();
+  return mc.at(key).get<int64_t>();
+}
+// A classifier's label names (metadata 'labels', a list of strings, as many
+// as the model has outputs) and its data's shape (the family reads it from
+// model_config). A model file written without names gets "0", "1", ...
+FileShape file_shape(const TensorFile& f, const std::string& kind, const json& mc) {
+  FileShape s;
+  const Family& fam = family(kind, "model_kind");
+  if (fam.shape_from_model) fam.shape_from_model(s.shape, mc);
+  const auto it = f.metadata.find("labels");
+  if (it != f.metadata.end()) {
+    const json l = nn::metadata_json(f.metadata, "labels", f.path);
+    if (!l.is_array() || l.empty() || l.size() > (size_t(1) << 20))
+      throw Error(brief(f.path) + ": metadata 'labels' is not a list of label names");
+    for (const json& n : l) {
+      if (!n.is_string())
+        throw Error(brief(f.path) + ": metadata 'labels' holds " + brief(n.dump()) +
+                    ", not a label name (a string)");
+      s.labels.push_back(n.get<std::string>());
+    }
+  } else {
+    for (int64_t k = 0; k < s.shape.classes; ++k) s.labels.push_back(std::to_string(k));
+  }
+  if (s.shape.classes && static_cast<int64_t>(s.labels.size()) != s.shape.classes)
+    throw Error(brief(f.path) + ": the file's parts disagree: metadata 'labels' names " +
+                std::to_string(s.labels.size()) + " labels but model_config's classes is " +
+                std::to_string(s.shape.classes));
+  return s;
 }
 // A BPE file's record of the bytes its merges were learned from (metadata
 // 'bpe' key 'trained_on'); null when absent (not a BPE file, or none recorded).
@@ -288,7 +317,10 @@ Trainer Trainer::resume(const std::string& path,
     const auto tok = f.metadata.find("tokenizer");
     c.tokens = tok == f.metadata.end() ? "char" : tok->second;
     // A decoder-only model file is a language model unless the flags say otherwise.
-    if (train::family(kind, path + ": metadata 'model_kind'").reads_text) c.format = "text";
+    const Family& fam = train::family(kind, path + ": metadata 'model_kind'");
+    const FileShape shape = detail::file_shape(f, kind, mc);
+    if (fam.reads_text && shape.shape.classes == 0) c.format = "text";  // not a classifier
+    if (fam.reads_images) c.format = "idx";
     const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
     if (v.bpe()) c.bpe_vocab = v.bpe()->vocab_size();
     if (!v.has_unk() && !v.bpe()) c.vocab = v.size() - 3;  // a built-in task's symbols
@@ -316,9 +348,13 @@ Trainer Trainer::resume(const std::string& path,
           "%lld..%lld "
           "(--task, --min-len, --max-len choose another)\n",
           c.task.c_str(), static_cast<long long>(c.min_len), static_cast<long long>(c.max_len));
-    if (use == DataUse::None && c.data.empty() && (v.has_unk() || v.bpe()))
+    if (use == DataUse::Evaluate && c.data.empty() && fam.reads_images)
+      throw Error(brief(path) +
+                  ": a model file does not record its data: give the images to evaluate on with "
+                  "--data DIR");
+    if (use == DataUse::None && c.data.empty() && (v.has_unk() || v.bpe() || fam.reads_images))
       c.data = "(model file)";  // text is cut by c.tokens
-    Trainer t(c, &v, path, use);
+    Trainer t(c, &v, path, use, &shape);
     t.tokenizer_info.trained_on = detail::bpe_trained_on(f);
     nn::LoadOptions lo;
     lo.prefix = prefix;
@@ -331,7 +367,8 @@ Trainer Trainer::resume(const std::string& path,
   if (use != DataUse::None) detail::find_moved_data(c, f);  // resumed or evaluated from anywhere
   const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
   detail::check_tokenizer_agrees(f, c, v);
-  Trainer t(c, &v, path, use);
+  const FileShape shape = detail::file_shape(f, kind, mc);
+  Trainer t(c, &v, path, use, &shape);
   t.tokenizer_info.trained_on = detail::bpe_trained_on(f);
   detail::restore(t, f, allow_nonfinite, use);
   return t;
@@ -345,6 +382,16 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
   TrainConfig arch = c;
   set_arch_from_model(arch, kind, mc, brief(path) + ": metadata 'model_config'");
   nn::check_config_fits(f);
+  // The file's family decides the run's own defaults the command line left
+  // unsaid (bert: --objective from --format); its architecture is the file's.
+  arch.objective = c.objective;  // the run's, not what the file learned (bert: mlm)
+  if (const Family* fam = find_family(arch.model); fam && fam->defaults) {
+    TrainConfig d = arch;
+    fam->defaults(
+        d, [&](const char* k) { return std::find(given.begin(), given.end(), k) != given.end(); });
+    arch.objective = d.objective;
+    arch.format = d.format;
+  }
   const json mine = c.to_json(), theirs = arch.to_json();
   for (const std::string& k : given)
     if (TrainConfig::is_arch_key(k) && mine[k] != theirs[k])
@@ -375,21 +422,44 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
                   " tokens (metadata 'bpe'): leave the flag out");
     arch.tokens = "bpe";
     arch.bpe_vocab = n;
+  } else if (const auto tok = f.metadata.find("tokenizer");
+             tok != f.metadata.end() && (tok->second == "word" || tok->second == "char") &&
+             v.has_unk()) {
+    // A data vocabulary's tokens are words or characters, as the file says.
+    if (said("tokens") && arch.tokens != tok->second)
+      throw Error("--tokens " + brief(arch.tokens) + ": --init-from " + brief(path) +
+                  " has metadata 'tokenizer' \"" + tok->second +
+                  "\" (its embeddings are those tokens): leave the flag out");
+    arch.tokens = tok->second;
   } else if (arch.tokens == "bpe") {
     const auto tok = f.metadata.find("tokenizer");
     throw Error("--tokens bpe: --init-from " + brief(path) + " has metadata 'tokenizer' '" +
                 (tok == f.metadata.end() ? std::string("char") : brief(tok->second)) +
                 "', not a BPE tokenizer (its embeddings are those tokens)");
   }
-  Trainer t(arch, &v, path);
+  // The images' size is the file's; the labels are the data's (a new
+  // classifier head when they differ).
+  FileShape shape = detail::file_shape(f, kind, mc);
+  shape.labels.clear();
+  shape.shape.classes = 0;
+  Trainer t(arch, &v, path, DataUse::Train, &shape);
   if (v.bpe()) {  // a tokenizer learned from another text: a resume does not compare it with --data
     t.tokenizer_info.trained_on = detail::bpe_trained_on(f);
     t.data_info["tokenizer_from"] = brief(path);
   }
   nn::LoadOptions lo;
   lo.prefix = prefix;
-  nn::load_state_dict(t.model(), f, lo);
+  // Every tensor the new model shares with the file by name and shape; the
+  // rest (a new head) start fresh, and the header names them.
+  t.init_shared = nn::load_shared(t.model(), f, lo);
   return t;
+}
+
+Vocab Trainer::file_tokenizer(const std::string& path) {
+  const TensorFile f = read_safetensors(path);
+  const auto [kind, mc] = detail::model_of(f);
+  nn::check_config_fits(f);
+  return checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
 }
 
 void Trainer::load(const std::string& path) {

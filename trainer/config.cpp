@@ -87,6 +87,21 @@ void validate(const TrainConfig& c, const std::string& where) {
           "the " + c.attention +
               " kernel takes neither --positions rope nor --kv-heads "
               "(standard, memory-efficient or auto do)");
+  if (!c.objective.empty()) {
+    std::vector<std::string> objs;  // "mlm classify" -> {mlm, classify}
+    for (std::string all = fam.objectives; !all.empty();) {
+      const size_t sp = std::min(all.find(' '), all.size());
+      objs.push_back(all.substr(0, sp));
+      all.erase(0, std::min(sp + 1, all.size()));
+    }
+    const bool known = std::find(objs.begin(), objs.end(), c.objective) != objs.end();
+    require(known, name("objective"),
+            objs.empty() ? "the " + c.model + " model learns only its own way (pairs); got '" +
+                               brief(c.objective) + "'"
+                         : "the " + c.model + " model learns by " +
+                               one_of(objs, [](const std::string& o) { return o; }) + "; got '" +
+                               brief(c.objective) + "'");
+  }
   if (fam.check)  // the family's own rules (positions, tying, ...)
     fam.check(
         c, [&](bool ok, const char* key, const std::string& why) { require(ok, name(key), why); });
@@ -109,15 +124,21 @@ void validate(const TrainConfig& c, const std::string& where) {
   require(c.recompute == "none" || c.recompute == "ffn" || c.recompute == "layer",
           name("recompute"), "expected none, ffn or layer, got '" + brief(c.recompute) + "'");
   require_range<int64_t>(c.attention_budget, 0, 1 << 20, name("attention_budget"));
-  require(c.format == "tsv" || c.format == "text", name("format"),
-          "expected tsv or text, got '" + brief(c.format) + "'");
+  require(c.format == "tsv" || c.format == "text" || c.format == "idx", name("format"),
+          "expected tsv, text or idx, got '" + brief(c.format) + "'");
+  require(c.patch == 0 || fam.reads_images, name("patch"),
+          "cuts images into patches: it goes with a model that reads images (--model vit)");
+  require_range<int64_t>(c.patch, 0, 4096, name("patch"));
   require(c.tokens == "char" || c.tokens == "word" || c.tokens == "bpe", name("tokens"),
           "expected char, word or bpe, got '" + brief(c.tokens) + "'");
   // BPE is learned from a corpus for a language model (--model gpt --format
   // text); pairs and the built-in tasks read characters or words.
-  require(c.tokens != "bpe" || (!c.data.empty() && c.format == "text"), name("tokens"),
-          "bpe is learned from a text corpus: it goes with --data FILE --format text (--model "
-          "gpt); pairs and the built-in tasks read char or word tokens");
+  require(
+      c.tokens != "bpe" || (!c.data.empty() && (c.format == "text" || c.objective == "classify")),
+      name("tokens"),
+      "bpe is learned from a text corpus: it goes with --data FILE --format text (--model "
+      "gpt or bert) or with labelled texts (--objective classify); pairs and the built-in "
+      "tasks read char or word tokens");
   if (c.tokens == "bpe") {
     require(c.bpe_vocab != 0, name("bpe_vocab"),
             "--tokens bpe needs the tokenizer's size, e.g. --bpe-vocab 512 (256 bytes + merges; "
@@ -143,6 +164,9 @@ void validate(const TrainConfig& c, const std::string& where) {
   } else {
     require(!(c.format == "text" && !fam.reads_text), name("format"),
             "text (a plain corpus) trains a language model: use --model gpt");
+    require((c.format == "idx") == fam.reads_images, name("format"),
+            fam.reads_images ? "the " + c.model + " model reads images: --format idx"
+                             : "idx (images) is read by a model that reads images (--model vit)");
     if (c.valid.empty())
       require(c.valid_fraction > 0 && c.valid_fraction <= 0.5, name("valid_fraction"),
               "must be in (0, 0.5], got " + num(c.valid_fraction));

@@ -52,10 +52,13 @@ struct TrainConfig {
   bool no_scale = false;                    // attention scores without 1/sqrt(d_k)
   int64_t d_k = 0;                          // query/key head size (0: d_model / heads)
   int64_t kv_heads = 0;                     // self-attention's key/value heads (0: heads)
+  int64_t patch = 0;                        // vit: P x P pixels a patch (0: not a vit)
+  // what the model learns: "" (the family's own), lm, mlm or classify (trainer/family.h)
+  std::string objective;
   // data
   std::string task = "reverse";       // copy | reverse | sort, when no --data
   std::string data, valid;            // data file, held-out file
-  std::string format = "tsv";         // tsv (pairs) | text (language model)
+  std::string format = "tsv";         // tsv (pairs) | text (language model) | idx (images)
   std::string tokens = "char";        // char | word | bpe (text only)
   int64_t bpe_vocab = 0;              // bpe: 256 bytes + merges (specials not counted); 0 unset
   double valid_fraction = 0.1;        // held out from --data when no --valid
@@ -63,6 +66,7 @@ struct TrainConfig {
   int64_t min_len = 3, max_len = 10;  // the task's sequence lengths
   int64_t heldout = 1000;             // the task's held-out sequences
   int64_t max_vocab = 10000;          // refuse data with more distinct tokens
+  std::string label_names;  // images: the names of labels 0, 1, ... ("a,b,c"; "": numbers)
   // optimisation
   int64_t batch = 64;
   int64_t steps = 1000;             // upper bound, and the cosine schedule's length
@@ -96,9 +100,10 @@ struct TrainConfig {
   // nn::GPTConfig) holds. A checkpoint stores it once, as model_config; its
   // train_config holds the other keys (run_json()).
   static bool is_arch_key(const std::string& k) {
-    for (const char* a : {"model", "d_model", "heads", "layers", "d_ff", "dropout", "pre_ln", "tie",
-                          "positions", "activation", "norm", "no_bias", "attention", "window",
-                          "global_every", "no_scale", "d_k", "kv_heads", "rope_base"})
+    for (const char* a :
+         {"model",        "d_model",   "heads",      "layers",   "d_ff",      "dropout",   "pre_ln",
+          "tie",          "positions", "activation", "norm",     "no_bias",   "attention", "window",
+          "global_every", "no_scale",  "d_k",        "kv_heads", "rope_base", "patch"})
       if (k == a) return true;
     return false;
   }
@@ -113,9 +118,10 @@ struct TrainConfig {
   // decay, the cosine floor at 5% of lr), which from_json fills in.
   static bool is_added_key(const std::string& k) {
     for (const char* a :
-         {"optimizer", "weight_decay", "beta1", "beta2", "momentum", "min_lr", "recompute",
-          "attention_budget", "attention", "window", "global_every", "no_scale", "d_k", "bpe_vocab",
-          "norm", "no_bias", "kv_heads", "rope_base"})
+         {"optimizer", "weight_decay",     "beta1",      "beta2",   "momentum",     "min_lr",
+          "recompute", "attention_budget", "attention",  "window",  "global_every", "no_scale",
+          "d_k",       "bpe_vocab",        "norm",       "no_bias", "kv_heads",     "rope_base",
+          "patch",     "objective",        "label_names"})
       if (k == a) return true;
     return false;
   }
@@ -151,6 +157,8 @@ struct TrainConfig {
     f("d_k", c.d_k);
     f("kv_heads", c.kv_heads);
     f("rope_base", c.rope_base);
+    f("patch", c.patch);
+    f("objective", c.objective);
     f("task", c.task);
     f("data", c.data);
     f("valid", c.valid);
@@ -163,6 +171,7 @@ struct TrainConfig {
     f("max_len", c.max_len);
     f("heldout", c.heldout);
     f("max_vocab", c.max_vocab);
+    f("label_names", c.label_names);
     f("batch", c.batch);
     f("steps", c.steps);
     f("schedule", c.schedule);

@@ -19,7 +19,11 @@ real Trainer::check_anomalies() {
   DetectAnomalyGuard anomaly;
   model().eval();
   nn::TeacherForced f;
-  if (text) {
+  if (text && family().text_pairs) {
+    Generator g(cfg.seed ^ detail::kHeldoutMaskSalt);
+    f = net_->forward_pairs(
+        family().text_pairs(cfg, text->heldout_batches(cfg.batch).front(), vocab, g));
+  } else if (text) {
     f = net_->forward_text(text->heldout_batches(cfg.batch).front());
   } else {
     const std::vector<Pair>& held = pairs->heldout();
@@ -27,7 +31,7 @@ real Trainer::check_anomalies() {
         held.begin(),
         held.begin() + std::min<size_t>(held.size(), static_cast<size_t>(cfg.batch))));
   }
-  Var loss = nn::cross_entropy(f.logits, f.targets, Vocab::kPad);
+  Var loss = nn::cross_entropy(f.logits, f.targets, f.ignore_index);
   loss.backward();
   model().zero_grad();
   model().train();
@@ -47,17 +51,26 @@ EvalResult Trainer::evaluate() {
   double total = 0;
   const std::vector<LMBatch> batches = text->heldout_batches(cfg.batch);
   Progress progress(phase, static_cast<int64_t>(batches.size()), "batches");
+  // Another objective on text (bert's mlm) masks the held-out windows the
+  // same way at every evaluation: a stream of its own, from the seed.
+  const bool made = family().text_pairs != nullptr;
+  Generator held_gen(cfg.seed ^ detail::kHeldoutMaskSalt);
   for (const LMBatch& b : batches) {
     progress.at(&b - batches.data());
-    const nn::TeacherForced f = net_->forward_text(b);
-    total += double(nn::cross_entropy(f.logits, f.targets, Vocab::kPad).item()) *
+    const nn::TeacherForced f =
+        made ? net_->forward_pairs(family().text_pairs(cfg, b, vocab, held_gen))
+             : net_->forward_text(b);
+    total += double(nn::cross_entropy(f.logits, f.targets, f.ignore_index).item()) *
              double(f.target_tokens);
     r.tokens += f.target_tokens;
+    if (made) r.tokens_right += detail::argmax_hits(f);
   }
   r.loss = r.tokens ? total / double(r.tokens) : 0;
+  r.masked = made;
   // Bits per byte: the same nats over the bytes of text the scored tokens
   // cover, in bits (for one-byte tokens, bytes == tokens and it is loss / ln 2).
-  r.bytes = text->scored_heldout_bytes();
+  // Not for masked tokens: they are a sample of the text, each seen in context.
+  r.bytes = made ? 0 : text->scored_heldout_bytes();
   r.bits_per_byte = r.bytes ? total / double(r.bytes) / std::log(2.0) : 0;
   r.unknown_tokens = unknown_heldout_tokens;
   model().train();
@@ -66,6 +79,7 @@ EvalResult Trainer::evaluate() {
 
 EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
   EvalResult r;
+  r.is_classifier = classifies();
   std::vector<Seq> refs;
   double total_loss = 0;  // summed over the target tokens (and </s>) of the set
   int64_t loss_tokens = 0;
@@ -92,7 +106,7 @@ EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
       const nn::TeacherForced f =
           net_->forward_pairs(std::vector<Pair>(set.begin() + static_cast<std::ptrdiff_t>(i),
                                                 set.begin() + static_cast<std::ptrdiff_t>(end)));
-      total_loss += double(nn::cross_entropy(f.logits, f.targets, Vocab::kPad).item()) *
+      total_loss += double(nn::cross_entropy(f.logits, f.targets, f.ignore_index).item()) *
                     double(f.target_tokens);
       loss_tokens += f.target_tokens;
       if (was_training) model().train();
@@ -104,8 +118,9 @@ EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
       r.exact += got == want;
       // Token accuracy: position by position over the expected answer and
       // its </s>; a missing or wrong token counts as wrong. The encoder model
-      // gives one label per source token and no </s>: its labels alone count.
-      const size_t scored = want.size() + (family().labels_tokens ? 0 : 1);
+      // gives one label per source token and a classifier one per input, and
+      // no </s>: their labels alone count.
+      const size_t scored = want.size() + (family().labels_tokens || classifies() ? 0 : 1);
       for (size_t j = 0; j < scored; ++j) {
         const int64_t w = j < want.size() ? want[j] : Vocab::kEos;
         const int64_t p = j < got.size() ? got[j] : (j == got.size() ? Vocab::kEos : -1);
@@ -151,7 +166,9 @@ void Trainer::check_report_fits(int64_t chunk) const {
     tgt = std::max<int64_t>(tgt, static_cast<int64_t>(p.tgt.size()));
   }
   if (!pairs->from_file()) src = tgt = std::max(src, cfg.max_len + 3);  // the longer set
-  const auto [T, S] = attention_lengths(family(), src, tgt);            // queries, keys
+  // Images: the sequence is the model's patches and class token, not the pixels.
+  if (family().reads_images) src = tgt = net_->max_positions();
+  const auto [T, S] = attention_lengths(family(), src, tgt);  // queries, keys
   const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(pairs->heldout().size()));
   const detail::AttentionNumbers a = detail::attention_numbers(cfg, n, T, S);
   const double threads = std::max(1u, std::thread::hardware_concurrency());

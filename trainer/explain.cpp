@@ -7,6 +7,7 @@
 #include "explorer/page.h"
 #include "explorer/program.h"
 #include "explorer/trace.h"
+#include "trainer/report.h"
 
 namespace qkv::train {
 
@@ -74,13 +75,62 @@ Seq explain_input(const Trainer& t, const std::string& text) {
 void write_explanation(Trainer& t, const std::string& text, const std::string& html_path,
                        const std::string& command) {
   const auto start = std::chrono::steady_clock::now();
-  const Seq src = explain_input(t, text);
   nn::Model& model = t.model();
   explorer::TraceOptions opt;
   opt.fd_every_element_up_to = kExplainEveryElement;
   std::function<Var()> loss_fn;
   std::string what;
-  if (t.is_lm()) {
+  const bool masked = t.is_lm() && t.family().text_pairs;  // bert's mlm
+  // A classifier reads an image (vit) or "<s> text </s>" (bert); a masked
+  // language model "<s> text with [MASK] </s>".
+  const Seq src = t.classifies() ? classifier_input(t, text, "--explain")
+                  : masked       ? masked_input(t, text, "--explain")
+                                 : explain_input(t, text);
+  if (t.classifies() || masked) {
+    const int64_t n = static_cast<int64_t>(src.size());
+    check_trace_fits(t, n, n, n);
+    // Scored against the model's own answer: its label, or its likeliest
+    // token at each mask (the gradient then shows what made that guess).
+    Pair pair{src, {}};
+    std::string answer;
+    if (t.classifies()) {
+      pair.tgt = t.answer({src}).front();
+      answer = t.labels.at(static_cast<size_t>(pair.tgt.at(0)));
+    } else {
+      const Tensor p = t.family().token_probabilities(model, src);  // (T, V)
+      const int64_t V = p.size(1), mask_id = t.vocab.find(t.family().extra_special);
+      pair.tgt.assign(src.size(), Vocab::kPad);
+      for (size_t i = 0; i < src.size(); ++i) {
+        if (src[i] != mask_id) continue;
+        const real* row = p.data() + static_cast<int64_t>(i) * V;
+        pair.tgt[i] = std::max_element(row, row + V) - row;
+        answer += (answer.empty() ? "" : " ") + t.decode_text({pair.tgt[i]});
+      }
+    }
+    std::vector<std::string> seq;
+    if (t.family().reads_images) {  // the class token, then the patches row by row
+      const int64_t P = std::max<int64_t>(1, t.cfg.patch);
+      seq.push_back("cls");
+      for (int64_t r = 0; r < t.shape.rows / P; ++r)
+        for (int64_t c = 0; c < t.shape.cols / P; ++c)
+          seq.push_back(std::to_string(r) + "," + std::to_string(c));
+    } else {
+      seq = labels(t, src);
+    }
+    opt.attention_tokens = [seq](const std::string&, int64_t, int64_t) {
+      return explorer::AttentionAxes{seq, seq};
+    };
+    const std::vector<Pair> pairs{pair};
+    loss_fn = [&model, pairs] {
+      const nn::TeacherForced f = model.forward_pairs(pairs);
+      return nn::cross_entropy(f.logits, f.targets, f.ignore_index);
+    };
+    what = t.family().reads_images ? "labels the image " + text + " \"" + answer +
+                                         "\", scored with cross-entropy on "
+                                         "that label"
+                                   : "reads \"" + text + "\" and answers \"" + answer +
+                                         "\", scored with cross-entropy on that answer";
+  } else if (t.is_lm()) {
     if (src.size() < 2) throw Error("--explain: a language model needs at least two tokens");
     if (static_cast<int64_t>(src.size()) > t.cfg.context + 1)
       throw Error("--explain: the text has " + std::to_string(src.size()) +
@@ -98,7 +148,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
     };
     loss_fn = [&model, b] {
       const nn::TeacherForced f = model.forward_text(b);
-      return nn::cross_entropy(f.logits, f.targets, Vocab::kPad);
+      return nn::cross_entropy(f.logits, f.targets, f.ignore_index);
     };
     what = "reads \"" + t.decode_text(src) + "\", each token predicting the next";
   } else {
@@ -123,7 +173,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
     };
     loss_fn = [&model, pair] {
       const nn::TeacherForced f = model.forward_pairs(pair);
-      return nn::cross_entropy(f.logits, f.targets, Vocab::kPad);
+      return nn::cross_entropy(f.logits, f.targets, f.ignore_index);
     };
     what = t.family().explain_what(t.decode_text(src), t.decode_text(answer));
   }
@@ -135,7 +185,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
   model.eval();
   const explorer::Trace trace = explorer::record_trace(loss_fn, &model, opt);
   explorer::PageOptions page;
-  page.title = "qkv gradient explorer: " + t.decode_text(src);
+  page.title = "qkv gradient explorer: " + (t.family().reads_images ? text : t.decode_text(src));
   page.command = command;
   page.docs_base = explorer::docs_url_beside_build();
   explorer::write_page({trace}, html_path, page);

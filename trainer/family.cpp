@@ -10,10 +10,13 @@ namespace qkv::train {
 extern const Family kSeq2SeqFamily;  // trainer/family_seq2seq.cpp
 extern const Family kGPTFamily;      // trainer/family_gpt.cpp
 extern const Family kEncoderFamily;  // trainer/family_encoder.cpp
+extern const Family kViTFamily;      // trainer/family_vit.cpp
+extern const Family kBertFamily;     // trainer/family_bert.cpp
 
 namespace {
 std::vector<Family>& table() {
-  static std::vector<Family> t = {kSeq2SeqFamily, kGPTFamily, kEncoderFamily};
+  static std::vector<Family> t = {kSeq2SeqFamily, kGPTFamily, kEncoderFamily, kBertFamily,
+                                  kViTFamily};
   return t;
 }
 }  // namespace

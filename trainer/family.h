@@ -7,6 +7,9 @@
 //   seq2seq   trainer/family_seq2seq.cpp  source -> target (the paper's model)
 //   gpt       trainer/family_gpt.cpp      "source <s> target", or plain text
 //   encoder   trainer/family_encoder.cpp  one label per source token
+//   bert      trainer/family_bert.cpp     text with [MASK]s (--objective mlm), or
+//                                         "text<TAB>label" (--objective classify)
+//   vit       trainer/family_vit.cpp      an image's pixels -> its label (--format idx)
 //
 // The other layers learn of a family through their own part: models/ through
 // nn::Model's virtuals, checkpoint/ through the family's config codec
@@ -20,9 +23,11 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/generator.h"
 #include "data/batch.h"
+#include "data/vocab.h"
 #include "generation/sampling.h"
 #include "models/model.h"
 #include "nn/activation.h"
@@ -34,6 +39,16 @@ namespace qkv::train {
 // report through it, so that the error names the flag or the file's key.
 using Require = std::function<void(bool ok, const char* key, const std::string& why)>;
 
+// What the data fixes about a model, beside the settings: the vocabulary's
+// size, a classifier's labels, and the images' size. The trainer fills it
+// from the data (or, with no data, from a model file: Family::shape_from_model).
+struct DataShape {
+  int64_t vocab = 0;                         // tokens (Vocab::size())
+  int64_t classes = 0;                       // a classifier's labels; 0: not a classifier
+  int64_t rows = 0, cols = 0, channels = 0;  // images; 0: the model reads tokens
+  int64_t mask_id = -1;                      // the vocabulary's extra special ([MASK]); -1: none
+};
+
 struct Family {
   const char* name;  // --model NAME, TrainConfig::model, the files' model_kind
   const char* help;  // --model's help: "gpt (decoder-only)"
@@ -43,13 +58,14 @@ struct Family {
   void (*defaults)(TrainConfig& c, const std::function<bool(const char*)>& said);
   // The family's rules on the settings (positions, tying, ...). May be null.
   void (*check)(const TrainConfig& c, const Require& require);
-  // The model the settings describe, over a vocabulary of V tokens (labels
-  // and sources share it).
-  std::unique_ptr<nn::Model> (*build)(const TrainConfig& c, int64_t V);
+  // The model the settings describe, over the data's shape (the token
+  // families: a vocabulary of d.vocab tokens that labels and sources share).
+  std::unique_ptr<nn::Model> (*build)(const TrainConfig& c, const DataShape& d);
   // The architecture back from a model file's model_config (the inverse of
   // build): the TrainConfig keys is_arch_key() names. `where` prefixes errors.
   void (*from_model)(TrainConfig& c, const json& model_config, const std::string& where);
-  // The model_config key holding the vocabulary size.
+  // The model_config key holding the vocabulary size; null for a family that
+  // reads no tokens (its files' vocabulary is the special tokens alone).
   const char* vocab_key;
 
   // Whether the position table has a fixed length (learned positions): its
@@ -90,6 +106,38 @@ struct Family {
   // may be null: then (max, max) and T*S.
   std::pair<int64_t, int64_t> (*attention_lengths)(int64_t src, int64_t tgt);
   double (*attention_maps)(double T, double S);
+
+  // ---- classifiers: one label per input (members a token family leaves out) ----
+  // The data's shape back from a model file's model_config (classes, image
+  // size), for a run that reads no data (--ask). May be null.
+  void (*shape_from_model)(DataShape& d, const json& model_config);
+  // Reads images (--format idx: the IDX files of MNIST and Fashion-MNIST)
+  // rather than text; a pair is then (pixels, {label}).
+  bool reads_images;
+  // The probability of each label for one input, no graph (--ask): null for a
+  // family that is not a classifier.
+  std::vector<double> (*label_probabilities)(nn::Model& m, const data::Seq& input);
+  // Per layer, where the class token looks: its attention probabilities over
+  // the input's positions, (H, N+1) for N patches, no graph. May be null.
+  std::vector<Tensor> (*class_attention)(nn::Model& m, const data::Seq& input);
+
+  // ---- objectives (--objective) ----
+  // What --objective may say for this family, space-separated, its default
+  // first ("mlm classify"); "" for a family with only its own way to learn.
+  const char* objectives;
+  // A model learning from text by another objective than the next token
+  // (bert's mlm): the training pairs made from a batch of text windows
+  // (B, T), drawing from `g` (masks, say). Null: the model reads the windows
+  // itself (Model::forward_text).
+  std::vector<data::Pair> (*text_pairs)(const TrainConfig& c, const data::LMBatch& b,
+                                        const data::Vocab& v, Generator& g);
+  // A masked language model's guesses (--ask "a [MASK] game"): for a
+  // sequence of ids, each position's probabilities over the vocabulary
+  // (T, V), no graph. Null for a family that fills in no masks.
+  Tensor (*token_probabilities)(nn::Model& m, const data::Seq& ids);
+  // Special tokens the family's vocabulary holds after <pad>, <s>, </s>
+  // ("[MASK]"), or null.
+  const char* extra_special;
 };
 
 // The two estimates above, with their defaults for a family that leaves them null.

@@ -15,7 +15,8 @@ void check(const TrainConfig& c, const Require& require) {
 }
 
 // One vocabulary: the labels are tokens of the data too.
-std::unique_ptr<nn::Model> build(const TrainConfig& c, int64_t V) {
+std::unique_ptr<nn::Model> build(const TrainConfig& c, const DataShape& d) {
+  const int64_t V = d.vocab;
   nn::EncoderOnlyConfig e;
   e.vocab = e.classes = V;
   shared_arch_fields(c, e, [](const auto& mine, auto& theirs) { theirs = mine; });
@@ -70,6 +71,14 @@ extern const Family kEncoderFamily = {
       return std::pair<int64_t, int64_t>{src, src};
     },
     [](double T, double S) { return T * S; },
+    nullptr,  // token families: no shape beyond the vocabulary
+    false,
+    nullptr,
+    nullptr,
+    "",
+    nullptr,
+    nullptr,
+    nullptr,
 };
 
 }  // namespace qkv::train

@@ -23,7 +23,8 @@ void check(const TrainConfig& c, const Require& require) {
               brief(c.positions));
 }
 
-std::unique_ptr<nn::Model> build(const TrainConfig& c, int64_t V) {
+std::unique_ptr<nn::Model> build(const TrainConfig& c, const DataShape& d) {
+  const int64_t V = d.vocab;
   nn::GPTConfig g;
   g.vocab = V;
   shared_arch_fields(c, g, [](const auto& mine, auto& theirs) { theirs = mine; });
@@ -80,6 +81,14 @@ extern const Family kGPTFamily = {
       return std::pair<int64_t, int64_t>{src + tgt + 2, src + tgt + 2};
     },
     [](double T, double S) { return T * S; },
+    nullptr,  // token families: no shape beyond the vocabulary
+    false,
+    nullptr,
+    nullptr,
+    "lm",
+    nullptr,
+    nullptr,
+    nullptr,
 };
 
 }  // namespace qkv::train

@@ -9,7 +9,8 @@ namespace qkv::train {
 
 namespace {
 
-std::unique_ptr<nn::Model> build(const TrainConfig& c, int64_t V) {
+std::unique_ptr<nn::Model> build(const TrainConfig& c, const DataShape& d) {
+  const int64_t V = d.vocab;
   nn::TransformerConfig m;
   m.src_vocab = m.tgt_vocab = V;
   shared_arch_fields(c, m, [](const auto& mine, auto& theirs) { theirs = mine; });
@@ -75,6 +76,14 @@ extern const Family kSeq2SeqFamily = {
       return std::pair<int64_t, int64_t>{tgt + 1, src};
     },
     [](double T, double S) { return S * S + T * T + T * S; },
+    nullptr,  // token families: no shape beyond the vocabulary
+    false,
+    nullptr,
+    nullptr,
+    "",
+    nullptr,
+    nullptr,
+    nullptr,
 };
 
 }  // namespace qkv::train

@@ -18,7 +18,9 @@ const std::vector<Preset>& presets() {
       // GPT (learned positions, LayerNorm, GELU, biases) at about equal size.
       {"llama",
        "Pre-LN, rms, swiglu, rope, K=H/2, no bias",
-       [](const Family& f) { return f.reads_text; },
+       // A causal language model: one that continues text (bert reads text
+       // too, but fills in masks).
+       [](const Family& f) { return f.reads_text && f.sample != nullptr; },
        "language models",
        {{"pre_ln", true},
         {"norm", "rms"},

@@ -35,13 +35,18 @@ std::string short_number(double v) {
 
 void print_header(const Trainer& t, const RunOptions& o) {
   const TrainConfig& c = t.cfg;
-  if (c.data.empty())
+  if (t.family().reads_images)
+    std::printf("qkv train: images %s (%lldx%lld, %zu labels), held-out %zu, test %zu\n",
+                c.data.c_str(), (long long)t.shape.rows, (long long)t.shape.cols, t.labels.size(),
+                t.pairs ? t.pairs->heldout().size() : size_t{0}, t.test_pairs.size());
+  else if (c.data.empty())
     std::printf("qkv train: task %s, %lld symbols, lengths %lld..%lld, held-out %zu sequences\n",
                 c.task.c_str(), (long long)c.vocab, (long long)c.min_len, (long long)c.max_len,
                 t.pairs->heldout().size());
   else
-    std::printf("qkv train: data %s (%s, %s tokens, vocabulary %lld), held-out %s\n",
+    std::printf("qkv train: data %s (%s, %s tokens, vocabulary %lld%s), held-out %s\n",
                 c.data.c_str(), c.format.c_str(), c.tokens.c_str(), (long long)t.vocab.size(),
+                t.classifies() ? (", " + std::to_string(t.labels.size()) + " labels").c_str() : "",
                 t.text ? (std::to_string(t.text->heldout_tokens().size()) + " tokens").c_str()
                        : (std::to_string(t.pairs->heldout().size()) + " pairs").c_str());
   // The block's choices beside the paper's: the norm's kind, SwiGLU's hidden
@@ -64,7 +69,11 @@ void print_header(const Trainer& t, const RunOptions& o) {
                        : std::string()))
           .c_str(),
       t.family().layers_text(c).c_str(), (long long)c.d_ff, c.pre_ln ? "Pre-LN" : "Post-LN",
-      norm.c_str(), block.c_str(), c.positions.c_str(), c.tie ? ", tied" : "",
+      norm.c_str(), block.c_str(), c.positions.c_str(),
+      (std::string(c.tie ? ", tied" : "") +
+       (c.patch > 0 ? ", " + std::to_string(c.patch) + "x" + std::to_string(c.patch) + " patches"
+                    : ""))
+          .c_str(),
       (long long)t.model().num_parameters());
   const std::string optimizer = optim::find_optimizer(c.optimizer)->describe(optimizer_settings(c));
   std::string decay;
@@ -80,6 +89,17 @@ void print_header(const Trainer& t, const RunOptions& o) {
       !o.load_path.empty()   ? (", from step " + std::to_string(t.step_count())).c_str()
       : !o.init_from.empty() ? (", fine-tuning the weights of " + o.init_from).c_str()
                              : "");
+  if (!o.init_from.empty()) {
+    const nn::SharedLoad& s = t.init_shared;
+    std::string fresh;
+    for (const auto* list : {&s.fresh, &s.reshaped})
+      for (const std::string& n : *list) fresh += (fresh.empty() ? "" : ", ") + n;
+    std::printf("init-from: %zu tensors taken from %s by name and shape%s%s%s\n", s.loaded.size(),
+                o.init_from.c_str(), fresh.empty() ? "" : "; fresh: ", fresh.c_str(),
+                s.unused.empty()
+                    ? ""
+                    : (", unused: " + std::to_string(s.unused.size()) + " of the file's").c_str());
+  }
   if (dist::size() > 1)
     std::printf(
         "data parallel: %d MPI ranks, each with %lld..%lld of the %lld sequences of a step\n",
@@ -115,9 +135,14 @@ void print_header(const Trainer& t, const RunOptions& o) {
 
 std::string eval_line(const EvalResult& r) {
   char b[160];
-  if (r.is_lm)
+  if (r.masked)
+    std::snprintf(b, sizeof b, "masked-token accuracy %.2f%%, loss %.4f, perplexity %.3f",
+                  100 * r.token_acc(), r.loss, r.perplexity());
+  else if (r.is_lm)
     std::snprintf(b, sizeof b, "loss %.4f, perplexity %.3f, %.4f bits per byte", r.loss,
                   r.perplexity(), r.bits_per_byte);
+  else if (r.is_classifier)
+    std::snprintf(b, sizeof b, "accuracy %.2f%%, cross-entropy %.4f", 100 * r.exact_acc(), r.loss);
   else
     std::snprintf(b, sizeof b, "exact %.2f%%, token %.2f%%, BLEU %.2f, perplexity %.3f",
                   100 * r.exact_acc(), 100 * r.token_acc(), r.bleu, r.perplexity());
@@ -173,9 +198,17 @@ EvalResult timed_eval(Trainer& t, const std::string& method, const RunOptions& o
 }
 
 EvalResult final_report(Trainer& t, const RunOptions& o) {
+  if (t.classifies()) return classifier_report(t, o);
   if (t.text) {
     t.phase = "final evaluation";
     EvalResult r = t.evaluate();
+    if (r.masked) {  // mlm: the masked tokens alone are scored
+      std::printf(
+          "\nheld-out masked tokens (%lld, the same masks at every check): accuracy %.2f%%, loss "
+          "%.4f, perplexity %.3f\n",
+          (long long)r.tokens, 100 * r.token_acc(), r.loss, r.perplexity());
+      return r;
+    }
     std::printf(
         "\nheld-out (%lld tokens): loss %.4f, perplexity %.3f, %.4f bits per byte (%lld bytes)\n",
         (long long)r.tokens, r.loss, r.perplexity(), r.bits_per_byte, (long long)r.bytes);
@@ -260,6 +293,8 @@ void print_attention(const AttentionPicture& p) {
 int ask(Trainer& t, const RunOptions& o) {
   Generator gen(t.cfg.seed);
   auto one = [&](const std::string& line) {
+    if (t.classifies()) return ask_classifier(t, line);
+    if (t.family().token_probabilities && t.is_lm()) return ask_masked(t, line);
     int64_t unknown = 0;
     const Seq src = t.encode_text(line, &unknown);
     if (src.empty()) return;
@@ -313,8 +348,19 @@ bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalRe
           "qkv: " + name + ", training loss and held-out " + (r.is_lm ? "loss" : "accuracy"),
           r.is_lm ? plots::EvalKind::Loss : plots::EvalKind::Accuracy);
     });
+  if (t.classifies())
+    attempt("confusion.svg", [&] {
+      write_confusion_svg(
+          t, r, o.out_dir + "/confusion.svg",
+          "qkv: " + name + ", held-out confusion: rows = true label, columns = answer");
+    });
+  if (t.classifies() && t.family().class_attention)
+    attempt("class_attention.svg", [&] {
+      write_class_attention_svg(t, o.out_dir + "/class_attention.svg",
+                                "qkv: " + name + ", where the class token looks, layer by layer");
+    });
   AttentionPicture p;
-  if (t.pairs && !t.pairs->heldout().empty())
+  if (t.pairs && !t.pairs->heldout().empty() && !t.classifies())
     p = attention_of(t, t.pairs->heldout()[0].src, r.predictions.at(0));
   if (!p.maps.empty())
     attempt("attention.svg", [&] {
@@ -328,7 +374,7 @@ bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalRe
 }
 
 void print_first_attention(Trainer& t, const EvalResult& r) {
-  if (!t.pairs || t.pairs->heldout().empty()) return;
+  if (!t.pairs || t.pairs->heldout().empty() || t.classifies()) return;
   const AttentionPicture p = attention_of(t, t.pairs->heldout()[0].src, r.predictions.at(0));
   if (p.maps.empty()) return;
   std::printf("\n");

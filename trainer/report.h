@@ -34,4 +34,23 @@ bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalRe
                  std::vector<std::string>* written);
 std::string run_name(const TrainConfig& c);
 
+// A classifier's (trainer/classify_report.cpp): held-out accuracy and the
+// confusion matrix, then the test set scored once; --ask's label and its
+// probability for an image (PNG) or a text; the confusion matrix as SVG.
+EvalResult classifier_report(Trainer& t, const RunOptions& o);
+void ask_classifier(Trainer& t, const std::string& input);
+// A classifier's input as a pair's source: a PNG's pixels (vit), or "<s>
+// text </s>" (bert); errors name `flag`.
+Seq classifier_input(Trainer& t, const std::string& input, const std::string& flag);
+// "<s> text with [MASK] </s>" as ids, each [MASK] the mask token's id (a
+// space before it is the masked word's own); errors name `flag`.
+Seq masked_input(Trainer& t, const std::string& text, const std::string& flag);
+// --ask "a [MASK] game" to a masked language model: the likeliest tokens for each mask.
+void ask_masked(Trainer& t, const std::string& text);
+// The class token's attention over the patches, per layer, drawn over a few
+// test images (vit): the run's class_attention.svg.
+void write_class_attention_svg(Trainer& t, const std::string& path, const std::string& title);
+void write_confusion_svg(const Trainer& t, const EvalResult& r, const std::string& path,
+                         const std::string& title);
+
 }  // namespace qkv::train

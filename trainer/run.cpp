@@ -33,13 +33,23 @@ double seconds_since(Clock::time_point t0) {
 
 // A new run, with the family's own defaults (trainer/family.h; gpt: Pre-LN,
 // GELU, tied output, learned positions) for whatever the command line left unsaid.
-Trainer new_run(TrainConfig c, const std::vector<std::string>& given) {
+Trainer new_run(TrainConfig c, const std::vector<std::string>& given,
+                const std::string& tokenizer_from = "") {
   auto said = [&](const char* k) {
     return std::find(given.begin(), given.end(), k) != given.end();
   };
   const Family* fam = find_family(c.model);  // an unknown one is refused by Trainer
   if (fam && fam->defaults) fam->defaults(c, said);
-  return Trainer(c);
+  if (tokenizer_from.empty()) return Trainer(c);
+  const Vocab v = Trainer::file_tokenizer(tokenizer_from);
+  if (v.bpe()) {
+    if (said("tokens") && c.tokens != "bpe")
+      throw Error("--tokens " + brief(c.tokens) + ": --tokenizer-from " + brief(tokenizer_from) +
+                  " holds a BPE tokenizer (leave the flag out)");
+    c.tokens = "bpe";
+    c.bpe_vocab = v.bpe()->vocab_size();
+  }
+  return Trainer(c, &v);
 }
 
 // Resumes (or, for --eval-only and --decode, reopens) a checkpoint. Its file
@@ -497,7 +507,12 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
   if (std::find(given.begin(), given.end(), "rope_base") != given.end() && c.positions != "rope")
     throw Error("--rope-base: sets rope's base; give --positions rope too (or leave it out)");
   fill_dependent_defaults(c, said);
-  Trainer t = !o.init_from.empty() ? Trainer::init_from(o.init_from, c, said) : new_run(c, said);
+  if (!o.tokenizer_from.empty() && (!o.init_from.empty() || !o.load_path.empty()))
+    throw Error(
+        "--tokenizer-from: starts a new model on a file's tokens; --init-from and --load "
+        "take the file's tokens already");
+  Trainer t = !o.init_from.empty() ? Trainer::init_from(o.init_from, c, said)
+                                   : new_run(c, said, o.tokenizer_from);
   return t;
 }
 
@@ -597,9 +612,14 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
     print_first_attention(t, r);
   }
   if (training && r.is_lm) report_best(t, o, r);
-  if (r.is_lm)
+  if (r.masked)
+    std::printf("held-out masked-token accuracy: %.2f%%, perplexity: %.3f\n", 100 * r.token_acc(),
+                r.perplexity());
+  else if (r.is_lm)
     std::printf("held-out perplexity: %.3f, bits per byte: %.4f\n", r.perplexity(),
                 r.bits_per_byte);
+  else if (r.is_classifier)
+    std::printf("held-out accuracy: %.2f%%\n", 100 * r.exact_acc());
   else
     std::printf("held-out exact-sequence accuracy: %.2f%%\n", 100 * r.exact_acc());
   return outputs_ok ? 0 : kExitError;

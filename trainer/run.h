@@ -34,6 +34,10 @@ struct RunOptions {
        allow_nonfinite = false;
   bool detect_anomaly = false;
   std::string out_dir, save_path, load_path, ask, init_from;
+  // --tokenizer-from FILE: a new run's tokens are a model file's (its
+  // vocabulary, or BPE merges), its weights fresh: pre-trained or not, two
+  // runs then read the same tokens.
+  std::string tokenizer_from;
   std::string best_path;  // set by run(): a language model's best checkpoint (best_checkpoint_path)
   std::string explain, html;      // --explain TEXT --html PAGE: the gradient explorer
   std::string decode = "greedy";  // held-out checks and --ask: greedy | beam

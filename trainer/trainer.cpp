@@ -156,9 +156,18 @@ void check_memory(const TrainConfig& c, int64_t V, int64_t T) {
 // quasi-random sequence): multiplying the rank by it spreads ranks 1, 2, ...
 // over far-apart seeds.
 constexpr uint64_t kRankSeedMultiplier = 0xd1b54a32d192ed03ULL;
-// XORed into --seed for the held-out split's own stream (0x5d17: "split");
-// any constant works, this one must stay: it fixes which pairs are held out.
-constexpr uint64_t kSplitSeedSalt = 0x5d17ULL;
+
+int64_t argmax_hits(const nn::TeacherForced& f) {
+  const Tensor& z = f.logits.data();  // (B, T, V)
+  const int64_t V = z.size(-1);
+  int64_t hits = 0;
+  for (size_t i = 0; i < f.targets.size(); ++i) {
+    if (f.targets[i] == f.ignore_index) continue;
+    const real* row = z.data() + static_cast<int64_t>(i) * V;
+    hits += std::max_element(row, row + V) - row == f.targets[i];
+  }
+  return hits;
+}
 
 // The dropout seed of MPI rank r > 0 (rank 0 uses the model's own).
 uint64_t rank_dropout_seed(uint64_t seed, int r) {
@@ -195,8 +204,13 @@ Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t global_to
 }
 }  // namespace detail
 
-Trainer::Trainer(const TrainConfig& c, const Vocab* given, const std::string& where, DataUse use)
+Trainer::Trainer(const TrainConfig& c, const Vocab* given, const std::string& where, DataUse use,
+                 const FileShape* file)
     : cfg(c), data_gen(c.seed) {
+  if (file) {
+    labels = file->labels;
+    shape = file->shape;
+  }
   if (cfg.min_lr == kAutoMinLr) cfg.min_lr = cfg.lr * real(0.05);
   validate(cfg, where);
   if (use == DataUse::None) {
@@ -245,6 +259,10 @@ void Trainer::build_data(const Vocab* given) {
     // Every task's answer has its source's length: the encoder model labels it.
     need = family().sequence_tokens(cfg.max_len, cfg.max_len);
     longest_where = "--max-len " + std::to_string(cfg.max_len);
+  } else if (cfg.format == "tsv" && cfg.objective == "classify") {  // text<TAB>label
+    build_label_data(how, kMaxFileBytes, given);                    // (trainer/classify_data.cpp)
+    need = cfg.context;
+    longest_where = "--context";
   } else if (cfg.format == "tsv") {
     TextFile f = detail::read_flag_file("--data", cfg.data, kMaxFileBytes);
     // Each pair's tokens are held as strings (~40 bytes a character) until encoded.
@@ -312,6 +330,12 @@ void Trainer::build_data(const Vocab* given) {
     add(train_tok, train_p, &unknown_train, cfg.data);
     add(valid_tok, valid_p, &unknown_heldout_tokens, cfg.valid.empty() ? cfg.data : cfg.valid);
     pairs = std::make_unique<PairData>(std::move(train_p), std::move(valid_p));
+  } else if (cfg.format == "idx") {  // a classifier's images (trainer/image_data.cpp)
+    build_image_data(kMaxFileBytes);
+    // A model reading images reads P x P patches and a class token.
+    const int64_t P = std::max<int64_t>(1, cfg.patch);
+    need = (shape.rows / P) * (shape.cols / P) + 1;
+    longest_where = "--data " + brief(cfg.data);
   } else {  // text: a language model's token stream (trainer/text_data.cpp)
     build_text_data(how, kMaxFileBytes, given);
     need = cfg.context;
@@ -328,7 +352,12 @@ void Trainer::build_data(const Vocab* given) {
   detail::check_memory(cfg, vocab.size(), need);
 }
 
-void Trainer::build_model() { net_ = family().build(cfg, vocab.size()); }
+void Trainer::build_model() {
+  shape.vocab = vocab.size();
+  shape.classes = static_cast<int64_t>(labels.size());
+  if (const char* extra = family().extra_special) shape.mask_id = vocab.find(extra);
+  net_ = family().build(cfg, shape);
+}
 
 // Every MPI rank draws the whole global batch from data_gen (so data_gen
 // stays the same on all ranks, and the batch is a one-process run's) and
@@ -336,7 +365,14 @@ void Trainer::build_model() { net_ = family().build(cfg, vocab.size()); }
 Var Trainer::loss_on_batch(int64_t* target_tokens) {
   const dist::Share mine = dist::share(cfg.batch, dist::rank(), dist::size());
   nn::TeacherForced f;
-  if (text) {
+  if (text && family().text_pairs) {  // another objective on text (bert's mlm)
+    const LMBatch b = text->draw(cfg.batch, data_gen);
+    std::vector<Pair> made = family().text_pairs(cfg, b, vocab, data_gen);
+    if (dist::size() > 1)
+      made = std::vector<Pair>(made.begin() + mine.begin, made.begin() + mine.end);
+    f = net_->forward_pairs(made);
+    *target_tokens = dist::sum(f.target_tokens);
+  } else if (text) {
     LMBatch b = text->draw(cfg.batch, data_gen);
     *target_tokens = b.target_tokens;
     if (dist::size() > 1) b = detail::rows_of(b, mine);
@@ -350,7 +386,7 @@ Var Trainer::loss_on_batch(int64_t* target_tokens) {
     *target_tokens = dist::sum(f.target_tokens);
   }
   return detail::share_of_loss(
-      nn::cross_entropy(f.logits, f.targets, Vocab::kPad, cfg.label_smoothing), f.target_tokens,
+      nn::cross_entropy(f.logits, f.targets, f.ignore_index, cfg.label_smoothing), f.target_tokens,
       *target_tokens);
 }
 
@@ -368,7 +404,7 @@ real Trainer::step() {
                    " (training diverged)");
   // A cross-entropy far above a uniform guess's (ln V) means the weights have
   // blown up even if every number is still finite: also a divergence.
-  const double uniform = std::log(double(vocab.size()));
+  const double uniform = std::log(double(model().vocab_size()));
   if (value > kExplodedLoss * uniform) {
     char m[200];
     std::snprintf(m, sizeof m,
@@ -421,6 +457,7 @@ void Trainer::write_checkpoint(const std::string& path,
   }
   md["special_tokens"] = nn::special_tokens_json(
       {Vocab::kPad, Vocab::kBos, Vocab::kEos, vocab.has_unk() ? Vocab::kUnk : -1});
+  if (classifies()) md["labels"] = json(labels).dump();
   md["data"] = data_info.dump();
   md["step"] = std::to_string(opt->step_count());
   md["data_gen"] = generator_state_string(data_gen);

@@ -75,6 +75,14 @@ std::string hex64(uint64_t h);      // 16 hex digits
 json file_info(const TextFile& f);  // a data file as a checkpoint records it
 double physical_memory_bytes();
 std::string gib(double bytes);  // "12.3 GiB"
+// XORed into --seed for the held-out split's own stream (0x5d17: "split");
+// any constant works, this one must stay: it fixes which pairs are held out.
+inline constexpr uint64_t kSplitSeedSalt = 0x5d17ULL;
+// XORed into --seed for the stream that masks held-out text (0x3a5c: "mask"),
+// the same at every evaluation of a run.
+inline constexpr uint64_t kHeldoutMaskSalt = 0x3a5cULL;
+// Scored positions (targets not f.ignore_index) whose likeliest logit is the target.
+int64_t argmax_hits(const nn::TeacherForced& f);
 // Refuses data whose estimated `bytes` would take over half the machine's memory.
 void check_data_memory(double bytes, const std::string& what, const std::string& detail_text);
 // Numbers an attention layer keeps per query token for backward, and holds
@@ -103,6 +111,8 @@ struct EvalResult {
   double bleu = 0;             // pairs: corpus BLEU (0..100) of the answers, on the model's tokens
   int64_t unknown_tokens = 0;  // held-out tokens the vocabulary lacks (<unk>)
   bool is_lm = false;
+  bool is_classifier = false;  // one label per input: exact_acc() is the accuracy
+  bool masked = false;         // text scored on masked tokens (mlm): token_acc() is theirs
   double exact_acc() const { return sequences ? double(exact) / sequences : 0; }
   double token_acc() const { return tokens ? double(tokens_right) / tokens : 0; }
   double perplexity() const { return std::exp(loss); }
@@ -146,14 +156,23 @@ enum class DataUse {
   None,      // --ask: the vocabulary is in the file; no data file is read
 };
 
+// What a checkpoint or model file fixes besides the settings and the
+// vocabulary: a classifier's label names and the data's shape (images).
+struct FileShape {
+  std::vector<std::string> labels;
+  DataShape shape;
+};
+
 class Trainer {
  public:
   // A new run: reads (or draws) the data, builds the vocabulary, the model and
   // Adam. With `vocab` (from a checkpoint) the data is encoded with it instead.
   // `where` names the settings' source in errors ("" for flags, else e.g.
   // "<file>: train_config"); DataUse::None builds the model only.
+  // `file` (from a checkpoint) gives the labels and image size the data must have.
   explicit Trainer(const TrainConfig& c, const Vocab* vocab = nullptr,
-                   const std::string& where = "", DataUse use = DataUse::Train);
+                   const std::string& where = "", DataUse use = DataUse::Train,
+                   const FileShape* file = nullptr);
 
   // Reads a checkpoint written by save(): its config (with `adjust` applied,
   // e.g. a longer --steps), vocabulary, data, weights, optimizer state, step
@@ -171,6 +190,9 @@ class Trainer {
   // architecture key among them must agree with the file.
   static Trainer init_from(const std::string& path, TrainConfig c,
                            const std::vector<std::string>& given);
+  // The tokenizer of a model file or checkpoint (--tokenizer-from): its
+  // vocabulary, with its BPE merges when it has them.
+  static Vocab file_tokenizer(const std::string& path);
   // The run settings stored in a checkpoint (for comparing with flags).
   static TrainConfig checkpoint_config(const TensorFile& f);
   // The vocabulary stored in a model file or checkpoint, checked against the
@@ -259,6 +281,12 @@ class Trainer {
 
   TrainConfig cfg;
   Vocab vocab;
+  // A classifier's label names (vit; its pairs' targets are {index}); empty
+  // for the token families. Checkpoints keep them (metadata 'labels').
+  std::vector<std::string> labels;
+  bool classifies() const { return !labels.empty(); }
+  // The data's shape the model was built for (trainer/family.h).
+  DataShape shape;
   // A BPE run's tokenizer: learned here (or taken from a checkpoint), how
   // long learning and encoding took, and the bytes and tokens of each part.
   struct TokenizerInfo {
@@ -273,15 +301,22 @@ class Trainer {
   } tokenizer_info;
   json data_info;                      // where the data came from (files, hashes)
   int64_t unknown_heldout_tokens = 0;  // held-out tokens mapped to <unk>
+  // --init-from: what the model took from the file, and what starts fresh.
+  nn::SharedLoad init_shared;
   Generator data_gen;
-  std::unique_ptr<PairData> pairs;        // (source, target) pairs: a task or a file
-  std::unique_ptr<TextData> text;         // gpt on a text file
+  std::unique_ptr<PairData> pairs;  // (source, target) pairs: a task or a file
+  std::unique_ptr<TextData> text;   // gpt on a text file
+  // A test set scored once, at the end (images: the t10k files); held-out
+  // checks during training use pairs->heldout().
+  std::vector<Pair> test_pairs;
   std::unique_ptr<optim::Optimizer> opt;  // --optimizer: adam, adamw or sgd
   std::unique_ptr<optim::Schedule> schedule;
 
  private:
   void build_data(const Vocab* given);
   void build_text_data(Split how, int64_t max_file_bytes, const Vocab* given);
+  void build_image_data(int64_t max_file_bytes);
+  void build_label_data(Split how, int64_t max_file_bytes, const Vocab* given);
   void build_model();
   Var loss_on_batch(int64_t* target_tokens);
 

@@ -40,6 +40,18 @@ for case in seq2seq gpt encoder seq2seq_preln gpt_tied encoder_preln gpt_llama s
   [ "$(wc -l <answer)" -eq 1 ] || { cat answer; fail "--ask on $model printed $(wc -l <answer) lines"; }
 done
 
+# The bert files: the writer's output is the committed fixtures (whose
+# logits tests/test_format_page.cpp checks), and the standard-library reader
+# takes them. (The trainer's steps above come when it trains the family.)
+for case in bert_mlm bert_classify; do
+  model=written/format_$case.safetensors
+  cmp "$model" "$QKV_SRC/tests/fixtures/format_$case.safetensors" ||
+    fail "$model differs from tests/fixtures/format_$case.safetensors: run make fixtures"
+  python3 "$QKV_SRC/tools/qkv_checkpoint.py" "$model" >"$QKV_TMP/out" 2>&1 ||
+    { cat "$QKV_TMP/out"; fail "tools/qkv_checkpoint.py on $model"; }
+  expect_out "model_kind: bert"
+done
+
 # A model file with a BPE tokenizer, its merges and vocabulary written from
 # the page (the `bpe` key, each BPE token's bytes in GPT-2's mapping): qkv
 # checks the vocabulary against the merges, so a wrong mapping is refused.

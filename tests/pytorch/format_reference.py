@@ -9,8 +9,9 @@ ops in float64 (no nn.Transformer*, no qkv code), and writes its logits on a
 fixed input to tests/fixtures/format_page.safetensors:
 
     <case>.in.ids, <case>.in.lens      the input (gpt, encoder), ids as F32
+    <case>.in.pixels                   the input (vit): (B, C*H*W) pixel values 0..255 as F32
     <case>.in.src, <case>.in.src_lens, <case>.in.tgt, <case>.in.tgt_lens  (seq2seq)
-    <case>.out.logits                  (B, T, V), float64 rounded to F32
+    <case>.out.logits                  (B, T, V) (a bert classifier's (B, C), a vit's (B, classes)), float64 rounded to F32
 
 tests/test_format_page.cpp loads the same model files with qkv and requires
 its logits to be these. Run by make_fixtures.py (`make fixtures`), or alone:
@@ -51,6 +52,12 @@ INPUTS = {
                     "tgt": [[1, 6, 4, 7, 5, 3], [1, 3, 8, 8, 0, 0]], "tgt_lens": [6, 4]},
     "gpt_gqa_rope": {"ids": [[3, 8, 4, 7, 5, 1, 5, 7, 4, 8, 3, 6], [6, 3, 1, 3, 6, 2, 0, 0, 0, 0, 0, 0]],
                      "lens": [12, 6]},
+    # bert: "<s> A </s> B </s>" (two segments), "<s> A </s>" padded
+    "bert_mlm": {"ids": [[1, 3, 4, 5, 2, 6, 7, 8, 2], [1, 8, 3, 6, 2, 0, 0, 0, 0]], "lens": [9, 5]},
+    "bert_classify": {"ids": [[1, 5, 3, 2, 8, 4, 2], [1, 7, 2, 0, 0, 0, 0], [1, 4, 2, 3, 2, 0, 0]],
+                      "lens": [7, 3, 5]},
+    # Two images of 2 x 6 x 6 pixel values 0..255 (channel, row, column order).
+    "vit": {"pixels": [[(37 * k + 11 * b) % 256 for k in range(72)] for b in range(2)]},
 }
 
 
@@ -206,7 +213,7 @@ def final_norm(P, name, x, c):
 
 
 # ---------------------------------------------------------------------------
-# The three families
+# The families
 # ---------------------------------------------------------------------------
 
 def seq2seq(P, c, x):
@@ -250,7 +257,48 @@ def encoder(P, c, x):
     return lin(h, P["head.weight"], P["head.bias"])
 
 
-FORWARD = {"seq2seq": seq2seq, "gpt": gpt, "encoder": encoder}
+def bert(P, c, x):
+    ids = torch.tensor(x["ids"])
+    B, T = ids.shape
+    # segment 0 up to and including the first sep_id, 1 after (at most
+    # segments - 1), 0 at padding
+    seg = torch.zeros_like(ids)
+    for b in range(B):
+        s = 0
+        for i in range(x["lens"][b]):
+            seg[b, i] = min(s, c.get("segments", 2) - 1)
+            if ids[b, i] == c.get("sep_id", 2):
+                s = 1
+    h = P["embed.weight"][ids] + P["segment_embed.weight"][seg] + P["pos_embed.weight"][:T]
+    h = norm_of(P, "embed_norm", h, c)
+    for i in range(c["layers"]):
+        h = encoder_layer(P, f"encoder.layers.{i}", h, x["lens"], False, c)
+    h = final_norm(P, "encoder.norm", h, c)
+    if c["head"] == "mlm":
+        u = lin(h, P["mlm.dense.weight"], P["mlm.dense.bias"])
+        u = 0.5 * u * (1.0 + torch.erf(u / math.sqrt(2.0)))  # exact GELU
+        u = norm_of(P, "mlm.norm", u, c)
+        return lin(u, P["embed.weight"], P["mlm.bias"])  # (B, T, V)
+    z = torch.tanh(lin(h[:, 0], P["pooler.weight"], P["pooler.bias"]))
+    return lin(z, P["classifier.weight"], P["classifier.bias"])  # (B, C)
+
+
+def vit(P, c, x):
+    pixels = torch.tensor(x["pixels"], dtype=F64)
+    B, C, H, p = pixels.shape[0], c["channels"], c["image"], c["patch"]
+    img = (pixels / 255).reshape(B, C, H, H)
+    # patch n = gy * (H/p) + gx, its pixels in (c, py, px) order
+    g = H // p
+    patches = img.reshape(B, C, g, p, g, p).permute(0, 2, 4, 1, 3, 5).reshape(B, g * g, C * p * p)
+    h = lin(patches, P["patch.weight"], P["patch.bias"])
+    h = torch.cat([P["cls_token"].expand(B, 1, -1), h], 1) + P["pos_embed"]
+    for i in range(c["layers"]):
+        h = encoder_layer(P, f"encoder.layers.{i}", h, [g * g + 1] * B, False, c)  # no padding
+    h = final_norm(P, "encoder.norm", h, c)
+    return lin(h[:, 0], P["head.weight"], P["head.bias"])  # (B, classes)
+
+
+FORWARD = {"seq2seq": seq2seq, "gpt": gpt, "encoder": encoder, "bert": bert, "vit": vit}
 
 
 def make(model_dir=OUT_DIR, out_dir=OUT_DIR):

@@ -151,6 +151,41 @@ CASES = {
         "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 16},
         "seed": 19,
     },
+    # bert, head mlm: Post-LN, GELU, the output layer tied to embed.weight
+    # plus mlm.bias; the optional keys classes and mask_id left out.
+    "bert_mlm": {
+        "kind": "bert",
+        "config": {"vocab": len(VOCAB), "max_positions": 12, "head": "mlm", "d_model": 16,
+                   "heads": 2, "layers": 2, "d_ff": 32, "dropout": 0.1, "activation": "gelu",
+                   "pre_norm": False, "seed": 1, "attention": "standard", "window": 128,
+                   "global_every": 64, "scaled": True, "segments": 2, "sep_id": 2},
+        "run": {"optimizer": "adamw", "weight_decay": 0.01, "context": 12},
+        "seed": 20,
+    },
+    # bert, head classify: Pre-LN (encoder.norm), ReLU, 3 segment rows (ids
+    # 0 and 1 used), 4 classes.
+    "bert_classify": {
+        "kind": "bert",
+        "config": {"vocab": len(VOCAB), "max_positions": 10, "head": "classify", "d_model": 16,
+                   "heads": 4, "layers": 1, "d_ff": 24, "dropout": 0.0, "activation": "relu",
+                   "pre_norm": True, "seed": 1, "attention": "standard", "window": 128,
+                   "global_every": 64, "scaled": True, "segments": 3, "classes": 4,
+                   "sep_id": 2, "mask_id": 3},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 10},
+        "seed": 21,
+    },
+    # The Vision Transformer: 6 x 6 images of 2 channels in 3 x 3 patches (4 patches + the class token), Pre-LN, GELU, 3 classes.
+    # format_page.sh neither evaluates nor resumes its checkpoint (the trainer
+    # reads images from IDX files, which the page does not write).
+    "vit": {
+        "kind": "vit",
+        "config": {"image": 6, "channels": 2, "patch": 3, "classes": 3, "d_model": 16,
+                   "heads": 2, "layers": 2, "d_ff": 32, "dropout": 0.0, "activation": "gelu",
+                   "pre_norm": True, "seed": 1, "attention": "standard", "window": 128,
+                   "global_every": 64, "scaled": True},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 5},
+        "seed": 20,
+    },
 }
 
 
@@ -246,6 +281,28 @@ def parameters(kind, c):
         if c["pre_norm"]:
             p += norm("encoder.norm", c)
         p += linear("head", d, c["classes"])
+    elif kind == "bert":
+        p += [("embed.weight", [c["vocab"], d]), ("segment_embed.weight", [c["segments"], d]),
+              ("pos_embed.weight", [c["max_positions"], d])]
+        p += norm("embed_norm", c)
+        for i in range(c["layers"]):
+            p += encoder_layer(f"encoder.layers.{i}", c)
+        if c["pre_norm"]:
+            p += norm("encoder.norm", c)
+        if c["head"] == "mlm":
+            p.append(("mlm.bias", [c["vocab"]]))
+            p += linear("mlm.dense", d, d) + norm("mlm.norm", c)
+        else:
+            p += linear("pooler", d, d) + linear("classifier", d, c["classes"])
+    elif kind == "vit":
+        n = (c["image"] // c["patch"]) ** 2
+        p += [("cls_token", [1, 1, d]), ("pos_embed", [n + 1, d])]
+        p += linear("patch", c["channels"] * c["patch"] ** 2, d)  # kept with bias false
+        for i in range(c["layers"]):
+            p += encoder_layer(f"encoder.layers.{i}", c)
+        if c["pre_norm"]:
+            p += norm("encoder.norm", c)
+        p += linear("head", d, c["classes"])
     else:
         raise ValueError(f"unknown model kind {kind!r}")
     return p
@@ -278,8 +335,8 @@ def draw_weights(params, rng):
                 a = 0.5  # embeddings of unit order, so a wrong scale shows
         else:
             a = 0.2
-        base = 1.0 if (".norm" in name or name.startswith("norm.")) and name.endswith(".weight") \
-            else 0.0
+        base = 1.0 if (".norm" in name or name.startswith(("norm.", "embed_norm."))) and \
+            name.endswith(".weight") else 0.0
         out[name] = (shape, [f32(base + rng.uniform(-a, a)) for _ in range(numel(shape))])
     return out
 
@@ -319,7 +376,7 @@ def dumps(value):
 # ---------------------------------------------------------------------------
 
 def model_metadata(case, prefix):
-    return {
+    md = {
         "model_kind": case["kind"],
         "model_config": dumps(case["config"]),
         "model_prefix": prefix,
@@ -327,6 +384,9 @@ def model_metadata(case, prefix):
         "vocab": dumps(VOCAB),
         "tokenizer": "word",  # a task's symbols are typed as words
     }
+    if case["kind"] == "vit":  # pixels in, classes out: no tokens
+        del md["vocab"], md["tokenizer"]
+    return md
 
 
 def train_config(case):

@@ -40,8 +40,8 @@ except ImportError:  # pyenv's python3 shadows /usr/bin/python3 on some machines
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import st  # noqa: E402  (our own safetensors reader/writer)
-from reference import (Binding, TorchGPT, TorchSeq2Seq, causal_mask,  # noqa: E402
-                       gpt_config, swiglu_hidden,
+from reference import (Binding, TorchBert, TorchGPT, TorchSeq2Seq, TorchViT,  # noqa: E402
+                       bert_config, causal_mask, gpt_config, swiglu_hidden,
                        join, key_padding_mask)
 import plain_attention  # noqa: E402  (attention with d_k != D/H, in plain torch ops)
 import format_reference  # noqa: E402  (docs/checkpoint-format.md's models, from the page alone)
@@ -276,6 +276,81 @@ def make_gpt(filename, seed):
                 lm_head_bias="false", final_norm="true", ignore_index=0, dropout=0.0,
                 layer_norm_eps=1e-5, batch=2, seq_len=T, mask="causal+key_padding",
                 loss="cross_entropy(logits.reshape(-1,V), targets.reshape(-1), ignore_index=0)")
+    write(filename, model_record(params, binding.grads(), inputs, outputs), meta)
+
+
+# ---------------------------------------------------------------------------
+# 3b: BERT, both heads (models/bert.h)
+# ---------------------------------------------------------------------------
+
+def make_bert(filename, seed, head):
+    """A tiny Bert (model_config below, head mlm or classify) on three
+    sequences: two texts "<s> A </s> B </s>", one text "<s> A </s>", and a
+    shorter one padded. mlm: some non-special positions masked ([MASK] 3, or
+    kept, or another token), targets the original ids there and 0 elsewhere,
+    loss = cross_entropy(ignore_index=0), the mean over the chosen positions;
+    classify: labels in [1, classes), loss = cross_entropy over the batch."""
+    model_config = {
+        "vocab": 13, "max_positions": 12, "head": head, "d_model": 16, "heads": 2,
+        "layers": 2, "d_ff": 32, "dropout": 0.0, "pre_norm": False, "seed": 0,
+        "activation": "gelu", "attention": "standard", "window": 128, "global_every": 64,
+        "scaled": True, "segments": 2, "classes": 4, "sep_id": 2, "mask_id": 3}
+    cfg = bert_config(model_config)
+    init = Init(seed)
+    d, v = cfg["d_model"], cfg["vocab"]
+    params = {}
+    init.embedding(params, "embed", v, d)
+    params["segment_embed.weight"] = init.normal((cfg["segments"], d), 0.3)
+    params["pos_embed.weight"] = init.normal((cfg["max_positions"], d), 0.3)
+    init.layer_norm(params, "embed_norm", d)
+    for i in range(cfg["layers"]):
+        init.encoder_layer(params, f"encoder.layers.{i}", d, cfg["d_ff"])
+    if head == "mlm":
+        init.linear(params, "mlm.dense", d, d)
+        init.layer_norm(params, "mlm.norm", d)
+        params["mlm.bias"] = init.uniform((v,), 0.2)
+    else:
+        init.linear(params, "pooler", d, d)
+        init.linear(params, "classifier", d, cfg["classes"])
+
+    # "<s> a a a </s> b b b </s>", "<s> a a a a a </s>", "<s> a a </s>"; words from [4, V)
+    lens, T = [9, 7, 4], 9
+    ids = torch.zeros(3, T, dtype=torch.long)
+    for b, seps in enumerate(([4, 8], [6], [3])):
+        ids[b, :lens[b]] = init.ints(4, v, (lens[b],))
+        ids[b, 0] = 1
+        for s in seps:
+            ids[b, s] = 2
+    model = TorchBert(cfg)
+    model.train()
+    binding = model.binding()
+    binding.load(params)
+    if head == "mlm":
+        targets = torch.zeros_like(ids)
+        chosen = [[1, 3, 6], [2, 5], [1]]  # 6 positions, none special
+        for b, pos in enumerate(chosen):
+            for i in pos:
+                targets[b, i] = ids[b, i]
+        masked = ids.clone()
+        masked[0, 1] = masked[0, 6] = masked[1, 2] = masked[2, 1] = 3  # [MASK]
+        masked[1, 5] = 4 if ids[1, 5] != 4 else 5                     # a random token
+        ids = masked                                                   # (0, 3): unchanged
+        logits = model(ids, lens)
+        loss = F.cross_entropy(logits.reshape(-1, v), targets.reshape(-1), ignore_index=0)
+    else:
+        targets = torch.tensor([3, 1, 2])
+        logits = model(ids, lens)
+        loss = F.cross_entropy(logits, targets)
+    loss.backward()
+
+    inputs = {"ids": ids, "lens": torch.tensor(lens), "targets": targets}
+    outputs = {"logits": logits, "loss": loss.reshape(1)}
+    meta = {"model_config": json.dumps(model_config, sort_keys=True),
+            "reference": "reference.py TorchBert(bert_config(model_config)): plain torch ops "
+                         "around nn.TransformerEncoderLayer (Post-LN, GELU, dropout 0)",
+            "batch": 3, "seq_len": T, "mask": "key_padding",
+            "loss": ("cross_entropy(logits.reshape(-1,V), targets.reshape(-1), ignore_index=0)"
+                     if head == "mlm" else "cross_entropy(logits (B,C), targets (B))")}
     write(filename, model_record(params, binding.grads(), inputs, outputs), meta)
 
 
@@ -825,6 +900,70 @@ def make_attention_gqa_rope(filename, seed):
     write(filename, rec, meta)
 
 
+# ---------------------------------------------------------------------------
+# The Vision Transformer (models/vit.h)
+# ---------------------------------------------------------------------------
+
+def make_vit(filename, seed, model_config):
+    """Two cases in one file:
+      patch.*  nn::patch_embed against F.conv2d with kernel = stride = P (the
+               weight (D, C*P*P) reshaped to (D, C, P, P)), 3 channels, a 2 x 3
+               grid of 3 x 3 patches; y (B, N, D) = conv's output flattened
+               row-major over the grid; loss = sum(y * upstream)
+      model.*  a tiny ViT (reference.py's TorchViT, built from model_config)
+               on pixels 0..255 scaled by 1/255, logits and every gradient of
+               the mean cross-entropy over the labels (0 among them)."""
+    init = Init(seed)
+    rec = {}
+    B, C, H, W, P, D = 2, 3, 6, 9, 3, 5
+    weight = init.uniform((D, C * P * P), math.sqrt(6.0 / (C * P * P + D))).requires_grad_()
+    bias = init.uniform((D,), 0.2).requires_grad_()
+    images = init.uniform((B, C, H, W), 1.0).requires_grad_()
+    y = F.conv2d(images, weight.view(D, C, P, P), bias, stride=P).flatten(2).transpose(1, 2)
+    upstream = init.normal(tuple(y.shape))
+    (y * upstream).sum().backward()
+    rec.update({"patch.param.weight": weight.detach(), "patch.param.bias": bias.detach(),
+                "patch.in.images": images.detach(), "patch.in.upstream": upstream,
+                "patch.out.y": y, "patch.grad.images": images.grad,
+                "patch.grad.weight": weight.grad, "patch.grad.bias": bias.grad})
+
+    cfg = model_config
+    d, c, p = cfg["d_model"], cfg["channels"], cfg["patch"]
+    n = (cfg["image"] // p) ** 2
+    params = {}
+    init.linear(params, "patch", c * p * p, d)
+    params["cls_token"] = init.normal((1, 1, d), 0.5)
+    params["pos_embed"] = init.normal((n + 1, d), 0.3)
+    for i in range(cfg["layers"]):
+        init.encoder_layer(params, f"encoder.layers.{i}", d, cfg["d_ff"])
+    init.layer_norm(params, "encoder.norm", d)
+    init.linear(params, "head", d, cfg["classes"])
+    model = TorchViT(cfg)
+    model.train()  # dropout is 0; train mode keeps PyTorch off its inference fast path
+    binding = model.binding()
+    binding.load(params)
+    batch = 3
+    pixels = init.ints(0, 256, (batch, c * cfg["image"] * cfg["image"]))
+    labels = torch.tensor([0, cfg["classes"] - 1, 2])
+    logits = model(pixels.double().reshape(batch, c, cfg["image"], cfg["image"]) / 255.0)
+    loss = F.cross_entropy(logits, labels)
+    loss.backward()
+    inputs = {"pixels": pixels, "labels": labels}
+    outputs = {"logits": logits, "loss": loss.reshape(1)}
+    for k, v in model_record(params, binding.grads(), inputs, outputs).items():
+        rec["model." + k] = v
+    meta = {"model_config": json.dumps(model_config, sort_keys=True),
+            "patch": f"B {B}, C {C}, H {H}, W {W}, P {P}, D {D}: "
+                     "F.conv2d(images, weight.view(D, C, P, P), bias, stride=P)"
+                     ".flatten(2).transpose(1, 2)",
+            "reference": "reference.py TorchViT(model_config): F.conv2d patches, torch.cat "
+                         "class token, + pos_embed, nn.TransformerEncoderLayer (norm_first), "
+                         "final LayerNorm, nn.Linear head on position 0",
+            "batch": batch, "images": "pixels (B, C*H*W) 0..255, channel-row-column, / 255",
+            "loss": "cross_entropy(logits, labels), mean over B"}
+    write(filename, rec, meta)
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     make_seq2seq("seq2seq_postln.safetensors", seed=1, norm_first=False,
@@ -845,6 +984,8 @@ def main():
         "dropout": 0.0, "activation": "swiglu", "norm": "rms", "bias": False, "pre_norm": True,
         "tie_weights": True, "seed": 0, "attention": "standard", "window": 128,
         "global_every": 64, "scaled": True, "kv_heads": 2, "rope_base": 10000.0})
+    make_bert("bert_mlm.safetensors", seed=13, head="mlm")
+    make_bert("bert_classify.safetensors", seed=14, head="classify")
     make_layers("layers.safetensors", seed=4)
     make_adam("adam.safetensors", seed=5)
     make_attention_kernels("attention_kernels.safetensors", seed=6)
@@ -853,6 +994,11 @@ def main():
     make_swiglu("swiglu.safetensors", seed=9)
     make_rope("rope.safetensors", seed=10)
     make_attention_gqa_rope("attention_gqa_rope.safetensors", seed=11)
+    # A tiny ViT: 6 x 6 images of 2 channels in 3 x 3 patches (N 4, T 5).
+    make_vit("vit.safetensors", seed=13, model_config={
+        "image": 6, "channels": 2, "patch": 3, "classes": 5, "d_model": 16, "heads": 2,
+        "layers": 2, "d_ff": 32, "dropout": 0.0, "activation": "gelu", "pre_norm": True,
+        "seed": 0, "attention": "standard", "window": 128, "global_every": 64, "scaled": True})
     # The format page's proof: model files written by the standard-library
     # writer (format_writer.py) and their logits from the page's forward pass.
     format_reference.main()

@@ -428,3 +428,153 @@ def gpt_config(model_config):
             "activation": c["activation"], "norm_first": True,
             "norm": c.get("norm", "layer"), "bias": c.get("bias", True),
             "kv_heads": c.get("kv_heads", 0), "rope_base": c.get("rope_base", 0)}
+
+
+class TorchViT(nn.Module):
+    """The Vision Transformer of a qkv "vit" model_config (models/vit.h): the
+    patch projection as F.conv2d with kernel = stride = P, its weight qkv's
+    patch.weight (D, C*P*P) reshaped to (D, C, P, P); the class token put in
+    front (torch.cat); the learned position table added; the encoder layers
+    (nn.TransformerEncoderLayer, or BlockLayer for the block keys), the final
+    norm when Pre-LN; the head on position 0."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, c, p = cfg["d_model"], cfg["channels"], cfg["patch"]
+        n = (cfg["image"] // p) ** 2
+        self.c, self.p = c, p
+        self.patch_weight = nn.Parameter(torch.empty(d, c * p * p))
+        self.patch_bias = nn.Parameter(torch.empty(d))
+        self.cls_token = nn.Parameter(torch.empty(1, 1, d))
+        self.pos_embed = nn.Parameter(torch.empty(n + 1, d))
+        self.paper = is_paper_block(cfg)
+        pre, norm = cfg["pre_norm"], cfg.get("norm", "layer")
+        if self.paper:
+            self.layers = nn.ModuleList([
+                nn.TransformerEncoderLayer(d, cfg["heads"], cfg["d_ff"], dropout=0.0,
+                                           activation=cfg["activation"], batch_first=True,
+                                           norm_first=pre)
+                for _ in range(cfg["layers"])])
+        else:
+            self.layers = nn.ModuleList([
+                BlockLayer(d, cfg["heads"], cfg["d_ff"], cfg["activation"], pre, norm,
+                           cfg.get("bias", True), cfg.get("kv_heads", 0), cfg.get("rope_base", 0))
+                for _ in range(cfg["layers"])])
+        self.norm = None if not pre else (RMSNorm(d) if norm == "rms" else nn.LayerNorm(d))
+        self.head = nn.Linear(d, cfg["classes"])
+
+    def binding(self):
+        b = Binding()
+        b.add("patch.weight", self.patch_weight)
+        b.add("patch.bias", self.patch_bias)
+        b.add("cls_token", self.cls_token)
+        b.add("pos_embed", self.pos_embed)
+        for i, layer in enumerate(self.layers):
+            if self.paper:
+                b.encoder_layer(f"encoder.layers.{i}", layer)
+            else:
+                b.block_layer(f"encoder.layers.{i}", layer)
+        if self.norm is not None:
+            b.layer_norm("encoder.norm", self.norm)
+        b.linear("head", self.head)
+        b.check_covers(self)
+        return b
+
+    def forward(self, images):
+        """images (B, C, H, W) in [0, 1] -> logits (B, classes)."""
+        w = self.patch_weight.view(-1, self.c, self.p, self.p)  # (D, C, P, P)
+        x = F.conv2d(images, w, self.patch_bias, stride=self.p)  # (B, D, H/P, W/P)
+        x = x.flatten(2).transpose(1, 2)  # (B, N, D), patches row-major
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], 1) + self.pos_embed
+        for layer in self.layers:
+            x = layer(x)
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.head(x[:, 0])
+
+
+class TorchBert(nn.Module):
+    """models/bert.h (model_kind "bert"): token + segment + learned position
+    embeddings, their LayerNorm, Post-LN nn.TransformerEncoderLayers with a
+    key padding mask, and one head, from plain torch ops:
+      head "mlm"       logits = LayerNorm(gelu(x W_d^T + b_d)) E^T + bias  (tied to E)
+      head "classify"  logits = tanh(x[:, 0] W_p^T + b_p) W_c^T + b_c
+    The segment of a position is 0 up to and including the first sep_id, 1
+    after it, 0 at padding (bert_segments)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, v = cfg["d_model"], cfg["vocab"]
+        self.cfg = cfg
+        self.embed = nn.Parameter(torch.empty(v, d))
+        self.segment_embed = nn.Parameter(torch.empty(cfg["segments"], d))
+        self.pos_embed = nn.Parameter(torch.empty(cfg["max_positions"], d))
+        self.embed_norm = nn.LayerNorm(d)
+        self.layers = nn.ModuleList([
+            nn.TransformerEncoderLayer(d, cfg["heads"], cfg["d_ff"], dropout=0.0,
+                                       activation=cfg["activation"], batch_first=True,
+                                       norm_first=False)
+            for _ in range(cfg["layers"])])
+        if cfg["head"] == "mlm":
+            self.mlm_dense = nn.Linear(d, d)
+            self.mlm_norm = nn.LayerNorm(d)
+            self.mlm_bias = nn.Parameter(torch.empty(v))
+        else:
+            self.pooler = nn.Linear(d, d)
+            self.classifier = nn.Linear(d, cfg["classes"])
+
+    def binding(self):
+        b = Binding()
+        b.add("embed.weight", self.embed)
+        b.add("segment_embed.weight", self.segment_embed)
+        b.add("pos_embed.weight", self.pos_embed)
+        b.layer_norm("embed_norm", self.embed_norm)
+        for i, layer in enumerate(self.layers):
+            b.encoder_layer(f"encoder.layers.{i}", layer)
+        if self.cfg["head"] == "mlm":
+            b.linear("mlm.dense", self.mlm_dense)
+            b.layer_norm("mlm.norm", self.mlm_norm)
+            b.add("mlm.bias", self.mlm_bias)
+        else:
+            b.linear("pooler", self.pooler)
+            b.linear("classifier", self.classifier)
+        b.check_covers(self)
+        return b
+
+    def forward(self, ids, lens):
+        """Token ids (B,T) and their lengths -> mlm logits (B,T,V) or classify logits (B,C)."""
+        t = ids.shape[1]
+        seg = bert_segments(ids, lens, self.cfg["sep_id"], self.cfg["segments"])
+        x = self.embed[ids] + self.segment_embed[seg] + self.pos_embed[:t]
+        x = self.embed_norm(x)
+        for layer in self.layers:
+            x = layer(x, src_key_padding_mask=key_padding_mask(lens, t))
+        if self.cfg["head"] == "mlm":
+            h = self.mlm_norm(F.gelu(self.mlm_dense(x)))  # exact erf GELU
+            return F.linear(h, self.embed, self.mlm_bias)
+        return self.classifier(torch.tanh(self.pooler(x[:, 0])))
+
+
+def bert_segments(ids, lens, sep_id, segments):
+    """(B,T) segment ids: 0 up to and including the first sep_id of each
+    sequence, 1 after it (at most segments - 1), 0 at padding."""
+    seg = torch.zeros_like(ids)
+    for b in range(ids.shape[0]):
+        s = 0
+        for i in range(lens[b]):
+            seg[b, i] = min(s, segments - 1)
+            if ids[b, i] == sep_id:
+                s = 1
+    return seg
+
+
+def bert_config(model_config):
+    """TorchBert's cfg from a qkv file's "bert" model_config (Post-LN, the
+    paper's block), its optional keys at their defaults."""
+    c = model_config
+    assert not c["pre_norm"] and is_paper_block(c), "TorchBert is Post-LN with the paper's block"
+    return {"vocab": c["vocab"], "d_model": c["d_model"], "heads": c["heads"],
+            "layers": c["layers"], "d_ff": c["d_ff"], "max_positions": c["max_positions"],
+            "activation": c["activation"], "head": c["head"],
+            "segments": c.get("segments", 2), "classes": c.get("classes", 0),
+            "sep_id": c.get("sep_id", 2)}

@@ -1,0 +1,170 @@
+// A text classifier's data (Trainer::build_label_data, --objective
+// classify): one "text<TAB>label" line per example, or "text<TAB>text<TAB>label"
+// for two texts (bert reads them as "<s> A </s> B </s>", the second one
+// segment 1). The labels are the training lines' own, sorted; a held-out
+// line whose label no training line has is refused. Texts are cut by the
+// run's tokens: words or characters, or a byte-level BPE (from --init-from's
+// file, else learned here from the training texts).
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "trainer/trainer.h"
+
+namespace qkv::train {
+
+namespace {
+
+struct LabelLine {
+  std::vector<std::string> texts;  // one or two
+  std::string label;
+  int64_t line = 0;
+};
+
+std::vector<LabelLine> parse_label_lines(const TextFile& f, const std::string& flag) {
+  std::vector<LabelLine> out;
+  size_t at = 0;
+  int64_t line = 0;
+  while (at < f.text.size()) {
+    size_t end = f.text.find('\n', at);
+    if (end == std::string::npos) end = f.text.size();
+    std::string s = f.text.substr(at, end - at);
+    at = end + 1;
+    ++line;
+    if (!s.empty() && s.back() == '\r') s.pop_back();
+    if (s.find_first_not_of(" \t") == std::string::npos) continue;  // blank
+    std::vector<std::string> fields;
+    for (size_t p = 0;;) {
+      const size_t tab = s.find('\t', p);
+      fields.push_back(s.substr(p, tab == std::string::npos ? std::string::npos : tab - p));
+      if (tab == std::string::npos) break;
+      p = tab + 1;
+    }
+    if (fields.size() < 2 || fields.size() > 3 || fields.back().empty() || fields[0].empty())
+      throw Error(flag + " " + brief(f.path) + ":" + std::to_string(line) +
+                  ": expected text<TAB>label (or text<TAB>text<TAB>label), got " +
+                  std::to_string(fields.size()) + " field" + (fields.size() == 1 ? "" : "s") +
+                  (fields.size() >= 2 && fields.back().empty() ? " and an empty label" : ""));
+    LabelLine l;
+    l.label = fields.back();
+    l.texts.assign(fields.begin(), fields.end() - 1);
+    l.line = line;
+    out.push_back(std::move(l));
+  }
+  if (out.empty()) throw Error(flag + " " + brief(f.path) + ": no text<TAB>label lines");
+  return out;
+}
+
+}  // namespace
+
+void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* given) {
+  TextFile f = detail::read_flag_file("--data", cfg.data, max_file_bytes);
+  detail::check_data_memory(48.0 * double(f.text.size()), "--data " + brief(cfg.data),
+                            std::to_string(f.text.size()) + " bytes of labelled text");
+  std::vector<LabelLine> train_l = parse_label_lines(f, "--data"), valid_l;
+  data_info = {{"kind", "labels"}, {"data", detail::file_info(f)}};
+  if (!cfg.valid.empty()) {
+    TextFile v = detail::read_flag_file("--valid", cfg.valid, max_file_bytes);
+    valid_l = parse_label_lines(v, "--valid");
+    data_info["valid"] = detail::file_info(v);
+  } else {  // a fixed split of the file, as for pairs
+    if (train_l.size() < 2)
+      throw Error("--data " + brief(cfg.data) +
+                  ": one line cannot be split into training and held-out");
+    std::vector<size_t> order(train_l.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    Generator split_gen(cfg.seed ^ detail::kSplitSeedSalt);
+    for (size_t i = order.size(); i > 1; --i)
+      std::swap(order[i - 1],
+                order[static_cast<size_t>(split_gen.randint(0, static_cast<int64_t>(i)))]);
+    const size_t n_valid = std::clamp<size_t>(
+        static_cast<size_t>(std::llround(cfg.valid_fraction * double(order.size()))), 1,
+        order.size() - 1);
+    std::vector<LabelLine> kept;
+    for (size_t i = 0; i < order.size(); ++i)
+      (i < n_valid ? valid_l : kept).push_back(train_l[order[i]]);
+    train_l.swap(kept);
+  }
+
+  // The labels: the training lines', sorted (a checkpoint's, when given, must agree).
+  std::set<std::string> names;
+  for (const LabelLine& l : train_l) names.insert(l.label);
+  const std::vector<std::string> found(names.begin(), names.end());
+  if (!labels.empty() && labels != found)
+    throw Error("--data " + brief(cfg.data) + ": its labels are " + brief(json(found).dump()) +
+                " but the model file's are " + brief(json(labels).dump()));
+  labels = found;
+
+  // The tokens: the given vocabulary, a BPE learned from the training texts,
+  // or the training texts' words or characters.
+  if (given) {
+    vocab = *given;
+  } else if (how == Split::Bpe) {
+    std::string all;
+    for (const LabelLine& l : train_l)
+      for (const std::string& s : l.texts) all += s + "\n";
+    const char* extra = family().extra_special;
+    try {
+      vocab = Vocab::from_bpe(data::BPE::train(all, cfg.bpe_vocab),
+                              extra ? std::vector<std::string>{extra} : std::vector<std::string>{});
+    } catch (const Error& e) {
+      throw Error("--bpe-vocab " + std::to_string(cfg.bpe_vocab) + ": " + brief(cfg.data) +
+                  " (its training texts): " + e.what());
+    }
+  } else {
+    std::set<std::string, std::less<>> distinct;
+    for (const LabelLine& l : train_l)
+      for (const std::string& s : l.texts)
+        data::for_each_token(s, how, [&](std::string_view t) {
+          if (distinct.size() <= static_cast<size_t>(cfg.max_vocab)) distinct.emplace(t);
+        });
+    if (static_cast<int64_t>(distinct.size()) > cfg.max_vocab)
+      throw Error("--data " + brief(cfg.data) + ": more distinct tokens than --max-vocab " +
+                  std::to_string(cfg.max_vocab));
+    if (const char* extra = family().extra_special) distinct.emplace(extra);
+    vocab = Vocab::from_tokens({distinct.begin(), distinct.end()});
+  }
+  auto encode = [&](const std::string& s, int64_t* unknown) {
+    return vocab.bpe() ? vocab.encode_bytes(s)
+                       : vocab.encode(data::split_tokens(s, how == Split::Bpe ? Split::Word : how),
+                                      unknown);
+  };
+  int64_t need = 0;
+  std::string longest_where;
+  auto add = [&](const std::vector<LabelLine>& in, std::vector<Pair>& out, int64_t* unknown,
+                 const std::string& flag, const std::string& file) {
+    for (const LabelLine& l : in) {
+      const auto at = std::lower_bound(found.begin(), found.end(), l.label);
+      if (at == found.end() || *at != l.label)
+        throw Error(flag + " " + brief(file) + ":" + std::to_string(l.line) + ": the label '" +
+                    brief(l.label) + "' is on no training line (the labels are " +
+                    brief(json(found).dump()) + ")");
+      Pair p;  // "<s> A </s>" or "<s> A </s> B </s>"
+      p.src.push_back(Vocab::kBos);
+      for (const std::string& s : l.texts) {
+        const Seq ids = encode(s, unknown);
+        p.src.insert(p.src.end(), ids.begin(), ids.end());
+        p.src.push_back(Vocab::kEos);
+      }
+      p.tgt = {static_cast<int64_t>(at - found.begin())};
+      if (static_cast<int64_t>(p.src.size()) > need) {
+        need = static_cast<int64_t>(p.src.size());
+        longest_where = brief(file) + ":" + std::to_string(l.line);
+      }
+      out.push_back(std::move(p));
+    }
+  };
+  std::vector<Pair> train_p, valid_p;
+  int64_t unknown_train = 0;
+  add(train_l, train_p, &unknown_train, "--data", cfg.data);
+  add(valid_l, valid_p, &unknown_heldout_tokens, cfg.valid.empty() ? "--data" : "--valid",
+      cfg.valid.empty() ? cfg.data : cfg.valid);
+  pairs = std::make_unique<PairData>(std::move(train_p), std::move(valid_p));
+  if (cfg.context == 0) cfg.context = need;
+  if (need > cfg.context)
+    throw Error("--context " + std::to_string(cfg.context) +
+                ": the position table is shorter than a text of " + std::to_string(need) +
+                " tokens (" + longest_where + ", with <s> and </s>)");
+}
+
+}  // namespace qkv::train

@@ -1,0 +1,251 @@
+// A classifier's reports (vit; one label per input): held-out accuracy with
+// a confusion matrix, the test set scored once, and --ask's answer with the
+// label's probability. Declared in trainer/report.h.
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "data/image.h"
+#include "trainer/plots.h"
+#include "trainer/report.h"
+
+namespace qkv::train {
+
+namespace {
+// counts[want * C + got] over a set and the predictions made for it.
+std::vector<int64_t> confusion_counts(const std::vector<Pair>& set, const EvalResult& r,
+                                      int64_t C) {
+  std::vector<int64_t> counts(static_cast<size_t>(C * C), 0);
+  for (size_t i = 0; i < set.size() && i < r.predictions.size(); ++i) {
+    const int64_t want = set[i].tgt.at(0);
+    const int64_t got = r.predictions[i].empty() ? -1 : r.predictions[i][0];
+    if (got >= 0 && got < C) counts[static_cast<size_t>(want * C + got)]++;
+  }
+  return counts;
+}
+}  // namespace
+
+EvalResult classifier_report(Trainer& t, const RunOptions&) {
+  const int64_t C = static_cast<int64_t>(t.labels.size());
+  t.phase = "final evaluation";
+  EvalResult r = t.evaluate();
+  std::printf("\nheld-out (%lld inputs, for model selection; never trained on):\n",
+              (long long)r.sequences);
+  std::printf("  accuracy %.2f%%, cross-entropy %.4f\n", 100 * r.exact_acc(), r.loss);
+  // The confusion matrix: rows the true label, columns the answer.
+  const std::vector<int64_t> counts = confusion_counts(t.pairs->heldout(), r, C);
+  if (C <= 20) {
+    size_t w = 5;
+    for (const std::string& n : t.labels) w = std::max(w, n.size() + 1);
+    std::printf("  confusion (rows: true label, columns: answer)\n  %*s", int(w), "");
+    for (int64_t c = 0; c < C; ++c) std::printf(" %*s", int(w), t.labels[c].c_str());
+    std::printf("\n");
+    for (int64_t a = 0; a < C; ++a) {
+      std::printf("  %*s", int(w), t.labels[a].c_str());
+      for (int64_t c = 0; c < C; ++c)
+        std::printf(" %*lld", int(w), (long long)counts[static_cast<size_t>(a * C + c)]);
+      std::printf("\n");
+    }
+  }
+  if (!t.test_pairs.empty()) {
+    t.phase = "test set";
+    const EvalResult test = t.evaluate(t.test_pairs);
+    std::printf("test (%lld inputs, scored once, now): accuracy %.2f%%, cross-entropy %.4f\n",
+                (long long)test.sequences, 100 * test.exact_acc(), test.loss);
+  }
+  return r;
+}
+
+void write_confusion_svg(const Trainer& t, const EvalResult& r, const std::string& path,
+                         const std::string& title) {
+  const int64_t C = static_cast<int64_t>(t.labels.size());
+  const std::vector<int64_t> counts = confusion_counts(t.pairs->heldout(), r, C);
+  // Each row as fractions of its label's inputs: the heatmap's rows sum to 1.
+  Tensor m = Tensor::zeros({1, C, C});
+  for (int64_t a = 0; a < C; ++a) {
+    int64_t n = 0;
+    for (int64_t c = 0; c < C; ++c) n += counts[static_cast<size_t>(a * C + c)];
+    for (int64_t c = 0; c < C; ++c)
+      m.data()[a * C + c] =
+          n ? real(double(counts[static_cast<size_t>(a * C + c)]) / double(n)) : 0;
+  }
+  plots::write_attention_svg(path, {m}, t.labels, t.labels, title);
+}
+
+Seq classifier_input(Trainer& t, const std::string& input, const std::string& flag) {
+  Seq src;
+  if (t.family().reads_images) {  // a PNG of the model's size
+    const data::Image im = data::read_image(input, data::ImageShape{0, 0, t.shape.channels});
+    if (im.rows != t.shape.rows || im.cols != t.shape.cols)
+      throw Error(flag + " " + brief(input) + ": the image is " + std::to_string(im.rows) + "x" +
+                  std::to_string(im.cols) + " but the model reads " + std::to_string(t.shape.rows) +
+                  "x" + std::to_string(t.shape.cols));
+    src.assign(im.pixels.begin(), im.pixels.end());
+    return src;
+  }
+  const Seq ids = t.encode_text(input);  // "<s> text </s>", as the classifier was trained
+  if (ids.empty()) throw Error(flag + ": the text has no tokens");
+  t.check_source_fits(ids.size() + 2);  // with <s> and </s>
+  src.push_back(Vocab::kBos);
+  src.insert(src.end(), ids.begin(), ids.end());
+  src.push_back(Vocab::kEos);
+  return src;
+}
+
+void write_class_attention_svg(Trainer& t, const std::string& path, const std::string& title) {
+  if (!t.family().class_attention || !t.family().reads_images) return;
+  const std::vector<Pair>& set = t.test_pairs.empty() ? t.pairs->heldout() : t.test_pairs;
+  const int64_t R = t.shape.rows, C = t.shape.cols, P = std::max<int64_t>(1, t.cfg.patch);
+  const int64_t n_images = std::min<int64_t>(4, static_cast<int64_t>(set.size()));
+  const double px = 4, panel = double(std::max(R, C)) * px, gap = 14, top = 44, label = 18;
+  const int64_t L = t.cfg.layers;
+  const double W = gap + double(L + 1) * (panel + gap),
+               H = top + double(n_images) * (panel + label + gap);
+  std::ostringstream f;
+  char b[320];
+  std::snprintf(
+      b, sizeof b,
+      "<svg xmlns='http://www.w3.org/2000/svg' xmlns:xlink='http://www.w3.org/1999/xlink' "
+      "width='%g' height='%g' font-family='sans-serif' font-size='11'>\n"
+      "<rect width='100%%' height='100%%' fill='white'/>\n",
+      std::max(W, 8.0 * double(title.size())), H);
+  f << b << "<text x='" << gap << "' y='18' font-size='14'>" << plots::xml_escape(title)
+    << "</text>\n<text x='" << gap << "' y='34' fill='#555'>first panel: the image; then layer 1.."
+    << L << ": red = the class token's attention to each patch (mean over heads, each panel "
+    << "scaled to its largest)</text>\n<defs>\n";
+  t.model().eval();
+  std::vector<std::vector<Tensor>> maps;
+  for (int64_t i = 0; i < n_images;
+       ++i) {  // each image once, in <defs>, drawn again under each layer
+    const Seq& im = set[static_cast<size_t>(i)].src;
+    f << "<g id='im" << i << "'>";
+    for (int64_t y = 0; y < R; ++y)
+      for (int64_t x = 0; x < C; ++x) {
+        const int v = static_cast<int>(im[static_cast<size_t>(y * C + x)]);
+        if (v == 0) continue;  // the panel's background is black
+        std::snprintf(b, sizeof b,
+                      "<rect x='%g' y='%g' width='%g' height='%g' fill='rgb(%d,%d,%d)'/>",
+                      double(x) * px, double(y) * px, px, px, v, v, v);
+        f << b;
+      }
+    f << "</g>\n";
+    maps.push_back(t.family().class_attention(t.model(), im));
+  }
+  f << "</defs>\n";
+  const std::vector<Seq> answers = [&] {
+    std::vector<Seq> srcs;
+    for (int64_t i = 0; i < n_images; ++i) srcs.push_back(set[static_cast<size_t>(i)].src);
+    return t.answer(srcs);
+  }();
+  for (int64_t i = 0; i < n_images; ++i) {
+    const double y0 = top + double(i) * (panel + label + gap);
+    const std::string want =
+        t.labels.at(static_cast<size_t>(set[static_cast<size_t>(i)].tgt.at(0)));
+    const std::string got =
+        answers[static_cast<size_t>(i)].empty()
+            ? "?"
+            : t.labels.at(static_cast<size_t>(answers[static_cast<size_t>(i)][0]));
+    f << "<text x='" << gap << "' y='" << y0 + 12 << "'>" << plots::xml_escape(want)
+      << (want == got ? " (answered right)" : " (answered " + plots::xml_escape(got) + ")")
+      << "</text>\n";
+    for (int64_t l = 0; l <= L && l <= static_cast<int64_t>(maps[static_cast<size_t>(i)].size());
+         ++l) {
+      const double x0 = gap + double(l) * (panel + gap), yy = y0 + label;
+      std::snprintf(
+          b, sizeof b,
+          "<rect x='%g' y='%g' width='%g' height='%g' fill='black'/><use xlink:href='#im%lld' "
+          "x='%g' y='%g'/>",
+          x0, yy, panel, panel, (long long)i, x0, yy);
+      f << b;
+      if (l > 0) {
+        const Tensor& a = maps[static_cast<size_t>(i)][static_cast<size_t>(l - 1)];  // (H, N+1)
+        const int64_t heads = a.size(0), N = a.size(1) - 1, cols = C / P;
+        std::vector<double> share(static_cast<size_t>(N), 0);
+        double most = 1e-12;
+        for (int64_t k = 0; k < N; ++k) {
+          for (int64_t h = 0; h < heads; ++h)
+            share[static_cast<size_t>(k)] += a.data()[h * (N + 1) + 1 + k];
+          share[static_cast<size_t>(k)] /= double(heads);
+          most = std::max(most, share[static_cast<size_t>(k)]);
+        }
+        for (int64_t k = 0; k < N; ++k) {
+          std::snprintf(
+              b, sizeof b,
+              "<rect x='%g' y='%g' width='%g' height='%g' fill='red' fill-opacity='%.3f'/>",
+              x0 + double(k % cols * P) * px, yy + double(k / cols * P) * px, double(P) * px,
+              double(P) * px, 0.75 * share[static_cast<size_t>(k)] / most);
+          f << b;
+        }
+        std::snprintf(b, sizeof b, "<text x='%g' y='%g' fill='#555'>layer %lld</text>", x0,
+                      yy + panel + 11, (long long)l);
+        f << b;
+      }
+      f << "\n";
+    }
+  }
+  f << "</svg>\n";
+  write_file_atomically(path, "plot: " + brief(path), f.str());
+}
+
+void ask_classifier(Trainer& t, const std::string& input) {
+  const Seq src = classifier_input(t, input, "--ask");
+  const std::vector<double> p = t.family().label_probabilities(t.model(), src);
+  std::vector<size_t> order(p.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+  std::printf("%s (probability %.3f)", t.labels.at(order[0]).c_str(), p[order[0]]);
+  for (size_t k = 1; k < 3 && k < order.size(); ++k)
+    std::printf("%s %s %.3f", k == 1 ? "; then" : ",", t.labels.at(order[k]).c_str(), p[order[k]]);
+  std::printf("\n");
+}
+
+Seq masked_input(Trainer& t, const std::string& text, const std::string& flag) {
+  const std::string mask = t.family().extra_special;  // "[MASK]"
+  const int64_t mask_id = t.vocab.find(mask);
+  if (text.find(mask) == std::string::npos)
+    throw Error(flag + ": no " + mask + " in " + brief(text) + ": the " + t.cfg.model +
+                " model fills in " + mask + " tokens, e.g. " + flag + " \"a " + mask + " game\"");
+  // "<s> piece [MASK] piece ... </s>": each piece cut as the run cuts text.
+  // A space before a mask is the masked word's own (" board" in "a board
+  // game" is one token): it goes with the mask, not with the piece before.
+  Seq ids{Vocab::kBos};
+  size_t at = 0;
+  for (;;) {
+    const size_t m = text.find(mask, at);
+    std::string piece = text.substr(at, m == std::string::npos ? std::string::npos : m - at);
+    if (m != std::string::npos && !piece.empty() && piece.back() == ' ') piece.pop_back();
+    const Seq p = t.encode_text(piece);
+    ids.insert(ids.end(), p.begin(), p.end());
+    if (m == std::string::npos) break;
+    ids.push_back(mask_id);
+    at = m + mask.size();
+  }
+  ids.push_back(Vocab::kEos);
+  t.check_source_fits(ids.size());  // with <s> and </s>
+  return ids;
+}
+
+void ask_masked(Trainer& t, const std::string& text) {
+  const Seq ids = masked_input(t, text, "--ask");
+  const int64_t mask_id = t.vocab.find(t.family().extra_special);
+  const std::string mask = t.family().extra_special;
+  const Tensor p = t.family().token_probabilities(t.model(), ids);  // (T, V)
+  const int64_t V = p.size(1);
+  int64_t k = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] != mask_id) continue;
+    const real* row = p.data() + static_cast<int64_t>(i) * V;
+    std::vector<int64_t> order(static_cast<size_t>(V));
+    for (int64_t v = 0; v < V; ++v) order[static_cast<size_t>(v)] = v;
+    std::partial_sort(order.begin(), order.begin() + std::min<int64_t>(5, V), order.end(),
+                      [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+    std::printf("%s %lld:", mask.c_str(), (long long)++k);
+    for (int64_t j = 0; j < std::min<int64_t>(5, V); ++j)
+      std::printf("%s '%s' %.3f", j ? "," : "",
+                  data::utf8_or_replacement(t.decode_text({order[static_cast<size_t>(j)]})).c_str(),
+                  double(row[order[static_cast<size_t>(j)]]));
+    std::printf("\n");
+  }
+}
+
+}  // namespace qkv::train

@@ -1,0 +1,136 @@
+// BERT (models/bert.h) as the training program knows it: --model bert, an
+// encoder that learns by masked language modelling on text (--objective
+// mlm) and is then fine-tuned to classify texts (--objective classify, from
+// --init-from's file). Its entry in the family table (trainer/family.h).
+//
+// As RoBERTa (Liu et al. 2019) trains it: no next-sentence objective (RoBERTa
+// found it did not help), masks drawn afresh for every batch, and <s> and
+// </s> as [CLS] and [SEP]; [MASK] is a token of its own.
+#include "checkpoint/bert_codec.h"
+#include "data/mlm.h"
+#include "models/bert.h"
+#include "trainer/family.h"
+
+namespace qkv::train {
+
+namespace {
+
+// BERT's own defaults (Post-LN, GELU, learned positions) and the objective
+// the data asks for: mlm on text, classify on labelled lines.
+void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
+  if (!said("activation")) c.activation = "gelu";
+  if (!said("positions")) c.positions = "learned";
+  if (said("objective") && c.objective == "mlm" && !said("format")) c.format = "text";
+  if (!said("objective")) c.objective = c.format == "text" ? "mlm" : "classify";
+}
+
+void check(const TrainConfig& c, const Require& require) {
+  require(c.positions == "learned", "positions", "the bert model has a learned position table");
+  require(!c.tie, "tie",
+          "the bert model's mlm output is always tied to its token embedding (the flag is not "
+          "needed); a classifier has nothing to tie");
+  require(c.objective.empty() || (c.objective == "mlm") == (c.format == "text"), "objective",
+          c.objective == "mlm" ? "mlm learns from a text corpus: --format text"
+                               : "classify learns from text<TAB>label lines: --format tsv");
+}
+
+std::unique_ptr<nn::Model> build(const TrainConfig& c, const DataShape& d) {
+  nn::BertConfig b;
+  b.vocab = d.vocab;
+  b.head = c.objective == "classify" ? "classify" : "mlm";
+  b.classes = d.classes;
+  if (d.mask_id >= 0) b.mask_id = d.mask_id;
+  b.max_positions = c.context;
+  shared_arch_fields(c, b, [](const auto& mine, auto& theirs) { theirs = mine; });
+  b.layers = c.layers;
+  b.activation = activation_of(c);
+  b.seed = c.seed;
+  attention_to_model(c, b);
+  return std::make_unique<nn::Bert>(b);
+}
+
+void from_model(TrainConfig& c, const json& mc, const std::string& where) {
+  const nn::BertConfig b = nn::bert_config_from_json(mc, where);
+  c.model = "bert";
+  shared_arch_fields(c, b, [](auto& mine, const auto& theirs) { mine = theirs; });
+  c.layers = b.layers;
+  c.tie = false;
+  c.positions = "learned";
+  c.activation = nn::activation_name(b.activation);
+  c.objective = b.head;  // a model file's head says what it learned
+  attention_from_model(c, b);
+}
+
+void shape_from_model(DataShape& d, const json& mc) {
+  d.classes = nn::bert_config_from_json(mc, "model_config").classes;
+}
+
+// Windows of text (B, T) as masked sequences "<s> w1 .. w(T-2) </s>" and
+// their targets: the original token at each chosen position (data/mlm.h).
+std::vector<data::Pair> text_pairs(const TrainConfig&, const data::LMBatch& b, const data::Vocab& v,
+                                   Generator& g) {
+  data::MlmOptions o;
+  o.mask_id = v.find("[MASK]");
+  if (o.mask_id < 0) throw Error("bert: the vocabulary has no [MASK] token");
+  o.first_random_id = v.bpe() ? v.first_bpe_id() : (v.has_unk() ? data::kUnk + 1 : 3);
+  o.vocab = v.size();
+  const int64_t B = b.ids.batch, T = b.ids.len;
+  std::vector<data::Pair> out;
+  out.reserve(static_cast<size_t>(B));
+  data::Seq row;
+  for (int64_t i = 0; i < B; ++i) {
+    row.assign({data::kBos});
+    row.insert(row.end(), b.ids.ids.begin() + i * T, b.ids.ids.begin() + i * T + (T - 2));
+    row.push_back(data::kEos);
+    out.push_back(data::mask_for_mlm(row, o, g));
+  }
+  return out;
+}
+
+std::vector<double> label_probabilities(nn::Model& m, const data::Seq& ids) {
+  const Tensor p = dynamic_cast<nn::Bert&>(m).class_probabilities({ids});  // (1, classes)
+  return std::vector<double>(p.data(), p.data() + p.numel());
+}
+
+Tensor token_probabilities(nn::Model& m, const data::Seq& ids) {
+  return dynamic_cast<nn::Bert&>(m).mlm_probabilities(ids);  // (T, V)
+}
+
+}  // namespace
+
+extern const Family kBertFamily = {
+    "bert",
+    "bert",
+    defaults,
+    check,
+    build,
+    from_model,
+    "vocab",
+    [](const TrainConfig&) { return true; },  // a learned position table
+    // "<s> text </s>" (a classifier's answer is no token of the sequence).
+    [](int64_t n, int64_t) { return n + 2; },
+    1,
+    true,
+    false,
+    false,
+    "the bert model (--model bert) gives its answer at once; there is no sequence to search",
+    one_stack,
+    [](const std::string& src, const std::string& answer) {
+      return "reads \"" + src + "\" and answers \"" + answer + "\", scored with cross-entropy";
+    },
+    nullptr,
+    [](int64_t src, int64_t) {
+      return std::pair<int64_t, int64_t>{src + 2, src + 2};
+    },
+    [](double T, double S) { return T * S; },
+    shape_from_model,
+    false,
+    label_probabilities,
+    nullptr,
+    "mlm classify",
+    text_pairs,
+    token_probabilities,
+    "[MASK]",
+};
+
+}  // namespace qkv::train

@@ -1,0 +1,119 @@
+// The Vision Transformer (models/vit.h) as the training program knows it:
+// --model vit, a classifier of images. Its entry in the family table
+// (trainer/family.h). It reads --format idx (trainer/image_data.cpp): a pair
+// is (the image's pixels, {its label}).
+#include "models/vit.h"
+#include "trainer/family.h"
+
+namespace qkv::train {
+
+namespace {
+
+// ViT's own defaults (Dosovitskiy et al. 2021: Pre-LN, GELU, learned
+// positions; 7x7 patches for 28x28 images) for what the command line left unsaid.
+void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
+  if (!said("pre_ln")) c.pre_ln = true;
+  if (!said("activation")) c.activation = "gelu";
+  if (!said("positions")) c.positions = "learned";
+  if (!said("patch")) c.patch = 7;
+  if (!said("format")) c.format = "idx";
+}
+
+void check(const TrainConfig& c, const Require& require) {
+  require(c.positions == "learned", "positions",
+          "the vit model has a learned position table (one row per patch and the class token)");
+  require(!c.tie, "tie", "the vit model's head gives labels: it has no embedding to tie to");
+  require(!c.data.empty(), "data",
+          "the vit model reads images: --data DIR, a folder of IDX files (--format idx)");
+  require(c.patch >= 1, "patch", "the vit model cuts its images into --patch P x P pixels");
+}
+
+std::unique_ptr<nn::Model> build(const TrainConfig& c, const DataShape& d) {
+  if (d.rows % c.patch || d.cols % c.patch)
+    throw Error("--patch " + std::to_string(c.patch) + ": the images are " +
+                std::to_string(d.rows) + "x" + std::to_string(d.cols) + ", which " +
+                std::to_string(c.patch) + "x" + std::to_string(c.patch) + " patches do not tile");
+  if (d.rows != d.cols)
+    throw Error("--data: the vit model reads square images; these are " + std::to_string(d.rows) +
+                "x" + std::to_string(d.cols));
+  nn::ViTConfig v;
+  v.image = d.rows;
+  v.channels = d.channels;
+  v.patch = c.patch;
+  v.classes = d.classes;
+  shared_arch_fields(c, v, [](const auto& mine, auto& theirs) { theirs = mine; });
+  v.layers = c.layers;
+  v.activation = activation_of(c);
+  v.seed = c.seed;
+  attention_to_model(c, v);
+  return std::make_unique<nn::ViT>(v);
+}
+
+void from_model(TrainConfig& c, const json& mc, const std::string& where) {
+  const nn::ViTConfig v = nn::vit_config_from_json(mc, where);
+  c.model = "vit";
+  shared_arch_fields(c, v, [](auto& mine, const auto& theirs) { mine = theirs; });
+  c.layers = v.layers;
+  c.tie = false;
+  c.positions = "learned";
+  c.patch = v.patch;
+  c.activation = nn::activation_name(v.activation);
+  attention_from_model(c, v);
+}
+
+void shape_from_model(DataShape& d, const json& mc) {
+  const nn::ViTConfig v = nn::vit_config_from_json(mc, "model_config");
+  d.rows = d.cols = v.image;
+  d.channels = v.channels;
+  d.classes = v.classes;
+}
+
+std::vector<double> label_probabilities(nn::Model& m, const data::Seq& image) {
+  const Tensor p = dynamic_cast<nn::ViT&>(m).probabilities({image});  // (1, classes)
+  return std::vector<double>(p.data(), p.data() + p.numel());
+}
+
+std::vector<Tensor> class_attention(nn::Model& m, const data::Seq& image) {
+  return dynamic_cast<nn::ViT&>(m).class_attention(image);
+}
+
+}  // namespace
+
+extern const Family kViTFamily = {
+    "vit",
+    "vit",
+    defaults,
+    check,
+    build,
+    from_model,
+    nullptr,  // no tokens: its files' vocabulary is the special tokens alone
+    // The learned table holds the class token and one row per patch.
+    [](const TrainConfig&) { return false; },
+    [](int64_t n, int64_t) { return n; },
+    1,
+    false,
+    false,
+    false,
+    "the vit model (--model vit) gives an image its label at once; there is no sequence to search",
+    one_stack,
+    [](const std::string&, const std::string& answer) {
+      return "labels the image \"" + answer + "\", scored with cross-entropy on its label";
+    },
+    nullptr,
+    // One sequence of N patches and the class token (the trainer passes
+    // the model's positions for a model reading images).
+    [](int64_t src, int64_t) {
+      return std::pair<int64_t, int64_t>{src, src};
+    },
+    [](double T, double S) { return T * S; },
+    shape_from_model,
+    true,
+    label_probabilities,
+    class_attention,
+    "classify",
+    nullptr,
+    nullptr,
+    nullptr,
+};
+
+}  // namespace qkv::train

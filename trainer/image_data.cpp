@@ -1,0 +1,155 @@
+// A classifier's images (Trainer::build_image_data, --format idx): a folder
+// holding the IDX files of MNIST and Fashion-MNIST (data/idx.h), read whole.
+//
+//   train-images-idx3-ubyte[.gz]  (N, rows, cols) bytes   train-labels-idx1-ubyte[.gz]  (N)
+//   t10k-images-idx3-ubyte[.gz]   the test set, optional  t10k-labels-idx1-ubyte[.gz]
+//
+// The held-out set for model selection (--eval-every, the best checkpoint) is
+// carved from the training images (--valid-fraction); the test images are
+// scored once, at the end (Trainer::test). An image becomes a pair: its pixels
+// as the source (rows * cols values 0..255, row by row) and {label} as the
+// target, the label's index among the training labels sorted by value.
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+
+#include "data/idx.h"
+#include "trainer/trainer.h"
+
+namespace qkv::train {
+
+namespace {
+
+// DIR/base.gz, else DIR/base; "" when neither exists.
+std::string idx_file(const std::string& dir, const std::string& base) {
+  std::error_code ec;
+  for (const std::string& p : {dir + "/" + base + ".gz", dir + "/" + base})
+    if (std::filesystem::exists(p, ec)) return p;
+  return "";
+}
+
+}  // namespace
+
+void Trainer::build_image_data(int64_t max_file_bytes) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(cfg.data, ec))
+    throw Error("--data " + brief(cfg.data) +
+                ": --format idx reads a folder of IDX files (train-images-idx3-ubyte[.gz], "
+                "train-labels-idx1-ubyte[.gz], optionally t10k-*), e.g. "
+                "/usr/share/datasets/fashion-mnist");
+  if (!cfg.valid.empty())
+    throw Error("--valid " + brief(cfg.valid) +
+                ": images are held out from the training files (--valid-fraction); the t10k "
+                "files are the test set, scored once at the end");
+  auto read = [&](const char* images, const char* labels, bool required) {
+    const std::string ip = idx_file(cfg.data, images), lp = idx_file(cfg.data, labels);
+    if (ip.empty() || lp.empty()) {
+      if (!required && ip.empty() && lp.empty()) return data::ImageSet{};
+      throw Error("--data " + brief(cfg.data) + ": no " + (ip.empty() ? images : labels) +
+                  "[.gz] in the folder (--format idx reads MNIST's file names)");
+    }
+    return data::read_idx_images(ip, lp, max_file_bytes);
+  };
+  data::ImageSet train = read("train-images-idx3-ubyte", "train-labels-idx1-ubyte", true);
+  data::ImageSet test = read("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", false);
+  if (train.count < 2)
+    throw Error("--data " + brief(cfg.data) + ": " + std::to_string(train.count) +
+                " training image cannot be split into training and held-out");
+  if (test.count > 0 && (test.rows != train.rows || test.cols != train.cols))
+    throw Error("--data " + brief(cfg.data) + ": the test images are " + std::to_string(test.rows) +
+                "x" + std::to_string(test.cols) + " but the training images " +
+                std::to_string(train.rows) + "x" + std::to_string(train.cols));
+  // Each pixel becomes an 8-byte id in a pair (the models read pairs).
+  const double pixels = double(train.rows * train.cols);
+  detail::check_data_memory(
+      8.0 * pixels * double(train.count + test.count) + 64.0 * double(train.count + test.count),
+      "--data " + brief(cfg.data),
+      std::to_string(train.count + test.count) + " images of " + std::to_string(train.rows) + "x" +
+          std::to_string(train.cols));
+
+  // The labels: the training set's values, sorted; named by their number.
+  std::vector<uint8_t> values(train.labels.begin(), train.labels.end());
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  std::vector<int64_t> index(256, -1);
+  std::vector<std::string> names;
+  std::vector<std::string> given_names;  // --label-names "T-shirt/top,Trouser,...": label k's
+  for (size_t at = 0; !cfg.label_names.empty() && at <= cfg.label_names.size();) {
+    const size_t comma = std::min(cfg.label_names.find(',', at), cfg.label_names.size());
+    given_names.push_back(cfg.label_names.substr(at, comma - at));
+    at = comma + 1;
+  }
+  for (size_t k = 0; k < values.size(); ++k) {
+    index[values[k]] = static_cast<int64_t>(k);
+    if (!given_names.empty() && values[k] >= given_names.size())
+      throw Error("--label-names: names " + std::to_string(given_names.size()) + " labels (0.." +
+                  std::to_string(given_names.size() - 1) + "), but --data " + brief(cfg.data) +
+                  " has label " + std::to_string(values[k]));
+    names.push_back(given_names.empty() ? std::to_string(values[k]) : given_names[values[k]]);
+  }
+  if (!labels.empty() && labels != names)
+    throw Error("--data " + brief(cfg.data) + ": its labels are " + brief(json(names).dump()) +
+                " but the model's are " + brief(json(labels).dump()));
+  labels = names;
+  if (shape.rows && (shape.rows != train.rows || shape.cols != train.cols || shape.channels != 1))
+    throw Error("--data " + brief(cfg.data) + ": its images are " + std::to_string(train.rows) +
+                "x" + std::to_string(train.cols) + "x1 but the model reads " +
+                std::to_string(shape.rows) + "x" + std::to_string(shape.cols) + "x" +
+                std::to_string(shape.channels));
+  shape.rows = train.rows;
+  shape.cols = train.cols;
+  shape.channels = 1;
+
+  const size_t P = static_cast<size_t>(train.rows * train.cols);
+  auto pair_of = [&](const data::ImageSet& s, size_t i, const char* which) {
+    const int64_t label = index[s.labels[i]];
+    if (label < 0)
+      throw Error("--data " + brief(cfg.data) + ": " + which + " image " + std::to_string(i) +
+                  " has label " + std::to_string(s.labels[i]) +
+                  ", which no training image has (the model knows " + brief(json(names).dump()) +
+                  ")");
+    Pair p;
+    p.src.assign(s.pixels.begin() + static_cast<std::ptrdiff_t>(i * P),
+                 s.pixels.begin() + static_cast<std::ptrdiff_t>((i + 1) * P));
+    p.tgt = {label};
+    return p;
+  };
+  // The held-out split, drawn from its own stream as the pairs' is.
+  std::vector<size_t> order(static_cast<size_t>(train.count));
+  std::iota(order.begin(), order.end(), size_t{0});
+  Generator split_gen(cfg.seed ^ detail::kSplitSeedSalt);
+  for (size_t i = order.size(); i > 1; --i)
+    std::swap(order[i - 1],
+              order[static_cast<size_t>(split_gen.randint(0, static_cast<int64_t>(i)))]);
+  const size_t n_valid = std::clamp<size_t>(
+      static_cast<size_t>(std::llround(cfg.valid_fraction * double(order.size()))), 1,
+      order.size() - 1);
+  std::vector<Pair> train_p, valid_p;
+  train_p.reserve(order.size() - n_valid);
+  valid_p.reserve(n_valid);
+  for (size_t i = 0; i < order.size(); ++i)
+    (i < n_valid ? valid_p : train_p).push_back(pair_of(train, order[i], "training"));
+  test_pairs.clear();
+  for (size_t i = 0; i < static_cast<size_t>(test.count); ++i)
+    test_pairs.push_back(pair_of(test, i, "test"));
+  pairs = std::make_unique<PairData>(std::move(train_p), std::move(valid_p));
+
+  // What a checkpoint records of the data: the folder and a hash of every
+  // image and label read (the files are compressed: their bytes may differ
+  // for the same images).
+  uint64_t h = kFnv1a64Basis;
+  for (const data::ImageSet* s : {&train, &test}) {
+    h = fnv1a64(s->pixels.data(), s->pixels.size(), h);
+    h = fnv1a64(s->labels.data(), s->labels.size(), h);
+  }
+  const std::string abs = std::filesystem::absolute(cfg.data, ec).lexically_normal().string();
+  data_info = {{"kind", "images"},
+               {"data",
+                {{"path", cfg.data},
+                 {"abspath", ec ? cfg.data : abs},
+                 {"images", train.count},
+                 {"test_images", test.count},
+                 {"fnv1a64", detail::hex64(h)}}}};
+}
+
+}  // namespace qkv::train
