@@ -136,6 +136,16 @@ inline const train::Family kBagFamily = {
     [](const std::string& src, const std::string& answer) {
       return "labels \"" + src + "\" with \"" + answer + "\"";
     },
+    nullptr,  // no sampling: not a language model
+    nullptr,  // attention lengths and maps: the defaults
+    nullptr,
+    nullptr,  // a token family: no classifier members
+    false,
+    nullptr,
+    nullptr,
+    "",  // no objective but its own
+    nullptr,
+    nullptr,
     nullptr,
 };
 

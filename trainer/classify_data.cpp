@@ -71,18 +71,11 @@ void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* g
     if (train_l.size() < 2)
       throw Error("--data " + brief(cfg.data) +
                   ": one line cannot be split into training and held-out");
-    std::vector<size_t> order(train_l.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    Generator split_gen(cfg.seed ^ detail::kSplitSeedSalt);
-    for (size_t i = order.size(); i > 1; --i)
-      std::swap(order[i - 1],
-                order[static_cast<size_t>(split_gen.randint(0, static_cast<int64_t>(i)))]);
-    const size_t n_valid = std::clamp<size_t>(
-        static_cast<size_t>(std::llround(cfg.valid_fraction * double(order.size()))), 1,
-        order.size() - 1);
+    const detail::HeldoutSplit split =
+        detail::heldout_split(train_l.size(), cfg.seed, cfg.valid_fraction);
     std::vector<LabelLine> kept;
-    for (size_t i = 0; i < order.size(); ++i)
-      (i < n_valid ? valid_l : kept).push_back(train_l[order[i]]);
+    for (size_t i = 0; i < split.order.size(); ++i)
+      (i < split.n_valid ? valid_l : kept).push_back(train_l[split.order[i]]);
     train_l.swap(kept);
   }
 

@@ -240,10 +240,16 @@ void ask_masked(Trainer& t, const std::string& text) {
     std::partial_sort(order.begin(), order.begin() + std::min<int64_t>(5, V), order.end(),
                       [&](int64_t a, int64_t b) { return row[a] > row[b]; });
     std::printf("%s %lld:", mask.c_str(), (long long)++k);
-    for (int64_t j = 0; j < std::min<int64_t>(5, V); ++j)
-      std::printf("%s '%s' %.3f", j ? "," : "",
-                  data::utf8_or_replacement(t.decode_text({order[static_cast<size_t>(j)]})).c_str(),
+    for (int64_t j = 0; j < std::min<int64_t>(5, V); ++j) {
+      // A token's text, with a line break or tab shown as \n or \t.
+      std::string shown;
+      for (char ch : data::utf8_or_replacement(t.decode_text({order[static_cast<size_t>(j)]})))
+        shown += ch == '\n'   ? std::string("\\n")
+                 : ch == '\t' ? std::string("\\t")
+                              : std::string(1, ch);
+      std::printf("%s '%s' %.3f", j ? "," : "", shown.c_str(),
                   double(row[order[static_cast<size_t>(j)]]));
+    }
     std::printf("\n");
   }
 }

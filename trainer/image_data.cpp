@@ -115,20 +115,13 @@ void Trainer::build_image_data(int64_t max_file_bytes) {
     return p;
   };
   // The held-out split, drawn from its own stream as the pairs' is.
-  std::vector<size_t> order(static_cast<size_t>(train.count));
-  std::iota(order.begin(), order.end(), size_t{0});
-  Generator split_gen(cfg.seed ^ detail::kSplitSeedSalt);
-  for (size_t i = order.size(); i > 1; --i)
-    std::swap(order[i - 1],
-              order[static_cast<size_t>(split_gen.randint(0, static_cast<int64_t>(i)))]);
-  const size_t n_valid = std::clamp<size_t>(
-      static_cast<size_t>(std::llround(cfg.valid_fraction * double(order.size()))), 1,
-      order.size() - 1);
+  const detail::HeldoutSplit split =
+      detail::heldout_split(static_cast<size_t>(train.count), cfg.seed, cfg.valid_fraction);
   std::vector<Pair> train_p, valid_p;
-  train_p.reserve(order.size() - n_valid);
-  valid_p.reserve(n_valid);
-  for (size_t i = 0; i < order.size(); ++i)
-    (i < n_valid ? valid_p : train_p).push_back(pair_of(train, order[i], "training"));
+  train_p.reserve(split.order.size() - split.n_valid);
+  valid_p.reserve(split.n_valid);
+  for (size_t i = 0; i < split.order.size(); ++i)
+    (i < split.n_valid ? valid_p : train_p).push_back(pair_of(train, split.order[i], "training"));
   test_pairs.clear();
   for (size_t i = 0; i < static_cast<size_t>(test.count); ++i)
     test_pairs.push_back(pair_of(test, i, "test"));

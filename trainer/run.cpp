@@ -478,6 +478,10 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
                  const RunOptions& o) {
   if (!o.init_from.empty() && !o.load_path.empty())
     throw Error("--init-from: starts a new run; --load resumes one (give one of them)");
+  if (!o.tokenizer_from.empty() && (!o.init_from.empty() || !o.load_path.empty()))
+    throw Error(
+        "--tokenizer-from: starts a new model on a file's tokens; --init-from and --load "
+        "take the file's tokens already");
   check_given_flags(flags, given);
   const DataUse use = !o.ask.empty() || !o.explain.empty() ? DataUse::None
                       : o.eval_only                        ? DataUse::Evaluate
@@ -507,10 +511,6 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
   if (std::find(given.begin(), given.end(), "rope_base") != given.end() && c.positions != "rope")
     throw Error("--rope-base: sets rope's base; give --positions rope too (or leave it out)");
   fill_dependent_defaults(c, said);
-  if (!o.tokenizer_from.empty() && (!o.init_from.empty() || !o.load_path.empty()))
-    throw Error(
-        "--tokenizer-from: starts a new model on a file's tokens; --init-from and --load "
-        "take the file's tokens already");
   Trainer t = !o.init_from.empty() ? Trainer::init_from(o.init_from, c, said)
                                    : new_run(c, said, o.tokenizer_from);
   return t;

@@ -157,6 +157,19 @@ void check_memory(const TrainConfig& c, int64_t V, int64_t T) {
 // over far-apart seeds.
 constexpr uint64_t kRankSeedMultiplier = 0xd1b54a32d192ed03ULL;
 
+HeldoutSplit heldout_split(size_t n, uint64_t seed, double valid_fraction) {
+  HeldoutSplit s;
+  s.order.resize(n);
+  std::iota(s.order.begin(), s.order.end(), size_t{0});
+  Generator split_gen(seed ^ kSplitSeedSalt);
+  for (size_t i = n; i > 1; --i)
+    std::swap(s.order[i - 1],
+              s.order[static_cast<size_t>(split_gen.randint(0, static_cast<int64_t>(i)))]);
+  s.n_valid =
+      std::clamp<size_t>(static_cast<size_t>(std::llround(valid_fraction * double(n))), 1, n - 1);
+  return s;
+}
+
 int64_t argmax_hits(const nn::TeacherForced& f) {
   const Tensor& z = f.logits.data();  // (B, T, V)
   const int64_t V = z.size(-1);
@@ -284,18 +297,11 @@ void Trainer::build_data(const Vocab* given) {
       if (train_tok.size() < 2)
         throw Error("--data " + brief(cfg.data) +
                     ": one pair cannot be split into training and held-out");
-      std::vector<size_t> order(train_tok.size());
-      std::iota(order.begin(), order.end(), size_t{0});
-      Generator split_gen(cfg.seed ^ detail::kSplitSeedSalt);
-      for (size_t i = order.size(); i > 1; --i)
-        std::swap(order[i - 1],
-                  order[static_cast<size_t>(split_gen.randint(0, static_cast<int64_t>(i)))]);
-      const size_t n_valid = std::clamp<size_t>(
-          static_cast<size_t>(std::llround(cfg.valid_fraction * double(order.size()))), 1,
-          order.size() - 1);
+      const detail::HeldoutSplit split =
+          detail::heldout_split(train_tok.size(), cfg.seed, cfg.valid_fraction);
       std::vector<data::TokenPair> kept;
-      for (size_t i = 0; i < order.size(); ++i)
-        (i < n_valid ? valid_tok : kept).push_back(train_tok[order[i]]);
+      for (size_t i = 0; i < split.order.size(); ++i)
+        (i < split.n_valid ? valid_tok : kept).push_back(train_tok[split.order[i]]);
       train_tok.swap(kept);
     }
     if (given) {

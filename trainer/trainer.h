@@ -78,6 +78,16 @@ std::string gib(double bytes);  // "12.3 GiB"
 // XORed into --seed for the held-out split's own stream (0x5d17: "split");
 // any constant works, this one must stay: it fixes which pairs are held out.
 inline constexpr uint64_t kSplitSeedSalt = 0x5d17ULL;
+// A fixed split of n examples into held-out and training: the indices
+// 0..n-1 in an order drawn from the split's own stream (--seed ^
+// kSplitSeedSalt, so that it depends on nothing else the run draws), and
+// how many of the first are held out (--valid-fraction of n, at least one,
+// leaving at least one). n must be at least 2.
+struct HeldoutSplit {
+  std::vector<size_t> order;
+  size_t n_valid = 0;
+};
+HeldoutSplit heldout_split(size_t n, uint64_t seed, double valid_fraction);
 // XORed into --seed for the stream that masks held-out text (0x3a5c: "mask"),
 // the same at every evaluation of a run.
 inline constexpr uint64_t kHeldoutMaskSalt = 0x3a5cULL;
