@@ -455,10 +455,14 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
   return t;
 }
 
-Vocab Trainer::file_tokenizer(const std::string& path) {
+Vocab Trainer::file_tokenizer(const std::string& path, std::string* tokenizer) {
   const TensorFile f = read_safetensors(path);
   const auto [kind, mc] = detail::model_of(f);
   nn::check_config_fits(f);
+  if (tokenizer) {
+    const auto tok = f.metadata.find("tokenizer");
+    *tokenizer = tok == f.metadata.end() ? "char" : tok->second;
+  }
   return checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
 }
 

@@ -62,6 +62,11 @@ void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* g
   detail::check_data_memory(48.0 * double(f.text.size()), "--data " + brief(cfg.data),
                             std::to_string(f.text.size()) + " bytes of labelled text");
   std::vector<LabelLine> train_l = parse_label_lines(f, "--data"), valid_l;
+  // The labels: every --data line's (a held-out part split from the file
+  // keeps a rare label's lines known), sorted; a checkpoint's, when given,
+  // must agree.
+  std::set<std::string> names;
+  for (const LabelLine& l : train_l) names.insert(l.label);
   data_info = {{"kind", "labels"}, {"data", detail::file_info(f)}};
   if (!cfg.valid.empty()) {
     TextFile v = detail::read_flag_file("--valid", cfg.valid, max_file_bytes);
@@ -79,9 +84,6 @@ void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* g
     train_l.swap(kept);
   }
 
-  // The labels: the training lines', sorted (a checkpoint's, when given, must agree).
-  std::set<std::string> names;
-  for (const LabelLine& l : train_l) names.insert(l.label);
   const std::vector<std::string> found(names.begin(), names.end());
   if (!labels.empty() && labels != found)
     throw Error("--data " + brief(cfg.data) + ": its labels are " + brief(json(found).dump()) +

@@ -83,12 +83,19 @@ Seq classifier_input(Trainer& t, const std::string& input, const std::string& fl
     src.assign(im.pixels.begin(), im.pixels.end());
     return src;
   }
-  const Seq ids = t.encode_text(input);  // "<s> text </s>", as the classifier was trained
-  if (ids.empty()) throw Error(flag + ": the text has no tokens");
-  t.check_source_fits(ids.size() + 2);  // with <s> and </s>
+  // "<s> text </s>", or "<s> A </s> B </s>" for two texts given as "A<TAB>B",
+  // as the classifier was trained.
   src.push_back(Vocab::kBos);
-  src.insert(src.end(), ids.begin(), ids.end());
-  src.push_back(Vocab::kEos);
+  for (size_t at = 0;;) {
+    const size_t tab = input.find('\t', at);
+    const Seq ids = t.encode_text(input.substr(at, tab == std::string::npos ? tab : tab - at));
+    if (ids.empty()) throw Error(flag + ": a text of " + brief(input) + " has no tokens");
+    src.insert(src.end(), ids.begin(), ids.end());
+    src.push_back(Vocab::kEos);
+    if (tab == std::string::npos) break;
+    at = tab + 1;
+  }
+  t.check_source_fits(src.size());
   return src;
 }
 

@@ -126,6 +126,23 @@ void validate(const TrainConfig& c, const std::string& where) {
   require_range<int64_t>(c.attention_budget, 0, 1 << 20, name("attention_budget"));
   require(c.format == "tsv" || c.format == "text" || c.format == "idx", name("format"),
           "expected tsv, text or idx, got '" + brief(c.format) + "'");
+  require(c.label_names.empty() || fam.reads_images, name("label_names"),
+          "names the labels of images (--format idx); a text classifier's labels are the words "
+          "of its data");
+  if (!c.label_names.empty()) {  // "a,b,c": no empty or repeated name
+    std::vector<std::string> names;
+    for (size_t at = 0; at <= c.label_names.size();) {
+      const size_t comma = std::min(c.label_names.find(',', at), c.label_names.size());
+      names.push_back(c.label_names.substr(at, comma - at));
+      at = comma + 1;
+    }
+    std::vector<std::string> sorted = names;
+    std::sort(sorted.begin(), sorted.end());
+    require(std::find(names.begin(), names.end(), "") == names.end(), name("label_names"),
+            "has an empty name in '" + brief(c.label_names) + "'");
+    require(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), name("label_names"),
+            "names a label twice in '" + brief(c.label_names) + "'");
+  }
   require(c.patch == 0 || fam.reads_images, name("patch"),
           "cuts images into patches: it goes with a model that reads images (--model vit)");
   require_range<int64_t>(c.patch, 0, 4096, name("patch"));

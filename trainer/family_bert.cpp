@@ -26,6 +26,9 @@ void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
 
 void check(const TrainConfig& c, const Require& require) {
   require(c.positions == "learned", "positions", "the bert model has a learned position table");
+  require(!c.data.empty(), "data",
+          "the bert model reads text: --data FILE, a corpus (--objective mlm) or text<TAB>label "
+          "lines (--objective classify)");
   require(!c.tie, "tie",
           "the bert model's mlm output is always tied to its token embedding (the flag is not "
           "needed); a classifier has nothing to tie");

@@ -293,7 +293,16 @@ void print_attention(const AttentionPicture& p) {
 int ask(Trainer& t, const RunOptions& o) {
   Generator gen(t.cfg.seed);
   auto one = [&](const std::string& line) {
-    if (t.classifies()) return ask_classifier(t, line);
+    if (t.classifies()) {
+      ask_classifier(t, line);
+      if (o.show_attention)
+        std::fprintf(stderr, "note: --show-attention: the %s model has no cross-attention%s\n",
+                     t.model().kind(),
+                     t.family().class_attention ? " (its run's class_attention.svg shows where "
+                                                  "the class token looks)"
+                                                : "");
+      return;
+    }
     if (t.family().token_probabilities && t.is_lm()) return ask_masked(t, line);
     int64_t unknown = 0;
     const Seq src = t.encode_text(line, &unknown);

@@ -41,14 +41,19 @@ Trainer new_run(TrainConfig c, const std::vector<std::string>& given,
   const Family* fam = find_family(c.model);  // an unknown one is refused by Trainer
   if (fam && fam->defaults) fam->defaults(c, said);
   if (tokenizer_from.empty()) return Trainer(c);
-  const Vocab v = Trainer::file_tokenizer(tokenizer_from);
-  if (v.bpe()) {
-    if (said("tokens") && c.tokens != "bpe")
-      throw Error("--tokens " + brief(c.tokens) + ": --tokenizer-from " + brief(tokenizer_from) +
-                  " holds a BPE tokenizer (leave the flag out)");
-    c.tokens = "bpe";
-    c.bpe_vocab = v.bpe()->vocab_size();
-  }
+  if (fam && fam->reads_images)
+    throw Error("--tokenizer-from: the " + c.model + " model reads images, not tokens");
+  std::string kind;
+  const Vocab v = Trainer::file_tokenizer(tokenizer_from, &kind);
+  // The file's tokens are the run's: words, characters or its BPE.
+  if (kind != "char" && kind != "word" && kind != "bpe")
+    throw Error("--tokenizer-from " + brief(tokenizer_from) + ": metadata 'tokenizer' is '" +
+                brief(kind) + "' (expected char, word or bpe)");
+  if (said("tokens") && c.tokens != kind)
+    throw Error("--tokens " + brief(c.tokens) + ": --tokenizer-from " + brief(tokenizer_from) +
+                " holds " + kind + " tokens (leave the flag out)");
+  c.tokens = kind;
+  if (v.bpe()) c.bpe_vocab = v.bpe()->vocab_size();
   return Trainer(c, &v);
 }
 

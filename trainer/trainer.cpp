@@ -361,7 +361,15 @@ void Trainer::build_data(const Vocab* given) {
 void Trainer::build_model() {
   shape.vocab = vocab.size();
   shape.classes = static_cast<int64_t>(labels.size());
-  if (const char* extra = family().extra_special) shape.mask_id = vocab.find(extra);
+  if (const char* extra = family().extra_special) {
+    shape.mask_id = vocab.find(extra);
+    // Masking text needs the token (a vocabulary from --tokenizer-from or
+    // another family's file may lack it).
+    if (text && family().text_pairs && shape.mask_id < 0)
+      throw Error("--objective " + cfg.objective + ": the vocabulary has no " + extra +
+                  " token (a tokenizer taken from a file of another family?): let this run "
+                  "learn its own");
+  }
   net_ = family().build(cfg, shape);
 }
 

@@ -202,7 +202,8 @@ class Trainer {
                            const std::vector<std::string>& given);
   // The tokenizer of a model file or checkpoint (--tokenizer-from): its
   // vocabulary, with its BPE merges when it has them.
-  static Vocab file_tokenizer(const std::string& path);
+  // *kind gets the file's metadata 'tokenizer' (char, word or bpe; char when absent).
+  static Vocab file_tokenizer(const std::string& path, std::string* kind = nullptr);
   // The run settings stored in a checkpoint (for comparing with flags).
   static TrainConfig checkpoint_config(const TensorFile& f);
   // The vocabulary stored in a model file or checkpoint, checked against the

@@ -71,6 +71,7 @@ expect_ok "$TRAIN" --model bert --d-model 32 --heads 2 --layers 2 --d-ff 64 --ba
   --warmup 5 --tokenizer-from mlm/model.safetensors --data cls.tsv --steps 20 --eval-every 0 \
   --out same_tokens
 expect_out "held-out accuracy:"
+expect_out "(tsv, word tokens,"  # the file's words, not characters
 expect_fail "$TRAIN" --init-from mlm/model.safetensors --tokenizer-from mlm/model.safetensors \
   --data cls.tsv --steps 30
 expect_out "--tokenizer-from: starts a new model on a file's tokens"
@@ -87,4 +88,8 @@ expect_fail "$TRAIN" --model bert --init-from gpt/model.safetensors --data cls.t
 expect_out "--model: --init-from gpt/model.safetensors holds a model with --model gpt"
 expect_fail "$TRAIN" "${BERT[@]}" --objective lm --data count.txt --steps 30
 expect_out "--objective: the bert model learns by mlm or classify; got 'lm'"
+expect_fail "$TRAIN" --model bert --steps 30
+expect_out "--data: the bert model reads text"
+expect_fail "$TRAIN" "${BERT[@]}" --data cls.tsv --label-names a,b --steps 30
+expect_out "--label-names: names the labels of images"
 echo "train_bert: ok"

@@ -92,4 +92,8 @@ expect_fail "$TRAIN" --model gpt --data imgs --format idx --steps 20
 expect_out "--format: idx (images) is read by a model that reads images (--model vit)"
 expect_fail "$TRAIN" --model vit --steps 20
 expect_out "--data: the vit model reads images"
+expect_fail "$TRAIN" "${VIT[@]}" --label-names "a,b," --steps 20
+expect_out "--label-names: has an empty name"
+expect_fail "$TRAIN" "${VIT[@]}" --label-names "a,b,a" --steps 20
+expect_out "--label-names: names a label twice"
 echo "train_vit: ok (held-out $acc%, test $test_acc%)"
