@@ -25,7 +25,9 @@ void check(const TrainConfig& c, const Require& require) {
   require(!c.tie, "tie", "the vit model's head gives labels: it has no embedding to tie to");
   require(!c.data.empty(), "data",
           "the vit model reads images: --data DIR, a folder of IDX files (--format idx)");
-  require(c.patch >= 1, "patch", "the vit model cuts its images into --patch P x P pixels");
+  require(c.patch >= 1, "patch",
+          "the vit model cuts its images into P x P patches: must be >= 1, got " +
+              std::to_string(c.patch));
 }
 
 std::unique_ptr<nn::Model> build(const TrainConfig& c, const DataShape& d) {

@@ -44,7 +44,12 @@ Trainer new_run(TrainConfig c, const std::vector<std::string>& given,
   if (fam && fam->reads_images)
     throw Error("--tokenizer-from: the " + c.model + " model reads images, not tokens");
   std::string kind;
-  const Vocab v = Trainer::file_tokenizer(tokenizer_from, &kind);
+  Vocab v;
+  try {
+    v = Trainer::file_tokenizer(tokenizer_from, &kind);
+  } catch (const Error& e) {  // the file's own words, with the flag that named it
+    throw Error(std::string("--tokenizer-from: ") + e.what());
+  }
   // The file's tokens are the run's: words, characters or its BPE.
   if (kind != "char" && kind != "word" && kind != "bpe")
     throw Error("--tokenizer-from " + brief(tokenizer_from) + ": metadata 'tokenizer' is '" +

@@ -92,4 +92,9 @@ expect_fail "$TRAIN" --model bert --steps 30
 expect_out "--data: the bert model reads text"
 expect_fail "$TRAIN" "${BERT[@]}" --data cls.tsv --label-names a,b --steps 30
 expect_out "--label-names: names the labels of images"
+mkdir adir && mkfifo afifo
+expect_fail "$TRAIN" "${BERT[@]}" --data cls.tsv --tokenizer-from adir --steps 30
+expect_out "--tokenizer-from: read_safetensors: adir: is a directory"
+expect_fail "$TRAIN" "${BERT[@]}" --data cls.tsv --tokenizer-from afifo --steps 30
+expect_out "--tokenizer-from: read_safetensors: afifo: is a FIFO"
 echo "train_bert: ok"

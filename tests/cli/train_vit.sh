@@ -96,4 +96,6 @@ expect_fail "$TRAIN" "${VIT[@]}" --label-names "a,b," --steps 20
 expect_out "--label-names: has an empty name"
 expect_fail "$TRAIN" "${VIT[@]}" --label-names "a,b,a" --steps 20
 expect_out "--label-names: names a label twice"
+expect_fail "$TRAIN" "${VIT[@]}" --patch -1 --steps 20
+expect_out "--patch: the vit model cuts its images into P x P patches: must be >= 1, got -1"
 echo "train_vit: ok (held-out $acc%, test $test_acc%)"
