@@ -103,7 +103,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
       ->capture_default_str();
   add_value(app, "--max-vocab", c.max_vocab, "refuse data with more tokens")->capture_default_str();
   add_value(app, "--label-names", c.label_names, "idx: names of labels 0, 1, .. (a,b,..)");
-  add_value(app, "--objective", c.objective, "lm (gpt), mlm or classify (bert)");
+  add_value(app, "--objective", c.objective,
+            "lm (gpt); mlm, classify (bert); pairs, span (seq2seq)");
   add_value(app, "--patch", c.patch, "vit: P x P pixels a patch (default 7)");
   add_value(app, "--symbols,--vocab", c.vocab, "number of symbols of the task")
       ->capture_default_str();

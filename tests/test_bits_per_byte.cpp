@@ -152,12 +152,11 @@ TEST_CASE("--tokens bpe and --bpe-vocab: each bad setting is one line naming the
           "--bpe-vocab 100000: " /* then the file and the BPE's own limit */);
   refused([](auto& c) { c.bpe_vocab = 100000; }, "is more than this text allows");
   refused([](auto& c) { c.tokens = "char"; }, "--bpe-vocab: goes with --tokens bpe");
-  refused([](auto& c) { c.format = "tsv"; }, "--tokens: bpe is learned from a text corpus");
   refused(
       [](auto& c) {
         c.data = "";
         c.format = "text";
       },
-      "--tokens: bpe is learned from a text corpus");
+      "--tokens: bpe is learned from the text of --data FILE");
   std::remove(f.c_str());
 }

@@ -638,7 +638,9 @@ TEST_CASE("every class of bad data file is an error naming the file (and line) b
   refused("ab\tcd\nef\tgh\n", "4 distinct tokens is more than --max-vocab 2",
           [](auto& c) { c.max_vocab = 2; });
   refused("a\tb\n", "--data " + f + ": one pair cannot be split", none);
-  refused("a\tb\nb\tc\n", "--format: text (a plain corpus) trains a language model",
+  refused("a\tb\nb\tc\n",
+          "--objective: a text corpus (--format text) trains the seq2seq model by span "
+          "corruption: add --objective span",
           [](auto& c) { c.format = "text"; });
   std::remove(f.c_str());
   train::TrainConfig c = small_config();

@@ -147,6 +147,8 @@ inline const train::Family kBagFamily = {
     nullptr,
     nullptr,
     nullptr,
+    nullptr,  // no objective tokens
+    nullptr,
 };
 
 // Registers the family with every layer while it lives (a test's scope), so

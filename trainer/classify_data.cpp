@@ -98,10 +98,8 @@ void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* g
     std::string all;
     for (const LabelLine& l : train_l)
       for (const std::string& s : l.texts) all += s + "\n";
-    const char* extra = family().extra_special;
     try {
-      vocab = Vocab::from_bpe(data::BPE::train(all, cfg.bpe_vocab),
-                              extra ? std::vector<std::string>{extra} : std::vector<std::string>{});
+      vocab = Vocab::from_bpe(data::BPE::train(all, cfg.bpe_vocab), extra_tokens(family(), cfg));
     } catch (const Error& e) {
       throw Error("--bpe-vocab " + std::to_string(cfg.bpe_vocab) + ": " + brief(cfg.data) +
                   " (its training texts): " + e.what());
@@ -116,7 +114,7 @@ void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* g
     if (static_cast<int64_t>(distinct.size()) > cfg.max_vocab)
       throw Error("--data " + brief(cfg.data) + ": more distinct tokens than --max-vocab " +
                   std::to_string(cfg.max_vocab));
-    if (const char* extra = family().extra_special) distinct.emplace(extra);
+    for (const std::string& extra : extra_tokens(family(), cfg)) distinct.emplace(extra);
     vocab = Vocab::from_tokens({distinct.begin(), distinct.end()});
   }
   auto encode = [&](const std::string& s, int64_t* unknown) {

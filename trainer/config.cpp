@@ -150,12 +150,13 @@ void validate(const TrainConfig& c, const std::string& where) {
           "expected char, word or bpe, got '" + brief(c.tokens) + "'");
   // BPE is learned from a corpus for a language model (--model gpt --format
   // text); pairs and the built-in tasks read characters or words.
-  require(
-      c.tokens != "bpe" || (!c.data.empty() && (c.format == "text" || c.objective == "classify")),
-      name("tokens"),
-      "bpe is learned from a text corpus: it goes with --data FILE --format text (--model "
-      "gpt or bert) or with labelled texts (--objective classify); pairs and the built-in "
-      "tasks read char or word tokens");
+  require(c.tokens != "bpe" || (!c.data.empty() && c.format != "idx"), name("tokens"),
+          "bpe is learned from the text of --data FILE (a corpus, labelled texts or pairs); "
+          "the built-in tasks read their symbols as words and images have no text");
+  require(c.tokens != "bpe" || !fam.labels_tokens, name("tokens"),
+          "the " + c.model +
+              " model labels each source token, and BPE would cut the source "
+              "into other tokens than its labels: use char or word");
   if (c.tokens == "bpe") {
     require(c.bpe_vocab != 0, name("bpe_vocab"),
             "--tokens bpe needs the tokenizer's size, e.g. --bpe-vocab 512 (256 bytes + merges; "
@@ -179,8 +180,11 @@ void validate(const TrainConfig& c, const std::string& where) {
             std::to_string(c.min_len) + " is more than --max-len " + std::to_string(c.max_len));
     require_range<int64_t>(c.heldout, 1, 1000000, name("heldout"));
   } else {
-    require(!(c.format == "text" && !fam.reads_text), name("format"),
-            "text (a plain corpus) trains a language model: use --model gpt");
+    // A family that learns from text another way (text_pairs) checks its
+    // objective itself (seq2seq: span corruption).
+    require(!(c.format == "text" && !fam.reads_text && !fam.text_pairs), name("format"),
+            "text (a plain corpus) trains a language model: use --model gpt (or bert, or "
+            "seq2seq with --objective span)");
     require((c.format == "idx") == fam.reads_images, name("format"),
             fam.reads_images ? "the " + c.model + " model reads images: --format idx"
                              : "idx (images) is read by a model that reads images (--model vit)");

@@ -67,6 +67,7 @@ EvalResult Trainer::evaluate() {
   }
   r.loss = r.tokens ? total / double(r.tokens) : 0;
   r.masked = made;
+  if (made) r.made = family().made_targets;
   // Bits per byte: the same nats over the bytes of text the scored tokens
   // cover, in bits (for one-byte tokens, bytes == tokens and it is loss / ln 2).
   // Not for masked tokens: they are a sample of the text, each seen in context.
@@ -195,7 +196,8 @@ void Trainer::check_decoding() const {
 }
 
 std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
-  if (is_lm()) throw Error("answer: a language model continues text; it has no source to answer");
+  if (continues_text())
+    throw Error("answer: a language model continues text; it has no source to answer");
   check_decoding();
   int64_t longest = 0;
   for (const Seq& s : sources) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
@@ -249,9 +251,31 @@ Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, 
 }
 
 Seq Trainer::encode_text(const std::string& s, int64_t* unknown) const {
-  if (vocab.bpe()) return vocab.encode_bytes(s);  // any bytes: no <unk>
   const bool words = cfg.data.empty() || cfg.tokens == "word";
-  return vocab.encode(data::split_tokens(s, words ? Split::Word : Split::Char), unknown);
+  auto plain = [&](const std::string& piece, Seq& out) {
+    const Seq ids =
+        vocab.bpe()
+            ? vocab.encode_bytes(piece)  // any bytes: no <unk>
+            : vocab.encode(data::split_tokens(piece, words ? Split::Word : Split::Char), unknown);
+    out.insert(out.end(), ids.begin(), ids.end());
+  };
+  // T5's sentinels ("a <extra_id_0> day", span corruption) are tokens of
+  // their own where the vocabulary has them; the text between is cut as usual.
+  Seq out;
+  size_t at = 0, from = 0;
+  while ((at = s.find("<extra_id_", at)) != std::string::npos) {
+    const size_t close = s.find('>', at);
+    const int64_t id = close == std::string::npos ? -1 : vocab.find(s.substr(at, close - at + 1));
+    if (id < 0) {  // not a sentinel of this vocabulary: plain text
+      ++at;
+      continue;
+    }
+    plain(s.substr(from, at - from), out);
+    out.push_back(id);
+    at = from = close + 1;
+  }
+  plain(s.substr(from), out);
+  return out;
 }
 std::string Trainer::decode_text(const Seq& ids) const {
   if (vocab.bpe()) return vocab.decode_bytes(ids);  // bytes, exactly (not always UTF-8)

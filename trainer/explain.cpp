@@ -57,6 +57,11 @@ void check_trace_fits(const Trainer& t, int64_t n, int64_t T, int64_t S) {
 }  // namespace
 
 Seq explain_input(const Trainer& t, const std::string& text) {
+  if (text.find("<extra_id_") != std::string::npos && t.vocab.find("<extra_id_0>") >= 0) {
+    const Seq ids = t.encode_text(text);  // span corruption's sentinels: tokens of their own
+    if (ids.empty()) throw Error("--explain: the text has no tokens");
+    return ids;
+  }
   if (t.vocab.bpe()) {  // any bytes are BPE tokens (labelled in GPT-2's byte mapping)
     const Seq ids = t.vocab.encode_bytes(text);
     if (ids.empty()) throw Error("--explain: the text has no tokens");
@@ -80,7 +85,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
   opt.fd_every_element_up_to = kExplainEveryElement;
   std::function<Var()> loss_fn;
   std::string what;
-  const bool masked = t.is_lm() && t.family().text_pairs;  // bert's mlm
+  const bool masked = t.is_lm() && t.family().token_probabilities;  // bert's mlm
   // A classifier reads an image (vit) or "<s> text </s>" (bert); a masked
   // language model "<s> text with [MASK] </s>".
   const Seq src = t.classifies() ? classifier_input(t, text, "--explain")
@@ -130,7 +135,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
                                          "that label"
                                    : "reads \"" + text + "\" and answers \"" + answer +
                                          "\", scored with cross-entropy on that answer";
-  } else if (t.is_lm()) {
+  } else if (t.continues_text()) {
     if (src.size() < 2) throw Error("--explain: a language model needs at least two tokens");
     if (static_cast<int64_t>(src.size()) > t.cfg.context + 1)
       throw Error("--explain: the text has " + std::to_string(src.size()) +

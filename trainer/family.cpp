@@ -64,6 +64,14 @@ nn::Activation activation_of(const TrainConfig& c) {
 
 std::string one_stack(const TrainConfig& c) { return std::to_string(c.layers); }
 
+std::vector<std::string> extra_tokens(const Family& f, const TrainConfig& c) {
+  std::vector<std::string> out;
+  if (f.extra_special) out.push_back(f.extra_special);
+  if (f.objective_tokens)
+    for (std::string& t : f.objective_tokens(c)) out.push_back(std::move(t));
+  return out;
+}
+
 std::pair<int64_t, int64_t> attention_lengths(const Family& f, int64_t src, int64_t tgt) {
   if (f.attention_lengths) return f.attention_lengths(src, tgt);
   const int64_t n = std::max(src, tgt);

@@ -138,7 +138,17 @@ struct Family {
   // Special tokens the family's vocabulary holds after <pad>, <s>, </s>
   // ("[MASK]"), or null.
   const char* extra_special;
+  // Tokens a run's vocabulary holds for its objective, after extra_special
+  // (seq2seq's span corruption: T5's sentinels <extra_id_0> ...). May be null.
+  std::vector<std::string> (*objective_tokens)(const TrainConfig& c);
+  // What text_pairs' targets are, for the report's "<this> accuracy":
+  // "masked-token" (bert), "span-target" (seq2seq). Null without text_pairs.
+  const char* made_targets;
 };
+
+// extra_special and the objective's tokens: what a vocabulary learned by
+// this run adds after <pad>, <s>, </s> (and <unk>).
+std::vector<std::string> extra_tokens(const Family& f, const TrainConfig& c);
 
 // The two estimates above, with their defaults for a family that leaves them null.
 std::pair<int64_t, int64_t> attention_lengths(const Family& f, int64_t src, int64_t tgt);

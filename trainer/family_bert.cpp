@@ -134,6 +134,8 @@ extern const Family kBertFamily = {
     text_pairs,
     token_probabilities,
     "[MASK]",
+    nullptr,  // no tokens beyond [MASK]
+    "masked-token",
 };
 
 }  // namespace qkv::train

@@ -79,6 +79,8 @@ extern const Family kEncoderFamily = {
     nullptr,
     nullptr,
     nullptr,
+    nullptr,  // no objective tokens
+    nullptr,
 };
 
 }  // namespace qkv::train

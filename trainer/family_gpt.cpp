@@ -89,6 +89,8 @@ extern const Family kGPTFamily = {
     nullptr,
     nullptr,
     nullptr,
+    nullptr,  // no objective tokens
+    nullptr,
 };
 
 }  // namespace qkv::train

@@ -1,13 +1,63 @@
 // The encoder-decoder of the paper (models/encoder_decoder.h) as the training
 // program knows it: --model seq2seq. Its entry in the family table (trainer/family.h).
+//
+// It learns from source -> target pairs (--objective pairs, the default), or
+// pre-trains on a text corpus by T5's span corruption (--objective span,
+// Raffel et al. 2020): each window of --context tokens becomes a source with
+// one sentinel per hidden span and a target listing the sentinels with their
+// spans (data/span.h). Fine-tuning on pairs then starts from that file with
+// --init-from.
 #include <algorithm>
 
+#include "data/span.h"
 #include "models/encoder_decoder.h"
 #include "trainer/family.h"
 
 namespace qkv::train {
 
 namespace {
+
+// T5's vocabulary holds 100 sentinels, <extra_id_0> .. <extra_id_99>; a
+// window of n tokens needs data::sentinels_needed(n) of them (about n / 20 + 1).
+constexpr int64_t kSentinels = 100;
+
+void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
+  // --objective span reads a corpus: --format text unless the flags say otherwise.
+  if (c.objective == "span" && !said("format")) c.format = "text";
+}
+
+std::vector<std::string> objective_tokens(const TrainConfig& c) {
+  std::vector<std::string> out;
+  if (c.objective == "span")
+    for (int64_t i = 0; i < kSentinels; ++i) out.push_back(data::sentinel_name(i));
+  return out;
+}
+
+// Windows of text (B, T) as span-corrupted pairs: source "w1 <X> w5 .. wT",
+// target "<X> w2 w3 w4 <Y>" (data/span.h). A held-out window shorter than T
+// (the text's last) is corrupted as it is.
+std::vector<data::Pair> text_pairs(const TrainConfig&, const data::LMBatch& b, const data::Vocab& v,
+                                   Generator& g) {
+  const int64_t B = b.ids.batch, T = b.ids.len;
+  const std::vector<int64_t> lengths = b.ids.full_lengths();
+  data::SpanOptions o;
+  const int64_t need = std::min(data::sentinels_needed(std::max<int64_t>(T, 2), o), kSentinels);
+  for (int64_t i = 0; i < need; ++i) {
+    const int64_t id = v.find(data::sentinel_name(i));
+    if (id < 0)
+      throw Error("--objective span: the vocabulary has no " + data::sentinel_name(i) +
+                  " token (a tokenizer taken from a file of another objective?): let this run "
+                  "learn its own");
+    o.sentinels.push_back(id);
+  }
+  std::vector<data::Pair> out;
+  out.reserve(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i) {
+    const auto row = b.ids.ids.begin() + i * T;
+    out.push_back(data::corrupt_spans(data::Seq(row, row + lengths[static_cast<size_t>(i)]), o, g));
+  }
+  return out;
+}
 
 std::unique_ptr<nn::Model> build(const TrainConfig& c, const DataShape& d) {
   const int64_t V = d.vocab;
@@ -44,6 +94,31 @@ void check(const TrainConfig& c, const Require& require) {
   require(c.positions != "rope", "positions",
           "the seq2seq model adds sinusoidal or learned positions to its embeddings; rotary "
           "positions (rope) are the gpt model's");
+  if (c.data.empty()) {
+    require(c.objective != "span", "objective",
+            "span corrupts a text corpus: give it with --data FILE (the built-in tasks are pairs)");
+    return;
+  }
+  require((c.objective == "span") == (c.format == "text"),
+          c.objective == "span" ? "format" : "objective",
+          c.objective == "span" ? "span corruption reads a text corpus: --format text"
+                                : "a text corpus (--format text) trains the seq2seq model by span "
+                                  "corruption: add --objective span (or give pairs, --format tsv)");
+  if (c.objective == "span") {
+    // A window of --context tokens is one source; it must hold a hidden span
+    // and a kept token, and need no more sentinels than the vocabulary has.
+    require(c.context >= 2, "context",
+            "span corruption hides at least one token of a window and keeps one: --context must "
+            "be >= 2, got " +
+                std::to_string(c.context));
+    if (c.context >= 2) {
+      const int64_t need = data::sentinels_needed(c.context, data::SpanOptions{});
+      require(need <= kSentinels, "context",
+              "a window of " + std::to_string(c.context) + " tokens needs " + std::to_string(need) +
+                  " sentinels; the vocabulary has T5's " + std::to_string(kSentinels) +
+                  " (--context at most about 2000)");
+    }
+  }
 }
 
 }  // namespace
@@ -51,8 +126,8 @@ void check(const TrainConfig& c, const Require& require) {
 extern const Family kSeq2SeqFamily = {
     "seq2seq",
     "seq2seq",
-    nullptr,  // the paper's defaults are TrainConfig's
-    check,    // sinusoidal or learned positions, tied or not
+    defaults,  // the paper's defaults are TrainConfig's; span reads --format text
+    check,     // sinusoidal or learned positions, tied or not; span on text
     build,
     from_model,
     "src_vocab",
@@ -80,10 +155,12 @@ extern const Family kSeq2SeqFamily = {
     false,
     nullptr,
     nullptr,
-    "",
+    "pairs span",
+    text_pairs,  // --objective span
     nullptr,
     nullptr,
-    nullptr,
+    objective_tokens,  // span: the 100 sentinels
+    "span-target",
 };
 
 }  // namespace qkv::train

@@ -116,6 +116,8 @@ extern const Family kViTFamily = {
     nullptr,
     nullptr,
     nullptr,
+    nullptr,  // no objective tokens
+    nullptr,
 };
 
 }  // namespace qkv::train

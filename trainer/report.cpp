@@ -44,9 +44,10 @@ void print_header(const Trainer& t, const RunOptions& o) {
                 c.task.c_str(), (long long)c.vocab, (long long)c.min_len, (long long)c.max_len,
                 t.pairs->heldout().size());
   else
-    std::printf("qkv train: data %s (%s, %s tokens, vocabulary %lld%s), held-out %s\n",
+    std::printf("qkv train: data %s (%s, %s tokens, vocabulary %lld%s%s), held-out %s\n",
                 c.data.c_str(), c.format.c_str(), c.tokens.c_str(), (long long)t.vocab.size(),
                 t.classifies() ? (", " + std::to_string(t.labels.size()) + " labels").c_str() : "",
+                c.objective.empty() ? "" : (", objective " + c.objective).c_str(),
                 t.text ? (std::to_string(t.text->heldout_tokens().size()) + " tokens").c_str()
                        : (std::to_string(t.pairs->heldout().size()) + " pairs").c_str());
   // The block's choices beside the paper's: the norm's kind, SwiGLU's hidden
@@ -136,7 +137,7 @@ void print_header(const Trainer& t, const RunOptions& o) {
 std::string eval_line(const EvalResult& r) {
   char b[160];
   if (r.masked)
-    std::snprintf(b, sizeof b, "masked-token accuracy %.2f%%, loss %.4f, perplexity %.3f",
+    std::snprintf(b, sizeof b, "%s accuracy %.2f%%, loss %.4f, perplexity %.3f", r.made,
                   100 * r.token_acc(), r.loss, r.perplexity());
   else if (r.is_lm)
     std::snprintf(b, sizeof b, "loss %.4f, perplexity %.3f, %.4f bits per byte", r.loss,
@@ -202,11 +203,11 @@ EvalResult final_report(Trainer& t, const RunOptions& o) {
   if (t.text) {
     t.phase = "final evaluation";
     EvalResult r = t.evaluate();
-    if (r.masked) {  // mlm: the masked tokens alone are scored
+    if (r.masked) {  // mlm, span: the made targets alone are scored
       std::printf(
-          "\nheld-out masked tokens (%lld, the same masks at every check): accuracy %.2f%%, loss "
+          "\nheld-out %s accuracy %.2f%% (%lld tokens, made the same way at every check), loss "
           "%.4f, perplexity %.3f\n",
-          (long long)r.tokens, 100 * r.token_acc(), r.loss, r.perplexity());
+          r.made, 100 * r.token_acc(), (long long)r.tokens, r.loss, r.perplexity());
       return r;
     }
     std::printf(
@@ -307,13 +308,13 @@ int ask(Trainer& t, const RunOptions& o) {
     int64_t unknown = 0;
     const Seq src = t.encode_text(line, &unknown);
     if (src.empty()) return;
-    if (t.is_lm() && static_cast<int64_t>(src.size()) > t.cfg.context)
+    if (t.continues_text() && static_cast<int64_t>(src.size()) > t.cfg.context)
       std::fprintf(stderr,
                    "note: the prompt has %zu tokens; the model sees its last %lld (its context)\n",
                    src.size(), (long long)t.cfg.context);
-    if (!t.is_lm()) t.check_source_fits(src.size());
-    const Seq out =
-        t.is_lm() ? t.continue_text(src, o.max_new, sampling(o), gen) : t.answer({src}).front();
+    if (!t.continues_text()) t.check_source_fits(src.size());
+    const Seq out = t.continues_text() ? t.continue_text(src, o.max_new, sampling(o), gen)
+                                       : t.answer({src}).front();
     // A BPE model's bytes need not be UTF-8 (a token may end inside a
     // character): bytes that are not print as U+FFFD.
     std::printf("%s\n", data::utf8_or_replacement(t.decode_text(out)).c_str());

@@ -623,7 +623,7 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   }
   if (training && r.is_lm) report_best(t, o, r);
   if (r.masked)
-    std::printf("held-out masked-token accuracy: %.2f%%, perplexity: %.3f\n", 100 * r.token_acc(),
+    std::printf("held-out %s accuracy: %.2f%%, perplexity: %.3f\n", r.made, 100 * r.token_acc(),
                 r.perplexity());
   else if (r.is_lm)
     std::printf("held-out perplexity: %.3f, bits per byte: %.4f\n", r.perplexity(),

@@ -61,10 +61,9 @@ void Trainer::build_text_data(Split how, int64_t max_file_bytes, const Vocab* gi
       vocab = *given;
     } else {
       try {
-        const char* extra = family().extra_special;  // bert's [MASK]
-        vocab =
-            Vocab::from_bpe(data::BPE::train(std::string(train_text), cfg.bpe_vocab),
-                            extra ? std::vector<std::string>{extra} : std::vector<std::string>{});
+        // bert's [MASK], span corruption's sentinels
+        vocab = Vocab::from_bpe(data::BPE::train(std::string(train_text), cfg.bpe_vocab),
+                                extra_tokens(family(), cfg));
       } catch (const Error& e) {  // "BPE: vocab_size N is more than this text allows: ..."
         throw Error("--bpe-vocab " + std::to_string(cfg.bpe_vocab) + ": " + brief(cfg.data) +
                     (v ? "" : " (its training part)") + ": " + e.what());
@@ -107,7 +106,8 @@ void Trainer::build_text_data(Split how, int64_t max_file_bytes, const Vocab* gi
         throw Error("--data " + brief(cfg.data) + ": more distinct tokens than --max-vocab " +
                     std::to_string(cfg.max_vocab) +
                     (cfg.tokens == "word" ? "" : " (try --tokens word?)"));
-      if (const char* extra = family().extra_special) distinct.emplace(extra);  // bert's [MASK]
+      // bert's [MASK], span corruption's sentinels
+      for (const std::string& extra : extra_tokens(family(), cfg)) distinct.emplace(extra);
       vocab = Vocab::from_tokens({distinct.begin(), distinct.end()});
     }
     int64_t unknown_train = 0;

@@ -281,14 +281,17 @@ void Trainer::build_data(const Vocab* given) {
     // Each pair's tokens are held as strings (~40 bytes a character) until encoded.
     detail::check_data_memory(48.0 * double(f.text.size()), "--data " + brief(cfg.data),
                               std::to_string(f.text.size()) + " bytes of pairs");
-    std::vector<data::TokenPair> train_tok = data::parse_pairs(f, how), valid_tok;
+    // BPE pairs are read as characters and joined back into their text, whose
+    // bytes the BPE cuts (Vocab::encode_bytes).
+    const Split read_as = how == Split::Bpe ? Split::Char : how;
+    std::vector<data::TokenPair> train_tok = data::parse_pairs(f, read_as), valid_tok;
     detail::check_one_label_per_token(cfg, train_tok, cfg.data);
     data_info = {{"kind", "pairs"}, {"data", detail::file_info(f)}};
     if (!cfg.valid.empty()) {
       TextFile v = detail::read_flag_file("--valid", cfg.valid, kMaxFileBytes);
       detail::check_data_memory(48.0 * double(v.text.size()), "--valid " + brief(cfg.valid),
                                 std::to_string(v.text.size()) + " bytes of pairs");
-      valid_tok = data::parse_pairs(v, how);
+      valid_tok = data::parse_pairs(v, read_as);
       detail::check_one_label_per_token(cfg, valid_tok, cfg.valid);
       data_info["valid"] = detail::file_info(v);
     } else {
@@ -304,8 +307,22 @@ void Trainer::build_data(const Vocab* given) {
         (i < split.n_valid ? valid_tok : kept).push_back(train_tok[split.order[i]]);
       train_tok.swap(kept);
     }
+    auto joined = [](const std::vector<std::string>& chars) {
+      std::string s;
+      for (const std::string& c : chars) s += c;
+      return s;
+    };
     if (given) {
       vocab = *given;
+    } else if (how == Split::Bpe) {  // learned from the training pairs' texts
+      std::string all;
+      for (const data::TokenPair& p : train_tok) all += joined(p.src) + "\n" + joined(p.tgt) + "\n";
+      try {
+        vocab = Vocab::from_bpe(data::BPE::train(all, cfg.bpe_vocab), extra_tokens(family(), cfg));
+      } catch (const Error& e) {
+        throw Error("--bpe-vocab " + std::to_string(cfg.bpe_vocab) + ": " + brief(cfg.data) +
+                    " (its training pairs): " + e.what());
+      }
     } else {
       std::vector<const std::vector<std::string>*> lists;
       for (auto& p : train_tok) {
@@ -324,9 +341,12 @@ void Trainer::build_data(const Vocab* given) {
     auto add = [&](const std::vector<data::TokenPair>& in, std::vector<Pair>& out, int64_t* unk,
                    const std::string& file) {
       for (const data::TokenPair& p : in) {
-        out.push_back({vocab.encode(p.src, unk), vocab.encode(p.tgt, unk)});
-        const int64_t len = family().sequence_tokens(static_cast<int64_t>(p.src.size()),
-                                                     static_cast<int64_t>(p.tgt.size()));
+        if (vocab.bpe())
+          out.push_back({vocab.encode_bytes(joined(p.src)), vocab.encode_bytes(joined(p.tgt))});
+        else
+          out.push_back({vocab.encode(p.src, unk), vocab.encode(p.tgt, unk)});
+        const int64_t len = family().sequence_tokens(static_cast<int64_t>(out.back().src.size()),
+                                                     static_cast<int64_t>(out.back().tgt.size()));
         if (len > need) {
           need = len;
           longest_where = brief(file) + ":" + std::to_string(p.line);

@@ -122,7 +122,8 @@ struct EvalResult {
   int64_t unknown_tokens = 0;  // held-out tokens the vocabulary lacks (<unk>)
   bool is_lm = false;
   bool is_classifier = false;  // one label per input: exact_acc() is the accuracy
-  bool masked = false;         // text scored on masked tokens (mlm): token_acc() is theirs
+  bool masked = false;         // text scored on made targets (mlm, span): token_acc() is theirs
+  const char* made = "";       // what they are (Family::made_targets): "masked-token"
   double exact_acc() const { return sequences ? double(exact) / sequences : 0; }
   double token_acc() const { return tokens ? double(tokens_right) / tokens : 0; }
   double perplexity() const { return std::exp(loss); }
@@ -211,6 +212,9 @@ class Trainer {
   static Vocab checkpoint_vocab(const TensorFile& f, int64_t model_vocab);
 
   bool is_lm() const { return cfg.is_text(); }  // a language model (text data)
+  // Continues a text (--ask, samples): a language model that predicts the next
+  // token, not one learning from text another way (bert's mlm, span).
+  bool continues_text() const { return is_lm() && family().sample != nullptr; }
   // What the program knows of the model's family (trainer/family.h).
   const Family& family() const { return train::family(cfg.model, "--model"); }
   // One optimisation step on a fresh batch; returns the loss. Throws Diverged

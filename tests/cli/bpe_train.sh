@@ -92,8 +92,10 @@ expect_fail "$TRAIN" "${lm[@]}" --bpe-vocab 100000 --out bad
 expect_out "error: --bpe-vocab 100000: bytes.txt (its training part): BPE: vocab_size 100000 is more than this text allows"; one_line
 expect_fail "$TRAIN" --model gpt --data bytes.txt --format text --bpe-vocab 300 --out bad
 expect_out "error: --bpe-vocab: goes with --tokens bpe"; one_line
-expect_fail "$TRAIN" --data bytes.txt --tokens bpe --bpe-vocab 300 --out bad
-expect_out "error: --tokens: bpe is learned from a text corpus"; one_line
+expect_fail "$TRAIN" --model encoder --data bytes.txt --tokens bpe --bpe-vocab 300 --out bad
+expect_out "error: --tokens: the encoder model labels each source token"; one_line
+expect_fail "$TRAIN" --tokens bpe --bpe-vocab 300 --out bad
+expect_out "error: --tokens: bpe is learned from the text of --data FILE"; one_line
 expect_fail "$TRAIN" --model gpt --data bytes.txt --format text --tokens bpe --out bad
 expect_out "error: --bpe-vocab: --tokens bpe needs the tokenizer's size"; one_line
 [ ! -e bad ] || fail "a refused run left --out behind"

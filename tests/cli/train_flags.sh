@@ -32,7 +32,8 @@ refused "--model: expected seq2seq, gpt, encoder, bert or vit" --model mamba
 refused "--positions: the gpt model has a learned position table or rotary positions (rope), not sinusoidal" --model gpt --positions sinusoidal
 refused "--rope-base: sets rope's base; give --positions rope too (or leave it out)" --model gpt --rope-base 500
 refused "--rope-base: must be in (1, 1e9], got 0.5" --model gpt --positions rope --rope-base 0.5
-refused "--format: text (a plain corpus) trains a language model" --data /etc/hostname --format text
+refused "--format: text (a plain corpus) trains a language model: use --model gpt (or bert, or seq2seq with --objective span)" --model encoder --data /etc/hostname --format text
+refused "--objective: a text corpus (--format text) trains the seq2seq model by span corruption" --data /etc/hostname --format text
 refused "--steps" --steps abc
 refused "--optimizer: expected adam, adamw or sgd, got 'lion'" --optimizer lion
 refused "--attention: expected standard, memory-efficient, sparse, linear or auto, got 'fast'" --attention fast
