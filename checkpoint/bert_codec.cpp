@@ -72,15 +72,7 @@ extern const ModelCodec kBertCodec = {
        bool b) { return rebuild_model<Bert>(f, p, bert_config_from_json(j, w), b); }};
 
 std::unique_ptr<Bert> load_bert(const std::string& path) {
-  const TensorFile f = read_safetensors(path);
-  auto it = f.metadata.find("model_kind");
-  const std::string kind = it == f.metadata.end() ? "" : it->second;
-  if (kind != kBertCodec.kind)
-    throw Error(brief(path) + ": holds " +
-                (kind.empty() ? "no model_kind" : "a '" + brief(kind) + "' model") +
-                ", not a 'bert' model");
-  std::unique_ptr<Model> m = load_model(f);
-  return std::unique_ptr<Bert>(static_cast<Bert*>(m.release()));  // the kind was checked
+  return load_model_as<Bert>(path, kBertCodec.kind);
 }
 
 }  // namespace qkv::nn

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "checkpoint/bert_codec.h"
+#include "checkpoint/vit_codec.h"
 #include "checkpoint/model_file.h"
 #include "core/error.h"
 #include "nn/ffn.h"

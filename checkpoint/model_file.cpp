@@ -12,8 +12,6 @@ namespace qkv::nn {
 
 using json = nlohmann::json;
 
-namespace {
-
 TensorFile read_model_file(const std::string& path, const char* want_kind) {
   TensorFile f = read_safetensors(path);
   const std::string kind = f.metadata.count("model_kind") ? f.metadata.at("model_kind") : "";
@@ -26,6 +24,8 @@ TensorFile read_model_file(const std::string& path, const char* want_kind) {
                 "' model");
   return f;
 }
+
+namespace {
 
 std::string prefix_of(const TensorFile& f) {
   auto it = f.metadata.find("model_prefix");
@@ -150,24 +150,13 @@ std::unique_ptr<Model> load_model(const std::string& path) {
   return load_model(read_safetensors(path));
 }
 
-namespace {
-template <class M>
-std::unique_ptr<M> load_as(const std::string& path, const char* want_kind) {
-  const TensorFile f = read_model_file(path, want_kind);
-  std::unique_ptr<Model> m = load_model(f);
-  return std::unique_ptr<M>(static_cast<M*>(m.release()));  // the kind was checked
-}
-}  // namespace
-
 std::unique_ptr<Seq2SeqTransformer> load_seq2seq(const std::string& path) {
-  return load_as<Seq2SeqTransformer>(path, "seq2seq");
+  return load_model_as<Seq2SeqTransformer>(path, "seq2seq");
 }
-std::unique_ptr<GPT> load_gpt(const std::string& path) { return load_as<GPT>(path, "gpt"); }
+std::unique_ptr<GPT> load_gpt(const std::string& path) { return load_model_as<GPT>(path, "gpt"); }
 std::unique_ptr<EncoderOnlyModel> load_encoder_only(const std::string& path) {
-  return load_as<EncoderOnlyModel>(path, "encoder");
+  return load_model_as<EncoderOnlyModel>(path, "encoder");
 }
-
-std::unique_ptr<ViT> load_vit(const std::string& path) { return load_as<ViT>(path, "vit"); }
 
 std::string model_kind(const std::string& path) {
   TensorFile f = read_safetensors(path);

@@ -4,7 +4,8 @@
 //   nn::save_model(model, "m.safetensors");            // weights + config, any family
 //   auto m = nn::load_model("m.safetensors");           // a Model of the file's family
 //   auto s = nn::load_seq2seq("m.safetensors");         // or typed: load_gpt, load_encoder_only,
-//                                                       // load_bert (checkpoint/bert_codec.h)
+//                                                       // load_bert (checkpoint/bert_codec.h),
+//                                                       // load_vit (checkpoint/vit_codec.h)
 //   auto g = nn::load_gpt("runs/lm/model.safetensors"); // also reads train's checkpoints
 //
 // Which way to write a model to a file:
@@ -35,7 +36,6 @@
 #include "models/encoder_only.h"
 #include "models/gpt.h"
 #include "models/model.h"
-#include "models/vit.h"
 
 namespace qkv::nn {
 
@@ -47,8 +47,6 @@ TransformerConfig transformer_config_from_json(const nlohmann::json& j, const st
 GPTConfig gpt_config_from_json(const nlohmann::json& j, const std::string& where);
 nlohmann::json config_to_json(const EncoderOnlyConfig& c);
 EncoderOnlyConfig encoder_config_from_json(const nlohmann::json& j, const std::string& where);
-nlohmann::json config_to_json(const ViTConfig& c);
-ViTConfig vit_config_from_json(const nlohmann::json& j, const std::string& where);
 // A model_config as a file holds it, in today's names: files written before
 // the rename call the position table's size "max_len" (now "max_positions").
 nlohmann::json upgrade_model_config(const nlohmann::json& j, const std::string& where);
@@ -112,8 +110,16 @@ std::unique_ptr<Model> load_model(const TensorFile& f);  // a file already read
 std::unique_ptr<Seq2SeqTransformer> load_seq2seq(const std::string& path);
 std::unique_ptr<GPT> load_gpt(const std::string& path);
 std::unique_ptr<EncoderOnlyModel> load_encoder_only(const std::string& path);
-std::unique_ptr<ViT> load_vit(const std::string& path);
-// "seq2seq", "gpt", "encoder" or "vit": what kind of model a file holds.
+// A file's tensors, once its model_kind is `want_kind` (an Error naming the
+// file otherwise), and the model it holds as its own class M: the typed
+// loaders of the families in their own files (load_bert, load_vit).
+TensorFile read_model_file(const std::string& path, const char* want_kind);
+template <class M>
+std::unique_ptr<M> load_model_as(const std::string& path, const char* want_kind) {
+  std::unique_ptr<Model> m = load_model(read_model_file(path, want_kind));
+  return std::unique_ptr<M>(static_cast<M*>(m.release()));  // the kind was checked
+}
+// "seq2seq", "gpt", "encoder", "bert" or "vit": what kind of model a file holds.
 std::string model_kind(const std::string& path);
 
 // Refuses, before any model is built, a configuration whose sizes disagree
@@ -134,9 +140,6 @@ std::string model_kind(const std::string& path);
 void check_config_fits(const TensorFile& f, const std::string& prefix, const TransformerConfig& c);
 void check_config_fits(const TensorFile& f, const std::string& prefix, const GPTConfig& c);
 void check_config_fits(const TensorFile& f, const std::string& prefix, const EncoderOnlyConfig& c);
-// The ViT: d_model and the patch geometry against patch.weight (D, C*P*P) and
-// pos_embed ((image/patch)^2 + 1, D), classes against head.weight.
-void check_config_fits(const TensorFile& f, const std::string& prefix, const ViTConfig& c);
 // The same for whatever model a file holds (its model_kind, model_config, model_prefix).
 void check_config_fits(const TensorFile& f);
 // How many numbers (parameters) a model of this configuration holds, as
@@ -145,7 +148,6 @@ void check_config_fits(const TensorFile& f);
 double parameter_count(const TransformerConfig& c);
 double parameter_count(const GPTConfig& c);
 double parameter_count(const EncoderOnlyConfig& c);
-double parameter_count(const ViTConfig& c);
 
 // The metadata value of `key`, parsed as JSON with its nesting bounded
 // (parse_json_bounded, io/json_bounded.h); an Error naming the file and the

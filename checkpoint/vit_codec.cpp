@@ -3,7 +3,7 @@
 // checkpoint/model_file.h). Its shape checks are check_config_fits
 // (checkpoint/config_fits.cpp).
 #include "checkpoint/config_json.h"
-#include "checkpoint/model_file.h"
+#include "checkpoint/vit_codec.h"
 
 namespace qkv::nn {
 
@@ -42,5 +42,9 @@ extern const ModelCodec kViTCodec = {
     "vit", [](const Model& m) { return config_to_json(dynamic_cast<const ViT&>(m).cfg); },
     [](const TensorFile& f, const std::string& p, const nlohmann::json& j, const std::string& w,
        bool b) { return rebuild_model<ViT>(f, p, vit_config_from_json(j, w), b); }};
+
+std::unique_ptr<ViT> load_vit(const std::string& path) {
+  return load_model_as<ViT>(path, kViTCodec.kind);
+}
 
 }  // namespace qkv::nn

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "autograd/qkv_autograd.h"
-#include "checkpoint/model_file.h"
+#include "checkpoint/vit_codec.h"
 #include "compare.h"
 #include "errors.h"
 #include "fixture.h"

@@ -2,6 +2,7 @@
 // --model vit, a classifier of images. Its entry in the family table
 // (trainer/family.h). It reads --format idx (trainer/image_data.cpp): a pair
 // is (the image's pixels, {its label}).
+#include "checkpoint/vit_codec.h"
 #include "models/vit.h"
 #include "trainer/family.h"
 
