@@ -329,6 +329,32 @@ bert-experiment: $(PACKAGES_DIR)/info.json
 	$(call quiet_build,$(B32)/bow_classify)
 	python3 tools/bert_packages.py --bin $(B32) --data $(PACKAGES_DIR) --out runs/bert-packages
 
+# T5 on the same descriptions: the encoder-decoder with T5's block (--preset
+# t5: relative positions, RMSNorm, no biases) pre-trained by span corruption
+# on the training split's text, asked to fill in a span, then fine-tuned to
+# answer a description with its section's name as text (--init-from), and
+# asked. docs/t5.md has the figures; `make t5-experiment`
+# (tools/t5_packages.py) measures whether pre-training helps, on BERT's
+# subsets (500 and 2,000 examples, 3 seeds).
+.PHONY: t5 t5-experiment
+T5_ARCH := --preset t5 --d-model 128 --heads 4 --layers 2 --d-ff 512
+T5_PRETRAIN_STEPS ?= 4000
+T5_FINETUNE_STEPS ?= 5000
+t5: $(PACKAGES_DIR)/info.json
+	$(call quiet_build,$(B32)/train)
+	$(B32)/train --model seq2seq --objective span --data $(PACKAGES_DIR)/pretrain.txt --tokens bpe \
+	  --bpe-vocab 2048 $(T5_ARCH) --context 64 --batch 32 --lr 1e-3 --warmup 400 \
+	  --steps $(T5_PRETRAIN_STEPS) --eval-every 1000 --threads 2 --out runs/t5-span
+	$(B32)/train --load runs/t5-span/model.safetensors --ask "a <extra_id_0> for children"
+	$(B32)/train --init-from runs/t5-span/model.safetensors --data $(PACKAGES_DIR)/train.tsv \
+	  --valid $(PACKAGES_DIR)/valid.tsv --batch 32 --lr 5e-4 --warmup 500 --steps $(T5_FINETUNE_STEPS) \
+	  --eval-every 1000 --threads 2 --out runs/t5
+	$(B32)/train --load runs/t5/model.safetensors --ask "command-line tool to edit PDF files"
+t5-experiment: $(PACKAGES_DIR)/info.json
+	$(call quiet_build,$(B32)/train)
+	python3 tools/t5_packages.py --bin $(B32) --data $(PACKAGES_DIR) --out runs/t5-packages \
+	  --flags "--preset t5"
+
 # The llama-style GPT (RoPE, RMSNorm, SwiGLU, grouped-query attention, no
 # biases: --preset llama) on byte-level BPE tokens it learns from the prose
 # corpus (built first), then asked to continue a sentence. Its file holds the

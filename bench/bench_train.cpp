@@ -13,6 +13,9 @@
 // It is killed when the timing ends, and stops by itself if bench_train dies
 // (it watches its parent) or after --contend-limit seconds.
 //
+// --instruments N records the training instruments (trainer/instruments.h)
+// every N-th step, counting the warm-up steps, as train --instruments N does.
+//
 // --recompute none|ffn|layer sets what every layer recomputes in backward
 // instead of keeping (models/encoder_decoder.h, Recompute); bench/run_recompute.sh
 // runs each setting in a process of its own.
@@ -24,6 +27,7 @@
 //
 // What is reported:
 //   step ms      median over --steps timed steps, after --warmup untimed ones
+//                (and their mean, step_ms_mean in --json)
 //   forward ms   median of forward + loss under NoGradGuard (no graph)
 //   tokens/s     B*T / step time: the target tokens (those that carry a loss)
 //   GFLOP/s      matmul FLOPs of one step (gemm_flop_count() delta) / step time
@@ -67,6 +71,8 @@
 #include <vector>
 
 #include "autograd/var.h"
+#include "autograd/ops.h"
+#include "nn/moe.h"
 #include "core/allocator.h"
 #include "core/blas.h"
 #include "core/error.h"
@@ -80,6 +86,7 @@
 #include "nn/attention_internal.h"
 #include "models/transformer.h"
 #include "optim/adam.h"
+#include "trainer/instruments.h"
 
 // Every plain operator new of the process is counted (libstdc++'s array and
 // nothrow forms call this one; the over-aligned forms are not counted), so
@@ -393,6 +400,7 @@ int main(int argc, char** argv) {
   bool json = false, no_ceiling = false, show_shapes = false, contend = false, fixed = false;
   bool no_forward = false;
   int contend_limit = 3600;
+  int64_t instruments = 0;
   std::string recompute = "none", precision = "fp32";
   CLI::App app{"bench_train: time a Transformer training step and its sgemm ceiling (qkv)"};
   app.add_option("--config", config, "tiny, small, base, gpt or chargpt")
@@ -426,10 +434,22 @@ int main(int argc, char** argv) {
                  "ceiling too)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_flag("--json", json, "print one JSON line instead of the readable report");
+  app.add_option("--instruments", instruments,
+                 "record the training instruments every N steps (0: off), as train does")
+      ->check(CLI::Range(0, 1000000));
+  nn::MoESettings moe;  // --experts: a mixture of experts in every FFN (nn/moe.h)
+  app.add_option("--experts", moe.experts, "a mixture of E experts in every FFN (0: dense)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--experts-per-token", moe.experts_per_token, "experts: k a token")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--capacity-factor", moe.capacity_factor, "experts: capacity factor");
+  app.add_option("--aux-loss", moe.aux_loss, "experts: load-balancing loss coefficient");
   CLI11_PARSE(app, argc, argv);
 
   try {
     const BenchCase c = make_case(config);
+    if (moe.experts > 0 && !nn::moe_settings_problem(moe).empty())
+      throw Error("--experts: " + nn::moe_settings_problem(moe));
     if (recompute != "none" && recompute != "ffn" && recompute != "layer")
       throw Error("--recompute '" + recompute + "': expected none, ffn or layer");
     const nn::Recompute rc = recompute == "ffn"     ? nn::Recompute::FFN
@@ -468,8 +488,13 @@ int main(int argc, char** argv) {
       g.tie_weights = true;
       g.recompute = rc;
       g.seed = seed;
+      g.moe = moe;
       auto m = std::make_shared<nn::GPT>(g);
-      forward_loss = [m, &tgt, &targets] { return nn::cross_entropy(m->forward(tgt), targets); };
+      forward_loss = [m, &tgt, &targets, moe] {
+        Var loss = nn::cross_entropy(m->forward(tgt), targets);
+        Var aux = m->aux_loss();  // --experts: the training loss the trainer makes
+        return aux.defined() ? loss + aux * real(moe.aux_loss) : loss;
+      };
       model = m;
       meta.insert({{"model", "gpt"},
                    {"layers", std::to_string(c.dec)},
@@ -492,9 +517,12 @@ int main(int argc, char** argv) {
       t.learned_positions = false;
       t.recompute = rc;
       t.seed = seed;
+      t.moe = moe;
       auto m = std::make_shared<nn::Seq2SeqTransformer>(t);
-      forward_loss = [m, &src, &tgt, &targets] {
-        return nn::cross_entropy(m->forward(src, tgt), targets);
+      forward_loss = [m, &src, &tgt, &targets, moe] {
+        Var loss = nn::cross_entropy(m->forward(src, tgt), targets);
+        Var aux = m->aux_loss();
+        return aux.defined() ? loss + aux * real(moe.aux_loss) : loss;
       };
       model = m;
       meta.insert({{"model", "seq2seq"},
@@ -505,6 +533,10 @@ int main(int argc, char** argv) {
                    {"positions", "sinusoidal"},
                    {"tied", "false"}});
     }
+    if (moe.experts > 0)
+      meta.insert({{"experts", std::to_string(moe.experts)},
+                   {"experts_per_token", std::to_string(moe.experts_per_token)},
+                   {"capacity_factor", std::to_string(moe.capacity_factor)}});
     if (!save_init.empty()) nn::save(*model, save_init, meta);
     if (!save_batch.empty())
       write_safetensors(save_batch,
@@ -514,11 +546,21 @@ int main(int argc, char** argv) {
                         meta);
     optim::Adam opt(model->parameters(), optim::AdamOptions{});  // lr 1e-3, PyTorch defaults
 
+    // --instruments N: the training instruments (trainer/instruments.h) on
+    // every N-th step, as train --instruments N records them (kept in memory).
+    std::unique_ptr<train::Instruments> ins;
+    if (instruments > 0) ins = std::make_unique<train::Instruments>(*model, instruments, "");
+    int64_t step_number = 0;
     auto train_step = [&]() -> real {
       opt.zero_grad();
+      train::Instruments* watching = ins && ins->due(++step_number) ? ins.get() : nullptr;
+      if (watching) watching->watch(step_number);
       Var loss = forward_loss();
+      if (watching) watching->unwatch();
       loss.backward();
+      if (watching) watching->gradients();
       opt.step();
+      if (watching) watching->updated(loss.item(), double(opt.lr), 0);
       return loss.item();
     };
 
@@ -616,6 +658,9 @@ int main(int argc, char** argv) {
         no_forward ? 0 : std::fabs(derived_fwd - fwd_flops) / std::max<double>(fwd_flops, 1);
 
     const double step_ms = median(step_s) * 1e3, fwd_ms = median(fwd_s) * 1e3;
+    // The mean counts the watched steps of --instruments, which the median skips.
+    double step_mean_ms = 0;
+    for (double v : step_s) step_mean_ms += v * 1e3 / double(step_s.size());
     const double tokens = static_cast<double>(c.B * c.T);
     const double gflops = step_flops / (step_ms * 1e-3) / 1e9;
     const double fwd_gflops = fwd_ms > 0 ? fwd_flops / (fwd_ms * 1e-3) / 1e9 : 0;
@@ -650,6 +695,8 @@ int main(int argc, char** argv) {
                           {"params", model->num_parameters()},
                           {"step_ms", step_ms},
                           {"step_ms_min", *std::min_element(step_s.begin(), step_s.end()) * 1e3},
+                          {"step_ms_mean", step_mean_ms},
+                          {"instruments", instruments},
                           {"fwd_ms", fwd_ms},
                           {"tokens_per_s", tokens / (step_ms * 1e-3)},
                           {"step_gflop", step_flops / 1e9},

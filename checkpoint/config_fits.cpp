@@ -184,11 +184,14 @@ int64_t ffn_rows(const C& c) {
 
 // The feed-forward block (nn/ffn.h): FeedForward W1 (F, D), W2 (D, F) and
 // their biases; SwiGLU three matrices of hidden width swiglu_hidden(d_ff), no biases.
+// A mixture of experts (experts > 0): E such blocks and the router (E, D).
 template <class C>
 double ffn_numbers(const C& c) {
   const double D = double(c.d_model), F = double(ffn_rows(c));
-  if (c.activation == Activation::SwiGLU) return 3 * D * F;
-  return 2 * D * F + (c.bias ? F + D : 0);
+  const double one =
+      c.activation == Activation::SwiGLU ? 3 * D * F : 2 * D * F + (c.bias ? F + D : 0);
+  if (c.moe.experts > 0) return double(c.moe.experts) * (one + D);
+  return one;
 }
 // One layer of a stack: `attentions` attention blocks, as many norms plus
 // the FFN's, and the FFN.
@@ -205,17 +208,21 @@ double layer_numbers(const C& c, int attentions) {
 
 // The FFN tensor d_ff is checked against, and the rows d_ff gives it:
 // linear1.weight (d_ff, D), or SwiGLU's gate.weight (swiglu_hidden(d_ff), D).
+// With experts: the first expert's (ffn.experts.0.linear1.weight ...).
 template <class C>
 std::string ffn_first(const C& c) {
-  return c.activation == Activation::SwiGLU ? "ffn.gate.weight" : "ffn.linear1.weight";
+  const std::string block = c.moe.experts > 0 ? "ffn.experts.0." : "ffn.";
+  return block + (c.activation == Activation::SwiGLU ? "gate.weight" : "linear1.weight");
 }
 
 }  // namespace
 
 double parameter_count(const TransformerConfig& c) {
   const double D = double(c.d_model);
-  double n = double(c.src_vocab) * D + double(c.tgt_vocab) * D;   // the embeddings
-  if (c.learned_positions) n += 2 * double(c.max_positions) * D;  // src_pos, tgt_pos
+  double n = double(c.src_vocab) * D + double(c.tgt_vocab) * D;  // the embeddings
+  if (c.learned_positions && !c.relative())
+    n += 2 * double(c.max_positions) * D;                              // src_pos, tgt_pos
+  if (c.relative()) n += 2 * double(c.heads) * double(c.rel_buckets);  // each stack's rel_bias
   n += double(c.encoder_layers) * layer_numbers(c, 1) +
        double(c.decoder_layers) * layer_numbers(c, 2);
   if (c.pre_norm) n += 2 * norm_numbers(c);                // each stack's final norm
@@ -226,8 +233,9 @@ double parameter_count(const TransformerConfig& c) {
 double parameter_count(const GPTConfig& c) {
   const double D = double(c.d_model);
   double n = double(c.vocab) * D +
-             (c.rope_base > 0 ? 0 : double(c.max_positions) * D) +  // RoPE: no table
+             (c.rope_base > 0 || c.relative() ? 0 : double(c.max_positions) * D) +  // no table
              double(c.layers) * layer_numbers(c, 1);
+  if (c.relative()) n += double(c.heads) * double(c.rel_buckets);  // rel_bias
   if (c.pre_norm) n += norm_numbers(c);
   if (!c.tie_weights) n += double(c.vocab) * D;  // lm_head, no bias
   return n;
@@ -237,7 +245,8 @@ double parameter_count(const EncoderOnlyConfig& c) {
   const double D = double(c.d_model);
   double n = double(c.vocab) * D + double(c.layers) * layer_numbers(c, 1);
   if (c.pre_norm) n += norm_numbers(c);
-  return n + double(c.classes) * (D + 1);  // head, with bias
+  if (c.relative()) n += double(c.heads) * double(c.rel_buckets);  // encoder.rel_bias
+  return n + double(c.classes) * (D + 1);                          // head, with bias
 }
 
 // The ViT's numbers from its keys, in doubles (a hostile image or patch
@@ -325,7 +334,7 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const Tra
     fit.d_k_fits(name, c.heads, c.d_model, c.d_k);
   for (const char* stack : {"encoder.layers.0.", "decoder.layers.0."})
     fit.ffn_fits(stack + ffn_first(c), c.d_ff, ffn_rows(c), c.d_model);
-  if (c.learned_positions) {
+  if (c.learned_positions && !c.relative()) {
     for (const char* name : {"src_pos.weight", "tgt_pos.weight"}) {
       const Tensor& table = fit.matrix(name, "max_positions");
       fit.size_is(name, table, 0, "max_positions", c.max_positions);  // (max_positions, D)
@@ -356,8 +365,8 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const GPT
     fit.d_k_fits("layers.0.self_attn.w_q.weight", c.heads, c.d_model, c.d_k);
     fit.ffn_fits("layers.0." + ffn_first(c), c.d_ff, ffn_rows(c), c.d_model);
   }
-  if (c.rope_base > 0) {
-    // Rotary positions: no table; max_positions bounds the sequences read.
+  if (c.rope_base > 0 || c.relative()) {
+    // Rotary or relative positions: no table; max_positions bounds the sequences read.
     fit.at_least("max_positions", c.max_positions, 1);
   } else {
     const Tensor& table = fit.matrix("pos_embed.weight", "max_positions");

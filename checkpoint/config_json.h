@@ -59,6 +59,20 @@ json to_json_with(const C& c, Fields fields) {
   // written only when used (a file without them has every head and no rotation).
   if (c.kv_heads != 0) j["kv_heads"] = c.kv_heads;
   if (c.rope_base != 0) j["rope_base"] = c.rope_base;
+  // T5's relative positions, written only when used (a file without them has
+  // none: every file written before the keys).
+  if (c.rel_buckets != 0) {
+    j["rel_buckets"] = c.rel_buckets;
+    j["rel_max_distance"] = c.rel_max_distance;
+  }
+  // A mixture of experts in every FFN (nn/moe.h), written only when used (a
+  // file without "experts", as every file before it, has dense FFNs).
+  if (c.moe.experts > 0) {
+    j["experts"] = c.moe.experts;
+    j["experts_per_token"] = c.moe.experts_per_token;
+    j["capacity_factor"] = c.moe.capacity_factor;
+    j["aux_loss"] = c.moe.aux_loss;
+  }
   return j;
 }
 
@@ -108,6 +122,40 @@ C from_json_with(const json& file_json, const std::string& where, Fields fields)
     if (!(c.rope_base > 1 && c.rope_base <= real(1e9)))
       throw Error(where + ": key 'rope_base' is " + brief(j.at("rope_base").dump()) +
                   ": must be in (1, 1e9] (leave it out for no rotation)");
+  }
+  if (j.is_object() && j.contains("rel_buckets")) {
+    read_json_field(j, "rel_buckets", c.rel_buckets, where);
+    if (j.contains("rel_max_distance"))
+      read_json_field(j, "rel_max_distance", c.rel_max_distance, where);
+    if (c.rel_buckets < 4 || c.rel_buckets % 2 != 0)
+      throw Error(where + ": key 'rel_buckets' is " + std::to_string(c.rel_buckets) +
+                  ": must be even and >= 4 (leave it out for no relative positions)");
+    if (c.rel_max_distance <= c.rel_buckets / 2 || c.rel_max_distance > (int64_t{1} << 30))
+      throw Error(where + ": key 'rel_max_distance' is " + std::to_string(c.rel_max_distance) +
+                  ": must exceed rel_buckets / 2 = " + std::to_string(c.rel_buckets / 2) +
+                  " and be at most 2^30");
+  } else if (j.is_object() && j.contains("rel_max_distance")) {
+    throw Error(where + ": key 'rel_max_distance' without 'rel_buckets'");
+  }
+  if (j.is_object() && j.contains("experts")) {
+    read_json_field(j, "experts", c.moe.experts, where);
+    for (const char* k : {"experts_per_token", "capacity_factor", "aux_loss"})
+      if (!j.contains(k))
+        throw Error(where + ": key 'experts' without '" + k +
+                    "' (a mixture of experts has all four)");
+    read_json_field(j, "experts_per_token", c.moe.experts_per_token, where);
+    read_json_field(j, "capacity_factor", c.moe.capacity_factor, where);
+    read_json_field(j, "aux_loss", c.moe.aux_loss, where);
+    const std::string problem = moe_settings_problem(c.moe);
+    if (!problem.empty())
+      throw Error(where +
+                  ": keys 'experts', 'experts_per_token', 'capacity_factor', "
+                  "'aux_loss': " +
+                  problem);
+  } else {
+    for (const char* k : {"experts_per_token", "capacity_factor", "aux_loss"})
+      if (j.is_object() && j.contains(k))
+        throw Error(where + ": key '" + k + "' without 'experts' (leave it out for a dense FFN)");
   }
   // The values nn::MultiHeadAttention takes (nn/attention.h): global_every 0
   // is sparse attention without global positions.

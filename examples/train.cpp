@@ -118,13 +118,25 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--dropout", c.dropout, "dropout rate")->capture_default_str();
   app.add_flag("--pre-ln,!--post-ln", c.pre_ln, "Pre-LN (default: Post-LN; gpt: Pre-LN)");
   app.add_flag("--tie,!--no-tie", c.tie, "tie output and embedding (gpt: on)");
-  add_value(app, "--positions", c.positions, "sinusoidal, learned (gpt) or rope (gpt)")
+  add_value(app, "--positions", c.positions, "sinusoidal, learned, rope (gpt) or relative (T5)")
       ->capture_default_str();
   add_value(app, "--rope-base", c.rope_base, "rope: the rotation's base")->capture_default_str();
+  add_value(app, "--rel-buckets", c.rel_buckets, "relative: buckets per table (even)")
+      ->capture_default_str();
+  add_value(app, "--rel-max-distance", c.rel_max_distance, "relative: the last bucket's distance")
+      ->capture_default_str();
   add_value(app, "--kv-heads", c.kv_heads, "key/value heads (GQA; 0: --heads)")
       ->capture_default_str();
   add_value(app, "--activation", c.activation,
             "relu, gelu (gpt) or swiglu (hidden 2/3 d_ff, to 8s)")
+      ->capture_default_str();
+  add_value(app, "--experts", c.experts, "mixture of experts: E expert FFNs (0: dense)")
+      ->capture_default_str();
+  add_value(app, "--experts-per-token", c.experts_per_token, "experts: k a token (Switch: 1)")
+      ->capture_default_str();
+  add_value(app, "--capacity-factor", c.capacity_factor, "experts: capacity N k / E times this")
+      ->capture_default_str();
+  add_value(app, "--aux-loss", c.aux_loss, "experts: load-balancing loss coefficient")
       ->capture_default_str();
   add_value(app, "--norm", c.norm, "layer (LayerNorm) or rms (RMSNorm)")->capture_default_str();
   app.add_flag("--no-bias", c.no_bias, "attention and FFN Linears without biases");
@@ -193,6 +205,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--max-new", o.max_new, "tokens a language model writes")->capture_default_str();
   app.add_flag("--allow-nonfinite", o.allow_nonfinite, "load a checkpoint holding NaN/Inf");
   app.add_flag("--detect-anomaly", o.detect_anomaly, "name the first op making NaN/Inf");
+  add_value(app, "--instruments", o.instruments,
+            "every N steps: gradient, update, layer stats (0: off)");
 }
 
 // The JSON keys of the run settings given on the command line.

@@ -121,6 +121,9 @@ void check_kernels(const char* op, const std::vector<const MultiHeadAttention*>&
     if (sparse_or_linear && a.rope_base != 0)
       throw Error(std::string(op) + ": layer " + std::to_string(l) + "'s " + to_string(a.kernel) +
                   " attention takes no rotary positions (rope_base set)");
+    if (sparse_or_linear && a.rel_bias.defined())
+      throw Error(std::string(op) + ": layer " + std::to_string(l) + "'s " + to_string(a.kernel) +
+                  " attention takes no relative position bias (rel_buckets set)");
     if (a.kernel != AttentionKernel::Sparse) continue;
     if (a.sparse.window < 1 || a.sparse.global_every < 0)
       throw Error(std::string(op) + ": layer " + std::to_string(l) +
@@ -229,8 +232,9 @@ Tensor decode_step(Seq2SeqTransformer& model, KVCache& cache, const std::vector<
   // (R, n) ids -> (R, n, D): embedding * sqrt(D) + positions [t0, t0 + n), dropout
   Tensor x =
       embedding(model.tgt_embed->weight, ids, {R, n}, std::sqrt(static_cast<real>(D))).data();
-  add_position_rows(x, model.tgt_pos ? model.tgt_pos->weight.data() : model.sin_pos->table(t0 + n),
-                    t0);
+  if (model.tgt_pos || model.sin_pos)  // relative positions (T5): none, the bias says where
+    add_position_rows(
+        x, model.tgt_pos ? model.tgt_pos->weight.data() : model.sin_pos->table(t0 + n), t0);
   Var y = model.tgt_drop->forward(Var(x));
   for (size_t l = 0; l < layers.size(); ++l) {
     DecoderLayer& L = *layers[l];

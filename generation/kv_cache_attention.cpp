@@ -11,6 +11,7 @@
 #include "core/parallel.h"
 #include "core/reduce.h"
 #include "generation/kv_cache_attention.h"
+#include "nn/relative_bias.h"
 #include "nn/rope.h"
 #include "nn/stacked.h"
 
@@ -30,11 +31,12 @@ real scores_scale(real a_scale, int64_t dk) {
 // D = H*d_v unless grouped-query attention shares Hkv < H key/value heads)
 // at kv + kv_row(r) * kv_stride: K in columns [0, Ek), V in [Ek, Ek + Dv).
 // Query i of row r sees keys j < visible(r, i). O (R*n, D), head h in
-// columns [h*d_v, (h+1)*d_v).
+// columns [h*d_v, (h+1)*d_v). bias: T5's relative bias by diagonal (H,
+// n+L-1) (nn/relative_bias.h), added to the scaled scores, or null.
 template <class KvRow, class Visible>
 void attend(const real* q, int64_t ldq, const real* kv, int64_t kv_stride, KvRow kv_row,
             Visible visible, int64_t R, int64_t n, int64_t L, int64_t H, int64_t Hkv, int64_t dk,
-            int64_t dv, real a_scale, real* O) {
+            int64_t dv, real a_scale, real* O, const real* bias = nullptr) {
   const int64_t Ek = Hkv * dk, D = H * dv, ldkv = Ek + Hkv * dv, G = H / Hkv;
   const real scale = scores_scale(a_scale, dk);
   const real neg_inf = -std::numeric_limits<real>::infinity();
@@ -50,6 +52,8 @@ void attend(const real* q, int64_t ldq, const real* kv, int64_t kv_stride, KvRow
           const real* Qr = q + r * n * ldq + h * dk;                  // (n, d_k), ld ldq
           // scores = scale Q_h K_h^T   (n, d_k) x (d_k, L) -> (n, L)
           gemm(false, true, n, L, dk, scale, Qr, ldq, Kr, ldkv, 0, Pr, L);
+          // scores += B_h: row i adds diagonals n-1-i .. (relative bias)
+          if (bias) add_diagonal_bias(Pr, L, n, L, bias + h * (n + L - 1) + (n - 1));
           for (int64_t i = 0; i < n; ++i) {
             const int64_t vis = std::max<int64_t>(0, std::min(L, visible(r, i)));
             for (int64_t j = vis; j < L; ++j) Pr[i * L + j] = neg_inf;
@@ -160,10 +164,20 @@ Tensor self_attention_step(MultiHeadAttention& a, const Tensor& x, KVCache& c, s
     attend_sparse(QKV.data(), W3, kv.data(), cap, a.sparse, R, n, t0, a.heads, a.d_k, a.d_v,
                   a.scale, O.data());
   } else {
+    // T5's relative bias: new queries at positions [t0, t0 + n), keys at [0, t0 + n),
+    // the same table entries the full forward adds
+    Tensor bias;
+    if (a.rel_bias.defined()) {
+      const RelativeLayout l{
+          n, t0 + n, t0, a.rel_bidirectional, a.rel_bias.size(1), a.rel_max_distance};
+      bias = Tensor::empty({a.heads, l.diagonals()});  // (H, n + L - 1)
+      relative_bias_diagonals(a.rel_bias.data().data(), a.heads, l, bias.data());
+    }
     attend(
         QKV.data(), W3, kv.data(), cap * KV, [](int64_t r) { return r; },
         [t0](int64_t, int64_t i) { return t0 + i + 1; },  // causal: query t0+i sees keys [0, t0+i]
-        R, n, t0 + n, a.heads, a.kv_heads, a.d_k, a.d_v, a.scale, O.data());
+        R, n, t0 + n, a.heads, a.kv_heads, a.d_k, a.d_v, a.scale, O.data(),
+        bias.defined() ? bias.data() : nullptr);
   }
   return output_projection(a, O, R, n);
 }

@@ -43,6 +43,9 @@ Bert::Bert(const BertConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(dropout_
   if (c.rope_base != 0)
     throw Error("Bert: rope_base " + std::to_string(c.rope_base) +
                 ": BERT reads learned positions (leave rope_base 0)");
+  if (c.relative())
+    throw Error("Bert: rel_buckets " + std::to_string(c.rel_buckets) +
+                ": BERT reads learned positions (leave rel_buckets 0)");
   const LayerOptions o = c.layer();
   const int64_t D = c.d_model;
   // BERT's initialisation of the tables, N(0, 0.02) (the Linear maps keep qkv's Xavier).

@@ -7,6 +7,7 @@
 #include "autograd/recompute.h"
 #include "core/error.h"
 #include "nn/init.h"
+#include "nn/relative_bias.h"
 #include "nn/sublayer.h"
 
 namespace qkv::nn {
@@ -40,7 +41,8 @@ EncoderLayer::EncoderLayer(const LayerOptions& o, Generator& init, Generator& dg
       "self_attn",
       std::make_shared<MultiHeadAttention>(o.d_model, o.heads, o.bias, init, o.d_k, o.kv_heads));
   norm1 = register_module("norm1", make_norm(o.norm, o.d_model));
-  ffn = register_module("ffn", make_ffn(o.activation, o.d_model, o.d_ff, o.bias, init));
+  ffn = register_module("ffn", make_layer_ffn(o.activation, o.d_model, o.d_ff, o.bias, o.moe,
+                                              o.recompute != Recompute::None, init));
   norm2 = register_module("norm2", make_norm(o.norm, o.d_model));
   drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
   drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));
@@ -75,7 +77,8 @@ DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg
   cross_attn = register_module(
       "cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, o.bias, init, o.d_k));
   norm2 = register_module("norm2", make_norm(o.norm, o.d_model));
-  ffn = register_module("ffn", make_ffn(o.activation, o.d_model, o.d_ff, o.bias, init));
+  ffn = register_module("ffn", make_layer_ffn(o.activation, o.d_model, o.d_ff, o.bias, o.moe,
+                                              o.recompute != Recompute::None, init));
   norm3 = register_module("norm3", make_norm(o.norm, o.d_model));
   drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
   drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));
@@ -107,13 +110,37 @@ Var DecoderLayer::forward(const Var& y, const Var& memory, const AttentionMask& 
       {y, memory}, {dropout_gen_});
 }
 
+// ---- Relative positions (T5) ----------------------------------------------------
+Tensor relative_bias_init(const LayerOptions& o, bool bidirectional, Generator& init) {
+  check_relative_bias("relative positions", o.rel_buckets, o.rel_max_distance, bidirectional);
+  return normal_init({o.heads, o.rel_buckets}, real(1) / std::sqrt(static_cast<real>(o.d_model)),
+                     init);
+}
+
+void share_relative_bias(const Var& table, const LayerOptions& o, bool bidirectional,
+                         const std::vector<MultiHeadAttention*>& attns) {
+  for (MultiHeadAttention* a : attns) {
+    a->rel_bias = table;
+    a->rel_bidirectional = bidirectional;
+    a->rel_max_distance = o.rel_max_distance;
+  }
+}
+
 // ---- Stacks ----------------------------------------------------------------------
+// The table is registered after the layers, so the layers' initial weights
+// are those of the same model without relative positions.
 Encoder::Encoder(int64_t n, const LayerOptions& o, Generator& init, Generator& dg) {
   if (n < 1) throw Error("Encoder: needs at least one layer, got " + std::to_string(n));
   for (int64_t i = 0; i < n; ++i)
     layers.push_back(register_module("layers." + std::to_string(i),
                                      std::make_shared<EncoderLayer>(o, init, dg)));
   if (o.pre_norm) norm = register_module("norm", make_norm(o.norm, o.d_model));
+  if (o.rel_buckets > 0) {
+    rel_bias = register_parameter("rel_bias", relative_bias_init(o, true, init));
+    std::vector<MultiHeadAttention*> attns;
+    for (auto& l : layers) attns.push_back(l->self_attn.get());
+    share_relative_bias(rel_bias, o, true, attns);
+  }
 }
 
 Var Encoder::forward(const Var& x, const AttentionMask& mask) {
@@ -129,6 +156,12 @@ Decoder::Decoder(int64_t n, const LayerOptions& o, Generator& init, Generator& d
     layers.push_back(register_module("layers." + std::to_string(i),
                                      std::make_shared<DecoderLayer>(o, init, dg)));
   if (o.pre_norm) norm = register_module("norm", make_norm(o.norm, o.d_model));
+  if (o.rel_buckets > 0) {
+    rel_bias = register_parameter("rel_bias", relative_bias_init(o, false, init));
+    std::vector<MultiHeadAttention*> attns;
+    for (auto& l : layers) attns.push_back(l->self_attn.get());
+    share_relative_bias(rel_bias, o, false, attns);  // causal; cross-attention has none
+  }
 }
 
 Var Decoder::forward(const Var& y, const Var& memory, const AttentionMask& self_mask,
@@ -154,7 +187,9 @@ Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c)
   // are added to (N(0,1) would make them sqrt(D) times larger).
   src_embed->weight.data().copy_(xavier_uniform({c.src_vocab, c.d_model}, init_gen));
   tgt_embed->weight.data().copy_(xavier_uniform({c.tgt_vocab, c.d_model}, init_gen));
-  if (c.learned_positions) {
+  if (c.relative()) {
+    // T5: no absolute positions; the stacks' relative bias tables say where
+  } else if (c.learned_positions) {
     src_pos = register_module("src_pos", std::make_shared<LearnedPositionalEmbedding>(
                                              c.max_positions, c.d_model, init_gen));
     tgt_pos = register_module("tgt_pos", std::make_shared<LearnedPositionalEmbedding>(
@@ -186,7 +221,10 @@ Var Seq2SeqTransformer::embed(const Tokens& t, Embedding& emb, LearnedPositional
                               Dropout& drop) {
   // (B,L) ids -> (B,L,D): embedding * sqrt(D) + positions, then dropout (section 3.4/5.4)
   Var x = emb.forward(t.ids, {t.batch, t.len}, std::sqrt(static_cast<real>(cfg.d_model)));
-  x = pos ? pos->forward(x) : sin_pos->forward(x);
+  if (pos)
+    x = pos->forward(x);
+  else if (sin_pos)
+    x = sin_pos->forward(x);
   return drop.forward(x);
 }
 

@@ -15,6 +15,7 @@
 #include "nn/embedding.h"
 #include "nn/feedforward.h"
 #include "nn/ffn.h"
+#include "nn/moe.h"
 #include "nn/layernorm.h"
 #include "nn/norm.h"
 #include "nn/linear.h"
@@ -50,6 +51,11 @@ struct LayerOptions {
   // Self-attention only (cross-attention keeps every head and no rotation):
   int64_t kv_heads = 0;  // grouped-query attention's key/value heads, dividing heads; 0: heads
   real rope_base = 0;    // rotary positions of queries and keys (10000 usual); 0: none
+  // T5's relative position bias (nn/relative_bias.h): each stack's one table
+  // (heads, rel_buckets), in its self-attentions; 0 buckets: none.
+  int64_t rel_buckets = 0, rel_max_distance = 128;
+  // A mixture of experts in place of each FFN (nn/moe.h); experts 0: the dense block.
+  MoESettings moe;
 };
 
 // The attention settings every model config holds beside its sizes: the
@@ -76,6 +82,18 @@ struct AttentionSettings {
   // false: the attentions' W_Q, W_K, W_V, W_O and the FFN's linear maps have
   // no bias (model_config key "bias"; the norms keep theirs).
   bool bias = true;
+  // T5's relative position bias (nn/relative_bias.h; model_config keys
+  // "rel_buckets", "rel_max_distance", written only when rel_buckets > 0):
+  // each stack holds one learned table (heads, rel_buckets), `rel_bias`,
+  // shared by its layers' self-attentions (an encoder's bidirectional, a
+  // decoder's and a GPT's causal; cross-attention none), and the model has
+  // no absolute positions. 0 buckets: none (every file written before).
+  int64_t rel_buckets = 0, rel_max_distance = 128;
+  bool relative() const { return rel_buckets > 0; }
+  // A mixture of experts in every layer's FFN (nn/moe.h; model_config keys
+  // experts, experts_per_token, capacity_factor, aux_loss, written only when
+  // experts > 0); experts 0, as in every file before the keys: dense.
+  MoESettings moe;
   // Fills these settings into layer options.
   LayerOptions apply(LayerOptions o) const {
     o.norm = norm;
@@ -89,6 +107,9 @@ struct AttentionSettings {
     o.attention_memory_budget = attention_memory_budget;
     o.kv_heads = kv_heads;
     o.rope_base = rope_base;
+    o.rel_buckets = rel_buckets;
+    o.rel_max_distance = rel_max_distance;
+    o.moe = moe;
     return o;
   }
 };
@@ -129,13 +150,22 @@ class DecoderLayer : public Module {
   Generator* dropout_gen_;  // the dropouts' generator, replayed by Recompute::Layer
 };
 
-// N encoder layers; Pre-LN adds the final LayerNorm `norm` it needs.
+// T5's relative bias table (heads, rel_buckets), N(0, 1/D) as T5 initialises
+// it, shared by the self-attentions `attns` (bidirectional or causal
+// buckets); undefined when o.rel_buckets is 0. The caller registers it.
+Tensor relative_bias_init(const LayerOptions& o, bool bidirectional, Generator& init);
+void share_relative_bias(const Var& table, const LayerOptions& o, bool bidirectional,
+                         const std::vector<MultiHeadAttention*>& attns);
+
+// N encoder layers; Pre-LN adds the final LayerNorm `norm` it needs. With
+// relative positions, the table rel_bias (bidirectional) all layers share.
 class Encoder : public Module {
  public:
   Encoder(int64_t n_layers, const LayerOptions& o, Generator& init, Generator& dropout);
   Var forward(const Var& x, const AttentionMask& mask);
   std::vector<std::shared_ptr<EncoderLayer>> layers;
   std::shared_ptr<Norm> norm;  // null for Post-LN
+  Var rel_bias;                // (heads, rel_buckets), or undefined
 };
 
 class Decoder : public Module {
@@ -145,6 +175,7 @@ class Decoder : public Module {
               const AttentionMask& cross_mask);
   std::vector<std::shared_ptr<DecoderLayer>> layers;
   std::shared_ptr<Norm> norm;  // null for Post-LN
+  Var rel_bias;                // (heads, rel_buckets) causal, self-attention only; or undefined
 };
 
 // The layer options of any model config (its sizes, activation, norm
@@ -192,7 +223,9 @@ class Seq2SeqTransformer : public Model {
   // The Model interface (models/model.h).
   const char* kind() const override { return "seq2seq"; }
   int64_t vocab_size() const override { return cfg.tgt_vocab; }
-  int64_t max_positions() const override { return cfg.learned_positions ? cfg.max_positions : 0; }
+  int64_t max_positions() const override {
+    return cfg.learned_positions && !cfg.relative() ? cfg.max_positions : 0;
+  }
   TeacherForced forward_pairs(const std::vector<data::Pair>& pairs) override;
   std::vector<Tensor> source_attention(const data::Seq& src, const data::Seq& tgt) override;
   Generator& dropout_generator() override { return dropout_gen; }

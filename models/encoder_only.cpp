@@ -18,7 +18,8 @@ EncoderOnlyModel::EncoderOnlyModel(const EncoderOnlyConfig& c)
   embed = register_module("embed", std::make_shared<Embedding>(c.vocab, c.d_model, init_gen));
   embed->weight.data().copy_(
       xavier_uniform({c.vocab, c.d_model}, init_gen));  // as Seq2SeqTransformer
-  pos = std::make_shared<SinusoidalPositionalEncoding>(c.d_model);
+  // relative positions (T5): the encoder's bias table instead of sinusoids
+  if (!c.relative()) pos = std::make_shared<SinusoidalPositionalEncoding>(c.d_model);
   drop = register_module("drop", std::make_shared<Dropout>(c.dropout, dropout_gen));
   encoder =
       register_module("encoder", std::make_shared<Encoder>(c.layers, o, init_gen, dropout_gen));
@@ -29,7 +30,7 @@ Var EncoderOnlyModel::forward(const Tokens& t) {
   ModuleScope scope(this);
   t.check("EncoderOnlyModel::forward");
   Var x = embed->forward(t.ids, {t.batch, t.len}, std::sqrt(static_cast<real>(cfg.d_model)));
-  x = drop->forward(pos->forward(x));
+  x = drop->forward(pos ? pos->forward(x) : x);
   return head->forward(encoder->forward(x, AttentionMask::padding(t.lengths)));
 }
 

@@ -15,7 +15,7 @@ GPT::GPT(const GPTConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(dropout_see
       register_module("tok_embed", std::make_shared<Embedding>(c.vocab, c.d_model, init_gen));
   // Rotary positions (rope_base > 0) rotate queries and keys inside
   // attention instead: no position table then.
-  if (c.rope_base == 0)
+  if (c.rope_base == 0 && !c.relative())
     pos_embed = register_module("pos_embed", std::make_shared<LearnedPositionalEmbedding>(
                                                  c.max_positions, c.d_model, init_gen));
   // GPT-2's initialisation: N(0, 0.02) for token and position tables (with a
@@ -28,6 +28,13 @@ GPT::GPT(const GPTConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(dropout_see
     layers.push_back(register_module("layers." + std::to_string(i),
                                      std::make_shared<EncoderLayer>(o, init_gen, dropout_gen)));
   if (c.pre_norm) norm = register_module("norm", make_norm(c.norm, c.d_model));
+  // T5's relative positions: one causal table all layers share, in place of pos_embed
+  if (c.relative()) {
+    rel_bias = register_parameter("rel_bias", relative_bias_init(o, false, init_gen));
+    std::vector<MultiHeadAttention*> attns;
+    for (auto& l : layers) attns.push_back(l->self_attn.get());
+    share_relative_bias(rel_bias, o, false, attns);
+  }
   if (!c.tie_weights)
     lm_head =
         register_module("lm_head", std::make_shared<Linear>(c.d_model, c.vocab, false, init_gen));

@@ -40,7 +40,8 @@ class GPT : public Model {
   GPTConfig cfg;
   Generator init_gen, dropout_gen;
   std::shared_ptr<Embedding> tok_embed;
-  std::shared_ptr<LearnedPositionalEmbedding> pos_embed;  // null with RoPE (cfg.rope_base > 0)
+  std::shared_ptr<LearnedPositionalEmbedding> pos_embed;  // null with RoPE or relative positions
+  Var rel_bias;  // relative positions: (heads, rel_buckets), causal, shared by every layer
   std::shared_ptr<Dropout> drop;
   std::vector<std::shared_ptr<EncoderLayer>> layers;
   std::shared_ptr<Norm> norm;       // null for Post-LN

@@ -32,6 +32,7 @@
 #include "autograd/var.h"
 #include "core/generator.h"
 #include "data/batch.h"
+#include "nn/ffn.h"
 #include "nn/module.h"
 
 namespace qkv::nn {
@@ -78,6 +79,21 @@ class Model : public Module {
 
   // The random stream of the model's dropout layers (its state goes into checkpoints).
   virtual Generator& dropout_generator() = 0;
+
+  // Mixtures of experts (nn/moe.h), found as the FFN blocks of the model's
+  // modules, so no family names them. The mean over the model's MoE layers
+  // of their load-balancing losses from the last forward (a scalar, the
+  // Switch Transformer's aux; the trainer adds aux_loss coefficient * it to
+  // the task's loss), undefined when the model has none. A mean, not a sum,
+  // so that the coefficient does not grow with depth (as Hugging Face's
+  // Switch and Mixtral compute it over all layers' router probabilities).
+  Var aux_loss() const;
+  // The routing of every MoE layer's last forward, in module order (empty for
+  // a dense model and before the first forward).
+  std::vector<const MoERouting*> routings() const;
+  // The parameters one token uses: all of them, less each MoE layer's
+  // experts it is not sent to (E - k of them).
+  int64_t active_parameters() const;
 };
 
 }  // namespace qkv::nn

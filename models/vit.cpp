@@ -37,6 +37,10 @@ ViT::ViT(const ViTConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(dropout_see
   if (c.image % c.patch != 0)
     throw Error("ViT: image " + std::to_string(c.image) + " is not a multiple of patch " +
                 std::to_string(c.patch));
+  if (c.relative())
+    throw Error("ViT: rel_buckets " + std::to_string(c.rel_buckets) +
+                ": relative positions are 1-D distances and a ViT's patches a 2-D grid with a "
+                "class token (leave rel_buckets 0)");
   const LayerOptions o = c.layer();
   const int64_t D = c.d_model, N = c.patches();
   // x_n E + b: one Linear (C*P*P -> D) on the patches

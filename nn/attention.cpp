@@ -29,6 +29,7 @@
 #include "core/reduce.h"
 #include "core/thread_scratch.h"
 #include "nn/attention_internal.h"
+#include "nn/relative_bias.h"
 #include "nn/rope.h"
 
 namespace qkv::nn {
@@ -87,6 +88,13 @@ using detail::InputProjections;
 // the rotated ones, and backward turns their gradients back, dQ = R^T dQ_rot,
 // dK = R^T dK_rot, before the projections' backward (docs/rope-backward.md).
 //
+// T5's relative position bias (nn/relative_bias.h): Z += B_h with B_h[i,j] =
+// table[h, bucket(j - i)], a constant pattern of one learned table (H,
+// buckets); each table entry is added to many scores, so its gradient is the
+// sum of their dZ, dtable[h, k] = sum_b sum_{(i,j): bucket(j-i) = k} dZ[b,h,i,j]:
+// summed per diagonal j - i while dZ is at hand, then added into the buckets
+// (docs/relative-bias-backward.md).
+//
 // Heads are never copied out: head h of Q is the column block
 // [h*d_k, (h+1)*d_k) of the (B*T, E) matrix (or of a wider stacked one), which
 // sgemm reads in place, the matrix's row stride as its leading dimension.
@@ -119,7 +127,7 @@ void hide_masked_scores(const AttentionMask& mask, int64_t b, int64_t T, int64_t
 // For every sequence b and head h:  Z = scale Q_h K_h^T + M,  P = softmax(Z),
 // O_h = P V_h. Writes P (B,H,T,S) and O (B*T, D), head h into its d_v columns.
 void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMask& mask,
-                       const AttentionSizes& dims, real scale) {
+                       const AttentionSizes& dims, real scale, const real* bias) {
   const int64_t T = dims.T, S = dims.S, D = dims.D, H = dims.H, d_k = dims.d_k, d_v = dims.d_v;
   parallel_for(
       dims.B * H,
@@ -133,6 +141,8 @@ void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMa
           real* Oh = O + b * T * D + h * d_v;                         // (T, d_v), row stride D
           // Z = scale Q_h K_h^T            (T, d_k) x (d_k, S) -> (T, S)
           gemm(false, true, T, S, d_k, scale, Qh, in.ldq, Kh, in.ldkv, 0, Pbh, S);
+          // Z += B_h                       relative bias: row i adds diagonals T-1-i ..
+          if (bias) add_diagonal_bias(Pbh, S, T, S, bias + h * (T + S - 1) + (T - 1));
           // Z += M                         hidden scores -> -inf
           hide_masked_scores(mask, b, T, S, Pbh);
           // P = softmax(Z), row by row     (T, S); a fully hidden row becomes zeros
@@ -177,8 +187,10 @@ void softmax_backward_in_place(real* d, const real* P, int64_t T, int64_t S) {
 // One task per (sequence, key/value head) loops over its group, the first
 // head writing (beta 0), the others adding (beta 1): no two threads write
 // the same dK_g. Without groups (G = 1) this is one head per task, as before.
+// dbias (B, H, T+S-1), when not null: each head's dZ summed along its
+// diagonals, row (b, h) written by the one task that owns head h of sequence b.
 void attention_backward(const QKVGradColumns& grad, real* O_again, const real* dO, const real* P,
-                        const QKVColumns& in, const AttentionSizes& dims, real scale) {
+                        const QKVColumns& in, const AttentionSizes& dims, real scale, real* dbias) {
   const int64_t T = dims.T, S = dims.S, D = dims.D, H = dims.H, d_k = dims.d_k, d_v = dims.d_v;
   const int64_t Hkv = dims.Hkv, G = dims.group();
   ThreadScratch scratch(T * S);  // one (T, S) block per thread: dP, then dZ in place
@@ -214,6 +226,13 @@ void attention_backward(const QKVGradColumns& grad, real* O_again, const real* d
             //   dZ = P * (dP - rowsum(dP * P))          (T, S), in place over dP
             softmax_backward_in_place(dP, Pbh, T, S);
             const real* dZ = dP;
+
+            // forward: Z += B_h (relative bias): dB_h = dZ, summed per diagonal j - i
+            if (dbias) {
+              real* dd = dbias + (b * H + h) * (T + S - 1);  // (T+S-1)
+              std::fill(dd, dd + T + S - 1, real(0));
+              sum_diagonals(dZ, S, T, S, dd + (T - 1));
+            }
 
             // forward: Z = scale Q_h K_g^T + M  (M is a constant)
             //   dQ_h = scale dZ K_g    (T, S) x (S, d_k) -> (T, d_k)
@@ -256,9 +275,20 @@ struct AttentionNode : Node {
   Tensor O;                               // (B*T, D), or undefined: recompute (standard kernel)
   Tensor wo;                              // (D, D)
   std::shared_ptr<const RopeTable> rope;  // positions [pos0, pos0 + T) when rotating
-  bool rotates = false;  // rotary positions on (kept after release_saved, for doc())
+  bool rotates = false;   // rotary positions on (kept after release_saved, for doc())
+  bool relative = false;  // T5's relative bias: the last input is its table
+  RelativeLayout rel{};   // its buckets and positions
+  Tensor rel_diag;        // (H, T+S-1) the bias by diagonal (memory-efficient)
   const char* name() const override { return "multi_head_attention"; }
   OpDoc doc() const override {
+    // T5's relative position bias: a table entry per head per bucket added to the scores
+    if (relative)
+      return {
+          "Y = concat_h(softmax(Q_h K_g^T / sqrt(d_k) + table[h, bucket(j - i)] + mask) V_g) "
+          "Wo^T + bo,  g = h / (H/K),  the table (H, buckets) shared by the stack's layers",
+          "dtable[h, k] = sum over b and the (i, j) with bucket(j - i) = k of dZ[b, h, i, j],  "
+          "dZ = P * (dP - rowsum(dP * P)),  dQ, dK, dV as without the bias",
+          "docs/relative-bias-backward.md#backward-step-by-step"};
     // Grouped-query attention or rotary positions: the same op with shared
     // key/value heads g = h / (H/K) and rotated Q, K, and their backward rule.
     if (dims.Hkv != dims.H || rotates)
@@ -280,16 +310,18 @@ struct AttentionNode : Node {
 
   // forward: the heads' kernel (O_h = attend(Q_h, K_h, V_h) for every head)
   //   dQ, dK, dV from dO, in the stacked layout of Q, K, V
+  //   ddiag (B, H, T+S-1): dZ summed per diagonal, when relative (else null)
   void heads_backward(InputProjectionGrads& dproj, real* O_again, const Tensor& dO,
-                      const Tensor& O_used) {
+                      const Tensor& O_used, real* ddiag) {
     switch (kernel) {
       case AttentionKernel::Standard:
         detail::attention_backward(dproj.columns(dims), O_again, dO.data(), P.data(),
-                                   in.columns(dims), dims, scale);
+                                   in.columns(dims), dims, scale, ddiag);
         break;
       case AttentionKernel::MemoryEfficient:
         detail::blockwise_backward(dproj.columns(dims), dO.data(), O_used.data(), lse.data(),
-                                   in.columns(dims), mask, dims, scale);
+                                   in.columns(dims), mask, dims, scale,
+                                   relative ? rel_diag.data() : nullptr, ddiag);
         break;
       case AttentionKernel::Sparse:
         detail::sparse_backward(dproj.columns(dims), dO.data(), O_used.data(), lse.data(),
@@ -319,7 +351,16 @@ struct AttentionNode : Node {
 
     // forward: the heads' kernel.  dQ, dK, dV (and O again if not kept)
     InputProjectionGrads dproj(in, dims);
-    heads_backward(dproj, recompute_O ? O_used.data() : nullptr, dO, O_used);
+    Tensor ddiag = relative ? Tensor::empty({dims.B, dims.H, rel.diagonals()}) : Tensor();
+    heads_backward(dproj, recompute_O ? O_used.data() : nullptr, dO, O_used,
+                   relative ? ddiag.data() : nullptr);
+    // forward: Z += table[h, bucket(j - i)]  (relative bias)
+    //   dtable[h, k] = sum over b and the diagonals of bucket k of ddiag[b, h, .]
+    Tensor dtable;
+    if (relative) {
+      dtable = Tensor::empty({dims.H, rel.buckets});  // (H, buckets)
+      diagonals_to_table(ddiag.data(), dims.B, dims.H, rel, dtable.data());
+    }
     // forward: Q_rot = R Q, K_rot = R K (rotary positions)
     //   dQ = R^T dQ_rot, dK = R^T dK_rot: each head turned back, in place
     if (rotates) {
@@ -336,15 +377,19 @@ struct AttentionNode : Node {
                                                    has_bias, dims);
     // (E, D), (Ek, D), (Dv, D): the row blocks of d[Wq; Wk; Wv] (E+Ek+Dv, D)
     Tensor dWq = g.dW.slice0(0, E), dWk = g.dW.slice0(E, E + Ek), dWv = g.dW.slice0(E + Ek, W);
+    TensorList grads;
     if (has_bias) {
       // (E), (Ek), (Dv), of d[bq; bk; bv] (E+Ek+Dv)
       Tensor dbq = g.db.slice0(0, E), dbk = g.db.slice0(E, E + Ek), dbv = g.db.slice0(E + Ek, W);
-      return {g.dxq, g.dxkv, dWq, dbq, dWk, dbk, dWv, dbv, dWo, dbo};
+      grads = {g.dxq, g.dxkv, dWq, dbq, dWk, dbk, dWv, dbv, dWo, dbo};
+    } else {
+      grads = {g.dxq, g.dxkv, dWq, dWk, dWv, dWo};
     }
-    return {g.dxq, g.dxkv, dWq, dWk, dWv, dWo};
+    if (relative) grads.push_back(dtable);
+    return grads;
   }
   void release_saved() override {
-    xq = xkv = P = lse = O = wo = Tensor();
+    xq = xkv = P = lse = O = wo = rel_diag = Tensor();
     in = InputProjections();
     mask = AttentionMask();
     rope.reset();
@@ -366,6 +411,7 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
   check_rope(o, dims, self);
   check_mask(o.mask, B, T, S);
   const AttentionKernel kernel = choose_kernel(o, dims);
+  check_relative(o, dims, kernel);
   const real scale = o.scale != 0 ? o.scale : real(1) / std::sqrt(static_cast<real>(dims.d_k));
   const bool has_bias = w.bq.defined();
   auto node = make_node<AttentionNode>();
@@ -382,6 +428,16 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
     rope_rotate(QKV, B * T, H, dims.d_k, in.ldq, *node->rope, false);
     rope_rotate(QKV + dims.E(), B * T, dims.Hkv, dims.d_k, in.ldkv, *node->rope, false);
   }
+  // B_h[i, j] = table[h, bucket(j - i - rel_pos0)], laid out by diagonal  (H, T+S-1)
+  const bool relative = o.rel_bias.defined();
+  Tensor rel_diag;
+  if (relative) {
+    node->relative = true;
+    node->rel = {T, S, o.rel_pos0, o.rel_bidirectional, o.rel_bias.size(1), o.rel_max_distance};
+    rel_diag = Tensor::empty({H, node->rel.diagonals()});
+    relative_bias_diagonals(o.rel_bias.data().data(), H, node->rel, rel_diag.data());
+  }
+  const real* bias = relative ? rel_diag.data() : nullptr;
   // O_h = attend(Q_h, K_h, V_h)   for every head, by the chosen kernel
   Tensor O = Tensor::empty({B * T, D});  // (B*T, D), head h in columns [h*d_v, (h+1)*d_v)
   Tensor P, lse;
@@ -389,11 +445,11 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
     case AttentionKernel::Standard:
       // P = softmax(Q_h K_h^T / sqrt(d_k) + M),  O_h = P V_h
       P = Tensor::empty({B, H, T, S});  // (B,H,T,S)
-      attention_forward(P.data(), O.data(), in, o.mask, dims, scale);
+      attention_forward(P.data(), O.data(), in, o.mask, dims, scale, bias);
       break;
     case AttentionKernel::MemoryEfficient:
       lse = Tensor::empty({B, H, T});  // (B,H,T)
-      blockwise_forward(lse.data(), O.data(), in, o.mask, dims, scale);
+      blockwise_forward(lse.data(), O.data(), in, o.mask, dims, scale, bias);
       break;
     case AttentionKernel::Sparse:
       lse = Tensor::empty({B, H, T});  // (B,H,T)
@@ -422,6 +478,7 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
   node->wo = w.wo.data();
   node->P = P;
   node->lse = lse;
+  if (relative && kernel == AttentionKernel::MemoryEfficient) node->rel_diag = rel_diag;
   const bool keep_O =
       kernel != AttentionKernel::Standard || head_outputs == HeadOutputs::Keep ||
       (head_outputs == HeadOutputs::Auto && attention_keeps_head_outputs(B, T, S, D, H));
@@ -429,10 +486,10 @@ AttentionResult multi_head_attention(const Var& xq, const Var& xkv, const Attent
   AttentionResult r;
   r.kernel = kernel;
   if (o.keep_probs) r.probs = P;
-  if (has_bias)
-    r.out = make_result(Y, node, {xq, xkv, w.wq, w.bq, w.wk, w.bk, w.wv, w.bv, w.wo, w.bo});
-  else
-    r.out = make_result(Y, node, {xq, xkv, w.wq, w.wk, w.wv, w.wo});
+  VarList inputs = has_bias ? VarList{xq, xkv, w.wq, w.bq, w.wk, w.bk, w.wv, w.bv, w.wo, w.bo}
+                            : VarList{xq, xkv, w.wq, w.wk, w.wv, w.wo};
+  if (relative) inputs.push_back(o.rel_bias);  // the table's gradient comes last
+  r.out = make_result(Y, node, inputs);
   return r;
 }
 
@@ -507,6 +564,12 @@ Var MultiHeadAttention::forward(const Var& xq, const Var& xkv, const AttentionMa
   o.kv_heads = kv_heads;
   o.rope_base = rope_base;
   o.mask = mask;
+  // A probe (nn/probe.h) reads P where the standard kernel makes it anyway.
+  // The others never hold P (B,H,T,S): a watched step runs them unchanged
+  // (switching kernels would change the step's numbers, and a layer
+  // recomputed in backward, unwatched, would no longer match its forward),
+  // and the record has no entropy.
+  const bool probe_p = probe() && kernel == AttentionKernel::Standard;
   o.kernel = keep_attention_ ? AttentionKernel::Standard : kernel;
   o.memory_budget = memory_budget;
   o.sparse = sparse;
@@ -514,9 +577,13 @@ Var MultiHeadAttention::forward(const Var& xq, const Var& xkv, const AttentionMa
   // a batch of short sequences trains (the functional op refuses it).
   if (xkv.dim() == 3) o.sparse.window = std::min(sparse.window, xkv.size(1));
   o.scale = scale;
-  o.keep_probs = keep_attention_;
+  o.rel_bias = rel_bias;
+  o.rel_bidirectional = rel_bidirectional;
+  o.rel_max_distance = rel_max_distance;
+  o.keep_probs = keep_attention_ || probe_p;
   AttentionResult r = multi_head_attention(xq, xkv, weights(), o);
-  last_attention_ = r.probs;
+  if (probe()) probe()->attention(*this, r.probs, r.out.data());
+  last_attention_ = keep_attention_ ? r.probs : Tensor();
   return r.out;
 }
 

@@ -107,6 +107,16 @@ struct AttentionOptions {
   // even d_k. Queries and keys sit at positions rope_pos0, rope_pos0 + 1, ...
   real rope_base = 0;
   int64_t rope_pos0 = 0;
+  // T5's relative position bias (nn/relative_bias.h): rel_bias, a table (H,
+  // buckets), adds rel_bias[h, bucket(j - i - rel_pos0)] to score (i, j) of
+  // head h after the scale, before the mask; undefined: no bias. Bidirectional
+  // (an encoder) or causal buckets, logarithmic up to rel_max_distance. Its
+  // gradient flows (a scatter-add of dZ into the buckets). The standard and
+  // memory-efficient kernels take it; the sparse and linear kernels refuse it.
+  Var rel_bias;
+  bool rel_bidirectional = true;
+  int64_t rel_max_distance = 128;
+  int64_t rel_pos0 = 0;  // query i sits at position rel_pos0 + i, key j at j
 };
 
 // The eight parameters: wq (H*d_k, D), wk (K*d_k, D), wv (K*d_v, D), wo (D, D)
@@ -165,6 +175,12 @@ class MultiHeadAttention : public Module {
   // The scores' scale: 0 is the paper's 1/sqrt(d_k); 1 leaves them unscaled
   // (the ablation of section 3.2.1's argument). The linear kernel has none.
   real scale = 0;
+  // T5's relative position bias, the stack's shared table (H, buckets)
+  // (AttentionOptions::rel_bias); undefined: none. Held, not registered: the
+  // stack that owns it registers it once.
+  Var rel_bias;
+  bool rel_bidirectional = true;
+  int64_t rel_max_distance = 128;
 
  private:
   bool keep_attention_ = false;

@@ -26,6 +26,9 @@
 //   dQ_blk += scale dZ K_j (Br, Bc) x (Bc, d_k)
 //   dK_j += scale dZ^T Q_blk  (Bc, Br) x (Br, d_k)
 // (Q, K and dQ, dK have d_k columns per head; V, O, dO, dV have d_v.)
+// T5's relative bias (nn/relative_bias.h) adds B[i, j] = bias[j - i + T - 1]
+// to Z before the mask, in forward and when backward remakes P, and backward
+// sums dZ along the diagonals into dbias[j - i + T - 1].
 // docs/long-sequences.md derives both.
 #include <algorithm>
 #include <cmath>
@@ -36,6 +39,7 @@
 #include "core/parallel.h"
 #include "core/thread_scratch.h"
 #include "nn/attention_internal.h"
+#include "nn/relative_bias.h"
 
 namespace qkv::nn::detail {
 
@@ -94,6 +98,12 @@ void hide_block(real* Z, const QueryRun& q, const KeyRun& k, const RowLimits& li
   }
 }
 
+// The diagonal j - i + T - 1 of a block's element (0, 0): query position
+// q.first, key position k.first + j0 (runs of step 1).
+int64_t diagonal0(const QueryRun& q, const KeyRun& k, const RowLimits& lim, int64_t j0) {
+  return (k.first + j0) - q.first + lim.T - 1;
+}
+
 // acc holds O's rows (Br, d_v) in forward, dQ's rows (Br, d_k) in backward.
 struct Scratch {
   real *Z, *dP, *acc, *m, *l, *rowdot;
@@ -133,6 +143,8 @@ void query_block_forward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
       const int64_t nb = std::min(Bc, last - j0);
       // Z = scale Q_blk K_j^T          (n, d_k) x (d_k, nb) -> (n, nb), row stride Bc
       gemm(false, true, n, nb, d_k, scale, q.Q, q.ldq, k.K + j0 * k.ld, k.ld, 0, s.Z, Bc);
+      // Z += B (relative bias): element (0, 0) is diagonal (k.first + j0) - q.first + T - 1
+      if (lim.bias) add_diagonal_bias(s.Z, Bc, n, nb, lim.bias + diagonal0(q, k, lim, j0));
       // Z += M
       hide_block(s.Z, q, k, lim, lo, hi, j0, nb);
       // the online softmax: P~ = exp(Z - m'), l and acc rescaled by exp(m - m')
@@ -200,6 +212,7 @@ void query_block_backward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
       const int64_t nb = std::min(Bc, last - j0);
       // forward: Z = scale Q_blk K_j^T + M, P = exp(Z - lse): P remade
       gemm(false, true, n, nb, d_k, scale, q.Q, q.ldq, k.K + j0 * k.ld, k.ld, 0, s.Z, Bc);
+      if (lim.bias) add_diagonal_bias(s.Z, Bc, n, nb, lim.bias + diagonal0(q, k, lim, j0));
       hide_block(s.Z, q, k, lim, lo, hi, j0, nb);
       for (int64_t r = 0; r < n; ++r) {
         real* z = s.Z + r * Bc;
@@ -222,6 +235,8 @@ void query_block_backward(const QueryRun& q, const KeyRun* keys, int64_t n_keys,
         for (int64_t c = 0; c < nb; ++c) d[c] = p[c] * (d[c] - rd);
       }
       const real* dZ = s.dP;
+      // forward: Z += B (relative bias):  dB = dZ, summed per diagonal
+      if (lim.dbias) sum_diagonals(dZ, Bc, n, nb, lim.dbias + diagonal0(q, k, lim, j0));
       // forward: Z = scale Q_blk K_j^T
       //   dQ_blk += scale dZ K_j     (n, nb) x (nb, d_k) -> (n, d_k)
       gemm(false, false, n, d_k, nb, scale, dZ, Bc, k.K + j0 * k.ld, k.ld, 1, s.acc, d_k);
@@ -246,9 +261,11 @@ struct HeadRuns {
   RowLimits lim;
 };
 
+// bias (H, T+S-1) and dbias (B, H, T+S-1): the relative bias by diagonal and
+// its gradient's diagonal sums, or null.
 HeadRuns head_runs(const QKVColumns& in, const QKVGradColumns* grad, real* O, const real* dO,
                    real* lse, const AttentionMask& mask, const AttentionSizes& d, int64_t b,
-                   int64_t h, int64_t t0, int64_t n) {
+                   int64_t h, int64_t t0, int64_t n, const real* bias, real* dbias) {
   const int64_t T = d.T, S = d.S, D = d.D, dk = d.d_k, dv = d.d_v, bh = b * d.H + h;
   const int64_t g = d.kv_head(h);  // the key/value head query head h reads
   HeadRuns r{};
@@ -275,6 +292,9 @@ HeadRuns head_runs(const QKVColumns& in, const QKVGradColumns* grad, real* O, co
   r.lim.visible_keys = mask.key_lengths.empty() ? S : mask.key_lengths[b];
   r.lim.causal = mask.causal;
   if (mask.mask.defined()) r.lim.mask = mask.mask.data() + (mask.mask.dim() == 3 ? b * T * S : 0);
+  r.lim.T = T;
+  if (bias) r.lim.bias = bias + h * (T + S - 1);      // (T+S-1) of head h
+  if (dbias) r.lim.dbias = dbias + bh * (T + S - 1);  // (T+S-1) of (b, h)
   return r;
 }
 
@@ -298,7 +318,7 @@ void zero_head_grads(const QKVGradColumns& g, const AttentionSizes& d, int64_t b
 }
 
 void blockwise_forward(real* lse, real* O, const QKVColumns& in, const AttentionMask& mask,
-                       const AttentionSizes& d, real scale) {
+                       const AttentionSizes& d, real scale, const real* bias) {
   // every (sequence, head, query block) is independent in forward
   const int64_t blocks = ceil_div(d.T, Br);
   ThreadScratch scratch(blockwise_scratch_size(d.d_k, d.d_v));
@@ -309,7 +329,7 @@ void blockwise_forward(real* lse, real* O, const QKVColumns& in, const Attention
         for (int64_t u = u0; u < u1; ++u) {
           const int64_t bh = u / blocks, t0 = (u % blocks) * Br;
           HeadRuns r = head_runs(in, nullptr, O, nullptr, lse, mask, d, bh / d.H, bh % d.H, t0,
-                                 std::min(Br, d.T - t0));
+                                 std::min(Br, d.T - t0), bias, nullptr);
           query_block_forward(r.q, &r.k, 1, r.lim, d.d_k, d.d_v, scale, s);
         }
       },
@@ -318,7 +338,7 @@ void blockwise_forward(real* lse, real* O, const QKVColumns& in, const Attention
 
 void blockwise_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* lse,
                         const QKVColumns& in, const AttentionMask& mask, const AttentionSizes& d,
-                        real scale) {
+                        real scale, const real* bias, real* dbias) {
   // dK and dV of a key/value head gather every query block of every query
   // head of its group (G = H / Hkv; 1 without grouped-query attention):
   //   dK_g = sum_{h in g} sum_blocks ...,  dV_g likewise.
@@ -334,9 +354,11 @@ void blockwise_backward(const QKVGradColumns& grad, const real* dO, const real* 
           zero_key_grads(grad, d, b, g);
           for (int64_t h = g * G; h < (g + 1) * G; ++h) {
             zero_query_grads(grad, d, b, h);
+            // row (b, h) of dbias: this task's alone
+            if (dbias) std::fill_n(dbias + (b * d.H + h) * (d.T + d.S - 1), d.T + d.S - 1, real(0));
             for (int64_t t0 = 0; t0 < d.T; t0 += Br) {
               HeadRuns r = head_runs(in, &grad, const_cast<real*>(O), dO, const_cast<real*>(lse),
-                                     mask, d, b, h, t0, std::min(Br, d.T - t0));
+                                     mask, d, b, h, t0, std::min(Br, d.T - t0), bias, dbias);
               query_block_backward(r.q, &r.k, 1, r.lim, d.d_k, d.d_v, scale, s);
             }
           }

@@ -59,6 +59,9 @@ struct QKVGradColumns {
 // ---- The arguments (nn/attention_options.cpp) ------------------------------------------
 // Each throws one line naming the op and the shapes.
 
+// T5's relative bias: undefined, or a table (H, buckets) with valid buckets
+// and maximum distance, rel_pos0 >= 0 and a kernel that takes it.
+void check_relative(const AttentionOptions& o, const AttentionSizes& d, AttentionKernel k);
 // The sizes, after checking the inputs', weights' and biases' shapes (and
 // kv_heads: 0 is heads, else in [1, heads] and dividing heads).
 AttentionSizes check_arguments(const Var& xq, const Var& xkv, const AttentionWeights& w,
@@ -124,10 +127,13 @@ InputGrads project_inputs_backward(const InputProjectionGrads& g, const InputPro
 // (softmax kernels).
 
 // nn/attention.cpp, the standard kernel: P (B,H,T,S) kept. O_again: see attention_backward.
+// bias: T5's relative bias by diagonal (H, T+S-1) (nn/relative_bias.h), or
+// null; dbias: backward's diagonal sums of dZ (B, H, T+S-1), written, or null.
 void attention_forward(real* P, real* O, const QKVColumns& in, const AttentionMask& mask,
-                       const AttentionSizes& dims, real scale);
+                       const AttentionSizes& dims, real scale, const real* bias = nullptr);
 void attention_backward(const QKVGradColumns& grad, real* O_again, const real* dO, const real* P,
-                        const QKVColumns& in, const AttentionSizes& dims, real scale);
+                        const QKVColumns& in, const AttentionSizes& dims, real scale,
+                        real* dbias = nullptr);
 
 // nn/attention_blocks.cpp: lse (B,H,T), each row's log-sum-exp of its visible
 // scores (+inf for a row with none), kept instead of P.
@@ -136,11 +142,12 @@ inline constexpr int64_t kKeyBlock = 128;    // Bc: keys per block
 // Bytes of one block's scratch (scores and their gradient, Br x Bc each): the
 // least memory budget the memory-efficient kernel accepts.
 inline constexpr int64_t kBlockBytes = 2 * kQueryBlock * kKeyBlock * int64_t(sizeof(real));
+// bias, dbias: as for the standard kernel.
 void blockwise_forward(real* lse, real* O, const QKVColumns& in, const AttentionMask& mask,
-                       const AttentionSizes& dims, real scale);
+                       const AttentionSizes& dims, real scale, const real* bias = nullptr);
 void blockwise_backward(const QKVGradColumns& grad, const real* dO, const real* O, const real* lse,
                         const QKVColumns& in, const AttentionMask& mask, const AttentionSizes& dims,
-                        real scale);
+                        real scale, const real* bias = nullptr, real* dbias = nullptr);
 
 // The blocks' engine, which the memory-efficient and sparse kernels share.
 // A run is a list of rows of one head: row r sits at base + r * ld and is
@@ -172,6 +179,12 @@ struct RowLimits {
   int64_t S, visible_keys;  // key positions [0, S); those >= visible_keys hidden (padding)
   bool causal;
   const real* mask;  // (T, S) of this sequence, nonzero = hidden, or null
+  // T5's relative bias of this head by diagonal, bias[j - i + T - 1] (T+S-1
+  // numbers), or null; dbias, backward's diagonal sums of dZ, added into, or
+  // null. Runs of step 1 only (the memory-efficient kernel's).
+  const real* bias = nullptr;
+  real* dbias = nullptr;
+  int64_t T = 0;
 };
 // One query block (at most kQueryBlock rows) against key runs; scratch holds
 // blockwise_scratch_size(d_k, d_v) numbers.

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "nn/attention_internal.h"
+#include "nn/relative_bias.h"
 
 namespace qkv::nn {
 
@@ -162,6 +163,21 @@ void check_rope(const AttentionOptions& o, const AttentionSizes& d, bool self) {
                 " (rope_base " + number(o.rope_base) + ")");
   if (o.rope_pos0 < 0)
     throw Error("attention: rope_pos0 " + std::to_string(o.rope_pos0) + " is negative");
+}
+
+void check_relative(const AttentionOptions& o, const AttentionSizes& d, AttentionKernel k) {
+  if (!o.rel_bias.defined()) return;
+  const Shape& s = o.rel_bias.shape();
+  if (s.size() != 2 || s[0] != d.H)
+    throw Error("attention: relative bias table " + to_string(s) +
+                " should be (H, buckets) with H " + std::to_string(d.H));
+  check_relative_bias("attention", s[1], o.rel_max_distance, o.rel_bidirectional);
+  if (o.rel_pos0 < 0)
+    throw Error("attention: rel_pos0 " + std::to_string(o.rel_pos0) + " is negative");
+  if (k != AttentionKernel::Standard && k != AttentionKernel::MemoryEfficient)
+    throw Error(std::string("attention: the ") + to_string(k) +
+                " kernel takes no relative position bias; the standard and memory-efficient "
+                "kernels do");
 }
 
 // The kernel that runs: Auto resolved by the budget, and each kernel's

@@ -258,4 +258,13 @@ FeedForward::FeedForward(int64_t D_, int64_t F_, Activation act_, Generator& g, 
   linear2 = register_module("linear2", std::make_shared<Linear>(F, D, bias, g));
 }
 
+void FeedForward::report_hidden(const Tensor& x) const {
+  const Tensor& b1 = linear1->bias.defined() ? linear1->bias.data() : Tensor();
+  Tensor pre = Tensor::empty({x.numel() / D, F});  // (N, F) = x (N, D) W1^T (D, F) + b1
+  linear_forward(x, linear1->weight.data().data(), b1.defined() ? b1.data() : nullptr, F,
+                 pre.data());
+  Tensor work = pre.clone();  // ReLU's activate works in place
+  probe()->ffn_hidden(*this, pre, activate(work, act), act);
+}
+
 }  // namespace qkv::nn

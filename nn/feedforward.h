@@ -27,8 +27,12 @@ class FeedForward : public FFN {
               Generator& g = default_generator(), bool bias = true);
   Var forward(const Var& x) const override {
     ModuleScope scope(this);
+    if (probe()) report_hidden(x.data());
     return feed_forward(x, linear1->weight, linear1->bias, linear2->weight, linear2->bias, act);
   }
+  // Tells the probe (nn/probe.h) pre = x W1^T + b1 and act(pre), remade from
+  // x (..., D) for it: one extra (N, D) x (D, F) product on a watched step.
+  void report_hidden(const Tensor& x) const;
   Var operator()(const Var& x) const { return forward(x); }
 
   int64_t D, F;

@@ -21,12 +21,20 @@
 
 namespace qkv::nn {
 
+struct MoERouting;  // nn/moe.h
+
 class FFN : public Module {
  public:
   // x (..., D) -> (..., D). No dropout and no randomness inside: the same x
   // gives the same y, so Recompute::FFN may run it again in backward.
   virtual Var forward(const Var& x) const = 0;
   Var operator()(const Var& x) const { return forward(x); }
+  // A mixture of experts (nn/moe.h) keeps the load-balancing loss and the
+  // routing of its last forward; a dense block has neither (undefined, null).
+  virtual Var aux_loss() const { return Var(); }
+  virtual const MoERouting* routing() const { return nullptr; }
+  // Parameters one token uses (all of a dense block's).
+  virtual int64_t active_parameters() const { return num_parameters(); }
 };
 
 // The feed-forward sublayer of width D for `act`: FeedForward (D, d_ff, act)

@@ -37,6 +37,11 @@ void Module::zero_grad() {
   for (auto& [name, v] : named_parameters()) v.zero_grad();
 }
 
+void Module::set_probe(Probe* p) {
+  probe_ = p;
+  for (auto& [name, child] : children_) child->set_probe(p);
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);

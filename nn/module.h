@@ -10,6 +10,7 @@
 
 #include "autograd/anomaly.h"
 #include "autograd/var.h"
+#include "nn/probe.h"
 
 namespace qkv::nn {
 
@@ -35,6 +36,10 @@ class Module {
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  // The training instruments' probe (nn/probe.h) for this module and all its
+  // children; nullptr (the default) turns it off.
+  void set_probe(Probe* p);
+  Probe* probe() const { return probe_; }
 
  protected:
   Parameter register_parameter(const std::string& name, Tensor init);
@@ -51,6 +56,7 @@ class Module {
   std::vector<std::pair<std::string, Var>> params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  Probe* probe_ = nullptr;
 };
 
 // Opened as the first line of a module's forward: `ModuleScope scope(this);`.

@@ -212,4 +212,13 @@ SwiGLU::SwiGLU(int64_t D_, int64_t F_, Generator& g) : D(D_), F(F_) {
   down = register_module("down", std::make_shared<Linear>(F, D, false, g));
 }
 
+void SwiGLU::report_hidden(const Tensor& x) const {
+  const int64_t N = x.numel() / D;
+  Tensor a = Tensor::empty({N, F}), u = Tensor::empty({N, F}), h = Tensor::empty({N, F});
+  linear_forward(x, gate->weight.data().data(), nullptr, F, a.data());  // a (N,F) = x Wg^T
+  linear_forward(x, up->weight.data().data(), nullptr, F, u.data());    // u (N,F) = x Wu^T
+  gate_forward(h.data(), a.data(), u.data(), N * F);                    // h = silu(a) * u
+  probe()->ffn_hidden(*this, a, h, Activation::SwiGLU);
+}
+
 }  // namespace qkv::nn

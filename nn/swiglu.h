@@ -34,8 +34,12 @@ class SwiGLU : public FFN {
   SwiGLU(int64_t D, int64_t F, Generator& g = default_generator());
   Var forward(const Var& x) const override {
     ModuleScope scope(this);
+    if (probe()) report_hidden(x.data());
     return swiglu(x, gate->weight, up->weight, down->weight);
   }
+  // Tells the probe (nn/probe.h) the gate's input a = x Wg^T and the hidden
+  // units silu(a) * (x Wu^T), remade from x (..., D) for it on a watched step.
+  void report_hidden(const Tensor& x) const;
   Var operator()(const Var& x) const { return forward(x); }
 
   int64_t D, F;

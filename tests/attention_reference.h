@@ -23,9 +23,10 @@ inline Tensor additive_mask(const nn::AttentionMask& m, int64_t B, int64_t T, in
 }
 
 // The heads of projected Q (B,T,H*d_k), K (B,S,H*d_k), V (B,S,H*d_v) attended
-// and merged, then the output projection wo, bo (D, D), (D).
+// and merged, then the output projection wo, bo (D, D), (D). score_bias, when
+// defined, (1,H,T,S) or (B,H,T,S), is added to the scaled scores before the mask.
 inline Var composed_heads(const Var& Qp, const Var& Kp, const Var& Vp, const Var& wo, const Var& bo,
-                          int64_t H, const nn::AttentionMask& mask) {
+                          int64_t H, const nn::AttentionMask& mask, const Var& score_bias = Var()) {
   const int64_t B = Qp.size(0), T = Qp.size(1), S = Kp.size(1), D = wo.size(0);
   const int64_t dk = Qp.size(2) / H, dv = Vp.size(2) / H;
   // (B,L,H*d) -> (B,L,H,d) -> (B,H,L,d)
@@ -37,6 +38,7 @@ inline Var composed_heads(const Var& Qp, const Var& Kp, const Var& Vp, const Var
   Var V = heads(Vp, S, dv);  // (B,H,S,d_v)
   Var scores =
       matmul(Q, K, false, true) * (real(1) / std::sqrt(static_cast<real>(dk)));  // (B,H,T,S)
+  if (score_bias.defined()) scores = scores + score_bias;
   scores = scores + Var(additive_mask(mask, B, T, S));
   Var O = matmul(softmax(scores), V);                         // (B,H,T,d_v)
   Var merged = reshape(permute(O, {0, 2, 1, 3}), {B, T, D});  // (B,T,D)
@@ -75,7 +77,7 @@ inline Var repeat_kv_heads(const Var& x, int64_t Hkv, int64_t H) {
 // rotated by positions pos0 + t (self-attention).
 inline Var composed_gqa_attention(const Var& xq, const Var& xkv, const std::vector<Var>& p,
                                   int64_t H, int64_t Hkv, real rope_base, int64_t pos0,
-                                  const nn::AttentionMask& mask) {
+                                  const nn::AttentionMask& mask, const Var& score_bias = Var()) {
   auto proj = [](const Var& x, const Var& w, const Var& b) {
     return matmul(x, w, false, true) + b;
   };
@@ -87,7 +89,7 @@ inline Var composed_gqa_attention(const Var& xq, const Var& xkv, const std::vect
     K = nn::rope(K, Hkv, rope_base, pos0);
   }
   return composed_heads(Q, repeat_kv_heads(K, Hkv, H), repeat_kv_heads(V, Hkv, H), p[6], p[7], H,
-                        mask);
+                        mask, score_bias);
 }
 
 }  // namespace qkv::testing

@@ -3,3 +3,4 @@
 #include "decode_head_size_tests.h"
 #include "decode_kernel_tests.h"
 #include "decode_gqa_rope_tests.h"
+#include "decode_relative_tests.h"

@@ -34,6 +34,7 @@
 #include "nn/layernorm.h"
 #include "nn/rmsnorm.h"
 #include "nn/rope.h"
+#include "nn/moe.h"
 #include "nn/swiglu.h"
 #include "tests/errors.h"
 #include "tests/temp_dir.h"
@@ -222,6 +223,41 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "explorer trace of a GPT with T5's relative positions: each attention node states the "
+    "scatter-add into the buckets and reads the one shared table (H, buckets) as its last input") {
+  nn::GPTConfig c;
+  c.vocab = 8;
+  c.d_model = 8;
+  c.heads = 2;
+  c.rel_buckets = 4;
+  c.rel_max_distance = 3;
+  c.layers = 2;
+  c.d_ff = 16;
+  c.max_positions = 4;
+  c.dropout = 0;
+  c.seed = 3;
+  nn::GPT model(c);
+  const nn::Tokens ids{{3, 4, 5, 1}, 1, 4, {}};
+  explorer::TraceOptions opt;
+  opt.finite_differences = false;  // float64: tests/test_explorer_grad.cpp
+  const explorer::Trace t = explorer::record_trace(
+      [&] {
+        return nn::cross_entropy(model.forward(ids), {4, 5, 1, 2});
+      },
+      &model, opt);
+  const Json j = Json::parse(t.json);
+  size_t attention = 0;
+  for (const auto& n : j["nodes"]) {
+    if (n["kind"] != "op" || n["op"] != "multi_head_attention") continue;
+    ++attention;
+    CHECK(n["backward"].get<std::string>().rfind("dtable[h, k] = sum over b", 0) == 0);
+    CHECK(n["forward"].get<std::string>().find("table[h, bucket(j - i)]") != std::string::npos);
+    CHECK(shape_of(n["input_shapes"].back()) == Shape{2, 4});  // the table (H, buckets)
+  }
+  CHECK(attention == 2);
+}
+
+TEST_CASE(
     "explorer trace: backward_order is the order run_backward calls the nodes' backward (a "
     "diamond, a skip connection, and a branch no gradient reaches)") {
   std::vector<std::string> log;
@@ -323,6 +359,10 @@ TEST_CASE(
   x = permute(reshape(x, {3, 2}), {1, 0});
   Var s = add(add(sum(softmax(x)), mean(log_softmax(x))), add(max(x), sum(x, 0)));
   s = add(s, sum(recompute([](const std::vector<Var>& v) { return mul(v[0], v[0]); }, {a})));
+  // A mixture of experts: router, gather, gated sum, load-balancing loss.
+  nn::MoE moe(nn::Activation::ReLU, 3, 4, {2, 1, 2.0}, true, g);
+  s = add(s, sum(moe.forward(a)));
+  s = add(s, moe.aux_loss());
 
   nn::Seq2SeqTransformer model(tiny());
   const nn::Tokens src{{3, 4}, 1, 2, {}}, tgt{{1, 3}, 1, 2, {}};

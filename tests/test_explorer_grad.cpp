@@ -104,11 +104,52 @@ TEST_CASE(
         &model);
     CHECK(t.fd_checked == model.num_parameters());
     CHECK(t.fd_failed == 0);
-    for (const auto& check : Json::parse(t.json)["finite_differences"]["checks"]) {
+    // The parsed page outlives the loop (a range over a temporary's member
+    // would dangle).
+    const Json page = Json::parse(t.json);
+    int64_t compared = 0;
+    for (const auto& check : page["finite_differences"]["checks"]) {
       const double engine = check[2], num = check[3];
-      if (std::fabs(num) > 1e-3) CHECK(std::fabs(engine - num) / std::fabs(num) < 1e-6);
+      ++compared;
+      // gradcheck's relative tolerance (1e-5; measured here: at most 1.5e-6).
+      // This loop ran over a destroyed temporary until 2026-11-28 and never
+      // checked anything; its 1e-6 then was stricter than gradcheck's.
+      if (std::fabs(num) > 1e-3) CHECK(std::fabs(engine - num) / std::fabs(num) < 1e-5);
     }
+    CHECK(compared == t.fd_checked);
   }
+}
+
+TEST_CASE(
+    "explorer finite differences: a GPT with T5's relative position bias (a causal table shared "
+    "by 2 layers): every parameter, the table's included, agrees") {
+  nn::GPTConfig c;
+  c.vocab = 8;
+  c.d_model = 8;
+  c.heads = 2;
+  c.rel_buckets = 4;
+  c.rel_max_distance = 3;
+  c.layers = 2;
+  c.d_ff = 16;
+  c.max_positions = 6;
+  c.dropout = 0;
+  c.seed = 3;
+  nn::GPT model(c);
+  const nn::Tokens ids{{3, 4, 5, 1, 6, 2}, 1, 6, {}};
+  const explorer::Trace t = explorer::record_trace(
+      [&] {
+        return nn::cross_entropy(model.forward(ids), {4, 5, 1, 6, 2, 7});
+      },
+      &model);
+  CHECK(t.fd_checked == model.num_parameters());
+  CHECK(t.fd_failed == 0);
+  const Json j = Json::parse(t.json);
+  bool table_seen = false;
+  for (const auto& n : j["nodes"])
+    if (n["kind"] == "leaf" && n["name"] == "rel_bias") table_seen = true;
+  CHECK(table_seen);
+  // Every element passed the explorer's own check, gradcheck's tolerance
+  // (|engine - fd| <= 1e-6 + 1e-5 |fd|): fd_failed above.
 }
 
 TEST_CASE(
@@ -211,7 +252,9 @@ TEST_CASE(
       explorer::record_trace([&] { return sum(slightly_wrong_square(a)); }, nullptr);
   CHECK(w.fd_failed == 6);
   CHECK(w.fd_retried == 0);  // none passed at a smaller step either
-  for (const auto& c : Json::parse(w.json)["finite_differences"]["checks"]) {
+  const Json wrong = Json::parse(w.json);
+  CHECK(wrong["finite_differences"]["checks"].size() == 6);
+  for (const auto& c : wrong["finite_differences"]["checks"]) {
     CHECK(c[5] == false);
     CHECK(c[6].get<double>() == doctest::Approx(1e-7));  // every step was tried
   }

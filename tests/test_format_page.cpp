@@ -117,6 +117,14 @@ TEST_CASE(
   check_case("gpt_gqa_rope");
 }
 
+// T5's relative positions: a seq2seq (Pre-LN, ReLU) with encoder.rel_bias
+// (bidirectional) and decoder.rel_bias (causal), no positions added.
+TEST_CASE(
+    "format page: a seq2seq file with the keys rel_buckets and rel_max_distance, written from the "
+    "page alone, loads and gives PyTorch's logits") {
+  check_case("seq2seq_relative");
+}
+
 // bert: head mlm (Post-LN, GELU, tied output + mlm.bias, optional keys left
 // out); head classify (Pre-LN, ReLU, 3 segment rows, the pooler on position 0).
 TEST_CASE(

@@ -138,6 +138,22 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "GPT with T5's relative positions (model_config rel_buckets 8, rel_max_distance 6: one causal "
+    "table shared by 2 layers, no position table) matches the PyTorch reference built from the "
+    "same keys: logits, loss and every gradient, the table's included") {
+  TensorFile f = load_fixture("gpt_relative.safetensors");
+  const GPTConfig c = gpt_config_from_json(nlohmann::json::parse(f.metadata.at("model_config")),
+                                           "gpt_relative.safetensors");
+  REQUIRE(c.rel_buckets == 8);
+  REQUIRE(c.rel_max_distance == 6);
+  GPT model(c);
+  CHECK_FALSE(model.pos_embed);
+  CHECK(model.rel_bias.shape() == Shape{4, 8});
+  CHECK(model.layers[1]->self_attn->rel_bias.same_as(model.rel_bias));
+  gpt_parity(model, f);
+}
+
+TEST_CASE(
     "GPT with the llama block (model_config norm rms, activation swiglu, bias false) matches "
     "the PyTorch reference built from the same keys: logits, loss and every gradient") {
   TensorFile f = load_fixture("gpt_llama.safetensors");

@@ -120,6 +120,10 @@ ROWS = [
     # (sources of 16-33 words; training has at most 14).
     row("P-sin-long", "P", "sinusoidal, held-out longer", valid="long"),
     row("P-learned-long", "P", "learned, held-out longer", {"--positions": "learned"}, valid="long"),
+    # T5's relative position bias (a learned scalar per head per distance
+    # bucket, no absolute positions): the next answer to extrapolation.
+    row("P-rel-long", "P", "relative (T5), held-out longer", {"--positions": "relative"},
+        valid="long"),
 ] + ablate_lm.rows(row)
 ROW_BY_ID = {r["id"]: r for r in ROWS}
 
@@ -177,6 +181,9 @@ CLAIMS = [
     {"id": "P1", "kind": "better", "better": "P-sin-long", "worse": "P-learned-long",
      "metric": "ppl", "text": "Sinusoidal positions extrapolate to sequences longer than any "
                               "trained on, learned ones less well"},
+    {"id": "P2", "kind": "better", "better": "P-rel-long", "worse": "P-sin-long",
+     "metric": "ppl", "text": "T5's relative position bias extrapolates to longer sequences "
+                              "better than sinusoids"},
 ] + ablate_lm.CLAIMS
 STOP = threading.Event()  # set on Ctrl-C: no new run starts
 MIN_SEEDS = 3  # a claim is judged from at least this many seeds per row, never one run

@@ -54,6 +54,13 @@ BASE = {
     "--tokens": "char",
 }
 GQA = {"--kv-heads": str(KV_HEADS), "--d-ff": str(D_FF + D // 2)}
+
+
+def moe(experts, k):
+    """The flags of E experts, k a token, each d_ff / k wide (Switch's defaults otherwise)."""
+    return {"--experts": str(experts), "--experts-per-token": str(k), "--d-ff": str(D_FF // k)}
+
+
 LLAMA = {"--positions": "rope", "--norm": "rms", "--activation": "swiglu", "--no-bias": None,
          **GQA}
 
@@ -76,12 +83,23 @@ def rows(row):
         lm("T-bpe", "T", f"the llama-style block on BPE tokens ({BPE_VOCAB})",
            {**LLAMA, "--tokens": "bpe", "--bpe-vocab": str(BPE_VOCAB),
             "--context": str(BPE_CONTEXT)}),
+    ] + [
+        # A mixture of experts in place of the 2017 block's FFN at equal active
+        # parameters a token: k experts of width d_ff / k (the router's D x E
+        # on top, counted in the table).
+        lm(f"M-e{e}k{k}", "M", f"{e} experts, {k} a token, each of width {D_FF // k}",
+           {**moe(e, k)}, note=f"router +{D * e} a layer")
+        for e, k in ((4, 1), (4, 2), (8, 1), (8, 2))
+    ] + [
+        lm("M-e4k1-noaux", "M", "4 experts, 1 a token, no load-balancing loss",
+           {**moe(4, 1), "--aux-loss": "0"}, note=f"router +{D * 4} a layer"),
     ]
 
 
 GROUPS = {"L": "after 2017: the GPT block's modern changes (bits per byte)",
+          "M": "a mixture of experts against the dense FFN at equal active parameters",
           "T": "characters against byte-level BPE at equal bytes per step"}
-PLOT_WITH = {"L": [], "T": ["L-llama"]}
+PLOT_WITH = {"L": [], "T": ["L-llama"], "M": ["L-2017"]}
 
 CLAIMS = [
     {"id": "L1", "kind": "better", "better": "L-rope", "worse": "L-2017", "metric": "bpb",
@@ -96,6 +114,10 @@ CLAIMS = [
      "text": "Biases can go without loss (the Llama and PaLM blocks)"},
     {"id": "L6", "kind": "better", "better": "L-llama", "worse": "L-2017", "metric": "bpb",
      "text": "The llama-style block together beats the 2017 GPT block"},
+    {"id": "M1", "kind": "better", "better": "M-e8k1", "worse": "L-2017", "metric": "bpb",
+     "text": "8 experts (1 a token) beat the dense FFN at equal active parameters (Switch)"},
+    {"id": "M2", "kind": "better", "better": "M-e4k1", "worse": "M-e4k1-noaux", "metric": "bpb",
+     "text": "The load-balancing loss helps a 4-expert mixture (Switch)"},
     {"id": "T1", "kind": "better", "better": "T-bpe", "worse": "L-llama", "metric": "bpb",
      "text": "Byte-level BPE beats characters at equal bytes per step"},
 ]

@@ -357,13 +357,16 @@ def _is_int(v):
 
 
 def attention_keys(config, kind, tensor_names, where="model_config"):
-    """{"kv_heads", "rope_base"} of a model_config, as docs/checkpoint-format.md
+    """{"kv_heads", "rope_base", "rel_buckets", "rel_max_distance"} of a model_config, as docs/checkpoint-format.md
     lists them: kv_heads (grouped-query attention's key/value heads, an integer
     >= 1 dividing heads; absent: every head, returned as heads) and rope_base
     (rotary positions' base, a number in (1, 1e9]; absent: 0, no rotation).
     A gpt with rope_base has no position table: its tensor `pos_embed.weight`
-    (under the file's prefix, among tensor_names) is refused. Raises
-    ValueError naming the key."""
+    (under the file's prefix, among tensor_names) is refused. rel_buckets
+    (T5's relative position bias: an even integer >= 4; absent: 0, none) and
+    rel_max_distance (an integer above rel_buckets / 2, at most 2^30; absent:
+    128): each stack's table `rel_bias` (heads, rel_buckets); a bert or a vit
+    refuses them. Raises ValueError naming the key."""
     heads = config.get("heads")
     kv = config.get("kv_heads", heads)
     if "kv_heads" in config and not (_is_int(kv) and kv >= 1 and _is_int(heads) and heads % kv == 0):
@@ -381,7 +384,53 @@ def attention_keys(config, kind, tensor_names, where="model_config"):
         if table:
             raise ValueError(f"{where}: key 'rope_base' is {brief(json.dumps(base))} (rotary positions), "
                              f"but the file has a position table '{brief(table[0])}'")
-    return {"kv_heads": kv, "rope_base": base}
+    rel = config.get("rel_buckets", 0)
+    dist = config.get("rel_max_distance", 128)
+    if "rel_buckets" in config and not (_is_int(rel) and rel >= 4 and rel % 2 == 0):
+        raise ValueError(f"{where}: key 'rel_buckets' is {brief(json.dumps(rel))}: "
+                         f"must be an even integer >= 4")
+    if "rel_max_distance" in config and "rel_buckets" not in config:
+        raise ValueError(f"{where}: key 'rel_max_distance' without 'rel_buckets'")
+    if "rel_max_distance" in config and not (_is_int(dist) and rel // 2 < dist <= 2 ** 30):
+        raise ValueError(f"{where}: key 'rel_max_distance' is {brief(json.dumps(dist))}: "
+                         f"must be an integer above rel_buckets / 2 = {rel // 2}, at most 2^30")
+    if rel and kind in ("bert", "vit"):
+        raise ValueError(f"{where}: key 'rel_buckets' is {rel}: a {kind} reads its learned "
+                         f"position table (leave the key out)")
+    return {"kv_heads": kv, "rope_base": base, "rel_buckets": rel, "rel_max_distance": dist}
+
+
+MOE_KEYS = ("experts", "experts_per_token", "capacity_factor", "aux_loss")
+
+
+def moe_keys(config, where="model_config"):
+    """{"experts", "experts_per_token", "capacity_factor", "aux_loss"} of a
+    model_config, as docs/checkpoint-format.md lists them: a mixture of experts
+    in every FFN (nn/moe.h) when `experts` E >= 2 is there (with all four
+    keys: k an integer in 1..E, capacity_factor > 0, aux_loss >= 0); absent
+    (every file before the keys): a dense FFN, returned as experts 0. Each
+    layer's FFN tensors are then ffn.router.weight (E, D) and ffn.experts.<e>.
+    followed by the dense block's names. Raises ValueError naming the key."""
+    if "experts" not in config:
+        extra = [k for k in MOE_KEYS[1:] if k in config]
+        if extra:
+            raise ValueError(f"{where}: key '{extra[0]}' without 'experts'")
+        return {"experts": 0, "experts_per_token": 1, "capacity_factor": 1.25, "aux_loss": 0.01}
+    for k in MOE_KEYS:
+        if k not in config:
+            raise ValueError(f"{where}: key 'experts' without '{k}'")
+    e, k, cf, aux = (config[key] for key in MOE_KEYS)
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if not (_is_int(e) and e >= 2):
+        raise ValueError(f"{where}: key 'experts' is {brief(json.dumps(e))}: must be an integer >= 2")
+    if not (_is_int(k) and 1 <= k <= e):
+        raise ValueError(f"{where}: key 'experts_per_token' is {brief(json.dumps(k))}: must be an integer in 1..{e}")
+    if not (number(cf) and cf > 0):
+        raise ValueError(f"{where}: key 'capacity_factor' is {brief(json.dumps(cf))}: must be a number > 0")
+    if not (number(aux) and aux >= 0):
+        raise ValueError(f"{where}: key 'aux_loss' is {brief(json.dumps(aux))}: must be a number >= 0")
+    return {"experts": e, "experts_per_token": k, "capacity_factor": cf, "aux_loss": aux}
 
 
 def vit_image(config, where="model_config"):
@@ -405,7 +454,8 @@ def model_info(path):
     """The model a file describes: {"model_kind", "model_config", "model_prefix",
     "vocab" (list or None), "special_tokens", "tokenizer" (or None), "block"
     (block(): activation, norm, bias), "attention" (attention_keys():
-    kv_heads, rope_base), for a vit "image" (vit_image()), and for a BPE tokenizer "bpe" (its merges
+    kv_heads, rope_base), "experts" (moe_keys(): experts, experts_per_token,
+    capacity_factor, aux_loss), for a vit "image" (vit_image()), and for a BPE tokenizer "bpe" (its merges
     and pattern) and "token_bytes" (each id's bytes, None for a special token)}.
     Raises ValueError naming the file and
     the key when a part is missing or disagrees."""
@@ -434,7 +484,8 @@ def model_info(path):
             "vocab": vocab, "special_tokens": special, "tokenizer": md.get("tokenizer"),
             "block": block(config, f"{where}: metadata 'model_config'"),
             "attention": attention_keys(config, kind, [n for n in header if n != "__metadata__"],
-                                        f"{where}: metadata 'model_config'")}
+                                        f"{where}: metadata 'model_config'"),
+            "experts": moe_keys(config, f"{where}: metadata 'model_config'")}
     if kind == "vit":
         info["image"] = vit_image(config, f"{where}: metadata 'model_config'")
     if (md.get("tokenizer") == "bpe") != ("bpe" in md):
@@ -477,6 +528,9 @@ def main(argv):
         att, heads = info["attention"], info["model_config"].get("heads")
         print(f"attention: {heads} heads, {att['kv_heads']} key/value heads,",
               f"rotary positions (rope_base {att['rope_base']})" if att["rope_base"] else "no rotation")
+        if att["rel_buckets"]:
+            print(f"relative positions: {att['rel_buckets']} buckets, max distance "
+                  f"{att['rel_max_distance']}")
         if "image" in info:
             im = info["image"]
             print(f"image: {im['channels']} x {im['image']} x {im['image']} in {im['patch']} x {im['patch']} "

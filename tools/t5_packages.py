@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import time
@@ -58,7 +59,10 @@ def main():
     train = os.path.join(a.bin, "train")
     arch = ARCH + a.flags.split()
     results = {"command": " ".join(sys.argv), "rows": []}
-    span = os.path.join(a.out, "span")
+    # The span model is kept and reused; its folder is named for the flags, so
+    # that a run with other flags never fine-tunes from another architecture.
+    span = os.path.join(a.out, "span" + "".join(
+        "_" + re.sub(r"[^A-Za-z0-9.]+", "", f) for f in a.flags.split()))
     span_file = os.path.join(span, "model.safetensors")
     if not os.path.exists(span_file):
         secs, out = run([train, "--model", "seq2seq", "--objective", "span", "--format", "text",

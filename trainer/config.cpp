@@ -63,9 +63,10 @@ void validate(const TrainConfig& c, const std::string& where) {
   require_range<int64_t>(c.d_ff, 1, 65536, name("d_ff"));
   require(c.dropout >= 0 && c.dropout < 1, name("dropout"),
           "must be in [0, 1), got " + num(c.dropout));
-  require(c.positions == "sinusoidal" || c.positions == "learned" || c.positions == "rope",
+  require(c.positions == "sinusoidal" || c.positions == "learned" || c.positions == "rope" ||
+              c.positions == "relative",
           name("positions"),
-          "expected sinusoidal, learned or rope, got '" + brief(c.positions) + "'");
+          "expected sinusoidal, learned, rope or relative, got '" + brief(c.positions) + "'");
   require(
       c.kv_heads >= 0 && c.kv_heads <= c.heads && (c.kv_heads == 0 || c.heads % c.kv_heads == 0),
       name("kv_heads"),
@@ -79,6 +80,39 @@ void validate(const TrainConfig& c, const std::string& where) {
     require(d_k % 2 == 0, name("positions"),
             "rope turns pairs of a head's d_k numbers, and d_k = " + std::to_string(d_k) +
                 " is odd (--d-model / --heads, or --d-k)");
+  }
+  // T5's relative positions: buckets even (half per direction in an encoder)
+  // and >= 4; the last bucket's distance past the exact ones (half of a causal
+  // table's, which has the more), at most 2^30 (a distance fits any sequence).
+  require_range<int64_t>(c.rel_buckets, 4, 4096, name("rel_buckets"));
+  require(c.rel_buckets % 2 == 0, name("rel_buckets"),
+          "must be even (half the buckets per direction in an encoder), got " +
+              std::to_string(c.rel_buckets));
+  require(c.rel_max_distance > c.rel_buckets / 2 && c.rel_max_distance <= (int64_t{1} << 30),
+          name("rel_max_distance"),
+          "must exceed the " + std::to_string(c.rel_buckets / 2) +
+              " exact buckets (--rel-buckets " + std::to_string(c.rel_buckets) +
+              " / 2) and be at most 2^30, got " + std::to_string(c.rel_max_distance));
+  require(c.positions != "relative" || (c.attention != "sparse" && c.attention != "linear"),
+          name("attention"),
+          "the " + c.attention +
+              " kernel takes no --positions relative (standard, memory-efficient or auto do)");
+  // A mixture of experts (nn/moe.h): its own rules, one line each.
+  if (c.experts != 0) {
+    require(c.experts >= 2 && c.experts <= 1024, name("experts"),
+            "must be in 2..1024 (0: a dense FFN), got " + std::to_string(c.experts));
+    require(c.experts_per_token >= 1 && c.experts_per_token <= c.experts, name("experts_per_token"),
+            "must be in 1..--experts " + std::to_string(c.experts) + ", got " +
+                std::to_string(c.experts_per_token));
+    require(c.capacity_factor > 0 && c.capacity_factor <= 1024, name("capacity_factor"),
+            "must be in (0, 1024], got " + num(c.capacity_factor));
+    require(c.aux_loss >= 0 && c.aux_loss <= 1000, name("aux_loss"),
+            "must be in [0, 1000], got " + num(c.aux_loss));
+    // The recomputing forward runs without a graph: the load-balancing
+    // loss would reach the router with no gradient.
+    require(c.recompute == "none", name("recompute"),
+            "recomputing in backward does not take --experts (the load-balancing loss "
+            "would get no gradient); leave --recompute out");
   }
   // Rotary positions and shared key/value heads live in the softmax kernels.
   require((c.positions != "rope" && c.kv_heads == 0) ||
@@ -243,10 +277,16 @@ void attention_to_model(const TrainConfig& c, nn::AttentionSettings& a) {
   a.bias = !c.no_bias;
   a.kv_heads = c.kv_heads;
   a.rope_base = c.positions == "rope" ? c.rope_base : 0;
+  a.rel_buckets = c.positions == "relative" ? c.rel_buckets : 0;
+  a.rel_max_distance = c.rel_max_distance;
   a.recompute = c.recompute == "ffn"     ? nn::Recompute::FFN
                 : c.recompute == "layer" ? nn::Recompute::Layer
                                          : nn::Recompute::None;
   a.attention_memory_budget = c.attention_budget * (int64_t(1) << 20);
+  a.moe = nn::MoESettings{};  // experts 0: dense
+  if (c.experts > 0)
+    a.moe = nn::MoESettings{c.experts, c.experts_per_token, double(c.capacity_factor),
+                            double(c.aux_loss)};
 }
 
 void attention_from_model(TrainConfig& c, const nn::AttentionSettings& a) {
@@ -258,9 +298,20 @@ void attention_from_model(TrainConfig& c, const nn::AttentionSettings& a) {
   c.norm = a.norm;
   c.no_bias = !a.bias;
   c.kv_heads = a.kv_heads;
+  c.experts = a.moe.experts;
+  if (a.moe.experts > 0) {
+    c.experts_per_token = a.moe.experts_per_token;
+    c.capacity_factor = real(a.moe.capacity_factor);
+    c.aux_loss = real(a.moe.aux_loss);
+  }
   if (a.rope_base > 0) {  // the family's positions otherwise
     c.positions = "rope";
     c.rope_base = a.rope_base;
+  }
+  if (a.rel_buckets > 0) {  // T5's relative positions
+    c.positions = "relative";
+    c.rel_buckets = a.rel_buckets;
+    c.rel_max_distance = a.rel_max_distance;
   }
 }
 

@@ -41,8 +41,10 @@ struct TrainConfig {
   real dropout = 0;
   bool pre_ln = false;                      // Pre-LN (default Post-LN for seq2seq, Pre-LN for gpt)
   bool tie = false;                         // output layer shares the target embedding
-  std::string positions = "sinusoidal";     // sinusoidal | learned | rope (gpt: learned or rope)
+  std::string positions = "sinusoidal";     // sinusoidal | learned | rope (gpt) | relative (T5)
   real rope_base = 10000;                   // rope: the rotation's base (Llama's 10000)
+  int64_t rel_buckets = 32;                 // relative: T5's buckets per table
+  int64_t rel_max_distance = 128;           // relative: the last bucket's distance
   std::string activation = "relu";          // relu | gelu | swiglu (nn/activation.h's table)
   std::string norm = "layer";               // layer | rms (nn/norm.h's table)
   bool no_bias = false;                     // attention and FFN Linears without biases
@@ -53,6 +55,10 @@ struct TrainConfig {
   int64_t d_k = 0;                          // query/key head size (0: d_model / heads)
   int64_t kv_heads = 0;                     // self-attention's key/value heads (0: heads)
   int64_t patch = 0;                        // vit: P x P pixels a patch (0: not a vit)
+  // A mixture of experts in every FFN (nn/moe.h): E experts (0: dense), k a
+  // token, the capacity factor, and the load-balancing loss's coefficient.
+  int64_t experts = 0, experts_per_token = 1;
+  real capacity_factor = real(1.25), aux_loss = real(0.01);
   // what the model learns: "" (the family's own), lm, mlm or classify (trainer/family.h)
   std::string objective;
   // data
@@ -100,10 +106,32 @@ struct TrainConfig {
   // nn::GPTConfig) holds. A checkpoint stores it once, as model_config; its
   // train_config holds the other keys (run_json()).
   static bool is_arch_key(const std::string& k) {
-    for (const char* a :
-         {"model",        "d_model",   "heads",      "layers",   "d_ff",      "dropout",   "pre_ln",
-          "tie",          "positions", "activation", "norm",     "no_bias",   "attention", "window",
-          "global_every", "no_scale",  "d_k",        "kv_heads", "rope_base", "patch"})
+    for (const char* a : {"model",
+                          "d_model",
+                          "heads",
+                          "layers",
+                          "d_ff",
+                          "dropout",
+                          "pre_ln",
+                          "tie",
+                          "positions",
+                          "activation",
+                          "norm",
+                          "no_bias",
+                          "attention",
+                          "window",
+                          "global_every",
+                          "no_scale",
+                          "d_k",
+                          "kv_heads",
+                          "rope_base",
+                          "patch",
+                          "rel_buckets",
+                          "rel_max_distance",
+                          "experts",
+                          "experts_per_token",
+                          "capacity_factor",
+                          "aux_loss"})
       if (k == a) return true;
     return false;
   }
@@ -117,11 +145,33 @@ struct TrainConfig {
   // ran with the values they had then (Adam with the paper's betas, no weight
   // decay, the cosine floor at 5% of lr), which from_json fills in.
   static bool is_added_key(const std::string& k) {
-    for (const char* a :
-         {"optimizer", "weight_decay",     "beta1",      "beta2",   "momentum",     "min_lr",
-          "recompute", "attention_budget", "attention",  "window",  "global_every", "no_scale",
-          "d_k",       "bpe_vocab",        "norm",       "no_bias", "kv_heads",     "rope_base",
-          "patch",     "objective",        "label_names"})
+    for (const char* a : {"optimizer",
+                          "weight_decay",
+                          "beta1",
+                          "beta2",
+                          "momentum",
+                          "min_lr",
+                          "recompute",
+                          "attention_budget",
+                          "attention",
+                          "window",
+                          "global_every",
+                          "no_scale",
+                          "d_k",
+                          "bpe_vocab",
+                          "norm",
+                          "no_bias",
+                          "kv_heads",
+                          "rope_base",
+                          "patch",
+                          "objective",
+                          "label_names",
+                          "rel_buckets",
+                          "rel_max_distance",
+                          "experts",
+                          "experts_per_token",
+                          "capacity_factor",
+                          "aux_loss"})
       if (k == a) return true;
     return false;
   }
@@ -157,7 +207,13 @@ struct TrainConfig {
     f("d_k", c.d_k);
     f("kv_heads", c.kv_heads);
     f("rope_base", c.rope_base);
+    f("rel_buckets", c.rel_buckets);
+    f("rel_max_distance", c.rel_max_distance);
     f("patch", c.patch);
+    f("experts", c.experts);
+    f("experts_per_token", c.experts_per_token);
+    f("capacity_factor", c.capacity_factor);
+    f("aux_loss", c.aux_loss);
     f("objective", c.objective);
     f("task", c.task);
     f("data", c.data);

@@ -8,8 +8,9 @@ namespace qkv::train {
 namespace {
 
 void check(const TrainConfig& c, const Require& require) {
-  require(c.positions == "sinusoidal", "positions",
-          "the encoder model has sinusoidal positions only (nn::EncoderOnlyModel)");
+  require(c.positions == "sinusoidal" || c.positions == "relative", "positions",
+          "the encoder model has sinusoidal positions or T5's relative bias (relative) "
+          "(nn::EncoderOnlyModel)");
   require(!c.tie, "tie",
           "the encoder model's output layer gives labels: it has no embedding to tie to");
 }

@@ -18,8 +18,10 @@ void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
 }
 
 void check(const TrainConfig& c, const Require& require) {
-  require(c.positions == "learned" || c.positions == "rope", "positions",
-          "the gpt model has a learned position table or rotary positions (rope), not " +
+  require(c.positions == "learned" || c.positions == "rope" || c.positions == "relative",
+          "positions",
+          "the gpt model has a learned position table, rotary positions (rope) or T5's relative "
+          "bias (relative), not " +
               brief(c.positions));
 }
 

@@ -22,8 +22,10 @@ namespace {
 constexpr int64_t kSentinels = 100;
 
 void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
-  // --objective span reads a corpus: --format text unless the flags say otherwise.
+  // --objective span reads a corpus: --format text unless the flags say
+  // otherwise, in windows of 64 tokens (the gpt's and bert's default).
   if (c.objective == "span" && !said("format")) c.format = "text";
+  if (c.objective == "span" && !said("context") && c.context == 0) c.context = 64;
 }
 
 std::vector<std::string> objective_tokens(const TrainConfig& c) {
@@ -106,12 +108,14 @@ void check(const TrainConfig& c, const Require& require) {
                                   "corruption: add --objective span (or give pairs, --format tsv)");
   if (c.objective == "span") {
     // A window of --context tokens is one source; it must hold a hidden span
-    // and a kept token, and need no more sentinels than the vocabulary has.
-    require(c.context >= 2, "context",
-            "span corruption hides at least one token of a window and keeps one: --context must "
-            "be >= 2, got " +
+    // and a kept token, and its target (sentinels, the span, </s>) must fit
+    // the positions a window has (4 tokens: "<X> w <Y> </s>" after <s>); and
+    // it may need no more sentinels than the vocabulary has.
+    require(c.context >= 4, "context",
+            "span corruption hides at least one token of a window, keeps the rest, and writes "
+            "the target in as many positions: --context must be >= 4, got " +
                 std::to_string(c.context));
-    if (c.context >= 2) {
+    if (c.context >= 4) {
       const int64_t need = data::sentinels_needed(c.context, data::SpanOptions{});
       require(need <= kSentinels, "context",
               "a window of " + std::to_string(c.context) + " tokens needs " + std::to_string(need) +

@@ -35,6 +35,61 @@ inline std::string xml_escape(const std::string& s) {
 // right axis in %) or a loss (drawn on the loss axis).
 enum class EvalKind { Accuracy, Loss };
 
+// Shares per step (0..1, one line per series: an expert's share of the kept
+// assignments, --experts), with the even share 1 / series dashed.
+inline void write_shares_svg(const std::string& path, const std::vector<double>& steps,
+                             const std::vector<std::vector<double>>& shares,
+                             const std::string& title) {
+  const double W = 720, H = 420, L = 70, R = 110, T = 40, Bm = 50;
+  const double pw = W - L - R, ph = H - T - Bm;
+  if (steps.empty() || shares.empty() || shares.size() != steps.size()) return;
+  const size_t E = shares.front().size();
+  const double x0 = steps.front(), x1 = std::max(steps.back(), x0 + 1);
+  auto X = [&](double s) { return L + (s - x0) / (x1 - x0) * pw; };
+  auto Y = [&](double v) { return T + (1 - std::clamp(v, 0.0, 1.0)) * ph; };
+  static const char* colours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                  "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+  std::ostringstream f;  // written at the end, atomically (io/output_file.h)
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' "
+                "font-family='sans-serif' font-size='12'>\n",
+                W, H);
+  f << buf << "<rect width='100%' height='100%' fill='white'/>\n";
+  f << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>" << xml_escape(title)
+    << "</text>\n";
+  for (int i = 0; i <= 4; ++i) {  // 0%, 25%, ... 100%
+    const double v = i / 4.0;
+    std::snprintf(buf, sizeof buf,
+                  "<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='#ddd'/>"
+                  "<text x='%g' y='%g' text-anchor='end'>%g%%</text>\n",
+                  L, Y(v), L + pw, Y(v), L - 6, Y(v) + 4, 100 * v);
+    f << buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='#555' stroke-dasharray='4 4'/>\n", L,
+                Y(1.0 / double(E)), L + pw, Y(1.0 / double(E)));
+  f << buf;
+  std::snprintf(buf, sizeof buf,
+                "<text x='%g' y='%g' text-anchor='middle'>step (%g to %g)</text>\n", L + pw / 2,
+                H - 12, x0, x1);
+  f << buf;
+  for (size_t e = 0; e < E; ++e) {
+    f << "<polyline fill='none' stroke-width='1.5' stroke='" << colours[e % 8] << "' points='";
+    for (size_t i = 0; i < steps.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%.1f,%.1f ", X(steps[i]),
+                    Y(e < shares[i].size() ? shares[i][e] : 0));
+      f << buf;
+    }
+    f << "'/>\n";
+    std::snprintf(buf, sizeof buf, "<text x='%g' y='%g' fill='%s'>expert %zu</text>\n", L + pw + 8,
+                  T + 16 * double(e + 1), colours[e % 8], e);
+    f << buf;
+  }
+  f << "</svg>\n";
+  write_file_atomically(path, "plot: " + brief(path), f.str());
+}
+
 // Loss per step (log scale) with every held-out evaluation marked: a dashed
 // line at its step, a dot at its value and the value written beside it.
 inline void write_loss_svg(const std::string& path, const std::vector<double>& steps,

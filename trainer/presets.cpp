@@ -32,6 +32,27 @@ const std::vector<Preset>& presets() {
          const bool said = std::find(given.begin(), given.end(), "kv_heads") != given.end();
          if (!said && c.heads % 2 == 0) c.kv_heads = c.heads / 2;
        }},
+      // T5's encoder-decoder (Raffel et al. 2020): Pre-norm with RMSNorm (a
+      // gain, no shift), no biases (but the output layer's), a ReLU feed-forward (T5 1.0's; 1.1
+      // moved
+      // to GEGLU), the output layer tied to the embedding, and no absolute
+      // positions: a learned bias per head per relative-distance bucket, one
+      // table per stack shared by its layers (--rel-buckets 32
+      // --rel-max-distance 128 by default, T5's). Pre-training by span
+      // corruption is --objective span. Unlike T5, the scores keep their
+      // 1/sqrt(d_k): T5 drops it and folds it into W_Q's initialisation, and
+      // qkv's initialisation is the 2017 paper's.
+      {"t5",
+       "Pre-LN, rms, relu, relative, no bias",
+       // An encoder-decoder: the family that learns by span corruption.
+       [](const Family& f) { return std::string(f.objectives).find("span") != std::string::npos; },
+       "the encoder-decoder",
+       {{"pre_ln", true},
+        {"norm", "rms"},
+        {"activation", "relu"},
+        {"no_bias", true},
+        {"positions", "relative"},
+        {"tie", true}}},
   };
   return table;
 }
@@ -45,7 +66,7 @@ const Preset* find_preset(const std::string& name) {
 std::string preset_help() {
   std::string s;
   for (const Preset& p : presets())
-    s += std::string(s.empty() ? "" : "; ") + p.name + ": " + p.help;
+    s += std::string(s.empty() ? "" : ";\n") + p.name + ": " + p.help;  // a line each
   return s;
 }
 

@@ -5,6 +5,8 @@
 //   preset  fits                          sets
 //   llama   language models (--model gpt) --pre-ln --norm rms --activation swiglu --no-bias --tie
 //                                         --positions rope --kv-heads H/2 (H even)
+//   t5      the encoder-decoder (seq2seq) --pre-ln --norm rms --activation relu --no-bias --tie
+//                                         --positions relative
 //
 // A preset fills only the settings the command line left unsaid: a flag given
 // explicitly wins, before or after --preset (`--preset llama --norm layer` is

@@ -76,6 +76,12 @@ void print_header(const Trainer& t, const RunOptions& o) {
                     : ""))
           .c_str(),
       (long long)t.model().num_parameters());
+  if (c.experts > 0)  // a mixture of experts: what one token uses
+    std::printf(
+        "experts: %lld per FFN, %lld a token, capacity factor %.2f, aux loss %.3g; "
+        "%lld parameters active per token\n",
+        (long long)c.experts, (long long)c.experts_per_token, double(c.capacity_factor),
+        double(c.aux_loss), (long long)t.model().active_parameters());
   const std::string optimizer = optim::find_optimizer(c.optimizer)->describe(optimizer_settings(c));
   std::string decay;
   if (c.weight_decay > 0)
@@ -198,7 +204,28 @@ EvalResult timed_eval(Trainer& t, const std::string& method, const RunOptions& o
   return r;
 }
 
+// --experts: the share of the kept assignments each expert received over
+// this process's training steps, and the assignments dropped over capacity.
+static void print_expert_summary(const Trainer& t) {
+  if (t.expert_assignments == 0) return;
+  double kept = 0;
+  for (int64_t n : t.expert_counts) kept += double(n);
+  std::string shares;
+  for (size_t e = 0; e < t.expert_counts.size(); ++e) {
+    char b[48];
+    std::snprintf(b, sizeof b, "%s%zu %.1f%%", e ? ", " : "", e,
+                  kept > 0 ? 100 * double(t.expert_counts[e]) / kept : 0.0);
+    shares += b;
+  }
+  std::printf(
+      "\nexperts over training: share of the kept assignments %s; %lld of %lld assignments "
+      "dropped over capacity (%.2f%%); last load-balancing loss %.4f\n",
+      shares.c_str(), (long long)t.expert_dropped, (long long)t.expert_assignments,
+      100 * double(t.expert_dropped) / double(t.expert_assignments), double(t.last_aux_loss));
+}
+
 EvalResult final_report(Trainer& t, const RunOptions& o) {
+  print_expert_summary(t);
   if (t.classifies()) return classifier_report(t, o);
   if (t.text) {
     t.phase = "final evaluation";
@@ -357,6 +384,11 @@ bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalRe
           o.out_dir + "/loss.svg", h.steps, h.losses, h.eval_steps, h.eval_accs,
           "qkv: " + name + ", training loss and held-out " + (r.is_lm ? "loss" : "accuracy"),
           r.is_lm ? plots::EvalKind::Loss : plots::EvalKind::Accuracy);
+    });
+  if (!h.expert_shares.empty() && h.expert_shares.size() == h.steps.size())
+    attempt("experts.svg", [&] {
+      plots::write_shares_svg(o.out_dir + "/experts.svg", h.steps, h.expert_shares,
+                              "qkv: " + name + ", share of the kept assignments per expert");
     });
   if (t.classifies())
     attempt("confusion.svg", [&] {

@@ -15,6 +15,8 @@ struct History {
   double train_seconds = 0, eval_seconds = 0, allreduce_seconds = 0;
   int64_t tokens = 0, first_step = 0;
   int stopped_by = 0;  // the signal that ended training early, or 0
+  // --experts: each step's share of the kept assignments per expert (experts.svg)
+  std::vector<std::vector<double>> expert_shares;
 };
 
 void print_header(const Trainer& t, const RunOptions& o);

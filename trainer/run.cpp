@@ -13,6 +13,7 @@
 
 #include "generation/decoding_methods.h"
 #include "trainer/explain.h"
+#include "trainer/instruments_plots.h"
 #include "trainer/output_paths.h"
 #include "trainer/presets.h"
 #include "trainer/report.h"
@@ -158,8 +159,12 @@ void prepare_outputs(const RunOptions& o) {
     }
     if (!outputs::can_create_in(out, &why))
       throw Error("--out " + brief(o.out_dir) + ": cannot write files there: " + why);
-    for (const char* name : {"log.csv", "loss.svg", "attention.svg"})  // what --out gets
+    for (const char* name : {"log.csv", "loss.svg", "attention.svg", "experts.svg"})  // --out gets
       outputs::check_file_path("--out", (out / name).string());
+    if (o.instruments > 0)  // and the instruments' records and pictures
+      for (const char* name : {"instruments.jsonl", "update_ratio.svg", "grad_norm.svg",
+                               "activations.svg", "entropy.svg", "index.html"})
+        outputs::check_file_path("--out", (out / name).string());
     if (!o.save_path.empty()) outputs::check_file_path("--save", o.save_path);
     if (!o.best_path.empty())
       outputs::check_file_path("--save (its best held-out checkpoint)", o.best_path);
@@ -327,6 +332,13 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
     const int64_t s = t.step_count();
     h.steps.push_back(double(s));
     h.losses.push_back(loss);
+    if (!t.last_expert_counts.empty()) {  // --experts: this step's share per expert
+      double kept = 0;
+      for (int64_t n : t.last_expert_counts) kept += double(n);
+      std::vector<double> share;
+      for (int64_t n : t.last_expert_counts) share.push_back(kept > 0 ? double(n) / kept : 0);
+      h.expert_shares.push_back(share);
+    }
     window_loss += loss;
     window_n++;
     const double tok_s = double(h.tokens) / std::max(h.train_seconds, 1e-9);
@@ -357,6 +369,7 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
               r.is_lm ? "" : std::to_string(r.token_acc()), std::to_string(r.loss),
               r.is_lm ? "" : std::to_string(r.bleu),
               r.is_lm ? std::to_string(r.bits_per_byte) : "");
+      if (t.instruments) t.instruments->heldout(s, r.loss);
       if (tty) std::printf("\n");
       std::printf("  held-out at step %lld: %s%s\n", static_cast<long long>(s),
                   eval_line(r).c_str(), r.is_lm ? keep_best(t, o, r, s).c_str() : "");
@@ -449,6 +462,12 @@ void check_options(const RunOptions& o) {
   if (o.log_every < 1) throw Error("--log-every: must be >= 1, got " + std::to_string(o.log_every));
   if (o.save_every < 0)
     throw Error("--save-every: must be >= 0, got " + std::to_string(o.save_every));
+  if (o.instruments < 0)
+    throw Error("--instruments: must be >= 0 (0: off), got " + std::to_string(o.instruments));
+  if (o.instruments > 0 && (o.eval_only || !o.ask.empty() || !o.explain.empty()))
+    throw Error(
+        "--instruments: records a training run, not --eval-only, --ask or --explain (the "
+        "instruments program redraws a finished run's pictures)");
   if (o.patience < 0)
     throw Error("--patience: must be >= 0 (0: never stop early), got " +
                 std::to_string(o.patience));
@@ -518,8 +537,20 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
   }
   // --rope-base belongs to rope positions (said or set by the preset): alone
   // it would be ignored.
+  // --experts-per-token, --capacity-factor and --aux-loss belong to --experts.
+  for (const char* k : {"experts_per_token", "capacity_factor", "aux_loss"})
+    if (std::find(given.begin(), given.end(), k) != given.end() && c.experts == 0)
+      throw Error(flag_of(k) + ": sets the mixture of experts; give --experts E too (or leave " +
+                  "it out)");
   if (std::find(given.begin(), given.end(), "rope_base") != given.end() && c.positions != "rope")
     throw Error("--rope-base: sets rope's base; give --positions rope too (or leave it out)");
+  for (const char* k : {"rel_buckets", "rel_max_distance"})
+    if (std::find(given.begin(), given.end(), k) != given.end() && c.positions != "relative")
+      throw Error(std::string(k) == "rel_buckets"
+                      ? "--rel-buckets: sets relative positions' buckets; give --positions "
+                        "relative too (or leave it out)"
+                      : "--rel-max-distance: sets relative positions' last distance; give "
+                        "--positions relative too (or leave it out)");
   fill_dependent_defaults(c, said);
   Trainer t = !o.init_from.empty() ? Trainer::init_from(o.init_from, c, said)
                                    : new_run(c, said, o.tokenizer_from);
@@ -553,6 +584,10 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
     if (!o.no_save && o.save_path.empty()) o.save_path = o.out_dir + "/model.safetensors";
     if (t.is_lm() && !o.save_path.empty()) o.best_path = best_checkpoint_path(o.save_path);
     if (lead) prepare_outputs(o);
+    if (lead && o.instruments > 0)  // --instruments: opened before any work, as every output
+      t.instruments =
+          std::make_unique<Instruments>(t.model(), o.instruments, o.out_dir + "/instruments.jsonl",
+                                        !o.load_path.empty(), t.step_count());
   }
   print_header(t, o);
   if (o.eval_only && o.detect_anomaly)
@@ -582,6 +617,16 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
                    anomaly ? ("step " + std::to_string(t.step_count() + 1) + ": ").c_str() : "",
                    e.what(),
                    o.save_path.empty() ? "" : (" (" + o.save_path + " is as it was)").c_str());
+      if (!anomaly) {  // which op: the step again in detect-anomaly mode
+        const std::string which = t.rerun_diverged_step();
+        if (!which.empty())
+          std::fprintf(stderr, "step %lld rerun in detect-anomaly mode (float32): %s\n",
+                       static_cast<long long>(t.step_count() + 1), which.c_str());
+      }
+      if (t.instruments) {
+        t.instruments->diverged(t.step_count() + 1);
+        finish_instruments(*t.instruments, o.out_dir, t.step_count() + 1);
+      }
       return kExitDiverged;
     }
     log.close();
@@ -622,6 +667,10 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
     print_first_attention(t, r);
   }
   if (training && r.is_lm) report_best(t, o, r);
+  if (training && t.instruments) {
+    t.instruments->heldout(t.step_count(), r.loss);  // the final evaluation, for rule 5
+    outputs_ok = finish_instruments(*t.instruments, o.out_dir, 0) && outputs_ok;
+  }
   if (r.masked)
     std::printf("held-out %s accuracy: %.2f%%, perplexity: %.3f\n", r.made, 100 * r.token_acc(),
                 r.perplexity());

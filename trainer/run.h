@@ -33,6 +33,10 @@ struct RunOptions {
   bool eval_only = false, no_early_stop = false, no_save = false, show_attention = false,
        allow_nonfinite = false;
   bool detect_anomaly = false;
+  // --instruments N: every N steps, the training instruments
+  // (trainer/instruments.h) into <out>/instruments.jsonl, their pictures and
+  // a diagnosis at the end (0: off).
+  int64_t instruments = 0;
   std::string out_dir, save_path, load_path, ask, init_from;
   // --tokenizer-from FILE: a new run's tokens are a model file's (its
   // vocabulary, or BPE merges), its weights fresh: pre-trained or not, two

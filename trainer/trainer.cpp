@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "trainer/trainer.h"
+#include "nn/moe.h"
 
 namespace qkv::train {
 
@@ -429,7 +430,13 @@ real Trainer::step() {
   opt->zero_grad();
   const int64_t s = step_count() + 1;
   int64_t tokens = 0;
+  before_step_data_ = data_gen.state();
+  before_step_dropout_ = net_->dropout_generator().state();
+  // --instruments: a watched step's layers report to it during the forward.
+  Instruments* watching = instruments && instruments->due(s) ? instruments.get() : nullptr;
+  if (watching) watching->watch(s);
   Var loss = loss_on_batch(&tokens);
+  if (watching) watching->unwatch();
   // The global batch's loss (the ranks' shares summed): the same on every
   // rank, so the checks below stop all ranks at the same step.
   const real value = static_cast<real>(dist::sum(double(loss.item())));
@@ -447,9 +454,30 @@ real Trainer::step() {
                   (long long)s, double(value), kExplodedLoss, uniform);
     throw Diverged(m);
   }
-  loss.backward();
+  // --experts: the task's loss plus --aux-loss times the load-balancing
+  // loss (nn/moe.h); each rank's share, as the task loss's (a mean over
+  // ranks). The value reported stays the task's.
+  Var total = loss;
+  if (Var aux = net_->aux_loss(); aux.defined()) {
+    const double ranks = double(dist::size());
+    last_aux_loss = static_cast<real>(dist::sum(double(aux.item())) / ranks);
+    total = loss + aux * static_cast<real>(double(cfg.aux_loss) / ranks);
+    last_expert_counts.assign(last_expert_counts.size(), 0);
+    for (const nn::MoERouting* r : net_->routings()) {
+      expert_counts.resize(size_t(r->E), 0);
+      last_expert_counts.resize(size_t(r->E), 0);
+      for (int64_t e = 0; e < r->E; ++e) {
+        expert_counts[size_t(e)] += int64_t(r->rows[e].size());
+        last_expert_counts[size_t(e)] += int64_t(r->rows[e].size());
+      }
+      expert_dropped += r->dropped;
+      expert_assignments += r->N * r->k;
+    }
+  }
+  total.backward();
   // The global batch's gradient on every rank, before clipping sees it.
   last_allreduce_seconds = dist::allreduce_gradients(opt->params());
+  if (watching) watching->gradients();  // before clipping; keeps w for the update ratio
   // The norm before clipping; with --clip 0 nothing is scaled.
   last_grad_norm = optim::clip_grad_norm(
       opt->params(), cfg.clip > 0 ? cfg.clip : std::numeric_limits<real>::max());
@@ -459,8 +487,44 @@ real Trainer::step() {
         " (training diverged; the parameters are those of step " + std::to_string(s - 1) + ")");
   opt->lr = schedule->lr(s);
   opt->step();
+  if (watching) watching->updated(value, double(opt->lr), double(last_grad_norm));
   last_target_tokens = tokens;
   return value;
+}
+
+std::string Trainer::rerun_diverged_step() {
+  if (dist::size() > 1) return "";
+  const Generator::State data_after = data_gen.state(),
+                         dropout_after = net_->dropout_generator().state();
+  data_gen.set_state(before_step_data_);
+  net_->dropout_generator().set_state(before_step_dropout_);
+  model().train();
+  opt->zero_grad();
+  std::string said;
+  try {
+    DetectAnomalyGuard anomaly;
+    int64_t tokens = 0;
+    Var loss = loss_on_batch(&tokens);
+    loss.backward();
+    char b[300];
+    std::snprintf(b, sizeof b,
+                  "no op made a NaN or Inf in this step's forward or backward (the loss %.4g is "
+                  "finite): the weights the optimizer's earlier updates grew made it explode",
+                  double(loss.item()));
+    said = b;
+  } catch (const AnomalyError& e) {
+    said = !e.backward && e.input >= 0
+               ? std::string(
+                     "a weight or input the forward read already held a NaN or Inf, so "
+                     "the optimizer's update of an earlier step made it: ") +
+                     e.what()
+               : std::string("the first op whose ") + (e.backward ? "gradient" : "output") +
+                     " was not finite: " + e.what();
+  }
+  opt->zero_grad();
+  data_gen.set_state(data_after);
+  net_->dropout_generator().set_state(dropout_after);
+  return said;
 }
 
 std::vector<std::string> Trainer::dropout_states() const {

@@ -44,6 +44,7 @@
 #include "optim/schedule.h"
 #include "trainer/config.h"
 #include "trainer/family.h"
+#include "trainer/instruments.h"
 
 namespace qkv::train {
 
@@ -222,6 +223,17 @@ class Trainer {
   // or infinite.
   real step();
   int64_t step_count() const { return opt->step_count(); }
+  // After step() threw Diverged: runs that step's forward and backward again
+  // in detect-anomaly mode from the state before it, and says in words which
+  // op first made a NaN or Inf (forward or backward), or that a weight read
+  // by the forward already held one (the optimizer's earlier update made
+  // it), or that no op did (a loss finite but exploded). The state before a
+  // step is the parameters and optimizer state, which Diverged leaves
+  // untouched, and the two random streams, whose states step() keeps (two
+  // small copies per step). One process only (under MPI a rank's anomaly
+  // would leave the others waiting in a collective): "" otherwise. Changes
+  // no parameter.
+  std::string rerun_diverged_step();
   real current_lr() const { return opt->lr; }
 
   // One teacher-forced forward and backward pass over held-out data with the
@@ -284,6 +296,14 @@ class Trainer {
   Generator& dropout_gen() { return net_->dropout_generator(); }
   // The global gradient norm of the last step (before clipping).
   real last_grad_norm = 0;
+  // A mixture of experts (--experts): the last step's load-balancing loss
+  // (nn::Model::aux_loss, before its --aux-loss coefficient), its per-expert
+  // kept assignments per expert summed over the MoE layers, over this
+  // process's steps and over the last step, and the assignments dropped over
+  // capacity (this rank's tokens).
+  real last_aux_loss = 0;
+  std::vector<int64_t> expert_counts, last_expert_counts;  // kept assignments per expert
+  int64_t expert_dropped = 0, expert_assignments = 0;      // since the run (this process) began
   // A language model's lowest held-out loss at an --eval-every evaluation so
   // far, and its step (-1: none yet). Kept in the checkpoint's metadata
   // 'best_heldout' so that a resumed run never replaces a better best.
@@ -334,8 +354,16 @@ class Trainer {
   void build_label_data(Split how, int64_t max_file_bytes, const Vocab* given);
   void build_model();
   Var loss_on_batch(int64_t* target_tokens);
+  // The random streams before the last step() drew its batch (rerun_diverged_step).
+  Generator::State before_step_data_{}, before_step_dropout_{};
 
   std::unique_ptr<nn::Model> net_;
+
+ public:
+  // --instruments N: every N steps, step() records the instruments
+  // (trainer/instruments.h); null (the default) records nothing. Declared
+  // after net_, so it goes first: its probe is taken off a living model.
+  std::unique_ptr<Instruments> instruments;
 };
 
 }  // namespace qkv::train

@@ -16,8 +16,8 @@ python3 "$QKV_SRC/tests/pytorch/format_writer.py" written >"$QKV_TMP/out" 2>&1 |
 # Each family's first case is also resumed and asked; the second, which
 # covers the page's other branches (Pre-LN, learned positions, a tied or
 # untied head; the block keys norm, swiglu and bias; the attention keys
-# kv_heads and rope_base), is evaluated.
-for case in seq2seq gpt encoder seq2seq_preln gpt_tied encoder_preln gpt_llama seq2seq_rms gpt_gqa_rope; do
+# kv_heads and rope_base; relative positions), is evaluated.
+for case in seq2seq gpt encoder seq2seq_preln gpt_tied encoder_preln gpt_llama seq2seq_rms gpt_gqa_rope seq2seq_relative; do
   model=written/format_$case.safetensors ckpt=written/format_$case.ckpt.safetensors
   # The doctest's files are this writer's output (make fixtures wrote them).
   cmp "$model" "$QKV_SRC/tests/fixtures/format_$case.safetensors" ||

@@ -55,6 +55,23 @@ expect_out "(tsv, bpe tokens, vocabulary"
 first=$(awk -F, 'NR == 2 { print $2 }' bpe/log.csv); last=$(awk -F, 'END { print $2 }' bpe/log.csv)
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || fail "BPE pairs: loss $first -> $last"
 
+# Without --context, windows of 64 tokens (as gpt and bert read text).
+expect_ok "$TRAIN" "${S2S[@]}" --objective span --data count.txt --steps 2 --warmup 1 --out ctx
+expect_ok "$TRAIN" --load ctx/model.safetensors --eval-only
+python3 - <<'PY' || fail "span without --context did not read windows of 64"
+import json, struct
+f = open("ctx/model.safetensors", "rb")
+n = struct.unpack("<Q", f.read(8))[0]
+assert json.loads(json.loads(f.read(n))["__metadata__"]["train_config"])["context"] == 64
+PY
+
+# --preset t5: T5's block over span corruption; a flag given wins over it.
+expect_ok "$TRAIN" "${S2S[@]}" --preset t5 --objective span --data count.txt --context 24 \
+  --steps 30 --warmup 5 --rel-buckets 8 --rel-max-distance 16 --out t5
+expect_out "model: seq2seq, d_model 32, 2 heads, 1+1 layers, d_ff 64, Pre-LN (rms), relu, no biases, relative positions, tied,"
+expect_ok "$TRAIN" --load t5/model.safetensors --eval-only
+expect_out "held-out span-target accuracy:"
+
 # Bad input: one line each, before training; nothing left behind.
 one_line() { [ "$(wc -l < "$QKV_TMP/out")" -eq 1 ] || { cat "$QKV_TMP/out"; fail "not one line"; }; }
 expect_fail "$TRAIN" --model seq2seq --objective span --out bad
@@ -63,13 +80,15 @@ expect_fail "$TRAIN" --model seq2seq --data count.txt --format text --out bad
 expect_out "error: --objective: a text corpus (--format text) trains the seq2seq model by span corruption: add --objective span"; one_line
 expect_fail "$TRAIN" --model seq2seq --objective span --format tsv --data next.tsv --out bad
 expect_out "error: --format: span corruption reads a text corpus: --format text"; one_line
-expect_fail "$TRAIN" "${S2S[@]}" --objective span --data count.txt --context 1 --out bad
-expect_out "error: --context: span corruption hides at least one token of a window and keeps one"; one_line
+expect_fail "$TRAIN" "${S2S[@]}" --objective span --data count.txt --context 3 --out bad
+expect_out "error: --context: span corruption hides at least one token of a window, keeps the rest, and writes the target in as many positions: --context must be >= 4, got 3"; one_line
 expect_fail "$TRAIN" "${S2S[@]}" --objective span --data count.txt --context 3000 --out bad
 expect_out "error: --context: a window of 3000 tokens needs 152 sentinels; the vocabulary has T5's 100"; one_line
 expect_fail "$TRAIN" --model gpt --objective span --data count.txt --format text --out bad
 expect_out "error: --objective: the gpt model learns by lm; got 'span'"; one_line
 expect_fail "$TRAIN" --model encoder --objective span --data count.txt --out bad
 expect_out "error: --objective: the encoder model learns only its own way"; one_line
+expect_fail "$TRAIN" --model gpt --preset t5 --out bad
+expect_out "error: --preset t5: fits the encoder-decoder (--model seq2seq), not --model gpt"; one_line
 [ ! -e bad ] || fail "a refused run left --out behind"
 echo ok

@@ -50,6 +50,9 @@ INPUTS = {
     "gpt_llama": {"ids": [[3, 4, 5, 6, 1, 6, 5, 4, 3], [8, 7, 1, 7, 8, 2, 0, 0, 0]], "lens": [9, 6]},
     "seq2seq_rms": {"src": [[3, 5, 7, 4, 6], [8, 8, 3, 0, 0]], "src_lens": [5, 3],
                     "tgt": [[1, 6, 4, 7, 5, 3], [1, 3, 8, 8, 0, 0]], "tgt_lens": [6, 4]},
+    "seq2seq_relative": {"src": [[3, 4, 5, 6, 7, 8, 3], [8, 6, 4, 0, 0, 0, 0]], "src_lens": [7, 3],
+                         "tgt": [[1, 8, 3, 7, 6, 5, 4, 3, 8], [1, 4, 6, 8, 0, 0, 0, 0, 0]],
+                         "tgt_lens": [9, 4]},
     "gpt_gqa_rope": {"ids": [[3, 8, 4, 7, 5, 1, 5, 7, 4, 8, 3, 6], [6, 3, 1, 3, 6, 2, 0, 0, 0, 0, 0, 0]],
                      "lens": [12, 6]},
     # bert: "<s> A </s> B </s>" (two segments), "<s> A </s>" padded
@@ -120,7 +123,26 @@ def rope(x, base):
     return y
 
 
-def attention(P, prefix, xq, xkv, lens, causal, c, kernel, self_attention=True):
+def relative_bias(table, T, S, bidirectional, M):
+    """The page's relative bias (heads, T, S): table[h, bucket(j - i)], for a
+    bidirectional table n = |j - i| and nb/2 buckets per side (a later key
+    adds nb/2), for a causal one n = max(i - j, 0) and all nb; of a side's b
+    buckets, n < b/2 is bucket n, beyond it b/2 + floor(ln(n / (b/2)) /
+    ln(M / (b/2)) * (b - b/2)), at most b - 1."""
+    nb = table.shape[1]
+    out = torch.empty(table.shape[0], T, S, dtype=table.dtype)
+    for i in range(T):
+        for j in range(S):
+            b = nb // 2 if bidirectional else nb
+            n = abs(j - i) if bidirectional else max(i - j, 0)
+            base = b if bidirectional and j > i else 0
+            e = b // 2
+            k = n if n < e else min(b - 1, e + int(math.log(n / e) / math.log(M / e) * (b - e)))
+            out[:, i, j] = table[:, base + k]
+    return out
+
+
+def attention(P, prefix, xq, xkv, lens, causal, c, kernel, self_attention=True, table=None):
     """The page's multi-head attention: heads of d_k query/key columns and
     d_model / heads value columns; kernel standard, sparse or linear. In
     self-attention kv_heads K key/value heads serve heads / K query heads
@@ -155,6 +177,8 @@ def attention(P, prefix, xq, xkv, lens, causal, c, kernel, self_attention=True):
     else:
         scale = 1.0 / math.sqrt(dk) if c["scaled"] else 1.0
         s = (q @ k.transpose(-1, -2)) * scale  # (B, H, T, S)
+        if table is not None:  # rel_buckets: the stack's table, in self-attention
+            s = s + relative_bias(P[table], T, S, not causal, c["rel_max_distance"])
         sparse = (c["window"], c["global_every"]) if kernel == "sparse" else None
         s = s.masked_fill(hidden(T, S, lens, causal, sparse)[:, None], float("-inf"))
         o = torch.softmax(s, -1) @ v
@@ -187,20 +211,22 @@ def sublayer(P, norm, x, f, c):
     return x + f(norm_of(P, norm, x, c)) if c["pre_norm"] else norm_of(P, norm, x + f(x), c)
 
 
-def encoder_layer(P, p, x, lens, causal, c):
+def encoder_layer(P, p, x, lens, causal, c, table=None):
     kernel = c["attention"]
     x = sublayer(P, p + ".norm1", x,
-                 lambda v: attention(P, p + ".self_attn", v, v, lens, causal, c, kernel),
+                 lambda v: attention(P, p + ".self_attn", v, v, lens, causal, c, kernel,
+                                     table=table),
                  c)
     return sublayer(P, p + ".norm2", x, lambda v: ffn(P, p + ".ffn", v, c), c)
 
 
-def decoder_layer(P, p, y, mem, tgt_lens, src_lens, c):
+def decoder_layer(P, p, y, mem, tgt_lens, src_lens, c, table=None):
     # Cross-attention runs the standard maths unless the kernel is
     # memory-efficient or auto (the same maths): sparse and linear are
     # self-attention's only.
     y = sublayer(P, p + ".norm1", y,
-                 lambda v: attention(P, p + ".self_attn", v, v, tgt_lens, True, c, c["attention"]),
+                 lambda v: attention(P, p + ".self_attn", v, v, tgt_lens, True, c, c["attention"],
+                                     table=table),
                  c)
     y = sublayer(P, p + ".norm2", y,
                  lambda v: attention(P, p + ".cross_attn", v, mem, src_lens, False, c, "standard", False),
@@ -221,16 +247,22 @@ def seq2seq(P, c, x):
     src, tgt = torch.tensor(x["src"]), torch.tensor(x["tgt"])
     S, T = src.shape[1], tgt.shape[1]
 
+    rel = "rel_buckets" in c  # no positions added: the stacks' tables say where
+
     def positions(n, table):
+        if rel:
+            return 0.0
         return P[table][:n] if c["learned_positions"] else sinusoidal(n, D)
 
     h = P["src_embed.weight"][src] * math.sqrt(D) + positions(S, "src_pos.weight")
     for i in range(c["encoder_layers"]):
-        h = encoder_layer(P, f"encoder.layers.{i}", h, x["src_lens"], False, c)
+        h = encoder_layer(P, f"encoder.layers.{i}", h, x["src_lens"], False, c,
+                          "encoder.rel_bias" if rel else None)
     mem = final_norm(P, "encoder.norm", h, c)
     y = P["tgt_embed.weight"][tgt] * math.sqrt(D) + positions(T, "tgt_pos.weight")
     for i in range(c["decoder_layers"]):
-        y = decoder_layer(P, f"decoder.layers.{i}", y, mem, x["tgt_lens"], x["src_lens"], c)
+        y = decoder_layer(P, f"decoder.layers.{i}", y, mem, x["tgt_lens"], x["src_lens"], c,
+                          "decoder.rel_bias" if rel else None)
     y = final_norm(P, "decoder.norm", y, c)
     w = P["tgt_embed.weight"] if c["tie_weights"] else P["lm_head.weight"]
     return lin(y, w, P["lm_head.bias"])

@@ -151,6 +151,21 @@ CASES = {
         "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 16},
         "seed": 19,
     },
+    # T5's relative positions: one table per stack (encoder.rel_bias
+    # bidirectional, decoder.rel_bias causal, each shared by 2 layers), no
+    # positions added; Pre-LN, ReLU; 8 buckets, max distance 6, so 9 target
+    # rows reach the last bucket.
+    "seq2seq_relative": {
+        "kind": "seq2seq",
+        "config": {"src_vocab": len(VOCAB), "tgt_vocab": len(VOCAB), "d_model": 16,
+                   "heads": 2, "encoder_layers": 2, "decoder_layers": 2, "d_ff": 32,
+                   "dropout": 0.0, "activation": "relu", "pre_norm": True,
+                   "tie_weights": False, "learned_positions": False, "max_positions": 512,
+                   "seed": 1, "attention": "standard", "window": 128, "global_every": 64,
+                   "scaled": True, "rel_buckets": 8, "rel_max_distance": 6},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 9},
+        "seed": 21,
+    },
     # bert, head mlm: Post-LN, GELU, the output layer tied to embed.weight
     # plus mlm.bias; the optional keys classes and mask_id left out.
     "bert_mlm": {
@@ -250,13 +265,18 @@ def parameters(kind, c):
     p = []
     if kind == "seq2seq":
         p += [("src_embed.weight", [c["src_vocab"], d]), ("tgt_embed.weight", [c["tgt_vocab"], d])]
-        if c["learned_positions"]:
+        rel = [c["heads"], c["rel_buckets"]] if "rel_buckets" in c else None
+        if c["learned_positions"] and not rel:
             p += [("src_pos.weight", [c["max_positions"], d]),
                   ("tgt_pos.weight", [c["max_positions"], d])]
+        if rel:  # a stack's table before its layers
+            p.append(("encoder.rel_bias", rel))
         for i in range(c["encoder_layers"]):
             p += encoder_layer(f"encoder.layers.{i}", c)
         if c["pre_norm"]:
             p += norm("encoder.norm", c)
+        if rel:
+            p.append(("decoder.rel_bias", rel))
         for i in range(c["decoder_layers"]):
             p += decoder_layer(f"decoder.layers.{i}", c)
         if c["pre_norm"]:

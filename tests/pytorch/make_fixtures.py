@@ -42,7 +42,7 @@ sys.path.insert(0, HERE)
 import st  # noqa: E402  (our own safetensors reader/writer)
 from reference import (Binding, TorchBert, TorchGPT, TorchSeq2Seq, TorchViT,  # noqa: E402
                        bert_config, causal_mask, gpt_config, swiglu_hidden,
-                       join, key_padding_mask)
+                       join, key_padding_mask, relative_bias, relative_position_bucket)
 import plain_attention  # noqa: E402  (attention with d_k != D/H, in plain torch ops)
 import format_reference  # noqa: E402  (docs/checkpoint-format.md's models, from the page alone)
 
@@ -372,7 +372,7 @@ def make_gpt_block(filename, seed, model_config):
 
     params = {}
     init.embedding(params, "tok_embed", cfg["vocab"], d)
-    if not cfg["rope_base"]:  # rotary positions: no table
+    if not cfg["rope_base"] and not cfg["rel_buckets"]:  # rotary or relative positions: no table
         params["pos_embed.weight"] = init.normal((cfg["max_len"], d), 0.3)
     # kv_heads K: w_k, w_v (K * D / H, D)
     kv = (cfg["kv_heads"] or cfg["heads"]) * (d // cfg["heads"])
@@ -391,6 +391,8 @@ def make_gpt_block(filename, seed, model_config):
             init.linear(params, join(prefix, "ffn.linear2"), f, d, bias)
         norm(params, join(prefix, "norm2"))
     norm(params, "norm")
+    if cfg["rel_buckets"]:  # T5's relative positions: one causal table
+        params["rel_bias"] = init.normal((cfg["heads"], cfg["rel_buckets"]), 1.0)
 
     lens, T = [8, 5], 8
     ids = padded_tokens(init, lens, T, cfg["vocab"])
@@ -410,7 +412,9 @@ def make_gpt_block(filename, seed, model_config):
             "reference": "reference.py TorchGPT(gpt_config(model_config)): RMSNorm and SwiGLU "
                          "from plain torch ops, " + (
                              "GroupedRopeAttention (plain torch ops: repeat_interleave of the "
-                             "kv_heads, rotary positions)" if cfg["kv_heads"] or cfg["rope_base"]
+                             "kv_heads, rotary positions" + (", T5's relative bias" if cfg["rel_buckets"]
+                                                             else "") + ")"
+                             if cfg["kv_heads"] or cfg["rope_base"] or cfg["rel_buckets"]
                              else "nn.MultiheadAttention(bias=bias)"),
             "batch": 2, "seq_len": T, "mask": "causal+key_padding",
             "loss": "cross_entropy(logits.reshape(-1,V), targets.reshape(-1), ignore_index=0)"}
@@ -791,6 +795,88 @@ def make_swiglu(filename, seed):
                           "reference": "(silu(x Wg^T) * (x Wu^T)) Wd^T, plain torch ops in float64"})
 
 
+def moe_reference(x, router_w, experts, k, capacity_factor, act):
+    """A mixture of experts (Shazeer 2017; the Switch Transformer) from plain
+    torch ops, as nn::MoE computes it: P = softmax(x Wr^T); each token's top k
+    (ties to the lower index); gates P / (sum of the chosen P) for k >= 2, P for
+    k = 1; capacity ceil(cf N k / E) claimed by rank, then token; a dropped
+    assignment adds nothing; aux = E sum_e f_e mean_n P_ne, f_e the share of
+    the N k assignments the router chose for e. experts: per expert
+    (w1, b1, w2, b2). Returns y (x's shape), aux, and the number dropped."""
+    d = x.shape[-1]
+    xs = x.reshape(-1, d)
+    n, e_count = xs.shape[0], router_w.shape[0]
+    p = torch.softmax(xs @ router_w.T, dim=-1)
+    # the top k by value, ties to the lower index (a stable sort of -p)
+    order = torch.sort(-p.detach(), dim=-1, stable=True).indices[:, :k]
+    chosen = torch.zeros(n, e_count)
+    chosen.scatter_(1, order, 1.0)
+    capacity = math.ceil(capacity_factor * n * k / e_count)
+    kept = torch.zeros(n, e_count)
+    used = [0] * e_count
+    dropped = 0
+    for r in range(k):
+        for t in range(n):
+            e = int(order[t, r])
+            if used[e] < capacity:
+                used[e] += 1
+                kept[t, e] = 1.0
+            else:
+                dropped += 1
+    pc = p * chosen
+    gates = pc if k == 1 else pc / pc.sum(dim=-1, keepdim=True)
+    y = torch.zeros_like(xs)
+    for e, (w1, b1, w2, b2) in enumerate(experts):
+        h = xs @ w1.T + b1
+        h = torch.relu(h) if act == "relu" else F.gelu(h)
+        y = y + (gates * kept)[:, e:e + 1] * (h @ w2.T + b2)
+    f = chosen.sum(dim=0) / (n * k)
+    aux = e_count * (f * p.mean(dim=0)).sum()
+    return y.reshape(x.shape), aux, dropped, p.detach()
+
+
+def make_moe(filename, seed):
+    """nn::MoE (gelu experts, E 4, k 2, capacity factor 1: some assignments
+    dropped) against moe_reference in float64; loss = sum(y * upstream) + 0.5 aux."""
+    init = Init(seed)
+    d, f, e_count, k, cf = 8, 12, 4, 2, 1.0
+    for attempt in range(100):
+        params = {"router.weight": init.normal((e_count, d), 1.0)}
+        for e in range(e_count):
+            params[f"experts.{e}.linear1.weight"] = init.normal((f, d), 0.5)
+            params[f"experts.{e}.linear1.bias"] = init.normal((f,), 0.1)
+            params[f"experts.{e}.linear2.weight"] = init.normal((d, f), 0.5)
+            params[f"experts.{e}.linear2.bias"] = init.normal((d,), 0.1)
+        x = init.normal((2, 5, d))
+        with torch.no_grad():
+            _, _, dropped, p = moe_reference(x, params["router.weight"], [
+                tuple(params[f"experts.{e}.{n}"] for n in
+                      ("linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias"))
+                for e in range(e_count)], k, cf, "gelu")
+        top = torch.sort(p, dim=-1, descending=True).values
+        # float32 routes as float64 does: no near-tie at the k-th choice, and
+        # the capacity drops some assignments (the case the fixture is for)
+        if float((top[:, k - 1] - top[:, k]).min()) > 1e-3 and dropped > 0:
+            break
+    else:
+        raise SystemExit("make_moe: no draw of 100 without a near-tie and with a drop")
+    p = {k_: v.clone().requires_grad_() for k_, v in params.items()}
+    x = x.requires_grad_()
+    up = init.normal((2, 5, d))
+    experts = [tuple(p[f"experts.{e}.{n}"] for n in
+                     ("linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias"))
+               for e in range(e_count)]
+    y, aux, dropped, _ = moe_reference(x, p["router.weight"], experts, k, cf, "gelu")
+    ((y * up).sum() + 0.5 * aux).backward()
+    rec = layer_case("moe", None, params, {"x": x, "upstream": up},
+                     {"y": y, "aux": aux.reshape(1), "dropped": torch.tensor([float(dropped)])},
+                     {"x": x.grad, **{k_: v.grad for k_, v in p.items()}})
+    write(filename, rec, {"d": d, "f": f, "experts": e_count, "experts_per_token": k,
+                          "capacity_factor": cf, "activation": "gelu",
+                          "loss": "sum(moe.out.y * moe.in.upstream) + 0.5 * moe.out.aux",
+                          "reference": "moe_reference: plain torch ops in float64"})
+
+
 def rope_reference(x, heads, pos0, base=10000.0):
     """Rotary position embedding as Meta's Llama writes it: each head's adjacent
     pairs (x_2i, x_2i+1) as complex numbers, times exp(i (pos0 + t) theta_i),
@@ -901,6 +987,87 @@ def make_attention_gqa_rope(filename, seed):
 
 
 # ---------------------------------------------------------------------------
+# 9: T5's relative position bias inside attention
+# ---------------------------------------------------------------------------
+
+# relative_position_bucket and relative_bias: reference.py's (model_config
+# rel_buckets), Hugging Face's T5 bucket function in float64.
+
+
+# (case, kv_heads, bidirectional, buckets, max_distance, pos0, cross, causal, T, S, lens).
+# D 16, H 4, d_k = d_v = 4, B 2, biases.
+RELATIVE_CASES = [
+    ("encoder", 4, True, 8, 6, 0, False, False, 7, 7, [7, 4]),
+    ("decoder_gqa2", 2, False, 8, 6, 0, False, True, 7, 7, [7, 5]),
+    ("t5_defaults", 4, True, 32, 128, 0, False, False, 40, 40, [40, 23]),
+    ("offset", 1, False, 8, 6, 4, True, False, 3, 7, [7, 6]),
+]
+
+
+def make_attention_relative(filename, seed):
+    """Attention with T5's relative position bias (AttentionOptions::rel_bias),
+    from plain torch ops in float64: gqa_rope_attention's maths with
+    relative_bias added to the scaled scores before the mask; loss =
+    sum(y * upstream). Also the buckets of rel in [-300, 300] for T5's
+    defaults, both kinds."""
+    pa = plain_attention
+    init = Init(seed)
+    d, h, B = 16, 4, 2
+    d_k = d // h
+    rels = torch.arange(-300, 301)
+    rec = {"buckets.in.rel": rels,
+           "buckets.out.bidirectional": relative_position_bucket(rels, True, 32, 128),
+           "buckets.out.causal": relative_position_bucket(rels, False, 32, 128)}
+    # the formula in plain Python floats agrees with the tensor one everywhere
+    for r in range(-300, 301):
+        for bi in (True, False):
+            nb = 16 if bi else 32
+            n = abs(r) if bi else max(-r, 0)
+            ex = nb // 2
+            want = (nb if bi and r > 0 else 0) + (n if n < ex else min(
+                nb - 1, ex + int(math.log(n / ex) / math.log(128 / ex) * (nb - ex))))
+            got = rec["buckets.out.bidirectional" if bi else "buckets.out.causal"][r + 300]
+            assert int(got) == want, (r, bi, int(got), want)
+    meta = {"d_model": d, "heads": h, "cases": ",".join(c[0] for c in RELATIVE_CASES)}
+    for case, kv, bi, nb, maxd, pos0, cross, causal, T, S, lens in RELATIVE_CASES:
+        params = {}
+        for w, rows in (("w_q", h * d_k), ("w_k", kv * d_k), ("w_v", kv * (d // h)), ("w_o", d)):
+            init.linear(params, w, d, rows, True)
+        params["rel_bias"] = init.normal((h, nb))
+        p = {k: v.clone().requires_grad_() for k, v in params.items()}
+        xq = init.normal((B, T, d)).requires_grad_()
+        xkv = init.normal((B, S, d)).requires_grad_() if cross else xq
+        up = init.normal((B, T, d))
+        mask = torch.zeros(B, T, S, dtype=torch.bool)  # (B,T,S), True = hidden
+        mask |= key_padding_mask(lens, S)[:, None, :]
+        if causal:
+            mask |= causal_mask(T)[None]
+        q = pa.split_heads(pa.project(xq, p, "w_q"), h)  # (B,H,T,d_k)
+        group = h // kv
+        k = pa.split_heads(pa.project(xkv, p, "w_k"), kv).repeat_interleave(group, dim=1)
+        v = pa.split_heads(pa.project(xkv, p, "w_v"), kv).repeat_interleave(group, dim=1)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B,H,T,S)
+        scores = scores + relative_bias(p["rel_bias"], T, S, pos0, bi, maxd)
+        scores = scores.masked_fill(mask[:, None], float("-inf"))
+        y = pa.project(pa.merge_heads(torch.softmax(scores, dim=-1) @ v), p, "w_o")
+        (y * up).sum().backward()
+        inputs = {"xq": xq, "xkv": xkv} if cross else {"x": xq}
+        input_grads = {k: v.grad for k, v in inputs.items()}
+        inputs["lens"] = torch.tensor(lens)
+        inputs["upstream"] = up
+        grads = {k: v.grad for k, v in p.items()}
+        rec.update(layer_case(case, None, params, inputs, {"y": y}, {**input_grads, **grads}))
+        meta.update({f"{case}.kv_heads": kv, f"{case}.bidirectional": str(bi).lower(),
+                     f"{case}.buckets": nb, f"{case}.max_distance": maxd, f"{case}.pos0": pos0,
+                     f"{case}.causal": str(causal).lower()})
+    meta.update(loss="sum(<case>.out.y * <case>.in.upstream)",
+                reference="projections; repeat_interleave of each key/value head over its "
+                          "group; scores / sqrt(d_k) + rel_bias[:, bucket(j - i - pos0)] "
+                          "(Hugging Face's T5 bucket function); mask; softmax; float64")
+    write(filename, rec, meta)
+
+
+# ---------------------------------------------------------------------------
 # The Vision Transformer (models/vit.h)
 # ---------------------------------------------------------------------------
 
@@ -984,6 +1151,13 @@ def main():
         "dropout": 0.0, "activation": "swiglu", "norm": "rms", "bias": False, "pre_norm": True,
         "tie_weights": True, "seed": 0, "attention": "standard", "window": 128,
         "global_every": 64, "scaled": True, "kv_heads": 2, "rope_base": 10000.0})
+    # T5's relative positions in a gpt: one causal table (4 heads, 8 buckets,
+    # max distance 6: T 8 reaches the logarithmic buckets), no position table.
+    make_gpt_block("gpt_relative.safetensors", seed=16, model_config={
+        "vocab": 13, "d_model": 16, "heads": 4, "layers": 2, "d_ff": 32, "max_positions": 16,
+        "dropout": 0.0, "activation": "gelu", "pre_norm": True,
+        "tie_weights": True, "seed": 0, "attention": "standard", "window": 128,
+        "global_every": 64, "scaled": True, "rel_buckets": 8, "rel_max_distance": 6})
     make_bert("bert_mlm.safetensors", seed=13, head="mlm")
     make_bert("bert_classify.safetensors", seed=14, head="classify")
     make_layers("layers.safetensors", seed=4)
@@ -992,8 +1166,10 @@ def main():
     make_attention_head_size("attention_head_size.safetensors", seed=7)
     make_rmsnorm("rmsnorm.safetensors", seed=8)
     make_swiglu("swiglu.safetensors", seed=9)
+    make_moe("moe.safetensors", seed=15)
     make_rope("rope.safetensors", seed=10)
     make_attention_gqa_rope("attention_gqa_rope.safetensors", seed=11)
+    make_attention_relative("attention_relative.safetensors", seed=15)
     # A tiny ViT: 6 x 6 images of 2 channels in 3 x 3 patches (N 4, T 5).
     make_vit("vit.safetensors", seed=13, model_config={
         "image": 6, "channels": 2, "patch": 3, "classes": 5, "d_model": 16, "heads": 2,

@@ -92,8 +92,9 @@ class Binding:
         else:
             self.mha(join(prefix, "self_attn"), layer.self_attn)
         self.layer_norm(join(prefix, "norm1"), layer.norm1)
-        for name, lin in layer.ffn.named_children():
-            self.linear(join(prefix, "ffn." + name), lin)
+        for name, lin in layer.ffn.named_modules():  # with experts: router, experts.3.linear1 ...
+            if isinstance(lin, nn.Linear):
+                self.linear(join(prefix, "ffn." + name), lin)
         self.layer_norm(join(prefix, "norm2"), layer.norm2)
 
     def encoder_layer(self, prefix, layer):
@@ -195,6 +196,63 @@ class SwiGLU(nn.Module):
         return (F.silu(x @ self.gate.weight.T) * (x @ self.up.weight.T)) @ self.down.weight.T
 
 
+class MoE(nn.Module):
+    """model_config experts E (nn/moe.h): E experts (FeedForward or SwiGLU)
+    and a router Linear(d, E) without bias, in plain torch ops. P =
+    softmax(x Wr^T); each token's top k (ties to the lower index); gates P /
+    (sum of the chosen P) for k >= 2, P for k = 1; capacity ceil(cf N k / E)
+    per forward (N the rows of x), claimed by rank then token; a dropped
+    assignment adds nothing. self.aux after a forward: E sum_e f_e mean_n P_ne,
+    f_e the share of the N k assignments the router chose for e."""
+
+    def __init__(self, d, d_ff, activation, bias, experts, k, capacity_factor):
+        super().__init__()
+        self.router = nn.Linear(d, experts, bias=False)
+        self.experts = nn.ModuleList([
+            SwiGLU(d, d_ff) if activation == "swiglu" else FeedForward(d, d_ff, activation, bias)
+            for _ in range(experts)])
+        self.k, self.cf = k, capacity_factor
+        self.aux = None
+
+    def forward(self, x):
+        d = x.shape[-1]
+        xs = x.reshape(-1, d)
+        n, e_count, k = xs.shape[0], len(self.experts), self.k
+        p = torch.softmax(xs @ self.router.weight.T, dim=-1)
+        order = torch.sort(-p.detach(), dim=-1, stable=True).indices[:, :k]
+        chosen = torch.zeros_like(p).scatter_(1, order, 1.0)
+        capacity = math.ceil(self.cf * n * k / e_count)
+        kept = torch.zeros_like(p)
+        used = [0] * e_count
+        for r in range(k):
+            for t in range(n):
+                e = int(order[t, r])
+                if used[e] < capacity:
+                    used[e] += 1
+                    kept[t, e] = 1.0
+        pc = p * chosen
+        gates = (pc if k == 1 else pc / pc.sum(dim=-1, keepdim=True)) * kept
+        y = torch.zeros_like(xs)
+        for e, expert in enumerate(self.experts):
+            y = y + gates[:, e:e + 1] * expert(xs)
+        self.aux = e_count * ((chosen.sum(dim=0) / (n * k)) * p.mean(dim=0)).sum()
+        return y.reshape(x.shape)
+
+
+def make_ffn(d, d_ff, activation, bias, moe=None):
+    """A layer's FFN: MoE when moe = (experts, k, capacity_factor), else the dense block."""
+    if moe:
+        return MoE(d, d_ff, activation, bias, *moe)
+    return SwiGLU(d, d_ff) if activation == "swiglu" else FeedForward(d, d_ff, activation, bias)
+
+
+def moe_of(cfg):
+    """(experts, experts_per_token, capacity_factor) of a model_config, or None."""
+    if not cfg.get("experts", 0):
+        return None
+    return (cfg["experts"], cfg["experts_per_token"], cfg["capacity_factor"])
+
+
 def rope(x, base):
     """model_config rope_base: rotary positions (nn/rope.h), x (B, heads, T,
     d_k): pair (2i, 2i+1) of each head at position t turned by the angle
@@ -207,6 +265,36 @@ def rope(x, base):
     c, s = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
     x0, x1 = x[..., 0::2], x[..., 1::2]  # (B, heads, T, d_k/2)
     return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)  # re-interleave
+
+
+def relative_position_bucket(rel, bidirectional, num_buckets, max_distance):
+    """model_config rel_buckets, rel_max_distance: T5's buckets (Raffel et al.
+    2020), Hugging Face's T5Attention._relative_position_bucket in float64:
+    rel = key - query (a long tensor). Bidirectional: half the buckets per
+    sign, n = |rel|; causal: n = max(-rel, 0). Of a direction's nb buckets,
+    n < nb/2 exact; beyond, nb/2 + floor(log(n / (nb/2)) / log(max_distance /
+    (nb/2)) * (nb - nb/2)), at most nb - 1."""
+    ret = torch.zeros_like(rel)
+    nb = num_buckets
+    if bidirectional:
+        nb //= 2
+        ret = ret + (rel > 0).long() * nb
+        n = rel.abs()
+    else:
+        n = -torch.min(rel, torch.zeros_like(rel))
+    exact = nb // 2
+    is_small = n < exact
+    large = exact + (torch.log(n.double().clamp(min=1) / exact) / math.log(max_distance / exact)
+                     * (nb - exact)).long()
+    large = torch.min(large, torch.full_like(large, nb - 1))
+    return ret + torch.where(is_small, n, large)
+
+
+def relative_bias(table, T, S, pos0, bidirectional, max_distance):
+    """T5's bias (1, H, T, S) of score (i, j): table[h, bucket(j - i - pos0)]."""
+    rel = torch.arange(S)[None, :] - torch.arange(T)[:, None] - pos0  # (T, S)
+    buckets = relative_position_bucket(rel, bidirectional, table.shape[1], max_distance)
+    return table[:, buckets][None]  # (H, T, S) -> (1, H, T, S)
 
 
 class GroupedRopeAttention(nn.Module):
@@ -226,7 +314,7 @@ class GroupedRopeAttention(nn.Module):
         self.w_v = nn.Linear(d, kv_heads * self.dk, bias=bias)
         self.w_o = nn.Linear(d, d, bias=bias)
 
-    def forward(self, x, mask, pad):
+    def forward(self, x, mask, pad, score_bias=None):
         B, T, D = x.shape
         q = self.w_q(x).view(B, T, self.h, self.dk).transpose(1, 2)  # (B, H, T, d_k)
         k = self.w_k(x).view(B, T, self.k, self.dk).transpose(1, 2)  # (B, K, T, d_k)
@@ -236,6 +324,8 @@ class GroupedRopeAttention(nn.Module):
         k = k.repeat_interleave(self.h // self.k, dim=1)  # (B, H, T, d_k)
         v = v.repeat_interleave(self.h // self.k, dim=1)  # (B, H, T, d_v)
         s = (q @ k.transpose(-1, -2)) / math.sqrt(self.dk)  # (B, H, T, T)
+        if score_bias is not None:  # T5's relative bias (1, H, T, T), before the mask
+            s = s + score_bias
         hidden = torch.zeros(B, 1, T, T, dtype=torch.bool)
         if mask is not None:
             hidden = hidden | mask[None, None]
@@ -253,27 +343,28 @@ class BlockLayer(nn.Module):
       Post-LN  x = norm1(x + attn(x));  x = norm2(x + ffn(x))
       Pre-LN   x = x + attn(norm1(x));  x = x + ffn(norm2(x))"""
 
-    def __init__(self, d, h, d_ff, activation, pre_norm, norm, bias, kv_heads=0, rope_base=0):
+    def __init__(self, d, h, d_ff, activation, pre_norm, norm, bias, kv_heads=0, rope_base=0,
+                 relative=False, moe=None):
         super().__init__()
         make_norm = {"layer": nn.LayerNorm, "rms": RMSNorm}[norm]
-        if kv_heads or rope_base:  # the attention keys: GroupedRopeAttention
+        if kv_heads or rope_base or relative:  # the attention keys: GroupedRopeAttention
             self.self_attn = GroupedRopeAttention(d, h, kv_heads or h, rope_base, bias)
         else:
             self.self_attn = nn.MultiheadAttention(d, h, dropout=0.0, bias=bias, batch_first=True)
         self.norm1, self.norm2 = make_norm(d), make_norm(d)
-        self.ffn = SwiGLU(d, d_ff) if activation == "swiglu" else FeedForward(d, d_ff, activation, bias)
+        self.ffn = make_ffn(d, d_ff, activation, bias, moe)
         self.pre_norm = pre_norm
 
-    def attn(self, x, mask, pad):
+    def attn(self, x, mask, pad, score_bias=None):
         if isinstance(self.self_attn, GroupedRopeAttention):
-            return self.self_attn(x, mask, pad)
+            return self.self_attn(x, mask, pad, score_bias)
         return self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=pad, need_weights=False)[0]
 
-    def forward(self, x, src_mask=None, src_key_padding_mask=None):
+    def forward(self, x, src_mask=None, src_key_padding_mask=None, score_bias=None):
         if self.pre_norm:
-            x = x + self.attn(self.norm1(x), src_mask, src_key_padding_mask)
+            x = x + self.attn(self.norm1(x), src_mask, src_key_padding_mask, score_bias)
             return x + self.ffn(self.norm2(x))
-        x = self.norm1(x + self.attn(x, src_mask, src_key_padding_mask))
+        x = self.norm1(x + self.attn(x, src_mask, src_key_padding_mask, score_bias))
         return self.norm2(x + self.ffn(x))
 
 
@@ -281,7 +372,8 @@ def is_paper_block(cfg):
     """True when the keys ask for nothing nn.TransformerEncoderLayer lacks."""
     return (cfg.get("norm", "layer") == "layer" and cfg.get("bias", True)
             and cfg["activation"] in ("relu", "gelu")
-            and not cfg.get("kv_heads", 0) and not cfg.get("rope_base", 0))
+            and not cfg.get("kv_heads", 0) and not cfg.get("rope_base", 0)
+            and not cfg.get("rel_buckets", 0) and not cfg.get("experts", 0))
 
 
 # ---------------------------------------------------------------------------
@@ -367,15 +459,19 @@ class TorchGPT(nn.Module):
     With the block keys of a qkv model_config (`norm`, `activation` "swiglu",
     `bias`; gpt_config() maps a whole one) the layers are BlockLayers and
     the final norm is of `norm`'s kind; with the attention keys (`kv_heads`,
-    `rope_base`) their self-attention is GroupedRopeAttention, and with
-    `rope_base` there is no position table."""
+    `rope_base`, `rel_buckets`) their self-attention is GroupedRopeAttention,
+    and with `rope_base` or `rel_buckets` there is no position table; with
+    `rel_buckets` one causal table `rel_bias` (heads, rel_buckets), shared by
+    every layer, adds T5's relative bias to the scores."""
 
     def __init__(self, cfg):
         super().__init__()
         d = cfg["d_model"]
         self.tok_embed = nn.Embedding(cfg["vocab"], d)
         self.rope = cfg.get("rope_base", 0)
-        self.pos_embed = None if self.rope else nn.Embedding(cfg["max_len"], d)
+        self.rel, self.rel_max = cfg.get("rel_buckets", 0), cfg.get("rel_max_distance", 128)
+        self.pos_embed = None if self.rope or self.rel else nn.Embedding(cfg["max_len"], d)
+        self.rel_bias = nn.Parameter(torch.empty(cfg["heads"], self.rel)) if self.rel else None
         self.paper = is_paper_block(cfg)
         if self.paper:
             self.layers = nn.ModuleList([
@@ -387,7 +483,8 @@ class TorchGPT(nn.Module):
             self.layers = nn.ModuleList([
                 BlockLayer(d, cfg["heads"], cfg["d_ff"], cfg["activation"], cfg["norm_first"],
                            cfg.get("norm", "layer"), cfg.get("bias", True),
-                           cfg.get("kv_heads", 0), cfg.get("rope_base", 0))
+                           cfg.get("kv_heads", 0), cfg.get("rope_base", 0), bool(self.rel),
+                           moe_of(cfg))
                 for _ in range(cfg["layers"])])
         self.norm = RMSNorm(d) if cfg.get("norm", "layer") == "rms" else nn.LayerNorm(d)
 
@@ -402,6 +499,8 @@ class TorchGPT(nn.Module):
             else:
                 b.block_layer(f"layers.{i}", layer)
         b.layer_norm("norm", self.norm)
+        if self.rel_bias is not None:
+            b.add("rel_bias", self.rel_bias)
         b.check_covers(self)
         return b
 
@@ -411,8 +510,12 @@ class TorchGPT(nn.Module):
         x = self.tok_embed(ids)  # no sqrt(D) scaling
         if self.pos_embed is not None:  # RoPE: the positions are rotated into Q and K
             x = x + self.pos_embed.weight[:t]
+        kw = {}
+        if self.rel_bias is not None:  # one causal table, every layer
+            kw["score_bias"] = relative_bias(self.rel_bias, t, t, 0, False, self.rel_max)
         for layer in self.layers:
-            x = layer(x, src_mask=causal_mask(t), src_key_padding_mask=key_padding_mask(lens, t))
+            x = layer(x, src_mask=causal_mask(t), src_key_padding_mask=key_padding_mask(lens, t),
+                      **kw)
         x = self.norm(x)
         return F.linear(x, self.tok_embed.weight)  # tied head, no bias
 
@@ -427,7 +530,8 @@ def gpt_config(model_config):
             "layers": c["layers"], "d_ff": c["d_ff"], "max_len": c["max_positions"],
             "activation": c["activation"], "norm_first": True,
             "norm": c.get("norm", "layer"), "bias": c.get("bias", True),
-            "kv_heads": c.get("kv_heads", 0), "rope_base": c.get("rope_base", 0)}
+            "kv_heads": c.get("kv_heads", 0), "rope_base": c.get("rope_base", 0),
+            "rel_buckets": c.get("rel_buckets", 0), "rel_max_distance": c.get("rel_max_distance", 128)}
 
 
 class TorchViT(nn.Module):
@@ -458,7 +562,8 @@ class TorchViT(nn.Module):
         else:
             self.layers = nn.ModuleList([
                 BlockLayer(d, cfg["heads"], cfg["d_ff"], cfg["activation"], pre, norm,
-                           cfg.get("bias", True), cfg.get("kv_heads", 0), cfg.get("rope_base", 0))
+                           cfg.get("bias", True), cfg.get("kv_heads", 0), cfg.get("rope_base", 0),
+                           moe=moe_of(cfg))
                 for _ in range(cfg["layers"])])
         self.norm = None if not pre else (RMSNorm(d) if norm == "rms" else nn.LayerNorm(d))
         self.head = nn.Linear(d, cfg["classes"])
