@@ -444,10 +444,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--capacity-factor", moe.capacity_factor, "experts: capacity factor");
   app.add_option("--aux-loss", moe.aux_loss, "experts: load-balancing loss coefficient");
+  int64_t d_ff = 0;
+  app.add_option("--d-ff", d_ff,
+                 "the config's FFN width (each expert's with --experts); 0: its own")
+      ->check(CLI::Range(0, 1 << 20));
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const BenchCase c = make_case(config);
+    BenchCase c = make_case(config);
+    if (d_ff > 0) c.F = d_ff;
     if (moe.experts > 0 && !nn::moe_settings_problem(moe).empty())
       throw Error("--experts: " + nn::moe_settings_problem(moe));
     if (recompute != "none" && recompute != "ffn" && recompute != "layer")
