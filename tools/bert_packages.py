@@ -50,6 +50,24 @@ def number(pattern, text, what):
     return float(m.group(1))
 
 
+def write_subset(lines, n, seed, path):
+    """The first n of `lines` shuffled by `seed`, written to path: the labelled
+    subset of a size and seed (t5_packages.py draws the same ones)."""
+    rows = list(lines)
+    random.Random(seed).shuffle(rows)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(rows[:n]) + "\n")
+    return path
+
+
+def median_cell(rows, key):
+    """A table cell: the median of rows' `key` and each seed's figure."""
+    v = [r[key] for r in rows if key in r]
+    if not v:
+        return "not run"
+    return f"{statistics.median(v):.1f}% ({', '.join(f'{x:.1f}' for x in v)})"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="build/rel-f32")
@@ -84,11 +102,7 @@ def main():
     valid = os.path.join(a.data, "valid.tsv")
     for n in [int(x) for x in a.sizes.split(",")]:
         for seed in [int(x) for x in a.seeds.split(",")]:
-            rows = list(lines)
-            random.Random(seed).shuffle(rows)
-            subset = os.path.join(a.out, f"train{n}_seed{seed}.tsv")
-            with open(subset, "w", encoding="utf-8") as f:
-                f.write("\n".join(rows[:n]) + "\n")
+            subset = write_subset(lines, n, seed, os.path.join(a.out, f"train{n}_seed{seed}.tsv"))
             steps = max(50, round(a.finetune_epochs * n / 32))
             row = {"examples": n, "seed": seed, "steps": steps}
             for kind, start in (("pretrained", ["--init-from", mlm_file]),
@@ -117,11 +131,8 @@ def main():
     print("|---:|---|---|---|---:|")
     for n in sorted({r["examples"] for r in results["rows"]}):
         rs = [r for r in results["rows"] if r["examples"] == n]
-        def cell(k):
-            v = [r[k] for r in rs]
-            return f"{statistics.median(v):.1f}% ({', '.join(f'{x:.1f}' for x in v)})"
-        print(f"| {n:,} | {cell('pretrained')} | {cell('scratch')} | {cell('bow')} | "
-              f"{rs[0]['majority']:.1f}% |")
+        print(f"| {n:,} | {median_cell(rs, 'pretrained')} | {median_cell(rs, 'scratch')} | "
+              f"{median_cell(rs, 'bow')} | {rs[0]['majority']:.1f}% |")
 
 
 if __name__ == "__main__":

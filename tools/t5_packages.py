@@ -28,14 +28,12 @@ number to OUT/results.json.
 import argparse
 import json
 import os
-import random
 import re
-import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bert_packages import number, run  # noqa: E402  (the same runner and output reader)
+from bert_packages import median_cell, number, run, write_subset  # noqa: E402
 
 # Two encoder and two decoder layers of BERT's width: about BERT's 4 layers'
 # parameters (a decoder layer adds cross-attention).
@@ -86,11 +84,8 @@ def main():
     valid = os.path.join(a.data, "valid.tsv")
     for n in [int(x) for x in a.sizes.split(",")]:
         for seed in [int(x) for x in a.seeds.split(",")]:
-            rows = list(lines)
-            random.Random(seed).shuffle(rows)  # bert_packages.py's subsets
-            subset = os.path.join(a.out, f"train{n}_seed{seed}.tsv")
-            with open(subset, "w", encoding="utf-8") as f:
-                f.write("\n".join(rows[:n]) + "\n")
+            subset = write_subset(lines, n, seed,  # bert_packages.py's subsets
+                                  os.path.join(a.out, f"train{n}_seed{seed}.tsv"))
             steps = max(50, round(a.finetune_epochs * n / 32))
             row = {"examples": n, "seed": seed, "steps": steps}
             for kind, start in (("pretrained", ["--init-from", span_file]),
@@ -117,13 +112,8 @@ def main():
     print("|---:|---|---|---|")
     for n in sorted({r["examples"] for r in results["rows"]}):
         rs = [r for r in results["rows"] if r["examples"] == n]
-
-        def cell(k):
-            v = [r[k] for r in rs if k in r]
-            if not v:
-                return "not run"
-            return f"{statistics.median(v):.1f}% ({', '.join(f'{x:.1f}' for x in v)})"
-        print(f"| {n:,} | {cell('pretrained')} | {cell('scratch')} | {cell('bert_pretrained')} |")
+        print(f"| {n:,} | {median_cell(rs, 'pretrained')} | {median_cell(rs, 'scratch')} | "
+              f"{median_cell(rs, 'bert_pretrained')} |")
 
 
 if __name__ == "__main__":

@@ -263,9 +263,15 @@ Seq Trainer::encode_text(const std::string& s, int64_t* unknown) const {
   // their own where the vocabulary has them; the text between is cut as usual.
   Seq out;
   size_t at = 0, from = 0;
+  // A sentinel's name is short ("<extra_id_99>"): the '>' is looked for in
+  // the next few bytes only, so a long text of "<extra_id_" without one
+  // stays linear.
+  constexpr size_t kLongestName = 24;
   while ((at = s.find("<extra_id_", at)) != std::string::npos) {
     const size_t close = s.find('>', at);
-    const int64_t id = close == std::string::npos ? -1 : vocab.find(s.substr(at, close - at + 1));
+    const int64_t id = close == std::string::npos || close - at > kLongestName
+                           ? -1
+                           : vocab.find(std::string_view(s).substr(at, close - at + 1));
     if (id < 0) {  // not a sentinel of this vocabulary: plain text
       ++at;
       continue;
