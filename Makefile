@@ -290,8 +290,16 @@ ablate: $(B32)/train
 # and MANIFEST.json (the package version and every file's sha256).
 .PHONY: prose
 PROSE_DIR := $(BUILD)/datasets/prose
-prose: | deps
+prose: $(PROSE_DIR)/MANIFEST.json
+$(PROSE_DIR)/MANIFEST.json: | deps
 	python3 datasets/make_prose.py --out $(PROSE_DIR)
+
+# Issue 39 item 3: bf16 against float32 over seeds (the demo and a char GPT on
+# the prose corpus), written into BENCHMARKS.md; losses, not times, so it can
+# run beside other work. bench/bf16_seeds.py says what it runs.
+.PHONY: bf16-seeds
+bf16-seeds: $(B32)/train | $(PROSE_DIR)/MANIFEST.json
+	/usr/bin/python3 bench/bf16_seeds.py $(B32)
 
 # BERT's labelled text set from this machine's apt package lists (run
 # apt-get update first): build/datasets/packages/{train,valid,test}.tsv

@@ -18,6 +18,12 @@ in_proj_weight, w_o = out_proj, cross_attn = multihead_attn) and times:
            median of --steps after --warmup untimed steps
   forward  forward + loss under torch.no_grad(), median of --steps
 
+--autocast bf16 runs forward and loss under torch.autocast('cpu',
+dtype=torch.bfloat16), as a PyTorch user on an AVX512-BF16 CPU would: the
+products' operands in bfloat16, the weights, gradients and Adam's state float32
+(the backward runs outside the context, as PyTorch's autocast documentation
+says it should).
+
 The model stays in train mode (dropout is 0, so the maths is the same as eval),
 as in qkv; in eval mode PyTorch would switch its encoder layers to a fused
 inference path that qkv's forward-only timing has no counterpart for.
@@ -137,6 +143,8 @@ def main():
     ap.add_argument("--time-limit", type=float, default=0,
                     help="stop the step timing after this many seconds (at least 3 steps), "
                          "and the forward timing likewise; 0: no limit")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -160,8 +168,9 @@ def main():
     vocab = cfg["vocab"]
 
     def forward_loss():
-        logits = model(tgt) if cfg["model"] == "gpt" else model(src, None, tgt, None)[0]
-        return F.cross_entropy(logits.reshape(-1, vocab), targets)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            logits = model(tgt) if cfg["model"] == "gpt" else model(src, None, tgt, None)[0]
+            return F.cross_entropy(logits.reshape(-1, vocab), targets)
 
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # betas (0.9, 0.999), eps 1e-8
 
@@ -215,6 +224,7 @@ def main():
     tokens = cfg["batch"] * cfg["seq_len"]
     rec = {
         "impl": "torch", "config": args.config, "threads": args.threads,
+        "precision": "bf16" if args.autocast == "bf16" else "fp32",
         "setting": args.setting or f"{args.threads} thread(s)",
         "env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS",
                                            "OMP_NUM_THREADS") if k in os.environ},

@@ -11,6 +11,7 @@
 #   ISA_KIND   the block of tables the run is filed under: avx512, avx2, or
 #              avx2-emulated (an AVX-512 machine running a library built for
 #              AVX2, or OpenBLAS told OPENBLAS_CORETYPE)
+#   cpu_bf16   how many CPU lines have avx512_bf16 (0: bf16 is emulated)
 #   BENCH_ISA  the line the report names the machine by, with the CPU lines
 #              that have avx512f and avx512_bf16 counted
 # Returns 1 with a message when qkv.pc is missing or names no isa: a run whose
@@ -25,6 +26,7 @@ bench_machine() {
   fi
   n512=$(grep -cw avx512f "$info" || true)
   nbf16=$(grep -cw avx512_bf16 "$info" || true)
+  cpu_bf16=$nbf16
   if [ "$n512" -gt 0 ]; then
     cpu_isa="AVX-512"
   elif grep -qw avx2 "$info"; then

@@ -18,6 +18,11 @@
 #   BENCH_STEPS     timed steps per run (default 20, the minimum the report
 #                   calls a measurement; fewer is for testing the harness)
 #   BENCH_THREADS   thread counts for qkv (default "1 2")
+#   BENCH_PRECISIONS  qkv's --precision values (default "fp32 bf16" on a CPU with
+#                   AVX512-BF16 and a library built for it, else "fp32": bf16 is
+#                   emulated elsewhere, slower than fp32, not a setting anyone
+#                   would time); with bf16 and --torch, PyTorch also runs under
+#                   torch.autocast('cpu', torch.bfloat16) at 1 and 2 threads
 #   BENCH_ROUNDS    rounds per configuration (default 5): every run of the
 #                   configuration is repeated, interleaved, and each side is
 #                   reported by its fastest round (two-thread timings on a
@@ -63,6 +68,14 @@ rel=${BENCH#"$ROOT"/}; [ "$rel" = "$BENCH" ] && rel=build/rel-f32/bench_train
 source "$ROOT/bench/machine.sh"
 bench_machine "$BUILD_DIR" || exit 1
 export BENCH_ISA
+if [ "$ISA_KIND" = avx512 ] && [ "$cpu_bf16" -gt 0 ]; then
+  PRECISIONS=${BENCH_PRECISIONS:-fp32 bf16}
+else
+  PRECISIONS=${BENCH_PRECISIONS:-fp32}
+fi
+for p in $PRECISIONS; do
+  case $p in fp32 | bf16) ;; *) echo "run.sh: BENCH_PRECISIONS: '$p' is not fp32 or bf16" >&2; exit 2 ;; esac
+done
 
 CONFIGS=${BENCH_CONFIGS:-tiny small gpt chargpt base}
 STEPS=${BENCH_STEPS:-20}
@@ -111,6 +124,8 @@ if r["impl"] == "qkv":
     extra = ", %.1f GFLOP/s = %.0f%% of sgemm ceiling, tensor allocs/step %g, heap blocks/step %.0f" % (
         r["gflops"], 100 * r["ceiling_frac"], r["allocs_per_step"], r["heap_allocs_per_step"])
 setting = r.get("setting", "%d thread(s)" % r["threads"])
+if r["impl"] == "qkv" and r.get("precision", "fp32") != "fp32":
+    setting += ", " + r["precision"]
 if r.get("contend") and r["impl"] == "qkv":
     setting += ", one core busy"
 print("  %d %-5s %-5s %-38s step %9.2f ms  forward %8.2f ms  RSS %6.1f MB%s" % (
@@ -120,17 +135,19 @@ print("  %d %-5s %-5s %-38s step %9.2f ms  forward %8.2f ms  RSS %6.1f MB%s" % (
 }
 
 # One PyTorch run for the current $cfg: run_torch THREADS LABEL [VAR=value...],
-# under the competing load when $contend_arg is --contend.
+# under the competing load when $contend_arg is --contend, under bf16 autocast
+# when $autocast_arg is "--autocast bf16".
 contend_arg=""
+autocast_arg=""
 run_torch() {
   local n=$1 label=$2
   shift 2
   record env "$@" "$PY" "$ROOT/bench/bench_torch.py" --config "$cfg" --threads "$n" \
     --setting "$label" --steps "$STEPS" --warmup "$warmup" --init "$init" \
-    --batch "$batch" $contend_arg --json
+    --batch "$batch" $contend_arg $autocast_arg --json
 }
 
-echo "qkv benchmarks: configs [$CONFIGS], $STEPS timed steps, threads [$THREADS], $ROUNDS round(s) (base $BASE_ROUNDS)$([ "$TORCH" = 1 ] && echo ', with PyTorch')"
+echo "qkv benchmarks: configs [$CONFIGS], $STEPS timed steps, threads [$THREADS], precisions [$PRECISIONS], $ROUNDS round(s) (base $BASE_ROUNDS)$([ "$TORCH" = 1 ] && echo ', with PyTorch')"
 echo "  (columns: round, implementation, configuration, setting)"
 for cfg in $CONFIGS; do
   warmup=3
@@ -146,8 +163,11 @@ for cfg in $CONFIGS; do
     for t in $THREADS; do
       save=()
       if [ $first = 1 ]; then save=(--save-init "$init" --save-batch "$batch"); first=0; fi
-      record "$BENCH" --config "$cfg" --threads "$t" --steps "$STEPS" --warmup "$warmup" \
-        "${save[@]}" --json
+      for p in $PRECISIONS; do
+        record "$BENCH" --config "$cfg" --threads "$t" --steps "$STEPS" --warmup "$warmup" \
+          --precision "$p" "${save[@]}" --json
+        save=()
+      done
       if [ "$TORCH" = 1 ]; then
         if [ "$t" = 1 ]; then
           run_torch 1 "1 thread"
@@ -155,6 +175,11 @@ for cfg in $CONFIGS; do
           run_torch "$t" "$t threads"
           run_torch "$t" "$t threads, OMP_WAIT_POLICY=PASSIVE" OMP_WAIT_POLICY=PASSIVE
           run_torch "$t" "$t threads, OPENBLAS_NUM_THREADS=1" OPENBLAS_NUM_THREADS=1
+        fi
+        if [[ " $PRECISIONS " == *" bf16 "* ]]; then
+          autocast_arg="--autocast bf16"
+          run_torch "$t" "$t thread$([ "$t" = 1 ] || echo s), bf16 autocast"
+          autocast_arg=""
         fi
       fi
     done
@@ -179,7 +204,7 @@ done
 CMD="make bench"
 [ "$TORCH" = 1 ] && CMD="make bench-torch"
 ENVS=""
-for v in BENCH_CONFIGS BENCH_STEPS BENCH_THREADS BENCH_ROUNDS BENCH_BASE_ROUNDS BENCH_CONTEND BENCH_CONTEND_ROUNDS BENCH_TORCH_LOADED_LIMIT BENCH_RESULTS; do
+for v in BENCH_CONFIGS BENCH_STEPS BENCH_THREADS BENCH_PRECISIONS BENCH_ROUNDS BENCH_BASE_ROUNDS BENCH_CONTEND BENCH_CONTEND_ROUNDS BENCH_TORCH_LOADED_LIMIT BENCH_RESULTS; do
   if [ -n "${!v:-}" ]; then ENVS+="$v=\"${!v}\" "; fi
 done
 export BENCH_CMD="$ENVS$CMD  (= ${ENVS}bash bench/run.sh $(realpath -m --relative-to="$PWD" "${1%/}")$([ "$TORCH" = 1 ] && echo ' --torch'))"
@@ -209,7 +234,7 @@ E = os.environ
 # fastest round; every round is listed under "Drift between rounds".
 fastest = {}
 for r in runs:
-    k = (r["impl"], r["config"], r["threads"], r.get("setting", ""))
+    k = (r["impl"], r["config"], r["threads"], r.get("setting", ""), r.get("precision", "fp32"))
     if k not in fastest or r["step_ms"] < fastest[k]["step_ms"]:
         fastest[k] = r
 results = list(fastest.values())
@@ -243,6 +268,21 @@ def torch_candidates(cfg, threads):
 
 def best(rs, key):
     return min(rs, key=lambda r: r[key]) if rs else None
+
+
+def prec(r):
+    return r.get("precision", "fp32")
+
+
+def fp32(rs):
+    return [r for r in rs if prec(r) == "fp32"]
+
+
+def qkv_label(r):
+    return "fp32" if prec(r) == "fp32" else f"{prec(r)}, {'vdpbf16ps' if r.get('bf16_native') else 'emulated'}"
+
+
+precisions = sorted({prec(r) for r in results}, key=lambda p: p != "fp32")
 
 
 def f(x, nd=2):
@@ -282,28 +322,46 @@ w(f"- Versions: qkv {E['BENCH_COMMIT']}; {E['BENCH_GXX']}; OpenBLAS {E['BENCH_BL
 w("")
 
 if torch:
+    mixed = "bf16" in precisions
     w("## qkv / PyTorch")
     w("")
     w("Time ratios, qkv ms / PyTorch ms: below 1 means qkv is faster. At 1 thread PyTorch runs "
-      "with 1 thread; at 2 threads qkv is compared with the best of PyTorch's four settings "
+      "with 1 thread; at 2 threads qkv is compared with the best of PyTorch's settings "
       "(1 thread; 2 threads; 2 threads with OMP_WAIT_POLICY=PASSIVE; 2 threads with "
-      "OPENBLAS_NUM_THREADS=1), named in the table. Both sides start from the same weights and "
+      "OPENBLAS_NUM_THREADS=1" + ("; bf16 autocast at 1 and at 2 threads" if mixed else "") +
+      "), named in the table. Both sides start from the same weights and "
       "token batch (bench_train --save-init/--save-batch) and take the same number of Adam steps, "
-      "so their losses agree at the first step and stay close to the last.")
+      "so their losses agree at the first step and stay close to the last"
+      + (" (at the same precision; bf16's rounding moves the last digits)." if mixed else "."))
+    if mixed:
+        w("")
+        w("Each side at its best precision: qkv `--precision fp32` or `bf16` (operands of every "
+          "product rounded to bfloat16, float32 sums; docs/precision.md), PyTorch float32 or "
+          "`torch.autocast('cpu', dtype=torch.bfloat16)` around forward and loss; the precision "
+          "is named in each cell. The float32-only ratio (qkv fp32 against PyTorch's best "
+          "float32 setting) is the last column.")
     w("")
-    w("| config | threads | qkv step ms | PyTorch step ms (best setting) | step ratio | "
-      "qkv fwd ms | PyTorch fwd ms | fwd ratio | loss first -> last, qkv / PyTorch |")
-    w("|---|---:|---:|---|---:|---:|---:|---:|---|")
+    w("| config | threads | qkv step ms (precision) | PyTorch step ms (best setting) | step ratio | "
+      "qkv fwd ms | PyTorch fwd ms | fwd ratio | loss first -> last, qkv / PyTorch"
+      + (" | float32 only: qkv / PyTorch step |" if mixed else " |"))
+    w("|---|---:|---:|---|---:|---:|---:|---:|---|" + ("---:|" if mixed else ""))
     for cfg in configs:
-        for q in [r for r in qkv if r["config"] == cfg]:
-            cands = torch_candidates(cfg, q["threads"])
+        for t in sorted({r["threads"] for r in qkv if r["config"] == cfg}):
+            qs = [r for r in qkv if r["config"] == cfg and r["threads"] == t]
+            cands = torch_candidates(cfg, t)
             if not cands:
                 continue
+            q, qf = best(qs, "step_ms"), best(qs, "fwd_ms")
             bs, bf = best(cands, "step_ms"), best(cands, "fwd_ms")
-            w(f"| {cfg} | {q['threads']} | {f(q['step_ms'])} | {f(bs['step_ms'])} ({bs['setting']}) | "
-              f"**{q['step_ms'] / bs['step_ms']:.2f}** | {f(q['fwd_ms'])} | {f(bf['fwd_ms'])} | "
-              f"{q['fwd_ms'] / bf['fwd_ms']:.2f} | {q['loss_first']:.4f} -> {q['loss_last']:.4f} / "
-              f"{bs['loss_first']:.4f} -> {bs['loss_last']:.4f} |")
+            row = (f"| {cfg} | {t} | {f(q['step_ms'])} ({qkv_label(q)}) | {f(bs['step_ms'])} "
+                   f"({bs['setting']}) | **{q['step_ms'] / bs['step_ms']:.2f}** | {f(qf['fwd_ms'])} | "
+                   f"{f(bf['fwd_ms'])} | {qf['fwd_ms'] / bf['fwd_ms']:.2f} | "
+                   f"{q['loss_first']:.4f} -> {q['loss_last']:.4f} / "
+                   f"{bs['loss_first']:.4f} -> {bs['loss_last']:.4f} |")
+            if mixed:
+                q32, t32 = best(fp32(qs), "step_ms"), best(fp32(cands), "step_ms")
+                row += f" {q32['step_ms'] / t32['step_ms']:.2f} |" if q32 and t32 else " |"
+            w(row)
     w("")
 
 for cfg in configs:
@@ -313,11 +371,12 @@ for cfg in configs:
       f"{STYLE.get(cfg, 'Post-LN, ReLU, sinusoidal positions, dropout 0')}. "
       f"{next(r['params'] for r in qkv if r['config'] == cfg):,} parameters.")
     w("")
-    w("| threads | step ms | forward ms | tokens/s | GFLOP/step | GFLOP/s | sgemm ceiling GFLOP/s "
-      "| % of ceiling | peak RSS MB | tensor allocs/step | heap blocks/step |")
-    w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for q in [r for r in qkv if r["config"] == cfg]:
-        w(f"| {q['threads']} | {f(q['step_ms'])} | {f(q['fwd_ms'])} | {f(q['tokens_per_s'], 0)} | "
+    w("| threads | precision | step ms | forward ms | tokens/s | GFLOP/step | GFLOP/s | "
+      "product ceiling GFLOP/s | % of ceiling | peak RSS MB | tensor allocs/step | heap blocks/step |")
+    w("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for q in sorted([r for r in qkv if r["config"] == cfg],
+                    key=lambda r: (r["threads"], precisions.index(prec(r)))):
+        w(f"| {q['threads']} | {qkv_label(q)} | {f(q['step_ms'])} | {f(q['fwd_ms'])} | {f(q['tokens_per_s'], 0)} | "
           f"{q['step_gflop']:.3f} | {f(q['gflops'], 1)} | {f(q['ceiling_gflops'], 1)} | "
           f"{100 * q['ceiling_frac']:.0f}% | {f(q['peak_rss_mb'], 1)} | {q['allocs_per_step']:g} | "
           f"{q['heap_allocs_per_step']:.0f} |")
@@ -355,8 +414,8 @@ if torch:
                       and r["round"] == rnd and (t != 1 or r["threads"] == 1)]
                 if not qs or not ts:
                     continue
-                q, b = qs[0], best(ts, "step_ms")
-                w(f"| {cfg} | {t} | {rnd} | {f(q['step_ms'])} | {f(b['step_ms'])} ({b['setting']}) | "
+                q, b = best(qs, "step_ms"), best(ts, "step_ms")
+                w(f"| {cfg} | {t} | {rnd} | {f(q['step_ms'])} ({qkv_label(q)}) | {f(b['step_ms'])} ({b['setting']}) | "
                   f"{q['step_ms'] / b['step_ms']:.2f} |")
     w("")
 
@@ -390,7 +449,7 @@ if loaded:
     for cfg in configs:
         for t in sorted({r["threads"] for r in loaded if r["config"] == cfg and r["impl"] == "qkv"}):
             q = lq.get(("qkv", cfg, t))
-            quiet = fastest.get(("qkv", cfg, t, ""))
+            quiet = fastest.get(("qkv", cfg, t, "", "fp32"))
             tt = lq.get(("torch", cfg, t))
             one = lq.get(("qkv", cfg, 1))
             vs1 = f"{q['step_ms'] / one['step_ms']:.2f}" if t != 1 and one else ""
@@ -446,13 +505,14 @@ with open(out_path, "w") as fh:
     fh.write(text)
 print()
 if torch:
-    print("qkv / PyTorch step-time ratios (below 1: qkv faster):")
+    print("qkv / PyTorch step-time ratios, each at its best (below 1: qkv faster):")
     for cfg in configs:
-        for q in [r for r in qkv if r["config"] == cfg]:
-            cands = torch_candidates(cfg, q["threads"])
+        for t in sorted({r["threads"] for r in qkv if r["config"] == cfg}):
+            q = best([r for r in qkv if r["config"] == cfg and r["threads"] == t], "step_ms")
+            cands = torch_candidates(cfg, t)
             if cands:
                 bs = best(cands, "step_ms")
-                print(f"  {cfg:5s} {q['threads']} thread(s): {q['step_ms']:9.2f} ms / "
+                print(f"  {cfg:5s} {t} thread(s): {q['step_ms']:9.2f} ms ({prec(q)}) / "
                       f"{bs['step_ms']:9.2f} ms ({bs['setting']}) = {q['step_ms'] / bs['step_ms']:.2f}")
 warn = False
 for q in qkv:
@@ -467,8 +527,8 @@ for q in qkv:
         print(f"warning: {q['config']}: the ceiling's shape list misses "
               f"{100 * q['flop_mismatch']:.1f}% of the step's FLOPs", file=sys.stderr)
 for cfg in configs:
-    q0 = next(r for r in qkv if r["config"] == cfg)
-    for t in [r for r in torch if r["config"] == cfg]:
+    q0 = next(r for r in qkv if r["config"] == cfg and prec(r) == "fp32")
+    for t in [r for r in torch if r["config"] == cfg and prec(r) == "fp32"]:
         if abs(q0["loss_first"] - t["loss_first"]) > 1e-4 * max(1.0, abs(t["loss_first"])):
             print(f"warning: {cfg}: first-step loss qkv {q0['loss_first']:.6f} vs PyTorch "
                   f"({t['setting']}) {t['loss_first']:.6f}: not the same start", file=sys.stderr)
@@ -511,7 +571,10 @@ for k, _ in KINDS:
 open(out_path, "w").write("\n".join(out) + "\n")
 print(f"wrote the {title} tables into {out_path}")
 PYEOF
-# The hand-written profile summary (bench/PROFILE.md) closes the report.
+# The hand-written sections (bench/PROFILE.md: the profile, and the before/after
+# comparisons and one-off measurements each change recorded) follow the tables;
+# a change that measures something by hand adds its section there, so that no
+# run of this script drops it.
 if [ -f "$ROOT/bench/PROFILE.md" ]; then cat "$ROOT/bench/PROFILE.md" >> "$OUT"; fi
 
 # ==== decoding and data-parallel benchmarks ========================================
@@ -576,4 +639,9 @@ elif ! BENCH_RECOMPUTE_CONFIGS="$RECOMPUTE_CONFIGS" BENCH_OUT="$OUT" \
   STATUS=1
 fi
 # ==== end of the decoding, data-parallel, long-sequence, char-GPT and recompute benchmarks =====
+# Any other marked section of the old report (written by its own script: the
+# BPE tokenizer's, bf16-seeds from bench/bf16_seeds.py, ...) is carried over.
+for name in $(sed -n 's/^<!-- \([a-z0-9-]*\):begin -->$/\1/p' "$WORK/old_report.md"); do
+  grep -qxF "<!-- $name:begin -->" "$OUT" || carry_over "$name"
+done
 exit "$STATUS"
