@@ -9,14 +9,16 @@ weights and the same batches, so a pair differs only by bf16's rounding):
 
   demo      `train --task reverse` as `make demo` runs it (1000 steps), with
             --no-early-stop so that every run takes all its steps; scored by
-            the held-out cross-entropy (teacher-forced) and the exact-sequence
-            accuracy (greedy) on its 1000 held-out sequences
+            the held-out cross-entropy (teacher-forced) at every evaluation
+            (every 250 steps: the learning curve, before the task saturates)
+            and the exact-sequence accuracy (greedy) at the end, on its 1000
+            held-out sequences
   char GPT  the character-level GPT of the benchmarks (4 layers, 4 heads,
             width 128, context 64, batch 12) on the prose corpus
             (build/datasets/prose, `make prose`), nanoGPT's CPU recipe
             (AdamW lr 1e-3, betas 0.9/0.99, weight decay 0.1, warm-up 100,
             cosine to 1e-4, clip 1, no dropout), 2000 steps; scored by the
-            held-out loss on valid64k.txt at the last step
+            held-out loss on valid64k.txt every 500 steps
 
 and writes the table between <!-- bf16-seeds:begin/end --> in BENCHMARKS.md
 (BENCH_OUT overrides). Losses do not depend on the machine's load, so this
@@ -62,15 +64,24 @@ def run(cmd):
     return p.stdout
 
 
+def curve(out, steps):
+    """{step: held-out loss} from the run's log.csv (every evaluation)."""
+    with open(os.path.join(out, "log.csv")) as f:
+        rows = {int(r["step"]): float(r["heldout_loss"]) for r in csv.DictReader(f)
+                if r["heldout_loss"]}
+    if steps not in rows:
+        sys.exit(f"bf16_seeds.py: {out}/log.csv has no held-out loss at step {steps}")
+    return rows
+
+
 def demo(train, precision, seed, threads, steps, out):
     text = run([train, "--task", "reverse", "--steps", str(steps), "--no-early-stop",
-                "--precision", precision, "--seed", str(seed), "--threads", str(threads),
-                "--no-save", "--out", out])
-    ce = re.search(r"cross-entropy ([\d.]+), teacher-forced", text)
+                "--eval-every", str(steps // 4), "--precision", precision, "--seed", str(seed),
+                "--threads", str(threads), "--no-save", "--out", out])
     acc = re.search(r"held-out exact-sequence accuracy: ([\d.]+)%", text)
-    if not ce or not acc:
+    if not acc:
         sys.exit("bf16_seeds.py: no held-out line in the demo's output:\n" + text[-2000:])
-    return {"loss": float(ce.group(1)), "exact": float(acc.group(1))}
+    return {"loss": curve(out, steps), "exact": float(acc.group(1))}
 
 
 def chargpt(train, precision, seed, threads, steps, out, prose):
@@ -79,11 +90,7 @@ def chargpt(train, precision, seed, threads, steps, out, prose):
          "--steps", str(steps), "--eval-every", str(steps // 4), "--no-early-stop",
          "--precision", precision, "--seed", str(seed), "--threads", str(threads),
          "--no-save", "--out", out])
-    with open(os.path.join(out, "log.csv")) as f:
-        rows = [r for r in csv.DictReader(f) if r["heldout_loss"]]
-    if not rows or int(rows[-1]["step"]) != steps:
-        sys.exit(f"bf16_seeds.py: {out}/log.csv has no held-out loss at step {steps}")
-    return {"loss": float(rows[-1]["heldout_loss"])}
+    return {"loss": curve(out, steps)}
 
 
 def verdict(fp, bf):
@@ -139,11 +146,11 @@ def main():
          f"- Commit {commit}, {started}; `grep -c avx512_bf16 /proc/cpuinfo` = {bf16_cpus}; "
          f"the trainer said: {kernel.group(0) if kernel else '(no precision line)'}",
          "- demo: `train --task reverse --no-early-stop` (make demo's run, all "
-         f"{demo_steps} steps), held-out cross-entropy (teacher-forced) and exact-sequence "
-         "accuracy on its 1000 held-out sequences",
+         f"{demo_steps} steps), held-out cross-entropy (teacher-forced) every {demo_steps // 4} "
+         "steps and exact-sequence accuracy at the end, on its 1000 held-out sequences",
          "- char GPT: 4 layers, 4 heads, width 128, context 64, batch 12 on "
          "build/datasets/prose (train.txt; valid64k.txt held out), nanoGPT's CPU recipe "
-         "(`" + " ".join(NANOGPT) + f"`), {gpt_steps} steps, held-out loss at the last step",
+         "(`" + " ".join(NANOGPT) + f"`), {gpt_steps} steps, held-out loss every {gpt_steps // 4} steps",
          "- A seed gives both precisions the same initial weights and batches: a pair "
          "differs by bf16's rounding alone.", "",
          "| task | measure | fp32 per seed | bf16 per seed | fp32 mean (range) | "
@@ -151,11 +158,16 @@ def main():
          "|---|---|---|---|---|---|---|---|"]
     for task, by in results.items():
         name = "demo (reverse)" if task == "demo" else "char GPT"
-        for key, label, nd in (("loss", "held-out loss", 4), ("exact", "exact-sequence %", 2)):
-            if key not in by["fp32"][1]:
-                continue
-            fp = [by["fp32"][s][key] for s in seeds]
-            bf = [by["bf16"][s][key] for s in seeds]
+        measures = [(("loss", step), f"held-out loss, step {step}", 4)
+                    for step in sorted(by["fp32"][1]["loss"])]
+        if "exact" in by["fp32"][1]:
+            measures.append((("exact", None), "exact-sequence % at the end", 2))
+        for (key, step), label, nd in measures:
+            def get(p, s):
+                v = by[p][s][key]
+                return v[step] if step is not None else v
+            fp = [get("fp32", s) for s in seeds]
+            bf = [get("bf16", s) for s in seeds]
             L.append(
                 f"| {name} | {label} | {' / '.join(f'{x:.{nd}f}' for x in fp)} | "
                 f"{' / '.join(f'{x:.{nd}f}' for x in bf)} | {statistics.mean(fp):.{nd}f} "
