@@ -64,6 +64,9 @@ TEST_SRC := $(filter-out %_grad.cpp tests/main.cpp,$(wildcard tests/test_*.cpp))
 GRAD_SRC := $(wildcard tests/test_*_grad.cpp)
 
 BUILD    ?= build
+# The prose corpus (make prose): the llama-style GPT's, the ablation's LM rows' and the
+# character-level GPT benchmark's text.
+PROSE_DIR := $(BUILD)/datasets/prose
 B32 := $(BUILD)/$(MODE)-f32
 B64 := $(BUILD)/$(MODE)-f64
 # Where the float32 objects are: $(B32), except under MPI=1 (above).
@@ -260,7 +263,7 @@ explore: $(B32)/step_through $(B32)/train $(EXPLORER64)
 bench: $(BENCHES) $(PC32)
 	BENCH_MPI_BUILD=$(QKV_MPI_BIN) bash bench/run.sh $(B32)
 
-bench-torch: $(BENCHES) $(B32)/train $(PC32)
+bench-torch: $(BENCHES) $(B32)/train $(PC32) | $(PROSE_DIR)/MANIFEST.json
 	BENCH_MPI_BUILD=$(QKV_MPI_BIN) bash bench/run.sh $(B32) --torch
 
 # Table 3 of the paper and its design claims, each row a fixed number of
@@ -289,7 +292,6 @@ ablate: $(B32)/train
 # python3.11-doc, which this installs): build/datasets/prose/{train,valid}.txt
 # and MANIFEST.json (the package version and every file's sha256).
 .PHONY: prose
-PROSE_DIR := $(BUILD)/datasets/prose
 prose: $(PROSE_DIR)/MANIFEST.json
 $(PROSE_DIR)/MANIFEST.json: | deps
 	python3 datasets/make_prose.py --out $(PROSE_DIR)

@@ -18,7 +18,11 @@ windows of --context + 1 characters at random offsets; the held-out loss is
 the mean cross-entropy over the held-out stream cut into consecutive windows.
 The schedule is the trainer's: linear warm-up over --warmup steps to --lr,
 then a cosine to --min-lr (default 5% of --lr) at the last step; Adam with
-betas (0.9, 0.98) and eps 1e-9; gradient norm clipped to 1. The weights are
+betas (0.9, --beta2 0.98) and eps 1e-9 (the trainer's defaults); gradient
+norm clipped to 1. --optimizer adamw --weight-decay W decays as the trainer
+does (nn::weight_decay_mask): the weights of the linear layers, not biases,
+LayerNorm gains or the embeddings (so not the tied output weights either;
+nanoGPT decays its embeddings too). The weights are
 initialised as nanoGPT does (normal, std 0.02; zero biases), not as qkv does:
 the two sides do not share weights or batches, so their held-out losses are
 compared over seeds, not step by step.
@@ -28,7 +32,13 @@ compared over seeds, not step by step.
 
 ms/step is the training loop's wall time (batches drawn, forward, loss,
 backward, clipping, the Adam step) over the steps, evaluation excluded, as
-the trainer reports it.
+the trainer reports it. --eval-every N also scores the held-out text every N
+steps, as the trainer's --eval-every does, and the JSON's "curve" lists
+[step, training seconds so far (evaluations excluded), held-out loss].
+--valid FILE holds out a file instead of the last --valid-fraction (the
+trainer's --valid). --autocast bf16 runs forward and loss under
+torch.autocast('cpu', dtype=torch.bfloat16), the held-out scoring too (as
+a PyTorch user's evaluation would be).
 """
 
 import argparse
@@ -125,6 +135,7 @@ def lr_at(step, peak, floor, warmup, total):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="a UTF-8 text file")
+    ap.add_argument("--valid", default=None, help="held-out text file (else part of --data)")
     ap.add_argument("--valid-fraction", type=float, default=0.1)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
@@ -136,6 +147,11 @@ def main():
     ap.add_argument("--lr", type=float, default=0.002)
     ap.add_argument("--min-lr", type=float, default=None)
     ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--optimizer", choices=["adam", "adamw"], default="adam")
+    ap.add_argument("--beta2", type=float, default=0.98)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--eval-every", type=int, default=0, help="0: only at the end")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true", help="one JSON line instead of text")
@@ -147,8 +163,13 @@ def main():
 
     with open(a.data, encoding="utf-8") as f:
         chars = list(f.read())
-    n_valid = int(a.valid_fraction * len(chars))
-    train_chars, valid_chars = chars[:len(chars) - n_valid], chars[len(chars) - n_valid:]
+    if a.valid:
+        train_chars = chars
+        with open(a.valid, encoding="utf-8") as f:
+            valid_chars = list(f.read())
+    else:
+        n_valid = int(a.valid_fraction * len(chars))
+        train_chars, valid_chars = chars[:len(chars) - n_valid], chars[len(chars) - n_valid:]
     specials = ["<pad>", "<s>", "</s>", "<unk>"]
     itos = specials + sorted(set(train_chars))
     stoi = {c: i for i, c in enumerate(itos)}
@@ -157,7 +178,18 @@ def main():
     T, B = a.context, a.batch
 
     model = GPT(len(itos), a.d_model, a.heads, a.layers, a.d_ff, T)
-    opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9)
+    if a.optimizer == "adamw":
+        decayed = {id(m.weight) for m in model.modules()
+                   if isinstance(m, nn.Linear) and m is not model.lm_head}
+        groups = [{"params": [p for p in model.parameters() if id(p) in decayed],
+                   "weight_decay": a.weight_decay},
+                  {"params": [p for p in model.parameters() if id(p) not in decayed],
+                   "weight_decay": 0.0}]
+        opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, a.beta2), eps=1e-9)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, a.beta2), eps=1e-9,
+                               weight_decay=a.weight_decay)
+    bf16 = a.autocast == "bf16"
     gen = torch.Generator().manual_seed(a.seed)
     offsets = torch.arange(T + 1)
 
@@ -166,13 +198,31 @@ def main():
         w = train[at.unsqueeze(1) + offsets]  # (B, T + 1)
         return w[:, :-1], w[:, 1:]
 
+    def heldout():
+        """Consecutive windows, every held-out character scored once."""
+        model.eval()
+        n_win = (len(valid) - 1) // T
+        total, count = 0.0, 0
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            for w0 in range(0, n_win, B):
+                nb = min(B, n_win - w0)
+                idx = torch.arange(w0, w0 + nb).unsqueeze(1) * T + offsets
+                w = valid[idx]
+                total += model(w[:, :-1], w[:, 1:]).float().item() * nb * T
+                count += nb * T
+        model.train()
+        return total / count, count
+
     model.train()
     first_loss = None
+    curve = []
+    train_s = 0.0
     t0 = time.perf_counter()
     for step in range(1, a.steps + 1):
         x, y = batch()
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         for g in opt.param_groups:
@@ -180,23 +230,18 @@ def main():
         opt.step()
         if first_loss is None:
             first_loss = loss.item()
-    train_s = time.perf_counter() - t0
+        if a.eval_every > 0 and step % a.eval_every == 0 and step < a.steps:
+            train_s += time.perf_counter() - t0  # the clock stops while scoring
+            curve.append([step, train_s, heldout()[0]])
+            t0 = time.perf_counter()
     last_loss = loss.item()
-
-    # Held-out: consecutive windows, every held-out character scored once.
-    model.eval()
-    n_win = (len(valid) - 1) // T
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for w0 in range(0, n_win, B):
-            nb = min(B, n_win - w0)
-            idx = torch.arange(w0, w0 + nb).unsqueeze(1) * T + offsets
-            w = valid[idx]
-            total += model(w[:, :-1], w[:, 1:]).item() * nb * T
-            count += nb * T
+    train_s += time.perf_counter() - t0
+    heldout_loss, count = heldout()
+    curve.append([a.steps, train_s, heldout_loss])
     out = {
         "side": "pytorch", "threads": a.threads, "seed": a.seed, "steps": a.steps,
-        "ms_per_step": 1000 * train_s / a.steps, "heldout_loss": total / count,
+        "precision": "bf16" if bf16 else "fp32", "curve": curve,
+        "ms_per_step": 1000 * train_s / a.steps, "heldout_loss": heldout_loss,
         "heldout_tokens": count, "vocab": len(itos), "first_loss": first_loss,
         "last_loss": last_loss,
         "parameters": sum(p.numel() for p in model.parameters()),
