@@ -226,6 +226,45 @@ TEST_CASE("the vdpbf16ps kernel equals the emulation within the float32 accumula
   }
 }
 
+TEST_CASE("bf16 products on strided views read and write only the view, as with tight strides") {
+  // Attention's per-head products take d_k columns of a (T, D) row: lda, ldb
+  // and ldc wider than the view. Each operand sits in a wider buffer whose
+  // padding is NaN (a read of it would spread NaN into C) and C's padding is a
+  // sentinel (a write would change it); the result must equal the same
+  // product on tightly packed copies, bit for bit (same kernel, same order).
+  Generator g = test_generator();
+  const int64_t pad = 5;
+  const float nan = std::nanf(""), sentinel = 12345.f;
+  for (const Case& c : kCases) {
+    const int64_t ra = c.tA ? c.K : c.M, ca = c.tA ? c.M : c.K;  // A's stored (rows, cols)
+    const int64_t rb = c.tB ? c.N : c.K, cb = c.tB ? c.K : c.N;
+    const int64_t lda = ca + pad, ldb = cb + pad + 2, ldc = c.N + pad + 1;
+    std::vector<float> A(ra * ca), B(rb * cb), C0(c.M * c.N);
+    for (float& x : A) x = static_cast<float>(g.normal());
+    for (float& x : B) x = static_cast<float>(g.normal());
+    for (float& x : C0) x = static_cast<float>(g.normal());
+    std::vector<float> As(ra * lda, nan), Bs(rb * ldb, nan);
+    for (int64_t r = 0; r < ra; ++r) std::memcpy(&As[r * lda], &A[r * ca], ca * sizeof(float));
+    for (int64_t r = 0; r < rb; ++r) std::memcpy(&Bs[r * ldb], &B[r * cb], cb * sizeof(float));
+    for (const auto& [what, f] : products()) {
+      std::vector<float> tight = C0, Cs(c.M * ldc, sentinel);
+      for (int64_t i = 0; i < c.M; ++i)
+        std::memcpy(&Cs[i * ldc], &C0[i * c.N], c.N * sizeof(float));
+      f(c.tA, c.tB, c.M, c.N, c.K, 0.75f, A.data(), ca, B.data(), cb, 0.5f, tight.data(), c.N);
+      f(c.tA, c.tB, c.M, c.N, c.K, 0.75f, As.data(), lda, Bs.data(), ldb, 0.5f, Cs.data(), ldc);
+      int64_t differ = 0, padding_written = 0;
+      for (int64_t i = 0; i < c.M; ++i) {
+        for (int64_t j = 0; j < c.N; ++j)
+          differ += std::memcmp(&Cs[i * ldc + j], &tight[i * c.N + j], sizeof(float)) != 0;
+        for (int64_t j = c.N; j < ldc; ++j) padding_written += Cs[i * ldc + j] != sentinel;
+      }
+      INFO(what << " " << name(c));
+      CHECK(differ == 0);
+      CHECK(padding_written == 0);
+    }
+  }
+}
+
 TEST_CASE("matmul under set_matmul_precision(bf16) rounds its operands; the scope restores fp32") {
   CHECK(matmul_precision() == MatmulPrecision::fp32);
   // (1 + 2^-10) is no bfloat16: rounded, it is 1, so the product is 3, not 3 + 3 2^-10.
