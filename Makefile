@@ -267,10 +267,11 @@ bench-torch: $(BENCHES) $(B32)/train $(PC32) | $(PROSE_DIR)/MANIFEST.json
 	BENCH_MPI_BUILD=$(QKV_MPI_BIN) bash bench/run.sh $(B32) --torch
 
 # Table 3 of the paper and its design claims, each row a fixed number of
-# steps of build/rel-f32/train over several seeds (tools/ablate.py: 24 rows on
-# the translation task; tools/ablate_lm.py: 8 rows of a GPT on the prose
-# corpus, which this builds first, in bits per byte; 96 runs with the
-# defaults, two at once; ABLATE_ROWS=L,T runs the GPT rows only). Results go to runs/ablate/<row>/<seed>/,
+# steps of build/rel-f32/train over several seeds (tools/ablate.py: 25 rows on
+# the translation task; tools/ablate_lm.py: 13 rows of a GPT on the prose
+# corpus, which this builds first, in bits per byte; tools/ablate_reverse.py:
+# 3 rows of positions on the reverse task's longer set, ABLATE_ROWS=R; 123 runs
+# with the defaults, two at once; ABLATE_ROWS=L,T,M runs the GPT rows only). Results go to runs/ablate/<row>/<seed>/,
 # and a second start resumes from them; the report is ABLATIONS.md, the plots
 # docs/ablations/*.svg. Only complete rows (every seed trained to its end) get
 # figures and verdicts, and the committed report is replaced only by one

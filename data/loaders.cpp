@@ -169,6 +169,18 @@ std::vector<Pair> PairData::longer_set(int64_t n, int64_t extra, Generator& g) c
   return out;
 }
 
+std::vector<Pair> PairData::length_set(int64_t n, int64_t lo, int64_t hi, Generator& g) const {
+  std::vector<Pair> out;
+  if (!gen_) return out;
+  out.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    Seq s = gen_->random_sequence(g, lo, hi);
+    Seq t = apply_task(task_.task, s);
+    out.push_back({std::move(s), std::move(t)});
+  }
+  return out;
+}
+
 LMBatch TextData::draw(int64_t B, Generator& g) const {
   const int64_t T = context_;
   LMBatch b{{std::vector<int64_t>(B * T), B, T, {}}, std::vector<int64_t>(B * T), B * T};

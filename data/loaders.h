@@ -85,6 +85,9 @@ class PairData {
   // Task sequences longer than any trained on (length generalisation);
   // empty for pairs from a file.
   std::vector<Pair> longer_set(int64_t n, int64_t extra, Generator& g) const;
+  // n task sequences of lo..hi symbols each (the trainer's --long-lengths,
+  // one length at a time); empty for pairs from a file.
+  std::vector<Pair> length_set(int64_t n, int64_t lo, int64_t hi, Generator& g) const;
 
  private:
   TaskConfig task_;

@@ -176,6 +176,7 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
       ->capture_default_str();
   add_value(app, "--eval-every", o.eval_every, "steps between held-out checks")
       ->capture_default_str();
+  add_value(app, "--long-lengths", o.long_lengths, "task: evaluate lengths A-B, one line each");
   add_value(app, "--target", o.target, "stop once held-out exact >= this")->capture_default_str();
   add_value(app, "--patience", o.patience, "text: stop after N evals with no new best (0: never)")
       ->capture_default_str();

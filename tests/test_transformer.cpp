@@ -41,6 +41,8 @@ void check_grads(const Module& m, const TensorFile& f) {
   qkv::testing::check_param_grads(m.named_parameters(), f, "grad.", "model");
 }
 
+void seq2seq_parity(Seq2SeqTransformer& model, const TensorFile& f);
+
 TransformerConfig seq2seq_config(const TensorFile& f) {
   const auto& m = f.metadata;
   TransformerConfig c;
@@ -61,6 +63,12 @@ TransformerConfig seq2seq_config(const TensorFile& f) {
 void seq2seq_parity(const char* file) {
   TensorFile f = load_fixture(file);
   Seq2SeqTransformer model(seq2seq_config(f));
+  seq2seq_parity(model, f);
+}
+
+// A Seq2SeqTransformer given the fixture's weights: the same parameter
+// names, encoder output, logits, loss and every gradient as the reference.
+void seq2seq_parity(Seq2SeqTransformer& model, const TensorFile& f) {
   check_same_names(model, f);
   load_params(model, f, "");
   Tokens src = tokens_of(f, "in.src", "in.src_lens");
@@ -99,6 +107,63 @@ TEST_CASE(
 
 TEST_CASE("Seq2SeqTransformer Pre-LN GELU with tied output weights matches PyTorch") {
   seq2seq_parity("seq2seq_preln_tied.safetensors");
+}
+
+TEST_CASE(
+    "Seq2SeqTransformer with T5's relative positions (model_config rel_buckets 8, "
+    "rel_max_distance 6: encoder.rel_bias bidirectional and decoder.rel_bias causal, each shared "
+    "by 2 layers, none in cross-attention, no sinusoids) matches the PyTorch reference built from "
+    "the same keys: encoder output, logits, loss and every gradient, both tables' included") {
+  TensorFile f = load_fixture("seq2seq_relative.safetensors");
+  const TransformerConfig c = transformer_config_from_json(
+      nlohmann::json::parse(f.metadata.at("model_config")), "seq2seq_relative.safetensors");
+  REQUIRE(c.rel_buckets == 8);
+  REQUIRE(c.rel_max_distance == 6);
+  Seq2SeqTransformer model(c);
+  CHECK_FALSE(model.sin_pos);
+  CHECK(model.encoder->rel_bias.shape() == Shape{2, 8});
+  CHECK(model.decoder->rel_bias.shape() == Shape{2, 8});
+  CHECK(model.encoder->layers[1]->self_attn->rel_bias.same_as(model.encoder->rel_bias));
+  CHECK(model.decoder->layers[1]->self_attn->rel_bias.same_as(model.decoder->rel_bias));
+  CHECK_FALSE(model.decoder->layers[0]->cross_attn->rel_bias.defined());
+  seq2seq_parity(model, f);
+}
+
+TEST_CASE(
+    "Seq2SeqTransformer with T5's block (--preset t5: Pre-LN RMSNorm, ReLU, no biases, tied, "
+    "relative positions) matches the PyTorch reference built from the same keys") {
+  TensorFile f = load_fixture("seq2seq_t5.safetensors");
+  const TransformerConfig c = transformer_config_from_json(
+      nlohmann::json::parse(f.metadata.at("model_config")), "seq2seq_t5.safetensors");
+  REQUIRE(c.norm == "rms");
+  REQUIRE_FALSE(c.bias);
+  REQUIRE(c.tie_weights);
+  REQUIRE(c.rel_buckets == 8);
+  Seq2SeqTransformer model(c);
+  REQUIRE(dynamic_cast<const RMSNorm*>(model.encoder->norm.get()));
+  CHECK_FALSE(model.decoder->layers[0]->cross_attn->w_q->bias.defined());
+  seq2seq_parity(model, f);
+}
+
+TEST_CASE(
+    "EncoderOnlyModel with T5's relative positions (model_config rel_buckets 8, rel_max_distance "
+    "6: one bidirectional table encoder.rel_bias shared by 2 layers, no sinusoids) matches the "
+    "PyTorch reference built from the same keys: logits, loss and every gradient") {
+  TensorFile f = load_fixture("encoder_relative.safetensors");
+  const EncoderOnlyConfig c = encoder_config_from_json(
+      nlohmann::json::parse(f.metadata.at("model_config")), "encoder_relative.safetensors");
+  REQUIRE(c.rel_buckets == 8);
+  EncoderOnlyModel model(c);
+  CHECK(model.encoder->rel_bias.shape() == Shape{4, 8});
+  CHECK(model.encoder->layers[1]->self_attn->rel_bias.same_as(model.encoder->rel_bias));
+  check_same_names(model, f);
+  load_params(model, f, "");
+  Var logits = model.forward(tokens_of(f, "in.ids", "in.lens"));
+  check_close(logits.data(), f.get("out.logits"), "logits");
+  Var loss = cross_entropy(logits, ids_of(f.get("in.targets")), 0, 0);
+  check_close(loss.data().reshape({1}), f.get("out.loss"), "loss");
+  loss.backward();
+  check_grads(model, f);
 }
 
 TEST_CASE("GPT decoder-only LM (Pre-LN, GELU, learned positions, tied head) matches PyTorch") {

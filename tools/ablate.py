@@ -42,6 +42,7 @@ import threading
 import time
 
 import ablate_lm  # the second base: a GPT on English prose, in bits per byte
+import ablate_reverse  # the third: the reverse task's longer sequences (group R)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = "datasets/translation"  # tools/make_translation_task.py
@@ -124,7 +125,7 @@ ROWS = [
     # bucket, no absolute positions): the next answer to extrapolation.
     row("P-rel-long", "P", "relative (T5), held-out longer", {"--positions": "relative"},
         valid="long"),
-] + ablate_lm.rows(row)
+] + ablate_lm.rows(row) + ablate_reverse.rows(row)
 ROW_BY_ID = {r["id"]: r for r in ROWS}
 
 GROUPS = {
@@ -138,6 +139,7 @@ GROUPS = {
     "N": "Post-LN / Pre-LN and warm-up at a high learning rate",
     "P": "positions on longer sequences than trained on",
     **ablate_lm.GROUPS,
+    **ablate_reverse.GROUPS,
 }
 # Rows drawn beside a group's own in its plot (the row it is compared with).
 PLOT_WITH = {"A": ["base"], "B": ["base"], "C": ["base"], "D": ["base"], "E": ["base"],
@@ -184,11 +186,12 @@ CLAIMS = [
     {"id": "P2", "kind": "better", "better": "P-rel-long", "worse": "P-sin-long",
      "metric": "ppl", "text": "T5's relative position bias extrapolates to longer sequences "
                               "better than sinusoids"},
-] + ablate_lm.CLAIMS
+] + ablate_lm.CLAIMS + ablate_reverse.CLAIMS
 STOP = threading.Event()  # set on Ctrl-C: no new run starts
 MIN_SEEDS = 3  # a claim is judged from at least this many seeds per row, never one run
-METRIC_NAME = {"ppl": "perplexity", "bleu": "BLEU", "bpb": "bits per byte"}
-LOWER_IS_BETTER = ("ppl", "bpb")
+METRIC_NAME = {"ppl": "perplexity", "bleu": "BLEU", "bpb": "bits per byte",
+               **ablate_reverse.METRICS}
+LOWER_IS_BETTER = ("ppl", "bpb") + ablate_reverse.LOWER_IS_BETTER
 
 
 # ---- statistics and verdicts (pure functions: tested on canned results) ------------------------
@@ -305,6 +308,8 @@ def fmt_stat(st, m):
 def row_flags(r, steps, eval_every, task):
     if r["base"] == "lm":  # its own steps, checks and data (tools/ablate_lm.py)
         return ablate_lm.row_flags(r, ablate_lm.eval_every())
+    if r["base"] == "rev":  # its own steps and task (tools/ablate_reverse.py)
+        return ablate_reverse.row_flags(r)
     flags = dict(BASE)
     for k in r["drop"]:
         flags.pop(k, None)
@@ -370,6 +375,7 @@ def parse_output(text):
     if m:
         res["vocab"] = int(m.group(1))
     res["tied"] = bool(re.search(r"^model: .*, tied, \d+ parameters$", text, re.M))
+    res.update(ablate_reverse.parse_lengths(text))  # --long-lengths: each length's line
     return res
 
 
@@ -739,6 +745,8 @@ def write_report(path, plots_dir, results_by_row, rows, meta):
               "(k/n); s/run the mean wall time of one run.", ""]
     lines += ablate_lm.report_lines(rows, results_by_row, meta, fmt_stat, row_stats, complete,
                                     incomplete_why)
+    lines += ablate_reverse.report_lines(rows, results_by_row, meta, fmt_stat, row_stats, complete,
+                                         incomplete_why)
     lines += ["## The claims", ""]
     for c in CLAIMS:
         if not any(r["id"] in (c["better"], c["worse"]) for r in rows):
@@ -750,6 +758,8 @@ def write_report(path, plots_dir, results_by_row, rows, meta):
     os.makedirs(plots_dir, exist_ok=True)
     groups = [g for g in GROUPS if any(r["group"] == g for r in rows)]
     for g in groups:
+        if g in ablate_reverse.GROUPS:  # its figures are the longer set's, tabled above
+            continue
         ids = [x for x in PLOT_WITH.get(g, []) if x in ROW_BY_ID] + \
             [r["id"] for r in rows if r["group"] == g]
         if not any(results_by_row.get(r["id"]) for r in rows if r["group"] == g):
@@ -892,7 +902,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=HELP_RULES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", default=os.environ.get("ABLATE_ROWS", "all"),
-                    help="groups or row ids, comma-separated (A,B,C,D,E,S,N,P,base)")
+                    help="groups or row ids, comma-separated (A,B,C,D,E,S,N,P,base; "
+                    "L,T,M: the GPT rows; R: the reverse task)")
     ap.add_argument("--seeds", type=int, default=int(os.environ.get("ABLATE_SEEDS", "3")))
     ap.add_argument("--steps", type=int, default=int(os.environ.get("ABLATE_STEPS", "1000")))
     ap.add_argument("--eval-every", type=int, default=0, help="default: steps / 10")
@@ -940,7 +951,8 @@ def main(argv=None):
     jobs = [(r, s) for s in range(1, a.seeds + 1) for r in rows]  # every row's seed 1 first
     bases = {r["base"] for r in rows}
     steps = " / ".join(([f"{a.steps}"] if "mt" in bases else []) +
-                       ([f"{a.lm_steps} (GPT rows)"] if "lm" in bases else []))
+                       ([f"{a.lm_steps} (GPT rows)"] if "lm" in bases else []) +
+                       ([f"{ablate_reverse.STEPS} (reverse rows)"] if "rev" in bases else []))
     print(f"ablate: {len(rows)} rows x {a.seeds} seeds = {len(jobs)} runs of {steps} steps, "
           f"{a.jobs} at once; results in {a.results}", flush=True)
     lock = threading.Lock()
@@ -960,6 +972,10 @@ def main(argv=None):
             results.setdefault(r["id"], []).append(res)
             if res["status"] == "ok" and r["base"] == "lm":
                 what = f"{res.get('bpb', float('nan')):.4f} bits per byte, ppl {res['ppl']:.3f}"
+            elif res["status"] == "ok" and r["base"] == "rev":
+                what = (f"longer set: ppl {res.get('long_ppl', float('nan')):.3f}, exact "
+                        f"{res.get('long_exact', float('nan')):.1f}%; held-out exact "
+                        f"{res.get('exact', 0):.1f}%")
             elif res["status"] == "ok":
                 what = (f"ppl {res['ppl']:.3f}, BLEU {res.get('bleu', float('nan')):.2f}, "
                         f"exact {res.get('exact', 0):.1f}%")

@@ -400,6 +400,30 @@ def attention_keys(config, kind, tensor_names, where="model_config"):
     return {"kv_heads": kv, "rope_base": base, "rel_buckets": rel, "rel_max_distance": dist}
 
 
+# Each family's relative-bias tables (docs/checkpoint-format.md): one per stack.
+REL_TABLES = {"seq2seq": ["encoder.rel_bias", "decoder.rel_bias"], "gpt": ["rel_bias"],
+              "encoder": ["encoder.rel_bias"]}
+
+
+def relative_tables(kind, config, att, shapes, prefix, where):
+    """The relative-bias tensors a file of `kind` holds agree with its
+    model_config: with rel_buckets, each stack's table (REL_TABLES, under the
+    file's prefix) of shape (heads, rel_buckets); without, none. shapes: the
+    file's tensor names and shapes. Raises ValueError naming the tensor."""
+    rel, heads = att["rel_buckets"], config.get("heads")
+    for table in REL_TABLES.get(kind, []):
+        name = prefix + table
+        if rel and name not in shapes:
+            raise ValueError(f"{where}: model_config has rel_buckets {rel}, but the file has no "
+                             f"tensor '{brief(name)}' (its stack's relative-bias table)")
+        if rel and list(shapes[name]) != [heads, rel]:
+            raise ValueError(f"{where}: tensor '{brief(name)}' has shape {list(shapes[name])}, "
+                             f"not [heads, rel_buckets] = [{heads}, {rel}]")
+        if not rel and name in shapes:
+            raise ValueError(f"{where}: the file has a relative-bias table '{brief(name)}', but "
+                             f"model_config has no rel_buckets")
+
+
 MOE_KEYS = ("experts", "experts_per_token", "capacity_factor", "aux_loss")
 
 
@@ -454,7 +478,8 @@ def model_info(path):
     """The model a file describes: {"model_kind", "model_config", "model_prefix",
     "vocab" (list or None), "special_tokens", "tokenizer" (or None), "block"
     (block(): activation, norm, bias), "attention" (attention_keys():
-    kv_heads, rope_base), "experts" (moe_keys(): experts, experts_per_token,
+    kv_heads, rope_base, rel_buckets, rel_max_distance; the relative-bias
+    tables checked by relative_tables()), "experts" (moe_keys(): experts, experts_per_token,
     capacity_factor, aux_loss), for a vit "image" (vit_image()), and for a BPE tokenizer "bpe" (its merges
     and pattern) and "token_bytes" (each id's bytes, None for a special token)}.
     Raises ValueError naming the file and
@@ -486,6 +511,9 @@ def model_info(path):
             "attention": attention_keys(config, kind, [n for n in header if n != "__metadata__"],
                                         f"{where}: metadata 'model_config'"),
             "experts": moe_keys(config, f"{where}: metadata 'model_config'")}
+    relative_tables(kind, config, info["attention"],
+                    {n: e["shape"] for n, e in header.items() if n != "__metadata__"},
+                    info["model_prefix"], where)
     if kind == "vit":
         info["image"] = vit_image(config, f"{where}: metadata 'model_config'")
     if (md.get("tokenizer") == "bpe") != ("bpe" in md):

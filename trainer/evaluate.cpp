@@ -155,7 +155,7 @@ void Trainer::check_source_fits(size_t n) const {
                 detail::gib(detail::physical_memory_bytes()));
 }
 
-void Trainer::check_report_fits(int64_t chunk) const {
+void Trainer::check_report_fits(int64_t chunk, int64_t longer) const {
   if (!pairs || pairs->heldout().empty()) return;  // a language model evaluates --batch at a time
   // The final report's evaluate(set, chunk): the answers, then one
   // teacher-forced pass over `chunk` pairs at a time, in which each attention
@@ -166,7 +166,8 @@ void Trainer::check_report_fits(int64_t chunk) const {
     src = std::max<int64_t>(src, static_cast<int64_t>(p.src.size()));
     tgt = std::max<int64_t>(tgt, static_cast<int64_t>(p.tgt.size()));
   }
-  if (!pairs->from_file()) src = tgt = std::max(src, cfg.max_len + 3);  // the longer set
+  if (!pairs->from_file())  // the longer set
+    src = tgt = std::max(src, longer > 0 ? longer : cfg.max_len + 3);
   // Images: the sequence is the model's patches and class token, not the pixels.
   if (family().reads_images) src = tgt = net_->max_positions();
   const auto [T, S] = attention_lengths(family(), src, tgt);  // queries, keys

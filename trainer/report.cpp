@@ -224,6 +224,42 @@ static void print_expert_summary(const Trainer& t) {
       100 * double(t.expert_dropped) / double(t.expert_assignments), double(t.last_aux_loss));
 }
 
+void check_long_lengths(const Trainer& t, const RunOptions& o) {
+  const LengthRange len = parse_long_lengths(o.long_lengths);
+  if (len.hi == 0) return;
+  if (!t.pairs || t.pairs->from_file() || t.text || t.classifies())
+    throw Error(
+        "--long-lengths: sets the built-in task's longer set (--task, without --data); for "
+        "pairs from a file, give --valid a file of longer pairs");
+  // A source of B symbols, its answer of B and </s> must fit a learned table.
+  const int64_t table = t.model().max_positions();
+  const int64_t need = t.model().positions_to_answer(len.hi, len.hi + 1);
+  if (table > 0 && need > table)
+    throw Error("--long-lengths " + o.long_lengths + ": a sequence of " + std::to_string(len.hi) +
+                " symbols and its answer need " + std::to_string(need) +
+                " positions; this model's learned position table holds " + std::to_string(table) +
+                " (train with --context " + std::to_string(need) + ")");
+  t.check_source_fits(static_cast<size_t>(len.hi));
+}
+
+// --long-lengths A-B: o.long_eval task sequences of each length, drawn from
+// one generator (seed + 7, as the default set) length after length, each
+// length's exact and token accuracy, BLEU and teacher-forced perplexity.
+static void print_long_lengths(Trainer& t, const RunOptions& o) {
+  const LengthRange len = parse_long_lengths(o.long_lengths);
+  Generator long_gen(t.cfg.seed + 7);
+  std::printf(
+      "length generalization (%lld sequences of each length %lld..%lld; trained on "
+      "%lld..%lld):\n",
+      (long long)o.long_eval, (long long)len.lo, (long long)len.hi, (long long)t.cfg.min_len,
+      (long long)t.cfg.max_len);
+  for (int64_t L = len.lo; L <= len.hi; ++L) {
+    t.phase = "length generalization, length " + std::to_string(L);
+    const EvalResult lr = t.evaluate(t.pairs->length_set(o.long_eval, L, L, long_gen));
+    std::printf("  length %lld: %s\n", (long long)L, eval_line(lr).c_str());
+  }
+}
+
 EvalResult final_report(Trainer& t, const RunOptions& o) {
   print_expert_summary(t);
   if (t.classifies()) return classifier_report(t, o);
@@ -271,6 +307,10 @@ EvalResult final_report(Trainer& t, const RunOptions& o) {
                 r.predictions[i] == held[i].tgt
                     ? "ok"
                     : ("WRONG, want " + t.decode_text(held[i].tgt)).c_str());
+  if (!o.long_lengths.empty()) {  // --long-lengths A-B: each length its own line
+    print_long_lengths(t, o);
+    return r;
+  }
   // The longer set's sources and answers (and </s>) must fit a position table.
   const int64_t longest = t.cfg.max_len + 3, table = t.model().max_positions();
   const bool table_ok = table == 0 || t.model().positions_to_answer(longest, longest + 1) <= table;

@@ -26,6 +26,10 @@ nn::SampleOptions sampling(const RunOptions& o);
 std::string eval_line(const EvalResult& r);
 // Held-out results, a few examples and the length-generalisation check.
 EvalResult final_report(Trainer& t, const RunOptions& o);
+// --long-lengths A-B, before any work: refused (one line naming the flag)
+// without a built-in task, or when length B and its answer pass a learned
+// position table or do not fit in memory.
+void check_long_lengths(const Trainer& t, const RunOptions& o);
 // --ask: answers each line (the text, or stdin's for "-"); a language model continues it.
 int ask(Trainer& t, const RunOptions& o);
 // Prints the cross-attention of the first held-out source (encoder-decoder only).

@@ -454,7 +454,26 @@ std::string best_checkpoint_path(const std::string& save_path) {
   return save_path + ".best";
 }
 
+LengthRange parse_long_lengths(const std::string& text) {
+  if (text.empty()) return {};
+  const auto bad = [&] {
+    return Error("--long-lengths: expected A-B, two lengths with 1 <= A <= B <= 4096, got '" +
+                 brief(text) + "'");
+  };
+  const size_t dash = text.find('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 == text.size() || dash > 4 ||
+      text.size() - dash - 1 > 4 || text.find_first_not_of("0123456789-") != std::string::npos ||
+      text.find('-', dash + 1) != std::string::npos)
+    throw bad();
+  const LengthRange r{std::stoll(text.substr(0, dash)), std::stoll(text.substr(dash + 1))};
+  if (r.lo < 1 || r.lo > r.hi || r.hi > 4096) throw bad();
+  return r;
+}
+
 void check_options(const RunOptions& o) {
+  parse_long_lengths(o.long_lengths);
+  if (!o.long_lengths.empty() && (!o.ask.empty() || !o.explain.empty()))
+    throw Error("--long-lengths: goes with a training run or --eval-only, not --ask or --explain");
   if (o.threads < 0 || o.threads > 1024)
     throw Error("--threads: must be in [0, 1024], got " + std::to_string(o.threads));
   if (o.eval_every < 0)
@@ -575,7 +594,9 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
     return 0;
   }
 
-  t.check_report_fits();  // what the final report holds: refused now, not after training
+  // What the final report holds: refused now, not after training.
+  t.check_report_fits(500, parse_long_lengths(o.long_lengths).hi);
+  check_long_lengths(t, o);
   // 3. Every output path, before any work: a run that cannot keep its
   //    result is refused now, not after training.
   const bool training = !o.eval_only;

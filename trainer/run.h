@@ -46,9 +46,20 @@ struct RunOptions {
   std::string explain, html;      // --explain TEXT --html PAGE: the gradient explorer
   std::string decode = "greedy";  // held-out checks and --ask: greedy | beam
   std::string preset;             // --preset NAME: a new run's settings (trainer/presets.h)
+  // --long-lengths A-B: the built-in task's length-generalisation set, o.long_eval
+  // sequences of each length A..B, reported length by length (empty: o.long_eval
+  // sequences of --max-len + 1 .. + 3 together, one line). parse_long_lengths().
+  std::string long_lengths;
   int64_t beam = 4, max_new = 200, top_k = 0;
   double alpha = 0.6, temperature = 0.8, top_p = 0.95;
 };
+
+// --long-lengths "A-B" as {A, B}: 1 <= A <= B <= 4096; {0, 0} for "" (the
+// default set). Error naming the flag and the text otherwise.
+struct LengthRange {
+  int64_t lo = 0, hi = 0;
+};
+LengthRange parse_long_lengths(const std::string& text);
 
 // Exit statuses: 0 done; 1 bad flags, bad input or a failed output;
 // 3 training diverged; 128 + N stopped by signal N (the checkpoint written).

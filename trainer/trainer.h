@@ -254,8 +254,9 @@ class Trainer {
   // maps would not fit in memory.
   void check_source_fits(size_t n) const;
   // Refuses (before training) held-out pairs the final report's evaluation,
-  // `chunk` pairs at a time, could not fit in memory.
-  void check_report_fits(int64_t chunk = 500) const;
+  // `chunk` pairs at a time, could not fit in memory; `longer`: the longest
+  // task sequence of its length-generalisation set (0: --max-len + 3).
+  void check_report_fits(int64_t chunk = 500, int64_t longer = 0) const;
   // Answers for source sequences (any model family), by `decoding`.
   std::vector<Seq> answer(const std::vector<Seq>& sources);
   // The decoder answer() and evaluate() use: greedy, or beam search (encoder-

@@ -72,7 +72,7 @@ grep -Eq "E-learned +seed 1: ppl .*\([0-9]+ s\)$" out || { cat out; fail "E-lear
 # in a scratch tree holding a copy of the committed report, so that its default
 # report path is that copy and the real ABLATIONS.md is never touched.
 mkdir -p tree/tools tree/docs/ablations
-cp "$QKV_SRC/tools/ablate.py" "$QKV_SRC/tools/ablate_lm.py" tree/tools/
+cp "$QKV_SRC/tools/ablate.py" "$QKV_SRC/tools/ablate_lm.py" "$QKV_SRC/tools/ablate_reverse.py" tree/tools/
 cp "$QKV_SRC/ABLATIONS.md" tree/
 cp "$QKV_SRC"/docs/ablations/*.svg tree/docs/ablations/
 cp -r tree committed

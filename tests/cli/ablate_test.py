@@ -310,5 +310,63 @@ held-out (65000 tokens): loss 1.3863, perplexity 4.000, 2.0000 bits per byte (65
         self.assertIn("**L6: reproduced.**", text)
 
 
+class ReverseRows(unittest.TestCase):
+    """Group R (tools/ablate_reverse.py): the reverse task's longer set."""
+
+    REPORT = ("held-out (1000 sequences, never trained on):\n"
+              "  per-token perplexity 1.010 (cross-entropy 0.0100, teacher-forced)\n"
+              "  greedy:                 exact-sequence accuracy  99.50%, token accuracy  99.90%, "
+              "BLEU  99.80 (0.50 s)\n"
+              "length generalization (200 sequences of each length 11..12; trained on 3..10):\n"
+              "  length 11: exact 50.00%, token 90.00%, BLEU 80.00, perplexity 2.000\n"
+              "  length 12: exact 30.00%, token 80.00%, BLEU 70.00, perplexity 4.000\n")
+
+    def test_each_length_is_parsed_and_the_longer_set_pooled_by_tokens(self):
+        res = ablate.parse_output(self.REPORT)
+        self.assertEqual(res["exact"], 99.5)  # the held-out set of trained lengths
+        self.assertEqual(res["by_length"]["12"], {"exact": 30.0, "token": 80.0, "bleu": 70.0,
+                                                  "ppl": 4.0})
+        self.assertAlmostEqual(res["long_exact"], 40.0)
+        # 12 target tokens of length 11 at ln 2, 13 of length 12 at ln 4 (</s> counted)
+        self.assertAlmostEqual(res["long_ppl"], math.exp((12 * math.log(2) + 13 * math.log(4)) / 25))
+        self.assertNotIn("by_length", ablate.parse_output("held-out (10 sequences"))
+
+    def test_flags_learned_table_and_section(self):
+        learned = ablate.row_flags(ablate.ROW_BY_ID["R-learned-long"], 1000, 100, "T")
+        for k, v in (("--task", "reverse"), ("--positions", "learned"), ("--context", "21"),
+                     ("--long-lengths", "11-20"), ("--max-len", "10")):
+            self.assertEqual(learned[learned.index(k) + 1], v)
+        self.assertNotIn("--data", learned)
+        self.assertEqual([x["id"] for x in ablate.select_rows("R")],
+                         ["R-sin-long", "R-learned-long", "R-rel-long"])
+
+        def rev_ok(seed, ppl, exact):
+            return {"seed": seed, "status": "ok", "ppl": 1.0, "exact": 99.0, "params": 400000,
+                    "wall_s": 30.0, "long_ppl": ppl, "long_exact": exact,
+                    "by_length": {str(n): {"exact": exact, "token": 90.0, "bleu": 80.0,
+                                           "ppl": ppl} for n in range(11, 21)}}
+        rs = {"R-sin-long": [rev_ok(1, 3.0, 20.0), rev_ok(2, 3.2, 22.0), rev_ok(3, 3.1, 21.0)],
+              "R-rel-long": [rev_ok(1, 1.5, 60.0), rev_ok(2, 1.6, 70.0), rev_ok(3, 1.4, 65.0)]}
+        r2 = next(c for c in ablate.CLAIMS if c["id"] == "R2")
+        r3 = next(c for c in ablate.CLAIMS if c["id"] == "R3")
+        self.assertEqual(ablate.judge(r2, rs, seeds=3)[0], "reproduced")  # lower is better
+        self.assertEqual(ablate.judge(r3, rs, seeds=3)[0], "reproduced")  # higher is better
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ABLATIONS.md")
+            meta = {"command": "c", "commit": "abc", "machine": "m", "seeds": 3, "steps": 10,
+                    "eval_every": 5, "jobs": 2, "summary": "s", "results": d, "date": "today"}
+            ablate.write_report(path, os.path.join(d, "plots"), rs, ablate.ROWS, meta)
+            with open(path) as f:
+                text = f.read()
+            self.assertEqual(ablate.report_holds(path)["rows"], 2)
+            self.assertFalse(os.path.exists(os.path.join(d, "plots", "R.svg")))
+        rel = [ln for ln in text.splitlines() if ln.startswith("| R-rel-long |")]
+        self.assertIn("| 1.500 ± 0.100 (3) |", rel[0])
+        self.assertIn("| 65.0 (60.0-70.0) |", rel[1])  # exact by length: median (range)
+        self.assertIn("not run yet", next(ln for ln in text.splitlines()
+                                          if ln.startswith("| R-learned-long |")))
+        self.assertIn("**R2: reproduced.**", text)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -40,8 +40,9 @@ except ImportError:  # pyenv's python3 shadows /usr/bin/python3 on some machines
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import st  # noqa: E402  (our own safetensors reader/writer)
-from reference import (Binding, TorchBert, TorchGPT, TorchSeq2Seq, TorchViT,  # noqa: E402
-                       bert_config, causal_mask, gpt_config, swiglu_hidden,
+from reference import (Binding, TorchBert, TorchEncoder, TorchGPT, TorchSeq2Seq,  # noqa: E402
+                       TorchViT, bert_config, causal_mask, encoder_config, gpt_config,
+                       seq2seq_config, swiglu_hidden,
                        join, key_padding_mask, relative_bias, relative_position_bucket)
 import plain_attention  # noqa: E402  (attention with d_k != D/H, in plain torch ops)
 import format_reference  # noqa: E402  (docs/checkpoint-format.md's models, from the page alone)
@@ -235,6 +236,157 @@ def make_seq2seq(filename, seed, norm_first, activation, tied, label_smoothing):
                      f"ignore_index=0, label_smoothing={label_smoothing}), mean over non-pad",
                 **{"out.enc": "encoder output incl. final norm (B,S,D)",
                    "out.dec": "decoder output incl. final norm, before generator (B,T,D)"})
+    write(filename, model_record(params, binding.grads(), inputs, outputs), meta)
+
+
+def make_seq2seq_block(filename, seed, model_config, label_smoothing):
+    """A seq2seq whose model_config has the block keys (norm, activation,
+    bias) and T5's relative positions (rel_buckets, rel_max_distance): built
+    by reference.py from the keys (seq2seq_config), and stored with the
+    model_config itself, which the C++ test builds its model from. B 3,
+    S 9, T 9: with 8 buckets up to distance 6 the longest rows reach the
+    logarithmic buckets and the last one, in both stacks."""
+    cfg = seq2seq_config(model_config)
+    init = Init(seed)
+    d, f, bias, h = cfg["d_model"], cfg["d_ff"], cfg["bias"], cfg["heads"]
+    rms = cfg["norm"] == "rms"
+
+    def norm(p, prefix):
+        if rms:  # the gain alone, around 1
+            p[join(prefix, "weight")] = f32_exact(1.0 + init.uniform((d,), 0.3))
+        else:
+            init.layer_norm(p, prefix, d)
+
+    def attention(p, prefix):
+        for w in ("w_q", "w_k", "w_v", "w_o"):
+            init.linear(p, join(prefix, w), d, d, bias)
+
+    def ffn(p, prefix):
+        if cfg["activation"] == "swiglu":
+            hid = swiglu_hidden(f)
+            init.linear(p, join(prefix, "gate"), d, hid, False)
+            init.linear(p, join(prefix, "up"), d, hid, False)
+            init.linear(p, join(prefix, "down"), hid, d, False)
+        else:
+            init.linear(p, join(prefix, "linear1"), d, f, bias)
+            init.linear(p, join(prefix, "linear2"), f, d, bias)
+
+    params = {}
+    init.embedding(params, "src_embed", cfg["src_vocab"], d)
+    init.embedding(params, "tgt_embed", cfg["tgt_vocab"], d)
+    if cfg["rel_buckets"]:  # one table per stack: bidirectional, causal
+        params["encoder.rel_bias"] = init.normal((h, cfg["rel_buckets"]), 1.0)
+        params["decoder.rel_bias"] = init.normal((h, cfg["rel_buckets"]), 1.0)
+    for i in range(cfg["enc_layers"]):
+        prefix = f"encoder.layers.{i}"
+        attention(params, join(prefix, "self_attn"))
+        norm(params, join(prefix, "norm1"))
+        ffn(params, join(prefix, "ffn"))
+        norm(params, join(prefix, "norm2"))
+    for i in range(cfg["dec_layers"]):
+        prefix = f"decoder.layers.{i}"
+        attention(params, join(prefix, "self_attn"))
+        norm(params, join(prefix, "norm1"))
+        attention(params, join(prefix, "cross_attn"))
+        norm(params, join(prefix, "norm2"))
+        ffn(params, join(prefix, "ffn"))
+        norm(params, join(prefix, "norm3"))
+    if cfg["norm_first"]:
+        norm(params, "encoder.norm")
+        norm(params, "decoder.norm")
+    if not cfg["tied"]:
+        init.linear(params, "lm_head", d, cfg["tgt_vocab"])
+    else:
+        params["lm_head.bias"] = init.uniform((cfg["tgt_vocab"],), 0.2)
+
+    src_lens, tgt_lens = [9, 6, 3], [9, 5, 2]
+    S, T = 9, 9
+    src = padded_tokens(init, src_lens, S, cfg["src_vocab"])
+    full = padded_tokens(init, [n + 1 for n in tgt_lens], T + 1, cfg["tgt_vocab"])
+    full[:, 0] = 1
+    tgt_in = full[:, :T].clone()
+    tgt_out = full[:, 1:].clone()
+    pad = key_padding_mask(tgt_lens, T)
+    tgt_in[pad] = 0
+    tgt_out[pad] = 0
+
+    model = TorchSeq2Seq(cfg)
+    model.train()
+    binding = model.binding()
+    binding.load(params)
+    logits, mem, dec = model(src, src_lens, tgt_in, tgt_lens)
+    v = cfg["tgt_vocab"]
+    loss = F.cross_entropy(logits.reshape(-1, v), tgt_out.reshape(-1), ignore_index=0,
+                           label_smoothing=label_smoothing)
+    loss.backward()
+
+    inputs = {"src": src, "src_lens": torch.tensor(src_lens), "tgt_in": tgt_in,
+              "tgt_out": tgt_out, "tgt_lens": torch.tensor(tgt_lens)}
+    outputs = {"logits": logits, "loss": loss.reshape(1), "enc": mem, "dec": dec}
+    meta = {"model_config": json.dumps(model_config, sort_keys=True),
+            "label_smoothing": label_smoothing,
+            "reference": "reference.py TorchSeq2Seq(seq2seq_config(model_config)): BlockLayer "
+                         "encoder layers and DecoderBlockLayer decoder layers, self-attention "
+                         "GroupedRopeAttention (plain torch ops)" + (
+                             " with T5's relative bias (relative_bias: encoder.rel_bias "
+                             "bidirectional, decoder.rel_bias causal, added to the scaled "
+                             "scores before the mask; no sinusoids)" if cfg["rel_buckets"]
+                             else "") + ", cross-attention nn.MultiheadAttention(bias=bias)",
+            "batch": 3, "src_len": S, "tgt_len": T,
+            "loss": "cross_entropy(logits.reshape(-1,V), tgt_out.reshape(-1), "
+                    f"ignore_index=0, label_smoothing={label_smoothing})",
+            "out.enc": "encoder output incl. final norm (B,S,D)",
+            "out.dec": "decoder output incl. final norm, before lm_head (B,T,D)"}
+    write(filename, model_record(params, binding.grads(), inputs, outputs), meta)
+
+
+def make_encoder_block(filename, seed, model_config):
+    """An encoder (one label per token) built by reference.py's TorchEncoder
+    from its model_config (encoder_config), stored with the model_config,
+    which the C++ test builds its model from. B 2, T 9: with 8 buckets up to
+    distance 6 the longest rows reach the last bucket both ways."""
+    cfg = encoder_config(model_config)
+    init = Init(seed)
+    d, f, bias, h = cfg["d_model"], cfg["d_ff"], cfg["bias"], cfg["heads"]
+    params = {}
+    init.embedding(params, "embed", cfg["vocab"], d)
+    if cfg["rel_buckets"]:
+        params["encoder.rel_bias"] = init.normal((h, cfg["rel_buckets"]), 1.0)
+    for i in range(cfg["layers"]):
+        prefix = f"encoder.layers.{i}"
+        for w in ("w_q", "w_k", "w_v", "w_o"):
+            init.linear(params, join(prefix, "self_attn." + w), d, d, bias)
+        init.layer_norm(params, join(prefix, "norm1"), d)
+        init.linear(params, join(prefix, "ffn.linear1"), d, f, bias)
+        init.linear(params, join(prefix, "ffn.linear2"), f, d, bias)
+        init.layer_norm(params, join(prefix, "norm2"), d)
+    if cfg["pre_norm"]:
+        init.layer_norm(params, "encoder.norm", d)
+    init.linear(params, "head", d, cfg["classes"])
+
+    lens, T = [9, 6], 9
+    ids = padded_tokens(init, lens, T, cfg["vocab"])
+    targets = init.ints(1, cfg["classes"], (2, T))
+    targets[key_padding_mask(lens, T)] = 0  # padding: ignored
+
+    model = TorchEncoder(cfg)
+    model.train()
+    binding = model.binding()
+    binding.load(params)
+    logits = model(ids, lens)
+    loss = F.cross_entropy(logits.reshape(-1, cfg["classes"]), targets.reshape(-1), ignore_index=0)
+    loss.backward()
+
+    inputs = {"ids": ids, "lens": torch.tensor(lens), "targets": targets}
+    outputs = {"logits": logits, "loss": loss.reshape(1)}
+    meta = {"model_config": json.dumps(model_config, sort_keys=True),
+            "reference": "reference.py TorchEncoder(encoder_config(model_config)): embed * "
+                         "sqrt(D), BlockLayer encoder layers (self-attention "
+                         "GroupedRopeAttention with T5's bidirectional relative bias, "
+                         "encoder.rel_bias, added to the scaled scores before the mask; no "
+                         "sinusoids), the final LayerNorm, nn.Linear head per token",
+            "batch": 2, "seq_len": T, "mask": "key_padding",
+            "loss": "cross_entropy(logits.reshape(-1,C), targets.reshape(-1), ignore_index=0)"}
     write(filename, model_record(params, binding.grads(), inputs, outputs), meta)
 
 
@@ -1158,6 +1310,29 @@ def main():
         "dropout": 0.0, "activation": "gelu", "pre_norm": True,
         "tie_weights": True, "seed": 0, "attention": "standard", "window": 128,
         "global_every": 64, "scaled": True, "rel_buckets": 8, "rel_max_distance": 6})
+    # T5's relative positions in a seq2seq: one table per stack (2 heads, 8
+    # buckets, max distance 6; encoder bidirectional, decoder causal, 2 layers
+    # each), no sinusoids; Post-LN, LayerNorm, ReLU, biases, untied.
+    make_seq2seq_block("seq2seq_relative.safetensors", seed=17, label_smoothing=0.1, model_config={
+        "src_vocab": 11, "tgt_vocab": 11, "d_model": 16, "heads": 2, "encoder_layers": 2,
+        "decoder_layers": 2, "d_ff": 32, "dropout": 0.0, "activation": "relu",
+        "pre_norm": False, "tie_weights": False, "learned_positions": False,
+        "max_positions": 512, "seed": 0, "attention": "standard", "window": 128,
+        "global_every": 64, "scaled": True, "rel_buckets": 8, "rel_max_distance": 6})
+    # T5's block (--preset t5): Pre-LN RMSNorm, ReLU, no biases, tied, relative positions.
+    make_seq2seq_block("seq2seq_t5.safetensors", seed=18, label_smoothing=0.0, model_config={
+        "src_vocab": 11, "tgt_vocab": 11, "d_model": 16, "heads": 4, "encoder_layers": 2,
+        "decoder_layers": 1, "d_ff": 32, "dropout": 0.0, "activation": "relu", "norm": "rms",
+        "bias": False, "pre_norm": True, "tie_weights": True, "learned_positions": False,
+        "max_positions": 512, "seed": 0, "attention": "standard", "window": 128,
+        "global_every": 64, "scaled": True, "rel_buckets": 8, "rel_max_distance": 6})
+    # T5's relative positions in the encoder model: one bidirectional table
+    # (4 heads, 8 buckets, max distance 6) shared by 2 Pre-LN layers.
+    make_encoder_block("encoder_relative.safetensors", seed=19, model_config={
+        "vocab": 11, "classes": 5, "d_model": 16, "heads": 4, "layers": 2, "d_ff": 32,
+        "dropout": 0.0, "activation": "gelu", "pre_norm": True, "seed": 0,
+        "attention": "standard", "window": 128, "global_every": 64, "scaled": True,
+        "rel_buckets": 8, "rel_max_distance": 6})
     make_bert("bert_mlm.safetensors", seed=13, head="mlm")
     make_bert("bert_classify.safetensors", seed=14, head="classify")
     make_layers("layers.safetensors", seed=4)
@@ -1178,6 +1353,29 @@ def main():
     # The format page's proof: model files written by the standard-library
     # writer (format_writer.py) and their logits from the page's forward pass.
     format_reference.main()
+    check_seq2seq_against_page("seq2seq_relative")
+
+
+def check_seq2seq_against_page(case):
+    """reference.py's TorchSeq2Seq (PyTorch's modules and plain torch ops)
+    against format_reference.py's seq2seq (the format page's maths alone) on
+    the page's model file `case`, in float64: two independent PyTorch
+    definitions of qkv's seq2seq, here with T5's relative positions, must
+    give the same logits before either becomes a fixture's reference."""
+    tensors, md = st.load_file(os.path.join(OUT_DIR, f"format_{case}.safetensors"))
+    c = json.loads(md["model_config"])
+    P = {n: torch.from_numpy(t.astype(np.float64)) for n, t in tensors.items()}
+    x = format_reference.INPUTS[case]
+    model = TorchSeq2Seq(seq2seq_config(c))
+    model.binding().load(P)
+    with torch.no_grad():
+        page = format_reference.seq2seq(P, c, x)
+        ours = model(torch.tensor(x["src"]), x["src_lens"], torch.tensor(x["tgt"]),
+                     x["tgt_lens"])[0]
+    rows = ~key_padding_mask(x["tgt_lens"], page.shape[1])  # (B, T): real target rows
+    diff = (ours - page)[rows].abs().max().item()
+    assert diff < 1e-12, f"{case}: TorchSeq2Seq and format_reference.seq2seq differ by {diff}"
+    print(f"checked {case}: TorchSeq2Seq == format_reference.seq2seq (max |diff| {diff:.1e})")
 
 
 if __name__ == "__main__":

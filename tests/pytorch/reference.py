@@ -106,6 +106,18 @@ class Binding:
         self.linear(join(prefix, "ffn.linear2"), layer.linear2)
         self.layer_norm(join(prefix, "norm2"), layer.norm2)
 
+    def decoder_block_layer(self, prefix, layer):
+        # DecoderBlockLayer (below): qkv's names as they are.
+        for w in ("w_q", "w_k", "w_v", "w_o"):
+            self.linear(join(prefix, "self_attn." + w), getattr(layer.self_attn, w))
+        self.layer_norm(join(prefix, "norm1"), layer.norm1)
+        self.mha(join(prefix, "cross_attn"), layer.cross_attn)
+        self.layer_norm(join(prefix, "norm2"), layer.norm2)
+        for name, lin in layer.ffn.named_modules():
+            if isinstance(lin, nn.Linear):
+                self.linear(join(prefix, "ffn." + name), lin)
+        self.layer_norm(join(prefix, "norm3"), layer.norm3)
+
     def decoder_layer(self, prefix, layer):
         # PyTorch calls the cross attention "multihead_attn".
         self.mha(join(prefix, "self_attn"), layer.self_attn)
@@ -368,6 +380,37 @@ class BlockLayer(nn.Module):
         return self.norm2(x + self.ffn(x))
 
 
+class DecoderBlockLayer(nn.Module):
+    """A decoder layer built from a qkv model_config's block keys (`norm`,
+    `activation`, `bias`, `pre_norm`), its self-attention GroupedRopeAttention
+    (plain torch ops; T5's causal relative bias added to its scores when given),
+    its cross-attention nn.MultiheadAttention(bias=bias), which no relative
+    bias reaches. Wired as docs/checkpoint-format.md says:
+      Post-LN  y = norm1(y + sa(y));  y = norm2(y + ca(y, mem));  y = norm3(y + ffn(y))
+      Pre-LN   y = y + sa(norm1(y));  y = y + ca(norm2(y), mem);  y = y + ffn(norm3(y))"""
+
+    def __init__(self, d, h, d_ff, activation, pre_norm, norm, bias, moe=None):
+        super().__init__()
+        make_norm = {"layer": nn.LayerNorm, "rms": RMSNorm}[norm]
+        self.self_attn = GroupedRopeAttention(d, h, h, 0, bias)
+        self.cross_attn = nn.MultiheadAttention(d, h, dropout=0.0, bias=bias, batch_first=True)
+        self.norm1, self.norm2, self.norm3 = make_norm(d), make_norm(d), make_norm(d)
+        self.ffn = make_ffn(d, d_ff, activation, bias, moe)
+        self.pre_norm = pre_norm
+
+    def cross(self, y, mem, mem_pad):
+        return self.cross_attn(y, mem, mem, key_padding_mask=mem_pad, need_weights=False)[0]
+
+    def forward(self, y, mem, tgt_mask, tgt_pad, mem_pad, score_bias=None):
+        if self.pre_norm:
+            y = y + self.self_attn(self.norm1(y), tgt_mask, tgt_pad, score_bias)
+            y = y + self.cross(self.norm2(y), mem, mem_pad)
+            return y + self.ffn(self.norm3(y))
+        y = self.norm1(y + self.self_attn(y, tgt_mask, tgt_pad, score_bias))
+        y = self.norm2(y + self.cross(y, mem, mem_pad))
+        return self.norm3(y + self.ffn(y))
+
+
 def is_paper_block(cfg):
     """True when the keys ask for nothing nn.TransformerEncoderLayer lacks."""
     return (cfg.get("norm", "layer") == "layer" and cfg.get("bias", True)
@@ -386,6 +429,15 @@ class TorchSeq2Seq(nn.Module):
     Layers are called one by one (rather than through nn.TransformerEncoder)
     so the optional final norm is explicit and no nested-tensor fast path is
     ever considered.
+
+    With the block keys of a qkv model_config (`norm`, `activation` "swiglu",
+    `bias`, `rel_buckets`; seq2seq_config() maps a whole one) the encoder
+    layers are BlockLayers, the decoder layers DecoderBlockLayers and the
+    final norms of `norm`'s kind. With `rel_buckets` (T5's relative
+    positions) no sinusoids are added; each stack holds one table
+    (heads, rel_buckets), `encoder.rel_bias` (bidirectional buckets) and
+    `decoder.rel_bias` (causal), shared by its layers' self-attentions and
+    added to their scaled scores before the mask; cross-attention has none.
     """
 
     def __init__(self, cfg):
@@ -395,16 +447,30 @@ class TorchSeq2Seq(nn.Module):
         self.tied = cfg["tied"]
         self.src_embed = nn.Embedding(cfg["src_vocab"], d)
         self.tgt_embed = nn.Embedding(cfg["tgt_vocab"], d)
-        self.enc_layers = nn.ModuleList([
-            nn.TransformerEncoderLayer(d, h, f, dropout=0.0, activation=act,
-                                       batch_first=True, norm_first=pre)
-            for _ in range(cfg["enc_layers"])])
-        self.dec_layers = nn.ModuleList([
-            nn.TransformerDecoderLayer(d, h, f, dropout=0.0, activation=act,
-                                       batch_first=True, norm_first=pre)
-            for _ in range(cfg["dec_layers"])])
-        self.enc_norm = nn.LayerNorm(d) if pre else None
-        self.dec_norm = nn.LayerNorm(d) if pre else None
+        self.rel, self.rel_max = cfg.get("rel_buckets", 0), cfg.get("rel_max_distance", 128)
+        self.paper = is_paper_block(cfg)
+        norm, bias = cfg.get("norm", "layer"), cfg.get("bias", True)
+        if self.paper:
+            self.enc_layers = nn.ModuleList([
+                nn.TransformerEncoderLayer(d, h, f, dropout=0.0, activation=act,
+                                           batch_first=True, norm_first=pre)
+                for _ in range(cfg["enc_layers"])])
+            self.dec_layers = nn.ModuleList([
+                nn.TransformerDecoderLayer(d, h, f, dropout=0.0, activation=act,
+                                           batch_first=True, norm_first=pre)
+                for _ in range(cfg["dec_layers"])])
+        else:
+            self.enc_layers = nn.ModuleList([
+                BlockLayer(d, h, f, act, pre, norm, bias, relative=bool(self.rel), moe=moe_of(cfg))
+                for _ in range(cfg["enc_layers"])])
+            self.dec_layers = nn.ModuleList([
+                DecoderBlockLayer(d, h, f, act, pre, norm, bias, moe_of(cfg))
+                for _ in range(cfg["dec_layers"])])
+        make_norm = {"layer": nn.LayerNorm, "rms": RMSNorm}[norm]
+        self.enc_norm = make_norm(d) if pre else None
+        self.dec_norm = make_norm(d) if pre else None
+        self.enc_rel_bias = nn.Parameter(torch.empty(h, self.rel)) if self.rel else None
+        self.dec_rel_bias = nn.Parameter(torch.empty(h, self.rel)) if self.rel else None
         self.gen_weight = None if self.tied else nn.Parameter(torch.empty(cfg["tgt_vocab"], d))
         self.gen_bias = nn.Parameter(torch.empty(cfg["tgt_vocab"]))
 
@@ -412,10 +478,19 @@ class TorchSeq2Seq(nn.Module):
         b = Binding()
         b.add("src_embed.weight", self.src_embed.weight)
         b.add("tgt_embed.weight", self.tgt_embed.weight)
+        if self.rel:
+            b.add("encoder.rel_bias", self.enc_rel_bias)
+            b.add("decoder.rel_bias", self.dec_rel_bias)
         for i, layer in enumerate(self.enc_layers):
-            b.encoder_layer(f"encoder.layers.{i}", layer)
+            if self.paper:
+                b.encoder_layer(f"encoder.layers.{i}", layer)
+            else:
+                b.block_layer(f"encoder.layers.{i}", layer)
         for i, layer in enumerate(self.dec_layers):
-            b.decoder_layer(f"decoder.layers.{i}", layer)
+            if self.paper:
+                b.decoder_layer(f"decoder.layers.{i}", layer)
+            else:
+                b.decoder_block_layer(f"decoder.layers.{i}", layer)
         if self.enc_norm is not None:
             b.layer_norm("encoder.norm", self.enc_norm)
             b.layer_norm("decoder.norm", self.dec_norm)
@@ -434,23 +509,54 @@ class TorchSeq2Seq(nn.Module):
         tgt_pad = key_padding_mask(tgt_lens, t)
         scale = math.sqrt(self.d)
 
-        x = self.src_embed(src) * scale + sinusoidal(s, self.d)
+        # Relative positions: none added, the stacks' tables bias the scores.
+        x = self.src_embed(src) * scale
+        if not self.rel:
+            x = x + sinusoidal(s, self.d)
+        kw = {}
+        if self.rel:  # (1, H, S, S), bidirectional buckets, every encoder layer
+            kw["score_bias"] = relative_bias(self.enc_rel_bias, s, s, 0, True, self.rel_max)
         for layer in self.enc_layers:
-            x = layer(x, src_key_padding_mask=src_pad)
+            x = layer(x, src_key_padding_mask=src_pad, **kw)
         if self.enc_norm is not None:
             x = self.enc_norm(x)
         mem = x
 
-        y = self.tgt_embed(tgt_in) * scale + sinusoidal(t, self.d)
+        y = self.tgt_embed(tgt_in) * scale
+        if not self.rel:
+            y = y + sinusoidal(t, self.d)
         for layer in self.dec_layers:
-            y = layer(y, mem, tgt_mask=causal_mask(t), tgt_key_padding_mask=tgt_pad,
-                      memory_key_padding_mask=src_pad)
+            if self.paper:
+                y = layer(y, mem, tgt_mask=causal_mask(t), tgt_key_padding_mask=tgt_pad,
+                          memory_key_padding_mask=src_pad)
+            else:  # (1, H, T, T) causal buckets, every decoder layer's self-attention
+                bias = (relative_bias(self.dec_rel_bias, t, t, 0, False, self.rel_max)
+                        if self.rel else None)
+                y = layer(y, mem, causal_mask(t), tgt_pad, src_pad, bias)
         if self.dec_norm is not None:
             y = self.dec_norm(y)
 
         w = self.tgt_embed.weight if self.tied else self.gen_weight
         logits = F.linear(y, w, self.gen_bias)
         return logits, mem, y
+
+
+def seq2seq_config(model_config):
+    """TorchSeq2Seq's cfg from a qkv file's "seq2seq" model_config, its
+    optional keys (norm, bias, rel_buckets, rel_max_distance) at their
+    defaults. Sinusoidal or relative positions (no learned tables), the
+    standard kernel's scaled maths, d_k = d_model / heads."""
+    c = model_config
+    assert not c.get("learned_positions", False), "TorchSeq2Seq has no learned position tables"
+    assert "d_k" not in c and not c.get("kv_heads", 0), "TorchSeq2Seq has d_k = d_model / heads"
+    assert c.get("scaled", True), "TorchSeq2Seq scales the scores by 1/sqrt(d_k)"
+    return {"src_vocab": c["src_vocab"], "tgt_vocab": c["tgt_vocab"], "d_model": c["d_model"],
+            "heads": c["heads"], "enc_layers": c["encoder_layers"],
+            "dec_layers": c["decoder_layers"], "d_ff": c["d_ff"],
+            "activation": c["activation"], "norm_first": c["pre_norm"],
+            "tied": c["tie_weights"], "norm": c.get("norm", "layer"), "bias": c.get("bias", True),
+            "rel_buckets": c.get("rel_buckets", 0),
+            "rel_max_distance": c.get("rel_max_distance", 128)}
 
 
 class TorchGPT(nn.Module):
@@ -532,6 +638,84 @@ def gpt_config(model_config):
             "norm": c.get("norm", "layer"), "bias": c.get("bias", True),
             "kv_heads": c.get("kv_heads", 0), "rope_base": c.get("rope_base", 0),
             "rel_buckets": c.get("rel_buckets", 0), "rel_max_distance": c.get("rel_max_distance", 128)}
+
+
+class TorchEncoder(nn.Module):
+    """models/encoder_only.h (model_kind "encoder"): the token embedding times
+    sqrt(D) plus sinusoids, the encoder layers with a key padding mask
+    (nn.TransformerEncoderLayer, or BlockLayer for the block keys), the final
+    norm when Pre-LN, and a per-token Linear head `head` (D -> classes). With
+    `rel_buckets` no sinusoids are added: one bidirectional table
+    `encoder.rel_bias` (heads, rel_buckets), shared by every layer, adds T5's
+    relative bias to the scaled scores before the mask."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, h = cfg["d_model"], cfg["heads"]
+        self.d = d
+        self.embed = nn.Embedding(cfg["vocab"], d)
+        self.rel, self.rel_max = cfg.get("rel_buckets", 0), cfg.get("rel_max_distance", 128)
+        self.rel_bias = nn.Parameter(torch.empty(h, self.rel)) if self.rel else None
+        self.paper = is_paper_block(cfg)
+        norm, pre = cfg.get("norm", "layer"), cfg["pre_norm"]
+        if self.paper:
+            self.layers = nn.ModuleList([
+                nn.TransformerEncoderLayer(d, h, cfg["d_ff"], dropout=0.0,
+                                           activation=cfg["activation"], batch_first=True,
+                                           norm_first=pre)
+                for _ in range(cfg["layers"])])
+        else:
+            self.layers = nn.ModuleList([
+                BlockLayer(d, h, cfg["d_ff"], cfg["activation"], pre, norm, cfg.get("bias", True),
+                           relative=bool(self.rel), moe=moe_of(cfg))
+                for _ in range(cfg["layers"])])
+        self.norm = None if not pre else (RMSNorm(d) if norm == "rms" else nn.LayerNorm(d))
+        self.head = nn.Linear(d, cfg["classes"])
+
+    def binding(self):
+        b = Binding()
+        b.add("embed.weight", self.embed.weight)
+        if self.rel_bias is not None:
+            b.add("encoder.rel_bias", self.rel_bias)
+        for i, layer in enumerate(self.layers):
+            if self.paper:
+                b.encoder_layer(f"encoder.layers.{i}", layer)
+            else:
+                b.block_layer(f"encoder.layers.{i}", layer)
+        if self.norm is not None:
+            b.layer_norm("encoder.norm", self.norm)
+        b.linear("head", self.head)
+        b.check_covers(self)
+        return b
+
+    def forward(self, ids, lens):
+        """Token ids (B,T) and their lengths -> logits (B,T,classes)."""
+        t = ids.shape[1]
+        x = self.embed(ids) * math.sqrt(self.d)
+        kw = {}
+        if self.rel_bias is not None:  # (1, H, T, T) bidirectional, every layer
+            kw["score_bias"] = relative_bias(self.rel_bias, t, t, 0, True, self.rel_max)
+        else:
+            x = x + sinusoidal(t, self.d)
+        for layer in self.layers:
+            x = layer(x, src_key_padding_mask=key_padding_mask(lens, t), **kw)
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.head(x)
+
+
+def encoder_config(model_config):
+    """TorchEncoder's cfg from a qkv file's "encoder" model_config, its
+    optional keys at their defaults (d_k = d_model / heads, scaled scores)."""
+    c = model_config
+    assert "d_k" not in c and not c.get("kv_heads", 0), "TorchEncoder has d_k = d_model / heads"
+    assert c.get("scaled", True), "TorchEncoder scales the scores by 1/sqrt(d_k)"
+    return {"vocab": c["vocab"], "classes": c["classes"], "d_model": c["d_model"],
+            "heads": c["heads"], "layers": c["layers"], "d_ff": c["d_ff"],
+            "activation": c["activation"], "pre_norm": c["pre_norm"],
+            "norm": c.get("norm", "layer"), "bias": c.get("bias", True),
+            "rel_buckets": c.get("rel_buckets", 0),
+            "rel_max_distance": c.get("rel_max_distance", 128)}
 
 
 class TorchViT(nn.Module):
