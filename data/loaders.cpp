@@ -149,13 +149,16 @@ PairData::PairData(const TaskConfig& t, int64_t heldout, Generator& g) : task_(t
 }
 
 Pair PairData::sample(Generator& g) const {
+  if (images_) return images_->draw(1, g).front();
   if (!gen_) return train_[static_cast<size_t>(g.randint(0, static_cast<int64_t>(train_.size())))];
   Seq s = gen_->sample_train(g);
   Seq y = apply_task(task_.task, s);
   return {std::move(s), std::move(y)};
 }
 
-std::vector<Pair> PairData::draw(int64_t B, Generator& g) const {
+std::vector<Pair> PairData::draw(int64_t B, Generator& g, const Augment& a) const {
+  if (images_) return images_->draw(B, g, a);
+  if (a.any()) throw Error("PairData::draw: only images are augmented; these are token pairs");
   std::vector<Pair> out;
   out.reserve(static_cast<size_t>(B));
   for (int64_t i = 0; i < B; ++i) out.push_back(sample(g));
@@ -181,7 +184,60 @@ std::vector<Pair> PairData::length_set(int64_t n, int64_t lo, int64_t hi, Genera
   return out;
 }
 
+namespace {
+
+void check_starts(const std::vector<int64_t>& starts, size_t n, const char* which) {
+  bool ok = starts.size() >= 2 && starts.front() == 0 && starts.back() == static_cast<int64_t>(n);
+  for (size_t i = 1; ok && i < starts.size(); ++i) ok = starts[i] > starts[i - 1];
+  if (!ok)
+    throw Error(std::string("TextData::of_lines: the ") + which + " starts (" +
+                std::to_string(starts.size()) + ") must rise from 0 to the stream's " +
+                std::to_string(n) + " tokens, each sequence at least one");
+}
+
+// Sequences `idx` of a line-mode stream as one right-padded batch (B, L).
+LMBatch line_batch(const Seq& stream, const std::vector<int64_t>& starts,
+                   const std::vector<int64_t>& idx) {
+  const int64_t B = static_cast<int64_t>(idx.size());
+  int64_t L = 0;
+  for (int64_t i : idx) L = std::max(L, starts[i + 1] - starts[i]);
+  LMBatch b{{std::vector<int64_t>(B * L, kPad), B, L, std::vector<int64_t>(B)},
+            std::vector<int64_t>(B * L, kPad),
+            0};
+  for (int64_t r = 0; r < B; ++r) {
+    const int64_t i = idx[static_cast<size_t>(r)], n = starts[i + 1] - starts[i];
+    std::copy(stream.begin() + starts[i], stream.begin() + starts[i] + n,
+              b.ids.ids.begin() + r * L);
+    b.ids.lengths[static_cast<size_t>(r)] = n;
+  }
+  return b;
+}
+
+}  // namespace
+
+TextData TextData::of_lines(Seq train, std::vector<int64_t> train_starts, Seq heldout,
+                            std::vector<int64_t> heldout_starts, int64_t context) {
+  check_starts(train_starts, train.size(), "training");
+  check_starts(heldout_starts, heldout.size(), "held-out");
+  TextData d(std::move(train), std::move(heldout), context);
+  d.train_starts_ = std::move(train_starts);
+  d.heldout_starts_ = std::move(heldout_starts);
+  return d;
+}
+
+int64_t TextData::train_sequences() const {
+  return by_lines() ? static_cast<int64_t>(train_starts_.size()) - 1 : 0;
+}
+int64_t TextData::heldout_sequences() const {
+  return by_lines() ? static_cast<int64_t>(heldout_starts_.size()) - 1 : 0;
+}
+
 LMBatch TextData::draw(int64_t B, Generator& g) const {
+  if (by_lines()) {
+    std::vector<int64_t> idx(static_cast<size_t>(B));
+    for (int64_t& i : idx) i = g.randint(0, train_sequences());
+    return line_batch(train_, train_starts_, idx);
+  }
   const int64_t T = context_;
   LMBatch b{{std::vector<int64_t>(B * T), B, T, {}}, std::vector<int64_t>(B * T), B * T};
   const int64_t last = static_cast<int64_t>(train_.size()) - T - 1;
@@ -194,7 +250,7 @@ LMBatch TextData::draw(int64_t B, Generator& g) const {
 }
 
 int64_t TextData::scored_heldout_bytes() const {
-  if (heldout_bytes_.size() != heldout_.size()) return 0;
+  if (by_lines() || heldout_bytes_.size() != heldout_.size()) return 0;
   const int64_t T = context_, n = (static_cast<int64_t>(heldout_.size()) - 1) / T;
   int64_t bytes = 0;
   for (int64_t i = 1; i <= n * T; ++i) bytes += heldout_bytes_[static_cast<size_t>(i)];
@@ -203,6 +259,14 @@ int64_t TextData::scored_heldout_bytes() const {
 
 std::vector<LMBatch> TextData::heldout_batches(int64_t B) const {
   std::vector<LMBatch> out;
+  if (by_lines()) {
+    for (int64_t w0 = 0; w0 < heldout_sequences(); w0 += B) {
+      std::vector<int64_t> idx;
+      for (int64_t i = w0; i < std::min(w0 + B, heldout_sequences()); ++i) idx.push_back(i);
+      out.push_back(line_batch(heldout_, heldout_starts_, idx));
+    }
+    return out;
+  }
   const int64_t T = context_, n = (static_cast<int64_t>(heldout_.size()) - 1) / T;
   for (int64_t w0 = 0; w0 < n; w0 += B) {
     const int64_t nb = std::min(B, n - w0);

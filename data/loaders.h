@@ -17,6 +17,7 @@
 
 #include "core/hash.h"
 #include "data/batch.h"
+#include "data/image_store.h"
 #include "data/tasks.h"
 #include "data/vocab.h"
 
@@ -74,14 +75,22 @@ class PairData {
   // Pairs from files, already turned into ids.
   PairData(std::vector<Pair> train, std::vector<Pair> heldout)
       : train_(std::move(train)), heldout_(std::move(heldout)) {}
+  // A classifier's images: the training ones kept as bytes (data/image_store.h),
+  // made pairs a batch at a time; the held-out ones as pairs.
+  PairData(ImageStore train, std::vector<Pair> heldout)
+      : images_(std::move(train)), heldout_(std::move(heldout)) {}
 
   bool from_file() const { return !gen_; }
   const std::vector<Pair>& heldout() const { return heldout_; }
+  // Training pairs from a file (empty for a task or images).
   const std::vector<Pair>& train_pairs() const { return train_; }
+  // The training images, or nullptr.
+  const ImageStore* train_images() const { return images_ ? &*images_ : nullptr; }
 
-  // One training pair, and B of them.
+  // One training pair, and B of them; images augmented by `a` (nothing else
+  // may be: Error naming PairData::draw).
   Pair sample(Generator& g) const;
-  std::vector<Pair> draw(int64_t B, Generator& g) const;
+  std::vector<Pair> draw(int64_t B, Generator& g, const Augment& a = {}) const;
   // Task sequences longer than any trained on (length generalisation);
   // empty for pairs from a file.
   std::vector<Pair> longer_set(int64_t n, int64_t extra, Generator& g) const;
@@ -92,6 +101,7 @@ class PairData {
  private:
   TaskConfig task_;
   std::optional<TaskData> gen_;  // empty for pairs from a file
+  std::optional<ImageStore> images_;
   std::vector<Pair> train_, heldout_;
 };
 
@@ -107,6 +117,16 @@ class TextData {
         heldout_bytes_(std::move(heldout_bytes)),
         context_(context) {}
 
+  // One line a sequence (a masked LM's --line-by-line): the streams hold the
+  // sequences' tokens back to back, `*_starts` where each begins, the
+  // stream's size last (so sequence i is [starts[i], starts[i + 1])). Error
+  // naming TextData::of_lines unless the starts rise from 0 to the size.
+  static TextData of_lines(Seq train, std::vector<int64_t> train_starts, Seq heldout,
+                           std::vector<int64_t> heldout_starts, int64_t context);
+  bool by_lines() const { return !train_starts_.empty(); }
+  int64_t train_sequences() const;  // lines (or pieces) in line mode, else 0
+  int64_t heldout_sequences() const;
+
   const Seq& train_tokens() const { return train_; }
   const Seq& heldout_tokens() const { return heldout_; }
   int64_t context() const { return context_; }
@@ -114,15 +134,20 @@ class TextData {
   // (every target: tokens 1 .. n * context of the stream); 0 when unknown.
   int64_t scored_heldout_bytes() const;
 
-  // B windows at random offsets of the training stream.
+  // B windows at random offsets of the training stream. In line mode: B
+  // sequences drawn uniformly (one randint each), ids (B, L) right-padded
+  // with <pad> to the longest (L), their lengths set, and no targets (all
+  // <pad>: the family makes its own, Family::text_pairs).
   LMBatch draw(int64_t B, Generator& g) const;
-  // The held-out stream cut into consecutive windows (every token scored once).
+  // The held-out stream cut into consecutive windows (every token scored
+  // once); in line mode its sequences in order, B a batch, shaped as draw's.
   std::vector<LMBatch> heldout_batches(int64_t B) const;
 
  private:
   Seq train_, heldout_;
   std::vector<int32_t> heldout_bytes_;
   int64_t context_;
+  std::vector<int64_t> train_starts_, heldout_starts_;  // line mode; empty: windows
 };
 
 }  // namespace qkv::data

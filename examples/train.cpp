@@ -103,6 +103,9 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
       ->capture_default_str();
   add_value(app, "--max-vocab", c.max_vocab, "refuse data with more tokens")->capture_default_str();
   add_value(app, "--label-names", c.label_names, "idx: names of labels 0, 1, .. (a,b,..)");
+  add_value(app, "--augment", c.augment, "idx: crop:K (pad K, crop back), flip (mirror)");
+  app.add_flag("--line-by-line,!--no-line-by-line", c.line_by_line,
+               "mlm: one line a sequence (bert: on), else windows");
   add_value(app, "--objective", c.objective,
             "lm (gpt); mlm, classify (bert); pairs, span (seq2seq)");
   add_value(app, "--patch", c.patch, "vit: P x P pixels a patch (default 7)");

@@ -391,6 +391,7 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
         d, [&](const char* k) { return std::find(given.begin(), given.end(), k) != given.end(); });
     arch.objective = d.objective;
     arch.format = d.format;
+    arch.line_by_line = d.line_by_line;  // bert's mlm: one line a sequence
   }
   const json mine = c.to_json(), theirs = arch.to_json();
   for (const std::string& k : given)

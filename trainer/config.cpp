@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "data/image_store.h"
 #include "data/tasks.h"
 #include "dist/distributed.h"
 #include "nn/activation.h"
@@ -176,6 +177,21 @@ void validate(const TrainConfig& c, const std::string& where) {
             "has an empty name in '" + brief(c.label_names) + "'");
     require(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), name("label_names"),
             "names a label twice in '" + brief(c.label_names) + "'");
+  }
+  require(
+      !c.line_by_line || (c.format == "text" && fam.text_pairs), name("line_by_line"),
+      "reads a text one line a sequence for a model learning by masks (--model bert "
+      "--objective mlm, --format text); the " +
+          c.model + " model reads " +
+          (c.format == "text" ? "windows of it" : "no corpus here (--format " + c.format + ")"));
+  require(c.augment.empty() || fam.reads_images, name("augment"),
+          "shifts and mirrors training images: it goes with a model that reads images (--model "
+          "vit), not the " +
+              c.model + " model");
+  try {
+    data::parse_augment(c.augment);
+  } catch (const Error& e) {
+    require(false, name("augment"), e.what());
   }
   require(c.patch == 0 || fam.reads_images, name("patch"),
           "cuts images into patches: it goes with a model that reads images (--model vit)");

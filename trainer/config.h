@@ -72,7 +72,9 @@ struct TrainConfig {
   int64_t min_len = 3, max_len = 10;  // the task's sequence lengths
   int64_t heldout = 1000;             // the task's held-out sequences
   int64_t max_vocab = 10000;          // refuse data with more distinct tokens
-  std::string label_names;  // images: the names of labels 0, 1, ... ("a,b,c"; "": numbers)
+  std::string label_names;    // images: the names of labels 0, 1, ... ("a,b,c"; "": numbers)
+  std::string augment;        // images: training batches' "crop:K,flip" (image_store.h); "": none
+  bool line_by_line = false;  // text: one line a sequence, padded (bert's mlm: on); else windows
   // optimisation
   int64_t batch = 64;
   int64_t steps = 1000;             // upper bound, and the cosine schedule's length
@@ -173,7 +175,7 @@ struct TrainConfig {
                           "capacity_factor",
                           "aux_loss"})
       if (k == a) return true;
-    return false;
+    return k == "augment" || k == "line_by_line";
   }
   static TrainConfig from_json(const json& j, const std::string& where) {
     TrainConfig c;
@@ -228,6 +230,8 @@ struct TrainConfig {
     f("heldout", c.heldout);
     f("max_vocab", c.max_vocab);
     f("label_names", c.label_names);
+    f("augment", c.augment);
+    f("line_by_line", c.line_by_line);
     f("batch", c.batch);
     f("steps", c.steps);
     f("schedule", c.schedule);

@@ -22,6 +22,9 @@ void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
   if (!said("positions")) c.positions = "learned";
   if (said("objective") && c.objective == "mlm" && !said("format")) c.format = "text";
   if (!said("objective")) c.objective = c.format == "text" ? "mlm" : "classify";
+  // BERT's sequences never run from one document into the next: a line (a
+  // package's description) is one sequence, padded (--no-line-by-line: windows).
+  if (!said("line_by_line") && c.objective == "mlm") c.line_by_line = true;
 }
 
 void check(const TrainConfig& c, const Require& require) {
@@ -70,6 +73,8 @@ void shape_from_model(DataShape& d, const json& mc) {
 
 // Windows of text (B, T) as masked sequences "<s> w1 .. w(T-2) </s>" and
 // their targets: the original token at each chosen position (data/mlm.h).
+// Lines (--line-by-line: b.ids.lengths set, each at most T - 2 tokens
+// there) as "<s> line </s>", each as long as its line.
 std::vector<data::Pair> text_pairs(const TrainConfig&, const data::LMBatch& b, const data::Vocab& v,
                                    Generator& g) {
   data::MlmOptions o;
@@ -83,7 +88,8 @@ std::vector<data::Pair> text_pairs(const TrainConfig&, const data::LMBatch& b, c
   data::Seq row;
   for (int64_t i = 0; i < B; ++i) {
     row.assign({data::kBos});
-    row.insert(row.end(), b.ids.ids.begin() + i * T, b.ids.ids.begin() + i * T + (T - 2));
+    const int64_t n = b.ids.lengths.empty() ? T - 2 : b.ids.lengths[static_cast<size_t>(i)];
+    row.insert(row.end(), b.ids.ids.begin() + i * T, b.ids.ids.begin() + i * T + n);
     row.push_back(data::kEos);
     out.push_back(data::mask_for_mlm(row, o, g));
   }

@@ -96,6 +96,8 @@ void check(const TrainConfig& c, const Require& require) {
   require(c.positions != "rope", "positions",
           "the seq2seq model adds sinusoidal or learned positions to its embeddings; rotary "
           "positions (rope) are the gpt model's");
+  require(!c.line_by_line || c.format != "text", "line_by_line",
+          "span corruption reads windows of the text (a line of one token has no span to hide)");
   if (c.data.empty()) {
     require(c.objective != "span", "objective",
             "span corrupts a text corpus: give it with --data FILE (the built-in tasks are pairs)");

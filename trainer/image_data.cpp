@@ -6,10 +6,13 @@
 //
 // The held-out set for model selection (--eval-every, the best checkpoint) is
 // carved from the training images (--valid-fraction); the test images are
-// scored once, at the end (Trainer::test). An image becomes a pair: its pixels
+// scored once, at the end (Trainer::test). The training images are kept as
+// bytes (data::ImageStore) and become pairs a batch at a time; the held-out
+// and test images are pairs from the start. An image becomes a pair: its pixels
 // as the source (rows * cols values 0..255, row by row) and {label} as the
 // target, the label's index among the training labels sorted by value.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 
@@ -59,13 +62,15 @@ void Trainer::build_image_data(int64_t max_file_bytes) {
     throw Error("--data " + brief(cfg.data) + ": the test images are " + std::to_string(test.rows) +
                 "x" + std::to_string(test.cols) + " but the training images " +
                 std::to_string(train.rows) + "x" + std::to_string(train.cols));
-  // Each pixel becomes an 8-byte id in a pair (the models read pairs).
+  // The files' bytes, read whole, then: a training pixel one byte (an
+  // ImageStore), a held-out or test pixel an 8-byte id in a pair.
   const double pixels = double(train.rows * train.cols);
-  detail::check_data_memory(
-      8.0 * pixels * double(train.count + test.count) + 64.0 * double(train.count + test.count),
-      "--data " + brief(cfg.data),
-      std::to_string(train.count + test.count) + " images of " + std::to_string(train.rows) + "x" +
-          std::to_string(train.cols));
+  const double held = std::ceil(cfg.valid_fraction * double(train.count)) + double(test.count);
+  detail::check_data_memory(2.0 * pixels * double(train.count + test.count) + 8.0 * pixels * held +
+                                64.0 * double(train.count + test.count),
+                            "--data " + brief(cfg.data),
+                            std::to_string(train.count + test.count) + " images of " +
+                                std::to_string(train.rows) + "x" + std::to_string(train.cols));
 
   // The labels: the training set's values, sorted; named by their number.
   std::vector<uint8_t> values(train.labels.begin(), train.labels.end());
@@ -99,33 +104,49 @@ void Trainer::build_image_data(int64_t max_file_bytes) {
   shape.rows = train.rows;
   shape.cols = train.cols;
   shape.channels = 1;
+  augment = data::parse_augment(cfg.augment);  // validate() has checked the text
+  if (augment.crop >= std::min(train.rows, train.cols))
+    throw Error("--augment " + brief(cfg.augment) + ": the images are " +
+                std::to_string(train.rows) + "x" + std::to_string(train.cols) + ": crop:" +
+                std::to_string(augment.crop) + " would shift some out of the frame entirely");
 
   const size_t P = static_cast<size_t>(train.rows * train.cols);
-  auto pair_of = [&](const data::ImageSet& s, size_t i, const char* which) {
+  auto label_of = [&](const data::ImageSet& s, size_t i, const char* which) {
     const int64_t label = index[s.labels[i]];
     if (label < 0)
       throw Error("--data " + brief(cfg.data) + ": " + which + " image " + std::to_string(i) +
                   " has label " + std::to_string(s.labels[i]) +
                   ", which no training image has (the model knows " + brief(json(names).dump()) +
                   ")");
+    return label;
+  };
+  auto pair_of = [&](const data::ImageSet& s, size_t i, const char* which) {
     Pair p;
+    p.tgt = {label_of(s, i, which)};
     p.src.assign(s.pixels.begin() + static_cast<std::ptrdiff_t>(i * P),
                  s.pixels.begin() + static_cast<std::ptrdiff_t>((i + 1) * P));
-    p.tgt = {label};
     return p;
   };
   // The held-out split, drawn from its own stream as the pairs' is.
   const detail::HeldoutSplit split =
       detail::heldout_split(static_cast<size_t>(train.count), cfg.seed, cfg.valid_fraction);
-  std::vector<Pair> train_p, valid_p;
-  train_p.reserve(split.order.size() - split.n_valid);
+  // The training images stay bytes (made pairs a batch at a time, where
+  // --augment shifts and mirrors them); the held-out and test images are pairs.
+  data::ImageStore train_s(train.rows, train.cols, 1);
+  std::vector<Pair> valid_p;
+  train_s.reserve(split.order.size() - split.n_valid);
   valid_p.reserve(split.n_valid);
-  for (size_t i = 0; i < split.order.size(); ++i)
-    (i < split.n_valid ? valid_p : train_p).push_back(pair_of(train, split.order[i], "training"));
+  for (size_t i = 0; i < split.order.size(); ++i) {
+    const size_t k = split.order[i];
+    if (i < split.n_valid)
+      valid_p.push_back(pair_of(train, k, "training"));
+    else
+      train_s.add(train.pixels.data() + k * P, label_of(train, k, "training"));
+  }
   test_pairs.clear();
   for (size_t i = 0; i < static_cast<size_t>(test.count); ++i)
     test_pairs.push_back(pair_of(test, i, "test"));
-  pairs = std::make_unique<PairData>(std::move(train_p), std::move(valid_p));
+  pairs = std::make_unique<PairData>(std::move(train_s), std::move(valid_p));
 
   // What a checkpoint records of the data: the folder and a hash of every
   // image and label read (the files are compressed: their bytes may differ

@@ -36,9 +36,10 @@ std::string short_number(double v) {
 void print_header(const Trainer& t, const RunOptions& o) {
   const TrainConfig& c = t.cfg;
   if (t.family().reads_images)
-    std::printf("qkv train: images %s (%lldx%lld, %zu labels), held-out %zu, test %zu\n",
+    std::printf("qkv train: images %s (%lldx%lld, %zu labels), held-out %zu, test %zu%s\n",
                 c.data.c_str(), (long long)t.shape.rows, (long long)t.shape.cols, t.labels.size(),
-                t.pairs ? t.pairs->heldout().size() : size_t{0}, t.test_pairs.size());
+                t.pairs ? t.pairs->heldout().size() : size_t{0}, t.test_pairs.size(),
+                c.augment.empty() ? "" : (", training images augmented: " + c.augment).c_str());
   else if (c.data.empty())
     std::printf("qkv train: task %s, %lld symbols, lengths %lld..%lld, held-out %zu sequences\n",
                 c.task.c_str(), (long long)c.vocab, (long long)c.min_len, (long long)c.max_len,
@@ -48,8 +49,13 @@ void print_header(const Trainer& t, const RunOptions& o) {
                 c.data.c_str(), c.format.c_str(), c.tokens.c_str(), (long long)t.vocab.size(),
                 t.classifies() ? (", " + std::to_string(t.labels.size()) + " labels").c_str() : "",
                 c.objective.empty() ? "" : (", objective " + c.objective).c_str(),
-                t.text ? (std::to_string(t.text->heldout_tokens().size()) + " tokens").c_str()
-                       : (std::to_string(t.pairs->heldout().size()) + " pairs").c_str());
+                t.text
+                    ? (std::to_string(t.text->heldout_tokens().size()) + " tokens" +
+                       (t.text->by_lines() ? " in " + std::to_string(t.text->heldout_sequences()) +
+                                                 " lines, one a sequence"
+                                           : ""))
+                          .c_str()
+                    : (std::to_string(t.pairs->heldout().size()) + " pairs").c_str());
   // The block's choices beside the paper's: the norm's kind, SwiGLU's hidden
   // width, no biases ("Pre-LN (rms), swiglu (hidden 176), no biases").
   const TrainConfig paper;

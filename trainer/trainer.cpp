@@ -363,8 +363,11 @@ void Trainer::build_data(const Vocab* given) {
     const int64_t P = std::max<int64_t>(1, cfg.patch);
     need = (shape.rows / P) * (shape.cols / P) + 1;
     longest_where = "--data " + brief(cfg.data);
-  } else {  // text: a language model's token stream (trainer/text_data.cpp)
-    build_text_data(how, kMaxFileBytes, given);
+  } else {                 // text: a language model's token stream (trainer/text_data.cpp)
+    if (cfg.line_by_line)  // one line a sequence (trainer/text_lines.cpp)
+      build_line_data(how, kMaxFileBytes, given);
+    else
+      build_text_data(how, kMaxFileBytes, given);
     need = cfg.context;
     longest_where = "--context";
   }
@@ -413,7 +416,7 @@ Var Trainer::loss_on_batch(int64_t* target_tokens) {
     if (dist::size() > 1) b = detail::rows_of(b, mine);
     f = net_->forward_text(b);
   } else {
-    std::vector<Pair> drawn = pairs->draw(cfg.batch, data_gen);
+    std::vector<Pair> drawn = pairs->draw(cfg.batch, data_gen, augment);
     if (dist::size() > 1)
       drawn = std::vector<Pair>(drawn.begin() + mine.begin, drawn.begin() + mine.end);
     f = net_->forward_pairs(drawn);

@@ -341,7 +341,9 @@ class Trainer {
   nn::SharedLoad init_shared;
   Generator data_gen;
   std::unique_ptr<PairData> pairs;  // (source, target) pairs: a task or a file
-  std::unique_ptr<TextData> text;   // gpt on a text file
+  // --augment: how training images are shifted and mirrored (training batches only).
+  data::Augment augment;
+  std::unique_ptr<TextData> text;  // gpt on a text file
   // A test set scored once, at the end (images: the t10k files); held-out
   // checks during training use pairs->heldout().
   std::vector<Pair> test_pairs;
@@ -351,6 +353,7 @@ class Trainer {
  private:
   void build_data(const Vocab* given);
   void build_text_data(Split how, int64_t max_file_bytes, const Vocab* given);
+  void build_line_data(Split how, int64_t max_file_bytes, const Vocab* given);  // text_lines.cpp
   void build_image_data(int64_t max_file_bytes);
   void build_label_data(Split how, int64_t max_file_bytes, const Vocab* given);
   void build_model();
