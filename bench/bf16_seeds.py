@@ -122,6 +122,8 @@ def main():
                   "bf16", "--no-save", "--out", tempfile.mkdtemp(prefix="qkv-bf16-")])
     kernel = re.search(r"precision: bf16 .*", header)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip() or "unknown"
     work = tempfile.mkdtemp(prefix="qkv-bf16-seeds.")
     results = {}
     for task in tasks:
@@ -134,8 +136,6 @@ def main():
                 results.setdefault(task, {}).setdefault(precision, {})[seed] = r
                 print(f"{task} seed {seed} {precision}: {json.dumps(r)} ({time.time() - t0:.0f} s)",
                       flush=True)
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
     with open("/proc/cpuinfo") as f:
         info = f.read()
     bf16_cpus = sum(1 for l in info.splitlines() if l.startswith("flags") and "avx512_bf16" in l)
