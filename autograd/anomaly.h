@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "autograd/var.h"
 #include "core/error.h"
@@ -46,8 +47,34 @@ class DetectAnomalyGuard {
   bool prev_;
 };
 
+// What a tensor held: its shape, how many of its numbers are NaN, +Inf and
+// -Inf, and the min, max, mean, std and largest |x| of its finite numbers
+// (NaN when it has none). `freed`: an intermediate whose values were freed
+// before backward read its node (run the forward in a RetainValuesGuard to
+// keep them); only the shape is known.
+struct TensorStats {
+  Shape shape;
+  bool freed = false;
+  int64_t count = 0, nan = 0, pos_inf = 0, neg_inf = 0;
+  double min = 0, max = 0, mean = 0, std = 0, max_abs = 0;
+  bool finite() const { return nan == 0 && pos_inf == 0 && neg_inf == 0; }
+};
+// One pass over t, in double.
+TensorStats tensor_stats(const Tensor& t);
+
+// One tensor around the op that made the anomaly, for a report: its role
+// ("input 0" followed by the input's Var::name() in brackets or by ", made
+// by" and the op that made it; "output", "gradient of the output",
+// "gradient for input 1") and what it held.
+struct AnomalyOperand {
+  std::string role;
+  TensorStats stats;
+};
+
 // What detect-anomaly mode throws. The message says it all; the fields are
 // for programs that act on it (a trainer that stops and reports, a test).
+// `operands` and the op's rules are filled when the error is made, so only a
+// step that throws pays for them.
 class AnomalyError : public Error {
  public:
   AnomalyError(const std::string& what, bool backward, std::string op, std::string module,
@@ -63,6 +90,15 @@ class AnomalyError : public Error {
                        // top-level module or outside any (the message says which)
   int input;           // the input whose gradient (backward) or leaf value (forward)
                        // was bad; -1 for an op's forward output
+  // Forward: each input's values, then the output. Backward: each input's
+  // values (freed intermediates say so), the gradient of the output the op
+  // was given, and the gradient it returned for `input` (with `summed`, the
+  // sum with the variable's other uses). Empty for backward()'s own gradient.
+  std::vector<AnomalyOperand> operands;
+  // The op's Node::doc(), copied: its forward, its backward rule and the docs/
+  // page deriving it; empty for an op that gives none (one written outside
+  // the library may).
+  std::string forward_rule, backward_rule, page;
 };
 
 // The flat index of the first NaN or Inf in t, or -1 when all are finite.
@@ -77,7 +113,10 @@ void check_forward_anomaly(const Tensor& out, const Node* node, const VarList& i
 // Backward: throws when `grad`, the gradient flowing into input i of `node`,
 // holds a NaN or Inf. `summed` says it is the sum of this op's gradient and
 // those from the variable's other uses (the sum itself overflowed).
-void check_backward_anomaly(const Tensor& grad, const Node& node, size_t i, bool summed = false);
+// `grad_out` (when given) is the gradient of the output the node's backward
+// was given, kept in the error's operands.
+void check_backward_anomaly(const Tensor& grad, const Node& node, size_t i, bool summed = false,
+                            const Tensor* grad_out = nullptr);
 
 // Backward: throws when the gradient passed to backward() holds a NaN or Inf.
 void check_root_gradient_anomaly(const Tensor& grad);

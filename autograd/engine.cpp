@@ -96,7 +96,7 @@ void run_backward(const Var& root, const Tensor& grad, bool retain_graph) {
         throw Error(std::string("backward: ") + node.name() + " produced a gradient of shape " +
                     to_string(in_grads[i].shape()) + " for input " + std::to_string(i) +
                     " of shape " + to_string(in.shape()));
-      if (anomaly) check_backward_anomaly(in_grads[i], node, i);  // throws at a NaN/Inf
+      if (anomaly) check_backward_anomaly(in_grads[i], node, i, false, &g);  // throws at a NaN/Inf
       if (!in.impl()->grad_fn) {
         // A leaf: add into its .grad() now rather than parking the gradient
         // until the leaf's turn (leaves come last), which would hold a second
@@ -109,7 +109,7 @@ void run_backward(const Var& root, const Tensor& grad, bool retain_graph) {
       // Sum over uses. Out of place: the earlier gradient may be shared.
       const bool summed = slot.defined();
       slot = summed ? add(slot, in_grads[i]) : std::move(in_grads[i]);
-      if (anomaly && summed) check_backward_anomaly(slot, node, i, /*summed=*/true);
+      if (anomaly && summed) check_backward_anomaly(slot, node, i, /*summed=*/true, &g);
     }
     if (!retain_graph) {
       node.release_saved();

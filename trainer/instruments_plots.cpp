@@ -279,6 +279,9 @@ std::vector<std::string> write_instrument_pictures(const std::vector<json>& reco
   html << "<!doctype html>\n<html><head><meta charset='utf-8'><title>qkv run</title></head>\n"
           "<body style='font-family:sans-serif'>\n<h1>The run</h1>\n";
   std::error_code ec;
+  if (std::filesystem::exists(dir + "/diverged.html", ec))  // trainer/diverged_page.h
+    html << "<p style='background:#fde8e8;padding:.5em'>The run diverged: <a "
+            "href='diverged.html'>which op made the first NaN or Inf</a>.</p>\n";
   for (const char* own : {"loss.svg", "attention.svg"})
     if (std::filesystem::exists(dir + "/" + own, ec)) html << "<p><img src='" << own << "'></p>\n";
   html << "<h2>Diagnosis (docs/instruments.md)</h2>\n<ul>\n";

@@ -159,7 +159,8 @@ void prepare_outputs(const RunOptions& o) {
     }
     if (!outputs::can_create_in(out, &why))
       throw Error("--out " + brief(o.out_dir) + ": cannot write files there: " + why);
-    for (const char* name : {"log.csv", "loss.svg", "attention.svg", "experts.svg"})  // --out gets
+    for (const char* name :
+         {"log.csv", "loss.svg", "attention.svg", "experts.svg", "diverged.html"})  // --out gets
       outputs::check_file_path("--out", (out / name).string());
     if (o.instruments > 0)  // and the instruments' records and pictures
       for (const char* name : {"instruments.jsonl", "update_ratio.svg", "grad_norm.svg",
@@ -168,6 +169,7 @@ void prepare_outputs(const RunOptions& o) {
     if (!o.save_path.empty()) outputs::check_file_path("--save", o.save_path);
     if (!o.best_path.empty())
       outputs::check_file_path("--save (its best held-out checkpoint)", o.best_path);
+    fs::remove(out / "diverged.html", ec);  // an earlier run's divergence, not this run's
   } catch (...) {
     undo();
     throw;
@@ -638,11 +640,19 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
                    anomaly ? ("step " + std::to_string(t.step_count() + 1) + ": ").c_str() : "",
                    e.what(),
                    o.save_path.empty() ? "" : (" (" + o.save_path + " is as it was)").c_str());
-      if (!anomaly) {  // which op: the step again in detect-anomaly mode
-        const std::string which = t.rerun_diverged_step();
-        if (!which.empty())
+      // Which op: the step again in detect-anomaly mode, and its page (also
+      // after --detect-anomaly stopped it: the rerun keeps the inputs' values).
+      if (std::optional<DivergedStep> d = t.rerun_diverged_step()) {
+        d->stopped = e.what();
+        if (!anomaly)
           std::fprintf(stderr, "step %lld rerun in detect-anomaly mode (float32): %s\n",
-                       static_cast<long long>(t.step_count() + 1), which.c_str());
+                       static_cast<long long>(d->step), d->said().c_str());
+        if (lead) try {
+            std::fprintf(stderr, "which op made it: %s\n",
+                         write_diverged_page(*d, o.out_dir).c_str());
+          } catch (const std::exception& w) {
+            std::fprintf(stderr, "warning: %s\n", w.what());
+          }
       }
       if (t.instruments) {
         t.instruments->diverged(t.step_count() + 1);

@@ -495,39 +495,50 @@ real Trainer::step() {
   return value;
 }
 
-std::string Trainer::rerun_diverged_step() {
-  if (dist::size() > 1) return "";
+std::optional<DivergedStep> Trainer::rerun_diverged_step() {
+  if (dist::size() > 1) return std::nullopt;
+  DivergedStep d;
+  d.step = step_count() + 1;
+  // Weights already not finite: an earlier step's update made them.
+  for (auto [name, p] : model().named_parameters()) {
+    if (p.name().empty()) p.set_name(name);  // the page names a parameter an op read
+    TensorStats st = tensor_stats(p.data());
+    if (!st.finite()) {
+      d.cause = DivergedStep::Cause::Weights;
+      d.bad_params.emplace_back(name, st);
+    }
+    d.largest_params.emplace_back(name, std::move(st));
+  }
+  // The weights the updates grew furthest: the 5 of largest |w| (for Optimizer).
+  std::stable_sort(
+      d.largest_params.begin(), d.largest_params.end(),
+      [](const auto& a, const auto& b) { return a.second.max_abs > b.second.max_abs; });
+  if (d.largest_params.size() > 5) d.largest_params.resize(5);
   const Generator::State data_after = data_gen.state(),
                          dropout_after = net_->dropout_generator().state();
   data_gen.set_state(before_step_data_);
   net_->dropout_generator().set_state(before_step_dropout_);
   model().train();
   opt->zero_grad();
-  std::string said;
   try {
     DetectAnomalyGuard anomaly;
+    RetainValuesGuard keep;  // the inputs' values, for the page's statistics in backward
     int64_t tokens = 0;
     Var loss = loss_on_batch(&tokens);
     loss.backward();
-    char b[300];
-    std::snprintf(b, sizeof b,
-                  "no op made a NaN or Inf in this step's forward or backward (the loss %.4g is "
-                  "finite): the weights the optimizer's earlier updates grew made it explode",
-                  double(loss.item()));
-    said = b;
+    d.loss = double(loss.item());
   } catch (const AnomalyError& e) {
-    said = !e.backward && e.input >= 0
-               ? std::string(
-                     "a weight or input the forward read already held a NaN or Inf, so "
-                     "the optimizer's update of an earlier step made it: ") +
-                     e.what()
-               : std::string("the first op whose ") + (e.backward ? "gradient" : "output") +
-                     " was not finite: " + e.what();
+    const DivergedStep::Cause weights = d.cause;
+    d.anomaly = e;
+    d.largest_params.clear();
+    d.cause = !d.bad_params.empty()         ? weights
+              : !e.backward && e.input >= 0 ? DivergedStep::Cause::Input
+                                            : DivergedStep::Cause::Op;
   }
   opt->zero_grad();
   data_gen.set_state(data_after);
   net_->dropout_generator().set_state(dropout_after);
-  return said;
+  return d;
 }
 
 std::vector<std::string> Trainer::dropout_states() const {

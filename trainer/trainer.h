@@ -43,6 +43,7 @@
 #include "dist/distributed.h"
 #include "optim/schedule.h"
 #include "trainer/config.h"
+#include "trainer/diverged_page.h"
 #include "trainer/family.h"
 #include "trainer/instruments.h"
 
@@ -223,17 +224,20 @@ class Trainer {
   // or infinite.
   real step();
   int64_t step_count() const { return opt->step_count(); }
-  // After step() threw Diverged: runs that step's forward and backward again
-  // in detect-anomaly mode from the state before it, and says in words which
-  // op first made a NaN or Inf (forward or backward), or that a weight read
-  // by the forward already held one (the optimizer's earlier update made
-  // it), or that no op did (a loss finite but exploded). The state before a
-  // step is the parameters and optimizer state, which Diverged leaves
-  // untouched, and the two random streams, whose states step() keeps (two
-  // small copies per step). One process only (under MPI a rank's anomaly
-  // would leave the others waiting in a collective): "" otherwise. Changes
-  // no parameter.
-  std::string rerun_diverged_step();
+  // After step() threw Diverged (or AnomalyError): runs that step's forward
+  // and backward again in detect-anomaly mode from the state before it, and
+  // says (trainer/diverged_page.h) which op first made a NaN or Inf (forward
+  // or backward) with the statistics of its inputs and output or gradients,
+  // or which weight already held one before the forward (the optimizer's
+  // earlier update made it), or that no op did (a loss finite but
+  // exploded). step() throws before the optimizer's update, so the weights
+  // and the optimizer's state are those before the step; the rest of the
+  // state before it is the two random streams, whose states step() keeps
+  // (two 48-byte copies per step; docs/instruments.md). The rerun keeps
+  // every intermediate's values (RetainValuesGuard) for the statistics. One
+  // process only (under MPI a rank's anomaly would leave the others waiting
+  // in a collective): nullopt otherwise. Changes no parameter.
+  std::optional<DivergedStep> rerun_diverged_step();
   real current_lr() const { return opt->lr; }
 
   // One teacher-forced forward and backward pass over held-out data with the
