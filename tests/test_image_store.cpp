@@ -258,7 +258,12 @@ TEST_CASE("--augment is refused for a model that reads tokens, and a crop the im
   v.augment = "crop:8";
   check_error([&] { train::Trainer t(v); }, {"--augment crop:8", "8x8"});
   v.augment = "crop:2,spin";
-  check_error([&] { train::Trainer t(v); }, {"--augment", "got 'spin'"});
+  check_error([&] { train::Trainer t(v); }, {"--augment: 'crop:2,spin': ", "got 'spin'"});
+  try {  // the flag's name once, not "--augment: augment '...'"
+    train::Trainer t(v);
+  } catch (const std::exception& e) {
+    CHECK(std::string(e.what()).find("augment 'crop") == std::string::npos);
+  }
 }
 
 TEST_CASE("--augment resumes: a run saved after 2 steps and resumed takes the same steps 3 and 4") {

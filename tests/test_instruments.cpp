@@ -6,12 +6,16 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 
 #include "nn/attention.h"
 #include "nn/feedforward.h"
 #include "nn/swiglu.h"
+#include "temp_dir.h"
 #include "test_seed.h"
 #include "trainer/diagnosis.h"
+#include "trainer/instruments_plots.h"
 #include "trainer/trainer.h"
 
 using namespace qkv;
@@ -283,4 +287,22 @@ TEST_CASE(
   CHECK(rules(run(1.4)).empty());
   CHECK(heldout_rose(1.5, 20, 1.7, 30));
   CHECK_FALSE(heldout_rose(1.5, 20, 1.5, 30));  // equal is no rise (keep_best: strictly lower)
+}
+
+TEST_CASE(
+    "instruments: a run that diverged before its first record still draws axes with numbers "
+    "(no point to scale them by: steps 0 to 1, no NaN, no 1e300)") {
+  qkv::testing::TempDir dir("qkv_instruments_empty");
+  const std::vector<json> records = {{{"step", 1}, {"diverged", true}}};
+  write_instrument_pictures(records, dir.dir.string(), diagnose(records, 1));
+  for (const char* name : {"update_ratio.svg", "grad_norm.svg", "entropy.svg"}) {
+    std::ifstream in(dir.dir / name);
+    REQUIRE(in);
+    const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    INFO(name);
+    CHECK(svg.find("nan") == std::string::npos);
+    CHECK(svg.find("inf") == std::string::npos);
+    CHECK(svg.find("100000000000") == std::string::npos);  // %.0f of 1e300
+    CHECK(svg.find(">0</text>") != std::string::npos);     // the step axis starts at 0
+  }
 }

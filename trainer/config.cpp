@@ -190,8 +190,9 @@ void validate(const TrainConfig& c, const std::string& where) {
               c.model + " model");
   try {
     data::parse_augment(c.augment);
-  } catch (const Error& e) {
-    require(false, name("augment"), e.what());
+  } catch (const Error& e) {  // "augment 'x': why" under the flag's own name
+    const std::string why = e.what();
+    require(false, name("augment"), why.rfind("augment ", 0) == 0 ? why.substr(8) : why);
   }
   require(c.patch == 0 || fam.reads_images, name("patch"),
           "cuts images into patches: it goes with a model that reads images (--model vit)");

@@ -44,7 +44,12 @@ void write_lines_svg(const std::string& path, const std::string& title, const st
     lo = std::min(lo, g.first);
     hi = std::max(hi, g.first);
   }
-  if (!(x0 < x1)) x1 = x0 + 1;
+  if (x0 > x1) {  // no point at all (a run that diverged before its first record)
+    x0 = 0;
+    x1 = 1;
+  } else if (!(x0 < x1)) {
+    x1 = x0 + 1;
+  }
   if (!(lo < hi)) {
     lo = lo < 1e300 ? lo - 1 : 0;
     hi = lo + 2;
