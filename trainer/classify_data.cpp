@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 #include <set>
+#include <utility>
 
 #include "trainer/trainer.h"
 
@@ -111,11 +112,7 @@ void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* g
         data::for_each_token(s, how, [&](std::string_view t) {
           if (distinct.size() <= static_cast<size_t>(cfg.max_vocab)) distinct.emplace(t);
         });
-    if (static_cast<int64_t>(distinct.size()) > cfg.max_vocab)
-      throw Error("--data " + brief(cfg.data) + ": more distinct tokens than --max-vocab " +
-                  std::to_string(cfg.max_vocab));
-    for (const std::string& extra : extra_tokens(family(), cfg)) distinct.emplace(extra);
-    vocab = Vocab::from_tokens({distinct.begin(), distinct.end()});
+    vocab = vocab_of_tokens(std::move(distinct), family(), cfg);
   }
   auto encode = [&](const std::string& s, int64_t* unknown) {
     return vocab.bpe() ? vocab.encode_bytes(s)

@@ -72,6 +72,15 @@ std::vector<std::string> extra_tokens(const Family& f, const TrainConfig& c) {
   return out;
 }
 
+data::Vocab vocab_of_tokens(std::set<std::string, std::less<>> distinct, const Family& f,
+                            const TrainConfig& c) {
+  if (static_cast<int64_t>(distinct.size()) > c.max_vocab)
+    throw Error("--data " + brief(c.data) + ": more distinct tokens than --max-vocab " +
+                std::to_string(c.max_vocab) + (c.tokens == "word" ? "" : " (try --tokens word?)"));
+  for (const std::string& extra : extra_tokens(f, c)) distinct.emplace(extra);
+  return data::Vocab::from_tokens({distinct.begin(), distinct.end()});
+}
+
 std::pair<int64_t, int64_t> attention_lengths(const Family& f, int64_t src, int64_t tgt) {
   if (f.attention_lengths) return f.attention_lengths(src, tgt);
   const int64_t n = std::max(src, tgt);

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -149,6 +150,12 @@ struct Family {
 // extra_special and the objective's tokens: what a vocabulary learned by
 // this run adds after <pad>, <s>, </s> (and <unk>).
 std::vector<std::string> extra_tokens(const Family& f, const TrainConfig& c);
+
+// A word or character vocabulary from the distinct tokens of a run's training
+// text (collected up to --max-vocab + 1): refused past --max-vocab, naming
+// --data, then extra_tokens added.
+data::Vocab vocab_of_tokens(std::set<std::string, std::less<>> distinct, const Family& f,
+                            const TrainConfig& c);
 
 // The two estimates above, with their defaults for a family that leaves them null.
 std::pair<int64_t, int64_t> attention_lengths(const Family& f, int64_t src, int64_t tgt);

@@ -13,6 +13,7 @@
 // consecutive pieces of that length.
 #include <chrono>
 #include <set>
+#include <utility>
 
 #include "trainer/trainer.h"
 
@@ -98,12 +99,7 @@ void Trainer::build_line_data(Split how, int64_t max_file_bytes, const Vocab* gi
           distinct.find(t) == distinct.end())
         distinct.emplace(t);
     });
-    if (static_cast<int64_t>(distinct.size()) > cfg.max_vocab)
-      throw Error("--data " + brief(cfg.data) + ": more distinct tokens than --max-vocab " +
-                  std::to_string(cfg.max_vocab) +
-                  (cfg.tokens == "word" ? "" : " (try --tokens word?)"));
-    for (const std::string& extra : extra_tokens(family(), cfg)) distinct.emplace(extra);
-    vocab = Vocab::from_tokens({distinct.begin(), distinct.end()});
+    vocab = vocab_of_tokens(std::move(distinct), family(), cfg);
   }
   int64_t unknown_train = 0;
   auto encoder = [&](int64_t* unknown) {
