@@ -48,6 +48,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from report_section import write_section  # noqa: E402
 
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from ablate_lm import prepare as prepare_heldout  # noqa: E402  (valid64k.txt, the LM rows' held-out)
+
 GPT_SHAPE = ["--layers", "4", "--heads", "4", "--d-model", "128", "--d-ff", "512",
              "--context", "64", "--batch", "12"]
 # nanoGPT's CPU recipe (its README's "I only have a MacBook" run), as issue 39 item 5 sets it.
@@ -116,8 +119,10 @@ def main():
     tasks = os.environ.get("BF16_TASKS", "demo chargpt").split()
     out_path = os.environ.get("BENCH_OUT", os.path.join(ROOT, "BENCHMARKS.md"))
     prose = os.path.join(ROOT, "build", "datasets", "prose")
-    if "chargpt" in tasks and not os.path.exists(os.path.join(prose, "valid64k.txt")):
-        sys.exit(f"bf16_seeds.py: {prose}/valid64k.txt not found (make prose builds it)")
+    if "chargpt" in tasks:
+        if not os.path.exists(os.path.join(prose, "valid.txt")):
+            sys.exit(f"bf16_seeds.py: {prose}/valid.txt not found (make prose builds it)")
+        prepare_heldout(ROOT)  # valid64k.txt: valid.txt's first 64 KiB, cut at a line end
     header = run([train, "--task", "reverse", "--steps", "1", "--warmup", "1", "--precision",
                   "bf16", "--no-save", "--out", tempfile.mkdtemp(prefix="qkv-bf16-")])
     kernel = re.search(r"precision: bf16 .*", header)

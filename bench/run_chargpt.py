@@ -54,6 +54,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from report_section import write_section  # noqa: E402
 
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from ablate_lm import prepare as prepare_heldout  # noqa: E402  (valid64k.txt, the LM rows' held-out)
+
 SHAPE = ["--layers", "4", "--heads", "4", "--d-model", "128", "--d-ff", "512",
          "--context", "64", "--batch", "12"]
 TOKENS_PER_STEP = 12 * 64  # batch x context: every position carries a loss
@@ -184,8 +187,9 @@ def main():
             rel = "build/rel-f32/train"
         sys.exit(f"run_chargpt.py: {train} not found (build it with make -C {root} {rel})")
     prose = os.path.join(ROOT, "build", "datasets", "prose")
-    if not os.path.exists(os.path.join(prose, "valid64k.txt")):
-        sys.exit(f"run_chargpt.py: {prose}/valid64k.txt not found (make prose builds it)")
+    if not os.path.exists(os.path.join(prose, "valid.txt")):
+        sys.exit(f"run_chargpt.py: {prose}/valid.txt not found (make prose builds it)")
+    prepare_heldout(ROOT)  # valid64k.txt: valid.txt's first 64 KiB, cut at a line end
     steps = int(os.environ.get("CHARGPT_STEPS", "2000"))
     rounds = int(os.environ.get("CHARGPT_ROUNDS", "3"))
     threads = [int(t) for t in os.environ.get("CHARGPT_THREADS", "1 2").split()]
