@@ -24,10 +24,10 @@ and writes the table between <!-- bf16-seeds:begin/end --> in BENCHMARKS.md
 (BENCH_OUT overrides). Losses do not depend on the machine's load, so this
 can run beside other work; it runs at BF16_THREADS (default 1) thread(s).
 
-The verdict a row gets: "same" when bf16's mean lies within fp32's range over
-the seeds (min to max) widened by nothing, "close" when within twice that
-range around fp32's mean, "differs" otherwise; the per-seed differences
-(bf16 - fp32, same seed) are listed too.
+The verdict a row gets: "same" when bf16's mean over the seeds lies within
+fp32's range (min to max), "close" when it is within one such range of fp32's
+mean, "differs" otherwise; the per-seed differences (bf16 - fp32, same seed)
+are listed too.
 
 Environment: BF16_SEEDS (3), BF16_THREADS (1), BF16_GPT_STEPS (2000),
 BF16_DEMO_STEPS (1000), BF16_TASKS ("demo chargpt"), BENCH_OUT.
