@@ -8,49 +8,35 @@
 
 namespace qkv::nn {
 
-using json = nlohmann::json;
-
 namespace {
 
-// Every field every file holds, with its JSON key (written and read alike).
-template <class C, class F>
-void bert_fields(C& c, F&& f) {
+// Every field every file holds, with its JSON key (written and read alike);
+// the keys every family shares are written around them
+// (checkpoint/config_json.h).
+constexpr auto bert_fields = [](auto& c, auto&& f) {
   f("vocab", c.vocab);
   f("max_positions", c.max_positions);
   f("head", c.head);
-  f("d_model", c.d_model);
-  f("heads", c.heads);
-  f("layers", c.layers);
-  f("d_ff", c.d_ff);
-  f("dropout", c.dropout);
-  f("pre_norm", c.pre_norm);
-  f("seed", c.seed);
-}
+  detail::stack_fields(c, f);  // d_model, heads, layers, d_ff, dropout, pre_norm, seed
+};
 
 // The fields a file may leave out, read as BertConfig's defaults.
-template <class C, class F>
-void bert_optional_fields(C& c, F&& f) {
+constexpr auto bert_optional_fields = [](auto& c, auto&& f) {
   f("segments", c.segments);
   f("classes", c.classes);
   f("sep_id", c.sep_id);
   f("mask_id", c.mask_id);
-}
+};
 
 }  // namespace
 
-json config_to_json(const BertConfig& c) {
-  return detail::to_json_with(c, [](auto& cc, auto&& f) {
-    bert_fields(cc, f);
-    bert_optional_fields(cc, f);
-  });
+nlohmann::json config_to_json(const BertConfig& c) {
+  return detail::to_json_with(c, bert_fields, bert_optional_fields);
 }
 
-BertConfig bert_config_from_json(const json& j, const std::string& where) {
-  BertConfig c =
-      detail::from_json_with<BertConfig>(j, where, [](auto& cc, auto&& f) { bert_fields(cc, f); });
-  bert_optional_fields(c, [&](const char* k, auto& v) {
-    if (j.contains(k)) read_json_field(j, k, v, where);
-  });
+BertConfig bert_config_from_json(const nlohmann::json& j, const std::string& where) {
+  const BertConfig c =
+      detail::from_json_with<BertConfig>(j, where, bert_fields, bert_optional_fields);
   if (c.head != "mlm" && c.head != "classify")
     throw Error(where + ": key 'head' is '" + brief(c.head) + "' (expected mlm or classify)");
   if (c.head == "classify" && c.classes < 1)
@@ -66,10 +52,7 @@ BertConfig bert_config_from_json(const json& j, const std::string& where) {
   return c;
 }
 
-extern const ModelCodec kBertCodec = {
-    "bert", [](const Model& m) { return config_to_json(dynamic_cast<const Bert&>(m).cfg); },
-    [](const TensorFile& f, const std::string& p, const nlohmann::json& j, const std::string& w,
-       bool b) { return rebuild_model<Bert>(f, p, bert_config_from_json(j, w), b); }};
+extern const ModelCodec kBertCodec = detail::model_codec<Bert, bert_config_from_json>("bert");
 
 std::unique_ptr<Bert> load_bert(const std::string& path) {
   return load_model_as<Bert>(path, kBertCodec.kind);

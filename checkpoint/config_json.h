@@ -1,16 +1,26 @@
-// The model_config JSON every family's codec writes and reads
-// (checkpoint/<family>_codec.cpp): the keys all families share (the
-// activation, the attention settings, d_k, the norm, the biases, grouped-query
-// attention and rotary positions: models/encoder_decoder.h's
-// AttentionSettings), written around the family's own fields. A codec
-// passes its field list, a function that visits every field of its config
-// with its JSON key, so that writing and reading cannot drift apart:
+// The glue every family's codec (checkpoint/<family>_codec.cpp) shares, so
+// that a codec is its field list and a few lines:
 //
-//   template <class C, class F> void gpt_fields(C& c, F&& f) {
+//   to_json_with, from_json_with   the model_config JSON: the keys all families
+//                                  share (the activation, the attention
+//                                  settings, d_k, the norm, the biases,
+//                                  grouped-query attention, rotary and
+//                                  relative positions, experts:
+//                                  models/encoder_decoder.h's AttentionSettings)
+//                                  written and read around the family's own
+//   model_codec                    its row of the codec table (nn::ModelCodec)
+//
+// A family's field list is one generic lambda that visits every field of its
+// config with its JSON key, so that writing and reading cannot drift apart:
+//
+//   constexpr auto gpt_fields = [](auto& c, auto&& f) {
 //     f("vocab", c.vocab);  f("d_model", c.d_model);  ...
+//   };
+//   json config_to_json(const GPTConfig& c) { return detail::to_json_with(c, gpt_fields); }
+//   GPTConfig gpt_config_from_json(const json& j, const std::string& where) {
+//     return detail::from_json_with<GPTConfig>(j, where, gpt_fields);
 //   }
-//   json j = to_json_with(cfg, [](auto& c, auto&& f) { gpt_fields(c, f); });
-//   GPTConfig g = from_json_with<GPTConfig>(j, where, [](auto& c, auto&& f) { gpt_fields(c, f); });
+//   extern const ModelCodec kGPTCodec = detail::model_codec<GPT, gpt_config_from_json>("gpt");
 #pragma once
 #include <string>
 
@@ -40,10 +50,28 @@ void attention_fields(C& c, F&& f) {
   f("scaled", c.scaled);
 }
 
-template <class C, class Fields>
-json to_json_with(const C& c, Fields fields) {
+// A field list of no fields: a family whose every key is required.
+inline constexpr auto no_fields = [](auto&, auto&&) {};
+
+// The fields of one stack of blocks, as the encoder-only families (encoder,
+// bert, vit) list them after their own: their field lists end with it.
+inline constexpr auto stack_fields = [](auto& c, auto&& f) {
+  f("d_model", c.d_model);
+  f("heads", c.heads);
+  f("layers", c.layers);
+  f("d_ff", c.d_ff);
+  f("dropout", c.dropout);
+  f("pre_norm", c.pre_norm);
+  f("seed", c.seed);
+};
+
+// The family's fields (`fields`, then the `optional` ones: every one written)
+// and the keys every family shares, as one JSON object.
+template <class C, class Fields, class Optional = decltype(no_fields)>
+json to_json_with(const C& c, Fields fields, Optional optional = no_fields) {
   json j;
   fields(c, [&](const char* k, const auto& v) { j[k] = v; });
+  optional(c, [&](const char* k, const auto& v) { j[k] = v; });
   j["activation"] = activation_name(c.activation);
   attention_fields(c, [&](const char* k, const auto& v) { j[k] = v; });
   j["attention"] = to_string(c.attention);
@@ -76,8 +104,13 @@ json to_json_with(const C& c, Fields fields) {
   return j;
 }
 
-template <class C, class Fields>
-C from_json_with(const json& file_json, const std::string& where, Fields fields) {
+// The config a model_config holds (upgrade_model_config'd first): each of
+// `fields` required, with its JSON type; the shared keys read and checked;
+// then the `optional` fields, each read when present (a file without one
+// keeps C's default). Errors name `where` and the key.
+template <class C, class Fields, class Optional = decltype(no_fields)>
+C from_json_with(const json& file_json, const std::string& where, Fields fields,
+                 Optional optional = no_fields) {
   const json j = upgrade_model_config(file_json, where);
   C c;
   fields(c, [&](const char* k, auto& v) { read_json_field(j, k, v, where); });
@@ -162,7 +195,23 @@ C from_json_with(const json& file_json, const std::string& where, Fields fields)
   if (c.window < 1 || c.global_every < 0)
     throw Error(where + ": key 'window' must be >= 1 and 'global_every' >= 0, got " +
                 std::to_string(c.window) + " and " + std::to_string(c.global_every));
+  optional(c, [&](const char* k, auto& v) {
+    if (j.contains(k)) read_json_field(j, k, v, where);
+  });
   return c;
+}
+
+// A family's row of the codec table (nn::ModelCodec, model_file.h), for a
+// model class M holding its config as `cfg` and the family's config reader:
+// its model_config is config_to_json(m.cfg) (the family's overload), and a
+// file's model is rebuild_model<M> of the config read from it. constexpr: a
+// codec defined with it is constant-initialized, ready before any code runs.
+template <class M, auto config_from_json>
+constexpr ModelCodec model_codec(const char* kind) {
+  return {
+      kind, [](const Model& m) { return config_to_json(dynamic_cast<const M&>(m).cfg); },
+      [](const TensorFile& f, const std::string& prefix, const json& j, const std::string& where,
+         bool build) { return rebuild_model<M>(f, prefix, config_from_json(j, where), build); }};
 }
 
 }  // namespace qkv::nn::detail

@@ -7,42 +7,26 @@
 
 namespace qkv::nn {
 
-using json = nlohmann::json;
-
 namespace {
 
-// Visits every field of the config with its JSON key, so that writing and
-// reading cannot drift apart; the keys every family shares are written around
-// them (checkpoint/config_json.h).
-template <class C, class F>
-void encoder_fields(C& c, F&& f) {
+// Every field of the config with its JSON key, so that writing and reading
+// cannot drift apart; the keys every family shares are written around them
+// (checkpoint/config_json.h).
+constexpr auto encoder_fields = [](auto& c, auto&& f) {
   f("vocab", c.vocab);
   f("classes", c.classes);
-  f("d_model", c.d_model);
-  f("heads", c.heads);
-  f("layers", c.layers);
-  f("d_ff", c.d_ff);
-  f("dropout", c.dropout);
-  f("pre_norm", c.pre_norm);
-  f("seed", c.seed);
-}
+  detail::stack_fields(c, f);  // d_model, heads, layers, d_ff, dropout, pre_norm, seed
+};
 
 }  // namespace
 
-json config_to_json(const EncoderOnlyConfig& c) {
-  return detail::to_json_with(c, [](auto& cc, auto&& f) { encoder_fields(cc, f); });
+nlohmann::json config_to_json(const EncoderOnlyConfig& c) {
+  return detail::to_json_with(c, encoder_fields);
 }
-EncoderOnlyConfig encoder_config_from_json(const json& j, const std::string& where) {
-  return detail::from_json_with<EncoderOnlyConfig>(
-      j, where, [](auto& cc, auto&& f) { encoder_fields(cc, f); });
+EncoderOnlyConfig encoder_config_from_json(const nlohmann::json& j, const std::string& where) {
+  return detail::from_json_with<EncoderOnlyConfig>(j, where, encoder_fields);
 }
-
-extern const ModelCodec kEncoderCodec = {
-    "encoder",
-    [](const Model& m) { return config_to_json(dynamic_cast<const EncoderOnlyModel&>(m).cfg); },
-    [](const TensorFile& f, const std::string& p, const nlohmann::json& j, const std::string& w,
-       bool b) {
-      return rebuild_model<EncoderOnlyModel>(f, p, encoder_config_from_json(j, w), b);
-    }};
+extern const ModelCodec kEncoderCodec =
+    detail::model_codec<EncoderOnlyModel, encoder_config_from_json>("encoder");
 
 }  // namespace qkv::nn

@@ -7,15 +7,12 @@
 
 namespace qkv::nn {
 
-using json = nlohmann::json;
-
 namespace {
 
-// Visits every field of the config with its JSON key, so that writing and
-// reading cannot drift apart; the keys every family shares are written around
-// them (checkpoint/config_json.h).
-template <class C, class F>
-void gpt_fields(C& c, F&& f) {
+// Every field of the config with its JSON key, so that writing and reading
+// cannot drift apart; the keys every family shares are written around them
+// (checkpoint/config_json.h).
+constexpr auto gpt_fields = [](auto& c, auto&& f) {
   f("vocab", c.vocab);
   f("d_model", c.d_model);
   f("heads", c.heads);
@@ -26,20 +23,14 @@ void gpt_fields(C& c, F&& f) {
   f("pre_norm", c.pre_norm);
   f("tie_weights", c.tie_weights);
   f("seed", c.seed);
-}
+};
 
 }  // namespace
 
-json config_to_json(const GPTConfig& c) {
-  return detail::to_json_with(c, [](auto& cc, auto&& f) { gpt_fields(cc, f); });
+nlohmann::json config_to_json(const GPTConfig& c) { return detail::to_json_with(c, gpt_fields); }
+GPTConfig gpt_config_from_json(const nlohmann::json& j, const std::string& where) {
+  return detail::from_json_with<GPTConfig>(j, where, gpt_fields);
 }
-GPTConfig gpt_config_from_json(const json& j, const std::string& where) {
-  return detail::from_json_with<GPTConfig>(j, where, [](auto& cc, auto&& f) { gpt_fields(cc, f); });
-}
-
-extern const ModelCodec kGPTCodec = {
-    "gpt", [](const Model& m) { return config_to_json(dynamic_cast<const GPT&>(m).cfg); },
-    [](const TensorFile& f, const std::string& p, const nlohmann::json& j, const std::string& w,
-       bool b) { return rebuild_model<GPT>(f, p, gpt_config_from_json(j, w), b); }};
+extern const ModelCodec kGPTCodec = detail::model_codec<GPT, gpt_config_from_json>("gpt");
 
 }  // namespace qkv::nn

@@ -7,15 +7,12 @@
 
 namespace qkv::nn {
 
-using json = nlohmann::json;
-
 namespace {
 
-// Visits every field of the config with its JSON key, so that writing and
-// reading cannot drift apart; the keys every family shares are written around
-// them (checkpoint/config_json.h).
-template <class C, class F>
-void transformer_fields(C& c, F&& f) {
+// Every field of the config with its JSON key, so that writing and reading
+// cannot drift apart; the keys every family shares are written around them
+// (checkpoint/config_json.h).
+constexpr auto transformer_fields = [](auto& c, auto&& f) {
   f("src_vocab", c.src_vocab);
   f("tgt_vocab", c.tgt_vocab);
   f("d_model", c.d_model);
@@ -29,24 +26,17 @@ void transformer_fields(C& c, F&& f) {
   f("learned_positions", c.learned_positions);
   f("max_positions", c.max_positions);
   f("seed", c.seed);
-}
+};
 
 }  // namespace
 
-json config_to_json(const TransformerConfig& c) {
-  return detail::to_json_with(c, [](auto& cc, auto&& f) { transformer_fields(cc, f); });
+nlohmann::json config_to_json(const TransformerConfig& c) {
+  return detail::to_json_with(c, transformer_fields);
 }
-TransformerConfig transformer_config_from_json(const json& j, const std::string& where) {
-  return detail::from_json_with<TransformerConfig>(
-      j, where, [](auto& cc, auto&& f) { transformer_fields(cc, f); });
+TransformerConfig transformer_config_from_json(const nlohmann::json& j, const std::string& where) {
+  return detail::from_json_with<TransformerConfig>(j, where, transformer_fields);
 }
-
-extern const ModelCodec kSeq2SeqCodec = {
-    "seq2seq",
-    [](const Model& m) { return config_to_json(dynamic_cast<const Seq2SeqTransformer&>(m).cfg); },
-    [](const TensorFile& f, const std::string& p, const nlohmann::json& j, const std::string& w,
-       bool b) {
-      return rebuild_model<Seq2SeqTransformer>(f, p, transformer_config_from_json(j, w), b);
-    }};
+extern const ModelCodec kSeq2SeqCodec =
+    detail::model_codec<Seq2SeqTransformer, transformer_config_from_json>("seq2seq");
 
 }  // namespace qkv::nn

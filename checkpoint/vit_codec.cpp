@@ -7,41 +7,26 @@
 
 namespace qkv::nn {
 
-using json = nlohmann::json;
-
 namespace {
 
-// Visits every field of the config with its JSON key, so that writing and
-// reading cannot drift apart; the keys every family shares are written around
-// them (checkpoint/config_json.h).
-template <class C, class F>
-void vit_fields(C& c, F&& f) {
+// Every field of the config with its JSON key, so that writing and reading
+// cannot drift apart; the keys every family shares are written around them
+// (checkpoint/config_json.h).
+constexpr auto vit_fields = [](auto& c, auto&& f) {
   f("image", c.image);
   f("channels", c.channels);
   f("patch", c.patch);
   f("classes", c.classes);
-  f("d_model", c.d_model);
-  f("heads", c.heads);
-  f("layers", c.layers);
-  f("d_ff", c.d_ff);
-  f("dropout", c.dropout);
-  f("pre_norm", c.pre_norm);
-  f("seed", c.seed);
-}
+  detail::stack_fields(c, f);  // d_model, heads, layers, d_ff, dropout, pre_norm, seed
+};
 
 }  // namespace
 
-json config_to_json(const ViTConfig& c) {
-  return detail::to_json_with(c, [](auto& cc, auto&& f) { vit_fields(cc, f); });
+nlohmann::json config_to_json(const ViTConfig& c) { return detail::to_json_with(c, vit_fields); }
+ViTConfig vit_config_from_json(const nlohmann::json& j, const std::string& where) {
+  return detail::from_json_with<ViTConfig>(j, where, vit_fields);
 }
-ViTConfig vit_config_from_json(const json& j, const std::string& where) {
-  return detail::from_json_with<ViTConfig>(j, where, [](auto& cc, auto&& f) { vit_fields(cc, f); });
-}
-
-extern const ModelCodec kViTCodec = {
-    "vit", [](const Model& m) { return config_to_json(dynamic_cast<const ViT&>(m).cfg); },
-    [](const TensorFile& f, const std::string& p, const nlohmann::json& j, const std::string& w,
-       bool b) { return rebuild_model<ViT>(f, p, vit_config_from_json(j, w), b); }};
+extern const ModelCodec kViTCodec = detail::model_codec<ViT, vit_config_from_json>("vit");
 
 std::unique_ptr<ViT> load_vit(const std::string& path) {
   return load_model_as<ViT>(path, kViTCodec.kind);

@@ -1,5 +1,5 @@
-// A classifier's training images as bytes, turned into pairs a batch at a
-// time, shifted and mirrored on the way (data/image_store.h).
+// A classifier's images as bytes, turned into pairs a batch at a time, the
+// training ones shifted and mirrored on the way (data/image_store.h).
 #include "data/image_store.h"
 
 #include <algorithm>
@@ -78,6 +78,20 @@ Pair ImageStore::pair(size_t i) const {
                pixels_.begin() + static_cast<std::ptrdiff_t>((i + 1) * P));
   p.tgt = {labels_.at(i)};
   return p;
+}
+
+void ImageStore::batch(size_t begin, size_t end, std::vector<Pair>& out) const {
+  if (begin > end || end > size())
+    throw Error("ImageStore::batch: images [" + std::to_string(begin) + ", " + std::to_string(end) +
+                ") of " + std::to_string(size()));
+  const size_t P = static_cast<size_t>(pixels_per_image());
+  out.resize(end - begin);
+  for (size_t i = begin; i < end; ++i) {
+    Pair& p = out[i - begin];
+    const uint8_t* img = pixels_.data() + i * P;  // (rows, cols, channels)
+    p.src.assign(img, img + P);                   // bytes widened to ids
+    p.tgt.assign(1, labels_[i]);
+  }
 }
 
 std::vector<Pair> ImageStore::draw(int64_t B, Generator& g, const Augment& a) const {

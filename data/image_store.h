@@ -1,8 +1,10 @@
-// A classifier's training images kept as their bytes: (N, rows * cols *
-// channels) uint8 pixels and N labels, 1 byte a pixel where a Pair's ids take
-// 8 (Fashion-MNIST's 54,000 training images: 42 MB, not 339 MB). A batch is
-// turned into pairs (pixels as ids, {label}) when it is drawn, and may be
-// augmented then, as torchvision's transforms do a batch at a time:
+// A classifier's images kept as their bytes: (N, rows * cols * channels)
+// uint8 pixels and N labels, 1 byte a pixel where a Pair's ids take 8
+// (Fashion-MNIST's 54,000 training images: 42 MB, not 339 MB). A batch is
+// turned into pairs (pixels as ids, {label}) when it is needed: a training
+// batch drawn at random, and maybe augmented then, as torchvision's
+// transforms do a batch at a time; a held-out or test batch in order
+// (batch(), through data::PairSet, data/pair_set.h), never augmented:
 //
 //   crop:K   RandomCrop(size, padding=K): the image padded by K background
 //            (0) pixels on every side, then cut back to its size at a random
@@ -12,6 +14,7 @@
 //   data::ImageStore s(28, 28, 1);
 //   s.add(pixels, label);                          // rows * cols * channels bytes
 //   std::vector<Pair> b = s.draw(128, gen, {2, true});   // crop:2,flip
+//   s.batch(0, 500, b);                            // images 0..499, as stored
 //
 // draw() takes one randint(0, N) from `g` per image, as PairData::draw does
 // (so a run without augmentation draws the same batches as pairs would),
@@ -57,6 +60,11 @@ class ImageStore {
   int64_t pixels_per_image() const { return rows_ * cols_ * channels_; }
   // Image i as a pair: its pixels as ids, {its label}.
   Pair pair(size_t i) const;
+  // Images [begin, end) as pairs into `out`, resized to end - begin, each
+  // pair's source and target reusing their storage (a held-out or test batch:
+  // no allocation once `out` has held one as large). Unaugmented. Error
+  // naming the range unless begin <= end <= size().
+  void batch(size_t begin, size_t end, std::vector<Pair>& out) const;
   // B images drawn uniformly (see the header comment for the draws), each
   // augmented by `a`. Error naming the crop for K < 0 or K >= the image's
   // rows or cols (a crop that could keep no pixel).

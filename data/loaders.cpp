@@ -145,7 +145,9 @@ std::vector<std::string> distinct_tokens(
 
 PairData::PairData(const TaskConfig& t, int64_t heldout, Generator& g) : task_(t) {
   gen_.emplace(t, heldout, g);
-  for (const Seq& s : gen_->heldout()) heldout_.push_back({s, apply_task(t.task, s)});
+  std::vector<Pair> held;
+  for (const Seq& s : gen_->heldout()) held.push_back({s, apply_task(t.task, s)});
+  heldout_ = PairSet(std::move(held));
 }
 
 Pair PairData::sample(Generator& g) const {

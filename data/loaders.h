@@ -18,6 +18,7 @@
 #include "core/hash.h"
 #include "data/batch.h"
 #include "data/image_store.h"
+#include "data/pair_set.h"
 #include "data/tasks.h"
 #include "data/vocab.h"
 
@@ -75,13 +76,14 @@ class PairData {
   // Pairs from files, already turned into ids.
   PairData(std::vector<Pair> train, std::vector<Pair> heldout)
       : train_(std::move(train)), heldout_(std::move(heldout)) {}
-  // A classifier's images: the training ones kept as bytes (data/image_store.h),
-  // made pairs a batch at a time; the held-out ones as pairs.
-  PairData(ImageStore train, std::vector<Pair> heldout)
+  // A classifier's images, training and held-out both kept as bytes
+  // (data/image_store.h), made pairs a batch at a time.
+  PairData(ImageStore train, ImageStore heldout)
       : images_(std::move(train)), heldout_(std::move(heldout)) {}
 
   bool from_file() const { return !gen_; }
-  const std::vector<Pair>& heldout() const { return heldout_; }
+  // The held-out set, read a batch at a time (data/pair_set.h).
+  const PairSet& heldout() const { return heldout_; }
   // Training pairs from a file (empty for a task or images).
   const std::vector<Pair>& train_pairs() const { return train_; }
   // The training images, or nullptr.
@@ -102,7 +104,8 @@ class PairData {
   TaskConfig task_;
   std::optional<TaskData> gen_;  // empty for pairs from a file
   std::optional<ImageStore> images_;
-  std::vector<Pair> train_, heldout_;
+  std::vector<Pair> train_;
+  PairSet heldout_;
 };
 
 // A token stream for a language model: windows of context + 1 tokens.

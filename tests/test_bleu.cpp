@@ -108,7 +108,8 @@ TEST_CASE(
   for (int i = 0; i < 60; ++i) t.step();
   const train::EvalResult r = t.evaluate();
   CHECK(t.model().is_training());  // evaluate() leaves the model as it found it
-  const auto& held = t.pairs->heldout();
+  std::vector<data::Pair> held;    // every held-out pair
+  t.pairs->heldout().batch(0, t.pairs->heldout().size(), held);
   std::vector<std::vector<int64_t>> refs;
   for (const auto& p : held) refs.push_back(p.tgt);
   REQUIRE(r.predictions.size() == refs.size());

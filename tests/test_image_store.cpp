@@ -1,8 +1,10 @@
-// The training images as bytes (data/image_store.h): pairs drawn from them
-// equal the images; augmented draws are exact shifted and mirrored copies,
-// checked against the crop of a zero-padded image written out here; and a
-// run with --augment changes its training batches only, never its held-out
-// or test images.
+// Images as bytes (data/image_store.h): pairs drawn from them equal the
+// images; augmented draws are exact shifted and mirrored copies, checked
+// against the crop of a zero-padded image written out here; a held-out or
+// test set read a batch at a time (data/pair_set.h) gives the images of the
+// IDX files pixel for pixel, into a buffer it reuses, and scores as the same
+// pairs kept whole; and a run with --augment changes its training batches
+// only, never its held-out or test images.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "data/idx.h"
 #include "data/image_store.h"
+#include "data/pair_set.h"
 #include "errors.h"
 #include "temp_dir.h"
 #include "test_seed.h"
@@ -213,11 +217,11 @@ TEST_CASE(
   const data::ImageStore& s = *aug.pairs->train_images();
   REQUIRE(s.size() == 30);
   REQUIRE(aug.pairs->heldout().size() == 10);
-  REQUIRE(aug.test_pairs.size() == 9);
+  REQUIRE(aug.test_set.size() == 9);
   auto same_heldout_and_test = [&] {
     for (size_t i = 0; i < 10; ++i)
-      CHECK(aug.pairs->heldout()[i].src == plain.pairs->heldout()[i].src);
-    for (size_t i = 0; i < 9; ++i) CHECK(aug.test_pairs[i].src == plain.test_pairs[i].src);
+      CHECK(aug.pairs->heldout().at(i).src == plain.pairs->heldout().at(i).src);
+    for (size_t i = 0; i < 9; ++i) CHECK(aug.test_set.at(i).src == plain.test_set.at(i).src);
   };
   same_heldout_and_test();
   for (int step = 0; step < 2; ++step) {
@@ -285,4 +289,132 @@ TEST_CASE("--augment resumes: a run saved after 2 steps and resumed takes the sa
   CHECK(b.augment.flip);
   CHECK(b.step() == a3);
   CHECK(b.step() == a4);
+}
+
+TEST_CASE(
+    "ImageStore::batch: images [begin, end) as pairs, pixel for pixel with their labels, into a "
+    "buffer whose pairs keep their storage from batch to batch") {
+  Generator g = qkv::testing::test_generator();
+  std::vector<std::vector<uint8_t>> kept;
+  const data::ImageStore s = random_store(10, 3, 4, 2, g, &kept);
+  std::vector<data::Pair> b;
+  auto same = [&](size_t begin) {
+    for (size_t k = 0; k < b.size(); ++k) {
+      CHECK(b[k].src == data::Seq(kept[begin + k].begin(), kept[begin + k].end()));
+      CHECK(b[k].tgt == data::Seq{static_cast<int64_t>((begin + k) % 3)});
+    }
+  };
+  s.batch(2, 6, b);
+  REQUIRE(b.size() == 4);
+  same(2);
+  const int64_t* src0 = b[0].src.data();
+  const int64_t* tgt3 = b[3].tgt.data();
+  s.batch(6, 10, b);  // as many again: read into the same storage
+  REQUIRE(b.size() == 4);
+  same(6);
+  CHECK(b[0].src.data() == src0);
+  CHECK(b[3].tgt.data() == tgt3);
+  s.batch(9, 10, b);  // the last, shorter batch
+  REQUIRE(b.size() == 1);
+  same(9);
+  s.batch(4, 4, b);
+  CHECK(b.empty());
+  check_error([&] { s.batch(6, 5, b); }, {"ImageStore::batch: images [6, 5) of 10"});
+  check_error([&] { s.batch(0, 11, b); }, {"ImageStore::batch: images [0, 11) of 10"});
+}
+
+TEST_CASE(
+    "PairSet: a set of images and the same images kept as pairs give the same batches, pairs "
+    "and lengths; a range past the set is refused naming it") {
+  Generator g = qkv::testing::test_generator();
+  std::vector<std::vector<uint8_t>> kept;
+  data::ImageStore s = random_store(7, 2, 3, 1, g, &kept);
+  std::vector<data::Pair> as_pairs;
+  s.batch(0, 7, as_pairs);
+  const data::PairSet images(std::move(s)), pairs(as_pairs);
+  REQUIRE(images.images() != nullptr);
+  CHECK(pairs.images() == nullptr);
+  CHECK(images.size() == 7);
+  CHECK(pairs.size() == 7);
+  CHECK(images.longest_source() == 6);
+  CHECK(images.longest_target() == 1);
+  CHECK(images.longest_pair() == 7);
+  CHECK(pairs.longest_source() == 6);
+  CHECK(pairs.longest_target() == 1);
+  CHECK(pairs.longest_pair() == 7);
+  std::vector<data::Pair> a, b;
+  for (size_t i = 0; i < 7; i += 3) {
+    images.batch(i, std::min<size_t>(7, i + 3), a);
+    pairs.batch(i, std::min<size_t>(7, i + 3), b);
+    REQUIRE(a.size() == b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      CHECK(a[k].src == data::Seq(kept[i + k].begin(), kept[i + k].end()));
+      CHECK(a[k].src == b[k].src);
+      CHECK(a[k].tgt == b[k].tgt);
+    }
+  }
+  CHECK(images.at(5).src == as_pairs[5].src);
+  CHECK(images.at(5).tgt == data::Seq{2});
+  // Pairs of unequal lengths: the longest pair is not the longest source plus
+  // the longest target.
+  const data::PairSet mixed(std::vector<data::Pair>{{{5, 6, 7}, {8}}, {{5}, {8, 9, 9}}});
+  CHECK(mixed.longest_source() == 3);
+  CHECK(mixed.longest_target() == 3);
+  CHECK(mixed.longest_pair() == 4);
+  CHECK(data::PairSet().empty());
+  CHECK(data::PairSet().longest_pair() == 0);
+  check_error([&] { images.batch(5, 8, a); }, {"PairSet::batch: pairs [5, 8) of a set of 7"});
+  check_error([&] { pairs.at(7); }, {"PairSet::at: pair 7 of a set of 7"});
+}
+
+TEST_CASE(
+    "--format idx: the held-out and test sets are kept as bytes and read back as the IDX files' "
+    "images, pixel for pixel in the split's order, with their labels; scored, they give what the "
+    "same images kept as pairs give") {
+  Generator g = qkv::testing::test_generator();
+  qkv::testing::TempDir d;
+  write_idx_folder(d, 40, g);
+  const train::TrainConfig c = vit_config(d.dir.string());
+  train::Trainer t(c);
+  const data::ImageSet train = data::read_idx_images(d.file("train-images-idx3-ubyte"),
+                                                     d.file("train-labels-idx1-ubyte"), 1 << 20);
+  const data::ImageSet test = data::read_idx_images(d.file("t10k-images-idx3-ubyte"),
+                                                    d.file("t10k-labels-idx1-ubyte"), 1 << 20);
+  const train::detail::HeldoutSplit split = train::detail::heldout_split(40, c.seed, 0.25);
+  REQUIRE(split.n_valid == 10);
+  const data::PairSet& held = t.pairs->heldout();
+  REQUIRE(held.images() != nullptr);  // bytes, not pairs of ids
+  REQUIRE(t.test_set.images() != nullptr);
+  REQUIRE(held.size() == 10);
+  REQUIRE(t.test_set.size() == 9);
+  CHECK(t.labels == std::vector<std::string>{"0", "1", "2"});  // label k is index k
+  // Image i of an IDX set as the pair it should be.
+  auto want = [](const data::ImageSet& s, size_t i) {
+    const uint8_t* px = s.pixels.data() + i * 64;  // (8, 8)
+    return data::Pair{data::Seq(px, px + 64), data::Seq{s.labels[i]}};
+  };
+  std::vector<data::Pair> b;
+  for (size_t i = 0; i < 10; i += 4) {  // batches of 4, 4 and 2
+    held.batch(i, std::min<size_t>(10, i + 4), b);
+    for (size_t k = 0; k < b.size(); ++k) {
+      const data::Pair w = want(train, split.order[i + k]);
+      CHECK(b[k].src == w.src);
+      CHECK(b[k].tgt == w.tgt);
+    }
+  }
+  t.test_set.batch(0, 9, b);
+  REQUIRE(b.size() == 9);
+  for (size_t i = 0; i < 9; ++i) {
+    const data::Pair w = want(test, i);
+    CHECK(b[i].src == w.src);
+    CHECK(b[i].tgt == w.tgt);
+  }
+  // Scored 4 at a time (the buffer refilled and cut short at the end): the
+  // same numbers as the test images kept whole as pairs.
+  for (int i = 0; i < 3; ++i) t.step();
+  const train::EvalResult bytes = t.evaluate(t.test_set, 4), whole = t.evaluate(b, 4);
+  CHECK(bytes.sequences == 9);
+  CHECK(bytes.loss == whole.loss);
+  CHECK(bytes.exact == whole.exact);
+  CHECK(bytes.predictions == whole.predictions);
 }

@@ -62,7 +62,8 @@ TEST_CASE("a toy family registered from a test's own file trains, answers, saves
   CHECK(r.token_acc() > 0.9);  // labels scored alone (labels_tokens), no </s>
 
   // The family's answerer: the label of every source token.
-  const std::vector<data::Pair> held(t.pairs->heldout().begin(), t.pairs->heldout().begin() + 4);
+  std::vector<data::Pair> held;
+  t.pairs->heldout().batch(0, 4, held);
   const std::vector<data::Seq> a = t.answer({held[0].src});
   CHECK(a.front().size() == held[0].src.size());
   t.decoding.method = "beam";

@@ -466,7 +466,7 @@ TEST_CASE(
     train::Trainer t(c);
     for (int i = 0; i < 3; ++i) t.step();
     t.save(ckpt);
-    answers = t.answer({t.pairs->heldout()[0].src});
+    answers = t.answer({t.pairs->heldout().at(0).src});
     // The library's own model file, with the vocabulary and tokenizer beside it.
     const TensorFile f = read_safetensors(ckpt);
     nn::save_model(t.model(), mf,
@@ -487,7 +487,7 @@ TEST_CASE(
         e.seed = c.seed;
       },
       false, train::DataUse::Evaluate);
-  CHECK(evaluated.answer({evaluated.pairs->heldout()[0].src}) ==
+  CHECK(evaluated.answer({evaluated.pairs->heldout().at(0).src}) ==
         answers);  // same weights, same answers
   // Fine-tuning: the weights of the file, a new optimizer at step 0.
   train::Trainer tuned = train::Trainer::init_from(mf, c, {});
@@ -581,7 +581,7 @@ TEST_CASE(
   CHECK(t.pairs->train_pairs().size() == 3);
   REQUIRE(t.pairs->heldout().size() == 1);
   CHECK(t.unknown_heldout_tokens == 2);  // z in the source and in the target
-  CHECK(t.pairs->heldout()[0].src ==
+  CHECK(t.pairs->heldout().at(0).src ==
         data::Seq{t.vocab.find("a"), t.vocab.find("b"), data::Vocab::kUnk});
   CHECK(t.decode_text(t.encode_text("cab")) == "cab");
   CHECK(std::isfinite(t.step()));
@@ -829,7 +829,7 @@ TEST_CASE("--attention, --window, --no-scale and --recompute reach the model and
   CHECK(gpt.layers[0]->self_attn->scale == 1);
   CHECK(gpt.layers[0]->recompute == nn::Recompute::Layer);
   for (int i = 0; i < 3; ++i) CHECK(std::isfinite(t.step()));
-  CHECK(t.answer({t.pairs->heldout()[0].src}).size() == 1);  // decoded with the sparse cache
+  CHECK(t.answer({t.pairs->heldout().at(0).src}).size() == 1);  // decoded with the sparse cache
   const std::string path = temp_path("sparse.safetensors");
   t.save(path);
   train::Trainer back = train::Trainer::resume(path);

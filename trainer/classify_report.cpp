@@ -12,14 +12,19 @@
 namespace qkv::train {
 
 namespace {
-// counts[want * C + got] over a set and the predictions made for it.
-std::vector<int64_t> confusion_counts(const std::vector<Pair>& set, const EvalResult& r,
-                                      int64_t C) {
+// counts[want * C + got] over a set and the predictions made for it, the set
+// read 500 pairs at a time into one buffer.
+std::vector<int64_t> confusion_counts(const PairSet& set, const EvalResult& r, int64_t C) {
   std::vector<int64_t> counts(static_cast<size_t>(C * C), 0);
-  for (size_t i = 0; i < set.size() && i < r.predictions.size(); ++i) {
-    const int64_t want = set[i].tgt.at(0);
-    const int64_t got = r.predictions[i].empty() ? -1 : r.predictions[i][0];
-    if (got >= 0 && got < C) counts[static_cast<size_t>(want * C + got)]++;
+  const size_t n = std::min(set.size(), r.predictions.size());
+  std::vector<Pair> batch;
+  for (size_t i = 0; i < n; i += 500) {
+    set.batch(i, std::min(n, i + 500), batch);
+    for (size_t k = i; k < i + batch.size(); ++k) {
+      const int64_t want = batch[k - i].tgt.at(0);
+      const int64_t got = r.predictions[k].empty() ? -1 : r.predictions[k][0];
+      if (got >= 0 && got < C) counts[static_cast<size_t>(want * C + got)]++;
+    }
   }
   return counts;
 }
@@ -47,9 +52,9 @@ EvalResult classifier_report(Trainer& t, const RunOptions&) {
       std::printf("\n");
     }
   }
-  if (!t.test_pairs.empty()) {
+  if (!t.test_set.empty()) {
     t.phase = "test set";
-    const EvalResult test = t.evaluate(t.test_pairs);
+    const EvalResult test = t.evaluate(t.test_set);
     std::printf("test (%lld inputs, scored once, now): accuracy %.2f%%, cross-entropy %.4f\n",
                 (long long)test.sequences, 100 * test.exact_acc(), test.loss);
   }
@@ -101,9 +106,11 @@ Seq classifier_input(Trainer& t, const std::string& input, const std::string& fl
 
 void write_class_attention_svg(Trainer& t, const std::string& path, const std::string& title) {
   if (!t.family().class_attention || !t.family().reads_images) return;
-  const std::vector<Pair>& set = t.test_pairs.empty() ? t.pairs->heldout() : t.test_pairs;
+  const PairSet& from = t.test_set.empty() ? t.pairs->heldout() : t.test_set;
+  std::vector<Pair> set;  // the first 4 images drawn
+  from.batch(0, std::min<size_t>(4, from.size()), set);
   const int64_t R = t.shape.rows, C = t.shape.cols, P = std::max<int64_t>(1, t.cfg.patch);
-  const int64_t n_images = std::min<int64_t>(4, static_cast<int64_t>(set.size()));
+  const int64_t n_images = static_cast<int64_t>(set.size());
   const double px = 4, panel = double(std::max(R, C)) * px, gap = 14, top = 44, label = 18;
   const int64_t L = t.cfg.layers;
   const double W = gap + double(L + 1) * (panel + gap),

@@ -26,10 +26,10 @@ real Trainer::check_anomalies() {
   } else if (text) {
     f = net_->forward_text(text->heldout_batches(cfg.batch).front());
   } else {
-    const std::vector<Pair>& held = pairs->heldout();
-    f = net_->forward_pairs(std::vector<Pair>(
-        held.begin(),
-        held.begin() + std::min<size_t>(held.size(), static_cast<size_t>(cfg.batch))));
+    const PairSet& held = pairs->heldout();
+    std::vector<Pair> batch;  // the first --batch held-out pairs
+    held.batch(0, std::min<size_t>(held.size(), static_cast<size_t>(cfg.batch)), batch);
+    f = net_->forward_pairs(batch);
   }
   Var loss = nn::cross_entropy(f.logits, f.targets, f.ignore_index);
   loss.backward();
@@ -78,7 +78,7 @@ EvalResult Trainer::evaluate() {
   return r;
 }
 
-EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
+EvalResult Trainer::evaluate(const PairSet& set, int64_t chunk) {
   EvalResult r;
   r.is_classifier = classifies();
   std::vector<Seq> refs;
@@ -89,31 +89,33 @@ EvalResult Trainer::evaluate(const std::vector<Pair>& set, int64_t chunk) {
   // sequences (one chunk of 500 pairs of 1,000 tokens runs for minutes) still
   // reaches a line: at most kEvalChunkTokens source and target tokens a chunk.
   constexpr int64_t kEvalChunkTokens = 1 << 14;
-  int64_t longest = 1;
-  for (const Pair& p : set)
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.src.size() + p.tgt.size()) + 2);
+  const int64_t longest = set.longest_pair() + 2;  // with <s> and </s>
   chunk = std::max<int64_t>(1, std::min(chunk, kEvalChunkTokens / longest));
   Progress progress(phase, static_cast<int64_t>(set.size()), "sequences");
+  // One chunk's pairs and sources, kept from chunk to chunk: a set of images
+  // is read from its bytes into them, allocating nothing once they have grown.
+  std::vector<Pair> batch;
+  std::vector<Seq> sources;
   for (size_t i = 0; i < set.size(); i += static_cast<size_t>(chunk)) {
     progress.at(static_cast<int64_t>(i));
     const size_t end = std::min(set.size(), i + static_cast<size_t>(chunk));
-    std::vector<Seq> sources;
-    for (size_t k = i; k < end; ++k) sources.push_back(set[k].src);
+    set.batch(i, end, batch);
+    sources.resize(end - i);
+    for (size_t k = i; k < end; ++k)
+      sources[k - i].assign(batch[k - i].src.begin(), batch[k - i].src.end());
     std::vector<Seq> pred = answer(sources);
     {  // Teacher-forced cross-entropy of the expected answers, for the perplexity.
       NoGradGuard no_grad;
       const bool was_training = model().is_training();
       model().eval();  // no dropout
-      const nn::TeacherForced f =
-          net_->forward_pairs(std::vector<Pair>(set.begin() + static_cast<std::ptrdiff_t>(i),
-                                                set.begin() + static_cast<std::ptrdiff_t>(end)));
+      const nn::TeacherForced f = net_->forward_pairs(batch);
       total_loss += double(nn::cross_entropy(f.logits, f.targets, f.ignore_index).item()) *
                     double(f.target_tokens);
       loss_tokens += f.target_tokens;
       if (was_training) model().train();
     }
     for (size_t k = i; k < end; ++k) {
-      const Seq& want = set[k].tgt;
+      const Seq& want = batch[k - i].tgt;
       const Seq& got = pred[k - i];
       r.sequences++;
       r.exact += got == want;
@@ -161,11 +163,7 @@ void Trainer::check_report_fits(int64_t chunk, int64_t longer) const {
   // teacher-forced pass over `chunk` pairs at a time, in which each attention
   // layer in turn holds its numbers for all of them (no gradient: one layer's
   // at a time). The longest pair sets T (queries) and S (keys).
-  int64_t src = 0, tgt = 0;
-  for (const Pair& p : pairs->heldout()) {
-    src = std::max<int64_t>(src, static_cast<int64_t>(p.src.size()));
-    tgt = std::max<int64_t>(tgt, static_cast<int64_t>(p.tgt.size()));
-  }
+  int64_t src = pairs->heldout().longest_source(), tgt = pairs->heldout().longest_target();
   if (!pairs->from_file())  // the longer set
     src = tgt = std::max(src, longer > 0 ? longer : cfg.max_len + 3);
   // Images: the sequence is the model's patches and class token, not the pixels.
@@ -202,9 +200,7 @@ std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
   check_decoding();
   int64_t longest = 0;
   for (const Seq& s : sources) longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
-  if (pairs)
-    for (const Pair& p : pairs->heldout())
-      longest = std::max<int64_t>(longest, static_cast<int64_t>(p.tgt.size()));
+  if (pairs) longest = std::max(longest, pairs->heldout().longest_target());
   if (cfg.data.empty()) longest = std::max(longest, cfg.max_len);
   // Without the data (--ask on a checkpoint or model file), answers may be as
   // long as the longest sequence trained on (the position table).

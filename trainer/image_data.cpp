@@ -6,13 +6,12 @@
 //
 // The held-out set for model selection (--eval-every, the best checkpoint) is
 // carved from the training images (--valid-fraction); the test images are
-// scored once, at the end (Trainer::test). The training images are kept as
-// bytes (data::ImageStore) and become pairs a batch at a time; the held-out
-// and test images are pairs from the start. An image becomes a pair: its pixels
+// scored once, at the end (Trainer::test). Every image is kept as bytes
+// (data::ImageStore; the held-out and test ones behind a data::PairSet) and
+// becomes a pair a batch at a time. An image becomes a pair: its pixels
 // as the source (rows * cols values 0..255, row by row) and {label} as the
 // target, the label's index among the training labels sorted by value.
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <numeric>
 
@@ -62,15 +61,14 @@ void Trainer::build_image_data(int64_t max_file_bytes) {
     throw Error("--data " + brief(cfg.data) + ": the test images are " + std::to_string(test.rows) +
                 "x" + std::to_string(test.cols) + " but the training images " +
                 std::to_string(train.rows) + "x" + std::to_string(train.cols));
-  // The files' bytes, read whole, then: a training pixel one byte (an
-  // ImageStore), a held-out or test pixel an 8-byte id in a pair.
+  // The files' bytes, read whole, then each pixel once more, one byte in
+  // an ImageStore (training, held-out or test).
   const double pixels = double(train.rows * train.cols);
-  const double held = std::ceil(cfg.valid_fraction * double(train.count)) + double(test.count);
-  detail::check_data_memory(2.0 * pixels * double(train.count + test.count) + 8.0 * pixels * held +
-                                64.0 * double(train.count + test.count),
-                            "--data " + brief(cfg.data),
-                            std::to_string(train.count + test.count) + " images of " +
-                                std::to_string(train.rows) + "x" + std::to_string(train.cols));
+  detail::check_data_memory(
+      2.0 * pixels * double(train.count + test.count) + 64.0 * double(train.count + test.count),
+      "--data " + brief(cfg.data),
+      std::to_string(train.count + test.count) + " images of " + std::to_string(train.rows) + "x" +
+          std::to_string(train.cols));
 
   // The labels: the training set's values, sorted; named by their number.
   std::vector<uint8_t> values(train.labels.begin(), train.labels.end());
@@ -120,33 +118,26 @@ void Trainer::build_image_data(int64_t max_file_bytes) {
                   ")");
     return label;
   };
-  auto pair_of = [&](const data::ImageSet& s, size_t i, const char* which) {
-    Pair p;
-    p.tgt = {label_of(s, i, which)};
-    p.src.assign(s.pixels.begin() + static_cast<std::ptrdiff_t>(i * P),
-                 s.pixels.begin() + static_cast<std::ptrdiff_t>((i + 1) * P));
-    return p;
-  };
   // The held-out split, drawn from its own stream as the pairs' is.
   const detail::HeldoutSplit split =
       detail::heldout_split(static_cast<size_t>(train.count), cfg.seed, cfg.valid_fraction);
-  // The training images stay bytes (made pairs a batch at a time, where
-  // --augment shifts and mirrors them); the held-out and test images are pairs.
-  data::ImageStore train_s(train.rows, train.cols, 1);
-  std::vector<Pair> valid_p;
+  // Every image stays bytes, made pairs a batch at a time: the training ones
+  // drawn at random (where --augment shifts and mirrors them), the held-out
+  // and test ones in order, as stored here.
+  data::ImageStore train_s(train.rows, train.cols, 1), valid_s(train.rows, train.cols, 1);
   train_s.reserve(split.order.size() - split.n_valid);
-  valid_p.reserve(split.n_valid);
+  valid_s.reserve(split.n_valid);
   for (size_t i = 0; i < split.order.size(); ++i) {
     const size_t k = split.order[i];
-    if (i < split.n_valid)
-      valid_p.push_back(pair_of(train, k, "training"));
-    else
-      train_s.add(train.pixels.data() + k * P, label_of(train, k, "training"));
+    (i < split.n_valid ? valid_s : train_s)
+        .add(train.pixels.data() + k * P, label_of(train, k, "training"));
   }
-  test_pairs.clear();
+  data::ImageStore test_s(train.rows, train.cols, 1);
+  test_s.reserve(static_cast<size_t>(test.count));
   for (size_t i = 0; i < static_cast<size_t>(test.count); ++i)
-    test_pairs.push_back(pair_of(test, i, "test"));
-  pairs = std::make_unique<PairData>(std::move(train_s), std::move(valid_p));
+    test_s.add(test.pixels.data() + i * P, label_of(test, i, "test"));
+  test_set = PairSet(std::move(test_s));
+  pairs = std::make_unique<PairData>(std::move(train_s), std::move(valid_s));
 
   // What a checkpoint records of the data: the folder and a hash of every
   // image and label read (the files are compressed: their bytes may differ

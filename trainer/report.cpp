@@ -38,7 +38,7 @@ void print_header(const Trainer& t, const RunOptions& o) {
   if (t.family().reads_images)
     std::printf("qkv train: images %s (%lldx%lld, %zu labels), held-out %zu, test %zu%s\n",
                 c.data.c_str(), (long long)t.shape.rows, (long long)t.shape.cols, t.labels.size(),
-                t.pairs ? t.pairs->heldout().size() : size_t{0}, t.test_pairs.size(),
+                t.pairs ? t.pairs->heldout().size() : size_t{0}, t.test_set.size(),
                 c.augment.empty() ? "" : (", training images augmented: " + c.augment).c_str());
   else if (c.data.empty())
     std::printf("qkv train: task %s, %lld symbols, lengths %lld..%lld, held-out %zu sequences\n",
@@ -306,8 +306,9 @@ EvalResult final_report(Trainer& t, const RunOptions& o) {
         beam_s);
     if (nn::decoding_method(o.decode, "--decode").needs_search) r = beam;
   }
-  const auto& held = t.pairs->heldout();
-  for (size_t i = 0; i < 5 && i < held.size(); ++i)
+  std::vector<Pair> held;  // the first 5 held-out pairs, shown with their answers
+  t.pairs->heldout().batch(0, std::min<size_t>(5, t.pairs->heldout().size()), held);
+  for (size_t i = 0; i < held.size(); ++i)
     std::printf("  %-24s -> %-24s %s\n", t.decode_text(held[i].src).c_str(),
                 t.decode_text(r.predictions[i]).c_str(),
                 r.predictions[i] == held[i].tgt
@@ -449,7 +450,7 @@ bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalRe
     });
   AttentionPicture p;
   if (t.pairs && !t.pairs->heldout().empty() && !t.classifies())
-    p = attention_of(t, t.pairs->heldout()[0].src, r.predictions.at(0));
+    p = attention_of(t, t.pairs->heldout().at(0).src, r.predictions.at(0));
   if (!p.maps.empty())
     attempt("attention.svg", [&] {
       plots::write_attention_svg(
@@ -463,7 +464,7 @@ bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalRe
 
 void print_first_attention(Trainer& t, const EvalResult& r) {
   if (!t.pairs || t.pairs->heldout().empty() || t.classifies()) return;
-  const AttentionPicture p = attention_of(t, t.pairs->heldout()[0].src, r.predictions.at(0));
+  const AttentionPicture p = attention_of(t, t.pairs->heldout().at(0).src, r.predictions.at(0));
   if (p.maps.empty()) return;
   std::printf("\n");
   print_attention(p);

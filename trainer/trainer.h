@@ -54,6 +54,7 @@ using json = nlohmann::json;
 using data::LMBatch;
 using data::Pair;
 using data::PairData;
+using data::PairSet;
 using data::Seq;
 using data::Split;
 using data::TextData;
@@ -249,7 +250,9 @@ class Trainer {
   // Held-out evaluation: greedy decoding scored by exact sequence and token
   // accuracy, or, for a language model, held-out loss and perplexity.
   EvalResult evaluate();
-  EvalResult evaluate(const std::vector<Pair>& pairs, int64_t chunk = 500);
+  // A set `chunk` pairs at a time (fewer when they are long), each chunk
+  // read into one buffer kept from chunk to chunk (data/pair_set.h).
+  EvalResult evaluate(const PairSet& set, int64_t chunk = 500);
   // What evaluate() is doing, for its progress lines (trainer/progress.h).
   std::string phase = "held-out evaluation";
 
@@ -348,9 +351,9 @@ class Trainer {
   // --augment: how training images are shifted and mirrored (training batches only).
   data::Augment augment;
   std::unique_ptr<TextData> text;  // gpt on a text file
-  // A test set scored once, at the end (images: the t10k files); held-out
-  // checks during training use pairs->heldout().
-  std::vector<Pair> test_pairs;
+  // A test set scored once, at the end (images: the t10k files, kept as
+  // bytes); held-out checks during training use pairs->heldout().
+  PairSet test_set;
   std::unique_ptr<optim::Optimizer> opt;  // --optimizer: adam, adamw or sgd
   std::unique_ptr<optim::Schedule> schedule;
 
