@@ -135,8 +135,12 @@ TEST_CASE(
 }
 
 // The Vision Transformer: pixels read in channel, row, column order, cut into
-// patches in (c, py, px) order, the class token and positions, Pre-LN, the
-// head on position 0 (a model file: format_page.sh does not train from it).
-TEST_CASE("format page: a vit file written from the page alone loads and gives PyTorch's logits") {
+// patches in (c, py, px) order, the class token and positions, the head on
+// position 0; 2 channels and Pre-LN (the library's alone: the trainer reads
+// gray images), 1 channel and Post-LN (format_page.sh trains and asks it).
+TEST_CASE(
+    "format page: vit files (2 channels Pre-LN, 1 channel Post-LN) written from the page alone "
+    "load and give PyTorch's logits") {
   check_case("vit");
+  check_case("vit_gray");
 }

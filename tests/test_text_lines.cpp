@@ -152,7 +152,7 @@ TEST_CASE(
   int pieces_of_7 = 0;
   for (int k = 0; k < 32; ++k) {  // 512 draws of ~31 sequences: line 7's among them
     const data::LMBatch b = t.text->draw(16, draw);
-    const std::vector<data::Pair> made = t.family().text_pairs(t.cfg, b, t.vocab, draw);
+    const std::vector<data::Pair> made = t.family().text_pairs(t.cfg, t.shape, b, t.vocab, draw);
     REQUIRE(made.size() == 16);
     for (size_t r = 0; r < made.size(); ++r) {
       const data::Seq& src = made[r].src;

@@ -81,6 +81,17 @@ void check_tokenizer_agrees(const TensorFile& f, const TrainConfig& c, const Voc
                 std::to_string(v.bpe()->merges().size()) + " merges (" +
                 std::to_string(v.bpe()->vocab_size()) + " tokens)");
 }
+// Whether the family's own rules take a run without --data (a built-in
+// task): bert's and vit's refuse it, so their model files record no task.
+bool takes_tasks(const Family& fam, TrainConfig c) {
+  c.data.clear();
+  bool needs_data = false;
+  if (fam.check)
+    fam.check(c, [&](bool ok, const char* key, const std::string&) {
+      needs_data = needs_data || (!ok && std::string(key) == "data");
+    });
+  return !needs_data;
+}
 // The model's position table (its config's max_positions); 0 for a family
 // with none (the encoder model's positions are sinusoidal, computed as needed).
 int64_t model_max_positions(const json& mc) {
@@ -126,6 +137,15 @@ TrainConfig Trainer::checkpoint_config(const TensorFile& f) {
 
 Vocab Trainer::checkpoint_vocab(const TensorFile& f, int64_t model_vocab) {
   Vocab v;
+  // A family that reads no tokens (vit) may leave 'vocab' out: the special
+  // tokens alone. A token family's file must name its tokens.
+  if (!f.metadata.count("vocab")) {
+    const auto [kind, mc] = detail::model_of(f);
+    if (train::family(kind, brief(f.path) + ": metadata 'model_kind'").vocab_key)
+      throw Error(brief(f.path) +
+                  ": metadata has no 'vocab': the trainer reads and writes the model's tokens "
+                  "through it (a JSON list of strings, one per id)");
+  }
   // A BPE tokenizer: metadata 'tokenizer' "bpe", its merges and pattern in 'bpe'.
   const auto tok = f.metadata.find("tokenizer");
   const bool bpe = tok != f.metadata.end() && tok->second == "bpe";
@@ -136,8 +156,9 @@ Vocab Trainer::checkpoint_vocab(const TensorFile& f, int64_t model_vocab) {
   std::optional<json> merges;
   if (bpe) merges = nn::metadata_json(f.metadata, "bpe", f.path);
   try {
-    v = Vocab::from_json(nn::metadata_json(f.metadata, "vocab", f.path),
-                         merges ? &*merges : nullptr);
+    if (f.metadata.count("vocab"))
+      v = Vocab::from_json(nn::metadata_json(f.metadata, "vocab", f.path),
+                           merges ? &*merges : nullptr);
   } catch (const json::exception& e) {
     throw Error(brief(f.path) + ": metadata 'vocab' is not a list of strings (" + brief(e.what()) +
                 ")");
@@ -342,17 +363,20 @@ Trainer Trainer::resume(const std::string& path,
       throw Error(brief(path) +
                   ": a model file does not record its data: give the text to evaluate on with "
                   "--data FILE");
+    // A family that learns from no built-in task (bert, vit) has data to
+    // name for an evaluation, and none to ask for an answer.
+    const bool tasks = detail::takes_tasks(fam, c);
+    if (use == DataUse::Evaluate && c.data.empty() && !tasks)
+      throw Error(brief(path) + ": a model file does not record its data: give the " +
+                  (fam.reads_images ? "images to evaluate on with --data DIR"
+                                    : "text to evaluate on with --data FILE"));
     if (use == DataUse::Evaluate && c.data.empty())
       std::printf(
           "note: a model file does not record its task: evaluating on --task %s, lengths "
           "%lld..%lld "
           "(--task, --min-len, --max-len choose another)\n",
           c.task.c_str(), static_cast<long long>(c.min_len), static_cast<long long>(c.max_len));
-    if (use == DataUse::Evaluate && c.data.empty() && fam.reads_images)
-      throw Error(brief(path) +
-                  ": a model file does not record its data: give the images to evaluate on with "
-                  "--data DIR");
-    if (use == DataUse::None && c.data.empty() && (v.has_unk() || v.bpe() || fam.reads_images))
+    if (use == DataUse::None && c.data.empty() && (v.has_unk() || v.bpe() || !tasks))
       c.data = "(model file)";  // text is cut by c.tokens
     Trainer t(c, &v, path, use, &shape);
     t.tokenizer_info.trained_on = detail::bpe_trained_on(f);

@@ -215,10 +215,10 @@ void ask_classifier(Trainer& t, const std::string& input) {
 
 Seq masked_input(Trainer& t, const std::string& text, const std::string& flag) {
   const std::string mask = t.family().extra_special;  // "[MASK]"
-  const int64_t mask_id = t.vocab.find(mask);
-  if (text.find(mask) == std::string::npos)
-    throw Error(flag + ": no " + mask + " in " + brief(text) + ": the " + t.cfg.model +
-                " model fills in " + mask + " tokens, e.g. " + flag + " \"a " + mask + " game\"");
+  // The model's mask token (model_config's mask_id): "[MASK]" in the text
+  // marks it, whatever the vocabulary calls it; the token itself, typed, is
+  // one too.
+  const int64_t mask_id = t.shape.mask_id;
   // "<s> piece [MASK] piece ... </s>": each piece cut as the run cuts text.
   // A space before a mask is the masked word's own (" board" in "a board
   // game" is one token): it goes with the mask, not with the piece before.
@@ -235,13 +235,16 @@ Seq masked_input(Trainer& t, const std::string& text, const std::string& flag) {
     at = m + mask.size();
   }
   ids.push_back(Vocab::kEos);
+  if (std::find(ids.begin(), ids.end(), mask_id) == ids.end())
+    throw Error(flag + ": no " + mask + " in " + brief(text) + ": the " + t.cfg.model +
+                " model fills in " + mask + " tokens, e.g. " + flag + " \"a " + mask + " game\"");
   t.check_source_fits(ids.size());  // with <s> and </s>
   return ids;
 }
 
 void ask_masked(Trainer& t, const std::string& text) {
   const Seq ids = masked_input(t, text, "--ask");
-  const int64_t mask_id = t.vocab.find(t.family().extra_special);
+  const int64_t mask_id = t.shape.mask_id;
   const std::string mask = t.family().extra_special;
   const Tensor p = t.family().token_probabilities(t.model(), ids);  // (T, V)
   const int64_t V = p.size(1);

@@ -22,7 +22,7 @@ real Trainer::check_anomalies() {
   if (text && family().text_pairs) {
     Generator g(cfg.seed ^ detail::kHeldoutMaskSalt);
     f = net_->forward_pairs(
-        family().text_pairs(cfg, text->heldout_batches(cfg.batch).front(), vocab, g));
+        family().text_pairs(cfg, shape, text->heldout_batches(cfg.batch).front(), vocab, g));
   } else if (text) {
     f = net_->forward_text(text->heldout_batches(cfg.batch).front());
   } else {
@@ -58,7 +58,7 @@ EvalResult Trainer::evaluate() {
   for (const LMBatch& b : batches) {
     progress.at(&b - batches.data());
     const nn::TeacherForced f =
-        made ? net_->forward_pairs(family().text_pairs(cfg, b, vocab, held_gen))
+        made ? net_->forward_pairs(family().text_pairs(cfg, shape, b, vocab, held_gen))
              : net_->forward_text(b);
     total += double(nn::cross_entropy(f.logits, f.targets, f.ignore_index).item()) *
              double(f.target_tokens);

@@ -103,7 +103,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
       answer = t.labels.at(static_cast<size_t>(pair.tgt.at(0)));
     } else {
       const Tensor p = t.family().token_probabilities(model, src);  // (T, V)
-      const int64_t V = p.size(1), mask_id = t.vocab.find(t.family().extra_special);
+      const int64_t V = p.size(1), mask_id = t.shape.mask_id;
       pair.tgt.assign(src.size(), Vocab::kPad);
       for (size_t i = 0; i < src.size(); ++i) {
         if (src[i] != mask_id) continue;

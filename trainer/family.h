@@ -48,6 +48,9 @@ struct DataShape {
   int64_t classes = 0;                       // a classifier's labels; 0: not a classifier
   int64_t rows = 0, cols = 0, channels = 0;  // images; 0: the model reads tokens
   int64_t mask_id = -1;                      // the vocabulary's extra special ([MASK]); -1: none
+  // A file's model fields no run setting holds (bert's segment table and
+  // [SEP]), so that its model is built as it was saved; 0 / -1: the defaults.
+  int64_t segments = 0, sep_id = -1;
 };
 
 struct Family {
@@ -130,8 +133,9 @@ struct Family {
   // (bert's mlm): the training pairs made from a batch of text windows
   // (B, T), drawing from `g` (masks, say). Null: the model reads the windows
   // itself (Model::forward_text).
-  std::vector<data::Pair> (*text_pairs)(const TrainConfig& c, const data::LMBatch& b,
-                                        const data::Vocab& v, Generator& g);
+  // `d.mask_id` is the model's mask token (bert's model_config mask_id).
+  std::vector<data::Pair> (*text_pairs)(const TrainConfig& c, const DataShape& d,
+                                        const data::LMBatch& b, const data::Vocab& v, Generator& g);
   // A masked language model's guesses (--ask "a [MASK] game"): for a
   // sequence of ids, each position's probabilities over the vocabulary
   // (T, V), no graph. Null for a family that fills in no masks.

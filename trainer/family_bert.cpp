@@ -46,6 +46,8 @@ std::unique_ptr<nn::Model> build(const TrainConfig& c, const DataShape& d) {
   b.head = c.objective == "classify" ? "classify" : "mlm";
   b.classes = d.classes;
   if (d.mask_id >= 0) b.mask_id = d.mask_id;
+  if (d.segments > 0) b.segments = d.segments;  // a file's (Family::shape_from_model)
+  if (d.sep_id >= 0) b.sep_id = d.sep_id;
   b.max_positions = c.context;
   shared_arch_fields(c, b, [](const auto& mine, auto& theirs) { theirs = mine; });
   b.layers = c.layers;
@@ -67,18 +69,24 @@ void from_model(TrainConfig& c, const json& mc, const std::string& where) {
   attention_from_model(c, b);
 }
 
+// A file's classes, its mask token (model_config's mask_id, which the file's
+// vocabulary need not call "[MASK]"), its segment rows and its [SEP].
 void shape_from_model(DataShape& d, const json& mc) {
-  d.classes = nn::bert_config_from_json(mc, "model_config").classes;
+  const nn::BertConfig b = nn::bert_config_from_json(mc, "model_config");
+  d.classes = b.classes;
+  d.mask_id = b.mask_id;
+  d.segments = b.segments;
+  d.sep_id = b.sep_id;
 }
 
 // Windows of text (B, T) as masked sequences "<s> w1 .. w(T-2) </s>" and
 // their targets: the original token at each chosen position (data/mlm.h).
 // Lines (--line-by-line: b.ids.lengths set, each at most T - 2 tokens
 // there) as "<s> line </s>", each as long as its line.
-std::vector<data::Pair> text_pairs(const TrainConfig&, const data::LMBatch& b, const data::Vocab& v,
-                                   Generator& g) {
+std::vector<data::Pair> text_pairs(const TrainConfig&, const DataShape& d, const data::LMBatch& b,
+                                   const data::Vocab& v, Generator& g) {
   data::MlmOptions o;
-  o.mask_id = v.find("[MASK]");
+  o.mask_id = d.mask_id;  // the model's [MASK] (Trainer::build_model)
   if (o.mask_id < 0) throw Error("bert: the vocabulary has no [MASK] token");
   o.first_random_id = v.bpe() ? v.first_bpe_id() : (v.has_unk() ? data::kUnk + 1 : 3);
   o.vocab = v.size();

@@ -38,8 +38,8 @@ std::vector<std::string> objective_tokens(const TrainConfig& c) {
 // Windows of text (B, T) as span-corrupted pairs: source "w1 <X> w5 .. wT",
 // target "<X> w2 w3 w4 <Y>" (data/span.h). A held-out window shorter than T
 // (the text's last) is corrupted as it is.
-std::vector<data::Pair> text_pairs(const TrainConfig&, const data::LMBatch& b, const data::Vocab& v,
-                                   Generator& g) {
+std::vector<data::Pair> text_pairs(const TrainConfig&, const DataShape&, const data::LMBatch& b,
+                                   const data::Vocab& v, Generator& g) {
   const int64_t B = b.ids.batch, T = b.ids.len;
   const std::vector<int64_t> lengths = b.ids.full_lengths();
   data::SpanOptions o;

@@ -386,7 +386,9 @@ void Trainer::build_model() {
   shape.vocab = vocab.size();
   shape.classes = static_cast<int64_t>(labels.size());
   if (const char* extra = family().extra_special) {
-    shape.mask_id = vocab.find(extra);
+    // A file's model_config names its mask token (Family::shape_from_model);
+    // a new model's is the vocabulary's "[MASK]".
+    if (shape.mask_id < 0) shape.mask_id = vocab.find(extra);
     // Masking text needs the token (a vocabulary from --tokenizer-from or
     // another family's file may lack it).
     if (text && family().text_pairs && shape.mask_id < 0)
@@ -405,7 +407,7 @@ Var Trainer::loss_on_batch(int64_t* target_tokens) {
   nn::TeacherForced f;
   if (text && family().text_pairs) {  // another objective on text (bert's mlm)
     const LMBatch b = text->draw(cfg.batch, data_gen);
-    std::vector<Pair> made = family().text_pairs(cfg, b, vocab, data_gen);
+    std::vector<Pair> made = family().text_pairs(cfg, shape, b, vocab, data_gen);
     if (dist::size() > 1)
       made = std::vector<Pair>(made.begin() + mine.begin, made.begin() + mine.end);
     f = net_->forward_pairs(made);

@@ -61,6 +61,8 @@ INPUTS = {
                       "lens": [7, 3, 5]},
     # Two images of 2 x 6 x 6 pixel values 0..255 (channel, row, column order).
     "vit": {"pixels": [[(37 * k + 11 * b) % 256 for k in range(72)] for b in range(2)]},
+    # Two gray 6 x 6 images (row, column order).
+    "vit_gray": {"pixels": [[(53 * k + 29 * b + 7) % 256 for k in range(36)] for b in range(2)]},
 }
 
 

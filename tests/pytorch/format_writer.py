@@ -14,19 +14,29 @@ norm placement, positions, head, activation and attention kernel, two
 with the block keys norm, activation swiglu and bias, and one with the
 attention keys kv_heads and rope_base):
 
-    DIR/format_<case>.safetensors         a model file (no prefix, with vocab)
+    DIR/format_<case>.safetensors         a model file (no prefix; with vocab, but a vit)
     DIR/format_<case>.ckpt.safetensors    a training checkpoint of the same
                                           weights, at step STEP, with the
                                           optimizer state the page lists
     DIR/format_gpt_bpe.safetensors        a gpt model file with a BPE tokenizer
                                           (the page's `bpe` key and vocab mapping)
 
+and the data the bert and vit checkpoints name (the page's "The data a
+checkpoint names"), which they record with its hash:
+
+    DIR/format_bert_mlm.txt               a corpus of words, one line a sequence
+    DIR/format_bert_classify.tsv          text<TAB>label and text<TAB>text<TAB>label lines
+    DIR/format_images/                    MNIST's IDX files, gzipped: gray 6 x 6 images
+
 The same arguments give the same bytes (the weights are drawn from a seeded
 random.Random). tests/fixtures/ holds the model files (`make fixtures`);
 tests/cli/format_page.sh writes everything anew, compares the model files
-with those, and has the trainer evaluate, answer and resume from them.
+with those, and has the trainer evaluate, answer and resume from them
+(the 2-channel vit it refuses: the trainer reads gray images).
 """
 
+import gzip
+import io
 import json
 import math
 import os
@@ -167,18 +177,22 @@ CASES = {
         "seed": 21,
     },
     # bert, head mlm: Post-LN, GELU, the output layer tied to embed.weight
-    # plus mlm.bias; the optional keys classes and mask_id left out.
+    # plus mlm.bias; the optional keys classes and mask_id left out (so id 3,
+    # "a", is the mask token). Its checkpoint learned from a corpus of words
+    # b..f, one line a sequence (DATA below).
     "bert_mlm": {
         "kind": "bert",
         "config": {"vocab": len(VOCAB), "max_positions": 12, "head": "mlm", "d_model": 16,
                    "heads": 2, "layers": 2, "d_ff": 32, "dropout": 0.1, "activation": "gelu",
                    "pre_norm": False, "seed": 1, "attention": "standard", "window": 128,
                    "global_every": 64, "scaled": True, "segments": 2, "sep_id": 2},
-        "run": {"optimizer": "adamw", "weight_decay": 0.01, "context": 12},
+        "run": {"optimizer": "adamw", "weight_decay": 0.01, "context": 12, "objective": "mlm",
+                "format": "text", "tokens": "word", "line_by_line": True},
         "seed": 20,
     },
     # bert, head classify: Pre-LN (encoder.norm), ReLU, 3 segment rows (ids
-    # 0 and 1 used), 4 classes.
+    # 0 and 1 used), 4 classes. Its checkpoint learned from text<TAB>label
+    # lines (and text<TAB>text<TAB>label), its labels named (metadata labels).
     "bert_classify": {
         "kind": "bert",
         "config": {"vocab": len(VOCAB), "max_positions": 10, "head": "classify", "d_model": 16,
@@ -186,20 +200,34 @@ CASES = {
                    "pre_norm": True, "seed": 1, "attention": "standard", "window": 128,
                    "global_every": 64, "scaled": True, "segments": 3, "classes": 4,
                    "sep_id": 2, "mask_id": 3},
-        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 10},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 10, "objective": "classify",
+                "format": "tsv", "tokens": "word"},
+        "labels": ["w", "x", "y", "z"],
         "seed": 21,
     },
-    # The Vision Transformer: 6 x 6 images of 2 channels in 3 x 3 patches (4 patches + the class token), Pre-LN, GELU, 3 classes.
-    # format_page.sh neither evaluates nor resumes its checkpoint (the trainer
-    # reads images from IDX files, which the page does not write).
+    # The Vision Transformer: 6 x 6 images of 2 channels in 3 x 3 patches (4
+    # patches + the class token), Pre-LN, GELU, 3 classes. The trainer reads
+    # IDX images of one channel: it refuses this checkpoint (the library
+    # reads both files).
     "vit": {
         "kind": "vit",
         "config": {"image": 6, "channels": 2, "patch": 3, "classes": 3, "d_model": 16,
                    "heads": 2, "layers": 2, "d_ff": 32, "dropout": 0.0, "activation": "gelu",
                    "pre_norm": True, "seed": 1, "attention": "standard", "window": 128,
                    "global_every": 64, "scaled": True},
-        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 5},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 5, "format": "idx"},
         "seed": 20,
+    },
+    # A vit of gray images, as the trainer reads them (IDX): 6 x 6 pixels in
+    # 2 x 2 patches (9 patches + the class token), Post-LN, ReLU, 3 classes.
+    "vit_gray": {
+        "kind": "vit",
+        "config": {"image": 6, "channels": 1, "patch": 2, "classes": 3, "d_model": 16,
+                   "heads": 2, "layers": 1, "d_ff": 24, "dropout": 0.0, "activation": "relu",
+                   "pre_norm": False, "seed": 1, "attention": "standard", "window": 128,
+                   "global_every": 64, "scaled": True},
+        "run": {"optimizer": "adamw", "weight_decay": 0.01, "context": 10, "format": "idx"},
+        "seed": 22,
     },
 }
 
@@ -392,6 +420,95 @@ def dumps(value):
 
 
 # ---------------------------------------------------------------------------
+# The data a checkpoint of bert or vit names (the page's `data` key)
+# ---------------------------------------------------------------------------
+
+FNV_BASIS = 1469598103934665603  # the page's basis (not FNV's published 14695981039346656037)
+FNV_PRIME = 1099511628211
+
+
+def fnv1a64(data, h=FNV_BASIS):
+    """The page's 64-bit FNV-1a hash of bytes, continued from h."""
+    for b in data:
+        h = ((h ^ b) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def write_file(path, raw):
+    with open(path, "wb") as f:
+        f.write(raw)
+
+
+def file_entry(path, raw):
+    """A data file's entry: the path as the run typed it, made absolute, its
+    size and the FNV-1a hash of its bytes."""
+    write_file(path, raw)
+    return {"path": path, "abspath": os.path.abspath(path), "bytes": len(raw),
+            "fnv1a64": "%016x" % fnv1a64(raw)}
+
+
+def gzip_bytes(raw):
+    """raw gzip-compressed, with no time stamp (the same bytes every time)."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as f:
+        f.write(raw)
+    return buf.getvalue()
+
+
+def image_of(label, rng, side=6):
+    """A gray side x side image: a bright left (0), right (1) or lower (2) half over noise."""
+    px = []
+    for y in range(side):
+        for x in range(side):
+            bright = (label == 0 and x < side // 2) or (label == 1 and x >= side // 2) or \
+                (label == 2 and y >= side // 2)
+            px.append(rng.randrange(150, 256) if bright else rng.randrange(0, 90))
+    return px
+
+
+def write_data(out_dir, name, case, run):
+    """The data files a bert or vit checkpoint names, written beside it: the
+    run's `data` (train_config) and the metadata `data` (None for a task run)."""
+    rng = random.Random(case["seed"] + 100)
+    fmt = run["format"]
+    if fmt == "text":  # a corpus of words, one line a sequence; "a" is the mask token
+        words = VOCAB[4:]
+        lines = [" ".join(rng.choice(words) for _ in range(rng.randrange(3, 9))) for _ in range(30)]
+        path = os.path.join(out_dir, f"format_{name}.txt")
+        run["data"] = path
+        return {"kind": "text", "data": file_entry(path, ("\n".join(lines) + "\n").encode()),
+                "line_by_line": True}
+    if fmt == "tsv" and run.get("objective") == "classify":  # text<TAB>label lines
+        words, lines = VOCAB[3:], []
+        for k in range(40):
+            label = case["labels"][k % len(case["labels"])]
+            texts = [" ".join(rng.choice(words) for _ in range(rng.randrange(1, 4)))
+                     for _ in range(1 + k % 2)]  # every other line two texts (segments 0, 1)
+            lines.append("\t".join(texts + [label]))
+        path = os.path.join(out_dir, f"format_{name}.tsv")
+        run["data"] = path
+        return {"kind": "labels", "data": file_entry(path, ("\n".join(lines) + "\n").encode())}
+    if fmt == "idx":  # MNIST's IDX files, gzipped: 30 gray 6 x 6 images of labels 0, 1, 2
+        folder = os.path.join(out_dir, "format_images")
+        os.makedirs(folder, exist_ok=True)
+        img_rng = random.Random(5)  # the same folder for every vit case
+        labels = [k % 3 for k in range(30)]
+        pixels = [p for label in labels for p in image_of(label, img_rng)]
+        write_file(os.path.join(folder, "train-images-idx3-ubyte.gz"),
+                   gzip_bytes(struct.pack(">IIII", 0x803, len(labels), 6, 6) + bytes(pixels)))
+        write_file(os.path.join(folder, "train-labels-idx1-ubyte.gz"),
+                   gzip_bytes(struct.pack(">II", 0x801, len(labels)) + bytes(labels)))
+        run["data"] = folder
+        # The hash is of the images' pixels and labels (training, then the
+        # test files' t10k-*, none here), not of the compressed files.
+        h = fnv1a64(bytes(labels), fnv1a64(bytes(pixels)))
+        return {"kind": "images",
+                "data": {"path": folder, "abspath": os.path.abspath(folder),
+                         "images": len(labels), "test_images": 0, "fnv1a64": "%016x" % h}}
+    return None
+
+
+# ---------------------------------------------------------------------------
 # The two kinds of file
 # ---------------------------------------------------------------------------
 
@@ -454,13 +571,16 @@ def write_case(out_dir, name, case):
     write_safetensors(os.path.join(out_dir, f"format_{name}.safetensors"), weights, md)
 
     run = train_config(case)
+    data = write_data(out_dir, name, case, run) or {"kind": "task", "task": run["task"]}
     tensors = {"model." + n: t for n, t in weights.items()}
     tensors.update(optimizer_state(params, run, rng))
     md = model_metadata(case, "model.")
+    if "labels" in case:
+        md["labels"] = dumps(case["labels"])
     md.update({
         "format": "qkv-train-v3",
         "train_config": dumps(run),
-        "data": dumps({"kind": "task", "task": run["task"]}),
+        "data": dumps(data),
         "step": str(STEP),
         "data_gen": generator_state(rng),
         "dropout_gen": generator_state(rng),
