@@ -85,8 +85,12 @@ def main():
     mlm = os.path.join(a.out, "mlm")
     mlm_file = os.path.join(mlm, "model.safetensors")
     if not os.path.exists(mlm_file):
+        # Windows of the text, not one description a sequence: at these
+        # settings the latter learned no more than the commonest token
+        # (docs/bert.md, "Does pre-training help?").
         secs, out = run([train, "--model", "bert", "--objective", "mlm", "--format", "text",
                          "--data", os.path.join(a.data, "pretrain.txt"), "--tokens", "bpe",
+                         "--no-line-by-line",
                          "--bpe-vocab", "2048", *ARCH, "--context", "64", "--batch", "32",
                          "--steps", str(a.pretrain_steps), "--warmup", "400", "--lr", "1e-3",
                          "--eval-every", "1000", "--threads", a.threads, "--out", mlm],

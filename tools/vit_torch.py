@@ -9,6 +9,10 @@ family_vit.cpp, models/vit.h): a P x P patch projection (a stride-P conv),
 a class token, learned positions, Pre-LN encoder layers with GELU, a final
 LayerNorm and a linear head on the class token; Adam with warm-up and a
 cosine schedule to 5% of the peak, the gradient norm clipped at 1.
+`--augment crop:K,flip` is torchvision's RandomCrop(28, padding=K) and
+RandomHorizontalFlip on the training batches, as qkv's flag of that name;
+`--autocast bf16` runs the forward pass and the loss under
+torch.autocast('cpu', dtype=torch.bfloat16), as bench/bench_torch.py does.
 
   /usr/bin/python3 tools/vit_torch.py --minutes 10 --threads 2 --seed 1
 """
@@ -52,6 +56,36 @@ class ViT(nn.Module):
         return self.head(self.norm(self.encoder(z))[:, 0])
 
 
+def parse_augment(text):
+    """qkv's --augment syntax: "crop:K", "flip" or "crop:K,flip"."""
+    crop, flip = 0, False
+    for part in filter(None, text.split(",")):
+        if part == "flip":
+            flip = True
+        elif part.startswith("crop:") and part[5:].isdigit() and 0 < int(part[5:]) < 28:
+            crop = int(part[5:])
+        else:
+            raise SystemExit(f"--augment: {part!r} is neither crop:K (0 < K < 28) nor flip")
+    return crop, flip
+
+
+def augment(xb, crop, flip, gen):
+    """A batch (B, 1, H, W) padded by `crop` zeros and cut back at a random
+    offset per image, then mirrored left to right with probability 1/2."""
+    b, _, h, w = xb.shape
+    if crop:
+        padded = nn.functional.pad(xb, (crop, crop, crop, crop))
+        oy = torch.randint(0, 2 * crop + 1, (b, 1, 1), generator=gen)
+        ox = torch.randint(0, 2 * crop + 1, (b, 1, 1), generator=gen)
+        rows = (oy + torch.arange(h).view(1, h, 1)).expand(b, h, w)
+        cols = (ox + torch.arange(w).view(1, 1, w)).expand(b, h, w)
+        xb = padded[torch.arange(b).view(b, 1, 1), 0, rows, cols].unsqueeze(1)
+    if flip:
+        mirror = torch.rand(b, generator=gen) < 0.5
+        xb = torch.where(mirror.view(b, 1, 1, 1), xb.flip(-1), xb)
+    return xb
+
+
 def accuracy(model, x, y, batch=1000):
     model.eval()
     right = 0
@@ -83,7 +117,12 @@ def main():
     ap.add_argument("--weight-decay", type=float, default=0.0, help="AdamW's (0: Adam)")
     ap.add_argument("--label-smoothing", type=float, default=0.0)
     ap.add_argument("--eval-every", type=int, default=1000)
+    ap.add_argument("--augment", default="", help="crop:K,flip (as qkv's --augment)")
+    ap.add_argument("--autocast", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
     a = ap.parse_args()
+    crop, flip = parse_augment(a.augment)
+    gen = torch.Generator().manual_seed(a.seed)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     rng = np.random.default_rng(a.seed)
@@ -110,7 +149,7 @@ def main():
     t0 = time.time()
     step = 0
     epoch_start, epoch = t0, 0
-    print(f"torch {torch.__version__}, {a.threads} threads, "
+    print(f"torch {torch.__version__}, {a.threads} threads, {a.autocast}, augment {a.augment!r}, "
           f"{sum(p.numel() for p in model.parameters())} parameters, {len(x)} training images")
     while True:
         perm = torch.randperm(len(x))
@@ -127,8 +166,10 @@ def main():
             for g in opt.param_groups:
                 g["lr"] = lr
             idx = perm[i:i + a.batch]
-            loss = nn.functional.cross_entropy(model(x[idx]), y[idx],
-                                               label_smoothing=a.label_smoothing)
+            xb = augment(x[idx], crop, flip, gen) if crop or flip else x[idx]
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast == "bf16"):
+                loss = nn.functional.cross_entropy(model(xb).float(), y[idx],
+                                                   label_smoothing=a.label_smoothing)
             opt.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
