@@ -19,8 +19,21 @@ class Generator {
  public:
   explicit Generator(uint64_t seed = kDefaultSeed) { manual_seed(seed); }
   void manual_seed(uint64_t seed);
-  uint64_t next_u64();
-  double uniform();                         // [0, 1), 53 random bits
+  // Defined here, inline: a loop drawing one number an element (dropout's
+  // masks) pays no call for each.
+  uint64_t next_u64() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+  // [0, 1): the top 53 bits of next_u64(), times 2^-53.
+  double uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
   double normal();                          // standard normal (Box-Muller)
   int64_t randint(int64_t lo, int64_t hi);  // uniform in [lo, hi)
   // The full state, so a checkpoint can resume the exact random stream.
@@ -33,6 +46,7 @@ class Generator {
   void set_state(const State& st);
 
  private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   uint64_t s_[4];
   double cached_normal_ = 0;
   bool has_cached_ = false;

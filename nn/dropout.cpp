@@ -1,5 +1,6 @@
 #include "nn/dropout.h"
 
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -48,8 +49,12 @@ Var dropout(const Var& x, real p, Generator& g) {
   Tensor mask = Tensor::empty(X.shape());
   real* __restrict mp = mask.data();
   const real keep_scale = static_cast<real>(1.0 / (1.0 - static_cast<double>(p)));
-  const double pd = p;
-  for (int64_t i = 0; i < n; ++i) mp[i] = g.uniform() < pd ? real(0) : keep_scale;
+  // Dropped where g.uniform() < p, that is where the top 53 bits k of the
+  // draw (uniform() = k 2^-53) are below p 2^53, an integer compare: k < t
+  // <=> k < ceil(t) for an integer k, and p 2^53 < 2^53 is exact. The same
+  // masks as comparing doubles, without a conversion an element.
+  const uint64_t drop_below = static_cast<uint64_t>(std::ceil(static_cast<double>(p) * 0x1.0p53));
+  for (int64_t i = 0; i < n; ++i) mp[i] = (g.next_u64() >> 11) < drop_below ? real(0) : keep_scale;
   Tensor Y = Tensor::empty(X.shape());
   const real* __restrict xp = X.data();
   real* __restrict yp = Y.data();
