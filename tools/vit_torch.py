@@ -65,7 +65,8 @@ def parse_augment(text):
         elif part.startswith("crop:") and part[5:].isdigit() and 0 < int(part[5:]) < 28:
             crop = int(part[5:])
         else:
-            raise SystemExit(f"--augment: {part!r} is neither crop:K (0 < K < 28) nor flip")
+            shown = part if len(part) <= 40 else part[:40] + "..."
+            raise SystemExit(f"--augment: {shown!r} is neither crop:K (0 < K < 28) nor flip")
     return crop, flip
 
 
