@@ -234,10 +234,21 @@ int64_t TextData::heldout_sequences() const {
   return by_lines() ? static_cast<int64_t>(heldout_starts_.size()) - 1 : 0;
 }
 
-LMBatch TextData::draw(int64_t B, Generator& g) const {
+LMBatch TextData::draw(int64_t B, Generator& g, int64_t pool) const {
   if (by_lines()) {
-    std::vector<int64_t> idx(static_cast<size_t>(B));
+    if (pool < 1 || B < 1 || pool > kMaxLengthPool)
+      throw Error("TextData::draw: a batch of " + std::to_string(B) + " from a pool of " +
+                  std::to_string(pool) + " batches (1 to " + std::to_string(kMaxLengthPool) + ")");
+    std::vector<int64_t> idx(static_cast<size_t>(pool * B));
     for (int64_t& i : idx) i = g.randint(0, train_sequences());
+    if (pool > 1) {
+      const auto len = [&](int64_t i) { return train_starts_[i + 1] - train_starts_[i]; };
+      std::stable_sort(idx.begin(), idx.end(),
+                       [&](int64_t a, int64_t b) { return len(a) < len(b); });
+      const int64_t k = g.randint(0, pool);
+      idx.erase(idx.begin() + (k + 1) * B, idx.end());
+      idx.erase(idx.begin(), idx.begin() + k * B);
+    }
     return line_batch(train_, train_starts_, idx);
   }
   const int64_t T = context_;

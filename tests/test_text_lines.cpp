@@ -188,3 +188,90 @@ TEST_CASE("--line-by-line is refused for a model that reads windows or no corpus
   v.line_by_line = true;
   check_error([&] { train::Trainer t(v); }, {"--line-by-line", "no corpus here (--format tsv)"});
 }
+
+TEST_CASE(
+    "TextData::draw with a pool (--group-by-length): whole lines of like length, each line as "
+    "often as without it, less padding") {
+  // 60 training lines; line i holds 1 + (i * 7) % 20 tokens, all equal to i + 4.
+  data::Seq train;
+  std::vector<int64_t> starts{0};
+  for (int64_t i = 0; i < 60; ++i) {
+    for (int64_t k = 0; k < 1 + (i * 7) % 20; ++k) train.push_back(i + 4);
+    starts.push_back(static_cast<int64_t>(train.size()));
+  }
+  const data::TextData d = data::TextData::of_lines(train, starts, {4}, {0, 1}, 32);
+  const int64_t B = 6, pool = 8, draws = 4000;
+  Generator g = qkv::testing::test_generator(2), h = qkv::testing::test_generator(2);
+  std::vector<int64_t> seen(60, 0);
+  double padded_grouped = 0, padded_any = 0;
+  for (int64_t k = 0; k < draws; ++k) {
+    const data::LMBatch b = d.draw(B, g, pool);
+    const std::vector<data::Seq> rows = rows_of(b);
+    REQUIRE(rows.size() == static_cast<size_t>(B));
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const int64_t line = rows[r].front() - 4;
+      REQUIRE(line >= 0);
+      REQUIRE(line < 60);
+      // A whole line, and the rows in order of length.
+      CHECK(rows[r] == data::Seq(static_cast<size_t>(1 + (line * 7) % 20), line + 4));
+      if (r > 0) CHECK(rows[r].size() >= rows[r - 1].size());
+      ++seen[static_cast<size_t>(line)];
+    }
+    padded_grouped += static_cast<double>(b.ids.len * B);
+    padded_any += static_cast<double>(d.draw(B, h).ids.len * B);
+  }
+  // Every line is drawn as often as without a pool: 400 times expected each
+  // (24,000 rows over 60 lines); Pearson's statistic over 59 degrees of
+  // freedom, which exceeds 100 with probability below 0.001 for uniform draws.
+  // A pool that favoured short or long lines (say, always its first block)
+  // would give thousands.
+  const double expect = static_cast<double>(draws * B) / 60;
+  double chi2 = 0;
+  for (int64_t n : seen) chi2 += (static_cast<double>(n) - expect) * (n - expect) / expect;
+  CHECK(chi2 < 100);
+  // The positions a batch takes: grouped, well under the ungrouped (the lines
+  // are 1..20 tokens: about 18 a row ungrouped, and near a row's own length
+  // grouped).
+  CHECK(padded_grouped < 0.75 * padded_any);
+  // A pool of 1 is the ungrouped draw, number for number.
+  Generator a = qkv::testing::test_generator(3), c = qkv::testing::test_generator(3);
+  CHECK(d.draw(B, a, 1).ids.ids == d.draw(B, c).ids.ids);
+  check_error([&] { d.draw(B, a, 0); }, {"TextData::draw", "pool of 0 batches"});
+  check_error([&] { d.draw(B, a, data::kMaxLengthPool + 1); }, {"TextData::draw", "(1 to 1024)"});
+  static_assert(data::kMaxLengthPool == 1024);
+}
+
+TEST_CASE(
+    "--group-by-length: on with bert's --line-by-line, refused without it; a file that "
+    "predates the key reads as ungrouped") {
+  qkv::testing::TempDir d;
+  const std::string file = d.file("t.txt");
+  std::ofstream(file) << "one two three\nfour five six\nseven eight\nnine\n";
+  train::TrainConfig c = bert_mlm(file);
+  c.group_by_length = true;
+  c.line_by_line = false;
+  check_error([&] { train::Trainer t(c); }, {"--group-by-length", "--line-by-line"});
+  // bert's defaults: on with line mode, off with windows, as said when said.
+  const train::Family& bert = *train::find_family("bert");
+  train::TrainConfig m;
+  m.objective = "mlm";
+  m.format = "text";
+  const auto none = [](const char*) { return false; };
+  train::TrainConfig lines = m;
+  bert.defaults(lines, none);
+  CHECK(lines.line_by_line);
+  CHECK(lines.group_by_length);
+  train::TrainConfig windows = m;
+  bert.defaults(windows, [](const char* k) { return std::string(k) == "line_by_line"; });
+  CHECK(!windows.line_by_line);
+  CHECK(!windows.group_by_length);
+  train::TrainConfig off = m;
+  bert.defaults(off, [](const char* k) { return std::string(k) == "group_by_length"; });
+  CHECK(off.line_by_line);
+  CHECK(!off.group_by_length);
+  // train_config without the key (written before it): false, as those runs drew.
+  auto j = lines.to_json();
+  CHECK(j.at("group_by_length") == true);
+  j.erase("group_by_length");
+  CHECK(!train::TrainConfig::from_json(j, "test").group_by_length);
+}

@@ -184,6 +184,9 @@ void validate(const TrainConfig& c, const std::string& where) {
       "--objective mlm, --format text); the " +
           c.model + " model reads " +
           (c.format == "text" ? "windows of it" : "no corpus here (--format " + c.format + ")"));
+  require(!c.group_by_length || c.line_by_line, name("group_by_length"),
+          "groups the lines of a batch by length: it goes with --line-by-line (windows are all "
+          "--context tokens long)");
   require(c.augment.empty() || fam.reads_images, name("augment"),
           "shifts and mirrors training images: it goes with a model that reads images (--model "
           "vit), not the " +

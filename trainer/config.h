@@ -75,6 +75,7 @@ struct TrainConfig {
   std::string label_names;    // images: the names of labels 0, 1, ... ("a,b,c"; "": numbers)
   std::string augment;        // images: training batches' "crop:K,flip" (image_store.h); "": none
   bool line_by_line = false;  // text: one line a sequence, padded (bert's mlm: on); else windows
+  bool group_by_length = false;  // line_by_line: a batch's lines of like length (on with it)
   // optimisation
   int64_t batch = 64;
   int64_t steps = 1000;             // upper bound, and the cosine schedule's length
@@ -175,7 +176,7 @@ struct TrainConfig {
                           "capacity_factor",
                           "aux_loss"})
       if (k == a) return true;
-    return k == "augment" || k == "line_by_line";
+    return k == "augment" || k == "line_by_line" || k == "group_by_length";
   }
   static TrainConfig from_json(const json& j, const std::string& where) {
     TrainConfig c;
@@ -232,6 +233,7 @@ struct TrainConfig {
     f("label_names", c.label_names);
     f("augment", c.augment);
     f("line_by_line", c.line_by_line);
+    f("group_by_length", c.group_by_length);
     f("batch", c.batch);
     f("steps", c.steps);
     f("schedule", c.schedule);

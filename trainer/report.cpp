@@ -49,13 +49,14 @@ void print_header(const Trainer& t, const RunOptions& o) {
                 c.data.c_str(), c.format.c_str(), c.tokens.c_str(), (long long)t.vocab.size(),
                 t.classifies() ? (", " + std::to_string(t.labels.size()) + " labels").c_str() : "",
                 c.objective.empty() ? "" : (", objective " + c.objective).c_str(),
-                t.text
-                    ? (std::to_string(t.text->heldout_tokens().size()) + " tokens" +
-                       (t.text->by_lines() ? " in " + std::to_string(t.text->heldout_sequences()) +
-                                                 " lines, one a sequence"
-                                           : ""))
-                          .c_str()
-                    : (std::to_string(t.pairs->heldout().size()) + " pairs").c_str());
+                t.text ? (std::to_string(t.text->heldout_tokens().size()) + " tokens" +
+                          (t.text->by_lines()
+                               ? " in " + std::to_string(t.text->heldout_sequences()) +
+                                     " lines, one a sequence" +
+                                     (c.group_by_length ? " (training batches of like length)" : "")
+                               : ""))
+                             .c_str()
+                       : (std::to_string(t.pairs->heldout().size()) + " pairs").c_str());
   // The block's choices beside the paper's: the norm's kind, SwiGLU's hidden
   // width, no biases ("Pre-LN (rms), swiglu (hidden 176), no biases").
   const TrainConfig paper;

@@ -406,7 +406,7 @@ Var Trainer::loss_on_batch(int64_t* target_tokens) {
   const dist::Share mine = dist::share(cfg.batch, dist::rank(), dist::size());
   nn::TeacherForced f;
   if (text && family().text_pairs) {  // another objective on text (bert's mlm)
-    const LMBatch b = text->draw(cfg.batch, data_gen);
+    const LMBatch b = text->draw(cfg.batch, data_gen, cfg.group_by_length ? data::kLengthPool : 1);
     std::vector<Pair> made = family().text_pairs(cfg, shape, b, vocab, data_gen);
     if (dist::size() > 1)
       made = std::vector<Pair>(made.begin() + mine.begin, made.begin() + mine.end);
