@@ -107,7 +107,7 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   app.add_flag("--line-by-line,!--no-line-by-line", c.line_by_line,
                "mlm: one line a sequence (bert: on), else windows");
   app.add_flag("--group-by-length,!--no-group-by-length", c.group_by_length,
-               "line-by-line: batches of like-length lines (bert: on)");
+               "line-by-line: batches of like-length lines (faster)");
   add_value(app, "--objective", c.objective,
             "lm (gpt); mlm, classify (bert); pairs, span (seq2seq)");
   add_value(app, "--patch", c.patch, "vit: P x P pixels a patch (default 7)");

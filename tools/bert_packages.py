@@ -78,10 +78,10 @@ def main():
     ap.add_argument("--pretrain-steps", type=int, default=4000)
     ap.add_argument("--finetune-epochs", type=float, default=20)
     ap.add_argument("--threads", default="2")
-    ap.add_argument("--reading", choices=["windows", "lines"], default="windows",
+    ap.add_argument("--reading", choices=["windows", "lines", "grouped-lines"], default="windows",
                     help="pre-train on windows of the text (--no-line-by-line; 32 windows a "
                     "batch, lr 1e-3), or one description a sequence (--line-by-line; 128 "
-                    "lines a batch, lr 5e-4)")
+                    "lines a batch, lr 5e-4), grouped by length or not (--group-by-length)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     train = os.path.join(a.bin, "train")
@@ -95,6 +95,8 @@ def main():
         # the commonest token (docs/bert.md, "Does pre-training help?").
         reading = (["--no-line-by-line", "--batch", "32", "--lr", "1e-3"] if a.reading == "windows"
                    else ["--line-by-line", "--batch", "128", "--lr", "5e-4"])
+        if a.reading == "grouped-lines":
+            reading.append("--group-by-length")
         secs, out = run([train, "--model", "bert", "--objective", "mlm", "--format", "text",
                          "--data", os.path.join(a.data, "pretrain.txt"), "--tokens", "bpe",
                          *reading, "--bpe-vocab", "2048", *ARCH, "--context", "64",

@@ -25,9 +25,6 @@ void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
   // BERT's sequences never run from one document into the next: a line (a
   // package's description) is one sequence, padded (--no-line-by-line: windows).
   if (!said("line_by_line") && c.objective == "mlm") c.line_by_line = true;
-  // A batch's lines of like length (data::TextData::draw's pool): the same
-  // lines as often, less of the batch padding (--no-group-by-length: any lines).
-  if (!said("group_by_length")) c.group_by_length = c.line_by_line;
 }
 
 void check(const TrainConfig& c, const Require& require) {
