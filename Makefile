@@ -391,8 +391,8 @@ llama: $(PROSE_DIR)/MANIFEST.json
 # dropout, about 10 minutes on 2 cores; then the test images scored once and
 # one answered from a PNG. The products are bf16 where the CPU has
 # AVX512-BF16 (33 ms a step: 16,000 steps in 9 minutes) and float32
-# elsewhere, with fewer steps (11,500: 9.7 minutes at the 50 ms of an
-# AVX2-only machine, checks included). docs/vit.md has the figures and the
+# elsewhere, with fewer steps (11,500: 9.4-9.7 minutes at the 49-50 ms of
+# an AVX2-only machine, checks included). docs/vit.md has the figures and the
 # PyTorch side-by-side (tools/vit_torch.py).
 .PHONY: vit
 FASHION_MNIST := /usr/share/datasets/fashion-mnist

@@ -68,6 +68,16 @@ def median_cell(rows, key):
     return f"{statistics.median(v):.1f}% ({', '.join(f'{x:.1f}' for x in v)})"
 
 
+def reading_of(path):
+    """The --reading a pre-trained file was made with, from its train_config."""
+    with open(path, "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    run = json.loads(header["__metadata__"]["train_config"])
+    if not run.get("line_by_line"):
+        return "windows"
+    return "grouped-lines" if run.get("group_by_length") else "lines"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="build/rel-f32")
@@ -88,11 +98,14 @@ def main():
     results = {"command": " ".join(sys.argv), "rows": []}
     mlm = os.path.join(a.out, "mlm")
     mlm_file = os.path.join(mlm, "model.safetensors")
+    if os.path.exists(mlm_file) and reading_of(mlm_file) != a.reading:
+        sys.exit(f"bert_packages: {mlm_file} was pre-trained with --reading "
+                 f"{reading_of(mlm_file)}, not {a.reading}: give another --out")
     if not os.path.exists(mlm_file):
         # One description a sequence holds about 13 tokens, so its batch is
         # 128 lines (about as many tokens as 32 windows of 64), at a smaller
         # learning rate: with 32 lines at lr 1e-3 it learned no more than
-        # the commonest token (docs/bert.md, "Does pre-training help?").
+        # the commonest token (docs/bert.md, "One description a sequence").
         reading = (["--no-line-by-line", "--batch", "32", "--lr", "1e-3"] if a.reading == "windows"
                    else ["--line-by-line", "--batch", "128", "--lr", "5e-4"])
         if a.reading == "grouped-lines":

@@ -416,7 +416,6 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
     arch.objective = d.objective;
     arch.format = d.format;
     arch.line_by_line = d.line_by_line;  // bert's mlm: one line a sequence
-    arch.group_by_length = d.group_by_length;
   }
   const json mine = c.to_json(), theirs = arch.to_json();
   for (const std::string& k : given)

@@ -75,7 +75,7 @@ struct TrainConfig {
   std::string label_names;    // images: the names of labels 0, 1, ... ("a,b,c"; "": numbers)
   std::string augment;        // images: training batches' "crop:K,flip" (image_store.h); "": none
   bool line_by_line = false;  // text: one line a sequence, padded (bert's mlm: on); else windows
-  bool group_by_length = false;  // line_by_line: a batch's lines of like length (on with it)
+  bool group_by_length = false;  // line_by_line: a batch's lines of like length (off unless asked)
   // optimisation
   int64_t batch = 64;
   int64_t steps = 1000;             // upper bound, and the cosine schedule's length

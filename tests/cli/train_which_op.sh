@@ -1,8 +1,9 @@
 # A run that diverges (exit 3) reruns the failing step in detect-anomaly mode
 # from the state before it (Trainer::rerun_diverged_step), names what made
 # the non-finite numbers, and writes diverged.html in the run's folder: with
-# a learning rate of 1e6 the step's attention backward overflows to -inf (the
-# page names it, with its operands' statistics and its backward rule); with
+# a learning rate of 1e6 (in one of a few variants, below) the second step's
+# attention backward overflows to -inf (the page names it, with its
+# operands' statistics and its backward rule); with
 # 30 the loss explodes while every number stays finite, and the rerun says
 # no op made a NaN or Inf, with the same loss as the step that diverged (the
 # same batch, redrawn). The library-API cases (a custom op's log of 0,
@@ -32,7 +33,7 @@ page_has() {  # page_has FILE TEXT
 # must overflow in multi_head_attention's backward.
 found=
 for variant in "" "--no-scale" "--d-model 32" "--seed 2" "--seed 3"; do
-  # shellcheck disable=SC2086 # a variant is zero or two words
+  # shellcheck disable=SC2086 # a variant is zero, one or two words
   run 1e6 --instruments 5 $variant
   if grep -qF "rerun in detect-anomaly mode (float32): the first op whose gradient was not finite" \
     "$QKV_TMP/out" && grep -qF "backward of multi_head_attention" "$QKV_TMP/out"; then
