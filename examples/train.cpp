@@ -25,6 +25,7 @@
 #include "generation/decoding_methods.h"
 #include "trainer/presets.h"
 #include "trainer/run.h"
+#include "trainer/stop_signals.h"
 
 using namespace qkv;
 using namespace qkv::train;
@@ -257,6 +258,9 @@ int train_main(int argc, char** argv) {
 // Under mpirun (make MPI=1) every rank runs train_main; see dist/distributed.h.
 int main(int argc, char** argv) {
   dist::init(&argc, &argv);
+  // `train ... | head`: printing into the closed pipe before the run starts
+  // (the data read, a BPE learned) ends nothing either.
+  train::ignore_broken_pipe();
   const int status = train_main(argc, argv);
   // A rank that stops alone (a bad flag) ends them all; a divergence stops
   // every rank at the same step (they check the same global loss and norm).

@@ -579,6 +579,7 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
 }
 
 int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
+  ignore_broken_pipe();  // `train | head`: the run goes on to its checkpoint
   t.decoding = {o.decode, o.beam, o.alpha, true};
   t.check_decoding();  // --decode beam on a model that cannot search: refused before any work
   // Under mpirun: every rank must run the same settings (they take part in

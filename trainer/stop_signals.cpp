@@ -31,6 +31,8 @@ void catch_stop_signals(bool on) {
   }
 }
 
+void ignore_broken_pipe() { std::signal(SIGPIPE, SIG_IGN); }
+
 bool stop_requested() {
   if (dist::size() == 1) return g_stop_signal != 0;
   const double any = dist::sum(g_stop_signal != 0 ? 1.0 : 0.0);

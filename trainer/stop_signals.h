@@ -9,6 +9,11 @@ namespace qkv::train {
 
 // Installs (on) or removes (off) the handler for the three signals.
 void catch_stop_signals(bool on);
+// SIGPIPE ignored from now on: a reader of stdout that went away (`train |
+// head`) would otherwise end the run, unsaved, at its next line; instead its
+// printed lines are lost and the run goes on to its checkpoint (run() calls
+// it first).
+void ignore_broken_pipe();
 // Whether to stop now. Under MPI the ranks agree (any rank's signal stops
 // them all after the same step), so no rank waits in a collective for one
 // that left. Collective under MPI: every rank calls it at the same step.

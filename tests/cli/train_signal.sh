@@ -49,3 +49,15 @@ grep -q "^step *400 " log_save || { cat log_save; fail "training stopped after a
 rescued=$(sed -n 's/^checkpoint: \(.*\) (step 400)$/\1/p' log_save)
 [ -n "$rescued" ] && [ -f "$rescued" ] || { cat log_save; fail "the final checkpoint was not written anywhere"; }
 [ "$status" -eq 1 ] || fail "a checkpoint written to its rescue path should end with status 1, got $status"
+
+# stdout's reader goes away (train | head): the run is not killed by SIGPIPE
+# at its next line; it trains to the end and writes a checkpoint that loads.
+set +e
+"$TRAIN" "${TINY[@]}" --steps 300 --log-every 1 --out run_pipe 2>log_pipe_err | head -n 2 >log_pipe
+status=${PIPESTATUS[0]}
+set -e
+[ "$status" -eq 0 ] || { cat log_pipe log_pipe_err; fail "train | head: exit status $status, want 0"; }
+expect_ok "$TRAIN" --load run_pipe/model.safetensors --eval-only
+expect_out "held-out exact-sequence accuracy"
+grep -q '"step": *300\|step 300' <("$TRAIN" --load run_pipe/model.safetensors --eval-only 2>&1) ||
+  fail "train | head: the checkpoint is not the 300th step's"
