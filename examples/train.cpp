@@ -232,6 +232,16 @@ int train_main(int argc, char** argv) {
   TrainConfig flags;
   RunOptions o;
   CLI::App app{"Train a Transformer on a toy task or your own data (qkv)"};
+  // An on/off flag takes no value: CLI11 would read "--tie=-1" as off and
+  // echo a refused value whole; its --no- twin says off.
+  app.option_defaults()->disable_flag_override();
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    const std::string m = e.what(), tail = " was given a disallowed flag override";
+    if (m.size() > tail.size() && m.compare(m.size() - tail.size(), tail.size(), tail) == 0)
+      return "error: --" + m.substr(0, m.size() - tail.size()) +
+             ": an on/off flag takes no value (give it, or leave it out)\n";
+    return CLI::FailureMessage::simple(a, e);
+  });
   add_flags(app, flags, o);
   app.footer(
       "Output files (--save, --save-every, --out's log.csv and plots, --html): a\n"

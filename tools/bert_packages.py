@@ -98,9 +98,10 @@ def main():
     results = {"command": " ".join(sys.argv), "rows": []}
     mlm = os.path.join(a.out, "mlm")
     mlm_file = os.path.join(mlm, "model.safetensors")
-    if os.path.exists(mlm_file) and reading_of(mlm_file) != a.reading:
-        sys.exit(f"bert_packages: {mlm_file} was pre-trained with --reading "
-                 f"{reading_of(mlm_file)}, not {a.reading}: give another --out")
+    have = reading_of(mlm_file) if os.path.exists(mlm_file) else a.reading
+    if have != a.reading:
+        sys.exit(f"bert_packages: {mlm_file} was pre-trained with --reading {have}, "
+                 f"not {a.reading}: give another --out")
     if not os.path.exists(mlm_file):
         # One description a sequence holds about 13 tokens, so its batch is
         # 128 lines (about as many tokens as 32 windows of 64), at a smaller

@@ -28,6 +28,12 @@ refused "--eval-only needs --load PATH" --eval-only
 refused "--ask needs --load PATH" --ask "a b"
 refused "--log-every: must be >= 1" --log-every 0
 refused "--target: must be in (0, 1]" --target 2
+# An on/off flag takes no value (its --no- twin says off): not read as off
+# from "-1", and a long value is not echoed.
+for v in -1 false 2 nan 1e309 "$(head -c 100000 /dev/zero | tr '\0' x)"; do
+  refused "error: --no-early-stop: an on/off flag takes no value" --no-early-stop="$v"
+  [ "$(wc -c <"$QKV_TMP/out")" -lt 300 ] || fail "--no-early-stop=<${#v} bytes>: the error is $(wc -c <"$QKV_TMP/out") bytes"
+done
 refused "--model: expected seq2seq, gpt, encoder, bert or vit" --model mamba
 refused "--positions: the gpt model has a learned position table, rotary positions (rope) or T5's relative bias (relative), not sinusoidal" --model gpt --positions sinusoidal
 refused "--rope-base: sets rope's base; give --positions rope too (or leave it out)" --model gpt --rope-base 500

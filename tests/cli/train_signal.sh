@@ -59,5 +59,4 @@ set -e
 [ "$status" -eq 0 ] || { cat log_pipe log_pipe_err; fail "train | head: exit status $status, want 0"; }
 expect_ok "$TRAIN" --load run_pipe/model.safetensors --eval-only
 expect_out "held-out exact-sequence accuracy"
-grep -q '"step": *300\|step 300' <("$TRAIN" --load run_pipe/model.safetensors --eval-only 2>&1) ||
-  fail "train | head: the checkpoint is not the 300th step's"
+expect_out ", from step 300"
