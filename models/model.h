@@ -83,7 +83,7 @@ class Model : public Module {
   // Mixtures of experts (nn/moe.h), found as the FFN blocks of the model's
   // modules, so no family names them. The mean over the model's MoE layers
   // of their load-balancing losses from the last forward (a scalar, the
-  // Switch Transformer's aux; the trainer adds aux_loss coefficient * it to
+  // load-balancing loss of nn/moe.h; the trainer adds aux_loss coefficient * it to
   // the task's loss), undefined when the model has none. A mean, not a sum,
   // so that the coefficient does not grow with depth (as Hugging Face's
   // Switch and Mixtral compute it over all layers' router probabilities).

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -66,40 +67,45 @@ int64_t moe_capacity(const MoESettings& s, int64_t N) {
       std::ceil(s.capacity_factor * double(N) * double(s.experts_per_token) / double(s.experts)));
 }
 
-MoERouting moe_route(const Tensor& P, const MoESettings& s) {
+MoERouting moe_route(const Tensor& P, const MoESettings& s, bool capacity_applies) {
   const int64_t N = P.size(0), E = P.size(1), k = s.experts_per_token;
   MoERouting r;
   r.N = N;
   r.E = E;
   r.k = k;
-  r.capacity = moe_capacity(s, N);
+  // At inference every assignment is kept: an expert takes at most every token once.
+  r.capacity = capacity_applies ? moe_capacity(s, N) : N;
   r.expert.resize(N * k);
   r.kept.assign(N * k, 0);
   r.rows.resize(E);
   r.slots.resize(E);
   r.chosen.assign(E, 0);
   const real* p = P.data();
-  // The top k of each row, largest first; a tie goes to the lower index.
+  // The top k of each row, largest first; a tie goes to the lower index (and
+  // a NaN ranks below every number, so the order is a strict one). A partial
+  // sort of the E indices: O(E log k) a token, not O(E k^2).
+  std::vector<int32_t> order(E);
   for (int64_t n = 0; n < N; ++n) {
     const real* pn = p + n * E;  // (E)
+    auto key = [pn](int32_t e) {
+      return std::isnan(pn[e]) ? -std::numeric_limits<real>::infinity() : pn[e];
+    };
+    for (int32_t e = 0; e < E; ++e) order[e] = e;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+      const real ka = key(a), kb = key(b);
+      return ka > kb || (ka == kb && a < b);
+    });
     int32_t* out = r.expert.data() + n * k;
     for (int64_t c = 0; c < k; ++c) {
-      int32_t best = -1;
-      for (int32_t e = 0; e < E; ++e) {
-        bool taken = false;
-        for (int64_t j = 0; j < c; ++j) taken = taken || out[j] == e;
-        if (!taken && (best < 0 || pn[e] > pn[best])) best = e;
-      }
-      out[c] = best;
-      ++r.chosen[best];
+      out[c] = order[c];
+      ++r.chosen[order[c]];
     }
   }
   // Capacity, claimed by rank and then by token: all first choices in token
   // order, then all second choices, ...
-  const int64_t room = std::min(r.capacity, N);
   for (int64_t e = 0; e < E; ++e) {
-    r.rows[e].reserve(room);
-    r.slots[e].reserve(room);
+    r.rows[e].reserve(std::min(r.capacity, r.chosen[e]));
+    r.slots[e].reserve(std::min(r.capacity, r.chosen[e]));
   }
   for (int64_t c = 0; c < k; ++c)
     for (int64_t n = 0; n < N; ++n) {
@@ -481,7 +487,12 @@ Var MoE::forward(const Var& x) const {
     throw Error("MoE: input " + to_string(X.shape()) + ", expected (..., " + std::to_string(D) +
                 ")");
   Var P = moe_router(x, router->weight);  // (N, E)
-  auto r = std::make_shared<const MoERouting>(moe_route(P.data(), settings));
+  // Capacity is a training device: it applies to a forward that records a
+  // graph in training mode. At inference (model.eval(), or no graph) every
+  // token gets its k experts, so its output depends on it alone, not on the
+  // other rows of the batch, the evaluation's chunk or the KV cache's step.
+  const bool capacity_applies = grad_enabled() && is_training();
+  auto r = std::make_shared<const MoERouting>(moe_route(P.data(), settings, capacity_applies));
   std::vector<Var> outputs(settings.experts);
   for (int64_t e = 0; e < settings.experts; ++e)
     if (!r->rows[e].empty())  // (n_e, D) -> (n_e, D): one sgemm per matrix

@@ -11,20 +11,28 @@
 //          renormalising one gate makes it 1 and the router learns nothing)
 //   y_n  = sum_{e in C_n, kept} g_ne FFN_e(x_n)
 //
-// Capacity: each expert takes at most ceil(capacity_factor * N * k / E)
-// assignments per forward. Assignments claim capacity by rank, then token:
-// every token's first choice (in token order), then every second choice, ...
-// (GShard's order: a token's top choice is never crowded out by another's
-// second). An assignment past an expert's capacity is dropped and counted:
-// that expert adds nothing to the token's row, which passes on only through
-// the layer's residual connection. The gates are renormalised before drops.
+// Capacity (training steps only): each expert takes at most
+// ceil(capacity_factor * N * k / E) assignments per forward. Assignments
+// claim capacity by rank, then token: every token's first choice (in token
+// order), then every second choice, ... (GShard's order: a token's top choice
+// is never crowded out by another's second). An assignment past an expert's capacity is dropped and
+// counted: that expert adds nothing to the token's row, which passes on only through the layer's
+// residual connection. The gates are renormalised before drops. Capacity applies to a forward that
+// records a graph with the module in training mode; at inference (model.eval(), or under
+// NoGradGuard) nothing is dropped, as in most MoE inference code: a token's output then depends on
+// that token alone, so decoding with and without the KV cache, a sequence
+// alone or in a padded batch, and any evaluation chunk size all agree.
 //
-// The Switch load-balancing loss, of the last forward:
+// The load-balancing loss, of the last forward:
 //   aux = E * sum_e f_e P_e,  f_e = (assignments the router chose for e) / (N k),
 //   P_e = mean over tokens of P[:, e]
-// 1 when routing is uniform; the model adds coefficient * aux to its loss.
+// For k = 1 this is the Switch Transformer's loss. For k >= 2, f_e counts all
+// k choices of every token, as Hugging Face's Mixtral code does (GShard counts
+// first choices only), since every assignment claims capacity; and it divides
+// by k, which Mixtral's does not, so aux is 1 when routing is uniform for any
+// k. The model adds coefficient * aux to its loss.
 // f_e comes from the top-k choice and has no gradient; aux reaches the router
-// through P_e: d aux / d P_ne = E f_e / N.
+// through P_e: d aux / d P_ne = E f_e / N. docs/moe-backward.md, "Whose formula".
 //
 // The router has no bias, as in the Switch Transformer and Mixtral: a bias
 // would only learn a preference for experts that is the same for every token,
@@ -81,9 +89,10 @@ struct MoERouting {
   int64_t dropped = 0;                      // assignments past capacity
 };
 
-// Chooses the top k of each row of P (N, E) and applies the capacity, in the
-// claim order described above.
-MoERouting moe_route(const Tensor& P, const MoESettings& s);
+// Chooses the top k of each row of P (N, E) and, when capacity_applies,
+// applies the capacity in the claim order described above (otherwise the
+// capacity is N and every assignment is kept).
+MoERouting moe_route(const Tensor& P, const MoESettings& s, bool capacity_applies = true);
 
 // The pieces, as ops (each with its hand-written backward in nn/moe.cpp).
 // P (N, E) = softmax(x Wr^T); x (..., D), Wr (E, D).

@@ -144,3 +144,19 @@ TEST_CASE(
   check_case("vit");
   check_case("vit_gray");
 }
+
+TEST_CASE(
+    "format page: gpt files with a mixture of experts, written from the page alone, load and give "
+    "PyTorch's logits at inference and in a training step") {
+  const TensorFile ref = load_fixture("format_page.safetensors");
+  for (const std::string name : {"gpt_moe", "gpt_moe_top1"}) {
+    check_case(name);  // at inference: no assignment dropped
+    INFO("case " << name);
+    auto m = load_case(name);
+    m->train();  // dropout 0: the capacity is all that differs
+    const std::string in = name + ".in.";
+    const Var logits = dynamic_cast<GPT&>(*m).forward(tokens_of(ref, in + "ids", in + "lens"));
+    testing::check_close_to_scale(logits.data(), ref.get(name + ".out.train_logits"),
+                                  name + " training-step logits");
+  }
+}

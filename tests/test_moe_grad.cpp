@@ -86,8 +86,7 @@ Case make_case(Activation act, int64_t E, int64_t k, Generator& g) {
 // REQUIREs what makes routing differentiable at this point (the file's
 // comment): the margin, every expert used, nothing dropped.
 void require_differentiable(const Case& c, int64_t k) {
-  NoGradGuard no_grad;
-  c.moe->forward(c.x);
+  c.moe->forward(c.x);  // with a graph, in training mode: where capacity applies
   const nn::MoERouting& r = *c.moe->routing();
   Tensor P = nn::moe_router(c.x, c.moe->router->weight).data();
   REQUIRE(smallest_margin(P, k) >= kMargin);

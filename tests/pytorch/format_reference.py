@@ -4,14 +4,17 @@
 For each case of format_writer.py (one per family) this reads the model file
 that the standard-library writer made, builds the forward pass the page's
 "The forward pass" section describes (embedding scale, positions, norm
-placement, masks, the attention kernels, the output layer) out of plain torch
-ops in float64 (no nn.Transformer*, no qkv code), and writes its logits on a
-fixed input to tests/fixtures/format_page.safetensors:
+placement, masks, the attention kernels, the mixture of experts, the output
+layer) out of plain torch ops in float64 (no nn.Transformer*, no qkv code), and
+writes its logits on a fixed input to tests/fixtures/format_page.safetensors:
 
     <case>.in.ids, <case>.in.lens      the input (gpt, encoder), ids as F32
     <case>.in.pixels                   the input (vit): (B, C*H*W) pixel values 0..255 as F32
     <case>.in.src, <case>.in.src_lens, <case>.in.tgt, <case>.in.tgt_lens  (seq2seq)
     <case>.out.logits                  (B, T, V) (a bert classifier's (B, C), a vit's (B, classes)), float64 rounded to F32
+    <case>.out.train_logits            a mixture of experts' (gpt_moe*): the logits of a training
+                                       step's forward (a graph, training mode), where the capacity
+                                       drops assignments; .out.logits are inference's, with none
 
 tests/test_format_page.cpp loads the same model files with qkv and requires
 its logits to be these. Run by make_fixtures.py (`make fixtures`), or alone:
@@ -55,6 +58,11 @@ INPUTS = {
                          "tgt_lens": [9, 4]},
     "gpt_gqa_rope": {"ids": [[3, 8, 4, 7, 5, 1, 5, 7, 4, 8, 3, 6], [6, 3, 1, 3, 6, 2, 0, 0, 0, 0, 0, 0]],
                      "lens": [12, 6]},
+    # The mixtures: padded rows are rows of the batch too (a training step
+    # would count them toward capacity; these logits are inference's).
+    "gpt_moe": {"ids": [[3, 6, 8, 4, 1, 4, 8, 6, 3, 2], [7, 5, 1, 5, 7, 2, 0, 0, 0, 0]],
+                "lens": [10, 6]},
+    "gpt_moe_top1": {"ids": [[5, 3, 8, 1, 8, 3, 5], [4, 1, 4, 2, 0, 0, 0]], "lens": [7, 4]},
     # bert: "<s> A </s> B </s>" (two segments), "<s> A </s>" padded
     "bert_mlm": {"ids": [[1, 3, 4, 5, 2, 6, 7, 8, 2], [1, 8, 3, 6, 2, 0, 0, 0, 0]], "lens": [9, 5]},
     "bert_classify": {"ids": [[1, 5, 3, 2, 8, 4, 2], [1, 7, 2, 0, 0, 0, 0], [1, 4, 2, 3, 2, 0, 0]],
@@ -188,7 +196,60 @@ def attention(P, prefix, xq, xkv, lens, causal, c, kernel, self_attention=True, 
     return lin(o, P[prefix + ".w_o.weight"], P.get(prefix + ".w_o.bias"))
 
 
-def ffn(P, prefix, x, c):
+def ffn(P, prefix, x, c, training=False):
+    """The feed-forward block, or with `experts` the page's mixture of experts."""
+    if "experts" in c:
+        return moe(P, prefix, x, c, training)
+    return dense_ffn(P, prefix, x, c)
+
+
+# The smallest gap between a token's k-th and (k+1)-th router probability
+# seen by moe() (float32 must route as float64 does: see make()).
+MOE_GAP = [float("inf")]
+
+
+def moe(P, prefix, x, c, training=False):
+    """The page's mixture of experts over the N rows of x (padding included):
+    P_n = softmax(x_n router^T), no bias; C_n = the k largest, ties to the
+    lower index; gates renormalised over C_n for k >= 2, the raw P for k = 1;
+    y_n = sum over kept e in C_n of g_ne expert_e(x_n). At inference every
+    assignment is kept. In a training step (training=True: a graph recorded,
+    the model in training mode) each expert keeps at most
+    ceil(capacity_factor * N * k / E) assignments, claimed by every row's first
+    choice in row order, then every second choice, ...; the others are
+    dropped and the gates are not renormalised again."""
+    E, k = c["experts"], c["experts_per_token"]
+    D = x.shape[-1]
+    xs = x.reshape(-1, D)  # (N, D)
+    N = xs.shape[0]
+    p = torch.softmax(lin(xs, P[prefix + ".router.weight"]), -1)  # (N, E)
+    chosen = [sorted(range(E), key=lambda e: (-float(p[n, e]), e))[:k] for n in range(N)]
+    for n in range(N):
+        if k < E:
+            top = sorted((float(v) for v in p[n]), reverse=True)
+            MOE_GAP[0] = min(MOE_GAP[0], top[k - 1] - top[k])
+    idx = torch.tensor(chosen)  # (N, k), rank 0 the largest
+    sel = p.gather(1, idx)  # (N, k)
+    g = sel / sel.sum(-1, keepdim=True) if k >= 2 else sel
+    kept = torch.ones(N, k, dtype=p.dtype)
+    if training:
+        capacity = math.ceil(c["capacity_factor"] * N * k / E)
+        used = [0] * E
+        for r in range(k):
+            for n in range(N):
+                e = chosen[n][r]
+                if used[e] < capacity:
+                    used[e] += 1
+                else:
+                    kept[n, r] = 0.0
+    y = torch.zeros_like(xs)
+    for e in range(E):
+        w = ((idx == e).to(p.dtype) * g * kept).sum(-1, keepdim=True)  # (N, 1): e's gate, or 0
+        y = y + w * dense_ffn(P, f"{prefix}.experts.{e}", xs, c)
+    return y.reshape(x.shape)
+
+
+def dense_ffn(P, prefix, x, c):
     if c["activation"] == "swiglu":  # (silu(x gate^T) * (x up^T)) down^T
         a = lin(x, P[prefix + ".gate.weight"])
         u = lin(x, P[prefix + ".up.weight"])
@@ -213,13 +274,13 @@ def sublayer(P, norm, x, f, c):
     return x + f(norm_of(P, norm, x, c)) if c["pre_norm"] else norm_of(P, norm, x + f(x), c)
 
 
-def encoder_layer(P, p, x, lens, causal, c, table=None):
+def encoder_layer(P, p, x, lens, causal, c, table=None, training=False):
     kernel = c["attention"]
     x = sublayer(P, p + ".norm1", x,
                  lambda v: attention(P, p + ".self_attn", v, v, lens, causal, c, kernel,
                                      table=table),
                  c)
-    return sublayer(P, p + ".norm2", x, lambda v: ffn(P, p + ".ffn", v, c), c)
+    return sublayer(P, p + ".norm2", x, lambda v: ffn(P, p + ".ffn", v, c, training), c)
 
 
 def decoder_layer(P, p, y, mem, tgt_lens, src_lens, c, table=None):
@@ -270,13 +331,15 @@ def seq2seq(P, c, x):
     return lin(y, w, P["lm_head.bias"])
 
 
-def gpt(P, c, x):
+def gpt(P, c, x, training=False):
+    """training: the forward of a training step (a mixture's capacity applies;
+    dropout, 0 in these cases, is left out)."""
     ids = torch.tensor(x["ids"])
     h = P["tok_embed.weight"][ids]  # no scale
     if "rope_base" not in c:  # rotary positions: no table, attention rotates Q and K
         h = h + P["pos_embed.weight"][: ids.shape[1]]
     for i in range(c["layers"]):
-        h = encoder_layer(P, f"layers.{i}", h, x["lens"], True, c)
+        h = encoder_layer(P, f"layers.{i}", h, x["lens"], True, c, training=training)
     h = final_norm(P, "norm", h, c)
     return lin(h, P["tok_embed.weight"] if c["tie_weights"] else P["lm_head.weight"])
 
@@ -346,11 +409,23 @@ def make(model_dir=OUT_DIR, out_dir=OUT_DIR):
         c = json.loads(md["model_config"])
         P = {n: torch.from_numpy(t.astype(np.float64)) for n, t in tensors.items()}
         x = INPUTS[name]
+        MOE_GAP[0] = float("inf")
         with torch.no_grad():
             logits = FORWARD[case["kind"]](P, c, x)
+            # A mixture's training step drops assignments past capacity: its
+            # logits too (a gpt's; dropout is 0).
+            train_logits = gpt(P, c, x, training=True) if "experts" in c else None
+        # A mixture's choice of experts is a step function of the router's
+        # probabilities: qkv's float32 must choose what float64 chose here,
+        # so the k-th and (k+1)-th probabilities of every row differ by far
+        # more than float32's error in them (about 1e-6 here).
+        assert MOE_GAP[0] > 1e-4, f"{name}: a near-tie in the router ({MOE_GAP[0]:.1e}): draw anew"
         for k, v in x.items():
             out[f"{name}.in.{k}"] = np.asarray(v, dtype=np.float32)
         out[f"{name}.out.logits"] = logits.numpy().astype(np.float32)
+        if train_logits is not None:
+            assert (train_logits - logits).abs().max() > 1e-3, f"{name}: no assignment dropped"
+            out[f"{name}.out.train_logits"] = train_logits.numpy().astype(np.float32)
     st.save_file(out, os.path.join(out_dir, "format_page.safetensors"), {
         "generator": "tests/pytorch/format_reference.py",
         "torch_version": torch.__version__,

@@ -11,8 +11,9 @@ from the page and the same weights (tests/test_format_page.cpp).
 
 writes, for each case in CASES (two per model family, each with its own
 norm placement, positions, head, activation and attention kernel, two
-with the block keys norm, activation swiglu and bias, and one with the
-attention keys kv_heads and rope_base):
+with the block keys norm, activation swiglu and bias, one with the
+attention keys kv_heads and rope_base, and two with the mixture-of-experts
+keys experts, experts_per_token, capacity_factor and aux_loss):
 
     DIR/format_<case>.safetensors         a model file (no prefix; with vocab, but a vit)
     DIR/format_<case>.ckpt.safetensors    a training checkpoint of the same
@@ -176,6 +177,35 @@ CASES = {
         "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 9},
         "seed": 21,
     },
+    # The mixture-of-experts keys. decoder-only: every layer's FFN is a router
+    # (4, 16) and 4 GELU experts with biases; each token goes to its 2 best
+    # experts, gated by their renormalised probabilities. The capacity factor
+    # 0.5 drops assignments in a training step and none at inference: the
+    # page's proof compares the logits of both.
+    "gpt_moe": {
+        "kind": "gpt",
+        "config": {"vocab": len(VOCAB), "d_model": 16, "heads": 2, "layers": 2, "d_ff": 16,
+                   "max_positions": 16, "dropout": 0.0, "activation": "gelu",
+                   "pre_norm": True, "tie_weights": False, "seed": 1, "attention": "standard",
+                   "window": 128, "global_every": 64, "scaled": True, "experts": 4,
+                   "experts_per_token": 2, "capacity_factor": 0.5, "aux_loss": 0.01},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 16},
+        "seed": 23,
+    },
+    # One expert a token (k = 1, the Switch Transformer): its gate is the
+    # router's raw probability, not 1. 3 SwiGLU experts (d_ff 24: hidden 16),
+    # no biases, Post-LN with RMSNorm, the head tied.
+    "gpt_moe_top1": {
+        "kind": "gpt",
+        "config": {"vocab": len(VOCAB), "d_model": 16, "heads": 2, "layers": 1, "d_ff": 24,
+                   "max_positions": 16, "dropout": 0.0, "activation": "swiglu",
+                   "pre_norm": False, "tie_weights": True, "seed": 1, "attention": "standard",
+                   "window": 128, "global_every": 64, "scaled": True, "norm": "rms",
+                   "bias": False, "experts": 3, "experts_per_token": 1,
+                   "capacity_factor": 1.0, "aux_loss": 0.02},
+        "run": {"optimizer": "adamw", "weight_decay": 0.01, "context": 16},
+        "seed": 24,
+    },
     # bert, head mlm: Post-LN, GELU, the output layer tied to embed.weight
     # plus mlm.bias; the optional keys classes and mask_id left out (so id 3,
     # "a", is the mask token). Its checkpoint learned from a corpus of words
@@ -267,6 +297,17 @@ def swiglu_hidden(f):
 
 
 def ffn(prefix, c):
+    """A feed-forward block; with experts E, the router (E, D), no bias, then
+    E blocks of the activation's kind under experts.0 ... experts.<E - 1>."""
+    if "experts" in c:
+        out = [(prefix + ".router.weight", [c["experts"], c["d_model"]])]
+        for e in range(c["experts"]):
+            out += dense_ffn(f"{prefix}.experts.{e}", c)
+        return out
+    return dense_ffn(prefix, c)
+
+
+def dense_ffn(prefix, c):
     d, f = c["d_model"], c["d_ff"]
     if c["activation"] == "swiglu":  # gate, up, down; never biases
         h = swiglu_hidden(f)
