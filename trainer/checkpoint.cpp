@@ -43,6 +43,12 @@ FileShape file_shape(const TensorFile& f, const std::string& kind, const json& m
   const Family& fam = family(kind, "model_kind");
   if (fam.shape_from_model) fam.shape_from_model(s.shape, mc);
   const auto it = f.metadata.find("labels");
+  // Label names belong to a model with a classifier head; anywhere else the
+  // key would make a text or task model pass for a classifier.
+  if (it != f.metadata.end() && s.shape.classes == 0)
+    throw Error(brief(f.path) + ": metadata 'labels': this " + brief(kind) +
+                " model has no classifier head (model_config), so label names do not belong in "
+                "its file");
   if (it != f.metadata.end()) {
     const json l = nn::metadata_json(f.metadata, "labels", f.path);
     if (!l.is_array() || l.empty() || l.size() > (size_t(1) << 20))

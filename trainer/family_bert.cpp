@@ -73,7 +73,9 @@ void from_model(TrainConfig& c, const json& mc, const std::string& where) {
 // vocabulary need not call "[MASK]"), its segment rows and its [SEP].
 void shape_from_model(DataShape& d, const json& mc) {
   const nn::BertConfig b = nn::bert_config_from_json(mc, "model_config");
-  d.classes = b.classes;
+  // An mlm head classifies nothing, whatever 'classes' says (the library
+  // builds no classifier for it): such a file is a masked language model.
+  d.classes = b.head == "classify" ? b.classes : 0;
   d.mask_id = b.mask_id;
   d.segments = b.segments;
   d.sep_id = b.sep_id;
