@@ -37,44 +37,115 @@ uint64_t pair_key(int32_t a, int32_t b) {
 // numbers), and PCRE2_MATCH_INVALID_UTF lets it run on any bytes: invalid
 // UTF-8 is never part of a match, and split() makes each gap between matches
 // a chunk of its own, so the chunks always add up to the text.
+//
+// Without PCRE2's JIT (a pattern holding (*NO_JIT), or a machine that
+// forbids executable memory), the interpreter checks the subject's UTF-8 from
+// the start offset to the end at every call: one call a chunk made the split
+// quadratic (161 s for one evaluation). So there the text is first cut into
+// its valid UTF-8 runs, checked once, and each run is matched as a subject of
+// its own with the check off (a second compile of the pattern, without
+// MATCH_INVALID_UTF): linear, and the same chunks, since no match crosses an
+// invalid byte (for an unanchored pattern such as GPT-4's: ^, \A or $ would
+// also match at a run's ends). \C (one code unit, which can stop inside a character) is
+// refused at compile time: it would make a match end inside a run's character.
 
 struct BPE::Impl {
-  pcre2_code* code = nullptr;
+  pcre2_code* code = nullptr;   // any bytes (MATCH_INVALID_UTF); JIT-compiled where possible
+  pcre2_code* valid = nullptr;  // without the JIT: for runs of valid UTF-8, unchecked
   std::unordered_map<uint64_t, int32_t> merged;  // (a, b) -> the token they make
   ~Impl() {
     if (code) pcre2_code_free(code);
+    if (valid) pcre2_code_free(valid);
   }
 };
 
+namespace {
+// The length of the valid UTF-8 character at s[i] (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF), or 0 when it is not one.
+size_t utf8_char(const unsigned char* s, size_t i, size_t n) {
+  const unsigned char c = s[i];
+  if (c < 0x80) return 1;
+  auto cont = [&](size_t k) { return i + k < n && (s[i + k] & 0xC0) == 0x80; };
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (!cont(1) || !cont(2)) return 0;
+    if (c == 0xE0 && s[i + 1] < 0xA0) return 0;   // overlong
+    if (c == 0xED && s[i + 1] >= 0xA0) return 0;  // a surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if (c == 0xF0 && s[i + 1] < 0x90) return 0;   // overlong
+    if (c == 0xF4 && s[i + 1] >= 0x90) return 0;  // above U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+[[noreturn]] void match_failed(int rc, size_t at) {
+  PCRE2_UCHAR msg[256];
+  pcre2_get_error_message(rc, msg, sizeof msg);
+  throw Error(std::string("BPE: the pre-split pattern failed at byte ") + std::to_string(at) +
+              ": " + reinterpret_cast<const char*>(msg));
+}
+
+struct MatchData {
+  pcre2_match_data* md;
+  explicit MatchData(const pcre2_code* code)
+      : md(pcre2_match_data_create_from_pattern(code, nullptr)) {
+    if (!md) throw Error("BPE: out of memory for the pattern's match data");
+  }
+  ~MatchData() { pcre2_match_data_free(md); }
+};
+}  // namespace
+
 std::vector<std::string> BPE::split(const std::string& text) const {
   std::vector<std::string> chunks;
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(impl_->code, nullptr);
-  if (!md) throw Error("BPE: out of memory for the pattern's match data");
   const auto* s = reinterpret_cast<PCRE2_SPTR>(text.data());
+  const size_t n = text.size();
+  // `at`: the end of the last chunk; bytes from there to the next match
+  // (invalid UTF-8, or bytes no alternative matched) make a chunk of their own.
   size_t at = 0;
-  while (at < text.size()) {
-    const int rc = pcre2_match(impl_->code, s, text.size(), at, 0, md, nullptr);
-    if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) {
-      pcre2_match_data_free(md);
-      PCRE2_UCHAR msg[256];
-      pcre2_get_error_message(rc, msg, sizeof msg);
-      throw Error(std::string("BPE: the pre-split pattern failed at byte ") + std::to_string(at) +
-                  ": " + reinterpret_cast<const char*>(msg));
-    }
-    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-    const size_t start = ov[0], end = ov[1];
-    if (start > at) chunks.emplace_back(text, at, start - at);  // bytes no alternative matched
-    if (end == start) {  // an empty match: step over one byte, keeping it
-      chunks.emplace_back(text, start, 1);
-      at = start + 1;
-      continue;
-    }
+  auto emit_match = [&](size_t start, size_t end) {
+    if (start > at) chunks.emplace_back(text, at, start - at);
+    if (end == start) end = start + 1;  // an empty match: step over one byte, keeping it
     chunks.emplace_back(text, start, end - start);
     at = end;
+  };
+  if (!impl_->valid) {  // the JIT handles invalid UTF-8 itself
+    MatchData m(impl_->code);
+    while (at < n) {
+      const int rc = pcre2_match(impl_->code, s, n, at, 0, m.md, nullptr);
+      if (rc == PCRE2_ERROR_NOMATCH) break;
+      if (rc < 0) match_failed(rc, at);
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(m.md);
+      emit_match(ov[0], ov[1]);
+    }
+  } else {  // run by run of valid UTF-8, each checked once, here
+    MatchData m(impl_->valid);
+    size_t i = 0;
+    while (i < n) {
+      size_t len = 0;
+      while (i < n && (len = utf8_char(s, i, n)) == 0) ++i;  // invalid bytes: a gap
+      size_t end = i;
+      while (end < n && (len = utf8_char(s, end, n)) > 0) end += len;
+      // [i, end) is valid UTF-8: a subject of its own
+      size_t pos = i;
+      while (pos < end) {
+        const int rc =
+            pcre2_match(impl_->valid, s + i, end - i, pos - i, PCRE2_NO_UTF_CHECK, m.md, nullptr);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) match_failed(rc, pos);
+        const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(m.md);
+        emit_match(i + ov[0], i + ov[1]);
+        pos = at;
+        // after an empty match's single byte, the rest of its character is a gap
+        while (pos < end && (s[pos] & 0xC0) == 0x80) ++pos;
+      }
+      i = end;
+    }
   }
-  if (at < text.size()) chunks.emplace_back(text, at, text.size() - at);
-  pcre2_match_data_free(md);
+  if (at < n) chunks.emplace_back(text, at, n - at);
   return chunks;
 }
 
@@ -272,8 +343,10 @@ BPE::BPE(std::vector<std::pair<int32_t, int32_t>> merges, const std::string& pat
     : merges_(std::move(merges)), pattern_(pattern), impl_(std::make_unique<Impl>()) {
   int err = 0;
   PCRE2_SIZE at = 0;
-  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &at, nullptr);
+  const uint32_t options =
+      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_NEVER_BACKSLASH_C;
+  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options,
+                              &err, &at, nullptr);
   if (!impl_->code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
@@ -281,8 +354,23 @@ BPE::BPE(std::vector<std::pair<int32_t, int32_t>> merges, const std::string& pat
                 ": " + reinterpret_cast<const char*>(msg));
   }
   pcre2_jit_compile(impl_->code, PCRE2_JIT_COMPLETE);  // faster where JIT is there; optional
-  bytes_.reserve(256 + merges_.size());
-  for (int c = 0; c < 256; ++c) bytes_.emplace_back(1, static_cast<char>(c));
+  size_t jit_size = 0;
+  pcre2_pattern_info(impl_->code, PCRE2_INFO_JITSIZE, &jit_size);
+  if (jit_size == 0) {  // no JIT: split() matches runs of valid UTF-8 (section 1)
+    impl_->valid = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                 options & ~PCRE2_MATCH_INVALID_UTF, &err, &at, nullptr);
+    if (!impl_->valid) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(err, msg, sizeof msg);
+      throw Error("BPE: the pre-split pattern cannot run without PCRE2's JIT (offset " +
+                  std::to_string(at) + ": " + reinterpret_cast<const char*>(msg) + ")");
+    }
+  }
+  // First the merges' structure and the bytes their tokens would hold, from
+  // the lengths alone: merges that double a token each time would ask for
+  // 2^k bytes, so nothing is expanded until the total is known to be sane.
+  std::vector<int64_t> length(256 + merges_.size(), 1);
+  int64_t total = 256;
   for (size_t k = 0; k < merges_.size(); ++k) {
     const auto [a, b] = merges_[k];
     const int32_t id = static_cast<int32_t>(256 + k);
@@ -293,8 +381,22 @@ BPE::BPE(std::vector<std::pair<int32_t, int32_t>> merges, const std::string& pat
     if (!impl_->merged.emplace(pair_key(a, b), id).second)
       throw Error("BPE: merge " + std::to_string(k) + " (" + std::to_string(a) + ", " +
                   std::to_string(b) + ") repeats an earlier merge");
-    bytes_.push_back(bytes_[static_cast<size_t>(a)] + bytes_[static_cast<size_t>(b)]);
+    // Capped, so that doubling 60 times does not overflow.
+    length[256 + k] = std::min(length[size_t(a)] + length[size_t(b)], kMaxTokenBytes + 1);
+    if (length[256 + k] > kMaxTokenBytes)
+      throw Error("BPE: merge " + std::to_string(k) + " (" + std::to_string(a) + ", " +
+                  std::to_string(b) + ") makes a token of more than " +
+                  std::to_string(kMaxTokenBytes) + " bytes");
+    total += length[256 + k];
+    if (total > kMaxTotalBytes)
+      throw Error("BPE: the first " + std::to_string(k + 1) + " merges make tokens of " +
+                  std::to_string(total) + " bytes in all, more than " +
+                  std::to_string(kMaxTotalBytes) + "; no tokenizer learned from text has them");
   }
+  bytes_.reserve(256 + merges_.size());
+  for (int c = 0; c < 256; ++c) bytes_.emplace_back(1, static_cast<char>(c));
+  for (const auto& [a, b] : merges_)
+    bytes_.push_back(bytes_[static_cast<size_t>(a)] + bytes_[static_cast<size_t>(b)]);
 }
 
 std::string BPE::visible(const std::string& bytes) {

@@ -28,6 +28,11 @@ class BPE {
   // Merges learned from chunks longer than this are learned from its pieces
   // (a megabyte of spaces is one chunk to the pattern); encoding is unaffected.
   static constexpr size_t kTrainChunkBytes = 1024;
+  // Bounds on saved merges, checked before any token is spelled out: a token
+  // of at most 1 MiB, and 256 MiB for all tokens' bytes together (merges
+  // learned here make tokens of at most kTrainChunkBytes).
+  static constexpr int64_t kMaxTokenBytes = int64_t(1) << 20;
+  static constexpr int64_t kMaxTotalBytes = int64_t(1) << 28;
 
   // Learns vocab_size - 256 merges from `text`. Ties between equally frequent
   // pairs go to the smaller pair (first token, then second). Throws Error when
@@ -36,7 +41,8 @@ class BPE {
   static BPE train(const std::string& text, int64_t vocab_size,
                    const std::string& pattern = kGPT4Pattern);
   // A tokenizer from merges saved before (merges()[k] made token 256 + k).
-  // Throws Error on a merge that names a token not yet made.
+  // Throws Error on a merge that names a token not yet made, repeats one, or
+  // makes tokens past the bounds above.
   static BPE from_merges(std::vector<std::pair<int32_t, int32_t>> merges,
                          const std::string& pattern = kGPT4Pattern);
 

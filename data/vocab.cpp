@@ -2,6 +2,7 @@
 #include "data/vocab.h"
 
 #include <cstdint>
+#include <cstdlib>
 
 namespace qkv::data {
 
@@ -149,6 +150,23 @@ Vocab Vocab::from_json(const nlohmann::json& j, const nlohmann::json* bpe) {
       merges.emplace_back(m[0].get<int32_t>(), m[1].get<int32_t>());
     }
     BPE b = BPE::from_merges(std::move(merges), (*bpe)["pattern"].get<std::string>());
+    // The 256 byte tokens start the BPE part of the list: where they are
+    // found, the entries after them are counted against the merges, so a
+    // file a merge short (or long) is told as a count, not as a wrong entry.
+    const std::string byte0 = BPE::visible(std::string(1, '\0')),
+                      byte1 = BPE::visible(std::string(1, '\1'));
+    for (int64_t p = 3; p + 1 < v.size(); ++p)
+      if (v.tokens_[size_t(p)] == byte0 && v.tokens_[size_t(p + 1)] == byte1) {
+        const int64_t listed = v.size() - p - 256;  // merged tokens in the list
+        const int64_t made = b.vocab_size() - 256;
+        if (listed != made)
+          throw Error("vocab: lists " + std::to_string(std::max<int64_t>(listed, 0)) +
+                      " merged tokens after the 256 byte tokens (entries " + std::to_string(p) +
+                      "..) but 'bpe' has " + std::to_string(made) + " merges (" +
+                      std::to_string(std::abs(listed - made)) +
+                      (listed > made ? " more" : " fewer") + " in the list)");
+        break;
+      }
     const int64_t n = v.size() - b.vocab_size();  // the special tokens
     if (n < 3)
       throw Error("vocab: " + std::to_string(v.size()) +

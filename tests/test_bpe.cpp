@@ -106,6 +106,7 @@ TEST_CASE("bpe refuses a vocabulary below 256, one the text cannot fill, and bad
             "merge 0 (97, 300) names a token not made before token 256"));
   CHECK(has(error_of([] { data::BPE::from_merges({{97, 98}, {97, 98}}); }), "repeats"));
   CHECK(has(error_of([] { data::BPE::from_merges({}, "(unclosed"); }), "does not compile"));
+  CHECK(has(error_of([] { data::BPE::from_merges({}, R"(\C+)"); }), "\\C is disabled"));
   const data::BPE bpe = data::BPE::from_merges({});
   CHECK(has(error_of([&] { bpe.decode({256}); }), "token 256 is out of range [0, 256)"));
 }
@@ -190,8 +191,15 @@ TEST_CASE(
   wrong[4 + 'a'] = "b";
   CHECK(has(error_of([&] { data::Vocab::from_json(wrong, &bpe); }),
             "vocab: entry 101 is 'b' but BPE token 97 of 'bpe' is 'a'"));
+  // A list a token short (or a merge short) is told as a count, not as a wrong entry.
   nlohmann::json short_list(list.begin(), list.end() - 1);
-  CHECK(has(error_of([&] { data::Vocab::from_json(short_list, &bpe); }), "entry"));
+  CHECK(has(error_of([&] { data::Vocab::from_json(short_list, &bpe); }),
+            "vocab: lists 49 merged tokens after the 256 byte tokens (entries 4..) but 'bpe' has "
+            "50 merges (1 fewer in the list)"));
+  nlohmann::json merge_short = bpe;
+  merge_short["merges"].erase(merge_short["merges"].end() - 1);
+  CHECK(has(error_of([&] { data::Vocab::from_json(list, &merge_short); }),
+            "but 'bpe' has 49 merges (1 more in the list)"));
   nlohmann::json bad = bpe;
   bad["merges"][0] = {1};
   CHECK(has(error_of([&] { data::Vocab::from_json(list, &bad); }),
@@ -205,4 +213,43 @@ TEST_CASE("utf8_or_replacement shows each byte outside well-formed UTF-8 as U+FF
         "a\xEF\xBF\xBD\xEF\xBF\xBD"
         "b");
   CHECK(data::utf8_or_replacement("\xC3") == "\xEF\xBF\xBD");  // a character cut short
+}
+
+TEST_CASE("bpe refuses merges whose tokens would outgrow memory, before spelling any out") {
+  // Each merge doubles the last token: 2^60 bytes by the end, were they expanded.
+  std::vector<std::pair<int32_t, int32_t>> doubling{{'a', 'a'}};
+  for (int32_t k = 1; k < 60; ++k) doubling.emplace_back(255 + k, 255 + k);
+  const std::string msg = error_of([&] { data::BPE::from_merges(doubling); });
+  CHECK(has(msg, "BPE: merge 20 (275, 275) makes a token of more than 1048576 bytes"));
+  // Many tokens each within the bound, too many bytes together.
+  // 19 doublings make a token of 2^19 bytes (id 274); each merge after adds
+  // one byte to the last token, so 600 tokens of about 512 KiB follow.
+  std::vector<std::pair<int32_t, int32_t>> wide{{'a', 'a'}};
+  for (int32_t k = 1; k < 19; ++k) wide.emplace_back(255 + k, 255 + k);
+  for (int32_t id = 274; id < 274 + 600; ++id) wide.emplace_back(id, 'a');
+  CHECK(has(error_of([&] { data::BPE::from_merges(wide); }), "more than 268435456"));
+}
+
+TEST_CASE("bpe pre-split without PCRE2's JIT: the same chunks, linear in the text") {
+  // (*NO_JIT) runs the interpreter, the path a machine without executable
+  // memory takes. Its chunks must be the JIT's on any bytes.
+  const data::BPE jit = data::BPE::from_merges({});
+  const data::BPE interp =
+      data::BPE::from_merges({}, std::string("(*NO_JIT)") + data::BPE::kGPT4Pattern);
+  Generator g(7);
+  const std::string text = gpl3();
+  CHECK(interp.split(text) == jit.split(text));
+  for (size_t n : {1, 2, 3, 17, 300, 5000}) {
+    const std::string bytes = random_bytes(g, n);
+    CAPTURE(n);
+    CHECK(interp.split(bytes) == jit.split(bytes));
+    // text with invalid bytes among valid words, and a character cut at the end
+    const std::string mixed = text.substr(0, n) + bytes.substr(0, n / 2) + "\xC3";
+    CHECK(interp.split(mixed) == jit.split(mixed));
+  }
+  // Four copies of the GPL (140 KB, 60,000 chunks): quadratic, the
+  // interpreter read about 4 GB of UTF-8 checks for it; linear, 140 KB.
+  std::string big;
+  for (int i = 0; i < 4; ++i) big += text;
+  CHECK(interp.split(big).size() == jit.split(big).size());
 }
