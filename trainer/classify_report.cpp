@@ -12,10 +12,49 @@
 namespace qkv::train {
 
 namespace {
-// counts[want * C + got] over a set and the predictions made for it, the set
-// read 500 pairs at a time into one buffer.
-std::vector<int64_t> confusion_counts(const PairSet& set, const EvalResult& r, int64_t C) {
-  std::vector<int64_t> counts(static_cast<size_t>(C * C), 0);
+// The most labels confusion.svg draws: a matrix a person can read.
+constexpr int64_t kConfusionShown = 40;
+
+// The labels a confusion matrix shows: all C when C <= max_shown, else the
+// max_shown most frequent true labels of the set (ties: the lower label),
+// in label order. Returns each label's row (-1: not shown), so that the
+// matrix is (shown, shown) however many labels the model has: 10,000
+// labels would otherwise ask for a 10^8-cell matrix and an SVG no one reads.
+std::vector<int64_t> shown_labels(const PairSet& set, int64_t C, int64_t max_shown,
+                                  int64_t* shown) {
+  std::vector<int64_t> row(static_cast<size_t>(C), -1);
+  std::vector<int64_t> keep;
+  if (C <= max_shown) {
+    for (int64_t c = 0; c < C; ++c) keep.push_back(c);
+  } else {
+    std::vector<int64_t> freq(static_cast<size_t>(C), 0);
+    std::vector<Pair> batch;
+    for (size_t i = 0; i < set.size(); i += 500) {
+      set.batch(i, std::min(set.size(), i + 500), batch);
+      for (const Pair& p : batch)
+        if (p.tgt.at(0) >= 0 && p.tgt[0] < C) freq[static_cast<size_t>(p.tgt[0])]++;
+    }
+    std::vector<int64_t> order(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) order[static_cast<size_t>(c)] = c;
+    std::partial_sort(
+        order.begin(), order.begin() + max_shown, order.end(), [&](int64_t a, int64_t b) {
+          return freq[size_t(a)] > freq[size_t(b)] || (freq[size_t(a)] == freq[size_t(b)] && a < b);
+        });
+    keep.assign(order.begin(), order.begin() + max_shown);
+    std::sort(keep.begin(), keep.end());
+  }
+  for (size_t k = 0; k < keep.size(); ++k) row[static_cast<size_t>(keep[k])] = int64_t(k);
+  *shown = static_cast<int64_t>(keep.size());
+  return row;
+}
+
+// counts[row(want) * K + row(got)] over a set and the predictions made for
+// it, for the K labels `row` shows; the set read 500 pairs at a time into
+// one buffer.
+std::vector<int64_t> confusion_counts(const PairSet& set, const EvalResult& r,
+                                      const std::vector<int64_t>& row, int64_t K) {
+  std::vector<int64_t> counts(static_cast<size_t>(K * K), 0);
+  const int64_t C = static_cast<int64_t>(row.size());
   const size_t n = std::min(set.size(), r.predictions.size());
   std::vector<Pair> batch;
   for (size_t i = 0; i < n; i += 500) {
@@ -23,7 +62,9 @@ std::vector<int64_t> confusion_counts(const PairSet& set, const EvalResult& r, i
     for (size_t k = i; k < i + batch.size(); ++k) {
       const int64_t want = batch[k - i].tgt.at(0);
       const int64_t got = r.predictions[k].empty() ? -1 : r.predictions[k][0];
-      if (got >= 0 && got < C) counts[static_cast<size_t>(want * C + got)]++;
+      if (want < 0 || want >= C || got < 0 || got >= C) continue;
+      const int64_t a = row[size_t(want)], c = row[size_t(got)];
+      if (a >= 0 && c >= 0) counts[static_cast<size_t>(a * K + c)]++;
     }
   }
   return counts;
@@ -38,15 +79,19 @@ EvalResult classifier_report(Trainer& t, const RunOptions&) {
               (long long)r.sequences);
   std::printf("  accuracy %.2f%%, cross-entropy %.4f\n", 100 * r.exact_acc(), r.loss);
   // The confusion matrix: rows the true label, columns the answer.
-  const std::vector<int64_t> counts = confusion_counts(t.pairs->heldout(), r, C);
   if (C <= 20) {
+    int64_t K = 0;
+    const std::vector<int64_t> row = shown_labels(t.pairs->heldout(), C, C, &K);
+    const std::vector<int64_t> counts = confusion_counts(t.pairs->heldout(), r, row, K);
+    std::vector<std::string> names;
+    for (const std::string& n : t.labels) names.push_back(brief(n));
     size_t w = 5;
-    for (const std::string& n : t.labels) w = std::max(w, n.size() + 1);
+    for (const std::string& n : names) w = std::max(w, n.size() + 1);
     std::printf("  confusion (rows: true label, columns: answer)\n  %*s", int(w), "");
-    for (int64_t c = 0; c < C; ++c) std::printf(" %*s", int(w), t.labels[c].c_str());
+    for (int64_t c = 0; c < C; ++c) std::printf(" %*s", int(w), names[c].c_str());
     std::printf("\n");
     for (int64_t a = 0; a < C; ++a) {
-      std::printf("  %*s", int(w), t.labels[a].c_str());
+      std::printf("  %*s", int(w), names[a].c_str());
       for (int64_t c = 0; c < C; ++c)
         std::printf(" %*lld", int(w), (long long)counts[static_cast<size_t>(a * C + c)]);
       std::printf("\n");
@@ -64,17 +109,26 @@ EvalResult classifier_report(Trainer& t, const RunOptions&) {
 void write_confusion_svg(const Trainer& t, const EvalResult& r, const std::string& path,
                          const std::string& title) {
   const int64_t C = static_cast<int64_t>(t.labels.size());
-  const std::vector<int64_t> counts = confusion_counts(t.pairs->heldout(), r, C);
-  // Each row as fractions of its label's inputs: the heatmap's rows sum to 1.
-  Tensor m = Tensor::zeros({1, C, C});
-  for (int64_t a = 0; a < C; ++a) {
+  int64_t K = 0;
+  const std::vector<int64_t> row = shown_labels(t.pairs->heldout(), C, kConfusionShown, &K);
+  const std::vector<int64_t> counts = confusion_counts(t.pairs->heldout(), r, row, K);
+  std::vector<std::string> names;
+  for (int64_t c = 0; c < C; ++c)
+    if (row[size_t(c)] >= 0) names.push_back(t.labels[size_t(c)]);
+  // Each row as fractions of its label's inputs answered with a shown
+  // label: the heatmap's rows sum to 1.
+  Tensor m = Tensor::zeros({1, K, K});
+  for (int64_t a = 0; a < K; ++a) {
     int64_t n = 0;
-    for (int64_t c = 0; c < C; ++c) n += counts[static_cast<size_t>(a * C + c)];
-    for (int64_t c = 0; c < C; ++c)
-      m.data()[a * C + c] =
-          n ? real(double(counts[static_cast<size_t>(a * C + c)]) / double(n)) : 0;
+    for (int64_t c = 0; c < K; ++c) n += counts[static_cast<size_t>(a * K + c)];
+    for (int64_t c = 0; c < K; ++c)
+      m.data()[a * K + c] =
+          n ? real(double(counts[static_cast<size_t>(a * K + c)]) / double(n)) : 0;
   }
-  plots::write_attention_svg(path, {m}, t.labels, t.labels, title);
+  const std::string of =
+      K < C ? " (the " + std::to_string(K) + " most frequent of " + std::to_string(C) + " labels)"
+            : "";
+  plots::write_attention_svg(path, {m}, names, names, title + of);
 }
 
 Seq classifier_input(Trainer& t, const std::string& input, const std::string& flag) {
