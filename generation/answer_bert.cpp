@@ -8,13 +8,17 @@
 #include <algorithm>
 
 #include "generation/answer.h"
+#include "generation/finite_logits.h"
 #include "models/bert.h"
 
 namespace qkv::nn {
 
 namespace {
 
-int64_t argmax(const real* row, int64_t n) { return std::max_element(row, row + n) - row; }
+int64_t argmax(const real* row, int64_t n) {
+  check_finite_logits(row, n, "bert answer");
+  return std::max_element(row, row + n) - row;
+}
 
 std::vector<data::Seq> bert_answer(Bert& m, const std::vector<data::Seq>& sources) {
   const Tokens src = data::right_padded(sources);

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "models/encoder_only.h"
 #include "generation/answer.h"
+#include "generation/finite_logits.h"
 
 namespace qkv::nn {
 
@@ -20,6 +21,7 @@ std::vector<data::Seq> encoder_answer(EncoderOnlyModel& m, const std::vector<dat
   for (int64_t b = 0; b < src.batch; ++b)
     for (int64_t i = 0; i < src.lengths[b]; ++i) {
       const real* row = logits.data() + (b * S + i) * C;
+      check_finite_logits(row, C, "encoder answer");
       out[b].push_back(std::max_element(row, row + C) - row);
     }
   return out;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "generation/answer.h"
+#include "generation/finite_logits.h"
 #include "models/vit.h"
 
 namespace qkv::nn {
@@ -17,6 +18,7 @@ extern const Answerer kViTAnswerer = {
       std::vector<data::Seq> out(sources.size());
       for (size_t b = 0; b < sources.size(); ++b) {
         const real* row = p.data() + static_cast<int64_t>(b) * C;
+        check_finite_logits(row, C, "vit answer");
         out[b] = {std::max_element(row, row + C) - row};
       }
       return out;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "generation/finite_logits.h"
 #include "core/reduce.h"
 
 namespace qkv::nn {
@@ -125,6 +126,7 @@ class Search {
     for (int64_t j = 0; j < k_; ++j) {
       if (s.logp[j] == kDead) continue;
       const real* lg = block + j * V_;
+      check_finite_logits(lg, V_, "beam_search");
       std::copy(lg, lg + V_, row_.begin());
       log_softmax_rows(row_.data(), 1, V_);
       for (int64_t v = 0; v < V_; ++v) cand_.emplace_back(s.logp[j] + row_[v], j * V_ + v);

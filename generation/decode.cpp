@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "generation/finite_logits.h"
 
 namespace qkv::nn {
 
@@ -10,6 +11,7 @@ namespace {
 
 // Index of the largest of row[0, V); the first one on ties.
 int64_t argmax(const real* row, int64_t V) {
+  check_finite_logits(row, V, "greedy_decode");
   int64_t best = 0;
   for (int64_t v = 1; v < V; ++v)
     if (row[v] > row[best]) best = v;

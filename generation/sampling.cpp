@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "generation/finite_logits.h"
 
 namespace qkv::nn {
 
@@ -26,6 +27,7 @@ void check_sample_options(const SampleOptions& o) {
 int64_t sample_token(const real* logits, int64_t V, const SampleOptions& opt, Generator& gen,
                      SampleScratch& sc) {
   if (V < 1) throw Error("sample_token: no logits to sample from (V = " + std::to_string(V) + ")");
+  check_finite_logits(logits, V, "sample_token");
   if (opt.temperature == 0) {  // greedy: the first largest logit
     int64_t best = 0;
     for (int64_t v = 1; v < V; ++v)

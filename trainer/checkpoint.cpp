@@ -59,6 +59,11 @@ FileShape file_shape(const TensorFile& f, const std::string& kind, const json& m
                     ", not a label name (a string)");
       s.labels.push_back(n.get<std::string>());
     }
+    std::vector<std::string> sorted = s.labels;
+    std::sort(sorted.begin(), sorted.end());
+    if (auto d = std::adjacent_find(sorted.begin(), sorted.end()); d != sorted.end())
+      throw Error(brief(f.path) + ": metadata 'labels' names '" + brief(*d) +
+                  "' twice (each class needs a name of its own)");
   } else {
     for (int64_t k = 0; k < s.shape.classes; ++k) s.labels.push_back(std::to_string(k));
   }

@@ -2,6 +2,7 @@
 // a confusion matrix, the test set scored once, and --ask's answer with the
 // label's probability. Declared in trainer/report.h.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -75,7 +76,10 @@ EvalResult classifier_report(Trainer& t, const RunOptions&) {
   const int64_t C = static_cast<int64_t>(t.labels.size());
   t.phase = "final evaluation";
   EvalResult r = t.evaluate();
-  std::printf("\nheld-out (%lld inputs, for model selection; never trained on):\n",
+  check_finite_result(r, "held-out evaluation");
+  // The held-out set is read by every check during training too (it chooses
+  // nothing by itself, but a user comparing runs on it selects with it).
+  std::printf("\nheld-out (%lld inputs, never trained on; the checks during training read it):\n",
               (long long)r.sequences);
   std::printf("  accuracy %.2f%%, cross-entropy %.4f\n", 100 * r.exact_acc(), r.loss);
   // The confusion matrix: rows the true label, columns the answer.
@@ -100,6 +104,7 @@ EvalResult classifier_report(Trainer& t, const RunOptions&) {
   if (!t.test_set.empty()) {
     t.phase = "test set";
     const EvalResult test = t.evaluate(t.test_set);
+    check_finite_result(test, "test set");
     std::printf("test (%lld inputs, scored once, now): accuracy %.2f%%, cross-entropy %.4f\n",
                 (long long)test.sequences, 100 * test.exact_acc(), test.loss);
   }
@@ -258,12 +263,20 @@ void write_class_attention_svg(Trainer& t, const std::string& path, const std::s
 void ask_classifier(Trainer& t, const std::string& input) {
   const Seq src = classifier_input(t, input, "--ask");
   const std::vector<double> p = t.family().label_probabilities(t.model(), src);
+  // Checked before they are sorted: NaN has no order.
+  for (double q : p)
+    if (!std::isfinite(q))
+      throw Error(std::string("--ask: the model's label probabilities are ") +
+                  (std::isnan(q) ? "NaN" : "Inf") +
+                  ": its weights are not finite, or too large for float32 on this input");
   std::vector<size_t> order(p.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
-  std::printf("%s (probability %.3f)", t.labels.at(order[0]).c_str(), p[order[0]]);
+  // A label name comes from a file: quoted as every other text from one is.
+  std::printf("%s (probability %.3f)", brief(t.labels.at(order[0])).c_str(), p[order[0]]);
   for (size_t k = 1; k < 3 && k < order.size(); ++k)
-    std::printf("%s %s %.3f", k == 1 ? "; then" : ",", t.labels.at(order[k]).c_str(), p[order[k]]);
+    std::printf("%s %s %.3f", k == 1 ? "; then" : ",", brief(t.labels.at(order[k])).c_str(),
+                p[order[k]]);
   std::printf("\n");
 }
 

@@ -1,5 +1,6 @@
 // The trainer's reports: what it prints and draws (trainer/report.h).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -267,12 +268,20 @@ static void print_long_lengths(Trainer& t, const RunOptions& o) {
   }
 }
 
+void check_finite_result(const EvalResult& r, const std::string& what) {
+  if (std::isfinite(r.loss)) return;
+  throw Error(what + ": the cross-entropy is " + (std::isnan(r.loss) ? "NaN" : "Inf") +
+              ": the model's outputs are not finite (its weights are not finite, or too large "
+              "for float32), so there is no accuracy or perplexity to report");
+}
+
 EvalResult final_report(Trainer& t, const RunOptions& o) {
   print_expert_summary(t);
   if (t.classifies()) return classifier_report(t, o);
   if (t.text) {
     t.phase = "final evaluation";
     EvalResult r = t.evaluate();
+    check_finite_result(r, "held-out evaluation");
     if (r.masked) {  // mlm, span: the made targets alone are scored
       std::printf(
           "\nheld-out %s accuracy %.2f%% (%lld tokens, made the same way at every check), loss "
@@ -289,6 +298,7 @@ EvalResult final_report(Trainer& t, const RunOptions& o) {
   // Greedy, and (for the encoder-decoder) beam search beside it.
   double greedy_s = 0, beam_s = 0;
   const EvalResult greedy = timed_eval(t, "greedy", o, &greedy_s);
+  check_finite_result(greedy, "held-out evaluation");
   std::printf("\nheld-out (%lld sequences, never trained on):\n", (long long)greedy.sequences);
   // Teacher-forced: the same for every decoder.
   std::printf("  per-token perplexity %.3f (cross-entropy %.4f, teacher-forced)\n",

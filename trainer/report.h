@@ -39,6 +39,9 @@ void print_first_attention(Trainer& t, const EvalResult& r);
 bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalResult& r,
                  std::vector<std::string>* written);
 std::string run_name(const TrainConfig& c);
+// An evaluation whose loss is NaN or Inf measured nothing: Error naming
+// `what` (the set), so that no NaN accuracy is reported with exit status 0.
+void check_finite_result(const EvalResult& r, const std::string& what);
 
 // A classifier's (trainer/classify_report.cpp): held-out accuracy and the
 // confusion matrix, then the test set scored once; --ask's label and its
