@@ -166,6 +166,10 @@ ImageSet read_idx_images(const std::string& images_path, const std::string& labe
       throw Error(brief(images_path) + ": IDX images of dims " + shape_text(images.dims) +
                   ", expected count, rows and cols above 0");
   IdxArray labels = read_idx(labels_path, max_bytes);
+  if (labels.dims.size() == 3)  // the magic of images: 0x00 0x00 0x08 0x03
+    throw Error(brief(labels_path) + ": holds images (IDX magic 0x00000803, dims " +
+                shape_text(labels.dims) + "), not labels (0x00000801): are the images and labels " +
+                "files swapped?");
   if (labels.dims.size() != 1)
     throw Error(brief(labels_path) + ": IDX labels of " + std::to_string(labels.dims.size()) +
                 " dims " + shape_text(labels.dims) + ", expected 1 (count)");

@@ -19,7 +19,10 @@ Augment parse_augment(const std::string& spec) {
     const auto bad = [&](const std::string& why) {
       return Error("augment '" + brief(spec) + "': " + why);
     };
-    if (part == "flip") {
+    if (part.empty()) {
+      throw bad("expected crop:K and/or flip, comma-separated; got an empty item (\"" +
+                brief(spec) + "\" has a comma too many)");
+    } else if (part == "flip") {
       if (a.flip) throw bad("flip twice");
       a.flip = true;
     } else if (part.rfind("crop:", 0) == 0) {

@@ -177,6 +177,10 @@ TEST_CASE("read_idx_images refuses wrong dims, empty images and counts that disa
               {"flat: IDX images of 2 dims (2, 6), expected 3 (count, rows, cols)"});
   check_error([&] { data::read_idx_images(t.file("images"), t.file("labels2d"), kMax); },
               {"labels2d: IDX labels of 2 dims (2, 1), expected 1 (count)"});
+  // An images file where the labels belong: said so, not by its dimensions alone.
+  check_error(
+      [&] { data::read_idx_images(t.file("images"), t.file("images"), kMax); },
+      {"images: holds images (IDX magic 0x00000803", "are the images and labels files swapped?"});
   check_error([&] { data::read_idx_images(t.file("images"), t.file("labels3"), kMax); },
               {"labels3: 3 labels, expected one per image", "images holds 2"});
   check_error([&] { data::read_idx_images(t.file("none"), t.file("labels"), kMax); },

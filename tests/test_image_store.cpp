@@ -150,7 +150,9 @@ TEST_CASE("parse_augment reads crop:K and flip in any order; anything else is re
   check_error([] { data::parse_augment("crop"); }, {"expected crop:K and/or flip", "'crop'"});
   check_error([] { data::parse_augment("flip,flip"); }, {"flip twice"});
   check_error([] { data::parse_augment("crop:1,crop:2"); }, {"crop twice"});
-  check_error([] { data::parse_augment("flip,"); }, {"got ''"});
+  // An empty item is said to be one, not shown as nothing between quotes.
+  check_error([] { data::parse_augment("flip,"); }, {"got an empty item", "a comma too many"});
+  check_error([] { data::parse_augment(","); }, {"augment ','", "got an empty item"});
   check_error([] { data::parse_augment("rotate"); }, {"got 'rotate'"});
 }
 

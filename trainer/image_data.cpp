@@ -22,11 +22,16 @@ namespace qkv::train {
 
 namespace {
 
-// DIR/base.gz, else DIR/base; "" when neither exists.
+// DIR/base.gz, else DIR/base; "" when neither is in the folder. A name that
+// is there but cannot be followed (a symlink loop, a dangling link) is
+// returned too: reading it says why, rather than "no file".
 std::string idx_file(const std::string& dir, const std::string& base) {
   std::error_code ec;
-  for (const std::string& p : {dir + "/" + base + ".gz", dir + "/" + base})
+  const std::string names[] = {dir + "/" + base + ".gz", dir + "/" + base};
+  for (const std::string& p : names)
     if (std::filesystem::exists(p, ec)) return p;
+  for (const std::string& p : names)  // there, but not to be followed
+    if (std::filesystem::exists(std::filesystem::symlink_status(p, ec))) return p;
   return "";
 }
 
