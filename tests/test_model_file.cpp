@@ -585,3 +585,17 @@ TEST_CASE("a model file keeps its attention settings, and one written before the
             ": metadata 'model_config': key 'window' must be >= 1 and 'global_every' >= 0, "
             "got 0 and 64");
 }
+
+TEST_CASE(
+    "model file: rope_base beside rel_buckets is refused naming rope_base (one kind of positions; "
+    "before: loaded, and the rotation ignored)") {
+  TempDir tmp;
+  const std::string gpt = tmp.file("g.safetensors");
+  GPTConfig c = small_gpt(true, true);
+  c.rel_buckets = 8;
+  c.rel_max_distance = 16;
+  save_model(GPT(c), gpt);
+  edit_config(gpt, [](json& j) { j["rope_base"] = 10000; });
+  CHECK(has(error_of([&] { load_model(gpt); }),
+            "key 'rope_base': this file's positions are T5's relative bias ('rel_buckets')"));
+}

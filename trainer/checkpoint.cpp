@@ -437,6 +437,16 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
   arch.context = detail::model_max_positions(mc);
   if (arch.positions == "sinusoidal")  // seq2seq or encoder: the table grows on demand
     arch.context = c.context;
+  // A model with a position table of its own reads at most that many
+  // positions; one without (rope, relative) reads the --context given.
+  if (std::find(given.begin(), given.end(), "context") != given.end() &&
+      c.context != arch.context) {
+    if (train::family(arch.model, "--model").fixed_positions(arch))
+      throw Error("--context " + std::to_string(c.context) + ": --init-from " + brief(path) +
+                  " holds a position table of " + std::to_string(arch.context) +
+                  " rows (its context; leave the flag out)");
+    arch.context = c.context;
+  }
   const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
   // A task model's vocabulary is the task's symbols: their count comes from the file.
   const bool vocab_given = std::find(given.begin(), given.end(), "vocab") != given.end();
@@ -478,7 +488,7 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
   FileShape shape = detail::file_shape(f, kind, mc);
   shape.labels.clear();
   shape.shape.classes = 0;
-  Trainer t(arch, &v, path, DataUse::Train, &shape);
+  Trainer t(arch, &v, "--init-from " + brief(path), DataUse::Train, &shape);
   if (v.bpe()) {  // a tokenizer learned from another text: a resume does not compare it with --data
     t.tokenizer_info.trained_on = detail::bpe_trained_on(f);
     t.data_info["tokenizer_from"] = brief(path);

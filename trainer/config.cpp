@@ -40,8 +40,9 @@ void validate(const TrainConfig& c, const std::string& where) {
   // "--d-model" on the command line; for a checkpoint's settings the file and
   // the key: "<file>: metadata 'model_config' key 'd_model'" (the
   // architecture, under the model's own names) or "... 'train_config' key 'lr'".
+  const bool run_from_flags = where.rfind("--init-from ", 0) == 0;
   auto name = [&](const char* key) {
-    if (where.empty()) return flag_of(key);
+    if (where.empty() || (run_from_flags && !TrainConfig::is_arch_key(key))) return flag_of(key);
     if (!TrainConfig::is_arch_key(key))
       return where + ": metadata 'train_config' key '" + key + "'";
     const std::map<std::string, std::string> model_name = {{"pre_ln", "pre_norm"},
@@ -50,8 +51,12 @@ void validate(const TrainConfig& c, const std::string& where) {
                                                            {"no_bias", "bias"},
                                                            {"layers", "layers"}};
     const auto it = model_name.find(key);
-    return where + ": metadata 'model_config' key '" + (it == model_name.end() ? key : it->second) +
-           "'";
+    // The file's key that made the positions what they are: rope_base or
+    // rel_buckets where the file has one (a vit has no learned_positions key).
+    std::string file_key = it == model_name.end() ? key : it->second;
+    if (std::string(key) == "positions" && c.positions == "rope") file_key = "rope_base";
+    if (std::string(key) == "positions" && c.positions == "relative") file_key = "rel_buckets";
+    return where + ": metadata 'model_config' key '" + file_key + "'";
   };
   require(find_family(c.model) != nullptr, name("model"),
           "expected " + family_names() + ", got '" + brief(c.model) + "'");
@@ -367,6 +372,11 @@ void check_given_flags(const TrainConfig& c, const std::vector<std::string>& giv
   // negative rate like any other (validate() checks the rest of its range).
   if (said("min_lr") && !(c.min_lr >= 0))
     throw Error("--min-lr: must be >= 0, got " + num(c.min_lr) + " (leave it out for 5% of --lr)");
+  // --max-vocab caps a vocabulary of characters or words; a BPE tokenizer's
+  // size is --bpe-vocab, and the cap would be dropped without a word.
+  if (said("max_vocab") && c.tokens == "bpe")
+    throw Error("--max-vocab: caps a vocabulary of characters or words; --tokens bpe has " +
+                std::string("--bpe-vocab for its size (leave --max-vocab out)"));
 }
 
 void fill_dependent_defaults(TrainConfig& c, const std::vector<std::string>& given) {

@@ -283,8 +283,10 @@ inline std::string show_value(const json& v) {
 
 // Checks every setting before anything is read or built; each error names the
 // flag, or with a non-empty `where` (a checkpoint's "<file>: train_config")
-// the file and the key. The bounds keep any value from hanging the program or
-// exhausting memory before it says what is wrong.
+// the file and the key. A `where` of "--init-from <file>" (a new run on a
+// file's model) names the flag for the run's settings and the file and key
+// for the architecture, which is the file's. The bounds keep any value from
+// hanging the program or exhausting memory before it says what is wrong.
 void validate(const TrainConfig& c, const std::string& where);
 
 // The architecture keys of `c` from a model file's kind and model_config

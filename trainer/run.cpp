@@ -59,6 +59,16 @@ Trainer new_run(TrainConfig c, const std::vector<std::string>& given,
     throw Error("--tokens " + brief(c.tokens) + ": --tokenizer-from " + brief(tokenizer_from) +
                 " holds " + kind + " tokens (leave the flag out)");
   c.tokens = kind;
+  // The file's vocabulary is the run's: a size asked for as well would be dropped.
+  if (said("bpe_vocab") && (!v.bpe() || c.bpe_vocab != v.bpe()->vocab_size()))
+    throw Error("--bpe-vocab " + std::to_string(c.bpe_vocab) + ": --tokenizer-from " +
+                brief(tokenizer_from) + " holds " +
+                (v.bpe() ? "a BPE tokenizer of " + std::to_string(v.bpe()->vocab_size()) + " tokens"
+                         : kind + " tokens, not BPE") +
+                " (leave the flag out)");
+  if (said("max_vocab"))
+    throw Error("--max-vocab: --tokenizer-from " + brief(tokenizer_from) +
+                " gives the run its vocabulary (leave the flag out)");
   if (v.bpe()) c.bpe_vocab = v.bpe()->vocab_size();
   return Trainer(c, &v);
 }
@@ -521,6 +531,11 @@ void check_options(const RunOptions& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   if (o.precision != "fp32" && o.precision != "bf16")
     throw Error("--precision: expected fp32 or bf16, got '" + brief(o.precision) + "'");
+  // The explorer's finite differences are float64: a bf16 product has no place in them.
+  if (!o.explain.empty() && o.precision != "fp32")
+    throw Error("--precision " + o.precision +
+                ": --explain computes every number in float64 (its finite differences need "
+                "them); give it without --precision");
   set_matmul_precision(o.precision == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::fp32);
 }
 

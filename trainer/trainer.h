@@ -182,7 +182,8 @@ class Trainer {
   // A new run: reads (or draws) the data, builds the vocabulary, the model and
   // Adam. With `vocab` (from a checkpoint) the data is encoded with it instead.
   // `where` names the settings' source in errors ("" for flags, else e.g.
-  // "<file>: train_config"); DataUse::None builds the model only.
+  // "<file>: train_config", or "--init-from <file>": validate() in
+  // trainer/config.h); DataUse::None builds the model only.
   // `file` (from a checkpoint) gives the labels and image size the data must have.
   explicit Trainer(const TrainConfig& c, const Vocab* vocab = nullptr,
                    const std::string& where = "", DataUse use = DataUse::Train,
