@@ -576,6 +576,9 @@ void Trainer::write_checkpoint(const std::string& path,
   md["step"] = std::to_string(opt->step_count());
   md["data_gen"] = generator_state_string(data_gen);
   md["dropout_gen"] = dropout_states.at(0);  // rank 0's (the only one in one process)
+  // Which products trained the weights: a bf16 run says so (the tensors are
+  // float32 either way).
+  if (matmul_precision() == MatmulPrecision::bf16) md["matmul_precision"] = "bf16";
   if (best.step >= 0) md["best_heldout"] = json{{"loss", best.loss}, {"step", best.step}}.dump();
   if (dropout_states.size() > 1) md["dropout_gen_ranks"] = json(dropout_states).dump();
   check_finite(all, "checkpoint " + brief(path) + ": not written");  // never a NaN model on disk

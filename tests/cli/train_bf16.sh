@@ -25,6 +25,8 @@ with open(sys.argv[1], "rb") as f:
 dtypes = {k: v["dtype"] for k, v in header.items() if k != "__metadata__"}
 bad = {k: d for k, d in dtypes.items() if d != "F32"}
 assert dtypes and not bad, bad
+# ... and says it was trained with bf16 products.
+assert header["__metadata__"].get("matmul_precision") == "bf16", header["__metadata__"].keys()
 PY
 expect_ok "$TRAIN" --load run/model.safetensors --eval-only --threads 1
 expect_out "from step 40"
