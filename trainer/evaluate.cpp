@@ -88,9 +88,7 @@ EvalResult Trainer::evaluate(const PairSet& set, int64_t chunk) {
   // bounded in tokens as well as in sequences, so that a set of long
   // sequences (one chunk of 500 pairs of 1,000 tokens runs for minutes) still
   // reaches a line: at most kEvalChunkTokens source and target tokens a chunk.
-  constexpr int64_t kEvalChunkTokens = 1 << 14;
-  const int64_t longest = set.longest_pair() + 2;  // with <s> and </s>
-  chunk = std::max<int64_t>(1, std::min(chunk, kEvalChunkTokens / longest));
+  chunk = eval_chunk(chunk, set.longest_pair() + 2);  // with <s> and </s>
   Progress progress(phase, static_cast<int64_t>(set.size()), "sequences");
   // One chunk's pairs and sources, kept from chunk to chunk: a set of images
   // is read from its bytes into them, allocating nothing once they have grown.
@@ -169,7 +167,9 @@ void Trainer::check_report_fits(int64_t chunk, int64_t longer) const {
   // Images: the sequence is the model's patches and class token, not the pixels.
   if (family().reads_images) src = tgt = net_->max_positions();
   const auto [T, S] = attention_lengths(family(), src, tgt);  // queries, keys
-  const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(pairs->heldout().size()));
+  // As many pairs at a time as evaluate(set, chunk) takes.
+  const int64_t n = std::min<int64_t>(eval_chunk(chunk, pairs->heldout().longest_pair() + 2),
+                                      static_cast<int64_t>(pairs->heldout().size()));
   const detail::AttentionNumbers a = detail::attention_numbers(cfg, n, T, S);
   const double threads = std::max(1u, std::thread::hardware_concurrency());
   const double W = double(std::max(cfg.d_model, cfg.d_ff)), V = double(vocab.size());
@@ -181,7 +181,7 @@ void Trainer::check_report_fits(int64_t chunk, int64_t longer) const {
                 " at a time, up to " + std::to_string(T) + " tokens long: with --attention " +
                 cfg.attention + " that needs about " + detail::gib(bytes) +
                 ", more than this machine's " + detail::gib(have) +
-                " (shorter sequences, or --attention memory-efficient, fit)");
+                " (shorter sequences, a smaller model, or --attention memory-efficient, fit)");
 }
 
 void Trainer::check_decoding() const {

@@ -17,6 +17,7 @@
 // rows and sums the gradients over the ranks before clipping, so all ranks
 // take the same step; save() is then collective (rank 0 writes).
 #pragma once
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -254,6 +255,14 @@ class Trainer {
   // A set `chunk` pairs at a time (fewer when they are long), each chunk
   // read into one buffer kept from chunk to chunk (data/pair_set.h).
   EvalResult evaluate(const PairSet& set, int64_t chunk = 500);
+  // The pairs evaluate(set, chunk) takes at a time for pairs of up to
+  // `longest` tokens (source and target): at most `chunk`, and at most
+  // kEvalChunkTokens tokens a chunk, so that long sequences stay bounded in
+  // memory and a progress line still comes.
+  static constexpr int64_t kEvalChunkTokens = int64_t(1) << 14;
+  static int64_t eval_chunk(int64_t chunk, int64_t longest) {
+    return std::max<int64_t>(1, std::min(chunk, kEvalChunkTokens / std::max<int64_t>(1, longest)));
+  }
   // What evaluate() is doing, for its progress lines (trainer/progress.h).
   std::string phase = "held-out evaluation";
 

@@ -4,10 +4,13 @@
 source "$(dirname "$0")/lib.bash"
 cd "$QKV_TMP"
 
-# Held-out pairs of up to 4096 tokens, 500 at a time, with the standard
-# kernel's (H,T,S) probabilities: refused at once, nothing trained or written.
-expect_fail "$TRAIN" --max-len 4096 --min-len 3 --batch 1 --steps 1 --warmup 0 --threads 1 --out big
-expect_out "error: the final report evaluates the held-out pairs 500 at a time, up to 4100 tokens long: with --attention standard that needs about"
+# The held-out pairs as the evaluation reads them (at most 16,384 tokens a
+# chunk: 264 pairs of up to 62 here), through a feed-forward block 65,536
+# wide: training's batch of one fits, the final report's chunks do not:
+# refused at once, nothing trained or written.
+expect_fail "$TRAIN" --max-len 30 --min-len 3 --d-ff 65536 --d-model 16 --heads 2 --layers 1 \
+  --batch 1 --steps 1 --warmup 0 --threads 1 --out big
+expect_out "error: the final report evaluates the held-out pairs 264 at a time, up to 34 tokens long: with --attention standard that needs about"
 grep -q "^step" out && fail "trained before refusing what the final report cannot fit"
 [ -e big ] && fail "a refused run left its --out folder"
 
