@@ -444,16 +444,27 @@ void keep_before_rethrow(const Trainer& t, const RunOptions& o, const std::excep
 void report_best(const Trainer& t, const RunOptions& o, const EvalResult& final) {
   if (t.best.step < 0) return;
   std::error_code ec;
-  const std::string where = !o.best_path.empty() && fs::exists(o.best_path, ec)
-                                ? o.best_path
-                                : "no file of this run (--no-save, or resumed into another --save)";
+  const bool kept = !o.best_path.empty() && fs::exists(o.best_path, ec);
+  const std::string where =
+      kept ? o.best_path : "not kept in a file (--no-save, or resumed into another --save)";
   std::printf("best held-out loss %.4f at step %lld: %s\n", t.best.loss,
               static_cast<long long>(t.best.step), where.c_str());
-  if (final.loss > t.best.loss && t.step_count() > t.best.step)
+  if (t.step_count() <= t.best.step) return;
+  // Compared as printed: a rise below the fourth decimal is no rise to report.
+  char best[32], last[32];
+  std::snprintf(best, sizeof best, "%.4f", t.best.loss);
+  std::snprintf(last, sizeof last, "%.4f", final.loss);
+  if (final.loss > t.best.loss && std::string(best) != last)
+    std::printf("held-out loss rose from %s (step %lld) to %s (step %lld): %s\n", best,
+                static_cast<long long>(t.best.step), last, static_cast<long long>(t.step_count()),
+                kept ? ("the best checkpoint is " + o.best_path).c_str()
+                     : "the best step's weights were not kept in a file");
+  // The final evaluation comes after the last check: it may beat them all.
+  else if (final.loss < t.best.loss && std::string(best) != last)
     std::printf(
-        "held-out loss rose from %.4f (step %lld) to %.4f (step %lld): the best checkpoint is %s\n",
-        t.best.loss, static_cast<long long>(t.best.step), final.loss,
-        static_cast<long long>(t.step_count()), where.c_str());
+        "the final model (step %lld, held-out loss %s) is better than the best check's: "
+        "use the final checkpoint (written above)\n",
+        static_cast<long long>(t.step_count()), last);
 }
 
 }  // namespace
