@@ -96,7 +96,7 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--data", c.data, "train on a file: source<TAB>target lines");
   add_value(app, "--format", c.format, "tsv (pairs), text (corpus) or idx (images)")
       ->capture_default_str();
-  add_value(app, "--tokens", c.tokens, "char, word or bpe (bpe: gpt, --format text)")
+  add_value(app, "--tokens", c.tokens, "char, word or bpe (bpe: learned from --data's texts)")
       ->capture_default_str();
   add_value(app, "--bpe-vocab", c.bpe_vocab, "bpe: 256 bytes + merges (specials on top)");
   add_value(app, "--valid", c.valid, "held-out file (else part of --data)");
@@ -109,6 +109,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
                "mlm: one line a sequence (bert: on), else windows");
   app.add_flag("--group-by-length,!--no-group-by-length", c.group_by_length,
                "line-by-line: batches of like-length lines (faster)");
+  app.add_flag("--truncate,!--no-truncate", c.truncate,
+               "classify: cut texts over --context (on) or refuse");
   add_value(app, "--objective", c.objective,
             "lm (gpt); mlm, classify (bert); pairs, span (seq2seq)");
   add_value(app, "--patch", c.patch, "vit: P x P pixels a patch (default 7)");
@@ -195,6 +197,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
       ->capture_default_str();
   add_value(app, "--load", o.load_path, "resume from a checkpoint");
   app.add_flag("--eval-only", o.eval_only, "only evaluate the --load checkpoint");
+  app.add_flag("--count-tokens", o.count_tokens,
+               "--data's lengths in tokens, the number over --context");
   add_value(app, "--init-from", o.init_from, "fine-tune: the tensors shared with a file");
   add_value(app, "--tokenizer-from", o.tokenizer_from, "a new model on a file's tokens");
   add_value(app, "--ask", o.ask, "with --load: answer this text or PNG (- : stdin)");
@@ -254,6 +258,7 @@ int train_main(int argc, char** argv) {
     // The explorer's proofs are float64: a float32 build hands --explain to
     // its float64 twin (build/rel-f64/train), after the flags are checked.
     if (!o.explain.empty()) explorer::run_in_float64("--explain", argv);
+    prepare_count_tokens(flags, o);
     Trainer t = open_run(flags, given_keys(app), o);
     return run(t, o, app.config_to_str(true, false));
   } catch (const std::exception& e) {

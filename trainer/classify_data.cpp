@@ -56,6 +56,27 @@ std::vector<LabelLine> parse_label_lines(const TextFile& f, const std::string& f
   return out;
 }
 
+// Cuts one or two texts so that "<s> A </s>" or "<s> A </s> B </s>" holds
+// at most `window` tokens: A's first tokens kept, or, of two, a token taken
+// from the end of the longer one at a time (the second on a tie), as Hugging
+// Face's "longest_first" does. Returns whether anything was cut. A window too
+// small to keep a token of each text is refused.
+bool truncate_texts(std::vector<Seq>& texts, int64_t window) {
+  const int64_t specials = 1 + static_cast<int64_t>(texts.size());  // <s> and a </s> each
+  int64_t total = specials;
+  for (const Seq& t : texts) total += static_cast<int64_t>(t.size());
+  if (total <= window) return false;
+  if (window < specials + static_cast<int64_t>(texts.size()))
+    throw Error("--context " + std::to_string(window) + ": too short to keep a token of each of " +
+                std::to_string(texts.size()) + " text(s) and their " + std::to_string(specials) +
+                " special tokens");
+  for (int64_t excess = total - window; excess > 0; --excess) {
+    Seq& longer = texts.size() == 2 && texts[1].size() >= texts[0].size() ? texts[1] : texts[0];
+    longer.pop_back();
+  }
+  return true;
+}
+
 }  // namespace
 
 void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* given) {
@@ -119,20 +140,33 @@ void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* g
                        : vocab.encode(data::split_tokens(s, how == Split::Bpe ? Split::Word : how),
                                       unknown);
   };
+  // With a --context and --truncate (the default), a text longer than the
+  // window is cut to it, as Hugging Face's truncation=True: its first tokens
+  // kept, and of two texts the longer one shortened first
+  // ("longest_first"). Cut texts are counted per split, for the header.
+  const int64_t window = cfg.truncate ? cfg.context : 0;
   int64_t need = 0;
   std::string longest_where;
   auto add = [&](const std::vector<LabelLine>& in, std::vector<Pair>& out, int64_t* unknown,
-                 const std::string& flag, const std::string& file) {
+                 const std::string& flag, const std::string& file, std::vector<int64_t>& uncut) {
+    int64_t cut = 0;
     for (const LabelLine& l : in) {
       const auto at = std::lower_bound(found.begin(), found.end(), l.label);
       if (at == found.end() || *at != l.label)
         throw Error(flag + " " + brief(file) + ":" + std::to_string(l.line) + ": the label '" +
                     brief(l.label) + "' is on no training line (the labels are " +
                     brief(json(found).dump()) + ")");
+      std::vector<Seq> texts;
+      int64_t n = 1;  // <s>, then each text and its </s>
+      for (const std::string& s : l.texts) {
+        texts.push_back(encode(s, unknown));
+        n += static_cast<int64_t>(texts.back().size()) + 1;
+      }
+      uncut.push_back(n);
+      if (window > 0) cut += truncate_texts(texts, window) ? 1 : 0;
       Pair p;  // "<s> A </s>" or "<s> A </s> B </s>"
       p.src.push_back(Vocab::kBos);
-      for (const std::string& s : l.texts) {
-        const Seq ids = encode(s, unknown);
+      for (const Seq& ids : texts) {
         p.src.insert(p.src.end(), ids.begin(), ids.end());
         p.src.push_back(Vocab::kEos);
       }
@@ -143,18 +177,28 @@ void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* g
       }
       out.push_back(std::move(p));
     }
+    return cut;
   };
   std::vector<Pair> train_p, valid_p;
   int64_t unknown_train = 0;
-  add(train_l, train_p, &unknown_train, "--data", cfg.data);
-  add(valid_l, valid_p, &unknown_heldout_tokens, cfg.valid.empty() ? "--data" : "--valid",
-      cfg.valid.empty() ? cfg.data : cfg.valid);
+  const int64_t cut_train =
+      add(train_l, train_p, &unknown_train, "--data", cfg.data, uncut_train_tokens);
+  const int64_t cut_valid =
+      add(valid_l, valid_p, &unknown_heldout_tokens, cfg.valid.empty() ? "--data" : "--valid",
+          cfg.valid.empty() ? cfg.data : cfg.valid, uncut_heldout_tokens);
+  if (cut_train + cut_valid > 0)
+    data_notes.push_back(
+        "texts longer than --context " + std::to_string(cfg.context) + " tokens cut to it: " +
+        std::to_string(cut_train) + " of " + std::to_string(train_l.size()) + " training, " +
+        std::to_string(cut_valid) + " of " + std::to_string(valid_l.size()) +
+        " held-out (--no-truncate refuses them; --count-tokens counts a file's tokens)");
   pairs = std::make_unique<PairData>(std::move(train_p), std::move(valid_p));
   if (cfg.context == 0) cfg.context = need;
   if (need > cfg.context)
     throw Error("--context " + std::to_string(cfg.context) +
                 ": the position table is shorter than a text of " + std::to_string(need) +
-                " tokens (" + longest_where + ", with <s> and </s>)");
+                " tokens (" + longest_where + ", with <s> and </s>; without --no-truncate such " +
+                "a text is cut to the window)");
 }
 
 }  // namespace qkv::train

@@ -76,6 +76,9 @@ struct TrainConfig {
   std::string augment;        // images: training batches' "crop:K,flip" (image_store.h); "": none
   bool line_by_line = false;  // text: one line a sequence, padded (bert's mlm: on); else windows
   bool group_by_length = false;  // line_by_line: a batch's lines of like length (off unless asked)
+  // classify texts: a text longer than --context is cut to it, as Hugging
+  // Face's truncation=True (the run says how many); false refuses it.
+  bool truncate = true;
   // optimisation
   int64_t batch = 64;
   int64_t steps = 1000;             // upper bound, and the cosine schedule's length
@@ -176,7 +179,7 @@ struct TrainConfig {
                           "capacity_factor",
                           "aux_loss"})
       if (k == a) return true;
-    return k == "augment" || k == "line_by_line" || k == "group_by_length";
+    return k == "augment" || k == "line_by_line" || k == "group_by_length" || k == "truncate";
   }
   static TrainConfig from_json(const json& j, const std::string& where) {
     TrainConfig c;
@@ -185,6 +188,9 @@ struct TrainConfig {
       nn::read_json_field(j, k, v, where);
     });
     if (j.is_object() && !j.contains("min_lr")) c.min_lr = c.lr * real(0.05);
+    // Before 'truncate', a text longer than the window was refused: such a
+    // file reads as --no-truncate (the value it had then).
+    if (j.is_object() && !j.contains("truncate")) c.truncate = false;
     return c;
   }
   // Every field with its JSON key, once, so flags, JSON and checks agree.
@@ -234,6 +240,7 @@ struct TrainConfig {
     f("augment", c.augment);
     f("line_by_line", c.line_by_line);
     f("group_by_length", c.group_by_length);
+    f("truncate", c.truncate);
     f("batch", c.batch);
     f("steps", c.steps);
     f("schedule", c.schedule);

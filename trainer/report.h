@@ -39,6 +39,10 @@ void print_first_attention(Trainer& t, const EvalResult& r);
 bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalResult& r,
                  std::vector<std::string>* written);
 std::string run_name(const TrainConfig& c);
+// --count-tokens: each split's sequences in tokens as the model reads them
+// (with <s> and </s>): count, shortest, median, 90th percentile, longest,
+// and how many exceed o.count_window (the --context given; 0: none given).
+void count_tokens(const Trainer& t, const RunOptions& o);
 // An evaluation whose loss is NaN or Inf measured nothing: Error naming
 // `what` (the set), so that no NaN accuracy is reported with exit status 0.
 void check_finite_result(const EvalResult& r, const std::string& what);

@@ -477,6 +477,17 @@ std::string best_checkpoint_path(const std::string& save_path) {
   return save_path + ".best";
 }
 
+void prepare_count_tokens(TrainConfig& flags, RunOptions& o) {
+  if (!o.count_tokens) return;
+  if (!o.load_path.empty() || !o.ask.empty() || !o.explain.empty() || o.eval_only)
+    throw Error(
+        "--count-tokens: reads a new run's --data; give it without --load, --ask, --explain or "
+        "--eval-only");
+  // A classifier's texts are counted before any is cut (Trainer::uncut_*).
+  o.count_window = flags.context;
+  if (o.init_from.empty() && flags.format != "text") flags.context = 0;
+}
+
 LengthRange parse_long_lengths(const std::string& text) {
   if (text.empty()) return {};
   const auto bad = [&] {
@@ -617,6 +628,10 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   check_same_data_on_all_ranks(t);
   if (!lead && !std::freopen("/dev/null", "w", stdout))
     throw Error("cannot silence stdout of a rank > 0");
+  if (o.count_tokens) {
+    count_tokens(t, o);
+    return 0;
+  }
   if (!o.ask.empty()) return ask(t, o);
   if (!o.explain.empty()) {
     write_explanation(t, o.explain, o.html, "train --load " + o.load_path);

@@ -33,6 +33,11 @@ struct RunOptions {
   bool eval_only = false, no_early_stop = false, no_save = false, show_attention = false,
        allow_nonfinite = false;
   bool detect_anomaly = false;
+  // --count-tokens: read the data as the run would, print each split's
+  // sequence lengths in tokens (and how many exceed count_window, the
+  // --context given), train nothing. open_run reads every text whole for it.
+  bool count_tokens = false;
+  int64_t count_window = 0;
   // --instruments N: every N steps, the training instruments
   // (trainer/instruments.h) into <out>/instruments.jsonl, their pictures and
   // a diagnosis at the end (0: off).
@@ -60,6 +65,11 @@ struct LengthRange {
   int64_t lo = 0, hi = 0;
 };
 LengthRange parse_long_lengths(const std::string& text);
+// --count-tokens: refused beside --load, --ask, --explain and --eval-only;
+// remembers the --context given (o.count_window) and, for a new model read
+// from pairs or labelled texts, asks for a table as long as the longest
+// sequence (flags.context 0), so that every sequence is read whole.
+void prepare_count_tokens(TrainConfig& flags, RunOptions& o);
 
 // Exit statuses: 0 done; 1 bad flags, bad input or a failed output;
 // 3 training diverged; 128 + N stopped by signal N (the checkpoint written).

@@ -354,6 +354,10 @@ class Trainer {
   } tokenizer_info;
   json data_info;                      // where the data came from (files, hashes)
   int64_t unknown_heldout_tokens = 0;  // held-out tokens mapped to <unk>
+  // What reading the data changed, for the run's header (texts cut to --context).
+  std::vector<std::string> data_notes;
+  // A classifier's sequences in tokens before any was cut (--count-tokens).
+  std::vector<int64_t> uncut_train_tokens, uncut_heldout_tokens;
   // --init-from: what the model took from the file, and what starts fresh.
   nn::SharedLoad init_shared;
   Generator data_gen;

@@ -84,8 +84,19 @@ expect_out "--tokenizer-from: starts a new model on a file's tokens"
 expect_fail "$TRAIN" "${BERT[@]}" --data cls.tsv --valid other.tsv --steps 30 --out bad
 expect_out "the label 'middle' is on no training line"
 [ ! -e bad ] || fail "a refused run left bad/ behind"
-expect_fail "$TRAIN" "${BERT[@]}" --data cls.tsv --context 4 --steps 30 --out bad
+expect_fail "$TRAIN" "${BERT[@]}" --data cls.tsv --context 4 --no-truncate --steps 30 --out bad
 expect_out "--context 4: the position table is shorter than a text of"
+# Without --no-truncate a longer text is cut to the window, as Hugging Face's
+# truncation=True, and the header says how many were, split by split; the
+# texts' lengths can be counted first (--count-tokens, which trains nothing).
+expect_ok "$TRAIN" "${BERT[@]}" --data cls.tsv --count-tokens --context 4
+expect_out "training: 360 sequences, tokens: shortest 5, median 6, 90% 8, longest 8; 360 longer than --context 4"
+expect_out "held-out: 40 sequences, tokens: shortest 5, median 6, 90% 8, longest 8; 40 longer than --context 4"
+[ ! -e runs ] || fail "--count-tokens left runs/ behind"
+over_train=$(sed -n 's/^  training: .*; \([0-9]*\) longer than --context 4$/\1/p' "$QKV_TMP/out")
+over_held=$(sed -n 's/^  held-out: .*; \([0-9]*\) longer than --context 4$/\1/p' "$QKV_TMP/out")
+expect_ok "$TRAIN" "${BERT[@]}" --data cls.tsv --context 4 --steps 20 --eval-every 0 --no-save --out cut
+expect_out "note: texts longer than --context 4 tokens cut to it: $over_train of 360 training, $over_held of 40 held-out"
 "$TRAIN" --model gpt --data count.txt --format text --tokens word --d-model 16 --heads 2 \
   --layers 1 --d-ff 32 --steps 2 --warmup 1 --eval-every 0 --threads 1 --out gpt >/dev/null
 expect_fail "$TRAIN" --model bert --init-from gpt/model.safetensors --data cls.tsv --steps 30
