@@ -17,6 +17,13 @@ described in docs/checkpoint-format.md; in short:
     info = model_info("copy.safetensors")          # model_kind, model_config, vocab, ...
 
     python3 tools/qkv_checkpoint.py FILE           # prints keys, model and tensor shapes
+    python3 tools/qkv_checkpoint.py --help         # what it checks, and what it does not
+
+model_info() (and so the command line) refuses what qkv's loader and the
+trainer refuse of a model file: model_config read strictly, its sizes
+against the tensors, the tensors exactly the model's, a 'labels' key outside
+a classifier, ... (HELP lists them, and what is left to train --load); the
+command line also refuses a non-finite weight.
 """
 
 import array
@@ -75,10 +82,15 @@ def _unique_keys(pairs):
     return obj
 
 
+def _no_constant(name):
+    """NaN, Infinity and -Infinity: Python's json reads them, JSON (and qkv's reader) does not."""
+    raise ValueError(f"holds {name}, which is not JSON (a number is finite)")
+
+
 def _parse_json(text, where):
     """One JSON value from `text`, or ValueError "<where> is not valid JSON (...)"."""
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         raise ValueError(f"{where} is not valid JSON ({e.msg} at character {e.pos})") from None
     except ValueError as e:
@@ -189,6 +201,22 @@ def read(path):
             values.byteswap()
         tensors[name] = (shape, values)
     return tensors, metadata
+
+
+def read_tensors(path, names):
+    """As read(), the tensors `names` alone (every entry of the header checked)."""
+    header, body = _load(path, True)
+    out = {}
+    for name in names:
+        dtype, shape, begin, end = _entry(path, name, header[name], len(body))
+        if dtype not in READ_TYPECODES:
+            raise ValueError(f"{brief(path)}: tensor '{brief(name)}' is {dtype}; this reader takes F32 and F64 only")
+        values = array.array(READ_TYPECODES[dtype])
+        values.frombytes(body[begin:end])
+        if sys.byteorder == "big":
+            values.byteswap()
+        out[name] = (shape, values)
+    return out, header.get("__metadata__") or {}
 
 
 def _output_target(path):
@@ -302,17 +330,39 @@ def bytes_of(entry):
     return bytes(CHAR_TO_BYTE[c] for c in entry)
 
 
-def bpe_token_bytes(bpe, where):
-    """The bytes of each BPE token from metadata 'bpe' ({"pattern", "merges"}):
-    0..255 the bytes, 256 + k the concatenation of merge k's pair."""
+# The most bytes bpe_token_bytes() expands a file's merges to: merges that
+# double a token each time would otherwise ask for 2^(merges) bytes.
+MAX_BPE_BYTES = 1 << 30
+
+
+def bpe_token_lengths(bpe, where):
+    """The byte length of each BPE token from metadata 'bpe' ({"pattern",
+    "merges"}), counted without building a token: 0..255 one byte each,
+    256 + k the sum of merge k's pair (capped at 2^62). Every merge is checked
+    to name two tokens made before it."""
     if not (isinstance(bpe, dict) and isinstance(bpe.get("pattern"), str) and isinstance(bpe.get("merges"), list)):
         raise ValueError(f"{where}: expected {{\"pattern\": a string, \"merges\": a list of [a, b] pairs}}")
-    tokens = [bytes([b]) for b in range(256)]
+    lengths = [1] * 256
     for k, m in enumerate(bpe["merges"]):
         ok = isinstance(m, list) and len(m) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in m)
-        if not ok or not all(0 <= x < len(tokens) for x in m):
+        if not ok or not all(0 <= x < len(lengths) for x in m):
             raise ValueError(f"{where}: merge {k} is {brief(json.dumps(m))}, not a pair of tokens made before token {256 + k}")
-        tokens.append(tokens[m[0]] + tokens[m[1]])
+        lengths.append(min(lengths[m[0]] + lengths[m[1]], 1 << 62))
+    return lengths
+
+
+def bpe_token_bytes(bpe, where, max_bytes=MAX_BPE_BYTES):
+    """The bytes of each BPE token from metadata 'bpe' ({"pattern", "merges"}):
+    0..255 the bytes, 256 + k the concatenation of merge k's pair. Refused
+    (ValueError naming `where`) when the tokens would hold more than
+    `max_bytes` bytes in all, before any is built."""
+    total = sum(bpe_token_lengths(bpe, where))
+    if total > max_bytes:
+        raise ValueError(f"{where}: the merges make tokens of {total} bytes in all, more than "
+                         f"{max_bytes} (a merge that doubles a token each time?)")
+    tokens = [bytes([b]) for b in range(256)]
+    for a, b in bpe["merges"]:
+        tokens.append(tokens[a] + tokens[b])
     return tokens
 
 
@@ -474,16 +524,891 @@ def vit_image(config, where="model_config"):
     return out
 
 
+# ---- model_config read as qkv's codecs read it (checkpoint/*_codec.cpp) ---------------
+#
+# Each family's fields, each with its JSON type (read_json_field in
+# checkpoint/model_file.h), then the keys every family shares
+# (checkpoint/config_json.h), then the family's own rules.
+
+INT, UINT, REAL, DOUBLE, BOOL, STR = "int64", "uint64", "float32", "float64", "bool", "string"
+_WANT = {INT: "an integer", UINT: "an integer", REAL: "a number", DOUBLE: "a number",
+         BOOL: "a boolean", STR: "a string"}
+_STACK_FIELDS = [("d_model", INT), ("heads", INT), ("layers", INT), ("d_ff", INT),
+                 ("dropout", REAL), ("pre_norm", BOOL), ("seed", UINT)]
+FAMILY_FIELDS = {
+    "seq2seq": [("src_vocab", INT), ("tgt_vocab", INT), ("d_model", INT), ("heads", INT),
+                ("encoder_layers", INT), ("decoder_layers", INT), ("d_ff", INT), ("dropout", REAL),
+                ("pre_norm", BOOL), ("tie_weights", BOOL), ("learned_positions", BOOL),
+                ("max_positions", INT), ("seed", UINT)],
+    "gpt": [("vocab", INT), ("d_model", INT), ("heads", INT), ("layers", INT), ("d_ff", INT),
+            ("max_positions", INT), ("dropout", REAL), ("pre_norm", BOOL), ("tie_weights", BOOL),
+            ("seed", UINT)],
+    "encoder": [("vocab", INT), ("classes", INT)] + _STACK_FIELDS,
+    "bert": [("vocab", INT), ("max_positions", INT), ("head", STR)] + _STACK_FIELDS,
+    "vit": [("image", INT), ("channels", INT), ("patch", INT), ("classes", INT)] + _STACK_FIELDS,
+}
+# The fields a file may leave out, with their defaults (bert's alone).
+OPTIONAL_FIELDS = {"bert": [("segments", INT, 2), ("classes", INT, 0), ("sep_id", INT, 2),
+                            ("mask_id", INT, 3)]}
+ACTIVATIONS = ("relu", "gelu", "swiglu")
+ATTENTION_KERNELS = ("standard", "memory-efficient", "sparse", "linear", "auto")
+NORMS = ("layer", "rms")
+
+
+def _json_type(v):
+    """nlohmann::json's type_name() of a value, for messages."""
+    if v is None:
+        return "null"
+    return {bool: "boolean", int: "number", float: "number", str: "string", list: "array",
+            dict: "object"}[type(v)]
+
+
+def _float32(x):
+    """x as a C++ float holds it (a value beyond its range is infinite)."""
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def _field(j, key, kind, where):
+    """One field of the JSON object j, strictly: present, of its JSON type,
+    an integer within its C++ type; as read_json_field reads it."""
+    if not isinstance(j, dict):
+        raise ValueError(f"{where}: expected a JSON object holding '{key}'")
+    if key not in j:
+        raise ValueError(f"{where}: missing key '{key}'")
+    v = j[key]
+    number = isinstance(v, (int, float)) and not isinstance(v, bool)
+    ok = {INT: _is_int(v), UINT: _is_int(v), REAL: number, DOUBLE: number,
+          BOOL: isinstance(v, bool), STR: isinstance(v, str)}[kind]
+    if not ok:
+        raise ValueError(f"{where}: key '{key}' has the wrong type (expected {_WANT[kind]}, "
+                         f"got {_json_type(v)} {brief(json.dumps(v))})")
+    if (kind == INT and not -2**63 <= v < 2**63) or (kind == UINT and not 0 <= v < 2**64):
+        raise ValueError(f"{where}: key '{key}' is out of range ({brief(json.dumps(v))})")
+    if kind == REAL:
+        return _float32(v)
+    if kind == DOUBLE:
+        return float(v)
+    return v
+
+
+def model_config(kind, config, where="model_config"):
+    """The model_config of a `kind` file read as qkv reads it
+    (from_json_with in checkpoint/config_json.h and the family's codec): every
+    field of FAMILY_FIELDS present with its type; the shared keys (activation,
+    window, global_every, scaled, attention, d_k, norm, bias, kv_heads,
+    rope_base, rel_buckets, rel_max_distance, experts, experts_per_token,
+    capacity_factor, aux_loss) read with their defaults and ranges; bert's
+    optional fields and its rules. Returns every value by its key (floats as
+    the C++ float/double holds them). Raises ValueError naming the key."""
+    if kind not in FAMILY_FIELDS:
+        raise ValueError(f"{where}: unknown model kind '{brief(kind)}'")
+    if isinstance(config, dict) and "max_len" in config:  # upgrade_model_config: its old name
+        if "max_positions" in config:
+            raise ValueError(f"{where}: holds both 'max_positions' and 'max_len', its old name")
+        config = {("max_positions" if k == "max_len" else k): v for k, v in config.items()}
+    c = {key: _field(config, key, t, where) for key, t in FAMILY_FIELDS[kind]}
+    if "max_positions" in config and "max_positions" not in c:  # the trainer reads it of any family
+        _field(config, "max_positions", INT, where)
+    act = _field(config, "activation", STR, where)
+    if act not in ACTIVATIONS:
+        raise ValueError(f"{where}: key 'activation' is '{brief(act)}' (expected relu, gelu or swiglu)")
+    c["activation"] = act
+    has = config.__contains__
+    c["window"] = _field(config, "window", INT, where) if has("window") else 128
+    c["global_every"] = _field(config, "global_every", INT, where) if has("global_every") else 64
+    c["scaled"] = _field(config, "scaled", BOOL, where) if has("scaled") else True
+    c["attention"] = _field(config, "attention", STR, where) if has("attention") else "standard"
+    if c["attention"] not in ATTENTION_KERNELS:
+        raise ValueError(f"{where}: key 'attention' is '{brief(c['attention'])}' "
+                         f"(expected standard, memory-efficient, sparse, linear or auto)")
+    c["d_k"] = _field(config, "d_k", INT, where) if has("d_k") else 0
+    if has("d_k") and c["d_k"] < 1:
+        raise ValueError(f"{where}: key 'd_k' is {c['d_k']}: must be >= 1 (leave it out for d_model / heads)")
+    c["norm"] = _field(config, "norm", STR, where) if has("norm") else "layer"
+    if c["norm"] not in NORMS:
+        raise ValueError(f"{where}: key 'norm' is '{brief(c['norm'])}' (expected layer or rms)")
+    c["bias"] = _field(config, "bias", BOOL, where) if has("bias") else True
+    c["kv_heads"] = _field(config, "kv_heads", INT, where) if has("kv_heads") else 0
+    heads = c["heads"]
+    if has("kv_heads") and (c["kv_heads"] < 1 or heads < 1 or heads % c["kv_heads"]):
+        raise ValueError(f"{where}: key 'kv_heads' is {c['kv_heads']}: must divide 'heads' "
+                         f"{heads} (leave it out for every head)")
+    c["rope_base"] = _field(config, "rope_base", REAL, where) if has("rope_base") else 0.0
+    if has("rope_base") and not 1 < c["rope_base"] <= _float32(1e9):
+        raise ValueError(f"{where}: key 'rope_base' is {brief(json.dumps(config['rope_base']))}: "
+                         f"must be in (1, 1e9] (leave it out for no rotation)")
+    c["rel_buckets"], c["rel_max_distance"] = 0, 128
+    if has("rel_buckets"):
+        c["rel_buckets"] = rel = _field(config, "rel_buckets", INT, where)
+        if has("rel_max_distance"):
+            c["rel_max_distance"] = _field(config, "rel_max_distance", INT, where)
+        if rel < 4 or rel % 2:
+            raise ValueError(f"{where}: key 'rel_buckets' is {rel}: must be even and >= 4 "
+                             f"(leave it out for no relative positions)")
+        if not rel // 2 < c["rel_max_distance"] <= 1 << 30:
+            raise ValueError(f"{where}: key 'rel_max_distance' is {c['rel_max_distance']}: must "
+                             f"exceed rel_buckets / 2 = {rel // 2} and be at most 2^30")
+    elif has("rel_max_distance"):
+        raise ValueError(f"{where}: key 'rel_max_distance' without 'rel_buckets'")
+    c["experts"], c["experts_per_token"], c["capacity_factor"], c["aux_loss"] = 0, 1, 1.25, 0.01
+    if has("experts"):
+        c["experts"] = e = _field(config, "experts", INT, where)
+        for k in MOE_KEYS[1:]:
+            if not has(k):
+                raise ValueError(f"{where}: key 'experts' without '{k}' (a mixture of experts has all four)")
+        c["experts_per_token"] = k = _field(config, "experts_per_token", INT, where)
+        c["capacity_factor"] = cf = _field(config, "capacity_factor", DOUBLE, where)
+        c["aux_loss"] = aux = _field(config, "aux_loss", DOUBLE, where)
+        keys = f"{where}: keys 'experts', 'experts_per_token', 'capacity_factor', 'aux_loss'"
+        if e < 2:
+            raise ValueError(f"{keys}: experts {e}: a mixture needs at least 2 experts")
+        if not 1 <= k <= e:
+            raise ValueError(f"{keys}: experts per token {k}: must be in 1..{e} (the number of experts)")
+        if not (cf > 0 and math.isfinite(cf)):
+            raise ValueError(f"{keys}: capacity factor {cf}: must be a positive number")
+        if not (aux >= 0 and math.isfinite(aux)):
+            raise ValueError(f"{keys}: aux loss {aux}: must be a number >= 0")
+    else:
+        for k in MOE_KEYS[1:]:
+            if has(k):
+                raise ValueError(f"{where}: key '{k}' without 'experts' (leave it out for a dense FFN)")
+    if c["window"] < 1 or c["global_every"] < 0:
+        raise ValueError(f"{where}: key 'window' must be >= 1 and 'global_every' >= 0, got "
+                         f"{c['window']} and {c['global_every']}")
+    for key, t, default in OPTIONAL_FIELDS.get(kind, []):
+        c[key] = _field(config, key, t, where) if has(key) else default
+    if kind == "bert":
+        if c["head"] not in ("mlm", "classify"):
+            raise ValueError(f"{where}: key 'head' is '{brief(c['head'])}' (expected mlm or classify)")
+        if c["head"] == "classify" and c["classes"] < 1:
+            raise ValueError(f"{where}: key 'classes' is {c['classes']}: head classify needs at least 1")
+        for key in ("sep_id", "mask_id"):
+            if not 0 <= c[key] < c["vocab"]:
+                raise ValueError(f"{where}: key '{key}' is {c[key]}: outside the vocabulary [0, {c['vocab']})")
+        if c["rope_base"] != 0:
+            raise ValueError(f"{where}: key 'rope_base': a bert reads learned positions (leave it out)")
+    # Rotary positions are a gpt's, and not beside a relative bias (checkpoint/config_json.h).
+    if c["rope_base"] != 0 and c["rel_buckets"]:
+        raise ValueError(f"{where}: key 'rope_base': this file's positions are T5's relative bias "
+                         f"('rel_buckets'), which takes no rotation (leave one of them out)")
+    return c
+
+
+def runs_on(c, where="model_config"):
+    """What qkv's attention needs to run the configuration c (model_config()),
+    which its first forward pass (and train, when it loads the file) refuses
+    otherwise: rotary positions, shared key/value heads and relative
+    positions only with the standard, memory-efficient or auto kernel, and
+    rotary positions on an even d_k. Raises ValueError naming the key."""
+    softmax = c["attention"] in ("standard", "memory-efficient", "auto")
+    for key, used in (("rope_base", c["rope_base"]), ("kv_heads", c["kv_heads"]),
+                      ("rel_buckets", c["rel_buckets"])):
+        if used and not softmax:
+            raise ValueError(f"{where}: key 'attention' is '{c['attention']}', but the {c['attention']} "
+                             f"kernel takes no '{key}' (standard, memory-efficient or auto do)")
+    d_k = c["d_k"] if c["d_k"] > 0 else c["d_model"] // max(c["heads"], 1)
+    if c["rope_base"] and d_k % 2:
+        raise ValueError(f"{where}: key 'rope_base': rotary positions turn pairs of a head's d_k "
+                         f"numbers, and d_k = {d_k} is odd (d_model / heads, or 'd_k')")
+
+
+# ---- the configuration against the file's tensors (checkpoint/config_fits.cpp) ---------
+
+
+def _shape_text(shape):
+    return "(" + ",".join(str(d) for d in shape) + ")"
+
+
+def _number_text(v):
+    """A count or a value for a message, as config_fits.cpp's number_text."""
+    if v == math.floor(v) and abs(v) < 1e15:
+        return f"{v:.0f}"
+    return f"{v:.6g}"
+
+
+class _ConfigFit:
+    """check_config_fits's reading of one file: each check names the file,
+    the config key and the tensor it was compared with."""
+
+    def __init__(self, path, shapes, prefix):
+        self.path, self.shapes, self.prefix = path, shapes, prefix
+
+    def fail(self, msg):
+        raise ValueError(f"{brief(self.path)}: {msg}")
+
+    @staticmethod
+    def key_is(key, v):
+        return f"model_config key '{key}' is {v}"
+
+    def tensor_name(self, name):
+        return f"'{brief(self.prefix + name)}'"
+
+    def at_least(self, key, v, lo):
+        if v < lo:
+            self.fail(f"{self.key_is(key, v)}: must be at least {lo}")
+
+    def matrix(self, name, key):
+        full = self.prefix + name
+        if full not in self.shapes:
+            self.fail(f"model_config key '{key}' cannot be checked: the file has no tensor {self.tensor_name(name)}")
+        shape = self.shapes[full]
+        if len(shape) != 2:
+            self.fail(f"tensor {self.tensor_name(name)} has shape {_shape_text(shape)}, not a matrix "
+                      f"(model_config key '{key}' is checked against it)")
+        return shape
+
+    def size_is(self, name, shape, dim, key, v):
+        if shape[dim] != v:
+            self.fail(f"{self.key_is(key, v)} but tensor {self.tensor_name(name)} has shape {_shape_text(shape)}")
+
+    def layers_are(self, stack, key, layers):
+        start = self.prefix + stack
+        found = 0
+        for n in self.shapes:
+            if not n.startswith(start):
+                continue
+            index = n[len(start):].split(".", 1)[0]
+            if not index or len(index) > 9 or not index.isdigit() or not index.isascii():
+                continue
+            found = max(found, int(index) + 1)
+        if found != layers:
+            named = (f"none named '{brief(start)}<i>.*'" if found == 0 else
+                     f"'{brief(start)}0.*'" + (f" to '{brief(start)}{found - 1}.*'" if found > 1 else ""))
+            self.fail(f"{self.key_is(key, layers)} but the file has tensors for {found} ({named})")
+
+    def ffn_fits(self, name, d_ff, F, d_model):
+        self.at_least("d_ff", d_ff, 1)
+        w1 = self.matrix(name, "d_ff")
+        if w1[0] != F:
+            hidden = f" (a SwiGLU hidden width of {F})" if F != d_ff else ""
+            self.fail(f"{self.key_is('d_ff', d_ff)}{hidden} but tensor {self.tensor_name(name)} has shape {_shape_text(w1)}")
+        self.size_is(name, w1, 1, "d_model", d_model)
+
+    def dropout_ok(self, p):
+        if not 0 <= p < 1:
+            self.fail(f"model_config key 'dropout' is {_number_text(p) if math.isfinite(p) else p}: must be in [0, 1)")
+
+    def heads_ok(self, heads, d_model):
+        self.at_least("heads", heads, 1)
+        if d_model % heads:
+            self.fail(f"{self.key_is('heads', heads)}, which does not divide d_model {d_model}")
+
+    def d_k_fits(self, name, heads, d_model, d_k):
+        dk = d_k if d_k > 0 else d_model // heads
+        wq = self.matrix(name, "d_k")
+        if wq[0] != heads * dk or wq[1] != d_model:
+            self.fail(f"model_config keys 'heads' {heads}, 'd_k' {dk}{'' if d_k > 0 else ' (d_model / heads)'} "
+                      f"and 'd_model' {d_model} make (heads*d_k, d_model) but tensor {self.tensor_name(name)} "
+                      f"has shape {_shape_text(wq)}")
+
+    # Two checks qkv makes later, in load_state_dict (a shape) or count_fits
+    # (the numbers): made here by name, so that the message names the key.
+    def kv_heads_fit(self, name, c):
+        """kv_heads K against the first self-attention's W_K (K * d_k, D)."""
+        if not c["kv_heads"]:
+            return
+        dk = c["d_k"] if c["d_k"] > 0 else c["d_model"] // c["heads"]
+        wk = self.matrix(name, "kv_heads")
+        if wk[0] != c["kv_heads"] * dk:
+            self.fail(f"{self.key_is('kv_heads', c['kv_heads'])} (key/value heads of d_k {dk}) but "
+                      f"tensor {self.tensor_name(name)} has shape {_shape_text(wk)}")
+
+    def experts_fit(self, name, c):
+        """experts E against the first FFN's router (E, D)."""
+        if c["experts"] > 0:
+            router = self.matrix(name, "experts")
+            self.size_is(name, router, 0, "experts", c["experts"])
+
+    def count_fits(self, model_numbers):
+        in_file = sum(math.prod(s) for n, s in self.shapes.items() if n.startswith(self.prefix))
+        if model_numbers > 2 * in_file + (1 << 20):
+            self.fail(f"model_config describes a model of {_number_text(model_numbers)} parameters but "
+                      f"the file holds {_number_text(in_file)} numbers under the prefix '{brief(self.prefix)}'")
+
+
+def _ffn_rows(c):
+    """The FFN's hidden width (nn::ffn_hidden) for any d_ff a file may hold."""
+    d_ff = c["d_ff"]
+    if d_ff < 1 or d_ff > 1 << 50:
+        return d_ff
+    return swiglu_hidden(d_ff) if c["activation"] == "swiglu" else d_ff
+
+
+def _ffn_first(c):
+    block = "ffn.experts.0." if c["experts"] > 0 else "ffn."
+    return block + ("gate.weight" if c["activation"] == "swiglu" else "linear1.weight")
+
+
+def _norm_numbers(c):
+    return (1 if c["norm"] == "rms" else 2) * float(c["d_model"])
+
+
+def _layer_numbers(c, attentions):
+    D, H = float(c["d_model"]), float(c["heads"])
+    E = H * c["d_k"] if c["d_k"] > 0 else D
+    K = float(c["kv_heads"]) if c["kv_heads"] > 0 else H
+
+    def attention(E, Ek, Dv):
+        return (E + Ek + Dv + D) * D + ((E + Ek + Dv + D) if c["bias"] else 0)
+    F = float(_ffn_rows(c))
+    one = 3 * D * F if c["activation"] == "swiglu" else 2 * D * F + ((F + D) if c["bias"] else 0)
+    ffn = float(c["experts"]) * (one + D) if c["experts"] > 0 else one
+    return (attention(E, E / H * K, D / H * K) + (attentions - 1) * attention(E, E, D)
+            + (attentions + 1) * _norm_numbers(c) + ffn)
+
+
+def parameter_count(kind, c):
+    """How many numbers a model of this configuration holds (config_fits.cpp's
+    parameter_count), as a float: a hostile configuration may describe more than 2^63."""
+    D = float(c["d_model"])
+    rel = c["rel_buckets"] > 0
+    if kind == "seq2seq":
+        n = float(c["src_vocab"]) * D + float(c["tgt_vocab"]) * D
+        if c["learned_positions"] and not rel:
+            n += 2 * float(c["max_positions"]) * D
+        if rel:
+            n += 2 * float(c["heads"]) * c["rel_buckets"]
+        n += c["encoder_layers"] * _layer_numbers(c, 1) + c["decoder_layers"] * _layer_numbers(c, 2)
+        if c["pre_norm"]:
+            n += 2 * _norm_numbers(c)
+        return n + float(c["tgt_vocab"]) * (1 if c["tie_weights"] else D + 1)
+    if kind == "gpt":
+        n = float(c["vocab"]) * D + (0 if c["rope_base"] > 0 or rel else float(c["max_positions"]) * D)
+        n += c["layers"] * _layer_numbers(c, 1)
+        if rel:
+            n += float(c["heads"]) * c["rel_buckets"]
+        if c["pre_norm"]:
+            n += _norm_numbers(c)
+        return n + (0 if c["tie_weights"] else float(c["vocab"]) * D)
+    if kind == "encoder":
+        n = float(c["vocab"]) * D + c["layers"] * _layer_numbers(c, 1)
+        if c["pre_norm"]:
+            n += _norm_numbers(c)
+        if rel:
+            n += float(c["heads"]) * c["rel_buckets"]
+        return n + float(c["classes"]) * (D + 1)
+    if kind == "vit":
+        P = float(c["patch"])
+        side = float(c["image"] // c["patch"]) if c["patch"] > 0 else 0.0
+        n = D * c["channels"] * P * P + D + D + (side * side + 1) * D
+        n += c["layers"] * _layer_numbers(c, 1)
+        if c["pre_norm"]:
+            n += _norm_numbers(c)
+        return n + float(c["classes"]) * (D + 1)
+    # bert
+    n = (float(c["vocab"]) + c["segments"] + c["max_positions"]) * D + _norm_numbers(c)
+    n += c["layers"] * _layer_numbers(c, 1)
+    if c["pre_norm"]:
+        n += _norm_numbers(c)
+    n += D * D + D
+    if c["head"] == "mlm":
+        return n + _norm_numbers(c) + float(c["vocab"])
+    return n + float(c["classes"]) * (D + 1)
+
+
+def check_config_fits(path, kind, c, shapes, prefix):
+    """The configuration c (model_config()) against the file's tensor shapes
+    ({name: shape}) under `prefix`, as qkv's check_config_fits does before it
+    builds a model: the sizes against the embeddings, heads against d_model,
+    d_k against the first W_Q, d_ff against the first FFN weight, the layer
+    counts against the layer indices of the names, the position tables,
+    dropout in [0, 1), and the parameters the configuration implies against
+    the numbers the file holds. Raises ValueError naming the file, the key
+    and the tensor."""
+    fit = _ConfigFit(path, shapes, prefix)
+    D = c["d_model"]
+    fit.at_least("d_model", D, 1)
+    if kind == "vit":
+        for key in ("image", "channels", "patch", "classes"):
+            fit.at_least(key, c[key], 1)
+        if c["image"] % c["patch"]:
+            fit.fail(f"{fit.key_is('image', c['image'])}, not a multiple of 'patch' {c['patch']}")
+        proj = fit.matrix("patch.weight", "patch")
+        fit.size_is("patch.weight", proj, 0, "d_model", D)
+        if proj[1] != c["channels"] * c["patch"] * c["patch"]:
+            fit.fail(f"model_config keys 'channels' {c['channels']} and 'patch' {c['patch']} make patches "
+                     f"of C*P*P numbers but tensor {fit.tensor_name('patch.weight')} has shape {_shape_text(proj)}")
+        table = fit.matrix("pos_embed", "image")
+        side = c["image"] // c["patch"]
+        if table[0] != side * side + 1 or table[1] != D:
+            fit.fail(f"model_config keys 'image' {c['image']} and 'patch' {c['patch']} make (image/patch)^2 + 1 "
+                     f"= {side * side + 1} positions but tensor {fit.tensor_name('pos_embed')} has shape {_shape_text(table)}")
+        head = fit.matrix("head.weight", "classes")
+        fit.size_is("head.weight", head, 0, "classes", c["classes"])
+    elif kind == "encoder":
+        fit.at_least("vocab", c["vocab"], 1)
+        fit.at_least("classes", c["classes"], 1)
+        emb = fit.matrix("embed.weight", "d_model")
+        fit.size_is("embed.weight", emb, 1, "d_model", D)
+        fit.size_is("embed.weight", emb, 0, "vocab", c["vocab"])
+        head = fit.matrix("head.weight", "classes")
+        fit.size_is("head.weight", head, 0, "classes", c["classes"])
+    elif kind == "seq2seq":
+        for name, key in (("src_embed.weight", "src_vocab"), ("tgt_embed.weight", "tgt_vocab")):
+            fit.at_least(key, c[key], 1)
+            emb = fit.matrix(name, "d_model")
+            fit.size_is(name, emb, 1, "d_model", D)
+            fit.size_is(name, emb, 0, key, c[key])
+    elif kind == "gpt":
+        fit.at_least("vocab", c["vocab"], 1)
+        emb = fit.matrix("tok_embed.weight", "d_model")
+        fit.size_is("tok_embed.weight", emb, 1, "d_model", D)
+        fit.size_is("tok_embed.weight", emb, 0, "vocab", c["vocab"])
+    elif kind == "bert":
+        fit.at_least("vocab", c["vocab"], 1)
+        emb = fit.matrix("embed.weight", "d_model")
+        fit.size_is("embed.weight", emb, 1, "d_model", D)
+        fit.size_is("embed.weight", emb, 0, "vocab", c["vocab"])
+        fit.at_least("segments", c["segments"], 1)
+        seg = fit.matrix("segment_embed.weight", "segments")
+        fit.size_is("segment_embed.weight", seg, 0, "segments", c["segments"])
+        fit.size_is("segment_embed.weight", seg, 1, "d_model", D)
+        fit.at_least("max_positions", c["max_positions"], 1)
+        table = fit.matrix("pos_embed.weight", "max_positions")
+        fit.size_is("pos_embed.weight", table, 0, "max_positions", c["max_positions"])
+        fit.size_is("pos_embed.weight", table, 1, "d_model", D)
+        if c["head"] == "mlm":
+            dense = fit.matrix("mlm.dense.weight", "head")
+            fit.size_is("mlm.dense.weight", dense, 0, "d_model", D)
+        else:
+            fit.at_least("classes", c["classes"], 1)
+            cls = fit.matrix("classifier.weight", "classes")
+            fit.size_is("classifier.weight", cls, 0, "classes", c["classes"])
+            fit.size_is("classifier.weight", cls, 1, "d_model", D)
+    fit.heads_ok(c["heads"], D)
+    if kind == "seq2seq":
+        fit.at_least("encoder_layers", c["encoder_layers"], 1)
+        fit.at_least("decoder_layers", c["decoder_layers"], 1)
+        fit.layers_are("encoder.layers.", "encoder_layers", c["encoder_layers"])
+        fit.layers_are("decoder.layers.", "decoder_layers", c["decoder_layers"])
+        for name in ("encoder.layers.0.self_attn.w_q.weight", "decoder.layers.0.self_attn.w_q.weight",
+                     "decoder.layers.0.cross_attn.w_q.weight"):
+            fit.d_k_fits(name, c["heads"], D, c["d_k"])
+        for stack in ("encoder.layers.0.", "decoder.layers.0."):
+            fit.kv_heads_fit(stack + "self_attn.w_k.weight", c)
+            fit.experts_fit(stack + "ffn.router.weight", c)
+            fit.ffn_fits(stack + _ffn_first(c), c["d_ff"], _ffn_rows(c), D)
+        if c["learned_positions"] and not c["rel_buckets"]:
+            for name in ("src_pos.weight", "tgt_pos.weight"):
+                table = fit.matrix(name, "max_positions")
+                fit.size_is(name, table, 0, "max_positions", c["max_positions"])
+                fit.size_is(name, table, 1, "d_model", D)
+        else:
+            fit.at_least("max_positions", c["max_positions"], 0)
+    elif kind == "gpt":
+        fit.at_least("layers", c["layers"], 0)
+        fit.layers_are("layers.", "layers", c["layers"])
+        if c["layers"] > 0:
+            fit.d_k_fits("layers.0.self_attn.w_q.weight", c["heads"], D, c["d_k"])
+            fit.kv_heads_fit("layers.0.self_attn.w_k.weight", c)
+            fit.experts_fit("layers.0.ffn.router.weight", c)
+            fit.ffn_fits("layers.0." + _ffn_first(c), c["d_ff"], _ffn_rows(c), D)
+        if c["rope_base"] > 0 or c["rel_buckets"]:
+            fit.at_least("max_positions", c["max_positions"], 1)
+        else:
+            table = fit.matrix("pos_embed.weight", "max_positions")
+            fit.size_is("pos_embed.weight", table, 0, "max_positions", c["max_positions"])
+            fit.size_is("pos_embed.weight", table, 1, "d_model", D)
+    else:  # encoder, bert, vit: one stack
+        fit.at_least("layers", c["layers"], 1)
+        fit.layers_are("encoder.layers.", "layers", c["layers"])
+        fit.d_k_fits("encoder.layers.0.self_attn.w_q.weight", c["heads"], D, c["d_k"])
+        fit.kv_heads_fit("encoder.layers.0.self_attn.w_k.weight", c)
+        fit.experts_fit("encoder.layers.0.ffn.router.weight", c)
+        fit.ffn_fits("encoder.layers.0." + _ffn_first(c), c["d_ff"], _ffn_rows(c), D)
+    fit.dropout_ok(c["dropout"])
+    fit.count_fits(parameter_count(kind, c))
+
+
+# ---- every tensor the model holds (docs/checkpoint-format.md, "A model file") ----------
+
+
+def model_tensors(kind, c):
+    """(name, shape) of every parameter a `kind` model of configuration c
+    (model_config()) holds, in named_parameters() order: the names and shapes
+    a file must hold under its prefix, no more, no fewer. A generator: call it
+    after check_config_fits(), which bounds how many there are."""
+    D, H, F = c["d_model"], c["heads"], _ffn_rows(c)
+    dk = c["d_k"] if c["d_k"] > 0 else D // H
+    K = c["kv_heads"] if c["kv_heads"] > 0 else H
+    bias, rel = c["bias"], c["rel_buckets"]
+
+    def linear(name, out, inp, with_bias=True):
+        yield f"{name}.weight", [out, inp]
+        if with_bias:
+            yield f"{name}.bias", [out]
+
+    def norm(name):
+        yield f"{name}.weight", [D]
+        if c["norm"] == "layer":
+            yield f"{name}.bias", [D]
+
+    def attention(name, kv):
+        yield from linear(f"{name}.w_q", H * dk, D, bias)
+        yield from linear(f"{name}.w_k", kv * dk, D, bias)
+        yield from linear(f"{name}.w_v", D // H * kv, D, bias)
+        yield from linear(f"{name}.w_o", D, D, bias)
+
+    def dense(name):
+        if c["activation"] == "swiglu":
+            yield from linear(f"{name}.gate", F, D, False)
+            yield from linear(f"{name}.up", F, D, False)
+            yield from linear(f"{name}.down", D, F, False)
+        else:
+            yield from linear(f"{name}.linear1", F, D, bias)
+            yield from linear(f"{name}.linear2", D, F, bias)
+
+    def ffn(name):
+        if c["experts"] > 0:
+            yield from linear(f"{name}.router", c["experts"], D, False)
+            for e in range(c["experts"]):
+                yield from dense(f"{name}.experts.{e}")
+        else:
+            yield from dense(name)
+
+    def encoder_layer(name):
+        yield from attention(f"{name}.self_attn", K)
+        yield from norm(f"{name}.norm1")
+        yield from ffn(f"{name}.ffn")
+        yield from norm(f"{name}.norm2")
+
+    def decoder_layer(name):
+        yield from attention(f"{name}.self_attn", K)
+        yield from norm(f"{name}.norm1")
+        yield from attention(f"{name}.cross_attn", H)
+        yield from norm(f"{name}.norm2")
+        yield from ffn(f"{name}.ffn")
+        yield from norm(f"{name}.norm3")
+
+    def stack(name, layers, layer=encoder_layer):
+        if rel:
+            yield f"{name}.rel_bias", [H, rel]
+        for i in range(layers):
+            yield from layer(f"{name}.layers.{i}")
+        if c["pre_norm"]:
+            yield from norm(f"{name}.norm")
+
+    if kind == "seq2seq":
+        yield "src_embed.weight", [c["src_vocab"], D]
+        yield "tgt_embed.weight", [c["tgt_vocab"], D]
+        if c["learned_positions"] and not rel:
+            yield "src_pos.weight", [c["max_positions"], D]
+            yield "tgt_pos.weight", [c["max_positions"], D]
+        yield from stack("encoder", c["encoder_layers"])
+        yield from stack("decoder", c["decoder_layers"], decoder_layer)
+        if not c["tie_weights"]:
+            yield "lm_head.weight", [c["tgt_vocab"], D]
+        yield "lm_head.bias", [c["tgt_vocab"]]
+    elif kind == "gpt":
+        if rel:
+            yield "rel_bias", [H, rel]
+        yield "tok_embed.weight", [c["vocab"], D]
+        if not (c["rope_base"] > 0 or rel):
+            yield "pos_embed.weight", [c["max_positions"], D]
+        for i in range(c["layers"]):
+            yield from encoder_layer(f"layers.{i}")
+        if c["pre_norm"]:
+            yield from norm("norm")
+        if not c["tie_weights"]:
+            yield "lm_head.weight", [c["vocab"], D]
+    elif kind == "encoder":
+        yield "embed.weight", [c["vocab"], D]
+        yield from stack("encoder", c["layers"])
+        yield from linear("head", c["classes"], D)
+    elif kind == "bert":
+        yield "embed.weight", [c["vocab"], D]
+        yield "segment_embed.weight", [c["segments"], D]
+        yield "pos_embed.weight", [c["max_positions"], D]
+        yield from norm("embed_norm")
+        yield from stack("encoder", c["layers"])
+        if c["head"] == "mlm":
+            yield "mlm.bias", [c["vocab"]]
+            yield from linear("mlm.dense", D, D)
+            yield from norm("mlm.norm")
+        else:
+            yield from linear("pooler", D, D)
+            yield from linear("classifier", c["classes"], D)
+    elif kind == "vit":
+        side = c["image"] // c["patch"]
+        yield "cls_token", [1, 1, D]
+        yield "pos_embed", [side * side + 1, D]
+        yield from linear("patch", D, c["channels"] * c["patch"] * c["patch"])
+        yield from stack("encoder", c["layers"])
+        yield from linear("head", c["classes"], D)
+
+
+# Parameters renamed since files were first written: (today's prefix, the old one).
+RENAMED_PARAMETERS = [("lm_head.", "generator.")]
+
+
+def check_tensors(path, kind, c, header, prefix):
+    """The file's tensors under `prefix` are exactly the model's (model_tensors()),
+    with its shapes, as qkv's load_state_dict requires: a missing, unexpected
+    or misshapen tensor is refused, naming it."""
+    in_file = {n: e["shape"] for n, e in header.items() if n != "__metadata__" and n.startswith(prefix)}
+    missing, n_missing = [], 0
+    for name, shape in model_tensors(kind, c):
+        full = prefix + name
+        if full not in in_file:
+            for now, before in RENAMED_PARAMETERS:
+                if name.startswith(now) and prefix + before + name[len(now):] in in_file:
+                    full = prefix + before + name[len(now):]
+        if full not in in_file:
+            n_missing += 1
+            if len(missing) < 3:
+                missing.append(prefix + name)
+            continue
+        if list(in_file[full]) != shape:
+            raise ValueError(f"{brief(path)}: tensor '{brief(full)}' has shape {_shape_text(in_file[full])} "
+                             f"but the model expects {_shape_text(shape)}")
+        del in_file[full]
+    unexpected = list(in_file)
+
+    def names(what, shown, count):
+        s = f"{what} tensor " if count == 1 else f"{what} {count} tensors: "
+        s += ", ".join(f"'{brief(n)}'" for n in shown[:3])
+        return s + (f" and {count - 3} more" if count > 3 else "")
+    parts = ([names("missing", missing, n_missing)] if n_missing else []) + \
+        ([names("unexpected", unexpected, len(unexpected))] if unexpected else [])
+    if parts:
+        raise ValueError(f"{brief(path)}: {'; '.join(parts)}")
+
+
+def _optimizer_kinds(path, md):
+    """(train_config's optimizer, the names of its buffers), or (None, None)
+    for an optimizer train does not know."""
+    if "train_config" not in md:
+        raise ValueError(f"{brief(path)}: metadata has no 'train_config'")
+    run = _json_key(md, "train_config", path)
+    if not isinstance(run, dict):
+        raise ValueError(f"{brief(path)}: metadata 'train_config': expected a JSON object")
+    opt, momentum = run.get("optimizer", "adam"), run.get("momentum", 0.9)
+    if opt in ("adam", "adamw"):
+        return opt, ["exp_avg", "exp_avg_sq"]
+    if opt == "sgd" and isinstance(momentum, (int, float)) and not isinstance(momentum, bool):
+        return opt, ["momentum"] if momentum != 0 else []
+    return None, None
+
+
+def check_optimizer_state(path, kind, c, header, md):
+    """A training checkpoint's optimizer state (the tensors 'optim.*') against
+    its model, as the optimizer's load_state_dict reads it
+    (optim/optimizer.cpp): 'optim.step' of one number, 'optim.param_steps'
+    of one per parameter, and the buffers of train_config's optimizer (adam,
+    adamw: exp_avg.<i>, exp_avg_sq.<i>; sgd with momentum: momentum.<i>),
+    none (before the first step) or one of each kind per parameter i, of
+    parameter i's shape (i counts in named_parameters() order). Raises
+    ValueError naming the file and the tensor. The numbers (counts, signs)
+    are not read here."""
+    if "format" not in md:
+        return
+    opt, kinds = _optimizer_kinds(path, md)
+    if opt is None:
+        return  # an optimizer train does not know: train --load names it
+    params = list(model_tensors(kind, c))
+    P = len(params)
+    where = f"{brief(path)}: the {opt} optimizer's state:"
+    state = {n: e["shape"] for n, e in header.items() if n.startswith("optim.")}
+    present = {k: 0 for k in kinds}
+    for full, shape in state.items():
+        name = full[len("optim."):]
+        if name == "step":
+            if math.prod(shape) != 1:
+                raise ValueError(f"{where} tensor '{full}' has shape {_shape_text(shape)}, not one step count")
+            continue
+        if name == "param_steps":
+            if list(shape) != [P]:
+                raise ValueError(f"{where} tensor '{full}' has shape {_shape_text(shape)}, but the model "
+                                 f"has {P} parameters (expected ({P}))")
+            continue
+        kind_, _, index = name.rpartition(".")
+        if kind_ not in kinds or not (index.isascii() and index.isdigit() and len(index) <= 18):
+            known = ", ".join(["'optim.step'", "'optim.param_steps'"] + [f"'optim.{k}.<i>'" for k in kinds])
+            raise ValueError(f"{where} tensor '{brief(full)}' is not one of its names ({known})")
+        i = int(index)
+        if i >= P:
+            raise ValueError(f"{where} tensor '{brief(full)}': parameter index {i} out of range: the "
+                             f"model has {P} parameters")
+        if list(shape) != params[i][1]:
+            raise ValueError(f"{where} tensor '{brief(full)}' has shape {_shape_text(shape)}, but "
+                             f"parameter {i} ('{brief(params[i][0])}') is {_shape_text(params[i][1])}")
+        present[kind_] += 1
+    for name in ("step", "param_steps"):
+        if f"optim.{name}" not in state:
+            raise ValueError(f"{where} no tensor 'optim.{name}'")
+    if any(present.values()):
+        for k in kinds:
+            for i in range(P):
+                if f"optim.{k}.{i}" not in state:
+                    raise ValueError(f"{where} no tensor 'optim.{k}.{i}' (the file has {present[k]} of "
+                                     f"{P} 'optim.{k}.<i>' tensors)")
+
+
+def check_step(path, md):
+    """A training checkpoint's counts, which the optimizer's load_state_dict
+    reads: 'optim.step' a step count equal to metadata 'step', each of
+    'optim.param_steps' a count, and none above 0 when the file has no
+    buffers (a step leaves them for every parameter). Reads those numbers."""
+    header = read_header(path)
+    if "format" not in md or "optim.step" not in header or "optim.param_steps" not in header:
+        return
+    tensors, _ = read_tensors(path, ["optim.step", "optim.param_steps"])
+    value = tensors["optim.step"][1][0]
+    if not (value >= 0 and value == int(value)):
+        raise ValueError(f"{brief(path)}: tensor 'optim.step' holds {value:g}, not a step count")
+    if md.get("step") != str(int(value)):
+        raise ValueError(f"{brief(path)}: the file's parts disagree: metadata 'step' is "
+                         f"'{brief(md.get('step', '(none)'))}' but the optimizer state (optim.step) "
+                         f"is at step {int(value)}")
+    counts = tensors["optim.param_steps"][1]
+    for i, v in enumerate(counts):
+        if not (v >= 0 and v == int(v)):
+            raise ValueError(f"{brief(path)}: tensor 'optim.param_steps': element {i} is {v:g}, not a step count")
+    opt, kinds = _optimizer_kinds(path, md)
+    if kinds and not any(n.startswith(f"optim.{k}.") for n in header for k in kinds):
+        moved = next((i for i, v in enumerate(counts) if v), None)
+        if moved is not None:
+            raise ValueError(f"{brief(path)}: tensor 'optim.param_steps': parameter {moved} has had "
+                             f"{counts[moved]:g} updates but the file has no 'optim.{kinds[0]}.<i>' tensors")
+
+
+# The dtypes qkv's reader takes (io/safetensors.cpp); any other is refused.
+QKV_DTYPES = ("F32", "F64", "F16", "BF16")
+
+
+def check_labels(path, kind, c, md):
+    """Metadata 'labels', as the trainer reads it (trainer/checkpoint.cpp,
+    file_shape): only a model with a classifier head has it (a bert with head
+    classify, a vit); there a JSON list of distinct strings, one per class."""
+    # a bert's mlm head classifies nothing, whatever 'classes' says
+    classes = c["classes"] if kind == "vit" or (kind == "bert" and c["head"] == "classify") else 0
+    where = f"{brief(path)}: metadata 'labels'"
+    if "labels" not in md:
+        return None
+    if classes == 0:
+        raise ValueError(f"{where}: this {brief(kind)} model has no classifier head (model_config), "
+                         f"so label names do not belong in its file")
+    labels = _json_key(md, "labels", path)
+    if not isinstance(labels, list) or not labels or len(labels) > 1 << 20:
+        raise ValueError(f"{where} is not a list of label names")
+    for n in labels:
+        if not isinstance(n, str):
+            raise ValueError(f"{where} holds {brief(json.dumps(n))}, not a label name (a string)")
+    if len(labels) != classes:
+        raise ValueError(f"{brief(path)}: the file's parts disagree: metadata 'labels' names "
+                         f"{len(labels)} labels but model_config's classes is {classes}")
+    seen = set()
+    for n in labels:
+        if n in seen:
+            raise ValueError(f"{where} names '{brief(n)}' twice (each class has its own name)")
+        seen.add(n)
+    return labels
+
+
+def _nonfinite_flags(dtype, data):
+    """One byte per element of `data` (little-endian `dtype` numbers): 1 where
+    the number is NaN or infinite (its exponent bits all ones), else 0. Runs
+    at C speed (slices, translate, one big-integer AND)."""
+    size = DTYPE_SIZES[dtype]
+    hi, lo = data[size - 1::size], data[size - 2::size]
+    # (mask of the high byte, mask of the next byte): all exponent bits set.
+    hi_mask, lo_mask = {"F32": (0x7F, 0x80), "BF16": (0x7F, 0x80), "F16": (0x7C, 0x00),
+                        "F64": (0x7F, 0xF0)}[dtype]
+    hi = hi.translate(bytes(int(b & hi_mask == hi_mask) for b in range(256)))
+    if not lo_mask:
+        return hi
+    lo = lo.translate(bytes(int(b & lo_mask == lo_mask) for b in range(256)))
+    both = int.from_bytes(hi, "little") & int.from_bytes(lo, "little")
+    return both.to_bytes(len(hi), "little")
+
+
+# F64 numbers are read into floats: one of this magnitude or more becomes infinite.
+FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
+
+
+def check_finite(path, prefix=""):
+    """Every number of the file's tensors under `prefix` is finite, as qkv's loader requires (train refuses such a
+    file unless --allow-nonfinite): reads the data. F64 numbers too large for
+    a float are refused as qkv would read them, infinite. Raises ValueError
+    naming the tensor and the index of its first non-finite number."""
+    header, body = _load(path, True)
+    for name, info in header.items():
+        if name == "__metadata__" or not name.startswith(prefix):
+            continue
+        dtype, shape, begin, end = _entry(path, name, info, len(body))
+        if dtype not in QKV_DTYPES:
+            continue
+        flags = _nonfinite_flags(dtype, body[begin:end])
+        if dtype == "F64":  # finite doubles beyond a float's range become infinite
+            values = array.array("d", body[begin:end])
+            if sys.byteorder == "big":
+                values.byteswap()
+            big = bytes(int(not abs(v) < FLOAT32_OVERFLOW) for v in values)
+            flags = (int.from_bytes(flags, "little") | int.from_bytes(big, "little")).to_bytes(len(flags), "little")
+        first = flags.find(1)
+        if first < 0:
+            continue
+        count = flags.count(1)
+        size = DTYPE_SIZES[dtype]
+        raw = body[begin + first * size:begin + (first + 1) * size]
+        value = {"F32": lambda b: struct.unpack("<f", b)[0], "F64": lambda b: struct.unpack("<d", b)[0],
+                 "F16": lambda b: struct.unpack("<e", b)[0],
+                 "BF16": lambda b: struct.unpack("<f", b"\0\0" + b)[0]}[dtype](raw)
+        at, rest = [], first
+        for d in reversed(shape):
+            at.append(rest % d if d else 0)
+            rest = rest // d if d else 0
+        shown = str(value) if not math.isfinite(value) else f"{value:g} (beyond a float)"
+        raise ValueError(f"{brief(path)}: tensor '{brief(name)}' holds {shown} at index "
+                         f"{_shape_text(at[::-1])} of shape {_shape_text(shape)} ({count} non-finite "
+                         f"value{'' if count == 1 else 's'} in it; train --allow-nonfinite loads it anyway)")
+
+
+def _special_tokens(md, path):
+    """Metadata 'special_tokens' as qkv reads it (nn::special_tokens): an
+    object with integer ids "pad", "bos", "eos" (each >= 0) and optionally
+    "unk"; the defaults when absent. The trainer requires pad 0, bos 1, eos 2."""
+    if "special_tokens" not in md:
+        return dict(DEFAULT_SPECIAL_TOKENS)
+    special = _json_key(md, "special_tokens", path)
+    where = f"{brief(path)}: metadata 'special_tokens'"
+    for key in ("pad", "bos", "eos") + (("unk",) if isinstance(special, dict) and "unk" in special else ()):
+        _field(special, key, INT, where)
+    for key, want in DEFAULT_SPECIAL_TOKENS.items():
+        if special[key] < 0:
+            raise ValueError(f"{where}: key '{key}' is {special[key]} (a token id is >= 0)")
+        if special[key] != want:
+            raise ValueError(f"{where}: key '{key}' must be {want} (the vocabulary's <pad>, <s>, "
+                             f"</s> are ids 0, 1, 2)")
+    return special
+
+
 def model_info(path):
     """The model a file describes: {"model_kind", "model_config", "model_prefix",
     "vocab" (list or None), "special_tokens", "tokenizer" (or None), "block"
     (block(): activation, norm, bias), "attention" (attention_keys():
     kv_heads, rope_base, rel_buckets, rel_max_distance; the relative-bias
     tables checked by relative_tables()), "experts" (moe_keys(): experts, experts_per_token,
-    capacity_factor, aux_loss), for a vit "image" (vit_image()), and for a BPE tokenizer "bpe" (its merges
+    capacity_factor, aux_loss), "config" (model_config(): every key with its
+    default filled in), "labels" (a classifier's label names, or None), for a
+    vit "image" (vit_image()), and for a BPE tokenizer "bpe" (its merges
     and pattern) and "token_bytes" (each id's bytes, None for a special token)}.
-    Raises ValueError naming the file and
-    the key when a part is missing or disagrees."""
+
+    It reads the header only, and checks what qkv's loader and the trainer
+    (train --load, --init-from) check before they use a file
+    (docs/checkpoint-format.md, "What a reader checks"): model_config read
+    strictly (model_config()), its sizes against the tensors
+    (check_config_fits()), the tensors exactly the model's names and shapes
+    (check_tensors()), only dtypes qkv reads, metadata 'labels' only in a
+    classifier (check_labels()), 'vocab', 'special_tokens', 'tokenizer' and
+    'bpe' as the trainer reads them, and a training checkpoint's 'format',
+    'model_prefix' and optimizer state's names and shapes
+    (check_optimizer_state()). NOT_CHECKED lists what it leaves to qkv.
+    Raises ValueError naming the file and the key (or the tensor) when a
+    part is missing or disagrees."""
     header = read_header(path)
     md = header.get("__metadata__") or {}
     where = brief(path)
@@ -496,51 +1421,144 @@ def model_info(path):
     if not isinstance(config, dict):
         raise ValueError(f"{where}: metadata 'model_config' is not a JSON object")
     vocab = _json_key(md, "vocab", path) if "vocab" in md else None
-    if vocab is not None and not (isinstance(vocab, list) and all(isinstance(t, str) for t in vocab)):
+    if "vocab" in md and not (isinstance(vocab, list) and all(isinstance(t, str) for t in vocab)):
         raise ValueError(f"{where}: metadata 'vocab' is not a JSON list of strings")
     sizes = VOCAB_KEYS[kind]
     if vocab is not None and any(config.get(k) != len(vocab) for k in sizes):
         got = ", ".join(f"{k} {brief(json.dumps(config.get(k)))}" for k in sizes)
         raise ValueError(f"{where}: metadata 'vocab' has {len(vocab)} tokens but model_config has {got}")
-    special = _json_key(md, "special_tokens", path) if "special_tokens" in md else dict(DEFAULT_SPECIAL_TOKENS)
-    if not (isinstance(special, dict) and all(isinstance(v, int) for v in special.values())):
-        raise ValueError(f"{where}: metadata 'special_tokens' is not a JSON object of token ids")
-    info = {"model_kind": kind, "model_config": config, "model_prefix": md.get("model_prefix", ""),
+    if vocab is not None and not sizes and len(vocab) != 3:
+        raise ValueError(f"{where}: metadata 'vocab' has {len(vocab)} tokens, but a {kind} reads no "
+                         f"tokens: its vocabulary is the 3 special tokens (or leave the key out)")
+    if vocab is not None and vocab[:3] != ["<pad>", "<s>", "</s>"]:
+        raise ValueError(f"{where}: metadata 'vocab' must start with <pad>, <s>, </s> "
+                         f"(it starts {brief(json.dumps(vocab[:3]))})")
+    special = _special_tokens(md, path)
+    prefix = md.get("model_prefix", "")
+    info = {"model_kind": kind, "model_config": config, "model_prefix": prefix,
             "vocab": vocab, "special_tokens": special, "tokenizer": md.get("tokenizer"),
             "block": block(config, f"{where}: metadata 'model_config'"),
             "attention": attention_keys(config, kind, [n for n in header if n != "__metadata__"],
                                         f"{where}: metadata 'model_config'"),
             "experts": moe_keys(config, f"{where}: metadata 'model_config'")}
-    relative_tables(kind, config, info["attention"],
-                    {n: e["shape"] for n, e in header.items() if n != "__metadata__"},
-                    info["model_prefix"], where)
+    shapes = {n: e["shape"] for n, e in header.items() if n != "__metadata__"}
+    relative_tables(kind, config, info["attention"], shapes, prefix, where)
     if kind == "vit":
         info["image"] = vit_image(config, f"{where}: metadata 'model_config'")
+    # As qkv builds the model: the configuration read strictly, checked
+    # against the tensors, then every tensor the model has, no more.
+    if "format" in md:
+        if md["format"] not in ("qkv-train-v3", "qkv-train-v2"):
+            raise ValueError(f"{where}: checkpoint format '{brief(md['format'])}' is not the "
+                             f"'qkv-train-v3' (or v2) qkv reads")
+        if prefix != "model.":
+            raise ValueError(f"{where}: metadata 'model_prefix' is '{brief(prefix)}', but a training "
+                             f"checkpoint keeps its weights under 'model.'")
+    cfg = info["config"] = model_config(kind, config, f"{where}: metadata 'model_config'")
+    runs_on(cfg, f"{where}: metadata 'model_config'")
+    check_config_fits(path, kind, cfg, shapes, prefix)
+    check_tensors(path, kind, cfg, header, prefix)
+    for name, e in header.items():
+        if name != "__metadata__" and e["dtype"] not in QKV_DTYPES:
+            raise ValueError(f"{where}: tensor '{brief(name)}': dtype {e['dtype']} is not supported "
+                             f"(qkv reads F32, F64, F16 and BF16)")
+    info["labels"] = check_labels(path, kind, cfg, md)
+    check_optimizer_state(path, kind, cfg, header, md)
+    if "tokenizer" in md and md["tokenizer"] not in ("char", "word", "bpe"):
+        raise ValueError(f"{where}: metadata 'tokenizer' is '{brief(md['tokenizer'])}' (expected char, word or bpe)")
     if (md.get("tokenizer") == "bpe") != ("bpe" in md):
         raise ValueError(f"{where}: the file's parts disagree: metadata 'tokenizer' is "
                          f"'{brief(md.get('tokenizer', '(none)'))}' and 'bpe' is {'there' if 'bpe' in md else 'missing'}")
     if "bpe" in md:
         bpe = _json_key(md, "bpe", path)
-        tokens = bpe_token_bytes(bpe, f"{where}: metadata 'bpe'")
+        lengths = bpe_token_lengths(bpe, f"{where}: metadata 'bpe'")
         if vocab is None:
             raise ValueError(f"{where}: a BPE tokenizer needs metadata 'vocab'")
-        n = len(vocab) - len(tokens)  # the special tokens come first
+        n = len(vocab) - len(lengths)  # the special tokens come first
         if n < 3:
-            raise ValueError(f"{where}: metadata 'vocab' has {len(vocab)} tokens, too few for 3 special tokens and the {len(tokens)} of 'bpe'")
+            raise ValueError(f"{where}: metadata 'vocab' has {len(vocab)} tokens, too few for 3 special tokens and the {len(lengths)} of 'bpe'")
+        # The lengths first: no token is built longer than its entry (merges
+        # that double a token each time would ask for 2^merges bytes).
+        for i, size in enumerate(lengths):
+            if len(vocab[n + i]) != size:
+                raise ValueError(f"{where}: metadata 'vocab': entry {n + i} is '{brief(vocab[n + i])}' but BPE token {i} of 'bpe' is {size} bytes long")
+        tokens = bpe_token_bytes(bpe, f"{where}: metadata 'bpe'", max_bytes=sum(lengths))
         for i, t in enumerate(tokens):
             if vocab[n + i] != visible(t):
                 raise ValueError(f"{where}: metadata 'vocab': entry {n + i} is '{brief(vocab[n + i])}' but BPE token {i} of 'bpe' is '{brief(visible(t))}'")
         info["bpe"] = bpe
         info["token_bytes"] = [None] * n + tokens
+    elif vocab is not None and len(set(vocab)) != len(vocab):
+        seen = set()
+        twice = next(t for t in vocab if t in seen or seen.add(t))
+        raise ValueError(f"{where}: metadata 'vocab' holds '{brief(twice)}' twice (a token has one id)")
     return info
 
 
+# What model_info() and the command line leave to qkv: said in --help and in
+# the listing of a training checkpoint.
+NOT_CHECKED = ("not checked here (train --load checks them): a training checkpoint's train_config "
+               "settings, the signs of the second moments, the random streams and the data "
+               "files' hashes; the train program's own limits on the architecture; whether the "
+               "BPE pattern compiles")
+
+
+USAGE = "usage: python3 tools/qkv_checkpoint.py FILE.safetensors   (--help: what it checks)"
+
+HELP = f"""{USAGE}
+
+Lists a safetensors file: its tensors, its metadata keys and, for a qkv
+model file or training checkpoint (metadata 'model_kind'), its model. A file
+qkv's loader would refuse is refused instead, in one line on stderr naming
+the file and the key or tensor, with exit status 1. Checked, as qkv checks
+them (docs/checkpoint-format.md, "What a reader checks"):
+
+  - the bytes: the header's length, JSON, entries, dtypes and offsets;
+  - model_config: every field of the family with its JSON type, every key's
+    range (kv_heads, rope_base, rel_buckets, experts, ...), bert's head,
+    classes, sep_id and mask_id;
+  - the configuration against the tensors: its sizes against the
+    embeddings, layers, attention and FFN weights and position tables, and
+    the tensors under model_prefix exactly the model's names and shapes
+    (none missing, none left over);
+  - every weight finite (this reads the numbers; train --allow-nonfinite
+    loads such a file anyway);
+  - metadata 'labels' only in a classifier (a bert with head classify, a
+    vit), one distinct name per class; 'vocab' starting <pad>, <s>, </s>,
+    distinct, as long as the model's vocabulary; 'special_tokens' 0, 1, 2;
+    'tokenizer' char, word or bpe, and 'bpe' agreeing with it and with
+    'vocab' (the merges counted before any is expanded);
+  - what the attention needs to run: rope_base, kv_heads and rel_buckets
+    only with the standard, memory-efficient or auto kernel, rope_base on an
+    even d_k;
+  - a training checkpoint's 'format', its prefix 'model.', its optimizer
+    state's names and shapes (train_config's optimizer: exp_avg.<i> and
+    exp_avg_sq.<i>, or momentum.<i>, of parameter i's shape, for every
+    parameter or none), its counts (optim.step equal to 'step',
+    optim.param_steps).
+
+Not checked here (train --load checks them): a training checkpoint's
+train_config settings (their ranges, context against max_positions, ...),
+the signs of Adam's second moments, the random streams and the data
+files' hashes; the train program's own limits on the architecture, beyond
+what the model takes (d_model at most 16384, layers 1..128, at most 1024
+experts, global_every >= 1, a seq2seq's encoder_layers equal to its
+decoder_layers and src_vocab to tgt_vocab, ...); whether the BPE pattern
+compiles. A listing of a training checkpoint ends with a line saying so."""
+
+
 def main(argv):
+    if len(argv) == 2 and argv[1] in ("-h", "--help"):
+        print(HELP)
+        return
     if len(argv) != 2:
-        sys.exit("usage: python3 tools/qkv_checkpoint.py FILE.safetensors")
+        sys.exit(USAGE)
     header = read_header(argv[1])
     md = header.pop("__metadata__", None) or {}
     info = model_info(argv[1]) if "model_kind" in md else None  # checked before a line is printed
+    if info is not None:  # the numbers too: the model's (and a checkpoint's optimizer state)
+        check_finite(argv[1], prefix="" if "format" in md else info["model_prefix"])
+        check_step(argv[1], md)
     print(f"{argv[1]}: {len(header)} tensors, {sum(math.prod(e['shape']) for e in header.values())} numbers")
     print("metadata keys:", " ".join(brief(k) for k in sorted(md)) or "(none)")
     if "format" in md:
@@ -567,8 +1585,13 @@ def main(argv):
         print("special_tokens:", json.dumps(info["special_tokens"]), " tokenizer:", brief(info["tokenizer"] or "(none)"))
         if "bpe" in info:
             print(f"bpe: {len(info['bpe']['merges'])} merges, pattern {brief(info['bpe']['pattern'])}")
+        if info["labels"] is not None:
+            labels = info["labels"]
+            print(f"labels: {len(labels)} {[brief(t) for t in labels[:12]]}{' ...' * (len(labels) > 12)}")
     for name in sorted(header):
         print(f"  {brief(name):<52} {header[name]['dtype']} {header[name]['shape']}")
+    if "format" in md:
+        print(NOT_CHECKED)
 
 
 def cli(argv):
