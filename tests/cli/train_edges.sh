@@ -51,10 +51,10 @@ cmp -s g/model.safetensors lab.safetensors && fail "the edit did nothing"
 # (2) Weights of +-3e38: no NaN reported as a result, exit status 1.
 edit g/model.safetensors huge.safetensors huge
 expect_fail "$TRAIN" --load huge.safetensors --eval-only
-expect_out "its weights overflow float32"
+expect_out "too large for float32"
 grep -qiE "accuracy|perplexity" "$QKV_TMP/out" && { cat "$QKV_TMP/out"; fail "a result was reported"; }
 expect_fail "$TRAIN" --load huge.safetensors --ask "a b c"
-expect_out "its weights overflow float32 on this input, so there is no answer to give"
+expect_out "too large for float32 on this input, so there is no answer to give"
 
 # (3) A classifier's label names: duplicates refused, escapes quoted.
 printf 'a b\tx\nb a\ty\na a\tx\nb b\ty\na b a\tx\nb a b\ty\n' > two.tsv
