@@ -85,8 +85,8 @@ size_t utf8_char(const unsigned char* s, size_t i, size_t n) {
 [[noreturn]] void match_failed(int rc, size_t at) {
   PCRE2_UCHAR msg[256];
   pcre2_get_error_message(rc, msg, sizeof msg);
-  throw Error(std::string("BPE: the pre-split pattern failed at byte ") + std::to_string(at) +
-              ": " + reinterpret_cast<const char*>(msg));
+  throw Error(std::string(BPE::kPatternFailed) + " at byte " + std::to_string(at) + ": " +
+              reinterpret_cast<const char*>(msg));
 }
 
 struct MatchData {

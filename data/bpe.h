@@ -55,7 +55,11 @@ class BPE {
   const std::string& token_bytes(int32_t id) const { return bytes_.at(static_cast<size_t>(id)); }
 
   // The chunks the pattern cuts `text` into (their concatenation is `text`).
+  // A pattern PCRE2 gives up on (its match limit) is an Error beginning
+  // kPatternFailed, which a caller that knows the text and the pattern's
+  // file names.
   std::vector<std::string> split(const std::string& text) const;
+  static constexpr const char* kPatternFailed = "BPE: the pre-split pattern failed";
 
   // Bytes as printable UTF-8, one character per byte, by GPT-2's
   // bytes_to_unicode table (Hugging Face's GPT-2 vocab.json writes tokens so):

@@ -462,11 +462,22 @@ int ask(Trainer& t, const RunOptions& o) {
                    t.model().kind());
     print_attention(p);
   };
+  // A BPE pattern PCRE2 gives up on, named with the text and its file's key.
+  auto named = [&](const std::string& line) {
+    try {
+      one(line);
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      if (m.rfind(data::BPE::kPatternFailed, 0) != 0) throw;
+      throw Error("--ask " + brief(line) + ": " + m + " (the pattern is metadata 'bpe' key " +
+                  "'pattern' of " + brief(o.load_path) + ")");
+    }
+  };
   if (o.ask != "-") {
-    one(o.ask);
+    named(o.ask);
     return 0;
   }
-  for (std::string line; std::getline(std::cin, line);) one(line);
+  for (std::string line; std::getline(std::cin, line);) named(line);
   return 0;
 }
 

@@ -232,7 +232,18 @@ Trainer::Trainer(const TrainConfig& c, const Vocab* given, const std::string& wh
     vocab = *given;  // the position table (cfg.context) is the file's
     detail::check_memory(cfg, vocab.size(), std::max<int64_t>(1, cfg.context));
   } else {
-    build_data(given);
+    try {
+      build_data(given);
+    } catch (const Error& e) {  // a BPE pattern PCRE2 gave up on: which text, which pattern
+      const std::string m = e.what();
+      if (m.rfind(data::BPE::kPatternFailed, 0) != 0) throw;
+      throw Error("--data " + brief(cfg.data) + ": " + m + " (" +
+                  (given && given->bpe()
+                       ? "the pattern is metadata 'bpe' key 'pattern' of " +
+                             (where.empty() ? std::string("--tokenizer-from's file") : where)
+                       : std::string("the pattern is GPT-4's")) +
+                  ")");
+    }
   }
   build_model();
   opt = make_optimizer(cfg, model());

@@ -109,6 +109,12 @@ printf '\0\0\10\1\0\0\0\1\0' > idx/train-labels-idx1-ubyte
 one_line "$TRAIN" --model vit --data idx --steps 30 --warmup 1 --out x
 expect_out "error: idx/train-images-idx3-ubyte: Too many levels of symbolic links"
 
+# A pattern PCRE2 gives up on (its match limit): the text and the file's key.
+edit b/model.safetensors slow.safetensors '
+bpe = json.loads(m["bpe"]); bpe["pattern"] = "(a+)+$"; m["bpe"] = json.dumps(bpe)'
+one_line "$TRAIN" --load slow.safetensors --ask "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"
+expect_out "error: --ask aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab: BPE: the pre-split pattern failed at byte 0: match limit exceeded (the pattern is metadata 'bpe' key 'pattern' of slow.safetensors)"
+
 # (5) Flags that were dropped without a word.
 one_line "$TRAIN" --model gpt "${TINY[@]}" --data t.txt --format text --tokenizer-from b/model.safetensors \
   --bpe-vocab 1000 --context 8 --steps 3 --out x
