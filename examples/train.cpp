@@ -262,11 +262,13 @@ int train_main(int argc, char** argv) {
     Trainer t = open_run(flags, given_keys(app), o);
     return run(t, o, app.config_to_str(true, false));
   } catch (const std::exception& e) {
+    const std::string what = failure_message(e, flags, o);
     if (dist::size() > 1) {  // the other ranks may wait for this one: end them all
-      std::fprintf(stderr, "error (MPI rank %d of %d): %s\n", dist::rank(), dist::size(), e.what());
+      std::fprintf(stderr, "error (MPI rank %d of %d): %s\n", dist::rank(), dist::size(),
+                   what.c_str());
       dist::abort_all(kExitError);
     }
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", what.c_str());
     return kExitError;
   }
 }

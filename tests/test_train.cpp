@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <new>
+#include <stdexcept>
 
+#include "trainer/run.h"
 #include "trainer/trainer.h"
 #include "test_seed.h"
 
@@ -841,4 +844,18 @@ TEST_CASE("--attention, --window, --no-scale and --recompute reach the model and
   c.attention = "fast";
   CHECK_THROWS_WITH_AS(train::Trainer{c}, doctest::Contains("--attention: expected standard"),
                        Error);
+}
+
+TEST_CASE("a std::bad_alloc, which names nothing, is reported with the files the run was reading") {
+  train::TrainConfig flags;
+  train::RunOptions o;
+  CHECK(train::failure_message(std::runtime_error("x.tsv:3: no tab"), flags, o) ==
+        "x.tsv:3: no tab");
+  CHECK(train::failure_message(std::bad_alloc(), flags, o) ==
+        "out of memory (std::bad_alloc) building the model and the task's data (the settings ask "
+        "for more memory than this machine has)");
+  flags.data = "d.tsv";
+  o.load_path = "m.safetensors";
+  CHECK(train::failure_message(std::bad_alloc(), flags, o) ==
+        "out of memory (std::bad_alloc) reading --load m.safetensors, --data d.tsv");
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 
 #include "generation/decoding_methods.h"
 #include "trainer/explain.h"
@@ -475,6 +476,23 @@ std::string best_checkpoint_path(const std::string& save_path) {
       save_path.compare(save_path.size() - ext.size(), ext.size(), ext) == 0)
     return save_path.substr(0, save_path.size() - ext.size()) + ".best" + ext;
   return save_path + ".best";
+}
+
+std::string failure_message(const std::exception& e, const TrainConfig& flags,
+                            const RunOptions& o) {
+  if (!dynamic_cast<const std::bad_alloc*>(&e)) return e.what();
+  std::string files;
+  for (const auto& [flag, path] :
+       {std::pair<const char*, const std::string*>{"--load", &o.load_path},
+        {"--init-from", &o.init_from},
+        {"--tokenizer-from", &o.tokenizer_from},
+        {"--data", &flags.data},
+        {"--valid", &flags.valid}})
+    if (!path->empty()) files += std::string(files.empty() ? "" : ", ") + flag + " " + brief(*path);
+  return "out of memory (std::bad_alloc)" +
+         (files.empty() ? std::string(" building the model and the task's data (the settings "
+                                      "ask for more memory than this machine has)")
+                        : " reading " + files);
 }
 
 void prepare_count_tokens(TrainConfig& flags, RunOptions& o) {

@@ -70,6 +70,10 @@ LengthRange parse_long_lengths(const std::string& text);
 // from pairs or labelled texts, asks for a table as long as the longest
 // sequence (flags.context 0), so that every sequence is read whole.
 void prepare_count_tokens(TrainConfig& flags, RunOptions& o);
+// The line train prints for an exception: its message, or for std::bad_alloc
+// (which names nothing) "out of memory (std::bad_alloc)" with the files the
+// run was reading (--load, --init-from, --tokenizer-from, --data, --valid).
+std::string failure_message(const std::exception& e, const TrainConfig& flags, const RunOptions& o);
 
 // Exit statuses: 0 done; 1 bad flags, bad input or a failed output;
 // 3 training diverged; 128 + N stopped by signal N (the checkpoint written).
