@@ -170,10 +170,13 @@ C from_json_with(const json& file_json, const std::string& where, Fields fields,
   } else if (j.is_object() && j.contains("rel_max_distance")) {
     throw Error(where + ": key 'rel_max_distance' without 'rel_buckets'");
   }
-  // One kind of positions a model: a relative bias computes no rotation.
+  // One kind of positions a file: the trainer's runs have one (it rebuilt
+  // such a file without its rotation, so its answers were those without
+  // it, while this library rotated); a file holding both is refused here,
+  // for the library and the trainer alike.
   if (c.rope_base != 0 && c.rel_buckets > 0)
     throw Error(where + ": key 'rope_base': this file's positions are T5's relative bias " +
-                "('rel_buckets'), which takes no rotation (leave one of them out)");
+                "('rel_buckets'); a file has one kind of positions (leave one of them out)");
   if (j.is_object() && j.contains("experts")) {
     read_json_field(j, "experts", c.moe.experts, where);
     for (const char* k : {"experts_per_token", "capacity_factor", "aux_loss"})

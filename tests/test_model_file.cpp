@@ -588,7 +588,7 @@ TEST_CASE("a model file keeps its attention settings, and one written before the
 
 TEST_CASE(
     "model file: rope_base beside rel_buckets is refused naming rope_base (one kind of positions; "
-    "before: loaded, and the rotation ignored)") {
+    "before: the library rotated, the trainer rebuilt the file without its rotation)") {
   TempDir tmp;
   const std::string gpt = tmp.file("g.safetensors");
   GPTConfig c = small_gpt(true, true);

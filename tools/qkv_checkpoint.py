@@ -693,7 +693,7 @@ def model_config(kind, config, where="model_config"):
     # Rotary positions are a gpt's, and not beside a relative bias (checkpoint/config_json.h).
     if c["rope_base"] != 0 and c["rel_buckets"]:
         raise ValueError(f"{where}: key 'rope_base': this file's positions are T5's relative bias "
-                         f"('rel_buckets'), which takes no rotation (leave one of them out)")
+                         f"('rel_buckets'); a file has one kind of positions (leave one of them out)")
     return c
 
 
