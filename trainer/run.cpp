@@ -439,6 +439,25 @@ void keep_before_rethrow(const Trainer& t, const RunOptions& o, const std::excep
                  (long long)t.step_count());
 }
 
+// The final evaluation comes after the last --eval-every check: when it
+// beats the best one, it is the best, and the best file is the final model
+// (the checkpoint is written again, its 'best_heldout' this step, and
+// copied to o.best_path). One process only: with MPI a save is collective
+// and the report runs on rank 0 alone (report_best then says to use the
+// final checkpoint). Returns whether it did.
+bool keep_final_as_best(Trainer& t, const RunOptions& o, const EvalResult& final,
+                        std::string& written) {
+  if (dist::size() != 1 || t.best.step < 0 || o.best_path.empty() || written.empty() ||
+      t.step_count() <= t.best.step || !(final.loss < t.best.loss))
+    return false;
+  t.best = {final.loss, t.step_count()};
+  const std::string again = save_with_fallback(t, written);
+  if (again.empty()) return false;
+  written = again;
+  periodic_save(t, o.best_path);
+  return true;
+}
+
 // The final report's lines on a language model's best held-out loss: where
 // its checkpoint is, and whether the loss rose past it by the end (`final`:
 // the final evaluation, at the last step).
@@ -448,8 +467,9 @@ void report_best(const Trainer& t, const RunOptions& o, const EvalResult& final)
   const bool kept = !o.best_path.empty() && fs::exists(o.best_path, ec);
   const std::string where =
       kept ? o.best_path : "not kept in a file (--no-save, or resumed into another --save)";
-  std::printf("best held-out loss %.4f at step %lld: %s\n", t.best.loss,
-              static_cast<long long>(t.best.step), where.c_str());
+  std::printf("best held-out loss %.4f at step %lld%s: %s\n", t.best.loss,
+              static_cast<long long>(t.best.step),
+              t.best.step == t.step_count() ? " (the final evaluation)" : "", where.c_str());
   if (t.step_count() <= t.best.step) return;
   // Compared as printed: a rise below the fourth decimal is no rise to report.
   char best[32], last[32];
@@ -757,7 +777,10 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   } else {  // --eval-only writes no file, so as not to touch the run's own
     print_first_attention(t, r);
   }
-  if (training && r.is_lm) report_best(t, o, r);
+  if (training && r.is_lm) {
+    keep_final_as_best(t, o, r, written);
+    report_best(t, o, r);
+  }
   if (training && t.instruments) {
     t.instruments->heldout(t.step_count(), r.loss);  // the final evaluation, for rule 5
     outputs_ok = finish_instruments(*t.instruments, o.out_dir, 0) && outputs_ok;

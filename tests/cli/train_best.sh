@@ -79,3 +79,14 @@ mkdir -p blocked/model.best.safetensors
 expect_fail "$TRAIN" "${lm[@]}" --steps 5 --out blocked
 expect_out "--save (its best held-out checkpoint) blocked/model.best.safetensors"
 [ ! -e blocked/model.safetensors ] || fail "a run whose best file cannot be written trained anyway"
+
+# The final evaluation is a candidate too: at step 23, after the checks at
+# 10 and 20, a model still learning (lr 1e-3) beats them, so the best file
+# is the final model and says so (before: "use the final checkpoint" at
+# best, and a best file worse than the run's own checkpoint).
+late=(--model gpt --data words.txt --format text --tokens word --context 16 --d-model 32 --layers 2
+  --heads 2 --d-ff 64 --batch 16 --lr 1e-3 --warmup 1 --eval-every 10 --threads 1)
+expect_ok "$TRAIN" "${late[@]}" --steps 23 --out late
+expect_out "at step 23 (the final evaluation): late/model.best.safetensors"
+expect_ok "$TRAIN" --load late/model.best.safetensors --eval-only
+expect_out "from step 23"
