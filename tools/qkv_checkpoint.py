@@ -190,33 +190,27 @@ def read(path):
     dtype (F16, BF16, integers) is refused naming the tensor. write() writes F32."""
     header, body = _load(path, True)
     metadata = header.pop("__metadata__", None) or {}
-    tensors = {}
-    for name, info in header.items():
-        dtype, shape, begin, end = _entry(path, name, info, len(body))
-        if dtype not in READ_TYPECODES:
-            raise ValueError(f"{brief(path)}: tensor '{brief(name)}' is {dtype}; this reader takes F32 and F64 only")
-        values = array.array(READ_TYPECODES[dtype])
-        values.frombytes(body[begin:end])
-        if sys.byteorder == "big":
-            values.byteswap()
-        tensors[name] = (shape, values)
+    tensors = {name: _tensor(path, name, info, body) for name, info in header.items()}
     return tensors, metadata
 
 
 def read_tensors(path, names):
     """As read(), the tensors `names` alone (every entry of the header checked)."""
     header, body = _load(path, True)
-    out = {}
-    for name in names:
-        dtype, shape, begin, end = _entry(path, name, header[name], len(body))
-        if dtype not in READ_TYPECODES:
-            raise ValueError(f"{brief(path)}: tensor '{brief(name)}' is {dtype}; this reader takes F32 and F64 only")
-        values = array.array(READ_TYPECODES[dtype])
-        values.frombytes(body[begin:end])
-        if sys.byteorder == "big":
-            values.byteswap()
-        out[name] = (shape, values)
+    out = {name: _tensor(path, name, header[name], body) for name in names}
     return out, header.get("__metadata__") or {}
+
+
+def _tensor(path, name, info, body):
+    """(shape, values) of one header entry, F32 or F64, in this machine's byte order."""
+    dtype, shape, begin, end = _entry(path, name, info, len(body))
+    if dtype not in READ_TYPECODES:
+        raise ValueError(f"{brief(path)}: tensor '{brief(name)}' is {dtype}; this reader takes F32 and F64 only")
+    values = array.array(READ_TYPECODES[dtype])
+    values.frombytes(body[begin:end])
+    if sys.byteorder == "big":
+        values.byteswap()
+    return shape, values
 
 
 def _output_target(path):
