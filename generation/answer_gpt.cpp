@@ -33,7 +33,8 @@ std::vector<data::Seq> gpt_answer(GPT& m, const std::vector<data::Seq>& sources,
   s.eos = o.eos;
   s.max_new_tokens = n_new;
   s.use_cache = o.use_cache;
-  Generator unused(0);  // greedy draws nothing
+  s.suppress = {o.pad, o.bos};  // an answer never holds them
+  Generator unused(0);          // greedy draws nothing
   std::vector<data::Seq> out = generate(m, data::right_padded(prompts), s, unused);
   for (data::Seq& a : out)
     if (!a.empty() && a.back() == o.eos) a.pop_back();

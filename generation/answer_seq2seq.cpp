@@ -25,6 +25,7 @@ std::vector<data::Seq> seq2seq_answer(Seq2SeqTransformer& m, const std::vector<d
     bo.eos = o.eos;
     bo.pad = o.pad;
     bo.use_cache = o.use_cache;
+    bo.suppress = {o.pad, o.bos};  // an answer never holds them
     for (BeamHypothesis& h : beam_search(m, src, bo)) out.push_back(std::move(h.tokens));
     return out;
   }
@@ -34,6 +35,7 @@ std::vector<data::Seq> seq2seq_answer(Seq2SeqTransformer& m, const std::vector<d
   d.pad = o.pad;
   d.max_new_tokens = max_new;
   d.use_cache = o.use_cache;
+  d.suppress = {o.pad, o.bos};  // an answer never holds them
   return greedy_decode(m, src, d);
 }
 

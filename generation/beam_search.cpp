@@ -129,7 +129,9 @@ class Search {
       check_finite_logits(lg, V_, "beam_search");
       std::copy(lg, lg + V_, row_.begin());
       log_softmax_rows(row_.data(), 1, V_);
-      for (int64_t v = 0; v < V_; ++v) cand_.emplace_back(s.logp[j] + row_[v], j * V_ + v);
+      for (int64_t v = 0; v < V_; ++v)
+        if (std::find(opt_.suppress.begin(), opt_.suppress.end(), v) == opt_.suppress.end())
+          cand_.emplace_back(s.logp[j] + row_[v], j * V_ + v);
     }
     const int64_t top = std::min<int64_t>(2 * k_, static_cast<int64_t>(cand_.size()));
     auto better = [](const std::pair<double, int64_t>& a, const std::pair<double, int64_t>& b) {

@@ -30,10 +30,11 @@ struct BeamOptions {
   double alpha = 0.6;           // length penalty exponent, >= 0 (0: plain summed log-probability)
   int64_t max_new_tokens = 32;  // cap on generated tokens (not counting <bos>)
   int64_t bos = 1, eos = 2, pad = 0;
-  bool ignore_eos = false;  // true: <eos> is an ordinary token and every hypothesis
-                            // runs to max_new_tokens (fixed-length decoding, for benchmarks)
-  bool use_cache = true;    // false: rerun the decoder over every hypothesis's whole prefix
-                            // at every step (the slow reference path, for tests)
+  bool ignore_eos = false;        // true: <eos> is an ordinary token and every hypothesis
+                                  // runs to max_new_tokens (fixed-length decoding, for benchmarks)
+  bool use_cache = true;          // false: rerun the decoder over every hypothesis's whole prefix
+                                  // at every step (the slow reference path, for tests)
+  std::vector<int64_t> suppress;  // ids no hypothesis is extended by (an answer's: <pad>, <s>)
 };
 
 // The best hypothesis of one source: its tokens (without <bos> and <eos>), its

@@ -1,5 +1,6 @@
 #include "generation/decode.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -9,12 +10,16 @@ namespace qkv::nn {
 
 namespace {
 
-// Index of the largest of row[0, V); the first one on ties.
-int64_t argmax(const real* row, int64_t V) {
+// Index of the largest of row[0, V) outside `suppress`; the first one on ties.
+int64_t argmax(const real* row, int64_t V, const std::vector<int64_t>& suppress) {
   check_finite_logits(row, V, "greedy_decode");
-  int64_t best = 0;
-  for (int64_t v = 1; v < V; ++v)
-    if (row[v] > row[best]) best = v;
+  int64_t best = -1;
+  for (int64_t v = 0; v < V; ++v) {
+    if (std::find(suppress.begin(), suppress.end(), v) != suppress.end()) continue;
+    if (best < 0 || row[v] > row[best]) best = v;
+  }
+  if (best < 0)
+    throw Error("greedy_decode: every one of the " + std::to_string(V) + " ids is suppressed");
   return best;
 }
 
@@ -34,7 +39,8 @@ std::vector<std::vector<int64_t>> greedy_uncached(Seq2SeqTransformer& model, con
     std::vector<int64_t> next(static_cast<size_t>(B), opt.pad);
     for (int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;
-      const int64_t best = argmax(logits.data() + (b * t + (t - 1)) * V, V);  // last position
+      const int64_t best =
+          argmax(logits.data() + (b * t + (t - 1)) * V, V, opt.suppress);  // last position
       next[b] = best;
       if (best == opt.eos && !opt.ignore_eos) {
         done[b] = true;
@@ -70,7 +76,7 @@ std::vector<std::vector<int64_t>> greedy_cached(Seq2SeqTransformer& model, const
     keep.clear();
     next.clear();
     for (int64_t r = 0; r < static_cast<int64_t>(source.size()); ++r) {
-      const int64_t best = argmax(logits.data() + r * V, V);
+      const int64_t best = argmax(logits.data() + r * V, V, opt.suppress);
       if (best == opt.eos && !opt.ignore_eos) continue;
       out[source[r]].push_back(best);
       keep.push_back(r);

@@ -24,16 +24,18 @@ namespace qkv::nn {
 
 struct DecodeOptions {
   int64_t bos = 1, eos = 2, pad = 0;
-  int64_t max_new_tokens = 32;  // cap on generated tokens (not counting <bos>)
-  bool use_cache = true;        // false: rerun the decoder over the whole prefix every step
-                                // (the slow reference path, for tests and benchmarks)
-  bool ignore_eos = false;      // true: <eos> is an ordinary token, every output has
-                                // max_new_tokens tokens (fixed-length decoding, for benchmarks)
+  int64_t max_new_tokens = 32;    // cap on generated tokens (not counting <bos>)
+  bool use_cache = true;          // false: rerun the decoder over the whole prefix every step
+                                  // (the slow reference path, for tests and benchmarks)
+  bool ignore_eos = false;        // true: <eos> is an ordinary token, every output has
+                                  // max_new_tokens tokens (fixed-length decoding, for benchmarks)
+  std::vector<int64_t> suppress;  // ids never chosen (an answer's: <pad> and <s>)
 };
 
 // Encode the source once, then feed the decoder its own argmax one token at a
 // time, from <bos> until <eos> or max_new_tokens tokens. One output sequence per source
-// sequence, without <bos> and without the closing <eos>. Ties go to the lowest id.
+// sequence, without <bos> and without the closing <eos>. Ties go to the lowest id;
+// the ids in opt.suppress are never chosen.
 std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const Tokens& src,
                                                 const DecodeOptions& opt = {});
 

@@ -275,3 +275,49 @@ TEST_CASE("the attention settings change the model: no scale, and a window past 
   const std::vector<real> a = values(sparse.forward(ids)), b = values(scaled.forward(ids));
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-5));
 }
+
+TEST_CASE(
+    "an answer never holds <pad> or <s>: greedy and beam (seq2seq) and the gpt's greedy skip them "
+    "even where the model's largest logit is theirs") {
+  // Output biases that make <pad> the likeliest token and <s> the next:
+  // greedy_decode itself (no suppress) answers them; answer() does not.
+  Seq2SeqTransformer s2s(s2s_config());
+  s2s.eval();
+  {
+    NoGradGuard ng;
+    s2s.lm_head->bias.data().zero_();
+    s2s.lm_head->bias.data().data()[data::kPad] = 100;
+    s2s.lm_head->bias.data().data()[data::kBos] = 50;
+  }
+  const std::vector<data::Seq> src{{5, 6, 7}, {8, 9}};
+  DecodeOptions raw;
+  raw.max_new_tokens = 4;
+  const auto plain = greedy_decode(s2s, data::right_padded(src), raw);
+  REQUIRE(plain[0].front() == data::kPad);  // the test's premise
+  for (const char* method : {"greedy", "beam"}) {
+    AnswerOptions o;
+    o.method = method;
+    o.max_new_tokens = 4;
+    CAPTURE(method);
+    for (const data::Seq& a : answer(s2s, src, o)) {
+      CHECK(std::count(a.begin(), a.end(), data::kPad) == 0);
+      CHECK(std::count(a.begin(), a.end(), data::kBos) == 0);
+    }
+  }
+  // The gpt's head has no bias: a zero head makes every logit 0, and a tie
+  // goes to the lowest id, <pad>.
+  GPTConfig gc = gpt_config();
+  gc.tie_weights = false;
+  GPT gpt(gc);
+  gpt.eval();
+  {
+    NoGradGuard ng;
+    gpt.lm_head->weight.data().zero_();
+  }
+  AnswerOptions o;
+  o.max_new_tokens = 4;
+  for (const data::Seq& a : answer(gpt, src, o)) {
+    CHECK(std::count(a.begin(), a.end(), data::kPad) == 0);
+    CHECK(std::count(a.begin(), a.end(), data::kBos) == 0);
+  }
+}
