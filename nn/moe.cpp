@@ -67,6 +67,50 @@ int64_t moe_capacity(const MoESettings& s, int64_t N) {
       std::ceil(s.capacity_factor * double(N) * double(s.experts_per_token) / double(s.experts)));
 }
 
+namespace {
+// The k experts of largest probability pn[0..E), largest first, into out[0..k):
+// a tie goes to the lower index, and a NaN ranks below every number (so the
+// order is a strict one). Three ways to the same choice, by k: one pass for
+// k = 1 (Switch); insertion into the running top k, its values beside it,
+// for k <= 16 (O(E k)); a partial sort of the E indices above (O(E log k)).
+// `order` is scratch of E entries.
+void top_k_experts(const real* pn, int64_t E, int64_t k, int32_t* out,
+                   std::vector<int32_t>& order) {
+  auto key = [pn](int32_t e) {
+    return std::isnan(pn[e]) ? -std::numeric_limits<real>::infinity() : pn[e];
+  };
+  if (k == 1) {
+    int32_t best = 0;
+    for (int32_t e = 1; e < E; ++e)
+      if (key(e) > key(best)) best = e;
+    out[0] = best;
+    return;
+  }
+  if (k <= 16) {
+    real top[16];
+    int64_t filled = 0;
+    for (int32_t e = 0; e < E; ++e) {
+      const real v = key(e);
+      if (filled == k && !(v > top[k - 1])) continue;  // a tie stays with the lower index
+      int64_t i = filled < k ? filled++ : k - 1;
+      for (; i > 0 && v > top[i - 1]; --i) {
+        top[i] = top[i - 1];
+        out[i] = out[i - 1];
+      }
+      top[i] = v;
+      out[i] = e;
+    }
+    return;
+  }
+  for (int32_t e = 0; e < E; ++e) order[e] = e;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+    const real ka = key(a), kb = key(b);
+    return ka > kb || (ka == kb && a < b);
+  });
+  std::copy(order.begin(), order.begin() + k, out);
+}
+}  // namespace
+
 MoERouting moe_route(const Tensor& P, const MoESettings& s, bool capacity_applies) {
   const int64_t N = P.size(0), E = P.size(1), k = s.experts_per_token;
   MoERouting r;
@@ -81,25 +125,12 @@ MoERouting moe_route(const Tensor& P, const MoESettings& s, bool capacity_applie
   r.slots.resize(E);
   r.chosen.assign(E, 0);
   const real* p = P.data();
-  // The top k of each row, largest first; a tie goes to the lower index (and
-  // a NaN ranks below every number, so the order is a strict one). A partial
-  // sort of the E indices: O(E log k) a token, not O(E k^2).
-  std::vector<int32_t> order(E);
+  // The top k of each row (top_k_experts: largest first, ties to the lower index).
+  std::vector<int32_t> order(k > 16 ? E : 0);
   for (int64_t n = 0; n < N; ++n) {
-    const real* pn = p + n * E;  // (E)
-    auto key = [pn](int32_t e) {
-      return std::isnan(pn[e]) ? -std::numeric_limits<real>::infinity() : pn[e];
-    };
-    for (int32_t e = 0; e < E; ++e) order[e] = e;
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-      const real ka = key(a), kb = key(b);
-      return ka > kb || (ka == kb && a < b);
-    });
     int32_t* out = r.expert.data() + n * k;
-    for (int64_t c = 0; c < k; ++c) {
-      out[c] = order[c];
-      ++r.chosen[order[c]];
-    }
+    top_k_experts(p + n * E, E, k, out, order);  // (E) -> (k)
+    for (int64_t c = 0; c < k; ++c) ++r.chosen[out[c]];
   }
   // Capacity, claimed by rank and then by token: all first choices in token
   // order, then all second choices, ...

@@ -5,6 +5,8 @@
 // and the errors. The float64 gradient checks are in test_moe_grad.cpp.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -173,4 +175,33 @@ TEST_CASE("A gpt with experts saves and loads its experts keys; a dense one writ
   nlohmann::json dense = nn::config_to_json(nn::GPTConfig{});
   dense["aux_loss"] = 0.1;
   check_error([&] { nn::gpt_config_from_json(dense, "f"); }, {"f", "'aux_loss' without 'experts'"});
+}
+
+TEST_CASE(
+    "moe_route's top k equals a stable sort's, for every k (each of its three ways), with ties and "
+    "NaN") {
+  // Probabilities on a grid of 5 values (many ties), some NaN: the choice is
+  // the stable sort of -P with NaN last, its first k.
+  Generator g(11);
+  const int64_t N = 30, E = 40;
+  Tensor P = Tensor::empty({N, E});
+  for (int64_t i = 0; i < N * E; ++i)
+    P.data()[i] = g.uniform() < 0.05 ? std::nanf("") : real(int(g.uniform() * 5)) / 5;
+  for (int64_t k : {1, 2, 5, 16, 17, 40}) {
+    const nn::MoERouting r = nn::moe_route(P, {E, k, 1.0}, false);
+    for (int64_t n = 0; n < N; ++n) {
+      std::vector<int32_t> want(E);
+      for (int32_t e = 0; e < E; ++e) want[e] = e;
+      const real* pn = P.data() + n * E;
+      std::stable_sort(want.begin(), want.end(), [&](int32_t a, int32_t b) {
+        if (std::isnan(pn[a]) || std::isnan(pn[b])) return !std::isnan(pn[a]) && std::isnan(pn[b]);
+        return pn[a] > pn[b];
+      });
+      CAPTURE(k);
+      CAPTURE(n);
+      CHECK(std::vector<int32_t>(r.expert.begin() + n * k, r.expert.begin() + (n + 1) * k) ==
+            std::vector<int32_t>(want.begin(), want.begin() + k));
+    }
+    CHECK(r.dropped == 0);  // at inference (capacity_applies false) nothing is dropped
+  }
 }
