@@ -140,7 +140,7 @@ C from_json_with(const json& file_json, const std::string& where, Fields fields,
     read_json_field(j, "norm", c.norm, where);
     if (!find_norm(c.norm))
       throw Error(where + ": key 'norm' is '" + brief(c.norm) + "' (expected " +
-                  one_of(norm_kinds(), [](const NormKind& k) { return k.name; }) + ")");
+                  norm_kinds().names() + ")");
   }
   if (j.is_object() && j.contains("bias")) read_json_field(j, "bias", c.bias, where);
   if (j.is_object() && j.contains("kv_heads")) {

@@ -6,6 +6,7 @@
 
 #include "checkpoint/config_json.h"
 #include "core/error.h"
+#include "core/registry.h"
 #include "io/json_bounded.h"
 
 namespace qkv::nn {
@@ -57,33 +58,23 @@ extern const ModelCodec kBertCodec;     // checkpoint/bert_codec.cpp
 // own family adds its row with register_model_codec.
 namespace {
 
-std::vector<ModelCodec>& codecs() {
-  static std::vector<ModelCodec> t = {kSeq2SeqCodec, kGPTCodec, kEncoderCodec, kBertCodec,
-                                      kViTCodec};
+Registry<ModelCodec, &ModelCodec::kind>& codecs() {
+  static Registry<ModelCodec, &ModelCodec::kind> t{
+      "register_model_codec", {kSeq2SeqCodec, kGPTCodec, kEncoderCodec, kBertCodec, kViTCodec}};
   return t;
 }
 
 const ModelCodec& family(const std::string& kind, const std::string& where) {
-  for (const ModelCodec& f : codecs())
-    if (kind == f.kind) return f;
-  throw Error(where + ": unknown model kind '" + brief(kind) + "' (expected " +
-              one_of(codecs(), [](const ModelCodec& c) { return c.kind; }) + ")");
+  if (const ModelCodec* f = codecs().find(kind)) return *f;
+  throw Error(where + ": unknown model kind '" + brief(kind) + "' (expected " + codecs().names() +
+              ")");
 }
 
 }  // namespace
 
-void unregister_model_codec(const std::string& kind) {
-  std::vector<ModelCodec>& t = codecs();
-  t.erase(std::remove_if(t.begin(), t.end(), [&](const ModelCodec& c) { return kind == c.kind; }),
-          t.end());
-}
+void unregister_model_codec(const std::string& kind) { codecs().remove(kind); }
 
-void register_model_codec(const ModelCodec& c) {
-  for (const ModelCodec& f : codecs())
-    if (std::string(c.kind) == f.kind)
-      throw Error(std::string("register_model_codec: kind '") + c.kind + "' has one");
-  codecs().push_back(c);
-}
+void register_model_codec(const ModelCodec& c) { codecs().add(c); }
 
 json config_to_json(const Model& m) { return family(m.kind(), "config_to_json").config(m); }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/registry.h"
 #include "generation/decoding_methods.h"
 
 namespace qkv::nn {
@@ -30,30 +31,18 @@ extern const Answerer kBertAnswerer;     // generation/answer_bert.cpp
 extern const Answerer kViTAnswerer;      // generation/answer_vit.cpp
 
 namespace {
-std::vector<Answerer>& answerers() {
-  static std::vector<Answerer> t = {kSeq2SeqAnswerer, kGPTAnswerer, kEncoderAnswerer, kBertAnswerer,
-                                    kViTAnswerer};
+Registry<Answerer, &Answerer::kind>& answerers() {
+  static Registry<Answerer, &Answerer::kind> t{
+      "register_answerer",
+      {kSeq2SeqAnswerer, kGPTAnswerer, kEncoderAnswerer, kBertAnswerer, kViTAnswerer}};
   return t;
 }
-const Answerer* answerer_of(const Model& model) {
-  for (const Answerer& a : answerers())
-    if (std::string(model.kind()) == a.kind) return &a;
-  return nullptr;
-}
+const Answerer* answerer_of(const Model& model) { return answerers().find(model.kind()); }
 }  // namespace
 
-void register_answerer(const Answerer& a) {
-  for (const Answerer& b : answerers())
-    if (std::string(a.kind) == b.kind)
-      throw Error(std::string("register_answerer: kind '") + a.kind + "' has one");
-  answerers().push_back(a);
-}
+void register_answerer(const Answerer& a) { answerers().add(a); }
 
-void unregister_answerer(const std::string& kind) {
-  std::vector<Answerer>& t = answerers();
-  t.erase(std::remove_if(t.begin(), t.end(), [&](const Answerer& a) { return kind == a.kind; }),
-          t.end());
-}
+void unregister_answerer(const std::string& kind) { answerers().remove(kind); }
 
 bool can_beam_search(const Model& model) {
   // Beam search searches the encoder-decoder's output (with the key/value

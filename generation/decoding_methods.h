@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/registry.h"
+
 namespace qkv::nn {
 
 struct DecodingMethod {
@@ -19,7 +21,7 @@ struct DecodingMethod {
 };
 
 // Every method, in the order help lists them.
-const std::vector<DecodingMethod>& decoding_methods();
+const Registry<DecodingMethod>& decoding_methods();
 
 // The row named `name`, or nullptr.
 const DecodingMethod* find_decoding_method(const std::string& name);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/registry.h"
 
 namespace qkv::nn {
 
@@ -20,22 +21,19 @@ struct ActivationKind {
 };
 
 // Every activation, in the order help lists them.
-inline const std::vector<ActivationKind>& activation_kinds() {
-  static const std::vector<ActivationKind> table = {
-      {"relu", Activation::ReLU}, {"gelu", Activation::GELU}, {"swiglu", Activation::SwiGLU}};
+inline const Registry<ActivationKind>& activation_kinds() {
+  static const Registry<ActivationKind> table{
+      "activation",
+      {{"relu", Activation::ReLU}, {"gelu", Activation::GELU}, {"swiglu", Activation::SwiGLU}}};
   return table;
 }
 
 // "relu, gelu or swiglu".
-inline std::string activation_names() {
-  return one_of(activation_kinds(), [](const ActivationKind& k) { return k.name; });
-}
+inline std::string activation_names() { return activation_kinds().names(); }
 
 // The row named `name`, or nullptr.
 inline const ActivationKind* find_activation(const std::string& name) {
-  for (const ActivationKind& k : activation_kinds())
-    if (name == k.name) return &k;
-  return nullptr;
+  return activation_kinds().find(name);
 }
 
 inline const char* activation_name(Activation a) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/registry.h"
 #include "nn/module.h"
 
 namespace qkv::nn {
@@ -47,7 +48,7 @@ struct NormKind {
 };
 
 // Every norm, in the order help lists them.
-const std::vector<NormKind>& norm_kinds();
+const Registry<NormKind>& norm_kinds();
 
 // The row named `name`, or nullptr.
 const NormKind* find_norm(const std::string& name);

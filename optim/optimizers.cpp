@@ -26,50 +26,48 @@ std::string describe_adam(const char* name, const OptimizerSettings& s) {
 
 }  // namespace
 
-const std::vector<OptimizerKind>& optimizer_kinds() {
-  static const std::vector<OptimizerKind> table = {
-      {"adam",
-       "Adam with the paper's eps 1e-9 (coupled L2 weight decay)",
-       {"exp_avg", "exp_avg_sq"},
-       real(0),
-       [](std::vector<Var> p, const OptimizerSettings& s) -> std::unique_ptr<Optimizer> {
-         return std::make_unique<Adam>(std::move(p), adam_options(s));
-       },
-       [](const OptimizerSettings& s) { return describe_adam("Adam", s); }},
-      {"adamw",
-       "Adam with decoupled weight decay (default 0.01, as torch.optim.AdamW)",
-       {"exp_avg", "exp_avg_sq"},
-       real(0.01),
-       [](std::vector<Var> p, const OptimizerSettings& s) -> std::unique_ptr<Optimizer> {
-         AdamWOptions w;
-         static_cast<AdamOptions&>(w) = adam_options(s);
-         return std::make_unique<AdamW>(std::move(p), w);
-       },
-       [](const OptimizerSettings& s) { return describe_adam("AdamW", s); }},
-      {"sgd",
-       "SGD with momentum (coupled L2 weight decay)",
-       {"momentum"},
-       real(0),
-       [](std::vector<Var> p, const OptimizerSettings& s) -> std::unique_ptr<Optimizer> {
-         return std::make_unique<SGD>(std::move(p), s.lr, s.momentum, s.weight_decay);
-       },
-       [](const OptimizerSettings& s) {
-         char text[120];
-         std::snprintf(text, sizeof text, "SGD(momentum %g)", double(s.momentum));
-         return std::string(text);
-       }},
-  };
+const Registry<OptimizerKind>& optimizer_kinds() {
+  static const Registry<OptimizerKind> table{
+      "optimizer",
+      {
+          {"adam",
+           "Adam with the paper's eps 1e-9 (coupled L2 weight decay)",
+           {"exp_avg", "exp_avg_sq"},
+           real(0),
+           [](std::vector<Var> p, const OptimizerSettings& s) -> std::unique_ptr<Optimizer> {
+             return std::make_unique<Adam>(std::move(p), adam_options(s));
+           },
+           [](const OptimizerSettings& s) { return describe_adam("Adam", s); }},
+          {"adamw",
+           "Adam with decoupled weight decay (default 0.01, as torch.optim.AdamW)",
+           {"exp_avg", "exp_avg_sq"},
+           real(0.01),
+           [](std::vector<Var> p, const OptimizerSettings& s) -> std::unique_ptr<Optimizer> {
+             AdamWOptions w;
+             static_cast<AdamOptions&>(w) = adam_options(s);
+             return std::make_unique<AdamW>(std::move(p), w);
+           },
+           [](const OptimizerSettings& s) { return describe_adam("AdamW", s); }},
+          {"sgd",
+           "SGD with momentum (coupled L2 weight decay)",
+           {"momentum"},
+           real(0),
+           [](std::vector<Var> p, const OptimizerSettings& s) -> std::unique_ptr<Optimizer> {
+             return std::make_unique<SGD>(std::move(p), s.lr, s.momentum, s.weight_decay);
+           },
+           [](const OptimizerSettings& s) {
+             char text[120];
+             std::snprintf(text, sizeof text, "SGD(momentum %g)", double(s.momentum));
+             return std::string(text);
+           }},
+      }};
   return table;
 }
 
 const OptimizerKind* find_optimizer(const std::string& name) {
-  for (const OptimizerKind& k : optimizer_kinds())
-    if (name == k.name) return &k;
-  return nullptr;
+  return optimizer_kinds().find(name);
 }
 
-std::string optimizer_names() {
-  return one_of(optimizer_kinds(), [](const OptimizerKind& k) { return k.name; });
-}
+std::string optimizer_names() { return optimizer_kinds().names(); }
 
 }  // namespace qkv::optim

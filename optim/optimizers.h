@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/registry.h"
 #include "optim/optimizer.h"
 
 namespace qkv::optim {
@@ -33,7 +34,7 @@ struct OptimizerKind {
 };
 
 // Every optimizer, in the order help lists them.
-const std::vector<OptimizerKind>& optimizer_kinds();
+const Registry<OptimizerKind>& optimizer_kinds();
 
 // The row named `name`, or nullptr.
 const OptimizerKind* find_optimizer(const std::string& name);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "core/registry.h"
 #include "errors.h"
 #include "generation/answer.h"
 #include "generation/decoding_methods.h"
@@ -131,7 +132,7 @@ TEST_CASE("each optimizer row builds its optimizer, whose state_dict holds the r
 
 TEST_CASE("the norm table makes LayerNorm, whose forward and add_norm are layer_norm's ops") {
   REQUIRE(nn::norm_kinds().size() >= 2);
-  CHECK(std::string(nn::norm_kinds().front().name) == "layer");
+  CHECK(std::string(nn::norm_kinds()[0].name) == "layer");
   CHECK(error_of([] { nn::make_norm("batch", 4); }) == "norm: expected layer or rms, got 'batch'");
   Generator g = test_generator();
   std::shared_ptr<nn::Norm> n = nn::make_norm("layer", 4);
@@ -171,4 +172,44 @@ TEST_CASE("a sublayer takes any nn::Norm: Pre-LN calls forward, Post-LN the fuse
     CHECK(values(pre)[i] == doctest::Approx(3 * values(x)[i]));
     CHECK(values(post)[i] == doctest::Approx(3 * values(x)[i]));
   }
+}
+
+namespace {
+struct Row {
+  const char* name;
+  int value;
+};
+struct KindRow {
+  const char* kind;
+  int value;
+};
+}  // namespace
+
+TEST_CASE(
+    "Registry: rows in order, found by name, added and removed; a taken or empty name refused") {
+  Registry<Row> t("register_row", {{"a", 1}, {"b", 2}});
+  REQUIRE(t.size() == 2);
+  CHECK(std::string(t[0].name) == "a");
+  CHECK(t.find("b")->value == 2);
+  CHECK(t.find("c") == nullptr);
+  CHECK(t.names() == "a or b");
+  CHECK(t.names("'") == "'a' or 'b'");
+  CHECK(t.at("a", "--row").value == 1);
+  CHECK(error_of([&] { t.at("z\x1b", "--row"); }) == "--row: expected a or b, got 'z\\x1b'");
+  t.add({"c", 3});
+  CHECK(t.names() == "a, b or c");
+  CHECK(error_of([&] { t.add({"b", 9}); }) == "register_row: a row named 'b' exists");
+  CHECK(t.find("b")->value == 2);  // the first row stays
+  CHECK(error_of([&] { t.add({"", 9}); }) == "register_row: a row needs a name");
+  CHECK(error_of([&] { t.add({nullptr, 9}); }) == "register_row: a row needs a name");
+  t.remove("a");
+  t.remove("nothing");
+  CHECK(t.names() == "b or c");
+  // Built-in rows are checked as added rows are.
+  CHECK(error_of([] {
+          Registry<Row>("register_row", {{"a", 1}, {"a", 2}});
+        }) == "register_row: a row named 'a' exists");
+  // A table whose rows are named by another member.
+  Registry<KindRow, &KindRow::kind> k("register_kind", {{"gpt", 1}});
+  CHECK(k.find("gpt")->value == 1);
 }

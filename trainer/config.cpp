@@ -148,8 +148,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   require(nn::find_activation(c.activation) != nullptr, name("activation"),
           "expected " + nn::activation_names() + ", got '" + brief(c.activation) + "'");
   require(nn::find_norm(c.norm) != nullptr, name("norm"),
-          "expected " + one_of(nn::norm_kinds(), [](const nn::NormKind& k) { return k.name; }) +
-              ", got '" + brief(c.norm) + "'");
+          "expected " + nn::norm_kinds().names() + ", got '" + brief(c.norm) + "'");
   require_range<int64_t>(c.context, 0, 65536, name("context"));
   require(c.attention == "standard" || c.attention == "memory-efficient" ||
               c.attention == "sparse" || c.attention == "linear" || c.attention == "auto",

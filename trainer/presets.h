@@ -39,7 +39,7 @@ struct Preset {
 };
 
 // Every preset, in the order help lists them.
-const std::vector<Preset>& presets();
+const Registry<Preset>& presets();
 // The row named `name`, or nullptr.
 const Preset* find_preset(const std::string& name);
 // "llama".
