@@ -152,7 +152,8 @@ TEST_CASE(
   int pieces_of_7 = 0;
   for (int k = 0; k < 32; ++k) {  // 512 draws of ~31 sequences: line 7's among them
     const data::LMBatch b = t.text->draw(16, draw);
-    const std::vector<data::Pair> made = t.family().text_pairs(t.cfg, t.shape, b, t.vocab, draw);
+    const std::vector<data::Pair> made =
+        t.family().objectives.text_pairs(t.cfg, t.shape, b, t.vocab, draw);
     REQUIRE(made.size() == 16);
     for (size_t r = 0; r < made.size(); ++r) {
       const data::Seq& src = made[r].src;
@@ -263,12 +264,12 @@ TEST_CASE(
   m.objective = "mlm";
   m.format = "text";
   train::TrainConfig lines = m;
-  bert.defaults(lines, [](const char*) { return false; });
+  bert.settings.defaults(lines, [](const char*) { return false; });
   CHECK(lines.line_by_line);
   CHECK(!lines.group_by_length);
   train::TrainConfig asked = m;
   asked.group_by_length = true;
-  bert.defaults(asked, [](const char* k) { return std::string(k) == "group_by_length"; });
+  bert.settings.defaults(asked, [](const char* k) { return std::string(k) == "group_by_length"; });
   CHECK(asked.line_by_line);
   CHECK(asked.group_by_length);
   c.line_by_line = true;

@@ -109,47 +109,34 @@ inline const nn::Answerer kBagAnswerer = {
       return out;
     }};
 
-// trainer/: the family's entry.
-inline const train::Family kBagFamily = {
-    "bag",
-    "bag (a toy)",
-    nullptr,
-    [](const train::TrainConfig& c, const train::Require& require) {
-      require(!c.tie, "tie", "the bag model has nothing to tie");
-    },
-    [](const train::TrainConfig& c, const train::DataShape& d) -> std::unique_ptr<nn::Model> {
-      return std::make_unique<BagModel>(BagConfig{d.vocab, c.d_model, c.seed});
-    },
-    [](train::TrainConfig& c, const nlohmann::json& mc, const std::string& where) {
-      c.model = "bag";
-      nn::read_json_field(mc, "d_model", c.d_model, where);
-    },
-    "vocab",
-    [](const train::TrainConfig&) { return false; },
-    [](int64_t n, int64_t) { return n; },
-    0.1,
-    false,
-    true,
-    false,
-    "the bag model labels every token at once",
-    train::one_stack,
-    [](const std::string& src, const std::string& answer) {
-      return "labels \"" + src + "\" with \"" + answer + "\"";
-    },
-    nullptr,  // no sampling: not a language model
-    nullptr,  // attention lengths and maps: the defaults
-    nullptr,
-    nullptr,  // a token family: no classifier members
-    false,
-    nullptr,
-    nullptr,
-    "",  // no objective but its own
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,  // no objective tokens
-    nullptr,
-};
+// trainer/: the family's row, filled by name (members left out keep their
+// defaults: no sampling, no classifier, no objective but its own).
+inline train::Family bag_family() {
+  train::Family f;
+  f.name = "bag";
+  f.help = "bag (a toy)";
+  f.settings.check = [](const train::TrainConfig& c, const train::Require& require) {
+    require(!c.tie, "tie", "the bag model has nothing to tie");
+  };
+  f.model.build = [](const train::TrainConfig& c,
+                     const train::DataShape& d) -> std::unique_ptr<nn::Model> {
+    return std::make_unique<BagModel>(BagConfig{d.vocab, c.d_model, c.seed});
+  };
+  f.model.from_model = [](train::TrainConfig& c, const nlohmann::json& mc,
+                          const std::string& where) {
+    c.model = "bag";
+    nn::read_json_field(mc, "d_model", c.d_model, where);
+  };
+  f.model.vocab_key = "vocab";
+  f.reads.labels_tokens = true;
+  f.reads.sequence_tokens = [](int64_t n, int64_t) { return n; };
+  f.answers.no_beam = "the bag model labels every token at once";
+  f.reports.explain_what = [](const std::string& src, const std::string& answer) {
+    return "labels \"" + src + "\" with \"" + answer + "\"";
+  };
+  f.reports.stacks = 0.1;
+  return f;
+}
 
 // Registers the family with every layer while it lives (a test's scope), so
 // that other tests see the built-in families only.
@@ -157,7 +144,7 @@ struct BagFamilyRegistered {
   BagFamilyRegistered() {
     nn::register_model_codec(kBagCodec);
     nn::register_answerer(kBagAnswerer);
-    train::register_family(kBagFamily);
+    train::register_family(bag_family());
   }
   ~BagFamilyRegistered() {
     train::unregister_family("bag");

@@ -31,7 +31,7 @@ std::string model_prefix_of(const TensorFile& f) {
 // The model's vocabulary size from its config (gpt, encoder: vocab); a
 // family that reads no tokens (vit) has the special tokens alone.
 int64_t model_vocab_size(const std::string& kind, const json& mc) {
-  const char* key = family(kind, "model_kind").vocab_key;
+  const char* key = family(kind, "model_kind").model.vocab_key;
   if (!key) return Vocab().size();
   return mc.at(key).get<int64_t>();
 }
@@ -41,7 +41,7 @@ int64_t model_vocab_size(const std::string& kind, const json& mc) {
 FileShape file_shape(const TensorFile& f, const std::string& kind, const json& mc) {
   FileShape s;
   const Family& fam = family(kind, "model_kind");
-  if (fam.shape_from_model) fam.shape_from_model(s.shape, mc);
+  if (fam.model.shape_from_model) fam.model.shape_from_model(s.shape, mc);
   const auto it = f.metadata.find("labels");
   // Label names belong to a model with a classifier head; anywhere else the
   // key would make a text or task model pass for a classifier.
@@ -97,8 +97,8 @@ void check_tokenizer_agrees(const TensorFile& f, const TrainConfig& c, const Voc
 bool takes_tasks(const Family& fam, TrainConfig c) {
   c.data.clear();
   bool needs_data = false;
-  if (fam.check)
-    fam.check(c, [&](bool ok, const char* key, const std::string&) {
+  if (fam.settings.check)
+    fam.settings.check(c, [&](bool ok, const char* key, const std::string&) {
       needs_data = needs_data || (!ok && std::string(key) == "data");
     });
   return !needs_data;
@@ -139,7 +139,7 @@ TrainConfig Trainer::checkpoint_config(const TensorFile& f) {
   }
   TrainConfig c = TrainConfig::from_json(run, where);
   const int64_t table = detail::model_max_positions(mc);
-  if (train::family(c.model, where).fixed_positions(c) && c.context != table)
+  if (fixed_positions(train::family(c.model, where), c) && c.context != table)
     throw Error(brief(f.path) + ": the file's parts disagree: train_config says context = " +
                 std::to_string(c.context) + " but model_config's max_positions is " +
                 std::to_string(table));
@@ -152,7 +152,7 @@ Vocab Trainer::checkpoint_vocab(const TensorFile& f, int64_t model_vocab) {
   // tokens alone. A token family's file must name its tokens.
   if (!f.metadata.count("vocab")) {
     const auto [kind, mc] = detail::model_of(f);
-    if (train::family(kind, brief(f.path) + ": metadata 'model_kind'").vocab_key)
+    if (train::family(kind, brief(f.path) + ": metadata 'model_kind'").model.vocab_key)
       throw Error(brief(f.path) +
                   ": metadata has no 'vocab': the trainer reads and writes the model's tokens "
                   "through it (a JSON list of strings, one per id)");
@@ -351,8 +351,8 @@ Trainer Trainer::resume(const std::string& path,
     // A decoder-only model file is a language model unless the flags say otherwise.
     const Family& fam = train::family(kind, path + ": metadata 'model_kind'");
     const FileShape shape = detail::file_shape(f, kind, mc);
-    if (fam.reads_text && shape.shape.classes == 0) c.format = "text";  // not a classifier
-    if (fam.reads_images) c.format = "idx";
+    if (fam.reads.text && shape.shape.classes == 0) c.format = "text";  // not a classifier
+    if (fam.reads.images) c.format = "idx";
     const Vocab v = checkpoint_vocab(f, detail::model_vocab_size(kind, mc));
     if (v.bpe()) c.bpe_vocab = v.bpe()->vocab_size();
     if (!v.has_unk() && !v.bpe()) c.vocab = v.size() - 3;  // a built-in task's symbols
@@ -379,7 +379,7 @@ Trainer Trainer::resume(const std::string& path,
     const bool tasks = detail::takes_tasks(fam, c);
     if (use == DataUse::Evaluate && c.data.empty() && !tasks)
       throw Error(brief(path) + ": a model file does not record its data: give the " +
-                  (fam.reads_images ? "images to evaluate on with --data DIR"
+                  (fam.reads.images ? "images to evaluate on with --data DIR"
                                     : "text to evaluate on with --data FILE"));
     if (use == DataUse::Evaluate && c.data.empty())
       std::printf(
@@ -420,9 +420,9 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
   // The file's family decides the run's own defaults the command line left
   // unsaid (bert: --objective from --format); its architecture is the file's.
   arch.objective = c.objective;  // the run's, not what the file learned (bert: mlm)
-  if (const Family* fam = find_family(arch.model); fam && fam->defaults) {
+  if (const Family* fam = find_family(arch.model); fam && fam->settings.defaults) {
     TrainConfig d = arch;
-    fam->defaults(
+    fam->settings.defaults(
         d, [&](const char* k) { return std::find(given.begin(), given.end(), k) != given.end(); });
     arch.objective = d.objective;
     arch.format = d.format;
@@ -441,7 +441,7 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
   // positions; one without (rope, relative) reads the --context given.
   if (std::find(given.begin(), given.end(), "context") != given.end() &&
       c.context != arch.context) {
-    if (train::family(arch.model, "--model").fixed_positions(arch))
+    if (fixed_positions(train::family(arch.model, "--model"), arch))
       throw Error("--context " + std::to_string(c.context) + ": --init-from " + brief(path) +
                   " holds a position table of " + std::to_string(arch.context) +
                   " rows (its context; leave the flag out)");

@@ -138,7 +138,7 @@ void write_confusion_svg(const Trainer& t, const EvalResult& r, const std::strin
 
 Seq classifier_input(Trainer& t, const std::string& input, const std::string& flag) {
   Seq src;
-  if (t.family().reads_images) {  // a PNG of the model's size
+  if (t.family().reads.images) {  // a PNG of the model's size
     const data::Image im = data::read_image(input, data::ImageShape{0, 0, t.shape.channels});
     if (im.rows != t.shape.rows || im.cols != t.shape.cols)
       throw Error(flag + " " + brief(input) + ": the image is " + std::to_string(im.rows) + "x" +
@@ -164,7 +164,7 @@ Seq classifier_input(Trainer& t, const std::string& input, const std::string& fl
 }
 
 void write_class_attention_svg(Trainer& t, const std::string& path, const std::string& title) {
-  if (!t.family().class_attention || !t.family().reads_images) return;
+  if (!t.family().answers.class_attention || !t.family().reads.images) return;
   const PairSet& from = t.test_set.empty() ? t.pairs->heldout() : t.test_set;
   std::vector<Pair> set;  // the first 4 images drawn
   from.batch(0, std::min<size_t>(4, from.size()), set);
@@ -202,7 +202,7 @@ void write_class_attention_svg(Trainer& t, const std::string& path, const std::s
         f << b;
       }
     f << "</g>\n";
-    maps.push_back(t.family().class_attention(t.model(), im));
+    maps.push_back(t.family().answers.class_attention(t.model(), im));
   }
   f << "</defs>\n";
   const std::vector<Seq> answers = [&] {
@@ -262,7 +262,7 @@ void write_class_attention_svg(Trainer& t, const std::string& path, const std::s
 
 void ask_classifier(Trainer& t, const std::string& input) {
   const Seq src = classifier_input(t, input, "--ask");
-  const std::vector<double> p = t.family().label_probabilities(t.model(), src);
+  const std::vector<double> p = t.family().answers.label_probabilities(t.model(), src);
   // Checked before they are sorted: NaN has no order.
   for (double q : p)
     if (!std::isfinite(q))
@@ -281,7 +281,7 @@ void ask_classifier(Trainer& t, const std::string& input) {
 }
 
 Seq masked_input(Trainer& t, const std::string& text, const std::string& flag) {
-  const std::string mask = t.family().extra_special;  // "[MASK]"
+  const std::string mask = t.family().objectives.extra_special;  // "[MASK]"
   // The model's mask token (model_config's mask_id): "[MASK]" in the text
   // marks it, whatever the vocabulary calls it; the token itself, typed, is
   // one too.
@@ -312,8 +312,8 @@ Seq masked_input(Trainer& t, const std::string& text, const std::string& flag) {
 void ask_masked(Trainer& t, const std::string& text) {
   const Seq ids = masked_input(t, text, "--ask");
   const int64_t mask_id = t.shape.mask_id;
-  const std::string mask = t.family().extra_special;
-  const Tensor p = t.family().token_probabilities(t.model(), ids);  // (T, V)
+  const std::string mask = t.family().objectives.extra_special;
+  const Tensor p = t.family().answers.token_probabilities(t.model(), ids);  // (T, V)
   const int64_t V = p.size(1);
   int64_t k = 0;
   for (size_t i = 0; i < ids.size(); ++i) {

@@ -129,7 +129,7 @@ void validate(const TrainConfig& c, const std::string& where) {
               "(standard, memory-efficient or auto do)");
   if (!c.objective.empty()) {
     std::vector<std::string> objs;  // "mlm classify" -> {mlm, classify}
-    for (std::string all = fam.objectives; !all.empty();) {
+    for (std::string all = fam.objectives.names; !all.empty();) {
       const size_t sp = std::min(all.find(' '), all.size());
       objs.push_back(all.substr(0, sp));
       all.erase(0, std::min(sp + 1, all.size()));
@@ -142,8 +142,8 @@ void validate(const TrainConfig& c, const std::string& where) {
                                one_of(objs, [](const std::string& o) { return o; }) + "; got '" +
                                brief(c.objective) + "'");
   }
-  if (fam.check)  // the family's own rules (positions, tying, ...)
-    fam.check(
+  if (fam.settings.check)  // the family's own rules (positions, tying, ...)
+    fam.settings.check(
         c, [&](bool ok, const char* key, const std::string& why) { require(ok, name(key), why); });
   require(nn::find_activation(c.activation) != nullptr, name("activation"),
           "expected " + nn::activation_names() + ", got '" + brief(c.activation) + "'");
@@ -165,7 +165,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   require_range<int64_t>(c.attention_budget, 0, 1 << 20, name("attention_budget"));
   require(c.format == "tsv" || c.format == "text" || c.format == "idx", name("format"),
           "expected tsv, text or idx, got '" + brief(c.format) + "'");
-  require(c.label_names.empty() || fam.reads_images, name("label_names"),
+  require(c.label_names.empty() || fam.reads.images, name("label_names"),
           "names the labels of images (--format idx); a text classifier's labels are the words "
           "of its data");
   if (!c.label_names.empty()) {  // "a,b,c": no empty or repeated name
@@ -183,7 +183,7 @@ void validate(const TrainConfig& c, const std::string& where) {
             "names a label twice in '" + brief(c.label_names) + "'");
   }
   require(
-      !c.line_by_line || (c.format == "text" && fam.text_pairs), name("line_by_line"),
+      !c.line_by_line || (c.format == "text" && fam.objectives.text_pairs), name("line_by_line"),
       "reads a text one line a sequence for a model learning by masks (--model bert "
       "--objective mlm, --format text); the " +
           c.model + " model reads " +
@@ -191,7 +191,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   require(!c.group_by_length || c.line_by_line, name("group_by_length"),
           "groups the lines of a batch by length: it goes with --line-by-line (windows are all "
           "--context tokens long)");
-  require(c.augment.empty() || fam.reads_images, name("augment"),
+  require(c.augment.empty() || fam.reads.images, name("augment"),
           "shifts and mirrors training images: it goes with a model that reads images (--model "
           "vit), not the " +
               c.model + " model");
@@ -201,7 +201,7 @@ void validate(const TrainConfig& c, const std::string& where) {
     const std::string why = e.what();
     require(false, name("augment"), why.rfind("augment ", 0) == 0 ? why.substr(8) : why);
   }
-  require(c.patch == 0 || fam.reads_images, name("patch"),
+  require(c.patch == 0 || fam.reads.images, name("patch"),
           "cuts images into patches: it goes with a model that reads images (--model vit)");
   require_range<int64_t>(c.patch, 0, 4096, name("patch"));
   require(c.tokens == "char" || c.tokens == "word" || c.tokens == "bpe", name("tokens"),
@@ -211,7 +211,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   require(c.tokens != "bpe" || (!c.data.empty() && c.format != "idx"), name("tokens"),
           "bpe is learned from the text of --data FILE (a corpus, labelled texts or pairs); "
           "the built-in tasks read their symbols as words and images have no text");
-  require(c.tokens != "bpe" || !fam.labels_tokens, name("tokens"),
+  require(c.tokens != "bpe" || !fam.reads.labels_tokens, name("tokens"),
           "the " + c.model +
               " model labels each source token, and BPE would cut the source "
               "into other tokens than its labels: use char or word");
@@ -240,11 +240,11 @@ void validate(const TrainConfig& c, const std::string& where) {
   } else {
     // A family that learns from text another way (text_pairs) checks its
     // objective itself (seq2seq: span corruption).
-    require(!(c.format == "text" && !fam.reads_text && !fam.text_pairs), name("format"),
+    require(!(c.format == "text" && !fam.reads.text && !fam.objectives.text_pairs), name("format"),
             "text (a plain corpus) trains a language model: use --model gpt (or bert, or "
             "seq2seq with --objective span)");
-    require((c.format == "idx") == fam.reads_images, name("format"),
-            fam.reads_images ? "the " + c.model + " model reads images: --format idx"
+    require((c.format == "idx") == fam.reads.images, name("format"),
+            fam.reads.images ? "the " + c.model + " model reads images: --format idx"
                              : "idx (images) is read by a model that reads images (--model vit)");
     if (c.valid.empty())
       require(c.valid_fraction > 0 && c.valid_fraction <= 0.5, name("valid_fraction"),
@@ -391,7 +391,7 @@ void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc
                          const std::string& where) {
   const Family* fam = find_family(kind);
   if (!fam) throw Error(where + ": model_kind '" + brief(kind) + "' is not " + family_names());
-  fam->from_model(c, mc, where);
+  fam->model.from_model(c, mc, where);
 }
 
 }  // namespace qkv::train

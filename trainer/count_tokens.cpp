@@ -37,7 +37,7 @@ void count_tokens(const Trainer& t, const RunOptions& o) {
     for (const Pair& p : pairs)
       n.push_back(t.classifies()
                       ? int64_t(p.src.size())
-                      : t.family().sequence_tokens(int64_t(p.src.size()), int64_t(p.tgt.size())));
+                      : sequence_tokens(t.family(), int64_t(p.src.size()), int64_t(p.tgt.size())));
     return n;
   };
   if (t.classifies()) {  // counted before any text was cut

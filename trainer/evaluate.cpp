@@ -19,10 +19,10 @@ real Trainer::check_anomalies() {
   DetectAnomalyGuard anomaly;
   model().eval();
   nn::TeacherForced f;
-  if (text && family().text_pairs) {
+  if (text && family().objectives.text_pairs) {
     Generator g(cfg.seed ^ detail::kHeldoutMaskSalt);
-    f = net_->forward_pairs(
-        family().text_pairs(cfg, shape, text->heldout_batches(cfg.batch).front(), vocab, g));
+    f = net_->forward_pairs(family().objectives.text_pairs(
+        cfg, shape, text->heldout_batches(cfg.batch).front(), vocab, g));
   } else if (text) {
     f = net_->forward_text(text->heldout_batches(cfg.batch).front());
   } else {
@@ -53,12 +53,12 @@ EvalResult Trainer::evaluate() {
   Progress progress(phase, static_cast<int64_t>(batches.size()), "batches");
   // Another objective on text (bert's mlm) masks the held-out windows the
   // same way at every evaluation: a stream of its own, from the seed.
-  const bool made = family().text_pairs != nullptr;
+  const bool made = family().objectives.text_pairs != nullptr;
   Generator held_gen(cfg.seed ^ detail::kHeldoutMaskSalt);
   for (const LMBatch& b : batches) {
     progress.at(&b - batches.data());
     const nn::TeacherForced f =
-        made ? net_->forward_pairs(family().text_pairs(cfg, shape, b, vocab, held_gen))
+        made ? net_->forward_pairs(family().objectives.text_pairs(cfg, shape, b, vocab, held_gen))
              : net_->forward_text(b);
     total += double(nn::cross_entropy(f.logits, f.targets, f.ignore_index).item()) *
              double(f.target_tokens);
@@ -67,7 +67,7 @@ EvalResult Trainer::evaluate() {
   }
   r.loss = r.tokens ? total / double(r.tokens) : 0;
   r.masked = made;
-  if (made) r.made = family().made_targets;
+  if (made) r.made = family().objectives.made_targets;
   // Bits per byte: the same nats over the bytes of text the scored tokens
   // cover, in bits (for one-byte tokens, bytes == tokens and it is loss / ln 2).
   // Not for masked tokens: they are a sample of the text, each seen in context.
@@ -121,7 +121,7 @@ EvalResult Trainer::evaluate(const PairSet& set, int64_t chunk) {
       // its </s>; a missing or wrong token counts as wrong. The encoder model
       // gives one label per source token and a classifier one per input, and
       // no </s>: their labels alone count.
-      const size_t scored = want.size() + (family().labels_tokens || classifies() ? 0 : 1);
+      const size_t scored = want.size() + (family().reads.labels_tokens || classifies() ? 0 : 1);
       for (size_t j = 0; j < scored; ++j) {
         const int64_t w = j < want.size() ? want[j] : Vocab::kEos;
         const int64_t p = j < got.size() ? got[j] : (j == got.size() ? Vocab::kEos : -1);
@@ -165,7 +165,7 @@ void Trainer::check_report_fits(int64_t chunk, int64_t longer) const {
   if (!pairs->from_file())  // the longer set
     src = tgt = std::max(src, longer > 0 ? longer : cfg.max_len + 3);
   // Images: the sequence is the model's patches and class token, not the pixels.
-  if (family().reads_images) src = tgt = net_->max_positions();
+  if (family().reads.images) src = tgt = net_->max_positions();
   const auto [T, S] = attention_lengths(family(), src, tgt);  // queries, keys
   // As many pairs at a time as evaluate(set, chunk) takes.
   const int64_t n = std::min<int64_t>(eval_chunk(chunk, pairs->heldout().longest_pair() + 2),
@@ -189,8 +189,8 @@ void Trainer::check_decoding() const {
       nn::can_beam_search(model()))
     return;
   throw Error("--decode " + brief(decoding.method) + ": " +
-              (*family().no_beam
-                   ? std::string(family().no_beam)
+              (*family().answers.no_beam
+                   ? std::string(family().answers.no_beam)
                    : "beam search here is for the encoder-decoder (--model seq2seq)"));
 }
 
@@ -218,7 +218,8 @@ std::vector<Seq> Trainer::answer(const std::vector<Seq>& sources) {
 }
 
 Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, Generator& gen) {
-  if (!family().sample) throw Error("continue_text: needs the decoder-only model (--model gpt)");
+  if (!family().answers.sample)
+    throw Error("continue_text: needs the decoder-only model (--model gpt)");
   if (prompt.empty()) throw Error("continue_text: the prompt is empty");
   // The model sees at most `context` tokens (its position table): the whole
   // prompt when it fits, else its last `context` tokens (prompt_cut says so).
@@ -238,7 +239,7 @@ Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, 
                                            out.empty() ? W : std::max<int64_t>(1, W / 2));
     const Seq window(seq.end() - keep, seq.end());
     opt.max_new_tokens = std::min<int64_t>(n - static_cast<int64_t>(out.size()), W - keep + 1);
-    const Seq more = family().sample(*net_, window, opt, gen);
+    const Seq more = family().answers.sample(*net_, window, opt, gen);
     out.insert(out.end(), more.begin(), more.end());
     seq.insert(seq.end(), more.begin(), more.end());
     if (more.empty() || (opt.eos && more.back() == *opt.eos)) break;

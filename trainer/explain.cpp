@@ -85,7 +85,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
   opt.fd_every_element_up_to = kExplainEveryElement;
   std::function<Var()> loss_fn;
   std::string what;
-  const bool masked = t.is_lm() && t.family().token_probabilities;  // bert's mlm
+  const bool masked = t.is_lm() && t.family().answers.token_probabilities;  // bert's mlm
   // A classifier reads an image (vit) or "<s> text </s>" (bert); a masked
   // language model "<s> text with [MASK] </s>".
   const Seq src = t.classifies() ? classifier_input(t, text, "--explain")
@@ -102,7 +102,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
       pair.tgt = t.answer({src}).front();
       answer = t.labels.at(static_cast<size_t>(pair.tgt.at(0)));
     } else {
-      const Tensor p = t.family().token_probabilities(model, src);  // (T, V)
+      const Tensor p = t.family().answers.token_probabilities(model, src);  // (T, V)
       const int64_t V = p.size(1), mask_id = t.shape.mask_id;
       pair.tgt.assign(src.size(), Vocab::kPad);
       for (size_t i = 0; i < src.size(); ++i) {
@@ -113,7 +113,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
       }
     }
     std::vector<std::string> seq;
-    if (t.family().reads_images) {  // the class token, then the patches row by row
+    if (t.family().reads.images) {  // the class token, then the patches row by row
       const int64_t P = std::max<int64_t>(1, t.cfg.patch);
       seq.push_back("cls");
       for (int64_t r = 0; r < t.shape.rows / P; ++r)
@@ -130,7 +130,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
       const nn::TeacherForced f = model.forward_pairs(pairs);
       return nn::cross_entropy(f.logits, f.targets, f.ignore_index);
     };
-    what = t.family().reads_images ? "labels the image " + text + " \"" + answer +
+    what = t.family().reads.images ? "labels the image " + text + " \"" + answer +
                                          "\", scored with cross-entropy on "
                                          "that label"
                                    : "reads \"" + text + "\" and answers \"" + answer +
@@ -169,7 +169,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
     const std::vector<std::string> s = labels(t, src), y = labels(t, tgt_in);
     std::vector<std::string> seq = s;  // gpt on pairs: "source <s> answer"
     seq.insert(seq.end(), y.begin(), y.end());
-    const bool one_sequence = t.family().one_sequence;
+    const bool one_sequence = t.family().reads.one_sequence;
     opt.attention_tokens = [=](const std::string& module, int64_t, int64_t) {
       if (one_sequence) return explorer::AttentionAxes{seq, seq};
       if (module.find("cross_attn") != std::string::npos) return explorer::AttentionAxes{y, s};
@@ -180,7 +180,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
       const nn::TeacherForced f = model.forward_pairs(pair);
       return nn::cross_entropy(f.logits, f.targets, f.ignore_index);
     };
-    what = t.family().explain_what(t.decode_text(src), t.decode_text(answer));
+    what = t.family().reports.explain_what(t.decode_text(src), t.decode_text(answer));
   }
   opt.title = t.cfg.model + " model, step " + std::to_string(t.step_count());
   opt.description = "The " + t.cfg.model + " model of " + command + " " + what +
@@ -190,7 +190,7 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
   model.eval();
   const explorer::Trace trace = explorer::record_trace(loss_fn, &model, opt);
   explorer::PageOptions page;
-  page.title = "qkv gradient explorer: " + (t.family().reads_images ? text : t.decode_text(src));
+  page.title = "qkv gradient explorer: " + (t.family().reads.images ? text : t.decode_text(src));
   page.command = command;
   page.docs_base = explorer::docs_url_beside_build();
   explorer::write_page({trace}, html_path, page);

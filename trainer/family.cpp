@@ -6,53 +6,39 @@
 
 namespace qkv::train {
 
-// Each built-in family's entry, defined in its own file.
-extern const Family kSeq2SeqFamily;  // trainer/family_seq2seq.cpp
-extern const Family kGPTFamily;      // trainer/family_gpt.cpp
-extern const Family kEncoderFamily;  // trainer/family_encoder.cpp
-extern const Family kViTFamily;      // trainer/family_vit.cpp
-extern const Family kBertFamily;     // trainer/family_bert.cpp
+// Each built-in family's row, filled in its own file.
+Family seq2seq_family();  // trainer/family_seq2seq.cpp
+Family gpt_family();      // trainer/family_gpt.cpp
+Family encoder_family();  // trainer/family_encoder.cpp
+Family bert_family();     // trainer/family_bert.cpp
+Family vit_family();      // trainer/family_vit.cpp
 
 namespace {
-std::vector<Family>& table() {
-  static std::vector<Family> t = {kSeq2SeqFamily, kGPTFamily, kEncoderFamily, kBertFamily,
-                                  kViTFamily};
+Registry<Family>& table() {
+  static Registry<Family> t{
+      "register_family",
+      {seq2seq_family(), gpt_family(), encoder_family(), bert_family(), vit_family()}};
   return t;
 }
 }  // namespace
 
-const std::vector<Family>& families() { return table(); }
+const Registry<Family>& families() { return table(); }
 
-const Family* find_family(const std::string& name) {
-  for (const Family& f : table())
-    if (name == f.name) return &f;
-  return nullptr;
-}
+const Family* find_family(const std::string& name) { return table().find(name); }
 
-std::string family_names() {
-  return one_of(table(), [](const Family& f) { return f.name; });
-}
+std::string family_names() { return table().names(); }
 
 std::string family_help() {
   return one_of(table(), [](const Family& f) { return f.help; });
 }
 
 const Family& family(const std::string& name, const std::string& where) {
-  if (const Family* f = find_family(name)) return *f;
-  throw Error(where + ": expected " + family_names() + ", got '" + brief(name) + "'");
+  return table().at(name, where);
 }
 
-void register_family(const Family& f) {
-  if (find_family(f.name))
-    throw Error(std::string("register_family: a family named '") + f.name + "' exists");
-  table().push_back(f);
-}
+void register_family(const Family& f) { table().add(f); }
 
-void unregister_family(const std::string& name) {
-  std::vector<Family>& t = table();
-  t.erase(std::remove_if(t.begin(), t.end(), [&](const Family& f) { return name == f.name; }),
-          t.end());
-}
+void unregister_family(const std::string& name) { table().remove(name); }
 
 nn::Activation activation_of(const TrainConfig& c) {
   const nn::ActivationKind* k = nn::find_activation(c.activation);
@@ -62,13 +48,11 @@ nn::Activation activation_of(const TrainConfig& c) {
   return k->act;
 }
 
-std::string one_stack(const TrainConfig& c) { return std::to_string(c.layers); }
-
 std::vector<std::string> extra_tokens(const Family& f, const TrainConfig& c) {
   std::vector<std::string> out;
-  if (f.extra_special) out.push_back(f.extra_special);
-  if (f.objective_tokens)
-    for (std::string& t : f.objective_tokens(c)) out.push_back(std::move(t));
+  if (f.objectives.extra_special) out.push_back(f.objectives.extra_special);
+  if (f.objectives.tokens)
+    for (std::string& t : f.objectives.tokens(c)) out.push_back(std::move(t));
   return out;
 }
 
@@ -82,13 +66,25 @@ data::Vocab vocab_of_tokens(std::set<std::string, std::less<>> distinct, const F
 }
 
 std::pair<int64_t, int64_t> attention_lengths(const Family& f, int64_t src, int64_t tgt) {
-  if (f.attention_lengths) return f.attention_lengths(src, tgt);
+  if (f.reports.attention_lengths) return f.reports.attention_lengths(src, tgt);
   const int64_t n = std::max(src, tgt);
   return {n, n};
 }
 
 double attention_maps(const Family& f, double T, double S) {
-  return f.attention_maps ? f.attention_maps(T, S) : T * S;
+  return f.reports.attention_maps ? f.reports.attention_maps(T, S) : T * S;
+}
+
+int64_t sequence_tokens(const Family& f, int64_t n, int64_t m) {
+  return f.reads.sequence_tokens ? f.reads.sequence_tokens(n, m) : std::max(n, m);
+}
+
+bool fixed_positions(const Family& f, const TrainConfig& c) {
+  return f.model.fixed_positions && f.model.fixed_positions(c);
+}
+
+std::string layers_text(const Family& f, const TrainConfig& c) {
+  return f.reports.layers_text ? f.reports.layers_text(c) : std::to_string(c.layers);
 }
 
 }  // namespace qkv::train

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/generator.h"
+#include "core/registry.h"
 #include "data/batch.h"
 #include "data/vocab.h"
 #include "generation/sampling.h"
@@ -53,102 +54,133 @@ struct DataShape {
   int64_t segments = 0, sep_id = -1;
 };
 
+// A family's row, in named parts; every member has a default (null, false,
+// "" or the usual value), so a row says only what its family does:
+//
+//   Family gpt_family() {
+//     Family f;
+//     f.name = "gpt";
+//     f.reads.text = true;
+//     f.answers.sample = sample;
+//     ...
+//     return f;
+//   }
 struct Family {
-  const char* name;  // --model NAME, TrainConfig::model, the files' model_kind
-  const char* help;  // --model's help: "gpt (decoder-only)"
+  const char* name = nullptr;  // --model NAME, TrainConfig::model, the files' model_kind
+  const char* help = nullptr;  // --model's help: "gpt (decoder-only)"
 
-  // The family's defaults for settings a new run left unsaid (`said(key)`:
-  // the command line gave it). May be null.
-  void (*defaults)(TrainConfig& c, const std::function<bool(const char*)>& said);
-  // The family's rules on the settings (positions, tying, ...). May be null.
-  void (*check)(const TrainConfig& c, const Require& require);
-  // The model the settings describe, over the data's shape (the token
-  // families: a vocabulary of d.vocab tokens that labels and sources share).
-  std::unique_ptr<nn::Model> (*build)(const TrainConfig& c, const DataShape& d);
-  // The architecture back from a model file's model_config (the inverse of
-  // build): the TrainConfig keys is_arch_key() names. `where` prefixes errors.
-  void (*from_model)(TrainConfig& c, const json& model_config, const std::string& where);
-  // The model_config key holding the vocabulary size; null for a family that
-  // reads no tokens (its files' vocabulary is the special tokens alone).
-  const char* vocab_key;
+  // ---- its settings ----
+  struct Settings {
+    // The family's defaults for settings a new run left unsaid (`said(key)`:
+    // the command line gave it). May be null.
+    void (*defaults)(TrainConfig& c, const std::function<bool(const char*)>& said) = nullptr;
+    // The family's rules on the settings (positions, tying, ...). May be null.
+    void (*check)(const TrainConfig& c, const Require& require) = nullptr;
+  } settings;
 
-  // Whether the position table has a fixed length (learned positions): its
-  // rows are the run's context and bound every sequence.
-  bool (*fixed_positions)(const TrainConfig& c);
-  // Positions one sequence takes to read a pair of n source and m target tokens.
-  int64_t (*sequence_tokens)(int64_t n, int64_t m);
-  // Stacks of layers the memory estimate counts (the encoder-decoder 2.5:
-  // two stacks, the decoder's with cross-attention).
-  double stacks;
-  // Reads plain text as a language model (--format text); a model file of the
-  // family is read as one unless the flags say otherwise.
-  bool reads_text;
-  // Answers with one label per source token and no </s> (the pairs' targets
-  // must be as long as their sources).
-  bool labels_tokens;
-  // Reads the source and its answer as one sequence (attention maps then have
-  // one axis of "source <s> answer").
-  bool one_sequence;
-  // Why --decode beam is refused for this family ("" for the usual sentence).
-  const char* no_beam;
+  // ---- its model ----
+  struct ModelPart {
+    // The model the settings describe, over the data's shape (the token
+    // families: a vocabulary of d.vocab tokens that labels and sources share).
+    std::unique_ptr<nn::Model> (*build)(const TrainConfig& c, const DataShape& d) = nullptr;
+    // The architecture back from a model file's model_config (the inverse of
+    // build): the TrainConfig keys is_arch_key() names. `where` prefixes errors.
+    void (*from_model)(TrainConfig& c, const json& model_config,
+                       const std::string& where) = nullptr;
+    // The data's shape back from a model file's model_config (classes, image
+    // size), for a run that reads no data (--ask). May be null (a token family:
+    // no shape beyond the vocabulary).
+    void (*shape_from_model)(DataShape& d, const json& model_config) = nullptr;
+    // The model_config key holding the vocabulary size; null for a family that
+    // reads no tokens (its files' vocabulary is the special tokens alone).
+    const char* vocab_key = nullptr;
+    // Whether the position table has a fixed length (learned positions): its
+    // rows are the run's context and bound every sequence. Null: never.
+    bool (*fixed_positions)(const TrainConfig& c) = nullptr;
+  } model;
 
-  // The report's "N layers": "2" or, for two stacks, "2+2".
-  std::string (*layers_text)(const TrainConfig& c);
-  // The explorer page's sentence on what the model did with a source: e.g.
-  // "answers "abc" with "cba" (greedy), scored with ...".
-  std::string (*explain_what)(const std::string& source, const std::string& answer);
-  // A language model's continuation of `window` (--ask on text): null for
-  // families that are not language models.
-  data::Seq (*sample)(nn::Model& m, const data::Seq& window, const nn::SampleOptions& o,
-                      Generator& gen);
+  // ---- what it reads ----
+  struct Reads {
+    // Plain text as a language model (--format text); a model file of the
+    // family is read as one unless the flags say otherwise.
+    bool text = false;
+    // Images (--format idx: the IDX files of MNIST and Fashion-MNIST) rather
+    // than text; a pair is then (pixels, {label}).
+    bool images = false;
+    // One label per source token and no </s> (the pairs' targets must be as
+    // long as their sources).
+    bool labels_tokens = false;
+    // The source and its answer as one sequence (attention maps then have one
+    // axis of "source <s> answer").
+    bool one_sequence = false;
+    // Positions one sequence takes to read a pair of n source and m target
+    // tokens. Null: max(n, m).
+    int64_t (*sequence_tokens)(int64_t n, int64_t m) = nullptr;
+  } reads;
 
-  // For the memory estimates (the final report's, --explain's, check_memory's):
-  // the query and key lengths (T, S) of the longest attention the model runs
-  // on a pair of `src` and `tgt` tokens (<s> and </s> included), and the
-  // numbers one head's attention maps hold per layer at those lengths (the
-  // encoder-decoder: encoder self- S*S, decoder self- T*T, cross T*S). Either
-  // may be null: then (max, max) and T*S.
-  std::pair<int64_t, int64_t> (*attention_lengths)(int64_t src, int64_t tgt);
-  double (*attention_maps)(double T, double S);
+  // ---- how it answers ----
+  struct Answers {
+    // A language model's continuation of `window` (--ask on text): null for
+    // families that are not language models.
+    data::Seq (*sample)(nn::Model& m, const data::Seq& window, const nn::SampleOptions& o,
+                        Generator& gen) = nullptr;
+    // The probability of each label for one input, no graph (--ask): null for
+    // a family that is not a classifier.
+    std::vector<double> (*label_probabilities)(nn::Model& m, const data::Seq& input) = nullptr;
+    // A masked language model's guesses (--ask "a [MASK] game"): for a
+    // sequence of ids, each position's probabilities over the vocabulary
+    // (T, V), no graph. Null for a family that fills in no masks.
+    Tensor (*token_probabilities)(nn::Model& m, const data::Seq& ids) = nullptr;
+    // Per layer, where the class token looks: its attention probabilities over
+    // the input's positions, (H, N+1) for N patches, no graph. May be null.
+    std::vector<Tensor> (*class_attention)(nn::Model& m, const data::Seq& input) = nullptr;
+    // Why --decode beam is refused for this family ("" for the usual sentence).
+    const char* no_beam = "";
+  } answers;
 
-  // ---- classifiers: one label per input (members a token family leaves out) ----
-  // The data's shape back from a model file's model_config (classes, image
-  // size), for a run that reads no data (--ask). May be null.
-  void (*shape_from_model)(DataShape& d, const json& model_config);
-  // Reads images (--format idx: the IDX files of MNIST and Fashion-MNIST)
-  // rather than text; a pair is then (pixels, {label}).
-  bool reads_images;
-  // The probability of each label for one input, no graph (--ask): null for a
-  // family that is not a classifier.
-  std::vector<double> (*label_probabilities)(nn::Model& m, const data::Seq& input);
-  // Per layer, where the class token looks: its attention probabilities over
-  // the input's positions, (H, N+1) for N patches, no graph. May be null.
-  std::vector<Tensor> (*class_attention)(nn::Model& m, const data::Seq& input);
+  // ---- what it reports ----
+  struct Reports {
+    // The report's "N layers": "2" or, for two stacks, "2+2". Null: "N".
+    std::string (*layers_text)(const TrainConfig& c) = nullptr;
+    // The explorer page's sentence on what the model did with a source: e.g.
+    // "answers "abc" with "cba" (greedy), scored with ...".
+    std::string (*explain_what)(const std::string& source, const std::string& answer) = nullptr;
+    // Stacks of layers the memory estimate counts (the encoder-decoder 2.5:
+    // two stacks, the decoder's with cross-attention).
+    double stacks = 1;
+    // For the memory estimates (the final report's, --explain's, check_memory's):
+    // the query and key lengths (T, S) of the longest attention the model runs
+    // on a pair of `src` and `tgt` tokens (<s> and </s> included), and the
+    // numbers one head's attention maps hold per layer at those lengths (the
+    // encoder-decoder: encoder self- S*S, decoder self- T*T, cross T*S). Either
+    // may be null: then (max, max) and T*S.
+    std::pair<int64_t, int64_t> (*attention_lengths)(int64_t src, int64_t tgt) = nullptr;
+    double (*attention_maps)(double T, double S) = nullptr;
+  } reports;
 
-  // ---- objectives (--objective) ----
-  // What --objective may say for this family, space-separated, its default
-  // first ("mlm classify"); "" for a family with only its own way to learn.
-  const char* objectives;
-  // A model learning from text by another objective than the next token
-  // (bert's mlm): the training pairs made from a batch of text windows
-  // (B, T), drawing from `g` (masks, say). Null: the model reads the windows
-  // itself (Model::forward_text).
-  // `d.mask_id` is the model's mask token (bert's model_config mask_id).
-  std::vector<data::Pair> (*text_pairs)(const TrainConfig& c, const DataShape& d,
-                                        const data::LMBatch& b, const data::Vocab& v, Generator& g);
-  // A masked language model's guesses (--ask "a [MASK] game"): for a
-  // sequence of ids, each position's probabilities over the vocabulary
-  // (T, V), no graph. Null for a family that fills in no masks.
-  Tensor (*token_probabilities)(nn::Model& m, const data::Seq& ids);
-  // Special tokens the family's vocabulary holds after <pad>, <s>, </s>
-  // ("[MASK]"), or null.
-  const char* extra_special;
-  // Tokens a run's vocabulary holds for its objective, after extra_special
-  // (seq2seq's span corruption: T5's sentinels <extra_id_0> ...). May be null.
-  std::vector<std::string> (*objective_tokens)(const TrainConfig& c);
-  // What text_pairs' targets are, for the report's "<this> accuracy":
-  // "masked-token" (bert), "span-target" (seq2seq). Null without text_pairs.
-  const char* made_targets;
+  // ---- which objectives (--objective) ----
+  struct Objectives {
+    // What --objective may say for this family, space-separated, its default
+    // first ("mlm classify"); "" for a family with only its own way to learn.
+    const char* names = "";
+    // A model learning from text by another objective than the next token
+    // (bert's mlm): the training pairs made from a batch of text windows
+    // (B, T), drawing from `g` (masks, say). Null: the model reads the windows
+    // itself (Model::forward_text).
+    // `d.mask_id` is the model's mask token (bert's model_config mask_id).
+    std::vector<data::Pair> (*text_pairs)(const TrainConfig& c, const DataShape& d,
+                                          const data::LMBatch& b, const data::Vocab& v,
+                                          Generator& g) = nullptr;
+    // Special tokens the family's vocabulary holds after <pad>, <s>, </s>
+    // ("[MASK]"), or null.
+    const char* extra_special = nullptr;
+    // Tokens a run's vocabulary holds for its objective, after extra_special
+    // (seq2seq's span corruption: T5's sentinels <extra_id_0> ...). May be null.
+    std::vector<std::string> (*tokens)(const TrainConfig& c) = nullptr;
+    // What text_pairs' targets are, for the report's "<this> accuracy":
+    // "masked-token" (bert), "span-target" (seq2seq). Null without text_pairs.
+    const char* made_targets = nullptr;
+  } objectives;
 };
 
 // extra_special and the objective's tokens: what a vocabulary learned by
@@ -161,12 +193,15 @@ std::vector<std::string> extra_tokens(const Family& f, const TrainConfig& c);
 data::Vocab vocab_of_tokens(std::set<std::string, std::less<>> distinct, const Family& f,
                             const TrainConfig& c);
 
-// The two estimates above, with their defaults for a family that leaves them null.
+// The members above that may be null, with their defaults.
 std::pair<int64_t, int64_t> attention_lengths(const Family& f, int64_t src, int64_t tgt);
 double attention_maps(const Family& f, double T, double S);
+int64_t sequence_tokens(const Family& f, int64_t n, int64_t m);
+bool fixed_positions(const Family& f, const TrainConfig& c);
+std::string layers_text(const Family& f, const TrainConfig& c);
 
 // The built-in families and any registered since, in the order help lists them.
-const std::vector<Family>& families();
+const Registry<Family>& families();
 // The family named `name`, or nullptr.
 const Family* find_family(const std::string& name);
 // The family named `name`; an Error "<where>: expected seq2seq, gpt or
@@ -183,7 +218,5 @@ void unregister_family(const std::string& name);
 
 // Helpers the family files share.
 nn::Activation activation_of(const TrainConfig& c);  // --activation relu | gelu | swiglu
-// "2" (one stack of c.layers layers).
-std::string one_stack(const TrainConfig& c);
 
 }  // namespace qkv::train

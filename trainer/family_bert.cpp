@@ -117,41 +117,34 @@ Tensor token_probabilities(nn::Model& m, const data::Seq& ids) {
 
 }  // namespace
 
-extern const Family kBertFamily = {
-    "bert",
-    "bert",
-    defaults,
-    check,
-    build,
-    from_model,
-    "vocab",
-    [](const TrainConfig&) { return true; },  // a learned position table
-    // "<s> text </s>" (a classifier's answer is no token of the sequence).
-    [](int64_t n, int64_t) { return n + 2; },
-    1,
-    true,
-    false,
-    false,
-    "the bert model (--model bert) gives its answer at once; there is no sequence to search",
-    one_stack,
-    [](const std::string& src, const std::string& answer) {
-      return "reads \"" + src + "\" and answers \"" + answer + "\", scored with cross-entropy";
-    },
-    nullptr,
-    [](int64_t src, int64_t) {
-      return std::pair<int64_t, int64_t>{src + 2, src + 2};
-    },
-    [](double T, double S) { return T * S; },
-    shape_from_model,
-    false,
-    label_probabilities,
-    nullptr,
-    "mlm classify",
-    text_pairs,
-    token_probabilities,
-    "[MASK]",
-    nullptr,  // no tokens beyond [MASK]
-    "masked-token",
-};
+Family bert_family() {
+  Family f;
+  f.name = "bert";
+  f.help = "bert";
+  f.settings = {defaults, check};
+  f.model.build = build;
+  f.model.from_model = from_model;
+  f.model.shape_from_model = shape_from_model;
+  f.model.vocab_key = "vocab";
+  f.model.fixed_positions = [](const TrainConfig&) { return true; };  // a learned table
+  f.reads.text = true;
+  // "<s> text </s>" (a classifier's answer is no token of the sequence).
+  f.reads.sequence_tokens = [](int64_t n, int64_t) { return n + 2; };
+  f.answers.label_probabilities = label_probabilities;
+  f.answers.token_probabilities = token_probabilities;
+  f.answers.no_beam =
+      "the bert model (--model bert) gives its answer at once; there is no sequence to search";
+  f.reports.explain_what = [](const std::string& src, const std::string& answer) {
+    return "reads \"" + src + "\" and answers \"" + answer + "\", scored with cross-entropy";
+  };
+  f.reports.attention_lengths = [](int64_t src, int64_t) {
+    return std::pair<int64_t, int64_t>{src + 2, src + 2};
+  };
+  f.objectives.names = "mlm classify";
+  f.objectives.text_pairs = text_pairs;
+  f.objectives.extra_special = "[MASK]";
+  f.objectives.made_targets = "masked-token";
+  return f;
+}
 
 }  // namespace qkv::train

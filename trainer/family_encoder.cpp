@@ -44,44 +44,30 @@ void from_model(TrainConfig& c, const json& mc, const std::string& where) {
 
 }  // namespace
 
-extern const Family kEncoderFamily = {
-    "encoder",
-    "encoder",
-    nullptr,
-    check,
-    build,
-    from_model,
-    "vocab",
-    [](const TrainConfig&) { return false; },  // sinusoidal, computed as needed
-    // The source alone: every task's answer has its source's length.
-    [](int64_t n, int64_t) { return n; },
-    1,
-    false,
-    true,
-    false,
-    "the encoder model (--model encoder) gives every source token its label at once; there is "
-    "no sequence to search (it answers with the likeliest labels)",
-    one_stack,
-    [](const std::string& src, const std::string& answer) {
-      return "labels \"" + src + "\" with \"" + answer +
-             "\" (the likeliest label of each token), scored with cross-entropy on its own labels";
-    },
-    nullptr,
-    // The source alone: T = S = src.
-    [](int64_t src, int64_t) {
-      return std::pair<int64_t, int64_t>{src, src};
-    },
-    [](double T, double S) { return T * S; },
-    nullptr,  // token families: no shape beyond the vocabulary
-    false,
-    nullptr,
-    nullptr,
-    "",
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,  // no objective tokens
-    nullptr,
-};
+Family encoder_family() {
+  Family f;
+  f.name = "encoder";
+  f.help = "encoder";
+  f.settings.check = check;
+  f.model.build = build;
+  f.model.from_model = from_model;
+  f.model.vocab_key = "vocab";
+  // Sinusoidal positions, computed as needed: no fixed table.
+  f.reads.labels_tokens = true;
+  // The source alone: every task's answer has its source's length.
+  f.reads.sequence_tokens = [](int64_t n, int64_t) { return n; };
+  f.answers.no_beam =
+      "the encoder model (--model encoder) gives every source token its label at once; there is "
+      "no sequence to search (it answers with the likeliest labels)";
+  f.reports.explain_what = [](const std::string& src, const std::string& answer) {
+    return "labels \"" + src + "\" with \"" + answer +
+           "\" (the likeliest label of each token), scored with cross-entropy on its own labels";
+  };
+  // The source alone: T = S = src.
+  f.reports.attention_lengths = [](int64_t src, int64_t) {
+    return std::pair<int64_t, int64_t>{src, src};
+  };
+  return f;
+}
 
 }  // namespace qkv::train

@@ -55,44 +55,31 @@ data::Seq sample(nn::Model& m, const data::Seq& window, const nn::SampleOptions&
 
 }  // namespace
 
-extern const Family kGPTFamily = {
-    "gpt",
-    "gpt (decoder-only)",
-    defaults,
-    check,
-    build,
-    from_model,
-    "vocab",
-    // A learned position table, or with RoPE max_positions all the same.
-    [](const TrainConfig&) { return true; },
-    // One sequence "source <s> target" (the last target token is never read).
-    [](int64_t n, int64_t m) { return n + m + 1; },
-    1,
-    true,
-    false,
-    true,
-    "",
-    one_stack,
-    [](const std::string& src, const std::string& answer) {
-      return "answers \"" + src + "\" with \"" + answer +
-             "\" (greedy), scored with cross-entropy on its own answer and </s>";
-    },
-    sample,
-    // One sequence "source <s> target </s>": T = S = src + tgt + 2.
-    [](int64_t src, int64_t tgt) {
-      return std::pair<int64_t, int64_t>{src + tgt + 2, src + tgt + 2};
-    },
-    [](double T, double S) { return T * S; },
-    nullptr,  // token families: no shape beyond the vocabulary
-    false,
-    nullptr,
-    nullptr,
-    "lm",
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,  // no objective tokens
-    nullptr,
-};
+Family gpt_family() {
+  Family f;
+  f.name = "gpt";
+  f.help = "gpt (decoder-only)";
+  f.settings = {defaults, check};
+  f.model.build = build;
+  f.model.from_model = from_model;
+  f.model.vocab_key = "vocab";
+  // A learned position table, or with RoPE max_positions all the same.
+  f.model.fixed_positions = [](const TrainConfig&) { return true; };
+  f.reads.text = true;
+  f.reads.one_sequence = true;
+  // One sequence "source <s> target" (the last target token is never read).
+  f.reads.sequence_tokens = [](int64_t n, int64_t m) { return n + m + 1; };
+  f.answers.sample = sample;
+  f.reports.explain_what = [](const std::string& src, const std::string& answer) {
+    return "answers \"" + src + "\" with \"" + answer +
+           "\" (greedy), scored with cross-entropy on its own answer and </s>";
+  };
+  // One sequence "source <s> target </s>": T = S = src + tgt + 2.
+  f.reports.attention_lengths = [](int64_t src, int64_t tgt) {
+    return std::pair<int64_t, int64_t>{src + tgt + 2, src + tgt + 2};
+  };
+  f.objectives.names = "lm";
+  return f;
+}
 
 }  // namespace qkv::train

@@ -129,44 +129,38 @@ void check(const TrainConfig& c, const Require& require) {
 
 }  // namespace
 
-extern const Family kSeq2SeqFamily = {
-    "seq2seq",
-    "seq2seq",
-    defaults,  // the paper's defaults are TrainConfig's; span reads --format text
-    check,     // sinusoidal or learned positions, tied or not; span on text
-    build,
-    from_model,
-    "src_vocab",
-    [](const TrainConfig& c) { return c.positions == "learned"; },
-    // The encoder reads the source (n); the decoder <s> and the target (m + 1).
-    [](int64_t n, int64_t m) { return std::max(n, m + 1); },
-    2.5,  // an encoder and a decoder (with cross-attention)
-    false,
-    false,
-    false,
-    "",
-    [](const TrainConfig& c) { return std::to_string(c.layers) + "+" + std::to_string(c.layers); },
-    [](const std::string& src, const std::string& answer) {
-      return "answers \"" + src + "\" with \"" + answer +
-             "\" (greedy), scored with cross-entropy on its own answer and </s>";
-    },
-    nullptr,
-    // The decoder reads <s> target (T = tgt + 1) over the source (S = src);
-    // per layer: encoder self- (S, S), decoder self- (T, T) and cross (T, S).
-    [](int64_t src, int64_t tgt) {
-      return std::pair<int64_t, int64_t>{tgt + 1, src};
-    },
-    [](double T, double S) { return S * S + T * T + T * S; },
-    nullptr,  // token families: no shape beyond the vocabulary
-    false,
-    nullptr,
-    nullptr,
-    "pairs span",
-    text_pairs,  // --objective span
-    nullptr,
-    nullptr,
-    objective_tokens,  // span: the 100 sentinels
-    "span-target",
-};
+Family seq2seq_family() {
+  Family f;
+  f.name = "seq2seq";
+  f.help = "seq2seq";
+  // The paper's defaults are TrainConfig's; span reads --format text.
+  // Sinusoidal or learned positions, tied or not; span on text.
+  f.settings = {defaults, check};
+  f.model.build = build;
+  f.model.from_model = from_model;
+  f.model.vocab_key = "src_vocab";
+  f.model.fixed_positions = [](const TrainConfig& c) { return c.positions == "learned"; };
+  // The encoder reads the source (n); the decoder <s> and the target (m + 1).
+  f.reads.sequence_tokens = [](int64_t n, int64_t m) { return std::max(n, m + 1); };
+  f.reports.layers_text = [](const TrainConfig& c) {
+    return std::to_string(c.layers) + "+" + std::to_string(c.layers);
+  };
+  f.reports.explain_what = [](const std::string& src, const std::string& answer) {
+    return "answers \"" + src + "\" with \"" + answer +
+           "\" (greedy), scored with cross-entropy on its own answer and </s>";
+  };
+  f.reports.stacks = 2.5;  // an encoder and a decoder (with cross-attention)
+  // The decoder reads <s> target (T = tgt + 1) over the source (S = src);
+  // per layer: encoder self- (S, S), decoder self- (T, T) and cross (T, S).
+  f.reports.attention_lengths = [](int64_t src, int64_t tgt) {
+    return std::pair<int64_t, int64_t>{tgt + 1, src};
+  };
+  f.reports.attention_maps = [](double T, double S) { return S * S + T * T + T * S; };
+  f.objectives.names = "pairs span";
+  f.objectives.text_pairs = text_pairs;    // --objective span
+  f.objectives.tokens = objective_tokens;  // span: the 100 sentinels
+  f.objectives.made_targets = "span-target";
+  return f;
+}
 
 }  // namespace qkv::train

@@ -82,43 +82,34 @@ std::vector<Tensor> class_attention(nn::Model& m, const data::Seq& image) {
 
 }  // namespace
 
-extern const Family kViTFamily = {
-    "vit",
-    "vit",
-    defaults,
-    check,
-    build,
-    from_model,
-    nullptr,  // no tokens: its files' vocabulary is the special tokens alone
-    // The learned table holds the class token and one row per patch.
-    [](const TrainConfig&) { return false; },
-    [](int64_t n, int64_t) { return n; },
-    1,
-    false,
-    false,
-    false,
-    "the vit model (--model vit) gives an image its label at once; there is no sequence to search",
-    one_stack,
-    [](const std::string&, const std::string& answer) {
-      return "labels the image \"" + answer + "\", scored with cross-entropy on its label";
-    },
-    nullptr,
-    // One sequence of N patches and the class token (the trainer passes
-    // the model's positions for a model reading images).
-    [](int64_t src, int64_t) {
-      return std::pair<int64_t, int64_t>{src, src};
-    },
-    [](double T, double S) { return T * S; },
-    shape_from_model,
-    true,
-    label_probabilities,
-    class_attention,
-    "classify",
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,  // no objective tokens
-    nullptr,
-};
+Family vit_family() {
+  Family f;
+  f.name = "vit";
+  f.help = "vit";
+  f.settings = {defaults, check};
+  f.model.build = build;
+  f.model.from_model = from_model;
+  f.model.shape_from_model = shape_from_model;
+  // No tokens (vocab_key null): its files' vocabulary is the special tokens
+  // alone. The learned table holds the class token and one row per patch,
+  // sized by the images, not the context (fixed_positions null).
+  f.reads.images = true;
+  f.reads.sequence_tokens = [](int64_t n, int64_t) { return n; };
+  f.answers.label_probabilities = label_probabilities;
+  f.answers.class_attention = class_attention;
+  f.answers.no_beam =
+      "the vit model (--model vit) gives an image its label at once; there is no sequence to "
+      "search";
+  f.reports.explain_what = [](const std::string&, const std::string& answer) {
+    return "labels the image \"" + answer + "\", scored with cross-entropy on its label";
+  };
+  // One sequence of N patches and the class token (the trainer passes the
+  // model's positions for a model reading images).
+  f.reports.attention_lengths = [](int64_t src, int64_t) {
+    return std::pair<int64_t, int64_t>{src, src};
+  };
+  f.objectives.names = "classify";
+  return f;
+}
 
 }  // namespace qkv::train

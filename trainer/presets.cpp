@@ -22,7 +22,7 @@ const Registry<Preset>& presets() {
            "Pre-LN, rms, swiglu, rope, K=H/2, no bias",
            // A causal language model: one that continues text (bert reads text
            // too, but fills in masks).
-           [](const Family& f) { return f.reads_text && f.sample != nullptr; },
+           [](const Family& f) { return f.reads.text && f.answers.sample != nullptr; },
            "language models",
            {{"pre_ln", true},
             {"norm", "rms"},
@@ -48,7 +48,7 @@ const Registry<Preset>& presets() {
            "Pre-LN, rms, relu, relative, no bias",
            // An encoder-decoder: the family that learns by span corruption.
            [](const Family& f) {
-             return std::string(f.objectives).find("span") != std::string::npos;
+             return std::string(f.objectives.names).find("span") != std::string::npos;
            },
            "the encoder-decoder",
            {{"pre_ln", true},

@@ -37,7 +37,7 @@ std::string short_number(double v) {
 
 void print_header(const Trainer& t, const RunOptions& o) {
   const TrainConfig& c = t.cfg;
-  if (t.family().reads_images)
+  if (t.family().reads.images)
     std::printf("qkv train: images %s (%lldx%lld, %zu labels), held-out %zu, test %zu%s\n",
                 c.data.c_str(), (long long)t.shape.rows, (long long)t.shape.cols, t.labels.size(),
                 t.pairs ? t.pairs->heldout().size() : size_t{0}, t.test_set.size(),
@@ -79,7 +79,7 @@ void print_header(const Trainer& t, const RunOptions& o) {
                              (c.kv_heads == 1 ? " key/value head" : " key/value heads")
                        : std::string()))
           .c_str(),
-      t.family().layers_text(c).c_str(), (long long)c.d_ff, c.pre_ln ? "Pre-LN" : "Post-LN",
+      layers_text(t.family(), c).c_str(), (long long)c.d_ff, c.pre_ln ? "Pre-LN" : "Post-LN",
       norm.c_str(), block.c_str(), c.positions.c_str(),
       (std::string(c.tie ? ", tied" : "") +
        (c.patch > 0 ? ", " + std::to_string(c.patch) + "x" + std::to_string(c.patch) + " patches"
@@ -386,12 +386,13 @@ int ask(Trainer& t, const RunOptions& o) {
       if (o.show_attention)
         std::fprintf(stderr, "note: --show-attention: the %s model has no cross-attention%s\n",
                      t.model().kind(),
-                     t.family().class_attention ? " (its run's class_attention.svg shows where "
-                                                  "the class token looks)"
-                                                : "");
+                     t.family().answers.class_attention
+                         ? " (its run's class_attention.svg shows where "
+                           "the class token looks)"
+                         : "");
       return;
     }
-    if (t.family().token_probabilities && t.is_lm()) return ask_masked(t, line);
+    if (t.family().answers.token_probabilities && t.is_lm()) return ask_masked(t, line);
     int64_t unknown = 0;
     const Seq src = t.encode_text(line, &unknown);
     if (src.empty()) return;
@@ -467,7 +468,7 @@ bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalRe
           t, r, o.out_dir + "/confusion.svg",
           "qkv: " + name + ", held-out confusion: rows = true label, columns = answer");
     });
-  if (t.classifies() && t.family().class_attention)
+  if (t.classifies() && t.family().answers.class_attention)
     attempt("class_attention.svg", [&] {
       write_class_attention_svg(t, o.out_dir + "/class_attention.svg",
                                 "qkv: " + name + ", where the class token looks, layer by layer");

@@ -41,9 +41,9 @@ Trainer new_run(TrainConfig c, const std::vector<std::string>& given,
     return std::find(given.begin(), given.end(), k) != given.end();
   };
   const Family* fam = find_family(c.model);  // an unknown one is refused by Trainer
-  if (fam && fam->defaults) fam->defaults(c, said);
+  if (fam && fam->settings.defaults) fam->settings.defaults(c, said);
   if (tokenizer_from.empty()) return Trainer(c);
-  if (fam && fam->reads_images)
+  if (fam && fam->reads.images)
     throw Error("--tokenizer-from: the " + c.model + " model reads images, not tokens");
   std::string kind;
   Vocab v;

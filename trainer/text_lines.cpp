@@ -54,7 +54,7 @@ void Trainer::build_line_data(Split how, int64_t max_file_bytes, const Vocab* gi
   }
   if (cfg.context == 0) cfg.context = 64;
   // A sequence of n tokens takes sequence_tokens(n, 0) positions (bert: <s> n </s>).
-  const int64_t max_len = cfg.context - family().sequence_tokens(0, 0);
+  const int64_t max_len = cfg.context - sequence_tokens(family(), 0, 0);
   if (max_len < 1)
     throw Error("--context " + std::to_string(cfg.context) +
                 ": too short to hold a token of a line");

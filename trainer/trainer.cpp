@@ -34,7 +34,7 @@ TextFile read_flag_file(const std::string& flag, const std::string& path, int64_
 // target is not as long as its source are refused, naming the first such line of `file`.
 void check_one_label_per_token(const TrainConfig& c, const std::vector<data::TokenPair>& pairs,
                                const std::string& file) {
-  if (!family(c.model, "--model").labels_tokens) return;
+  if (!family(c.model, "--model").reads.labels_tokens) return;
   if (const data::TokenPair* p = data::first_length_mismatch(pairs))
     throw Error("--model " + c.model + ": " + brief(file) + ":" + std::to_string(p->line) +
                 ": the source has " + std::to_string(p->src.size()) + " tokens and the target " +
@@ -128,7 +128,7 @@ AttentionNumbers attention_numbers(const TrainConfig& c, int64_t B, int64_t T, i
 void check_memory(const TrainConfig& c, int64_t V, int64_t T) {
   const double D = double(c.d_model), F = double(c.d_ff), L = double(c.layers), H = double(c.heads);
   // seq2seq: an encoder and a decoder (with cross-attention); gpt, encoder: one stack.
-  const double stacks = family(c.model, "--model").stacks;
+  const double stacks = family(c.model, "--model").reports.stacks;
   const double E = c.d_k > 0 ? H * double(c.d_k) : D;  // W_Q, W_K (E, D); W_V, W_O (D, D)
   const double params =
       stacks * L * (2 * E * D + 2 * D * D + 2 * D * F) + 2 * double(V) * D + double(T) * D;
@@ -282,7 +282,7 @@ void Trainer::build_data(const Vocab* given) {
     }
     data_info = {{"kind", "task"}, {"task", cfg.task}};
     // Every task's answer has its source's length: the encoder model labels it.
-    need = family().sequence_tokens(cfg.max_len, cfg.max_len);
+    need = sequence_tokens(family(), cfg.max_len, cfg.max_len);
     longest_where = "--max-len " + std::to_string(cfg.max_len);
   } else if (cfg.format == "tsv" && cfg.objective == "classify") {  // text<TAB>label
     build_label_data(how, kMaxFileBytes, given);                    // (trainer/classify_data.cpp)
@@ -357,8 +357,8 @@ void Trainer::build_data(const Vocab* given) {
           out.push_back({vocab.encode_bytes(joined(p.src)), vocab.encode_bytes(joined(p.tgt))});
         else
           out.push_back({vocab.encode(p.src, unk), vocab.encode(p.tgt, unk)});
-        const int64_t len = family().sequence_tokens(static_cast<int64_t>(out.back().src.size()),
-                                                     static_cast<int64_t>(out.back().tgt.size()));
+        const int64_t len = sequence_tokens(family(), static_cast<int64_t>(out.back().src.size()),
+                                            static_cast<int64_t>(out.back().tgt.size()));
         if (len > need) {
           need = len;
           longest_where = brief(file) + ":" + std::to_string(p.line);
@@ -385,7 +385,7 @@ void Trainer::build_data(const Vocab* given) {
   if (pairs && pairs->heldout().empty())
     throw Error("--valid " + brief(cfg.valid) + ": no held-out pairs");
   if (cfg.context == 0) cfg.context = need;
-  const bool table_is_fixed = family().fixed_positions(cfg);
+  const bool table_is_fixed = fixed_positions(family(), cfg);
   if (table_is_fixed && need > cfg.context)
     throw Error("--context " + std::to_string(cfg.context) +
                 ": the position table is shorter than a sequence of " + std::to_string(need) +
@@ -396,18 +396,18 @@ void Trainer::build_data(const Vocab* given) {
 void Trainer::build_model() {
   shape.vocab = vocab.size();
   shape.classes = static_cast<int64_t>(labels.size());
-  if (const char* extra = family().extra_special) {
+  if (const char* extra = family().objectives.extra_special) {
     // A file's model_config names its mask token (Family::shape_from_model);
     // a new model's is the vocabulary's "[MASK]".
     if (shape.mask_id < 0) shape.mask_id = vocab.find(extra);
     // Masking text needs the token (a vocabulary from --tokenizer-from or
     // another family's file may lack it).
-    if (text && family().text_pairs && shape.mask_id < 0)
+    if (text && family().objectives.text_pairs && shape.mask_id < 0)
       throw Error("--objective " + cfg.objective + ": the vocabulary has no " + extra +
                   " token (a tokenizer taken from a file of another family?): let this run "
                   "learn its own");
   }
-  net_ = family().build(cfg, shape);
+  net_ = family().model.build(cfg, shape);
 }
 
 // Every MPI rank draws the whole global batch from data_gen (so data_gen
@@ -416,9 +416,9 @@ void Trainer::build_model() {
 Var Trainer::loss_on_batch(int64_t* target_tokens) {
   const dist::Share mine = dist::share(cfg.batch, dist::rank(), dist::size());
   nn::TeacherForced f;
-  if (text && family().text_pairs) {  // another objective on text (bert's mlm)
+  if (text && family().objectives.text_pairs) {  // another objective on text (bert's mlm)
     const LMBatch b = text->draw(cfg.batch, data_gen, cfg.group_by_length ? data::kLengthPool : 1);
-    std::vector<Pair> made = family().text_pairs(cfg, shape, b, vocab, data_gen);
+    std::vector<Pair> made = family().objectives.text_pairs(cfg, shape, b, vocab, data_gen);
     if (dist::size() > 1)
       made = std::vector<Pair>(made.begin() + mine.begin, made.begin() + mine.end);
     f = net_->forward_pairs(made);

@@ -219,7 +219,7 @@ class Trainer {
   bool is_lm() const { return cfg.is_text(); }  // a language model (text data)
   // Continues a text (--ask, samples): a language model that predicts the next
   // token, not one learning from text another way (bert's mlm, span).
-  bool continues_text() const { return is_lm() && family().sample != nullptr; }
+  bool continues_text() const { return is_lm() && family().answers.sample != nullptr; }
   // What the program knows of the model's family (trainer/family.h).
   const Family& family() const { return train::family(cfg.model, "--model"); }
   // One optimisation step on a fresh batch; returns the loss. Throws Diverged
