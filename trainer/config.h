@@ -96,11 +96,6 @@ struct TrainConfig {
   real clip = 1;  // global grad-norm clip; 0 = off
   uint64_t seed = kTrainSeed;
 
-  // For programs and tests that build one family's settings. The trainer
-  // never asks: it holds the family's entry (trainer/family.h), and
-  // tests/cli/family_registry.sh checks that it stays so.
-  bool is_gpt() const { return model == "gpt"; }
-  bool is_encoder() const { return model == "encoder"; }  // one label per source token
   bool is_text() const { return !data.empty() && format == "text"; }
 
   json to_json() const {
