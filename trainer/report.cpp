@@ -217,21 +217,7 @@ EvalResult timed_eval(Trainer& t, const std::string& method, const RunOptions& o
 // --experts: the share of the kept assignments each expert received over
 // this process's training steps, and the assignments dropped over capacity.
 static void print_expert_summary(const Trainer& t) {
-  if (t.expert_assignments == 0) return;
-  double kept = 0;
-  for (int64_t n : t.expert_counts) kept += double(n);
-  std::string shares;
-  for (size_t e = 0; e < t.expert_counts.size(); ++e) {
-    char b[48];
-    std::snprintf(b, sizeof b, "%s%zu %.1f%%", e ? ", " : "", e,
-                  kept > 0 ? 100 * double(t.expert_counts[e]) / kept : 0.0);
-    shares += b;
-  }
-  std::printf(
-      "\nexperts over training: share of the kept assignments %s; %lld of %lld assignments "
-      "dropped over capacity (%.2f%%); last load-balancing loss %.4f\n",
-      shares.c_str(), (long long)t.expert_dropped, (long long)t.expert_assignments,
-      100 * double(t.expert_dropped) / double(t.expert_assignments), double(t.last_aux_loss));
+  if (t.experts.any()) std::printf("\n%s\n", t.experts.summary().c_str());
 }
 
 void check_long_lengths(const Trainer& t, const RunOptions& o) {

@@ -345,13 +345,8 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
     const int64_t s = t.step_count();
     h.steps.push_back(double(s));
     h.losses.push_back(loss);
-    if (!t.last_expert_counts.empty()) {  // --experts: this step's share per expert
-      double kept = 0;
-      for (int64_t n : t.last_expert_counts) kept += double(n);
-      std::vector<double> share;
-      for (int64_t n : t.last_expert_counts) share.push_back(kept > 0 ? double(n) / kept : 0);
-      h.expert_shares.push_back(share);
-    }
+    if (t.experts.any())  // --experts: this step's share per expert
+      h.expert_shares.push_back(t.experts.last_shares());
     window_loss += loss;
     window_n++;
     const double tok_s = double(h.tokens) / std::max(h.train_seconds, 1e-9);

@@ -476,19 +476,8 @@ real Trainer::step() {
   Var total = loss;
   if (Var aux = net_->aux_loss(); aux.defined()) {
     const double ranks = double(dist::size());
-    last_aux_loss = static_cast<real>(dist::sum(double(aux.item())) / ranks);
     total = loss + aux * static_cast<real>(double(cfg.aux_loss) / ranks);
-    last_expert_counts.assign(last_expert_counts.size(), 0);
-    for (const nn::MoERouting* r : net_->routings()) {
-      expert_counts.resize(size_t(r->E), 0);
-      last_expert_counts.resize(size_t(r->E), 0);
-      for (int64_t e = 0; e < r->E; ++e) {
-        expert_counts[size_t(e)] += int64_t(r->rows[e].size());
-        last_expert_counts[size_t(e)] += int64_t(r->rows[e].size());
-      }
-      expert_dropped += r->dropped;
-      expert_assignments += r->N * r->k;
-    }
+    experts.add_step(net_->routings(), static_cast<real>(dist::sum(double(aux.item())) / ranks));
   }
   total.backward();
   // The global batch's gradient on every rank, before clipping sees it.

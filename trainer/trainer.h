@@ -45,6 +45,7 @@
 #include "optim/schedule.h"
 #include "trainer/config.h"
 #include "trainer/diverged_page.h"
+#include "trainer/expert_tally.h"
 #include "trainer/family.h"
 #include "trainer/instruments.h"
 
@@ -314,14 +315,8 @@ class Trainer {
   Generator& dropout_gen() { return net_->dropout_generator(); }
   // The global gradient norm of the last step (before clipping).
   real last_grad_norm = 0;
-  // A mixture of experts (--experts): the last step's load-balancing loss
-  // (nn::Model::aux_loss, before its --aux-loss coefficient), its per-expert
-  // kept assignments per expert summed over the MoE layers, over this
-  // process's steps and over the last step, and the assignments dropped over
-  // capacity (this rank's tokens).
-  real last_aux_loss = 0;
-  std::vector<int64_t> expert_counts, last_expert_counts;  // kept assignments per expert
-  int64_t expert_dropped = 0, expert_assignments = 0;      // since the run (this process) began
+  // A mixture of experts (--experts): its routing counted over the steps.
+  ExpertTally experts;
   // A language model's lowest held-out loss at an --eval-every evaluation so
   // far, and its step (-1: none yet). Kept in the checkpoint's metadata
   // 'best_heldout' so that a resumed run never replaces a better best.
