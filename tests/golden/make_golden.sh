@@ -1,39 +1,48 @@
 #!/usr/bin/env bash
-# FROZEN ON PURPOSE. The files in tests/fixtures/golden/ were made ONCE, by
-# qkv at commit 2a77ff7 (before the families, norms, optimizers and decoders
-# moved to registration, issue 34), and tests/test_golden.cpp checks that
-# today's code still reads them and reproduces their logits. They are the
-# record of what 2a77ff7 computed: NEVER regenerate them to make a test pass.
-# A failing golden test means the code changed what a model computes or how
-# a file is read; fix the code (or, for an intended change of the maths, say
-# so in the commit and add new files beside these, never overwrite them).
+# FROZEN ON PURPOSE. The golden files in tests/fixtures/ were each made ONCE,
+# by the qkv commit that names their set, and tests/test_golden.cpp checks
+# that today's code still reads them and reproduces their logits. They are
+# the record of what that commit computed: NEVER regenerate them to make a
+# test pass. A failing golden test means the code changed what a model
+# computes or how a file is read; fix the code (or, for an intended change of
+# the maths, say so in the commit and add new files beside these, never
+# overwrite them).
 #
-#   tests/golden/make_golden.sh SRC OUT_DIR
+#   tests/golden/make_golden.sh SET SRC OUT_DIR
 #
-# SRC is a checkout whose library, programs and Makefile are those of 2a77ff7
+# SET is the commit whose record to make:
+#   2a77ff7  tests/fixtures/golden/ (before the families, norms, optimizers
+#            and decoders moved to registration, issue 34): for each family
+#            (seq2seq, gpt, encoder) and self-attention kernel (standard,
+#            memory-efficient, sparse, linear), each with some other
+#            architecture and optimizer switches so that the configs and
+#            optimizer states in files cover them, a tiny model (d_model 4)
+#            on the reverse task
+# SRC is a checkout whose library, programs and Makefile are those of SET
 # (the script refuses any other), with build/rel-f32/train and
 # build/rel-f32/pkgconfig/qkv.pc built there:
 #   git worktree add /tmp/qkv-2a77ff7 2a77ff7
 #   make -C /tmp/qkv-2a77ff7 build/rel-f32/train build/rel-f32/pkgconfig/qkv.pc
-#   tests/golden/make_golden.sh /tmp/qkv-2a77ff7 /tmp/golden
+#   tests/golden/make_golden.sh 2a77ff7 /tmp/qkv-2a77ff7 /tmp/golden
 #
-# For each family (seq2seq, gpt, encoder) and self-attention kernel
-# (standard, memory-efficient, sparse, linear), each with some other
-# architecture and optimizer switches so that the configs and optimizer
-# states in files cover them, it trains a tiny model (d_model 4) on the
-# reverse task with dropout for 3 steps (train --save), resumes that for one
-# more step (train --load --steps 4), and with golden_logits.cpp writes
-#   <family>_<kernel>.ckpt.safetensors    the step-3 training checkpoint
-#   <family>_<kernel>.model.safetensors   its model alone (nn::save_model)
-#   <family>_<kernel>.logits.safetensors  a fixed input and the logits of the
-#                                         step-3 and step-4 models on it
+# Each run trains with dropout for 3 steps (train --save), resumes that for
+# one more step (train --load --steps 4; a --precision the run gave is given
+# again, as the process's setting it is not in the checkpoint), and with
+# golden_logits.cpp writes
+#   <name>.ckpt.safetensors    the step-3 training checkpoint
+#   <name>.model.safetensors   its model alone (nn::save_model)
+#   <name>.logits.safetensors  a fixed input that fits the model and the
+#                              logits of the step-3 and step-4 models on it
+# The runs train from inside OUT_DIR, so their checkpoints name the data
+# files relative to it (corpus.txt, images, ...).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-if [ $# -ne 2 ]; then echo "usage: $0 SRC OUT_DIR (read the header: the files are frozen)" >&2; exit 2; fi
-src=$(cd "$1" && pwd)
-out=$2
-commit=2a77ff7
-# The code that computes must be 2a77ff7's; other files (tests, docs) may differ.
+usage() { echo "usage: $0 2a77ff7 SRC OUT_DIR (read the header: the files are frozen)" >&2; exit 2; }
+[ $# -eq 3 ] || usage
+commit=$1
+case $commit in 2a77ff7) ;; *) usage ;; esac
+src=$(cd "$2" && pwd)
+# The code that computes must be the set's commit's; other files (tests, docs) may differ.
 if ! git -C "$src" diff --quiet "$commit" -- core io autograd nn data optim models generation \
     checkpoint dist explorer trainer examples Makefile; then
   echo "make_golden.sh: $src differs from $commit in its library or programs; the golden files are $commit's" >&2
@@ -45,42 +54,62 @@ pc="$src/build/rel-f32/pkgconfig"
   echo "make_golden.sh: build first: make -C $src build/rel-f32/train build/rel-f32/pkgconfig/qkv.pc" >&2
   exit 1
 }
-mkdir -p "$out"
+mkdir -p "$3"
+out=$(cd "$3" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # shellcheck disable=SC2046
 g++ -std=c++17 -O2 "$here/golden_logits.cpp" -o "$work/golden_logits" \
   $(PKG_CONFIG_PATH="$pc" pkg-config --cflags --libs qkv)
 
-common=(--task reverse --symbols 4 --min-len 2 --max-len 5 --heldout 8 --d-model 4 --heads 2
-  --layers 1 --d-ff 8 --dropout 0.1 --batch 4 --warmup 2 --lr 0.01 --eval-every 1000
-  --log-every 1000 --seed 7 --threads 1)
-# name, then the flags beside `common`
-runs=(
-  "seq2seq_standard|--model seq2seq --attention standard"
-  "seq2seq_memory-efficient|--model seq2seq --attention memory-efficient --pre-ln --tie --optimizer adamw"
-  "seq2seq_sparse|--model seq2seq --attention sparse --window 2 --global-every 3 --no-scale --schedule noam"
-  "seq2seq_linear|--model seq2seq --attention linear --optimizer sgd --schedule constant --activation gelu"
-  "gpt_standard|--model gpt --attention standard"
-  "gpt_memory-efficient|--model gpt --attention memory-efficient --post-ln --no-tie --optimizer adamw"
-  "gpt_sparse|--model gpt --attention sparse --window 2 --global-every 3 --optimizer sgd"
-  "gpt_linear|--model gpt --attention linear --schedule noam --d-k 3"
-  "encoder_standard|--model encoder --attention standard"
-  "encoder_memory-efficient|--model encoder --attention memory-efficient --pre-ln --optimizer adamw --label-smoothing 0.1"
-  "encoder_sparse|--model encoder --attention sparse --window 2 --global-every 3 --schedule constant --d-k 3"
-  "encoder_linear|--model encoder --attention linear --optimizer sgd --recompute ffn"
-)
+# Per set: the flags every run shares (common), then each run's name and the
+# flags beside them (runs, "name|flags"), and the logits files' "made_by".
+case $commit in
+  2a77ff7)
+    made_by="qkv 2a77ff7, tests/golden/make_golden.sh"
+    common=(--task reverse --symbols 4 --min-len 2 --max-len 5 --heldout 8 --d-model 4 --heads 2
+      --layers 1 --d-ff 8 --dropout 0.1 --batch 4 --warmup 2 --lr 0.01 --eval-every 1000
+      --log-every 1000 --seed 7 --threads 1)
+    runs=(
+      "seq2seq_standard|--model seq2seq --attention standard"
+      "seq2seq_memory-efficient|--model seq2seq --attention memory-efficient --pre-ln --tie --optimizer adamw"
+      "seq2seq_sparse|--model seq2seq --attention sparse --window 2 --global-every 3 --no-scale --schedule noam"
+      "seq2seq_linear|--model seq2seq --attention linear --optimizer sgd --schedule constant --activation gelu"
+      "gpt_standard|--model gpt --attention standard"
+      "gpt_memory-efficient|--model gpt --attention memory-efficient --post-ln --no-tie --optimizer adamw"
+      "gpt_sparse|--model gpt --attention sparse --window 2 --global-every 3 --optimizer sgd"
+      "gpt_linear|--model gpt --attention linear --schedule noam --d-k 3"
+      "encoder_standard|--model encoder --attention standard"
+      "encoder_memory-efficient|--model encoder --attention memory-efficient --pre-ln --optimizer adamw --label-smoothing 0.1"
+      "encoder_sparse|--model encoder --attention sparse --window 2 --global-every 3 --schedule constant --d-k 3"
+      "encoder_linear|--model encoder --attention linear --optimizer sgd --recompute ffn"
+    )
+    ;;
+esac
+
+# The fixed input golden_logits gives a model (its header): what the run's flags make it read.
+input_of() {
+  case " $* " in
+    *" --model vit "*) echo image ;;
+    *" --objective classify "*) echo classify ;;
+    *) echo tokens ;;
+  esac
+}
+
+cd "$out"  # the runs name their data files relative to it
 for r in "${runs[@]}"; do
   name=${r%%|*}
   read -r -a flags <<<"${r#*|}"
+  again=()  # the process's settings a checkpoint does not hold
+  case " ${flags[*]} " in *" --precision bf16 "*) again=(--precision bf16) ;; esac
   "$train" "${common[@]}" "${flags[@]}" --steps 3 --out "$work/$name" \
     --save "$work/$name.step3.safetensors" >"$work/$name.log" 2>&1 || {
     cat "$work/$name.log" >&2; exit 1; }
   "$train" --load "$work/$name.step3.safetensors" --steps 4 --out "$work/$name" \
-    --save "$work/$name.step4.safetensors" --threads 1 >>"$work/$name.log" 2>&1 || {
+    --save "$work/$name.step4.safetensors" --threads 1 "${again[@]}" >>"$work/$name.log" 2>&1 || {
     cat "$work/$name.log" >&2; exit 1; }
   cp "$work/$name.step3.safetensors" "$out/$name.ckpt.safetensors"
   "$work/golden_logits" "$work/$name.step3.safetensors" "$work/$name.step4.safetensors" \
-    "$out/$name.model.safetensors" "$out/$name.logits.safetensors"
+    "$out/$name.model.safetensors" "$out/$name.logits.safetensors" "$(input_of "${flags[@]}")" "$made_by"
   echo "$name: $(stat -c %s "$out/$name.ckpt.safetensors") + $(stat -c %s "$out/$name.model.safetensors") + $(stat -c %s "$out/$name.logits.safetensors") bytes"
 done
