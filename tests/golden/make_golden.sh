@@ -18,12 +18,23 @@
 #            architecture and optimizer switches so that the configs and
 #            optimizer states in files cover them, a tiny model (d_model 4)
 #            on the reverse task
+#   20e1205  tests/fixtures/golden_20e1205/ (the last commit before the
+#            training program's refactor, issue 50): every family (seq2seq,
+#            gpt, encoder, bert's mlm and classify, vit; the t5 and llama
+#            presets), every position scheme (sinusoidal, learned, rope,
+#            relative), every token kind (char, word, bpe) and the built-in
+#            task, mixtures of experts (one dropping over capacity) and bf16
+#            products, tiny models (d_model 8) on the data golden_data.py
+#            writes into OUT_DIR beside them: the checkpoints name those
+#            files and hold their hashes, so they are committed with the set
 # SRC is a checkout whose library, programs and Makefile are those of SET
 # (the script refuses any other), with build/rel-f32/train and
 # build/rel-f32/pkgconfig/qkv.pc built there:
 #   git worktree add /tmp/qkv-2a77ff7 2a77ff7
 #   make -C /tmp/qkv-2a77ff7 build/rel-f32/train build/rel-f32/pkgconfig/qkv.pc
 #   tests/golden/make_golden.sh 2a77ff7 /tmp/qkv-2a77ff7 /tmp/golden
+# (20e1205's set was made so: make_golden.sh 20e1205 /tmp/qkv-20e1205
+# tests/fixtures/golden_20e1205, the files made straight into their folder.)
 #
 # Each run trains with dropout for 3 steps (train --save), resumes that for
 # one more step (train --load --steps 4; a --precision the run gave is given
@@ -37,10 +48,10 @@
 # files relative to it (corpus.txt, images, ...).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-usage() { echo "usage: $0 2a77ff7 SRC OUT_DIR (read the header: the files are frozen)" >&2; exit 2; }
+usage() { echo "usage: $0 2a77ff7|20e1205 SRC OUT_DIR (read the header: the files are frozen)" >&2; exit 2; }
 [ $# -eq 3 ] || usage
 commit=$1
-case $commit in 2a77ff7) ;; *) usage ;; esac
+case $commit in 2a77ff7 | 20e1205) ;; *) usage ;; esac
 src=$(cd "$2" && pwd)
 # The code that computes must be the set's commit's; other files (tests, docs) may differ.
 if ! git -C "$src" diff --quiet "$commit" -- core io autograd nn data optim models generation \
@@ -83,6 +94,30 @@ case $commit in
       "encoder_memory-efficient|--model encoder --attention memory-efficient --pre-ln --optimizer adamw --label-smoothing 0.1"
       "encoder_sparse|--model encoder --attention sparse --window 2 --global-every 3 --schedule constant --d-k 3"
       "encoder_linear|--model encoder --attention linear --optimizer sgd --recompute ffn"
+    )
+    ;;
+  20e1205)
+    made_by="qkv 20e1205, tests/golden/make_golden.sh 20e1205"
+    python3 "$here/golden_data.py" "$out"
+    common=(--d-model 8 --heads 2 --layers 1 --d-ff 16 --dropout 0.1 --batch 4 --warmup 2
+      --lr 0.01 --eval-every 1000 --log-every 1000 --seed 7 --threads 1)
+    task="--task reverse --symbols 4 --min-len 2 --max-len 5 --heldout 8"
+    rel="--positions relative --rel-buckets 8 --rel-max-distance 16"
+    runs=(
+      "seq2seq_moe|--model seq2seq $task --experts 4 --experts-per-token 2 --capacity-factor 2 --schedule constant"
+      "seq2seq_learned_word|--model seq2seq --data pairs.tsv --tokens word --positions learned --context 16 --optimizer adamw"
+      "seq2seq_t5_span_char|--model seq2seq --preset t5 --objective span --data corpus.txt --tokens char --context 16 --rel-buckets 8 --rel-max-distance 16 --schedule constant"
+      "seq2seq_bf16|--model seq2seq $task --precision bf16 --pre-ln --schedule constant"
+      "gpt_learned_char|--model gpt --format text --data corpus.txt --tokens char --context 16 --schedule noam"
+      "gpt_rope_bpe|--model gpt --format text --data corpus.txt --tokens bpe --bpe-vocab 264 --positions rope --context 16 --schedule constant"
+      "gpt_relative_word|--model gpt --format text --data corpus.txt --tokens word $rel --context 16 --optimizer adamw --schedule constant"
+      "gpt_llama_char|--model gpt --preset llama --format text --data corpus.txt --tokens char --context 16 --schedule constant"
+      "gpt_moe-capacity|--model gpt $task --experts 4 --experts-per-token 2 --capacity-factor 0.5 --schedule constant"
+      "encoder_sinusoidal_word|--model encoder --data tags.tsv --tokens word --schedule constant"
+      "encoder_relative|--model encoder $task $rel --optimizer sgd --schedule constant"
+      "bert_mlm_word|--model bert --objective mlm --data corpus.txt --tokens word --context 16 --schedule constant"
+      "bert_classify_bpe|--model bert --objective classify --data classify.tsv --tokens bpe --bpe-vocab 264 --context 32 --schedule constant"
+      "vit_idx|--model vit --format idx --data images --patch 4 --schedule constant"
     )
     ;;
 esac
