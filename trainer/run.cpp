@@ -1,6 +1,7 @@
-// The program train as a component (trainer/run.h): opening the run, the
-// output paths checked before work, the training loop with its log, periodic
-// saves and signals, and the order in which results are kept.
+// The program train as a component (trainer/run.h): the output paths checked
+// before work, the training loop with its log, periodic saves and signals,
+// and the order in which results are kept. Opening the run is
+// trainer/open_run.cpp; the options checked before it, trainer/run_options.cpp.
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "generation/decoding_methods.h"
 #include "trainer/explain.h"
 #include "trainer/instruments_plots.h"
+#include "trainer/csv_log.h"
 #include "trainer/output_paths.h"
 #include "trainer/presets.h"
 #include "trainer/report.h"
@@ -31,95 +33,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// ---- building the run -----------------------------------------------------------
-
-// A new run, with the family's own defaults (trainer/family.h; gpt: Pre-LN,
-// GELU, tied output, learned positions) for whatever the command line left unsaid.
-Trainer new_run(TrainConfig c, const std::vector<std::string>& given,
-                const std::string& tokenizer_from = "") {
-  auto said = [&](const char* k) {
-    return std::find(given.begin(), given.end(), k) != given.end();
-  };
-  const Family* fam = find_family(c.model);  // an unknown one is refused by Trainer
-  if (fam && fam->settings.defaults) fam->settings.defaults(c, said);
-  if (tokenizer_from.empty()) return Trainer(c);
-  if (fam && fam->reads.images)
-    throw Error("--tokenizer-from: the " + c.model + " model reads images, not tokens");
-  std::string kind;
-  Vocab v;
-  try {
-    v = Trainer::file_tokenizer(tokenizer_from, &kind);
-  } catch (const Error& e) {  // the file's own words, with the flag that named it
-    throw Error(std::string("--tokenizer-from: ") + e.what());
-  }
-  // The file's tokens are the run's: words, characters or its BPE.
-  if (kind != "char" && kind != "word" && kind != "bpe")
-    throw Error("--tokenizer-from " + brief(tokenizer_from) + ": metadata 'tokenizer' is '" +
-                brief(kind) + "' (expected char, word or bpe)");
-  if (said("tokens") && c.tokens != kind)
-    throw Error("--tokens " + brief(c.tokens) + ": --tokenizer-from " + brief(tokenizer_from) +
-                " holds " + kind + " tokens (leave the flag out)");
-  c.tokens = kind;
-  // The file's vocabulary is the run's: a size asked for as well would be dropped.
-  if (said("bpe_vocab") && (!v.bpe() || c.bpe_vocab != v.bpe()->vocab_size()))
-    throw Error("--bpe-vocab " + std::to_string(c.bpe_vocab) + ": --tokenizer-from " +
-                brief(tokenizer_from) + " holds " +
-                (v.bpe() ? "a BPE tokenizer of " + std::to_string(v.bpe()->vocab_size()) + " tokens"
-                         : kind + " tokens, not BPE") +
-                " (leave the flag out)");
-  if (said("max_vocab"))
-    throw Error("--max-vocab: --tokenizer-from " + brief(tokenizer_from) +
-                " gives the run its vocabulary (leave the flag out)");
-  if (v.bpe()) c.bpe_vocab = v.bpe()->vocab_size();
-  return Trainer(c, &v);
-}
-
-// Resumes (or, for --eval-only and --decode, reopens) a checkpoint. Its file
-// holds every setting; a flag given as well must agree with it, except --steps.
-Trainer resumed_run(const std::string& path, const TrainConfig& flags,
-                    const std::vector<std::string>& given, bool allow_nonfinite, DataUse use) {
-  const json mine = flags.to_json();
-  return Trainer::resume(
-      path,
-      [&](TrainConfig& c, bool model_file) {
-        const json saved = c.to_json();
-        if (model_file) {  // no run to agree with: the flags say how to read and evaluate it
-          json j = saved;
-          for (const std::string& k : given) {
-            if (TrainConfig::is_arch_key(k) && saved[k] != mine[k])
-              throw Error(flag_of(k) + ": the model file " + brief(path) + " holds a model with " +
-                          flag_of(k) + " " + show_value(saved[k]) +
-                          ", but the command line gives " + show_value(mine[k]));
-            j[k] = mine[k];
-          }
-          c = TrainConfig::from_json(j, "the command line");
-          return;
-        }
-        for (const std::string& k : given) {
-          if (k == "steps" || saved[k] == mine[k]) continue;
-          // The data may be named anew (moved, another folder, another path to
-          // the same file): its hash decides (restore() checks it). Evaluating,
-          // a model trained on a task may also read a file.
-          if (k == "data" || k == "valid" ||
-              (use == DataUse::Evaluate && k == "format" && saved["data"] == "")) {
-            (k == "data" ? c.data : k == "valid" ? c.valid : c.format) = mine[k].get<std::string>();
-            continue;
-          }
-          throw Error(flag_of(k) + ": the checkpoint " + brief(path) + " was trained with " +
-                      flag_of(k) + " " + show_value(saved[k]) + ", but the command line gives " +
-                      show_value(mine[k]) + " (leave the flag out to use the checkpoint's)");
-        }
-        c.steps = flags.steps;
-        if (std::find(given.begin(), given.end(), "steps") == given.end())
-          c.steps = saved["steps"].get<int64_t>();
-      },
-      allow_nonfinite, use);
-}
-
-// Under MPI every rank must read the same data (same flags are not enough:
-// each rank reads its own copy of the files). Compares the files' hashes and
-// the vocabulary across ranks, before any collective could mismatch, naming
-// the first rank that differs from rank 0 and the file.
 void check_same_data_on_all_ranks(const Trainer& t) {
   if (dist::size() == 1) return;
   auto hash_of = [&](const char* part) {
@@ -227,66 +140,6 @@ std::string save_with_fallback(const Trainer& t, const std::string& path) {
 }
 
 // ---- the training loop ----------------------------------------------------------
-
-// log.csv, with every write checked: a failed write is reported once and the
-// run ends with a non-zero status, but training goes on (the model matters more).
-class CsvLog {
- public:
-  // `append`: a resumed run adds its rows to the run's log (the header is
-  // written only to a new or empty file; a log begun by an older build, with
-  // fewer columns, gets rows of its own columns). A symlink is written through
-  // and a device or FIFO refused (io/output_file.h); "" logs nowhere (MPI ranks > 0).
-  CsvLog(const std::string& path, bool append) : path_(path) {
-    std::string target = "/dev/null";
-    try {
-      if (!path.empty()) target = output_target(path, path);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "\nwarning: %s; training goes on\n", e.what());
-      failed_ = true;
-      return;
-    }
-    std::error_code ec;
-    const bool fresh = !append || std::filesystem::file_size(target, ec) == 0 || ec;
-    if (!fresh) {  // the columns of the header already there
-      std::ifstream old(target);
-      std::string header;
-      if (std::getline(old, header) && !header.empty())
-        columns_ = 1 + static_cast<int>(std::count(header.begin(), header.end(), ','));
-    }
-    f_.open(target, append ? std::ios::app : std::ios::trunc);
-    if (!f_) fail("cannot open it");
-    if (fresh)
-      f_ << "step,loss,lr,tokens_per_s,grad_norm,heldout_exact,heldout_token,heldout_loss,"
-            "heldout_bleu,heldout_bits_per_byte\n";
-  }
-  template <class... A>
-  void row(const A&... fields) {
-    if (failed_) return;
-    int i = 0;
-    ((i < columns_ ? (f_ << (i++ ? "," : "") << fields, 0) : 0), ...);
-    f_ << "\n";
-    if (!f_.flush()) fail("write failed");
-  }
-  bool failed() const { return failed_; }
-  void close() {
-    if (!failed_) {
-      f_.close();
-      if (f_.fail()) fail("close failed");
-    }
-  }
-
- private:
-  void fail(const char* what) {
-    if (!failed_)
-      std::fprintf(stderr, "\nwarning: %s: %s (%s); training goes on\n", path_.c_str(), what,
-                   std::strerror(errno));
-    failed_ = true;
-  }
-  std::string path_;
-  std::ofstream f_;
-  bool failed_ = false;
-  int columns_ = 1 << 20;  // fields written per row: the header's, when appending to one
-};
 
 // --save-every: a failed periodic save is a warning, not the end of the run
 // (the previous checkpoint stays whole: writes are atomic).
@@ -491,161 +344,6 @@ std::string best_checkpoint_path(const std::string& save_path) {
       save_path.compare(save_path.size() - ext.size(), ext.size(), ext) == 0)
     return save_path.substr(0, save_path.size() - ext.size()) + ".best" + ext;
   return save_path + ".best";
-}
-
-std::string failure_message(const std::exception& e, const TrainConfig& flags,
-                            const RunOptions& o) {
-  if (!dynamic_cast<const std::bad_alloc*>(&e)) return e.what();
-  std::string files;
-  for (const auto& [flag, path] :
-       {std::pair<const char*, const std::string*>{"--load", &o.load_path},
-        {"--init-from", &o.init_from},
-        {"--tokenizer-from", &o.tokenizer_from},
-        {"--data", &flags.data},
-        {"--valid", &flags.valid}})
-    if (!path->empty()) files += std::string(files.empty() ? "" : ", ") + flag + " " + brief(*path);
-  return "out of memory (std::bad_alloc)" +
-         (files.empty() ? std::string(" building the model and the task's data (the settings "
-                                      "ask for more memory than this machine has)")
-                        : " reading " + files);
-}
-
-void prepare_count_tokens(TrainConfig& flags, RunOptions& o) {
-  if (!o.count_tokens) return;
-  if (!o.load_path.empty() || !o.ask.empty() || !o.explain.empty() || o.eval_only)
-    throw Error(
-        "--count-tokens: reads a new run's --data; give it without --load, --ask, --explain or "
-        "--eval-only");
-  // A classifier's texts are counted before any is cut (Trainer::uncut_*).
-  o.count_window = flags.context;
-  if (o.init_from.empty() && flags.format != "text") flags.context = 0;
-}
-
-LengthRange parse_long_lengths(const std::string& text) {
-  if (text.empty()) return {};
-  const auto bad = [&] {
-    return Error("--long-lengths: expected A-B, two lengths with 1 <= A <= B <= 4096, got '" +
-                 brief(text) + "'");
-  };
-  const size_t dash = text.find('-');
-  if (dash == std::string::npos || dash == 0 || dash + 1 == text.size() || dash > 4 ||
-      text.size() - dash - 1 > 4 || text.find_first_not_of("0123456789-") != std::string::npos ||
-      text.find('-', dash + 1) != std::string::npos)
-    throw bad();
-  const LengthRange r{std::stoll(text.substr(0, dash)), std::stoll(text.substr(dash + 1))};
-  if (r.lo < 1 || r.lo > r.hi || r.hi > 4096) throw bad();
-  return r;
-}
-
-void check_options(const RunOptions& o) {
-  parse_long_lengths(o.long_lengths);
-  if (!o.long_lengths.empty() && (!o.ask.empty() || !o.explain.empty()))
-    throw Error("--long-lengths: goes with a training run or --eval-only, not --ask or --explain");
-  if (o.threads < 0 || o.threads > 1024)
-    throw Error("--threads: must be in [0, 1024], got " + std::to_string(o.threads));
-  if (o.eval_every < 0)
-    throw Error("--eval-every: must be >= 0, got " + std::to_string(o.eval_every));
-  if (o.log_every < 1) throw Error("--log-every: must be >= 1, got " + std::to_string(o.log_every));
-  if (o.save_every < 0)
-    throw Error("--save-every: must be >= 0, got " + std::to_string(o.save_every));
-  if (o.instruments < 0)
-    throw Error("--instruments: must be >= 0 (0: off), got " + std::to_string(o.instruments));
-  if (o.instruments > 0 && (o.eval_only || !o.ask.empty() || !o.explain.empty()))
-    throw Error(
-        "--instruments: records a training run, not --eval-only, --ask or --explain (the "
-        "instruments program redraws a finished run's pictures)");
-  if (o.patience < 0)
-    throw Error("--patience: must be >= 0 (0: never stop early), got " +
-                std::to_string(o.patience));
-  if (!(o.target > 0 && o.target <= 1))
-    throw Error("--target: must be in (0, 1], got " + std::to_string(o.target));
-  if ((o.eval_only || !o.ask.empty()) && o.load_path.empty())
-    throw Error(std::string(o.eval_only ? "--eval-only" : "--ask") + " needs --load PATH");
-  if (o.show_attention && o.ask.empty()) throw Error("--show-attention goes with --ask");
-  if (!o.explain.empty() && o.load_path.empty()) throw Error("--explain needs --load PATH");
-  if (!o.explain.empty() && o.html.empty()) throw Error("--explain needs --html PAGE");
-  if (!o.html.empty() && o.explain.empty()) throw Error("--html goes with --explain TEXT");
-  if (!o.explain.empty() && (o.eval_only || !o.ask.empty()))
-    throw Error("--explain: give it alone, not with --eval-only or --ask");
-  if (!o.html.empty())  // before any work
-    outputs::check_file_path("--html", o.html);
-  nn::decoding_method(o.decode, "--decode");
-  if (o.beam < 1 || o.beam > 256)
-    throw Error("--beam: must be in [1, 256], got " + std::to_string(o.beam));
-  if (!(o.alpha >= 0 && o.alpha <= 10))
-    throw Error("--alpha: must be in [0, 10], got " + std::to_string(o.alpha));
-  if (o.max_new < 1 || o.max_new > 100000)
-    throw Error("--max-new: must be in [1, 100000], got " + std::to_string(o.max_new));
-  if (o.top_k < 0)
-    throw Error("--top-k: must be >= 0 (0: all tokens), got " + std::to_string(o.top_k));
-  sampling(o);  // --temperature, --top-p
-  if (o.no_save && (!o.save_path.empty() || o.save_every > 0))
-    throw Error("--no-save: contradicts --save / --save-every");
-  if (o.allow_nonfinite && !(o.eval_only || !o.ask.empty()))
-    throw Error("--allow-nonfinite: only with --eval-only or --ask (never to train on)");
-  if (o.threads > 0) set_num_threads(o.threads);
-  if (o.precision != "fp32" && o.precision != "bf16")
-    throw Error("--precision: expected fp32 or bf16, got '" + brief(o.precision) + "'");
-  // The explorer's finite differences are float64: a bf16 product has no place in them.
-  if (!o.explain.empty() && o.precision != "fp32")
-    throw Error("--precision " + o.precision +
-                ": --explain computes every number in float64 (its finite differences need "
-                "them); give it without --precision");
-  set_matmul_precision(o.precision == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::fp32);
-}
-
-Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given,
-                 const RunOptions& o) {
-  if (!o.init_from.empty() && !o.load_path.empty())
-    throw Error("--init-from: starts a new run; --load resumes one (give one of them)");
-  if (!o.tokenizer_from.empty() && (!o.init_from.empty() || !o.load_path.empty()))
-    throw Error(
-        "--tokenizer-from: starts a new model on a file's tokens; --init-from and --load "
-        "take the file's tokens already");
-  check_given_flags(flags, given);
-  const DataUse use = !o.ask.empty() || !o.explain.empty() ? DataUse::None
-                      : o.eval_only                        ? DataUse::Evaluate
-                                                           : DataUse::Train;
-  if (!o.load_path.empty()) {
-    if (!o.preset.empty())
-      throw Error("--preset: sets a new run's architecture; the checkpoint " + brief(o.load_path) +
-                  " holds its own (leave --preset out)");
-    Trainer t = resumed_run(o.load_path, flags, given, o.allow_nonfinite, use);
-    // Fewer --steps than the checkpoint has taken would train nothing and
-    // write a file whose schedule ends before its step.
-    if (use == DataUse::Train && t.step_count() > t.cfg.steps)
-      throw Error("--steps " + std::to_string(t.cfg.steps) + ": the checkpoint " +
-                  brief(o.load_path) + " is already at step " + std::to_string(t.step_count()) +
-                  ": give more --steps to train on, or --eval-only to evaluate it");
-    return t;
-  }
-  TrainConfig c = flags;
-  std::vector<std::string> said = given;
-  if (!o.preset.empty()) {
-    if (!o.init_from.empty())
-      throw Error("--preset: sets a new model's architecture; --init-from takes the file's");
-    apply_preset(o.preset, c, said);  // the flags given win over the preset
-  }
-  // --rope-base belongs to rope positions (said or set by the preset): alone
-  // it would be ignored.
-  // --experts-per-token, --capacity-factor and --aux-loss belong to --experts.
-  for (const char* k : {"experts_per_token", "capacity_factor", "aux_loss"})
-    if (std::find(given.begin(), given.end(), k) != given.end() && c.experts == 0)
-      throw Error(flag_of(k) + ": sets the mixture of experts; give --experts E too (or leave " +
-                  "it out)");
-  if (std::find(given.begin(), given.end(), "rope_base") != given.end() && c.positions != "rope")
-    throw Error("--rope-base: sets rope's base; give --positions rope too (or leave it out)");
-  for (const char* k : {"rel_buckets", "rel_max_distance"})
-    if (std::find(given.begin(), given.end(), k) != given.end() && c.positions != "relative")
-      throw Error(std::string(k) == "rel_buckets"
-                      ? "--rel-buckets: sets relative positions' buckets; give --positions "
-                        "relative too (or leave it out)"
-                      : "--rel-max-distance: sets relative positions' last distance; give "
-                        "--positions relative too (or leave it out)");
-  fill_dependent_defaults(c, said);
-  Trainer t = !o.init_from.empty() ? Trainer::init_from(o.init_from, c, said)
-                                   : new_run(c, said, o.tokenizer_from);
-  return t;
 }
 
 int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
