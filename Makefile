@@ -374,7 +374,7 @@ t5-experiment: $(PACKAGES_DIR)/info.json
 # biases: --preset llama) on byte-level BPE tokens it learns from the prose
 # corpus (built first), then asked to continue a sentence. Its file holds the
 # tokenizer: `train --load runs/llama/model.safetensors --ask TEXT` works from
-# any folder. About 4 minutes on 2 cores (README.md, "Start here").
+# any folder. About 4 minutes on 2 cores (README.md, "After 2017").
 .PHONY: llama
 LLAMA_STEPS ?= 2000
 llama: $(PROSE_DIR)/MANIFEST.json
