@@ -180,7 +180,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--clip", c.clip, "clip the gradient norm (0: off)")->capture_default_str();
   add_value(app, "--seed", c.seed, "seed of data, init and dropout")->capture_default_str();
   add_value(app, "--threads", o.threads, "threads (0: all cores)")->capture_default_str();
-  add_value(app, "--precision", o.precision, "matrix products: fp32, or bf16 (float32 sums)")
+  add_value(app, "--precision", o.precision,
+            "matrix products: fp32, or bf16 (float32 sums); --load resumes with the file's")
       ->capture_default_str();
   add_value(app, "--eval-every", o.eval_every, "steps between held-out checks")
       ->capture_default_str();
@@ -252,6 +253,7 @@ int train_main(int argc, char** argv) {
       "symlink is written through to its file and stays a link; a device, FIFO,\n"
       "socket or dangling symlink is refused (docs/reliability.md#output-paths).");
   CLI11_PARSE(app, argc, argv);
+  o.precision_given = app.count("--precision") > 0;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // one line at a time when piped to a file or CI log
   try {
     check_options(o);

@@ -97,6 +97,8 @@ namespace detail {
 // The run's weights, optimizer state, step and random streams from `f`, after
 // checking that its data files are the ones the checkpoint was trained on.
 void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite, DataUse use) {
+  const auto precision = f.metadata.find("matmul_precision");
+  t.trained_in_bf16 = precision != f.metadata.end() && precision->second == "bf16";
   // Weights and optimizer state alike; --allow-nonfinite loads such a file for inspection.
   if (!allow_nonfinite)
     check_finite(f.tensors, brief(f.path) + ": refused (--allow-nonfinite loads it anyway)");

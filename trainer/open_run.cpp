@@ -3,6 +3,9 @@
 // from a model file (--init-from), each refused with the flag at fault when
 // the flags do not fit together.
 #include <algorithm>
+#include <cstdio>
+
+#include "core/blas.h"
 
 #include "trainer/presets.h"
 #include "trainer/run.h"
@@ -118,6 +121,16 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
       throw Error("--preset: sets a new run's architecture; the checkpoint " + brief(o.load_path) +
                   " holds its own (leave --preset out)");
     Trainer t = resumed_run(o.load_path, flags, given, o.allow_nonfinite, use);
+    // A resumed training run goes on with the products it was trained with
+    // (the file's metadata 'matmul_precision'), unless --precision says
+    // otherwise; an evaluation or an answer is float32 unless asked.
+    if (use == DataUse::Train && !o.precision_given && t.trained_in_bf16) {
+      set_matmul_precision(MatmulPrecision::bf16);
+      std::printf(
+          "note: resuming with bf16 products, as %s was trained (--precision fp32 "
+          "changes it)\n",
+          brief(o.load_path).c_str());
+    }
     // Fewer --steps than the checkpoint has taken would train nothing and
     // write a file whose schedule ends before its step.
     if (use == DataUse::Train && t.step_count() > t.cfg.steps)

@@ -23,8 +23,11 @@ struct RunOptions {
   int threads = 0;
   // Matrix products in fp32, or bf16 (bfloat16 operands, float32 sums;
   // weights, gradients, optimizer state and checkpoints stay float32):
-  // set_matmul_precision (core/blas.h), docs/precision.md.
+  // set_matmul_precision (core/blas.h), docs/precision.md. Not given
+  // (precision_given false), a resumed training run keeps its checkpoint's
+  // (open_run).
   std::string precision = "fp32";
+  bool precision_given = false;
   int64_t eval_every = 250, log_every = 100, save_every = 0, long_eval = 200;
   // Language models: stop after this many evaluations without a new best
   // held-out loss (0: never; the best checkpoint is kept either way).

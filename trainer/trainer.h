@@ -347,6 +347,9 @@ class Trainer {
     // file's record when the tokenizer came from one.
     json trained_on;
   } tokenizer_info;
+  // A resumed checkpoint's metadata 'matmul_precision' was "bf16": its run
+  // took bf16 products (a resumed run goes on with them: trainer/open_run.cpp).
+  bool trained_in_bf16 = false;
   json data_info;                      // where the data came from (files, hashes)
   int64_t unknown_heldout_tokens = 0;  // held-out tokens mapped to <unk>
   // What reading the data changed, for the run's header (texts cut to --context).

@@ -1,6 +1,7 @@
 # --precision bf16 trains (the loss falls), says which kernel runs its
 # products, and writes the same float32 checkpoint as fp32: every tensor F32,
-# loadable and evaluated at fp32. A wrong value is refused by name.
+# loadable and evaluated at fp32, and resumed to train on in bf16 unless
+# --precision says otherwise. A wrong value is refused by name.
 source "$(dirname "$0")/lib.bash"
 cd "$QKV_TMP"
 expect_fail "$TRAIN" "${TINY[@]}" --steps 3 --precision fp16 --out bad
@@ -31,4 +32,17 @@ PY
 expect_ok "$TRAIN" --load run/model.safetensors --eval-only --threads 1
 expect_out "from step 40"
 grep -qF "precision: bf16" "$QKV_TMP/out" && fail "an fp32 evaluation says bf16"
+
+# Resumed to train on, the run goes on with the products it was trained with
+# (its file says bf16), and says so; --precision fp32 changes that.
+cp run/model.safetensors resumed.safetensors
+expect_ok "$TRAIN" --load resumed.safetensors --steps 42 --threads 1 --out resumed
+expect_out "note: resuming with bf16 products, as resumed.safetensors was trained"
+expect_out "precision: bf16 matrix products"
+python3 -c "import json,struct,sys; f=open('resumed/model.safetensors','rb'); n=struct.unpack('<Q',f.read(8))[0]; sys.exit(json.loads(f.read(n))['__metadata__'].get('matmul_precision')!='bf16')" ||
+  fail "the resumed bf16 run's checkpoint does not say bf16"
+cp run/model.safetensors as_fp32.safetensors
+expect_ok "$TRAIN" --load as_fp32.safetensors --steps 42 --threads 1 --precision fp32 --out as_fp32
+grep -qF "precision: bf16" "$QKV_TMP/out" && fail "--precision fp32 on a resumed bf16 run still says bf16"
+grep -qF "note: resuming with bf16" "$QKV_TMP/out" && fail "--precision fp32 was given, yet the note says bf16"
 true
