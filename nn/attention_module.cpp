@@ -12,7 +12,6 @@
 
 namespace qkv::nn {
 
-
 MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t heads_, bool bias, Generator& g,
                                        int64_t d_k_, int64_t kv_heads_)
     : d_model(d_model_),
