@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -282,6 +283,11 @@ inline std::string show_value(const json& v) {
   }
   return buf;
 }
+
+// validate()'s require(ok, key, why): the rules of a family or position kind
+// on the run's settings report through it, so that the error names the flag
+// or the file's key.
+using Require = std::function<void(bool ok, const char* key, const std::string& why)>;
 
 // Checks every setting before anything is read or built; each error names the
 // flag, or with a non-empty `where` (a checkpoint's "<file>: train_config")

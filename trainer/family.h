@@ -37,10 +37,6 @@
 
 namespace qkv::train {
 
-// config.cpp's require(ok, key, why): the family's rules on the run's settings
-// report through it, so that the error names the flag or the file's key.
-using Require = std::function<void(bool ok, const char* key, const std::string& why)>;
-
 // What the data fixes about a model, beside the settings: the vocabulary's
 // size, a classifier's labels, and the images' size. The trainer fills it
 // from the data (or, with no data, from a model file: Family::shape_from_model).

@@ -1,0 +1,46 @@
+#include "trainer/positions.h"
+
+namespace qkv::train {
+
+// Each built-in kind's row, filled in its own file.
+PositionKind sinusoidal_positions();  // trainer/position_sinusoidal.cpp
+PositionKind learned_positions();     // trainer/position_learned.cpp
+PositionKind rope_positions();        // trainer/position_rope.cpp
+PositionKind relative_positions();    // trainer/position_relative.cpp
+
+namespace {
+Registry<PositionKind>& table() {
+  static Registry<PositionKind> t{
+      "register_position_kind",
+      {sinusoidal_positions(), learned_positions(), rope_positions(), relative_positions()}};
+  return t;
+}
+}  // namespace
+
+const Registry<PositionKind>& position_kinds() { return table(); }
+
+const PositionKind* find_position_kind(const std::string& name) { return table().find(name); }
+
+const PositionKind& position_kind(const std::string& name, const std::string& where) {
+  return table().at(name, where);
+}
+
+std::string position_help() {
+  return one_of(table(), [](const PositionKind& k) { return k.help; });
+}
+
+void register_position_kind(const PositionKind& k) { table().add(k); }
+
+void unregister_position_kind(const std::string& name) { table().remove(name); }
+
+std::vector<std::string> kinds_of(const char* space_separated) {
+  std::vector<std::string> out;
+  for (std::string all = space_separated ? space_separated : ""; !all.empty();) {
+    const size_t sp = std::min(all.find(' '), all.size());
+    if (sp > 0) out.push_back(all.substr(0, sp));
+    all.erase(0, std::min(sp + 1, all.size()));
+  }
+  return out;
+}
+
+}  // namespace qkv::train
