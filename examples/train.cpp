@@ -23,6 +23,7 @@
 
 #include "explorer/program.h"
 #include "generation/decoding_methods.h"
+#include "trainer/positions.h"
 #include "trainer/presets.h"
 #include "trainer/run.h"
 #include "trainer/stop_signals.h"
@@ -126,8 +127,7 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--dropout", c.dropout, "dropout rate")->capture_default_str();
   app.add_flag("--pre-ln,!--post-ln", c.pre_ln, "Pre-LN (default: Post-LN; gpt: Pre-LN)");
   app.add_flag("--tie,!--no-tie", c.tie, "tie output and embedding (gpt: on)");
-  add_value(app, "--positions", c.positions, "sinusoidal, learned, rope (gpt) or relative (T5)")
-      ->capture_default_str();
+  add_value(app, "--positions", c.positions, train::position_help())->capture_default_str();
   add_value(app, "--rope-base", c.rope_base, "rope: the rotation's base")->capture_default_str();
   add_value(app, "--rel-buckets", c.rel_buckets, "relative: buckets per table (even)")
       ->capture_default_str();

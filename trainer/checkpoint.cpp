@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "trainer/checkpoint_parts.h"
+#include "trainer/positions.h"
 #include "trainer/trainer.h"
 
 namespace qkv::train {
@@ -337,7 +338,8 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
                   flag_of(k) + " " + show_value(theirs[k]) + ", but the command line gives " +
                   show_value(mine[k]) + " (leave the flag out)");
   arch.context = detail::model_max_positions(mc);
-  if (arch.positions == "sinusoidal")  // seq2seq or encoder: the table grows on demand
+  // A computed table (sinusoidal: seq2seq or encoder) grows on demand.
+  if (position_kind(arch.positions, "--init-from").table == PositionTable::Computed)
     arch.context = c.context;
   // A model with a position table of its own reads at most that many
   // positions; one without (rope, relative) reads the --context given.

@@ -16,6 +16,7 @@
 #include "nn/norm.h"
 #include "optim/optimizers.h"
 #include "trainer/family.h"
+#include "trainer/positions.h"
 
 namespace qkv::train {
 
@@ -51,11 +52,12 @@ void validate(const TrainConfig& c, const std::string& where) {
                                                            {"no_bias", "bias"},
                                                            {"layers", "layers"}};
     const auto it = model_name.find(key);
-    // The file's key that made the positions what they are: rope_base or
-    // rel_buckets where the file has one (a vit has no learned_positions key).
+    // The file's key that made the positions what they are: the kind's own
+    // (rope_base, rel_buckets) where it has one (a vit has no learned_positions key).
     std::string file_key = it == model_name.end() ? key : it->second;
-    if (std::string(key) == "positions" && c.positions == "rope") file_key = "rope_base";
-    if (std::string(key) == "positions" && c.positions == "relative") file_key = "rel_buckets";
+    if (const PositionKind* k = find_position_kind(c.positions);
+        std::string(key) == "positions" && k && k->file_key)
+      file_key = k->file_key;
     return where + ": metadata 'model_config' key '" + file_key + "'";
   };
   require(find_family(c.model) != nullptr, name("model"),
@@ -69,10 +71,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   require_range<int64_t>(c.d_ff, 1, 65536, name("d_ff"));
   require(c.dropout >= 0 && c.dropout < 1, name("dropout"),
           "must be in [0, 1), got " + num(c.dropout));
-  require(c.positions == "sinusoidal" || c.positions == "learned" || c.positions == "rope" ||
-              c.positions == "relative",
-          name("positions"),
-          "expected sinusoidal, learned, rope or relative, got '" + brief(c.positions) + "'");
+  const PositionKind& positions = position_kind(c.positions, name("positions"));
   require(
       c.kv_heads >= 0 && c.kv_heads <= c.heads && (c.kv_heads == 0 || c.heads % c.kv_heads == 0),
       name("kv_heads"),
@@ -81,12 +80,10 @@ void validate(const TrainConfig& c, const std::string& where) {
   // The rotation's angles base^(-2i/d_k) fall with i only for a base above 1.
   require(c.rope_base > 1 && c.rope_base <= real(1e9), name("rope_base"),
           "must be in (1, 1e9], got " + num(c.rope_base));
-  if (c.positions == "rope") {
-    const int64_t d_k = c.d_k > 0 ? c.d_k : c.d_model / c.heads;
-    require(d_k % 2 == 0, name("positions"),
-            "rope turns pairs of a head's d_k numbers, and d_k = " + std::to_string(d_k) +
-                " is odd (--d-model / --heads, or --d-k)");
-  }
+  auto report = [&](bool ok, const char* key, const std::string& why) {
+    require(ok, name(key), why);
+  };
+  if (positions.check) positions.check(c, report);  // the kind's own rules (rope: d_k even)
   // T5's relative positions: buckets even (half per direction in an encoder)
   // and >= 4; the last bucket's distance past the exact ones (half of a causal
   // table's, which has the more), at most 2^30 (a distance fits any sequence).
@@ -99,10 +96,6 @@ void validate(const TrainConfig& c, const std::string& where) {
           "must exceed the " + std::to_string(c.rel_buckets / 2) +
               " exact buckets (--rel-buckets " + std::to_string(c.rel_buckets) +
               " / 2) and be at most 2^30, got " + std::to_string(c.rel_max_distance));
-  require(c.positions != "relative" || (c.attention != "sparse" && c.attention != "linear"),
-          name("attention"),
-          "the " + c.attention +
-              " kernel takes no --positions relative (standard, memory-efficient or auto do)");
   // A mixture of experts (nn/moe.h): its own rules, one line each.
   if (c.experts != 0) {
     require(c.experts >= 2 && c.experts <= 1024, name("experts"),
@@ -120,13 +113,18 @@ void validate(const TrainConfig& c, const std::string& where) {
             "recomputing in backward does not take --experts (the load-balancing loss "
             "would get no gradient); leave --recompute out");
   }
-  // Rotary positions and shared key/value heads live in the softmax kernels.
-  require((c.positions != "rope" && c.kv_heads == 0) ||
-              (c.attention != "sparse" && c.attention != "linear"),
-          name("attention"),
-          "the " + c.attention +
-              " kernel takes neither --positions rope nor --kv-heads "
-              "(standard, memory-efficient or auto do)");
+  // Rotary positions, relative bias and shared key/value heads live in the
+  // softmax kernels: the sparse and linear kernels take none of them.
+  std::vector<std::string> softmax_only;
+  if (positions.softmax_kernels) softmax_only.push_back("--positions " + c.positions);
+  if (c.kv_heads != 0) softmax_only.push_back("--kv-heads");
+  if (!softmax_only.empty())
+    require(
+        c.attention != "sparse" && c.attention != "linear", name("attention"),
+        "the " + c.attention + " kernel takes " +
+            (softmax_only.size() == 1 ? "no " + softmax_only[0]
+                                      : "neither " + softmax_only[0] + " nor " + softmax_only[1]) +
+            " (standard, memory-efficient or auto do)");
   if (!c.objective.empty()) {
     std::vector<std::string> objs;  // "mlm classify" -> {mlm, classify}
     for (std::string all = fam.objectives.names; !all.empty();) {
@@ -142,9 +140,14 @@ void validate(const TrainConfig& c, const std::string& where) {
                                one_of(objs, [](const std::string& o) { return o; }) + "; got '" +
                                brief(c.objective) + "'");
   }
-  if (fam.settings.check)  // the family's own rules (positions, tying, ...)
-    fam.settings.check(
-        c, [&](bool ok, const char* key, const std::string& why) { require(ok, name(key), why); });
+  // The kinds of positions the family takes (its row's list, the default first).
+  const std::vector<std::string> takes = kinds_of(fam.model.positions);
+  require(std::find(takes.begin(), takes.end(), c.positions) != takes.end(), name("positions"),
+          fam.model.positions_refused ? fam.model.positions_refused(c.positions)
+                                      : "the " + c.model + " model takes " +
+                                            one_of(takes, [](const std::string& k) { return k; }) +
+                                            " positions, not '" + brief(c.positions) + "'");
+  if (fam.settings.check) fam.settings.check(c, report);  // the family's own rules (tying, ...)
   require(nn::find_activation(c.activation) != nullptr, name("activation"),
           "expected " + nn::activation_names() + ", got '" + brief(c.activation) + "'");
   require(nn::find_norm(c.norm) != nullptr, name("norm"),
@@ -300,9 +303,10 @@ void attention_to_model(const TrainConfig& c, nn::AttentionSettings& a) {
   a.norm = c.norm;
   a.bias = !c.no_bias;
   a.kv_heads = c.kv_heads;
-  a.rope_base = c.positions == "rope" ? c.rope_base : 0;
-  a.rel_buckets = c.positions == "relative" ? c.rel_buckets : 0;
-  a.rel_max_distance = c.rel_max_distance;
+  a.rope_base = 0;  // no position in attention, unless the kind hands it one
+  a.rel_buckets = 0;
+  if (const PositionKind& k = position_kind(c.positions, "--positions"); k.to_attention)
+    k.to_attention(c, a);
   a.recompute = c.recompute == "ffn"     ? nn::Recompute::FFN
                 : c.recompute == "layer" ? nn::Recompute::Layer
                                          : nn::Recompute::None;
@@ -328,15 +332,14 @@ void attention_from_model(TrainConfig& c, const nn::AttentionSettings& a) {
     c.capacity_factor = real(a.moe.capacity_factor);
     c.aux_loss = real(a.moe.aux_loss);
   }
-  if (a.rope_base > 0) {  // the family's positions otherwise
-    c.positions = "rope";
-    c.rope_base = a.rope_base;
-  }
-  if (a.rel_buckets > 0) {  // T5's relative positions
-    c.positions = "relative";
-    c.rel_buckets = a.rel_buckets;
-    c.rel_max_distance = a.rel_max_distance;
-  }
+  // A kind the settings show (rope: rope_base > 0); the family's positions
+  // otherwise. A file holds one kind at most (its loader refuses rope_base
+  // beside rel_buckets).
+  for (const PositionKind& k : position_kinds())
+    if (k.from_attention && k.from_attention(c, a)) {
+      c.positions = k.name;
+      break;
+    }
 }
 
 optim::OptimizerSettings optimizer_settings(const TrainConfig& c) {
@@ -391,6 +394,9 @@ void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc
                          const std::string& where) {
   const Family* fam = find_family(kind);
   if (!fam) throw Error(where + ": model_kind '" + brief(kind) + "' is not " + family_names());
+  // The family's default kind of positions, unless the file says another
+  // (from_model: attention_from_model, or the family's own key).
+  if (!kinds_of(fam->model.positions).empty()) c.positions = kinds_of(fam->model.positions).front();
   fam->model.from_model(c, mc, where);
 }
 

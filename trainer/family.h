@@ -93,6 +93,15 @@ struct Family {
     // Whether the position table has a fixed length (learned positions): its
     // rows are the run's context and bound every sequence. Null: never.
     bool (*fixed_positions)(const TrainConfig& c) = nullptr;
+    // The kinds of positions (--positions, trainer/positions.h) it takes,
+    // space-separated, its default first: "learned rope relative". A new run
+    // that does not say takes the first; a model file's kind is the first
+    // unless its settings show another (rope_base) or from_model says.
+    const char* positions = "sinusoidal";
+    // Why another kind is refused, after "--positions: " ("the bert model has
+    // a learned position table"). Null: "the <name> model takes a or b
+    // positions, not '<asked>'".
+    std::string (*positions_refused)(const std::string& asked) = nullptr;
   } model;
 
   // ---- what it reads ----

@@ -15,11 +15,10 @@ namespace qkv::train {
 
 namespace {
 
-// BERT's own defaults (Post-LN, GELU, learned positions) and the objective
+// BERT's own defaults (Post-LN, GELU; learned positions, its row's) and the objective
 // the data asks for: mlm on text, classify on labelled lines.
 void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
   if (!said("activation")) c.activation = "gelu";
-  if (!said("positions")) c.positions = "learned";
   if (said("objective") && c.objective == "mlm" && !said("format")) c.format = "text";
   if (!said("objective")) c.objective = c.format == "text" ? "mlm" : "classify";
   // BERT's sequences never run from one document into the next: a line (a
@@ -28,7 +27,6 @@ void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
 }
 
 void check(const TrainConfig& c, const Require& require) {
-  require(c.positions == "learned", "positions", "the bert model has a learned position table");
   require(!c.data.empty(), "data",
           "the bert model reads text: --data FILE, a corpus (--objective mlm) or text<TAB>label "
           "lines (--objective classify)");
@@ -63,7 +61,6 @@ void from_model(TrainConfig& c, const json& mc, const std::string& where) {
   shared_arch_fields(c, b, [](auto& mine, const auto& theirs) { mine = theirs; });
   c.layers = b.layers;
   c.tie = false;
-  c.positions = "learned";
   c.activation = nn::activation_name(b.activation);
   c.objective = b.head;  // a model file's head says what it learned
   attention_from_model(c, b);
@@ -126,6 +123,10 @@ Family bert_family() {
   f.model.from_model = from_model;
   f.model.shape_from_model = shape_from_model;
   f.model.vocab_key = "vocab";
+  f.model.positions = "learned";
+  f.model.positions_refused = [](const std::string&) -> std::string {
+    return "the bert model has a learned position table";
+  };
   f.model.fixed_positions = [](const TrainConfig&) { return true; };  // a learned table
   f.reads.text = true;
   // "<s> text </s>" (a classifier's answer is no token of the sequence).

@@ -8,9 +8,6 @@ namespace qkv::train {
 namespace {
 
 void check(const TrainConfig& c, const Require& require) {
-  require(c.positions == "sinusoidal" || c.positions == "relative", "positions",
-          "the encoder model has sinusoidal positions or T5's relative bias (relative) "
-          "(nn::EncoderOnlyModel)");
   require(!c.tie, "tie",
           "the encoder model's output layer gives labels: it has no embedding to tie to");
 }
@@ -37,7 +34,6 @@ void from_model(TrainConfig& c, const json& mc, const std::string& where) {
   shared_arch_fields(c, e, [](auto& mine, const auto& theirs) { mine = theirs; });
   c.layers = e.layers;
   c.tie = false;
-  c.positions = "sinusoidal";
   c.activation = nn::activation_name(e.activation);
   attention_from_model(c, e);
 }
@@ -52,6 +48,11 @@ Family encoder_family() {
   f.model.build = build;
   f.model.from_model = from_model;
   f.model.vocab_key = "vocab";
+  f.model.positions = "sinusoidal relative";
+  f.model.positions_refused = [](const std::string&) -> std::string {
+    return "the encoder model has sinusoidal positions or T5's relative bias (relative) "
+           "(nn::EncoderOnlyModel)";
+  };
   // Sinusoidal positions, computed as needed: no fixed table.
   f.reads.labels_tokens = true;
   // The source alone: every task's answer has its source's length.

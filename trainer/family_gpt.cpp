@@ -8,21 +8,12 @@ namespace qkv::train {
 
 namespace {
 
-// The decoder-only model's own defaults (Pre-LN, GELU, tied output, learned
-// positions) for whatever the command line left unsaid.
+// The decoder-only model's own defaults (Pre-LN, GELU, tied output; learned
+// positions, the first of its row's) for whatever the command line left unsaid.
 void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
   if (!said("pre_ln")) c.pre_ln = true;
   if (!said("activation")) c.activation = "gelu";
   if (!said("tie")) c.tie = true;
-  if (!said("positions")) c.positions = "learned";
-}
-
-void check(const TrainConfig& c, const Require& require) {
-  require(c.positions == "learned" || c.positions == "rope" || c.positions == "relative",
-          "positions",
-          "the gpt model has a learned position table, rotary positions (rope) or T5's relative "
-          "bias (relative), not " +
-              brief(c.positions));
 }
 
 std::unique_ptr<nn::Model> build(const TrainConfig& c, const DataShape& d) {
@@ -43,7 +34,6 @@ void from_model(TrainConfig& c, const json& mc, const std::string& where) {
   c.model = "gpt";
   shared_arch_fields(c, g, [](auto& mine, const auto& theirs) { mine = theirs; });
   c.layers = g.layers;
-  c.positions = "learned";
   c.activation = nn::activation_name(g.activation);
   attention_from_model(c, g);
 }
@@ -59,10 +49,16 @@ Family gpt_family() {
   Family f;
   f.name = "gpt";
   f.help = "gpt (decoder-only)";
-  f.settings = {defaults, check};
+  f.settings.defaults = defaults;
   f.model.build = build;
   f.model.from_model = from_model;
   f.model.vocab_key = "vocab";
+  f.model.positions = "learned rope relative";
+  f.model.positions_refused = [](const std::string& asked) {
+    return "the gpt model has a learned position table, rotary positions (rope) or T5's relative "
+           "bias (relative), not " +
+           brief(asked);
+  };
   // A learned position table, or with RoPE max_positions all the same.
   f.model.fixed_positions = [](const TrainConfig&) { return true; };
   f.reads.text = true;

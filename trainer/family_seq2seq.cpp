@@ -12,6 +12,7 @@
 #include "data/span.h"
 #include "models/encoder_decoder.h"
 #include "trainer/family.h"
+#include "trainer/positions.h"
 
 namespace qkv::train {
 
@@ -68,7 +69,7 @@ std::unique_ptr<nn::Model> build(const TrainConfig& c, const DataShape& d) {
   shared_arch_fields(c, m, [](const auto& mine, auto& theirs) { theirs = mine; });
   m.encoder_layers = m.decoder_layers = c.layers;
   m.activation = activation_of(c);
-  m.learned_positions = c.positions == "learned";
+  m.learned_positions = position_kind(c.positions, "--positions").table == PositionTable::Learned;
   m.max_positions = m.learned_positions ? c.context : 512;  // sinusoidal tables grow on demand
   m.seed = c.seed;
   attention_to_model(c, m);
@@ -93,9 +94,6 @@ void from_model(TrainConfig& c, const json& mc, const std::string& where) {
 }
 
 void check(const TrainConfig& c, const Require& require) {
-  require(c.positions != "rope", "positions",
-          "the seq2seq model adds sinusoidal or learned positions to its embeddings; rotary "
-          "positions (rope) are the gpt model's");
   require(!c.line_by_line || c.format != "text", "line_by_line",
           "span corruption reads windows of the text (a line of one token has no span to hide)");
   if (c.data.empty()) {
@@ -139,7 +137,14 @@ Family seq2seq_family() {
   f.model.build = build;
   f.model.from_model = from_model;
   f.model.vocab_key = "src_vocab";
-  f.model.fixed_positions = [](const TrainConfig& c) { return c.positions == "learned"; };
+  f.model.fixed_positions = [](const TrainConfig& c) {
+    return position_kind(c.positions, "--positions").table == PositionTable::Learned;
+  };
+  f.model.positions = "sinusoidal learned relative";
+  f.model.positions_refused = [](const std::string&) -> std::string {
+    return "the seq2seq model adds sinusoidal or learned positions to its embeddings; rotary "
+           "positions (rope) are the gpt model's";
+  };
   // The encoder reads the source (n); the decoder <s> and the target (m + 1).
   f.reads.sequence_tokens = [](int64_t n, int64_t m) { return std::max(n, m + 1); };
   f.reports.layers_text = [](const TrainConfig& c) {

@@ -10,19 +10,16 @@ namespace qkv::train {
 
 namespace {
 
-// ViT's own defaults (Dosovitskiy et al. 2021: Pre-LN, GELU, learned
-// positions; 7x7 patches for 28x28 images) for what the command line left unsaid.
+// ViT's own defaults (Dosovitskiy et al. 2021: Pre-LN, GELU, 7x7 patches for
+// 28x28 images; learned positions, its row's) for what the command line left unsaid.
 void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
   if (!said("pre_ln")) c.pre_ln = true;
   if (!said("activation")) c.activation = "gelu";
-  if (!said("positions")) c.positions = "learned";
   if (!said("patch")) c.patch = 7;
   if (!said("format")) c.format = "idx";
 }
 
 void check(const TrainConfig& c, const Require& require) {
-  require(c.positions == "learned", "positions",
-          "the vit model has a learned position table (one row per patch and the class token)");
   require(!c.tie, "tie", "the vit model's head gives labels: it has no embedding to tie to");
   require(!c.data.empty(), "data",
           "the vit model reads images: --data DIR, a folder of IDX files (--format idx)");
@@ -58,7 +55,6 @@ void from_model(TrainConfig& c, const json& mc, const std::string& where) {
   shared_arch_fields(c, v, [](auto& mine, const auto& theirs) { mine = theirs; });
   c.layers = v.layers;
   c.tie = false;
-  c.positions = "learned";
   c.patch = v.patch;
   c.activation = nn::activation_name(v.activation);
   attention_from_model(c, v);
@@ -90,6 +86,10 @@ Family vit_family() {
   f.model.build = build;
   f.model.from_model = from_model;
   f.model.shape_from_model = shape_from_model;
+  f.model.positions = "learned";
+  f.model.positions_refused = [](const std::string&) -> std::string {
+    return "the vit model has a learned position table (one row per patch and the class token)";
+  };
   // No tokens (vocab_key null): its files' vocabulary is the special tokens
   // alone. The learned table holds the class token and one row per patch,
   // sized by the images, not the context (fixed_positions null).

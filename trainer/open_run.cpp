@@ -7,6 +7,7 @@
 
 #include "core/blas.h"
 
+#include "trainer/positions.h"
 #include "trainer/presets.h"
 #include "trainer/run.h"
 
@@ -22,6 +23,8 @@ Trainer new_run(TrainConfig c, const std::vector<std::string>& given,
     return std::find(given.begin(), given.end(), k) != given.end();
   };
   const Family* fam = find_family(c.model);  // an unknown one is refused by Trainer
+  if (fam && !said("positions") && !kinds_of(fam->model.positions).empty())
+    c.positions = kinds_of(fam->model.positions).front();  // the family's default
   if (fam && fam->settings.defaults) fam->settings.defaults(c, said);
   if (tokenizer_from.empty()) return Trainer(c);
   if (fam && fam->reads.images)
@@ -146,22 +149,17 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
       throw Error("--preset: sets a new model's architecture; --init-from takes the file's");
     apply_preset(o.preset, c, said);  // the flags given win over the preset
   }
-  // --rope-base belongs to rope positions (said or set by the preset): alone
-  // it would be ignored.
   // --experts-per-token, --capacity-factor and --aux-loss belong to --experts.
   for (const char* k : {"experts_per_token", "capacity_factor", "aux_loss"})
     if (std::find(given.begin(), given.end(), k) != given.end() && c.experts == 0)
       throw Error(flag_of(k) + ": sets the mixture of experts; give --experts E too (or leave " +
                   "it out)");
-  if (std::find(given.begin(), given.end(), "rope_base") != given.end() && c.positions != "rope")
-    throw Error("--rope-base: sets rope's base; give --positions rope too (or leave it out)");
-  for (const char* k : {"rel_buckets", "rel_max_distance"})
-    if (std::find(given.begin(), given.end(), k) != given.end() && c.positions != "relative")
-      throw Error(std::string(k) == "rel_buckets"
-                      ? "--rel-buckets: sets relative positions' buckets; give --positions "
-                        "relative too (or leave it out)"
-                      : "--rel-max-distance: sets relative positions' last distance; give "
-                        "--positions relative too (or leave it out)");
+  // A setting of one kind of positions (--rope-base: rope) alone would be ignored.
+  for (const PositionKind& k : position_kinds())
+    for (const PositionKey& key : k.keys)
+      if (std::find(given.begin(), given.end(), key.key) != given.end() && c.positions != k.name)
+        throw Error(flag_of(key.key) + ": sets " + key.sets + "; give --positions " + k.name +
+                    " too (or leave it out)");
   fill_dependent_defaults(c, said);
   Trainer t = !o.init_from.empty() ? Trainer::init_from(o.init_from, c, said)
                                    : new_run(c, said, o.tokenizer_from);

@@ -87,4 +87,9 @@ one_line "$TRAIN" "${TINY[@]}" --positions rope --steps 1
 [ "$(cat "$QKV_TMP/out")" = "error: --positions: the seq2seq model adds sinusoidal or learned positions to its embeddings; rotary positions (rope) are the gpt model's" ] || { cat "$QKV_TMP/out"; fail "rope for seq2seq"; }
 one_line "$TRAIN" "${GPT[@]}" --preset llama --attention linear --steps 1
 [ "$(cat "$QKV_TMP/out")" = "error: --attention: the linear kernel takes neither --positions rope nor --kv-heads (standard, memory-efficient or auto do)" ] || { cat "$QKV_TMP/out"; fail "rope with linear attention"; }
+# Each alone is named alone (the run has no other to leave out).
+one_line "$TRAIN" "${GPT[@]}" --positions rope --attention linear --steps 1
+[ "$(cat "$QKV_TMP/out")" = "error: --attention: the linear kernel takes no --positions rope (standard, memory-efficient or auto do)" ] || { cat "$QKV_TMP/out"; fail "rope alone with linear attention"; }
+one_line "$TRAIN" "${GPT[@]}" --kv-heads 1 --attention sparse --steps 1
+[ "$(cat "$QKV_TMP/out")" = "error: --attention: the sparse kernel takes no --kv-heads (standard, memory-efficient or auto do)" ] || { cat "$QKV_TMP/out"; fail "--kv-heads alone with sparse attention"; }
 echo "llama block: preset trains ($first -> $last), flags win, 3 families, bad input refused"
