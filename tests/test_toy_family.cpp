@@ -1,17 +1,21 @@
 // A model family added from outside the library (tests/toy_family.h: its own
 // file, no line of the library changed) trains through the trainer's code
 // path, evaluates, answers, and saves and loads as a checkpoint and as a
-// model file: the registration shape of trainer/family.h holds.
+// model file: the registration shape of trainer/family.h holds. So does a kind
+// of positions of its own (trainer/positions.h), listed by a family's row.
 #include <doctest/doctest.h>
 
 #include <string>
 
+#include "errors.h"
 #include "temp_dir.h"
 #include "test_seed.h"
 #include "toy_family.h"
+#include "trainer/positions.h"
 #include "trainer/trainer.h"
 
 using namespace qkv;
+using qkv::testing::error_of;
 using qkv::testing::TempDir;
 using qkv::testing::test_seed;
 
@@ -87,4 +91,99 @@ TEST_CASE("a toy family registered from a test's own file trains, answers, saves
   std::unique_ptr<nn::Model> m = nn::load_model(file);
   CHECK(logits_of(*m, held) == logits_of(t.model(), held));
   CHECK(nn::answer(*m, {held[0].src}) == a);
+}
+
+namespace {
+
+// A kind of positions of the test's own: it adds nothing to the embedding and
+// hands attention nothing (the bag model reads no positions), with a rule of
+// its own on the run.
+train::PositionKind counted_positions() {
+  train::PositionKind k;
+  k.name = "counted";
+  k.help = "counted (a toy)";
+  k.check = [](const train::TrainConfig& c, const train::Require& require) {
+    require(c.d_model >= 8, "d_model", "counted positions need d_model >= 8");
+  };
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a position kind registered from a test's own code is read from the tables: a family that "
+    "lists it validates, trains and resumes with it; one that does not refuses it; removed, it "
+    "is unknown") {
+  const toy::BagFamilyRegistered registered;
+  TempDir dir;
+  {
+    train::register_position_kind(counted_positions());
+    struct Unregister {
+      ~Unregister() { train::unregister_position_kind("counted"); }
+    } unregister;
+    // The bag family's row lists it, its default first.
+    train::Family bag = *train::find_family("bag");
+    bag.model.positions = "counted sinusoidal";
+    train::unregister_family("bag");
+    train::register_family(bag);
+
+    CHECK(train::position_kinds().names() == "sinusoidal, learned, rope, relative or counted");
+    CHECK(train::position_help() ==
+          "sinusoidal, learned, rope (gpt), relative (T5) or counted (a toy)");
+    train::TrainConfig c = bag_config();
+    c.positions = "counted";
+    c.steps = 2;
+    CHECK_NOTHROW(train::validate(c, ""));
+    // The kind's own rule, naming the flag.
+    c.d_model = 4;
+    CHECK(error_of([&] { train::validate(c, ""); }) ==
+          "--d-model: counted positions need d_model >= 8");
+    c.d_model = 16;
+    // A family whose row does not list it refuses it, in its own words...
+    train::TrainConfig gpt = c;
+    gpt.model = "gpt";
+    CHECK(error_of([&] { train::validate(gpt, ""); }) ==
+          "--positions: the gpt model has a learned position table, rotary positions (rope) or "
+          "T5's relative bias (relative), not counted");
+    // ... and a row with no words of its own by its list.
+    train::TrainConfig learned = c;
+    learned.positions = "learned";
+    CHECK(error_of([&] { train::validate(learned, ""); }) ==
+          "--positions: the bag model takes counted or sinusoidal positions, not 'learned'");
+
+    // It trains, and a checkpoint resumes with it.
+    train::Trainer t(c);
+    t.step();
+    const std::string ckpt = dir.file("counted.ckpt");
+    t.save(ckpt);
+    CHECK(train::Trainer::resume(ckpt).cfg.positions == "counted");
+  }
+  CHECK(train::find_position_kind("counted") == nullptr);
+  train::TrainConfig c = bag_config();
+  c.positions = "counted";
+  CHECK(error_of([&] { train::validate(c, ""); }) ==
+        "--positions: expected sinusoidal, learned, rope or relative, got 'counted'");
+}
+
+TEST_CASE(
+    "the built-in position kinds hand attention their settings and are recognised back from a "
+    "model file's") {
+  for (const char* name : {"sinusoidal", "learned", "rope", "relative"}) {
+    CAPTURE(name);
+    train::TrainConfig c;
+    c.positions = name;
+    c.rope_base = 500;
+    c.rel_buckets = 8;
+    c.rel_max_distance = 20;
+    nn::AttentionSettings a;
+    train::attention_to_model(c, a);
+    CHECK(a.rope_base == (c.positions == "rope" ? 500 : 0));
+    CHECK(a.rel_buckets == (c.positions == "relative" ? 8 : 0));
+    train::TrainConfig back;
+    back.positions = "sinusoidal";  // a family's own, which the settings leave
+    train::attention_from_model(back, a);
+    CHECK(back.positions == (a.rope_base > 0 || a.rel_buckets > 0 ? c.positions : "sinusoidal"));
+    if (back.positions == "relative") CHECK(back.rel_max_distance == 20);
+    if (back.positions == "rope") CHECK(back.rope_base == 500);
+  }
 }
