@@ -4,7 +4,9 @@
 # checkpoint/*_codec.cpp, generation/answer_*.cpp) nothing in the library
 # asks which family it holds: no is_gpt()/is_encoder(), no compare of a
 # family's name, no dynamic_cast to a family's class. Decoding methods,
-# optimizers and norms are rows of their tables, their names written once.
+# optimizers, norms and kinds of positions are rows of their tables, their
+# names written once (a kind's in trainer/position_<name>.cpp and in the rows
+# of the families that take it).
 source "$(dirname "$0")/lib.bash"
 cd "$QKV_SRC"
 read -r -a layers <<< "$(sed -n 's/^LAYERS *:= *//p' Makefile)"
@@ -23,6 +25,9 @@ bad=$(grep -nE 'is_gpt\(\)|is_encoder\(\)|[=!]= *"(seq2seq|gpt|encoder)"|"(seq2s
 # Each table's names are spelled in one place (its row), not in checks elsewhere.
 bad=$(grep -nE '[=!]= *"(greedy|beam|adam|adamw|sgd)"' "${files[@]}" || true)
 [ -z "$bad" ] || { echo "$bad"; fail "a decoding method or optimizer compared by name (above): use its table"; }
+bad=$(grep -nE '[=!]= *"(sinusoidal|learned|rope|relative)"|"(sinusoidal|learned|rope|relative)" *[=!]=|positions *[=!]= *"' \
+  "${files[@]}" | grep -v '^trainer/position_[a-z]*\.cpp:' || true)
+[ -z "$bad" ] || { echo "$bad"; fail "a kind of positions compared by name (above): use trainer/positions.h's table"; }
 bad=$(grep -nE 'LayerNorm&|make_shared<LayerNorm>|shared_ptr<LayerNorm>' "${files[@]}" | grep -v '^nn/norm\.cpp:' || true)
 [ -z "$bad" ] || { echo "$bad"; fail "a layer names LayerNorm instead of nn::Norm (above)"; }
-echo "${#files[@]} library files ask no family, method, optimizer or norm by name"
+echo "${#files[@]} library files ask no family, method, optimizer, norm or positions by name"
