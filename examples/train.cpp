@@ -180,8 +180,7 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--clip", c.clip, "clip the gradient norm (0: off)")->capture_default_str();
   add_value(app, "--seed", c.seed, "seed of data, init and dropout")->capture_default_str();
   add_value(app, "--threads", o.threads, "threads (0: all cores)")->capture_default_str();
-  add_value(app, "--precision", o.precision,
-            "matrix products: fp32, or bf16 (float32 sums); --load resumes with the file's")
+  add_value(app, "--precision", o.precision, "matrix products fp32|bf16 (--load: the file's)")
       ->capture_default_str();
   add_value(app, "--eval-every", o.eval_every, "steps between held-out checks")
       ->capture_default_str();
