@@ -126,12 +126,7 @@ void validate(const TrainConfig& c, const std::string& where) {
                                       : "neither " + softmax_only[0] + " nor " + softmax_only[1]) +
             " (standard, memory-efficient or auto do)");
   if (!c.objective.empty()) {
-    std::vector<std::string> objs;  // "mlm classify" -> {mlm, classify}
-    for (std::string all = fam.objectives.names; !all.empty();) {
-      const size_t sp = std::min(all.find(' '), all.size());
-      objs.push_back(all.substr(0, sp));
-      all.erase(0, std::min(sp + 1, all.size()));
-    }
+    const std::vector<std::string> objs = words_of(fam.objectives.names);  // {mlm, classify}
     const bool known = std::find(objs.begin(), objs.end(), c.objective) != objs.end();
     require(known, name("objective"),
             objs.empty() ? "the " + c.model + " model learns only its own way (pairs); got '" +
@@ -141,7 +136,7 @@ void validate(const TrainConfig& c, const std::string& where) {
                                brief(c.objective) + "'");
   }
   // The kinds of positions the family takes (its row's list, the default first).
-  const std::vector<std::string> takes = kinds_of(fam.model.positions);
+  const std::vector<std::string> takes = words_of(fam.model.positions);
   require(std::find(takes.begin(), takes.end(), c.positions) != takes.end(), name("positions"),
           fam.model.positions_refused ? fam.model.positions_refused(c.positions)
                                       : "the " + c.model + " model takes " +
@@ -396,8 +391,18 @@ void set_arch_from_model(TrainConfig& c, const std::string& kind, const json& mc
   if (!fam) throw Error(where + ": model_kind '" + brief(kind) + "' is not " + family_names());
   // The family's default kind of positions, unless the file says another
   // (from_model: attention_from_model, or the family's own key).
-  if (!kinds_of(fam->model.positions).empty()) c.positions = kinds_of(fam->model.positions).front();
+  if (!words_of(fam->model.positions).empty()) c.positions = words_of(fam->model.positions).front();
   fam->model.from_model(c, mc, where);
+}
+
+std::vector<std::string> words_of(const char* space_separated) {
+  std::vector<std::string> out;
+  for (std::string all = space_separated ? space_separated : ""; !all.empty();) {
+    const size_t sp = std::min(all.find(' '), all.size());
+    if (sp > 0) out.push_back(all.substr(0, sp));
+    all.erase(0, std::min(sp + 1, all.size()));
+  }
+  return out;
 }
 
 }  // namespace qkv::train

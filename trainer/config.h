@@ -346,4 +346,8 @@ void check_given_flags(const TrainConfig& c, const std::vector<std::string>& giv
 // weights by 0.01 (torch.optim.AdamW's default).
 void fill_dependent_defaults(TrainConfig& c, const std::vector<std::string>& given);
 
+// The words of a space-separated list, in order ("learned rope relative" ->
+// {learned, rope, relative}: a family's position kinds or objectives); null: none.
+std::vector<std::string> words_of(const char* space_separated);
+
 }  // namespace qkv::train

@@ -23,8 +23,8 @@ Trainer new_run(TrainConfig c, const std::vector<std::string>& given,
     return std::find(given.begin(), given.end(), k) != given.end();
   };
   const Family* fam = find_family(c.model);  // an unknown one is refused by Trainer
-  if (fam && !said("positions") && !kinds_of(fam->model.positions).empty())
-    c.positions = kinds_of(fam->model.positions).front();  // the family's default
+  if (fam && !said("positions") && !words_of(fam->model.positions).empty())
+    c.positions = words_of(fam->model.positions).front();  // the family's default
   if (fam && fam->settings.defaults) fam->settings.defaults(c, said);
   if (tokenizer_from.empty()) return Trainer(c);
   if (fam && fam->reads.images)

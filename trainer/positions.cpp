@@ -33,14 +33,4 @@ void register_position_kind(const PositionKind& k) { table().add(k); }
 
 void unregister_position_kind(const std::string& name) { table().remove(name); }
 
-std::vector<std::string> kinds_of(const char* space_separated) {
-  std::vector<std::string> out;
-  for (std::string all = space_separated ? space_separated : ""; !all.empty();) {
-    const size_t sp = std::min(all.find(' '), all.size());
-    if (sp > 0) out.push_back(all.substr(0, sp));
-    all.erase(0, std::min(sp + 1, all.size()));
-  }
-  return out;
-}
-
 }  // namespace qkv::train

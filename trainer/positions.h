@@ -2,14 +2,12 @@
 // found by name through one table (positions.cpp), each row filled by name
 // in its own file, as families are (trainer/family.h):
 //
-//   kind        file                            adds to the embedding      hands attention
-//   sinusoidal  trainer/position_sinusoidal.cpp the paper's sin/cos table  nothing
-//   learned     trainer/position_learned.cpp    a learned row a position   nothing
-//   rope        trainer/position_rope.cpp       nothing                    rotates Q and K
-//   (rope_base) relative    trainer/position_relative.cpp   nothing                    a bias per
-//   head and distance
-//                                                                          bucket (rel_buckets,
-//                                                                          ...)
+//   kind        file                             adds to the embedding   hands attention
+//   sinusoidal  trainer/position_sinusoidal.cpp  the paper's sin/cos     nothing
+//   learned     trainer/position_learned.cpp     a learned row each      nothing
+//   rope        trainer/position_rope.cpp        nothing                 Q, K rotated (rope_base)
+//   relative    trainer/position_relative.cpp    nothing                 a bias per head and
+//                                                                        distance bucket
 //
 // A family lists the kinds it takes, its default first (Family::model.positions:
 // "learned rope relative"); validate() reads both tables, so no file asks for
@@ -77,8 +75,5 @@ std::string position_help();
 // unregister_position_kind removes it again (a test's kind, when the test ends).
 void register_position_kind(const PositionKind& k);
 void unregister_position_kind(const std::string& name);
-
-// A family's kinds (Family::model.positions, "learned rope relative"), in order.
-std::vector<std::string> kinds_of(const char* space_separated);
 
 }  // namespace qkv::train
