@@ -36,6 +36,24 @@ expect_ok "$TRAIN" --model gpt --data corpus.txt --format text --tokens word --c
 expect_ok "$TRAIN" --load lm/model.safetensors --explain "the cat sat on" --html lm.html
 expect_out ", 0 fail,"
 
+# A llama-style model (docs/explorer.md): RMSNorm, RoPE attention and SwiGLU
+# are boxes of the page, their parameters proven; with --experts the router,
+# the gather and the gated sum are.
+lm_flags=(--format text --tokens word --context 8 --d-model 16 --heads 4 --layers 1 --d-ff 32
+  --batch 8 --steps 20 --warmup 1 --threads 1 --eval-every 0 --model gpt --preset llama)
+expect_ok "$TRAIN" --data corpus.txt "${lm_flags[@]}" --out llama
+expect_ok "$TRAIN" --load llama/model.safetensors --explain "the cat sat on" --html llama.html
+expect_out ", 0 fail,"
+for op in rms_norm multi_head_attention swiglu; do
+  grep -q "\"$op\"" llama.html || fail "the llama-style page has no $op box"
+done
+expect_ok "$TRAIN" --data corpus.txt "${lm_flags[@]}" --experts 4 --out moe
+expect_ok "$TRAIN" --load moe/model.safetensors --explain "the cat sat on" --html moe.html
+expect_out ", 0 fail,"
+for op in moe_router moe_gather moe_combine; do
+  grep -q "\"$op\"" moe.html || fail "the MoE page has no $op box"
+done
+
 # Bad input: one line, before any work, no page.
 expect_fail "$TRAIN" --load s2s/model.safetensors --explain "a b z" --html bad.html
 expect_out "--explain: the token 'z' is not in the model's vocabulary"
