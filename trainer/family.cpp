@@ -29,7 +29,7 @@ const Family* find_family(const std::string& name) { return table().find(name); 
 std::string family_names() { return table().names(); }
 
 std::string family_help() {
-  return one_of(table(), [](const Family& f) { return f.help; });
+  return one_of(table(), [](const Family& f) { return f.help ? f.help : f.name; });
 }
 
 const Family& family(const std::string& name, const std::string& where) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/blas.h"
+#include "dist/distributed.h"
 
 #include "trainer/positions.h"
 #include "trainer/presets.h"
@@ -100,11 +101,6 @@ Trainer resumed_run(const std::string& path, const TrainConfig& flags,
       allow_nonfinite, use);
 }
 
-// Under MPI every rank must read the same data (same flags are not enough:
-// each rank reads its own copy of the files). Compares the files' hashes and
-// the vocabulary across ranks, before any collective could mismatch, naming
-// the first rank that differs from rank 0 and the file.
-
 }  // namespace
 
 Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given,
@@ -124,22 +120,29 @@ Trainer open_run(const TrainConfig& flags, const std::vector<std::string>& given
       throw Error("--preset: sets a new run's architecture; the checkpoint " + brief(o.load_path) +
                   " holds its own (leave --preset out)");
     Trainer t = resumed_run(o.load_path, flags, given, o.allow_nonfinite, use);
-    // A resumed training run goes on with the products it was trained with
-    // (the file's metadata 'matmul_precision'), unless --precision says
-    // otherwise; an evaluation or an answer is float32 unless asked.
-    if (use == DataUse::Train && !o.precision_given && t.trained_in_bf16) {
-      set_matmul_precision(MatmulPrecision::bf16);
-      std::printf(
-          "note: resuming with bf16 products, as %s was trained (--precision fp32 "
-          "changes it)\n",
-          brief(o.load_path).c_str());
-    }
     // Fewer --steps than the checkpoint has taken would train nothing and
     // write a file whose schedule ends before its step.
     if (use == DataUse::Train && t.step_count() > t.cfg.steps)
       throw Error("--steps " + std::to_string(t.cfg.steps) + ": the checkpoint " +
                   brief(o.load_path) + " is already at step " + std::to_string(t.step_count()) +
                   ": give more --steps to train on, or --eval-only to evaluate it");
+    // A resumed training run goes on with the products it was trained with
+    // (the file's metadata 'matmul_precision'), unless --precision says
+    // otherwise; an evaluation or an answer is float32 unless asked.
+    if (use == DataUse::Train && !o.precision_given && t.trained_in_bf16) {
+      try {
+        set_matmul_precision(MatmulPrecision::bf16);
+      } catch (const Error& e) {  // the float64 build has no bf16 products
+        throw Error("--load " + brief(o.load_path) +
+                    ": trained with bf16 products (metadata 'matmul_precision'), and " + e.what() +
+                    "; give --precision fp32 to resume in float32");
+      }
+      if (dist::rank() == 0)
+        std::printf(
+            "note: resuming with bf16 products, as %s was trained (--precision fp32 "
+            "changes it)\n",
+            brief(o.load_path).c_str());
+    }
     return t;
   }
   TrainConfig c = flags;

@@ -26,7 +26,7 @@ const PositionKind& position_kind(const std::string& name, const std::string& wh
 }
 
 std::string position_help() {
-  return one_of(table(), [](const PositionKind& k) { return k.help; });
+  return one_of(table(), [](const PositionKind& k) { return k.help ? k.help : k.name; });
 }
 
 void register_position_kind(const PositionKind& k) { table().add(k); }

@@ -33,6 +33,10 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// Under MPI every rank must read the same data (same flags are not enough:
+// each rank reads its own copy of the files). Compares the files' hashes and
+// the vocabulary across ranks, before any collective could mismatch, naming
+// the first rank that differs from rank 0 and the file.
 void check_same_data_on_all_ranks(const Trainer& t) {
   if (dist::size() == 1) return;
   auto hash_of = [&](const char* part) {
