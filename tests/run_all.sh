@@ -27,7 +27,9 @@ fi
 # Program-level tests: each script gets QKV_BIN and a fresh scratch directory
 # QKV_TMP (removed afterwards); its output is shown only when it fails. They
 # run QKV_CLI_JOBS at a time (default: the cores, at most 4; most use one
-# thread), and their lines are printed in the scripts' order as they end.
+# thread), and their lines are printed in the scripts' order as they end. A
+# script that begins "# run_all: alone (why)" (after a #! line) runs with no other
+# beside it (it times something, or shares files with another script).
 here=$(cd "$(dirname "$0")" && pwd)
 export QKV_BIN="${QKV_BIN:-build/rel-f32}"
 scripts=("$here"/cli/*.sh)
@@ -70,14 +72,26 @@ print_ended() {
 if [ -e "${scripts[0]}" ]; then
   echo "== program tests (tests/cli)"
   for i in "${!scripts[@]}"; do
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
+    alone=0
+    head -2 "${scripts[$i]}" | grep -q '^# run_all: alone' && alone=1
+    limit=$jobs_max
+    [ $alone = 1 ] && limit=1  # wait until every other script has ended
+    while [ "$(jobs -rp | wc -l)" -ge "$limit" ]; do
       wait -n
       print_ended
     done
-    run_script "$i" "${scripts[$i]}" &
+    if [ $alone = 1 ]; then run_script "$i" "${scripts[$i]}"; else run_script "$i" "${scripts[$i]}" & fi
+    print_ended
   done
   wait
   print_ended
+  # A script that left no result (its runner killed, the disk full) fails.
+  while [ $next -lt ${#scripts[@]} ]; do
+    echo "  FAIL  $(basename "${scripts[$next]}" .sh): no result"
+    echo "0 1" >> "$totals"
+    status=1
+    next=$((next + 1))
+  done
 fi
 
 read -r passed failed < <(awk '{p+=$1; f+=$2} END {print p+0, f+0}' "$totals")

@@ -1,3 +1,4 @@
+# run_all: alone (it installs the browser test's npm packages that train_explain.sh uses, and bounds its run in seconds)
 # The explorer page in a real browser: Debian's headless chromium, driven by
 # puppeteer-core from npm (tests/browser/, which downloads no browser), runs
 # tests/browser/explorer_test.mjs on the page step_through --html writes: no

@@ -1,3 +1,4 @@
+# run_all: alone (it times writing the page (under 2 s))
 # step_through --html: the explorer page for parts 1 and 2 is one self-contained
 # file (no external script, style or link to fetch) of at most 3 MB, written in
 # under 2 s, whose float64 finite differences all pass; a path that cannot be

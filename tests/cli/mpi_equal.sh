@@ -1,3 +1,4 @@
+# run_all: alone (two MPI ranks on the two cores, under a timeout)
 # Data parallel equals one process: 20 steps with mpirun -np 2 (each rank half
 # of every batch of 16 sequences, the gradients summed with MPI_Allreduce)
 # leave the same weights and Adam state as one process on the whole batch, to

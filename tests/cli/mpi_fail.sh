@@ -1,3 +1,4 @@
+# run_all: alone (two MPI ranks on the two cores, under a timeout)
 # A rank that fails ends the whole run with a non-zero status and a message,
 # never a hang (each mpirun is bounded by timeout; status 124 = it hung): a
 # bad flag on one rank, ranks given different flags, a rank killed mid-run.

@@ -1,3 +1,4 @@
+# run_all: alone (two MPI ranks on the two cores, under a timeout)
 # Checkpoints move between rank counts: a 2-rank run's checkpoint resumes in
 # one process, and a one-process checkpoint under mpirun -np 2, each landing
 # (to float32 summation order) where an uninterrupted one-process run does. A

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run_all: alone (its tools run under a 5 s timeout)
 # The Python tools on hostile input (issue 49, item 7): each case is refused
 # in one line on stderr naming the flag, or the file and the key, with a
 # non-zero status, nothing on stdout, no traceback, within 5 s (a FIFO must

@@ -1,3 +1,4 @@
+# run_all: alone (it uses the browser test's packages explorer_browser.sh installs)
 # train --load FILE --explain TEXT --html PAGE: the gradient explorer on a
 # trained model and the user's input, for the encoder-decoder, a decoder-only
 # model on pairs, the encoder-only model and a language model. The page is one
