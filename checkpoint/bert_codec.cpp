@@ -47,8 +47,7 @@ BertConfig bert_config_from_json(const nlohmann::json& j, const std::string& whe
     if (id < 0 || id >= c.vocab)
       throw Error(where + ": key '" + key + "' is " + std::to_string(id) +
                   ": outside the vocabulary [0, " + std::to_string(c.vocab) + ")");
-  if (c.rope_base != 0)
-    throw Error(where + ": key 'rope_base': a bert reads learned positions (leave it out)");
+  detail::refuse_rope_base(c, where, "a bert reads learned positions");
   return c;
 }
 

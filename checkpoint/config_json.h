@@ -208,6 +208,16 @@ C from_json_with(const json& file_json, const std::string& where, Fields fields,
   return c;
 }
 
+// rope_base in the file of a family without rotary positions, refused by
+// name (its model refuses it too): `positions` says what the family reads
+// instead. One rule for the library and the trainer.
+inline void refuse_rope_base(const AttentionSettings& c, const std::string& where,
+                             const std::string& positions) {
+  if (c.rope_base != 0)
+    throw Error(where + ": key 'rope_base': " + positions +
+                "; rotary positions are a gpt's (leave the key out)");
+}
+
 // A family's row of the codec table (nn::ModelCodec, model_file.h), for a
 // model class M holding its config as `cfg` and the family's config reader:
 // its model_config is config_to_json(m.cfg) (the family's overload), and a

@@ -24,7 +24,9 @@ nlohmann::json config_to_json(const EncoderOnlyConfig& c) {
   return detail::to_json_with(c, encoder_fields);
 }
 EncoderOnlyConfig encoder_config_from_json(const nlohmann::json& j, const std::string& where) {
-  return detail::from_json_with<EncoderOnlyConfig>(j, where, encoder_fields);
+  EncoderOnlyConfig c = detail::from_json_with<EncoderOnlyConfig>(j, where, encoder_fields);
+  detail::refuse_rope_base(c, where, "an encoder adds sinusoidal positions or T5's relative bias");
+  return c;
 }
 extern const ModelCodec kEncoderCodec =
     detail::model_codec<EncoderOnlyModel, encoder_config_from_json>("encoder");

@@ -34,7 +34,9 @@ nlohmann::json config_to_json(const TransformerConfig& c) {
   return detail::to_json_with(c, transformer_fields);
 }
 TransformerConfig transformer_config_from_json(const nlohmann::json& j, const std::string& where) {
-  return detail::from_json_with<TransformerConfig>(j, where, transformer_fields);
+  TransformerConfig c = detail::from_json_with<TransformerConfig>(j, where, transformer_fields);
+  detail::refuse_rope_base(c, where, "a seq2seq adds a position table or T5's relative bias");
+  return c;
 }
 extern const ModelCodec kSeq2SeqCodec =
     detail::model_codec<Seq2SeqTransformer, transformer_config_from_json>("seq2seq");

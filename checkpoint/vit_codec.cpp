@@ -24,7 +24,9 @@ constexpr auto vit_fields = [](auto& c, auto&& f) {
 
 nlohmann::json config_to_json(const ViTConfig& c) { return detail::to_json_with(c, vit_fields); }
 ViTConfig vit_config_from_json(const nlohmann::json& j, const std::string& where) {
-  return detail::from_json_with<ViTConfig>(j, where, vit_fields);
+  ViTConfig c = detail::from_json_with<ViTConfig>(j, where, vit_fields);
+  detail::refuse_rope_base(c, where, "a vit's patches read a learned position table");
+  return c;
 }
 extern const ModelCodec kViTCodec = detail::model_codec<ViT, vit_config_from_json>("vit");
 

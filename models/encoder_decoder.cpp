@@ -177,6 +177,10 @@ Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c)
     : cfg(c), init_gen(c.seed), dropout_gen(dropout_seed(c.seed)) {
   if (c.src_vocab <= 0 || c.tgt_vocab <= 0)
     throw Error("Seq2SeqTransformer: vocabulary sizes must be positive");
+  if (c.rope_base != 0)
+    throw Error(
+        "Seq2SeqTransformer: rope_base is set, but rotary positions are a GPT's: this "
+        "model adds a position table or T5's relative bias (leave rope_base 0)");
   const LayerOptions o = c.layer();
   src_embed =
       register_module("src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, init_gen));

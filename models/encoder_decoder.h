@@ -76,7 +76,8 @@ struct AttentionSettings {
   std::string norm = "layer";
   // Grouped-query attention (kv_heads key/value heads shared by groups of
   // heads / kv_heads query heads; 0: heads) and rotary positions (rope_base
-  // > 0, 10000 usual; 0: none), in every self-attention of the model.
+  // > 0, 10000 usual; 0: none), in every self-attention of the model. Rotary
+  // positions are a GPT's alone: the other models refuse rope_base > 0.
   int64_t kv_heads = 0;
   real rope_base = 0;
   // false: the attentions' W_Q, W_K, W_V, W_O and the FFN's linear maps have

@@ -14,6 +14,10 @@ EncoderOnlyModel::EncoderOnlyModel(const EncoderOnlyConfig& c)
   if (c.vocab < 1 || c.classes < 1)
     throw Error("EncoderOnlyModel: vocab and classes must be positive, got " +
                 std::to_string(c.vocab) + " and " + std::to_string(c.classes));
+  if (c.rope_base != 0)
+    throw Error(
+        "EncoderOnlyModel: rope_base is set, but rotary positions are a GPT's: this "
+        "model adds sinusoidal positions or T5's relative bias (leave rope_base 0)");
   const LayerOptions o = c.layer();
   embed = register_module("embed", std::make_shared<Embedding>(c.vocab, c.d_model, init_gen));
   embed->weight.data().copy_(

@@ -41,6 +41,10 @@ ViT::ViT(const ViTConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(dropout_see
     throw Error("ViT: rel_buckets " + std::to_string(c.rel_buckets) +
                 ": relative positions are 1-D distances and a ViT's patches a 2-D grid with a "
                 "class token (leave rel_buckets 0)");
+  if (c.rope_base != 0)
+    throw Error(
+        "ViT: rope_base is set, but rotary positions are a GPT's: a ViT's patches "
+        "read a learned position table (leave rope_base 0)");
   const LayerOptions o = c.layer();
   const int64_t D = c.d_model, N = c.patches();
   // x_n E + b: one Linear (C*P*P -> D) on the patches

@@ -15,6 +15,7 @@
 #include "errors.h"
 #include "io/json_bounded.h"
 #include "checkpoint/model_file.h"
+#include "models/vit.h"
 #include "nn/swiglu.h"
 #include "temp_dir.h"
 #include "test_seed.h"
@@ -204,6 +205,44 @@ TEST_CASE(
   CHECK(rot->cfg.kv_heads == 1);
   edit_config(path, [](json& j) { j.erase("rope_base"); });
   CHECK(has(error_of([&] { load_gpt(path); }), "pos_embed.weight"));
+}
+
+TEST_CASE(
+    "model file: rotary positions are a gpt's: a seq2seq, encoder or vit file with rope_base is "
+    "refused naming the key, and their constructors refuse rope_base > 0") {
+  TempDir tmp;
+  const std::string path = tmp.file("m.safetensors");
+  ViTConfig vit;
+  vit.image = 8;
+  vit.patch = 4;
+  vit.d_model = 8;
+  vit.heads = 2;
+  vit.layers = 1;
+  vit.d_ff = 16;
+  vit.seed = test_seed();
+  const std::vector<std::pair<std::string, std::function<void()>>> saves = {
+      {"seq2seq", [&] { save_model(Seq2SeqTransformer(small_seq2seq(true, true, false)), path); }},
+      {"encoder", [&] { save_model(EncoderOnlyModel(small_encoder(true)), path); }},
+      {"vit", [&] { save_model(ViT(vit), path); }}};
+  for (const auto& [kind, save] : saves) {
+    CAPTURE(kind);
+    save();
+    REQUIRE(load_model(path));
+    edit_config(path, [](json& j) { j["rope_base"] = 10000; });
+    const std::string msg = error_of([&] { load_model(path); });
+    CHECK(has(msg, path + ": metadata 'model_config': key 'rope_base': "));
+    CHECK(has(msg, "rotary positions are a gpt's (leave the key out)"));
+  }
+  auto with_rope = [](auto c) {
+    c.rope_base = 10000;
+    return c;
+  };
+  CHECK(has(error_of([&] { Seq2SeqTransformer m(with_rope(small_seq2seq(true, false, false))); }),
+            "Seq2SeqTransformer: rope_base is set, but rotary positions are a GPT's"));
+  CHECK(has(error_of([&] { EncoderOnlyModel m(with_rope(small_encoder(true))); }),
+            "EncoderOnlyModel: rope_base is set, but rotary positions are a GPT's"));
+  CHECK(has(error_of([&] { ViT m(with_rope(vit)); }),
+            "ViT: rope_base is set, but rotary positions are a GPT's"));
 }
 
 TEST_CASE(

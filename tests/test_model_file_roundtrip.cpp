@@ -123,17 +123,16 @@ std::vector<std::pair<std::string, std::function<void(Config&)>>> attention_edit
                  c.activation = Activation::GELU;
                  c.d_k = 3;
                }});
-  // Grouped-query attention (K key/value heads of H = 2) and rotary
-  // positions in every self-attention, alone and with the llama block.
+  // Grouped-query attention (K key/value heads of H = 2) in every
+  // self-attention, alone and with the llama block (a gpt's edits add rotary
+  // positions, which the other families refuse).
   e.push_back({"kv_heads 1", [](Config& c) { c.kv_heads = 1; }});
   e.push_back({"kv_heads 2 (every head, said)", [](Config& c) { c.kv_heads = 2; }});
-  e.push_back({"rope", [](Config& c) { c.rope_base = 10000; }});
-  e.push_back({"llama block, rope, kv_heads 1, d_k 6", [](Config& c) {
+  e.push_back({"llama block, kv_heads 1, d_k 6", [](Config& c) {
                  c.norm = "rms";
                  c.activation = Activation::SwiGLU;
                  c.bias = false;
                  c.pre_norm = true;
-                 c.rope_base = 500000;
                  c.kv_heads = 1;
                  c.d_k = 6;
                }});
@@ -197,6 +196,15 @@ TEST_CASE("save_model/load_model round trip: every gpt configuration the constru
   edits.push_back({"no layers", [](GPTConfig& c) { c.layers = 0; }});
   edits.push_back({"three layers", [](GPTConfig& c) { c.layers = 3; }});
   edits.push_back({"untied", [](GPTConfig& c) { c.tie_weights = false; }});
+  edits.push_back({"llama block, rope base 500000, kv_heads 1, d_k 6", [](GPTConfig& c) {
+                     c.norm = "rms";
+                     c.activation = Activation::SwiGLU;
+                     c.bias = false;
+                     c.pre_norm = true;
+                     c.rope_base = 500000;
+                     c.kv_heads = 1;
+                     c.d_k = 6;
+                   }});
   for (int64_t n : {int64_t(1), int64_t(100)}) {
     edits.push_back(
         {"max_positions " + std::to_string(n), [n](GPTConfig& c) { c.max_positions = n; }});

@@ -400,11 +400,22 @@ def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+# What each family reads instead of rotary positions: its loader refuses
+# rope_base, as the C++ loader does (checkpoint/config_json.h).
+NO_ROPE = {
+    "seq2seq": "a seq2seq adds a position table or T5's relative bias",
+    "encoder": "an encoder adds sinusoidal positions or T5's relative bias",
+    "bert": "a bert reads learned positions",
+    "vit": "a vit's patches read a learned position table",
+}
+
+
 def attention_keys(config, kind, tensor_names, where="model_config"):
     """{"kv_heads", "rope_base", "rel_buckets", "rel_max_distance"} of a model_config, as docs/checkpoint-format.md
     lists them: kv_heads (grouped-query attention's key/value heads, an integer
     >= 1 dividing heads; absent: every head, returned as heads) and rope_base
     (rotary positions' base, a number in (1, 1e9]; absent: 0, no rotation).
+    A family other than gpt refuses rope_base (NO_ROPE).
     A gpt with rope_base has no position table: its tensor `pos_embed.weight`
     (under the file's prefix, among tensor_names) is refused. rel_buckets
     (T5's relative position bias: an even integer >= 4; absent: 0, none) and
@@ -420,9 +431,9 @@ def attention_keys(config, kind, tensor_names, where="model_config"):
     if "rope_base" in config and not (isinstance(base, (int, float)) and not isinstance(base, bool)
                                       and 1 < base <= 1e9):
         raise ValueError(f"{where}: key 'rope_base' is {brief(json.dumps(base))}: must be a number in (1, 1e9]")
-    if base and kind == "bert":
-        raise ValueError(f"{where}: key 'rope_base' is {brief(json.dumps(base))}: a bert reads "
-                         f"its learned position table (leave the key out)")
+    if base and kind in NO_ROPE:
+        raise ValueError(f"{where}: key 'rope_base' is {brief(json.dumps(base))}: {NO_ROPE[kind]}; "
+                         f"rotary positions are a gpt's (leave the key out)")
     if base and kind == "gpt":
         table = [n for n in tensor_names if n.endswith("pos_embed.weight")]
         if table:

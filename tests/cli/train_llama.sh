@@ -58,6 +58,31 @@ if command -v python3 >/dev/null; then
   expect_out "block: rms norm, swiglu (hidden 24), no biases"
 fi
 
+# (d2) Rotary positions are a gpt's: a seq2seq or encoder file given
+#      rope_base is refused naming the key, by the trainer as by the library
+#      (tests/test_model_file.cpp) and the Python reader.
+if command -v python3 >/dev/null; then
+  for fam in seq2seq encoder; do
+    expect_ok "$TRAIN" --model "$fam" "${TINY[@]}" --steps 1 --out "rope_$fam"
+    python3 - "rope_$fam/model.safetensors" <<'EOF'
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+md = header["__metadata__"]
+md["model_config"] = json.dumps(dict(json.loads(md["model_config"]), rope_base=10000))
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + data[8 + n:])
+EOF
+    expect_fail "$TRAIN" --load "rope_$fam/model.safetensors" --eval-only
+    expect_out "rope_$fam/model.safetensors: metadata 'model_config': key 'rope_base': a"
+    expect_out "; rotary positions are a gpt's (leave the key out)"
+    expect_fail python3 "$QKV_SRC/tools/qkv_checkpoint.py" "rope_$fam/model.safetensors"
+    expect_out "key 'rope_base' is 10000: a"
+  done
+fi
+
 # (e) Bad input: one line each, naming the flag and the table's names.
 one_line() {
   expect_fail "$@"
