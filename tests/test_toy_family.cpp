@@ -2,15 +2,21 @@
 // file, no line of the library changed) trains through the trainer's code
 // path, evaluates, answers, and saves and loads as a checkpoint and as a
 // model file: the registration shape of trainer/family.h holds. So does a kind
-// of positions of its own (trainer/positions.h), listed by a family's row.
+// of positions of its own (trainer/positions.h), listed by a family's row,
+// and a source of data of its own (trainer/data_sources.h).
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "errors.h"
 #include "temp_dir.h"
 #include "test_seed.h"
 #include "toy_family.h"
+#include "trainer/data_sources.h"
 #include "trainer/positions.h"
 #include "trainer/trainer.h"
 
@@ -186,4 +192,111 @@ TEST_CASE(
     if (back.positions == "relative") CHECK(back.rel_max_distance == 20);
     if (back.positions == "rope") CHECK(back.rope_base == 500);
   }
+}
+
+namespace {
+
+// A data source of the test's own (format "words"): each line of --data is a
+// sequence of words, and its pair is (the words, the words), which the bag
+// model learns to copy; every fourth line is held out.
+train::DataNeed read_word_lines(train::Trainer& t, const data::Vocab* given) {
+  std::ifstream in(t.cfg.data);
+  if (!in) throw Error("--data " + t.cfg.data + ": cannot be read");
+  std::vector<std::vector<std::string>> lines;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    lines.emplace_back(std::istream_iterator<std::string>(words),
+                       std::istream_iterator<std::string>());
+  }
+  if (given) {
+    t.vocab = *given;
+  } else {
+    std::set<std::string> distinct;
+    for (const auto& l : lines) distinct.insert(l.begin(), l.end());
+    t.vocab = data::Vocab::from_tokens({distinct.begin(), distinct.end()});
+  }
+  std::vector<data::Pair> train, held;
+  train::DataNeed need{0, ""};
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const data::Seq ids = t.vocab.encode(lines[i]);
+    (i % 4 == 3 ? held : train).push_back({ids, ids});
+    if (int64_t(ids.size()) > need.tokens)
+      need = {int64_t(ids.size()), t.cfg.data + ":" + std::to_string(i + 1)};
+  }
+  t.pairs = std::make_unique<data::PairData>(std::move(train), std::move(held));
+  t.data_info = {{"kind", "words"}};
+  return need;
+}
+
+train::DataSource word_lines_source() {
+  train::DataSource s;
+  s.name = "word-lines";
+  s.help = "lines of words, each its own label (a toy)";
+  s.format = "words";
+  s.read = read_word_lines;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the data-source table picks each run's row by format, and a row's takes first") {
+  auto source = [](const std::string& data, const std::string& format, const std::string& objective,
+                   bool line_by_line) {
+    train::TrainConfig c;
+    c.data = data;
+    c.format = format;
+    c.objective = objective;
+    c.line_by_line = line_by_line;
+    return std::string(train::data_source(c).name);
+  };
+  CHECK(source("", "tsv", "", false) == "task");
+  CHECK(source("p.tsv", "tsv", "", false) == "pairs");
+  CHECK(source("p.tsv", "tsv", "classify", false) == "labels");
+  CHECK(source("t.txt", "text", "mlm", false) == "text");
+  CHECK(source("t.txt", "text", "mlm", true) == "lines");
+  CHECK(source("images", "idx", "", false) == "images");
+  CHECK(train::data_formats() == "tsv, text or idx");
+  CHECK(error_of([&] { source("x", "csv", "", false); }) ==
+        "--format: expected tsv, text or idx, got 'csv'");
+}
+
+TEST_CASE(
+    "a data source registered from a test's own code is read from the table: --format takes "
+    "it, a run trains and resumes on it; removed, its format is unknown") {
+  const toy::BagFamilyRegistered registered;
+  TempDir dir;
+  const std::string data = dir.file("words.txt");
+  {
+    std::ofstream out(data);
+    const char* words[] = {"red", "green", "blue", "cyan", "pink"};
+    for (int i = 0; i < 200; ++i)
+      out << words[i % 5] << ' ' << words[(i * 3 + 1) % 5] << ' ' << words[(i * 7 + 2) % 5] << '\n';
+  }
+  train::TrainConfig c = bag_config();
+  c.data = data;
+  c.format = "words";
+  {
+    train::register_data_source(word_lines_source());
+    struct Unregister {
+      ~Unregister() { train::unregister_data_source("word-lines"); }
+    } unregister;
+    CHECK(train::data_formats() == "tsv, text, idx or words");
+    CHECK_NOTHROW(train::validate(c, ""));
+    train::Trainer t(c);
+    CHECK(t.vocab.size() == data::Vocab::from_tokens({}).size() + 5);  // the specials, 5 words
+    CHECK(t.cfg.context == 3);  // the data's longest sequence
+    const real first = t.step();
+    real last = first;
+    while (t.step_count() < t.cfg.steps) last = t.step();
+    CHECK(last < 0.5 * first);
+    CHECK(t.evaluate().token_acc() > 0.9);
+    // A checkpoint resumes, reading the data again through the row.
+    const std::string ckpt = dir.file("words.ckpt");
+    t.save(ckpt);
+    train::Trainer back = train::Trainer::resume(ckpt);
+    CHECK(back.step_count() == t.step_count());
+    CHECK(back.pairs->heldout().size() == 50);
+  }
+  CHECK(error_of([&] { train::validate(c, ""); }) ==
+        "--format: expected tsv, text or idx, got 'words'");
 }

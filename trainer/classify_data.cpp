@@ -1,4 +1,4 @@
-// A text classifier's data (Trainer::build_label_data, --objective
+// A text classifier's data (the data source "labels", --objective
 // classify): one "text<TAB>label" line per example, or "text<TAB>text<TAB>label"
 // for two texts (bert reads them as "<s> A </s> B </s>", the second one
 // segment 1). The labels are the training lines' own, sorted; a held-out
@@ -10,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "trainer/data_sources.h"
 #include "trainer/trainer.h"
 
 namespace qkv::train {
@@ -79,9 +80,13 @@ bool truncate_texts(std::vector<Seq>& texts, int64_t window) {
 
 }  // namespace
 
-void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* given) {
-  TextFile f = detail::read_flag_file("--data", cfg.data, max_file_bytes);
-  detail::check_data_memory(48.0 * double(f.text.size()), "--data " + brief(cfg.data),
+namespace {
+
+DataNeed read_labels(Trainer& t, const Vocab* given) {
+  const Split how = data::parse_split(t.cfg.tokens);
+  const int64_t max_file_bytes = kMaxDataFileBytes;
+  TextFile f = detail::read_flag_file("--data", t.cfg.data, max_file_bytes);
+  detail::check_data_memory(48.0 * double(f.text.size()), "--data " + brief(t.cfg.data),
                             std::to_string(f.text.size()) + " bytes of labelled text");
   std::vector<LabelLine> train_l = parse_label_lines(f, "--data"), valid_l;
   // The labels: every --data line's (a held-out part split from the file
@@ -89,17 +94,17 @@ void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* g
   // must agree.
   std::set<std::string> names;
   for (const LabelLine& l : train_l) names.insert(l.label);
-  data_info = {{"kind", "labels"}, {"data", detail::file_info(f)}};
-  if (!cfg.valid.empty()) {
-    TextFile v = detail::read_flag_file("--valid", cfg.valid, max_file_bytes);
+  t.data_info = {{"kind", "labels"}, {"data", detail::file_info(f)}};
+  if (!t.cfg.valid.empty()) {
+    TextFile v = detail::read_flag_file("--valid", t.cfg.valid, max_file_bytes);
     valid_l = parse_label_lines(v, "--valid");
-    data_info["valid"] = detail::file_info(v);
+    t.data_info["valid"] = detail::file_info(v);
   } else {  // a fixed split of the file, as for pairs
     if (train_l.size() < 2)
-      throw Error("--data " + brief(cfg.data) +
+      throw Error("--data " + brief(t.cfg.data) +
                   ": one line cannot be split into training and held-out");
     const detail::HeldoutSplit split =
-        detail::heldout_split(train_l.size(), cfg.seed, cfg.valid_fraction);
+        detail::heldout_split(train_l.size(), t.cfg.seed, t.cfg.valid_fraction);
     std::vector<LabelLine> kept;
     for (size_t i = 0; i < split.order.size(); ++i)
       (i < split.n_valid ? valid_l : kept).push_back(train_l[split.order[i]]);
@@ -107,44 +112,46 @@ void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* g
   }
 
   const std::vector<std::string> found(names.begin(), names.end());
-  if (!labels.empty() && labels != found)
-    throw Error("--data " + brief(cfg.data) + ": its labels are " + brief(json(found).dump()) +
-                " but the model file's are " + brief(json(labels).dump()));
-  labels = found;
+  if (!t.labels.empty() && t.labels != found)
+    throw Error("--data " + brief(t.cfg.data) + ": its labels are " + brief(json(found).dump()) +
+                " but the model file's are " + brief(json(t.labels).dump()));
+  t.labels = found;
 
   // The tokens: the given vocabulary, a BPE learned from the training texts,
   // or the training texts' words or characters.
   if (given) {
-    vocab = *given;
+    t.vocab = *given;
   } else if (how == Split::Bpe) {
     std::string all;
     for (const LabelLine& l : train_l)
       for (const std::string& s : l.texts) all += s + "\n";
     try {
-      vocab = Vocab::from_bpe(data::BPE::train(all, cfg.bpe_vocab), extra_tokens(family(), cfg));
+      t.vocab =
+          Vocab::from_bpe(data::BPE::train(all, t.cfg.bpe_vocab), extra_tokens(t.family(), t.cfg));
     } catch (const Error& e) {
-      throw Error("--bpe-vocab " + std::to_string(cfg.bpe_vocab) + ": " + brief(cfg.data) +
+      throw Error("--bpe-vocab " + std::to_string(t.cfg.bpe_vocab) + ": " + brief(t.cfg.data) +
                   " (its training texts): " + e.what());
     }
   } else {
     std::set<std::string, std::less<>> distinct;
     for (const LabelLine& l : train_l)
       for (const std::string& s : l.texts)
-        data::for_each_token(s, how, [&](std::string_view t) {
-          if (distinct.size() <= static_cast<size_t>(cfg.max_vocab)) distinct.emplace(t);
+        data::for_each_token(s, how, [&](std::string_view tok) {
+          if (distinct.size() <= static_cast<size_t>(t.cfg.max_vocab)) distinct.emplace(tok);
         });
-    vocab = vocab_of_tokens(std::move(distinct), family(), cfg);
+    t.vocab = vocab_of_tokens(std::move(distinct), t.family(), t.cfg);
   }
   auto encode = [&](const std::string& s, int64_t* unknown) {
-    return vocab.bpe() ? vocab.encode_bytes(s)
-                       : vocab.encode(data::split_tokens(s, how == Split::Bpe ? Split::Word : how),
-                                      unknown);
+    return t.vocab.bpe()
+               ? t.vocab.encode_bytes(s)
+               : t.vocab.encode(data::split_tokens(s, how == Split::Bpe ? Split::Word : how),
+                                unknown);
   };
   // With a --context and --truncate (the default), a text longer than the
   // window is cut to it, as Hugging Face's truncation=True: its first tokens
   // kept, and of two texts the longer one shortened first
   // ("longest_first"). Cut texts are counted per split, for the header.
-  const int64_t window = cfg.truncate ? cfg.context : 0;
+  const int64_t window = t.cfg.truncate ? t.cfg.context : 0;
   int64_t need = 0;
   std::string longest_where;
   auto add = [&](const std::vector<LabelLine>& in, std::vector<Pair>& out, int64_t* unknown,
@@ -182,23 +189,36 @@ void Trainer::build_label_data(Split how, int64_t max_file_bytes, const Vocab* g
   std::vector<Pair> train_p, valid_p;
   int64_t unknown_train = 0;
   const int64_t cut_train =
-      add(train_l, train_p, &unknown_train, "--data", cfg.data, uncut_train_tokens);
+      add(train_l, train_p, &unknown_train, "--data", t.cfg.data, t.uncut_train_tokens);
   const int64_t cut_valid =
-      add(valid_l, valid_p, &unknown_heldout_tokens, cfg.valid.empty() ? "--data" : "--valid",
-          cfg.valid.empty() ? cfg.data : cfg.valid, uncut_heldout_tokens);
+      add(valid_l, valid_p, &t.unknown_heldout_tokens, t.cfg.valid.empty() ? "--data" : "--valid",
+          t.cfg.valid.empty() ? t.cfg.data : t.cfg.valid, t.uncut_heldout_tokens);
   if (cut_train + cut_valid > 0)
-    data_notes.push_back(
-        "texts longer than --context " + std::to_string(cfg.context) + " tokens cut to it: " +
+    t.data_notes.push_back(
+        "texts longer than --context " + std::to_string(t.cfg.context) + " tokens cut to it: " +
         std::to_string(cut_train) + " of " + std::to_string(train_l.size()) + " training, " +
         std::to_string(cut_valid) + " of " + std::to_string(valid_l.size()) +
         " held-out (--no-truncate refuses them; --count-tokens counts a file's tokens)");
-  pairs = std::make_unique<PairData>(std::move(train_p), std::move(valid_p));
-  if (cfg.context == 0) cfg.context = need;
-  if (need > cfg.context)
-    throw Error("--context " + std::to_string(cfg.context) +
+  t.pairs = std::make_unique<PairData>(std::move(train_p), std::move(valid_p));
+  if (t.cfg.context == 0) t.cfg.context = need;
+  if (need > t.cfg.context)
+    throw Error("--context " + std::to_string(t.cfg.context) +
                 ": the position table is shorter than a text of " + std::to_string(need) +
                 " tokens (" + longest_where + ", with <s> and </s>; without --no-truncate such " +
                 "a text is cut to the window)");
+  return {t.cfg.context, "--context"};
+}
+
+}  // namespace
+
+DataSource labels_source() {
+  DataSource s;
+  s.name = "labels";
+  s.help = "texts and their labels, one a line: text<TAB>label";
+  s.format = "tsv";
+  s.takes = [](const TrainConfig& c) { return c.objective == "classify"; };
+  s.read = read_labels;
+  return s;
 }
 
 }  // namespace qkv::train

@@ -15,6 +15,7 @@
 #include "nn/linear.h"
 #include "nn/norm.h"
 #include "optim/optimizers.h"
+#include "trainer/data_sources.h"
 #include "trainer/family.h"
 #include "trainer/positions.h"
 
@@ -161,8 +162,8 @@ void validate(const TrainConfig& c, const std::string& where) {
   require(c.recompute == "none" || c.recompute == "ffn" || c.recompute == "layer",
           name("recompute"), "expected none, ffn or layer, got '" + brief(c.recompute) + "'");
   require_range<int64_t>(c.attention_budget, 0, 1 << 20, name("attention_budget"));
-  require(c.format == "tsv" || c.format == "text" || c.format == "idx", name("format"),
-          "expected tsv, text or idx, got '" + brief(c.format) + "'");
+  require(is_data_format(c.format), name("format"),
+          "expected " + data_formats() + ", got '" + brief(c.format) + "'");
   require(c.label_names.empty() || fam.reads.images, name("label_names"),
           "names the labels of images (--format idx); a text classifier's labels are the words "
           "of its data");

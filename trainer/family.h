@@ -121,6 +121,9 @@ struct Family {
     // Positions one sequence takes to read a pair of n source and m target
     // tokens. Null: max(n, m).
     int64_t (*sequence_tokens)(int64_t n, int64_t m) = nullptr;
+    // Positions one image of rows x cols pixels takes (vit: its patches and
+    // a class token). Null: one a pixel.
+    int64_t (*image_tokens)(const TrainConfig& c, int64_t rows, int64_t cols) = nullptr;
   } reads;
 
   // ---- how it answers ----

@@ -94,6 +94,11 @@ Family vit_family() {
   // alone. The learned table holds the class token and one row per patch,
   // sized by the images, not the context (fixed_positions null).
   f.reads.images = true;
+  // P x P patches and the class token (--patch; 0 is validate()'s error).
+  f.reads.image_tokens = [](const TrainConfig& c, int64_t rows, int64_t cols) {
+    const int64_t P = std::max<int64_t>(1, c.patch);
+    return (rows / P) * (cols / P) + 1;
+  };
   f.reads.sequence_tokens = [](int64_t n, int64_t) { return n; };
   f.answers.label_probabilities = label_probabilities;
   f.answers.class_attention = class_attention;

@@ -1,4 +1,4 @@
-// A text read one line a sequence (Trainer::build_line_data, --line-by-line:
+// A text read one line a sequence (the data source "lines", --line-by-line:
 // bert's mlm by default), as BERT and RoBERTa read documents: a sequence
 // never runs from one line into the next, and a short line is padded, not
 // joined to its neighbour. For Debian's package descriptions a line is one
@@ -15,6 +15,7 @@
 #include <set>
 #include <utility>
 
+#include "trainer/data_sources.h"
 #include "trainer/trainer.h"
 
 namespace qkv::train {
@@ -43,25 +44,29 @@ void encode_lines(std::string_view text, int64_t max_len, Encode&& encode, Seq& 
 
 }  // namespace
 
-void Trainer::build_line_data(Split how, int64_t max_file_bytes, const Vocab* given) {
+namespace {
+
+DataNeed read_lines(Trainer& t, const Vocab* given) {
+  const Split how = data::parse_split(t.cfg.tokens);
+  const int64_t max_file_bytes = kMaxDataFileBytes;
   const bool bpe = how == Split::Bpe;
-  TextFile f = detail::read_flag_file("--data", cfg.data, max_file_bytes, bpe);
-  data_info = {{"kind", "text"}, {"data", detail::file_info(f)}, {"line_by_line", true}};
+  TextFile f = detail::read_flag_file("--data", t.cfg.data, max_file_bytes, bpe);
+  t.data_info = {{"kind", "text"}, {"data", detail::file_info(f)}, {"line_by_line", true}};
   std::optional<TextFile> v;
-  if (!cfg.valid.empty()) {
-    v = detail::read_flag_file("--valid", cfg.valid, max_file_bytes, bpe);
-    data_info["valid"] = detail::file_info(*v);
+  if (!t.cfg.valid.empty()) {
+    v = detail::read_flag_file("--valid", t.cfg.valid, max_file_bytes, bpe);
+    t.data_info["valid"] = detail::file_info(*v);
   }
-  if (cfg.context == 0) cfg.context = 64;
+  if (t.cfg.context == 0) t.cfg.context = 64;
   // A sequence of n tokens takes sequence_tokens(n, 0) positions (bert: <s> n </s>).
-  const int64_t max_len = cfg.context - sequence_tokens(family(), 0, 0);
+  const int64_t max_len = t.cfg.context - sequence_tokens(t.family(), 0, 0);
   if (max_len < 1)
-    throw Error("--context " + std::to_string(cfg.context) +
+    throw Error("--context " + std::to_string(t.cfg.context) +
                 ": too short to hold a token of a line");
   // The held-out part: whole lines, from the start of the line the byte cut falls in.
   size_t cut = f.text.size();
   if (!v) {
-    cut = detail::heldout_byte_cut(f.text, cfg.valid_fraction);
+    cut = detail::heldout_byte_cut(f.text, t.cfg.valid_fraction);
     const size_t nl = cut == 0 ? std::string::npos : f.text.rfind('\n', cut - 1);
     cut = nl == std::string::npos ? 0 : nl + 1;
   }
@@ -71,65 +76,78 @@ void Trainer::build_line_data(Split how, int64_t max_file_bytes, const Vocab* gi
   // At most one token a byte, 8 bytes an id, and a start per line.
   detail::check_data_memory(
       double(train_text.size() + held_text.size()) * 16,
-      "--data " + brief(cfg.data) + (v ? " with --valid " + brief(cfg.valid) : ""),
+      "--data " + brief(t.cfg.data) + (v ? " with --valid " + brief(t.cfg.valid) : ""),
       std::to_string(f.text.size()) + (v ? " + " + std::to_string(v->text.size()) : "") +
           " bytes as tokens, one line a sequence");
-  tokenizer_info.train_hash = fnv1a64(std::string(train_text));
+  t.tokenizer_info.train_hash = fnv1a64(std::string(train_text));
   const auto t0 = std::chrono::steady_clock::now();
   if (given) {
     if (bpe && !given->bpe())
       throw Error("--tokens bpe: the checkpoint's vocabulary is not a BPE tokenizer's");
-    vocab = *given;
+    t.vocab = *given;
   } else if (bpe) {
     try {
-      vocab = Vocab::from_bpe(data::BPE::train(std::string(train_text), cfg.bpe_vocab),
-                              extra_tokens(family(), cfg));
+      t.vocab = Vocab::from_bpe(data::BPE::train(std::string(train_text), t.cfg.bpe_vocab),
+                                extra_tokens(t.family(), t.cfg));
     } catch (const Error& e) {
-      throw Error("--bpe-vocab " + std::to_string(cfg.bpe_vocab) + ": " + brief(cfg.data) +
+      throw Error("--bpe-vocab " + std::to_string(t.cfg.bpe_vocab) + ": " + brief(t.cfg.data) +
                   (v ? "" : " (its training part)") + ": " + e.what());
     }
-    tokenizer_info.learned = true;
-    tokenizer_info.trained_on = {{"bytes", train_text.size()},
-                                 {"fnv1a64", detail::hex64(tokenizer_info.train_hash)}};
+    t.tokenizer_info.learned = true;
+    t.tokenizer_info.trained_on = {{"bytes", train_text.size()},
+                                   {"fnv1a64", detail::hex64(t.tokenizer_info.train_hash)}};
   } else {
     std::set<std::string, std::less<>> distinct;
-    data::for_each_token(train_text, how, [&](std::string_view t) {
+    data::for_each_token(train_text, how, [&](std::string_view tok) {
       // Stop collecting past --max-vocab: the set never outgrows what is allowed.
-      if (t != "\n" && distinct.size() <= static_cast<size_t>(cfg.max_vocab) &&
-          distinct.find(t) == distinct.end())
-        distinct.emplace(t);
+      if (tok != "\n" && distinct.size() <= static_cast<size_t>(t.cfg.max_vocab) &&
+          distinct.find(tok) == distinct.end())
+        distinct.emplace(tok);
     });
-    vocab = vocab_of_tokens(std::move(distinct), family(), cfg);
+    t.vocab = vocab_of_tokens(std::move(distinct), t.family(), t.cfg);
   }
   int64_t unknown_train = 0;
   auto encoder = [&](int64_t* unknown) {
     return [&, unknown](std::string_view line) {
-      if (bpe) return vocab.encode_bytes(line);
+      if (bpe) return t.vocab.encode_bytes(line);
       Seq ids;
-      data::for_each_token(line, how,
-                           [&](std::string_view t) { ids.push_back(vocab.id_of(t, unknown)); });
+      data::for_each_token(
+          line, how, [&](std::string_view tok) { ids.push_back(t.vocab.id_of(tok, unknown)); });
       return ids;
     };
   };
   Seq train_ids, valid_ids;
   std::vector<int64_t> train_starts, valid_starts;
   encode_lines(train_text, max_len, encoder(&unknown_train), train_ids, train_starts);
-  encode_lines(held_text, max_len, encoder(&unknown_heldout_tokens), valid_ids, valid_starts);
-  tokenizer_info.seconds =
+  encode_lines(held_text, max_len, encoder(&t.unknown_heldout_tokens), valid_ids, valid_starts);
+  t.tokenizer_info.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  tokenizer_info.train_bytes = static_cast<int64_t>(train_text.size());
-  tokenizer_info.heldout_bytes = static_cast<int64_t>(held_text.size());
-  tokenizer_info.train_tokens = static_cast<int64_t>(train_ids.size());
-  tokenizer_info.heldout_tokens = static_cast<int64_t>(valid_ids.size());
+  t.tokenizer_info.train_bytes = static_cast<int64_t>(train_text.size());
+  t.tokenizer_info.heldout_bytes = static_cast<int64_t>(held_text.size());
+  t.tokenizer_info.train_tokens = static_cast<int64_t>(train_ids.size());
+  t.tokenizer_info.heldout_tokens = static_cast<int64_t>(valid_ids.size());
   if (train_starts.size() < 2)
-    throw Error("--data " + brief(cfg.data) + ": no line of its training part has a token");
+    throw Error("--data " + brief(t.cfg.data) + ": no line of its training part has a token");
   if (valid_starts.size() < 2)
-    throw Error((cfg.valid.empty() ? "--valid-fraction: the held-out part of " + brief(cfg.data)
-                                   : "--valid " + brief(cfg.valid)) +
+    throw Error((t.cfg.valid.empty() ? "--valid-fraction: the held-out part of " + brief(t.cfg.data)
+                                     : "--valid " + brief(t.cfg.valid)) +
                 " has no line with a token");
-  text = std::make_unique<TextData>(
+  t.text = std::make_unique<TextData>(
       TextData::of_lines(std::move(train_ids), std::move(train_starts), std::move(valid_ids),
-                         std::move(valid_starts), cfg.context));
+                         std::move(valid_starts), t.cfg.context));
+  return {t.cfg.context, "--context"};
+}
+
+}  // namespace
+
+DataSource lines_source() {
+  DataSource s;
+  s.name = "lines";
+  s.help = "a plain text, one line a sequence (--line-by-line)";
+  s.format = "text";
+  s.takes = [](const TrainConfig& c) { return c.line_by_line; };
+  s.read = read_lines;
+  return s;
 }
 
 }  // namespace qkv::train

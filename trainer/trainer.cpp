@@ -14,6 +14,7 @@
 
 #include "trainer/trainer.h"
 #include "nn/moe.h"
+#include "trainer/data_sources.h"
 
 namespace qkv::train {
 
@@ -156,143 +157,20 @@ Trainer::Trainer(const TrainConfig& c, const Vocab* given, const std::string& wh
     dropout_gen().manual_seed(detail::rank_dropout_seed(cfg.seed, dist::rank()));
 }
 
-// Reads the data, fixes the vocabulary and checks every sequence against the
-// position table (--context; 0 takes what the data needs).
+// Reads the data (the row of the data-source table that takes the run's
+// settings: trainer/data_sources.h), fixes the vocabulary and checks every
+// sequence against the position table (--context; 0 takes what the data needs).
 void Trainer::build_data(const Vocab* given) {
-  const Split how = data::parse_split(cfg.tokens);
-  const int64_t kMaxFileBytes = int64_t(1) << 30;
-  int64_t need = 0;  // the longest sequence a model input will hold
-  std::string longest_where;
-  if (cfg.data.empty()) {
-    vocab = Vocab::symbols(cfg.vocab);
-    if (given && given->to_json() != vocab.to_json())
-      throw Error("checkpoint: its vocabulary is not the --symbols " + std::to_string(cfg.vocab) +
-                  " symbols of the task");
-    // The held-out set is kept as ids (8 bytes a token, source and target).
-    detail::check_data_memory(
-        double(cfg.heldout) * (16.0 * double(cfg.max_len) + 64),
-        "--heldout " + std::to_string(cfg.heldout),
-        "sequences of up to --max-len " + std::to_string(cfg.max_len) + " tokens");
-    try {
-      pairs = std::make_unique<PairData>(
-          data::TaskConfig{data::parse_task(cfg.task), cfg.vocab, cfg.min_len, cfg.max_len},
-          cfg.heldout, data_gen);
-    } catch (const Error& e) {  // e.g. a held-out set larger than half of all sequences
-      throw Error("--heldout " + std::to_string(cfg.heldout) + " with --symbols " +
-                  std::to_string(cfg.vocab) + ", --min-len " + std::to_string(cfg.min_len) +
-                  ", --max-len " + std::to_string(cfg.max_len) + ": " + e.what());
-    }
-    data_info = {{"kind", "task"}, {"task", cfg.task}};
-    // Every task's answer has its source's length: the encoder model labels it.
-    need = sequence_tokens(family(), cfg.max_len, cfg.max_len);
-    longest_where = "--max-len " + std::to_string(cfg.max_len);
-  } else if (cfg.format == "tsv" && cfg.objective == "classify") {  // text<TAB>label
-    build_label_data(how, kMaxFileBytes, given);                    // (trainer/classify_data.cpp)
-    need = cfg.context;
-    longest_where = "--context";
-  } else if (cfg.format == "tsv") {
-    TextFile f = detail::read_flag_file("--data", cfg.data, kMaxFileBytes);
-    // Each pair's tokens are held as strings (~40 bytes a character) until encoded.
-    detail::check_data_memory(48.0 * double(f.text.size()), "--data " + brief(cfg.data),
-                              std::to_string(f.text.size()) + " bytes of pairs");
-    // BPE pairs are read as characters and joined back into their text, whose
-    // bytes the BPE cuts (Vocab::encode_bytes).
-    const Split read_as = how == Split::Bpe ? Split::Char : how;
-    std::vector<data::TokenPair> train_tok = data::parse_pairs(f, read_as), valid_tok;
-    detail::check_one_label_per_token(cfg, train_tok, cfg.data);
-    data_info = {{"kind", "pairs"}, {"data", detail::file_info(f)}};
-    if (!cfg.valid.empty()) {
-      TextFile v = detail::read_flag_file("--valid", cfg.valid, kMaxFileBytes);
-      detail::check_data_memory(48.0 * double(v.text.size()), "--valid " + brief(cfg.valid),
-                                std::to_string(v.text.size()) + " bytes of pairs");
-      valid_tok = data::parse_pairs(v, read_as);
-      detail::check_one_label_per_token(cfg, valid_tok, cfg.valid);
-      data_info["valid"] = detail::file_info(v);
-    } else {
-      // A fixed split of the file, drawn from its own stream so that it does
-      // not depend on anything else the run draws.
-      if (train_tok.size() < 2)
-        throw Error("--data " + brief(cfg.data) +
-                    ": one pair cannot be split into training and held-out");
-      const detail::HeldoutSplit split =
-          detail::heldout_split(train_tok.size(), cfg.seed, cfg.valid_fraction);
-      std::vector<data::TokenPair> kept;
-      for (size_t i = 0; i < split.order.size(); ++i)
-        (i < split.n_valid ? valid_tok : kept).push_back(train_tok[split.order[i]]);
-      train_tok.swap(kept);
-    }
-    auto joined = [](const std::vector<std::string>& chars) {
-      std::string s;
-      for (const std::string& c : chars) s += c;
-      return s;
-    };
-    if (given) {
-      vocab = *given;
-    } else if (how == Split::Bpe) {  // learned from the training pairs' texts
-      std::string all;
-      for (const data::TokenPair& p : train_tok) all += joined(p.src) + "\n" + joined(p.tgt) + "\n";
-      try {
-        vocab = Vocab::from_bpe(data::BPE::train(all, cfg.bpe_vocab), extra_tokens(family(), cfg));
-      } catch (const Error& e) {
-        throw Error("--bpe-vocab " + std::to_string(cfg.bpe_vocab) + ": " + brief(cfg.data) +
-                    " (its training pairs): " + e.what());
-      }
-    } else {
-      std::vector<const std::vector<std::string>*> lists;
-      for (auto& p : train_tok) {
-        lists.push_back(&p.src);
-        lists.push_back(&p.tgt);
-      }
-      const auto toks = data::distinct_tokens(lists);
-      if (static_cast<int64_t>(toks.size()) > cfg.max_vocab)
-        throw Error("--data " + brief(cfg.data) + ": " + std::to_string(toks.size()) +
-                    " distinct tokens is more than --max-vocab " + std::to_string(cfg.max_vocab) +
-                    (cfg.tokens == "word" ? "" : " (try --tokens word?)"));
-      vocab = Vocab::from_tokens(toks);
-    }
-    std::vector<Pair> train_p, valid_p;
-    int64_t unknown_train = 0;
-    auto add = [&](const std::vector<data::TokenPair>& in, std::vector<Pair>& out, int64_t* unk,
-                   const std::string& file) {
-      for (const data::TokenPair& p : in) {
-        if (vocab.bpe())
-          out.push_back({vocab.encode_bytes(joined(p.src)), vocab.encode_bytes(joined(p.tgt))});
-        else
-          out.push_back({vocab.encode(p.src, unk), vocab.encode(p.tgt, unk)});
-        const int64_t len = sequence_tokens(family(), static_cast<int64_t>(out.back().src.size()),
-                                            static_cast<int64_t>(out.back().tgt.size()));
-        if (len > need) {
-          need = len;
-          longest_where = brief(file) + ":" + std::to_string(p.line);
-        }
-      }
-    };
-    add(train_tok, train_p, &unknown_train, cfg.data);
-    add(valid_tok, valid_p, &unknown_heldout_tokens, cfg.valid.empty() ? cfg.data : cfg.valid);
-    pairs = std::make_unique<PairData>(std::move(train_p), std::move(valid_p));
-  } else if (cfg.format == "idx") {  // a classifier's images (trainer/image_data.cpp)
-    build_image_data(kMaxFileBytes);
-    // A model reading images reads P x P patches and a class token.
-    const int64_t P = std::max<int64_t>(1, cfg.patch);
-    need = (shape.rows / P) * (shape.cols / P) + 1;
-    longest_where = "--data " + brief(cfg.data);
-  } else {                 // text: a language model's token stream (trainer/text_data.cpp)
-    if (cfg.line_by_line)  // one line a sequence (trainer/text_lines.cpp)
-      build_line_data(how, kMaxFileBytes, given);
-    else
-      build_text_data(how, kMaxFileBytes, given);
-    need = cfg.context;
-    longest_where = "--context";
-  }
+  const DataNeed need = data_source(cfg).read(*this, given);
   if (pairs && pairs->heldout().empty())
     throw Error("--valid " + brief(cfg.valid) + ": no held-out pairs");
-  if (cfg.context == 0) cfg.context = need;
+  if (cfg.context == 0) cfg.context = need.tokens;
   const bool table_is_fixed = fixed_positions(family(), cfg);
-  if (table_is_fixed && need > cfg.context)
+  if (table_is_fixed && need.tokens > cfg.context)
     throw Error("--context " + std::to_string(cfg.context) +
-                ": the position table is shorter than a sequence of " + std::to_string(need) +
-                " tokens (" + longest_where + ")");
-  detail::check_memory(cfg, vocab.size(), need);
+                ": the position table is shorter than a sequence of " +
+                std::to_string(need.tokens) + " tokens (" + need.where + ")");
+  detail::check_memory(cfg, vocab.size(), need.tokens);
 }
 
 void Trainer::build_model() {

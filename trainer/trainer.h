@@ -371,10 +371,6 @@ class Trainer {
 
  private:
   void build_data(const Vocab* given);
-  void build_text_data(Split how, int64_t max_file_bytes, const Vocab* given);
-  void build_line_data(Split how, int64_t max_file_bytes, const Vocab* given);  // text_lines.cpp
-  void build_image_data(int64_t max_file_bytes);
-  void build_label_data(Split how, int64_t max_file_bytes, const Vocab* given);
   void build_model();
   Var loss_on_batch(int64_t* target_tokens);
   // The random streams before the last step() drew its batch (rerun_diverged_step).

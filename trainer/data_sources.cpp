@@ -1,0 +1,63 @@
+#include "trainer/data_sources.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace qkv::train {
+
+// Each built-in source's row, filled in its own file.
+DataSource task_source();    // trainer/data_task.cpp
+DataSource pairs_source();   // trainer/data_pairs.cpp
+DataSource labels_source();  // trainer/classify_data.cpp
+DataSource text_source();    // trainer/text_data.cpp
+DataSource lines_source();   // trainer/text_lines.cpp
+DataSource images_source();  // trainer/image_data.cpp
+
+namespace {
+Registry<DataSource>& table() {
+  static Registry<DataSource> t{"register_data_source",
+                                {task_source(), pairs_source(), labels_source(), text_source(),
+                                 lines_source(), images_source()}};
+  return t;
+}
+
+// The formats in the table's order, each once ("" left out: it takes no flag).
+std::vector<std::string> formats() {
+  std::vector<std::string> f;
+  for (const DataSource& s : table())
+    if (*s.format && std::find(f.begin(), f.end(), s.format) == f.end()) f.push_back(s.format);
+  return f;
+}
+}  // namespace
+
+const Registry<DataSource>& data_sources() { return table(); }
+
+const DataSource& data_source(const TrainConfig& c) {
+  const std::string format = c.data.empty() ? "" : c.format;
+  const DataSource* general = nullptr;
+  for (const DataSource& s : table()) {
+    if (format != s.format) continue;
+    if (!s.takes)
+      general = general ? general : &s;
+    else if (s.takes(c))
+      return s;
+  }
+  if (general) return *general;
+  throw Error("--format: expected " + data_formats() + ", got '" + brief(c.format) + "'" +
+              (is_data_format(format) ? " (no source of it reads this run's settings)" : ""));
+}
+
+std::string data_formats() {
+  return one_of(formats(), [](const std::string& f) { return f; });
+}
+
+bool is_data_format(const std::string& format) {
+  const std::vector<std::string> f = formats();
+  return std::find(f.begin(), f.end(), format) != f.end();
+}
+
+void register_data_source(const DataSource& s) { table().add(s); }
+
+void unregister_data_source(const std::string& name) { table().remove(name); }
+
+}  // namespace qkv::train

@@ -1,0 +1,73 @@
+// Where a run's examples come from: one row per kind of data, found through
+// one table (data_sources.cpp), each row filled by name in its own file, as
+// families and position kinds are (trainer/family.h, trainer/positions.h):
+//
+//   source  file                        --format     chosen when              becomes
+//   task    trainer/data_task.cpp       (no --data)  always                   pairs drawn from
+//   --task pairs   trainer/data_pairs.cpp      tsv          no other tsv row takes   (source,
+//   target) pairs labels  trainer/classify_data.cpp   tsv          --objective classify     (text,
+//   {label}) pairs text    trainer/text_data.cpp       text         no other text row takes windows
+//   of a token stream lines   trainer/text_lines.cpp      text         --line-by-line           one
+//   line a sequence images  trainer/image_data.cpp      idx          always (pixels, {label}) pairs
+//
+// Trainer::build_data asks the table for the run's row (data_source), lets
+// it read the data into the Trainer (its pairs or text, the vocabulary, the
+// labels, data_info) and then checks the longest sequence it reports against
+// the position table. --format's values are the table's formats. A program
+// (or a test) adds a kind of its own with register_data_source().
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/registry.h"
+#include "trainer/config.h"
+
+namespace qkv::data {
+class Vocab;
+}
+
+namespace qkv::train {
+
+class Trainer;
+
+// The longest sequence a model input will hold, in positions (what the
+// position table must cover), and where it is ("--context", "pairs.tsv:12").
+struct DataNeed {
+  int64_t tokens = 0;
+  std::string where;
+};
+
+// The largest data file a source reads (1 GiB): a larger one is refused, naming it.
+inline constexpr int64_t kMaxDataFileBytes = int64_t(1) << 30;
+
+// A source's row, filled by name; every member left out keeps its default.
+struct DataSource {
+  const char* name = nullptr;  // "pairs": the table's name for it (errors, docs)
+  const char* help = nullptr;  // what it reads, in a few words
+  // The --format that reads it; "" for a run without --data (the built-in tasks).
+  const char* format = "";
+  // Whether it, among the rows of its format, reads this run's data (labels:
+  // --objective classify). Null: the format's general row, taking every run
+  // of the format that no row with a `takes` takes.
+  bool (*takes)(const TrainConfig& c) = nullptr;
+  // Reads the data into `t` (t.pairs or t.text, t.vocab unless `given` is
+  // the vocabulary, t.labels, t.data_info; t.cfg.context when it is 0 and
+  // the source has a default) and says the longest input it made.
+  DataNeed (*read)(Trainer& t, const data::Vocab* given) = nullptr;
+};
+
+// The built-in sources and any registered since, in the order of the table above.
+const Registry<DataSource>& data_sources();
+// The row that reads `c`'s data: c.data empty picks the "" format's row;
+// otherwise the rows of c.format, a row whose `takes` says yes before the
+// general one. An Error naming --format when no row reads the format.
+const DataSource& data_source(const TrainConfig& c);
+// "tsv, text or idx": the formats the table reads (--format's values).
+std::string data_formats();
+bool is_data_format(const std::string& format);
+// Adds a source (a program's own); throws when the name is taken.
+// unregister_data_source removes it again (a test's source, when the test ends).
+void register_data_source(const DataSource& s);
+void unregister_data_source(const std::string& name);
+
+}  // namespace qkv::train
