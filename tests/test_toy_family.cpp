@@ -3,9 +3,11 @@
 // path, evaluates, answers, and saves and loads as a checkpoint and as a
 // model file: the registration shape of trainer/family.h holds. So does a kind
 // of positions of its own (trainer/positions.h), listed by a family's row,
-// and a source of data of its own (trainer/data_sources.h).
+// a source of data of its own (trainer/data_sources.h) and a kind of
+// evaluation (trainer/eval_kinds.h).
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -17,7 +19,9 @@
 #include "test_seed.h"
 #include "toy_family.h"
 #include "trainer/data_sources.h"
+#include "trainer/eval_kinds.h"
 #include "trainer/positions.h"
+#include "trainer/run.h"
 #include "trainer/trainer.h"
 
 using namespace qkv;
@@ -299,4 +303,68 @@ TEST_CASE(
   }
   CHECK(error_of([&] { train::validate(c, ""); }) ==
         "--format: expected tsv, text or idx, got 'words'");
+}
+
+namespace {
+
+// An evaluation kind of the test's own, scoring the bag model's runs: judged
+// by the held-out loss (so the run keeps its best checkpoint), its log.csv
+// cells marked, its report counted.
+int toy_reports = 0;
+train::EvalKind toy_eval() {
+  train::EvalKind k;
+  k.name = "bag-tokens";
+  k.help = "token accuracy of the bag model (a toy)";
+  k.takes = [](const train::Trainer& t) { return t.cfg.model == "bag"; };
+  k.line = [](const train::EvalResult& r) { return "toy " + std::to_string(r.token_acc()); };
+  k.summary = [](const train::EvalResult& r) { return std::string("toy summary"); };
+  k.cells = [](const train::EvalResult& r) {
+    return train::EvalCells{"", std::to_string(r.token_acc()), std::to_string(r.loss), "", "7"};
+  };
+  k.judged_by = plots::EvalKind::Loss;
+  k.metric = [](const train::EvalResult& r) { return r.loss; };
+  k.final_report = [](train::Trainer& t, const train::RunOptions&) {
+    ++toy_reports;
+    return t.evaluate();
+  };
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "an evaluation kind registered from a test's own code is read from the table: the run's "
+    "results carry it, log.csv gets its cells, it keeps a best checkpoint and reports at the "
+    "end") {
+  const toy::BagFamilyRegistered registered;
+  TempDir dir;
+  CHECK(train::eval_kinds().names() == "labels, masked, text or sequences");
+  {
+    train::register_eval_kind(toy_eval());
+    struct Unregister {
+      ~Unregister() { train::unregister_eval_kind("bag-tokens"); }
+    } unregister;
+    train::TrainConfig c = bag_config();
+    c.steps = 20;
+    train::Trainer t(c);
+    CHECK(std::string(train::eval_kind(t).name) == "bag-tokens");
+    CHECK(std::string(t.evaluate().kind->name) == "bag-tokens");
+    train::RunOptions o;
+    o.out_dir = dir.file("run");
+    o.eval_every = 10;
+    o.no_early_stop = true;
+    toy_reports = 0;
+    CHECK(train::run(t, o, "") == 0);
+    CHECK(toy_reports == 1);
+    CHECK(std::filesystem::exists(o.best_path));  // judged by loss: the best is kept
+    // The held-out rows of log.csv (steps 10 and 20) hold the kind's cells.
+    std::ifstream log(o.out_dir + "/log.csv");
+    int held_rows = 0;
+    for (std::string line; std::getline(log, line);)
+      if (line.size() > 2 && line.substr(line.size() - 2) == ",7") ++held_rows;
+    CHECK(held_rows == 2);
+  }
+  // Removed, the bag model's runs are the general row's again.
+  train::Trainer t(bag_config());
+  CHECK(std::string(train::eval_kind(t).name) == "sequences");
 }

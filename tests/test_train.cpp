@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "trainer/run.h"
+#include "trainer/eval_kinds.h"
 #include "trainer/trainer.h"
 #include "test_seed.h"
 
@@ -669,7 +670,7 @@ TEST_CASE(
   c.tie = true;
   train::Trainer t(c);
   const train::EvalResult before = t.evaluate();
-  CHECK(before.is_lm);
+  CHECK(std::string(before.kind->name) == "text");
   CHECK(before.tokens > 0);
   loss_ends(t, 150, 10);
   const train::EvalResult after = t.evaluate();

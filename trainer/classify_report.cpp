@@ -1,6 +1,7 @@
 // A classifier's reports (vit; one label per input): held-out accuracy with
 // a confusion matrix, the test set scored once, and --ask's answer with the
-// label's probability. Declared in trainer/report.h.
+// label's probability (declared in trainer/report.h); and its row of the
+// evaluation table (trainer/eval_kinds.h), labels_eval.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +9,7 @@
 
 #include "data/image.h"
 #include "trainer/plots.h"
+#include "trainer/eval_kinds.h"
 #include "trainer/report.h"
 
 namespace qkv::train {
@@ -336,6 +338,31 @@ void ask_masked(Trainer& t, const std::string& text) {
     }
     std::printf("\n");
   }
+}
+
+EvalKind labels_eval() {
+  EvalKind k;
+  k.name = "labels";
+  k.help = "accuracy and cross-entropy of one label per input, a confusion matrix";
+  k.takes = [](const Trainer& t) { return t.classifies(); };
+  k.line = [](const EvalResult& r) {
+    char b[100];
+    std::snprintf(b, sizeof b, "accuracy %.2f%%, cross-entropy %.4f", 100 * r.exact_acc(), r.loss);
+    return std::string(b);
+  };
+  k.summary = [](const EvalResult& r) {
+    char b[60];
+    std::snprintf(b, sizeof b, "held-out accuracy: %.2f%%", 100 * r.exact_acc());
+    return std::string(b);
+  };
+  k.cells = [](const EvalResult& r) {
+    return EvalCells{std::to_string(r.exact_acc()), std::to_string(r.token_acc()),
+                     std::to_string(r.loss), std::to_string(r.bleu), ""};
+  };
+  k.judged_by = plots::EvalKind::Accuracy;
+  k.metric = [](const EvalResult& r) { return r.exact_acc(); };
+  k.final_report = classifier_report;
+  return k;
 }
 
 }  // namespace qkv::train

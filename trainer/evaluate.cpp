@@ -11,6 +11,7 @@
 #include "generation/decoding_methods.h"
 #include "trainer/bleu.h"
 #include "trainer/progress.h"
+#include "trainer/eval_kinds.h"
 #include "trainer/trainer.h"
 
 namespace qkv::train {
@@ -47,7 +48,7 @@ EvalResult Trainer::evaluate() {
   NoGradGuard no_grad;
   model().eval();
   EvalResult r;
-  r.is_lm = true;
+  r.kind = &eval_kind(*this);
   double total = 0;
   const std::vector<LMBatch> batches = text->heldout_batches(cfg.batch);
   Progress progress(phase, static_cast<int64_t>(batches.size()), "batches");
@@ -66,7 +67,6 @@ EvalResult Trainer::evaluate() {
     if (made) r.tokens_right += detail::argmax_hits(f);
   }
   r.loss = r.tokens ? total / double(r.tokens) : 0;
-  r.masked = made;
   if (made) r.made = family().objectives.made_targets;
   // Bits per byte: the same nats over the bytes of text the scored tokens
   // cover, in bits (for one-byte tokens, bytes == tokens and it is loss / ln 2).
@@ -80,7 +80,7 @@ EvalResult Trainer::evaluate() {
 
 EvalResult Trainer::evaluate(const PairSet& set, int64_t chunk) {
   EvalResult r;
-  r.is_classifier = classifies();
+  r.kind = &eval_kind(*this);
   std::vector<Seq> refs;
   double total_loss = 0;  // summed over the target tokens (and </s>) of the set
   int64_t loss_tokens = 0;

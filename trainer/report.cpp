@@ -8,6 +8,7 @@
 
 #include "generation/decoding_methods.h"
 #include "nn/ffn.h"
+#include "trainer/eval_kinds.h"
 #include "trainer/plots.h"
 #include "trainer/report.h"
 
@@ -150,21 +151,7 @@ void print_header(const Trainer& t, const RunOptions& o) {
   }
 }
 
-std::string eval_line(const EvalResult& r) {
-  char b[160];
-  if (r.masked)
-    std::snprintf(b, sizeof b, "%s accuracy %.2f%%, loss %.4f, perplexity %.3f", r.made,
-                  100 * r.token_acc(), r.loss, r.perplexity());
-  else if (r.is_lm)
-    std::snprintf(b, sizeof b, "loss %.4f, perplexity %.3f, %.4f bits per byte", r.loss,
-                  r.perplexity(), r.bits_per_byte);
-  else if (r.is_classifier)
-    std::snprintf(b, sizeof b, "accuracy %.2f%%, cross-entropy %.4f", 100 * r.exact_acc(), r.loss);
-  else
-    std::snprintf(b, sizeof b, "exact %.2f%%, token %.2f%%, BLEU %.2f, perplexity %.3f",
-                  100 * r.exact_acc(), 100 * r.token_acc(), r.bleu, r.perplexity());
-  return b;
-}
+std::string eval_line(const EvalResult& r) { return r.kind->line(r); }
 
 // Held-out results, a few examples and the length-generalisation check.
 // --temperature, --top-k, --top-p as nn::SampleOptions (checked).
@@ -238,24 +225,6 @@ void check_long_lengths(const Trainer& t, const RunOptions& o) {
   t.check_source_fits(static_cast<size_t>(len.hi));
 }
 
-// --long-lengths A-B: o.long_eval task sequences of each length, drawn from
-// one generator (seed + 7, as the default set) length after length, each
-// length's exact and token accuracy, BLEU and teacher-forced perplexity.
-static void print_long_lengths(Trainer& t, const RunOptions& o) {
-  const LengthRange len = parse_long_lengths(o.long_lengths);
-  Generator long_gen(t.cfg.seed + 7);
-  std::printf(
-      "length generalization (%lld sequences of each length %lld..%lld; trained on "
-      "%lld..%lld):\n",
-      (long long)o.long_eval, (long long)len.lo, (long long)len.hi, (long long)t.cfg.min_len,
-      (long long)t.cfg.max_len);
-  for (int64_t L = len.lo; L <= len.hi; ++L) {
-    t.phase = "length generalization, length " + std::to_string(L);
-    const EvalResult lr = t.evaluate(t.pairs->length_set(o.long_eval, L, L, long_gen));
-    std::printf("  length %lld: %s\n", (long long)L, eval_line(lr).c_str());
-  }
-}
-
 void check_finite_result(const EvalResult& r, const std::string& what) {
   if (std::isfinite(r.loss)) return;
   throw Error(what + ": the cross-entropy is " + (std::isnan(r.loss) ? "NaN" : "Inf") +
@@ -265,72 +234,7 @@ void check_finite_result(const EvalResult& r, const std::string& what) {
 
 EvalResult final_report(Trainer& t, const RunOptions& o) {
   print_expert_summary(t);
-  if (t.classifies()) return classifier_report(t, o);
-  if (t.text) {
-    t.phase = "final evaluation";
-    EvalResult r = t.evaluate();
-    check_finite_result(r, "held-out evaluation");
-    if (r.masked) {  // mlm, span: the made targets alone are scored
-      std::printf(
-          "\nheld-out %s accuracy %.2f%% (%lld tokens, made the same way at every check), loss "
-          "%.4f, perplexity %.3f\n",
-          r.made, 100 * r.token_acc(), (long long)r.tokens, r.loss, r.perplexity());
-      return r;
-    }
-    std::printf(
-        "\nheld-out (%lld tokens): loss %.4f, perplexity %.3f, %.4f bits per byte (%lld bytes)\n",
-        (long long)r.tokens, r.loss, r.perplexity(), r.bits_per_byte, (long long)r.bytes);
-    print_samples(t, o);
-    return r;
-  }
-  // Greedy, and (for the encoder-decoder) beam search beside it.
-  double greedy_s = 0, beam_s = 0;
-  const EvalResult greedy = timed_eval(t, "greedy", o, &greedy_s);
-  check_finite_result(greedy, "held-out evaluation");
-  std::printf("\nheld-out (%lld sequences, never trained on):\n", (long long)greedy.sequences);
-  // Teacher-forced: the same for every decoder.
-  std::printf("  per-token perplexity %.3f (cross-entropy %.4f, teacher-forced)\n",
-              greedy.perplexity(), greedy.loss);
-  std::printf(
-      "  greedy:                 exact-sequence accuracy %6.2f%%, token accuracy %6.2f%%, BLEU "
-      "%6.2f (%.2f s)\n",
-      100 * greedy.exact_acc(), 100 * greedy.token_acc(), greedy.bleu, greedy_s);
-  EvalResult r = greedy;
-  if (nn::can_beam_search(t.model())) {
-    const EvalResult beam = timed_eval(t, "beam", o, &beam_s);
-    std::printf(
-        "  beam %lld (alpha %.2g):     exact-sequence accuracy %6.2f%%, token accuracy %6.2f%%, "
-        "BLEU %6.2f (%.2f s)\n",
-        (long long)o.beam, o.alpha, 100 * beam.exact_acc(), 100 * beam.token_acc(), beam.bleu,
-        beam_s);
-    if (nn::decoding_method(o.decode, "--decode").needs_search) r = beam;
-  }
-  std::vector<Pair> held;  // the first 5 held-out pairs, shown with their answers
-  t.pairs->heldout().batch(0, std::min<size_t>(5, t.pairs->heldout().size()), held);
-  for (size_t i = 0; i < held.size(); ++i)
-    std::printf("  %-24s -> %-24s %s\n", t.decode_text(held[i].src).c_str(),
-                t.decode_text(r.predictions[i]).c_str(),
-                r.predictions[i] == held[i].tgt
-                    ? "ok"
-                    : ("WRONG, want " + t.decode_text(held[i].tgt)).c_str());
-  if (!o.long_lengths.empty()) {  // --long-lengths A-B: each length its own line
-    print_long_lengths(t, o);
-    return r;
-  }
-  // The longer set's sources and answers (and </s>) must fit a position table.
-  const int64_t longest = t.cfg.max_len + 3, table = t.model().max_positions();
-  const bool table_ok = table == 0 || t.model().positions_to_answer(longest, longest + 1) <= table;
-  if (!t.pairs->from_file() && table_ok) {
-    Generator long_gen(t.cfg.seed + 7);
-    t.phase = "length generalization";
-    const EvalResult lr = t.evaluate(t.pairs->longer_set(o.long_eval, 3, long_gen));
-    std::printf(
-        "length generalization (%lld sequences of length %lld..%lld, longer than any trained on): "
-        "%s\n",
-        (long long)lr.sequences, (long long)t.cfg.max_len + 1, (long long)t.cfg.max_len + 3,
-        eval_line(lr).c_str());
-  }
-  return r;
+  return eval_kind(t).final_report(t, o);
 }
 
 // The attention from the answer to the source (the encoder-decoder's
@@ -438,10 +342,10 @@ bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalRe
   const std::string name = run_name(t.cfg);
   if (!h.steps.empty())
     attempt("loss.svg", [&] {
-      plots::write_loss_svg(
-          o.out_dir + "/loss.svg", h.steps, h.losses, h.eval_steps, h.eval_accs,
-          "qkv: " + name + ", training loss and held-out " + (r.is_lm ? "loss" : "accuracy"),
-          r.is_lm ? plots::EvalKind::Loss : plots::EvalKind::Accuracy);
+      plots::write_loss_svg(o.out_dir + "/loss.svg", h.steps, h.losses, h.eval_steps, h.eval_accs,
+                            "qkv: " + name + ", training loss and held-out " +
+                                (r.kind->judged_by == plots::EvalKind::Loss ? "loss" : "accuracy"),
+                            r.kind->judged_by);
     });
   if (!h.expert_shares.empty() && h.expert_shares.size() == h.steps.size())
     attempt("experts.svg", [&] {

@@ -22,10 +22,16 @@ struct History {
 void print_header(const Trainer& t, const RunOptions& o);
 // --temperature, --top-k, --top-p as nn::SampleOptions (checked).
 nn::SampleOptions sampling(const RunOptions& o);
-// "exact 99.50%, token 99.90%, BLEU 99.71, perplexity 1.012" or "loss 1.2345, perplexity 3.437".
+// "exact 99.50%, token 99.90%, BLEU 99.71, perplexity 1.012" or "loss 1.2345,
+// perplexity 3.437": the result's evaluation kind's line.
 std::string eval_line(const EvalResult& r);
-// Held-out results, a few examples and the length-generalisation check.
+// The report after training: the experts' shares (--experts), then the
+// run's evaluation kind's (trainer/eval_kinds.h).
 EvalResult final_report(Trainer& t, const RunOptions& o);
+// A few continuations sampled from the start of held-out windows (a language model).
+void print_samples(Trainer& t, const RunOptions& o);
+// Held-out results by one decoding method ("greedy", "beam"), timed in *seconds.
+EvalResult timed_eval(Trainer& t, const std::string& method, const RunOptions& o, double* seconds);
 // --long-lengths A-B, before any work: refused (one line naming the flag)
 // without a built-in task, or when length B and its answer pass a learned
 // position table or do not fit in memory.

@@ -17,6 +17,7 @@
 #include "trainer/explain.h"
 #include "trainer/instruments_plots.h"
 #include "trainer/csv_log.h"
+#include "trainer/eval_kinds.h"
 #include "trainer/output_paths.h"
 #include "trainer/presets.h"
 #include "trainer/report.h"
@@ -229,25 +230,26 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
       const EvalResult r = t.evaluate();
       h.eval_seconds += seconds_since(e0);
       h.eval_steps.push_back(double(s));
-      h.eval_accs.push_back(r.is_lm ? r.loss : r.exact_acc());
-      log.row(s, "", "", "", "", r.is_lm ? "" : std::to_string(r.exact_acc()),
-              r.is_lm ? "" : std::to_string(r.token_acc()), std::to_string(r.loss),
-              r.is_lm ? "" : std::to_string(r.bleu),
-              r.is_lm ? std::to_string(r.bits_per_byte) : "");
+      // The run's evaluation kind says what it shows, logs and judges by.
+      const EvalKind& kind = *r.kind;
+      const bool by_loss = kind.judged_by == plots::EvalKind::Loss;
+      h.eval_accs.push_back(kind.metric(r));
+      const EvalCells c = kind.cells(r);
+      log.row(s, "", "", "", "", c.exact_acc, c.token_acc, c.loss, c.bleu, c.bits_per_byte);
       if (t.instruments) t.instruments->heldout(s, r.loss);
       if (tty) std::printf("\n");
       std::printf("  held-out at step %lld: %s%s\n", static_cast<long long>(s),
-                  eval_line(r).c_str(), r.is_lm ? keep_best(t, o, r, s).c_str() : "");
+                  kind.line(r).c_str(), by_loss ? keep_best(t, o, r, s).c_str() : "");
       const int64_t since_best =
           t.best.step < 0 ? 0 : s / o.eval_every - t.best.step / o.eval_every;
-      if (!o.no_early_stop && r.is_lm && o.patience > 0 && since_best >= o.patience) {
+      if (!o.no_early_stop && by_loss && o.patience > 0 && since_best >= o.patience) {
         std::printf("  no new best held-out loss in %lld evaluations (best %.4f at step %lld)%s\n",
                     static_cast<long long>(since_best), t.best.loss,
                     static_cast<long long>(t.best.step),
                     s < t.cfg.steps ? ": stopping early (--patience)" : "");
         break;
       }
-      if (!o.no_early_stop && !r.is_lm && r.exact_acc() >= o.target) {
+      if (!o.no_early_stop && !by_loss && kind.metric(r) >= o.target) {
         std::printf("  reached the %.1f%% target at step %lld%s\n", 100 * o.target,
                     static_cast<long long>(s), s < t.cfg.steps ? ": stopping early" : "");
         break;
@@ -382,7 +384,9 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   if (training) {
     if (o.out_dir.empty()) o.out_dir = "runs/" + run_name(t.cfg);
     if (!o.no_save && o.save_path.empty()) o.save_path = o.out_dir + "/model.safetensors";
-    if (t.is_lm() && !o.save_path.empty()) o.best_path = best_checkpoint_path(o.save_path);
+    // A run judged by its held-out loss keeps its best checkpoint beside the last.
+    if (eval_kind(t).judged_by == plots::EvalKind::Loss && !o.save_path.empty())
+      o.best_path = best_checkpoint_path(o.save_path);
     if (lead) prepare_outputs(o);
     if (lead && o.instruments > 0)  // --instruments: opened before any work, as every output
       t.instruments =
@@ -474,7 +478,7 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   } else {  // --eval-only writes no file, so as not to touch the run's own
     print_first_attention(t, r);
   }
-  if (training && r.is_lm) {
+  if (training && r.kind->judged_by == plots::EvalKind::Loss) {
     keep_final_as_best(t, o, r, written);
     report_best(t, o, r);
   }
@@ -482,16 +486,7 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
     t.instruments->heldout(t.step_count(), r.loss);  // the final evaluation, for rule 5
     outputs_ok = finish_instruments(*t.instruments, o.out_dir, 0) && outputs_ok;
   }
-  if (r.masked)
-    std::printf("held-out %s accuracy: %.2f%%, perplexity: %.3f\n", r.made, 100 * r.token_acc(),
-                r.perplexity());
-  else if (r.is_lm)
-    std::printf("held-out perplexity: %.3f, bits per byte: %.4f\n", r.perplexity(),
-                r.bits_per_byte);
-  else if (r.is_classifier)
-    std::printf("held-out accuracy: %.2f%%\n", 100 * r.exact_acc());
-  else
-    std::printf("held-out exact-sequence accuracy: %.2f%%\n", 100 * r.exact_acc());
+  std::printf("%s\n", r.kind->summary(r).c_str());
   return outputs_ok ? 0 : kExitError;
 }
 

@@ -115,6 +115,7 @@ LMBatch rows_of(const LMBatch& b, dist::Share r);
 Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t global_tokens);
 }  // namespace detail
 
+struct EvalKind;
 struct EvalResult {
   int64_t sequences = 0, exact = 0, tokens = 0, tokens_right = 0;
   double loss = 0;  // mean held-out cross-entropy per target token (teacher-forced for pairs)
@@ -125,10 +126,11 @@ struct EvalResult {
   double bits_per_byte = 0;
   double bleu = 0;             // pairs: corpus BLEU (0..100) of the answers, on the model's tokens
   int64_t unknown_tokens = 0;  // held-out tokens the vocabulary lacks (<unk>)
-  bool is_lm = false;
-  bool is_classifier = false;  // one label per input: exact_acc() is the accuracy
-  bool masked = false;         // text scored on made targets (mlm, span): token_acc() is theirs
-  const char* made = "";       // what they are (Family::made_targets): "masked-token"
+  // The run's evaluation kind (trainer/eval_kinds.h), which reports it:
+  // labels (exact_acc() is the accuracy), masked (made targets: token_acc()
+  // is theirs), text or sequences.
+  const EvalKind* kind = nullptr;
+  const char* made = "";  // masked: what the targets are (Family::made_targets), "masked-token"
   double exact_acc() const { return sequences ? double(exact) / sequences : 0; }
   double token_acc() const { return tokens ? double(tokens_right) / tokens : 0; }
   double perplexity() const { return std::exp(loss); }

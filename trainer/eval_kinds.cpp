@@ -1,0 +1,39 @@
+#include "trainer/eval_kinds.h"
+
+#include "trainer/trainer.h"
+
+namespace qkv::train {
+
+// Each built-in kind's row, filled in its own file.
+EvalKind labels_eval();     // trainer/classify_report.cpp
+EvalKind masked_eval();     // trainer/eval_masked.cpp
+EvalKind text_eval();       // trainer/eval_text.cpp
+EvalKind sequences_eval();  // trainer/eval_sequences.cpp
+
+namespace {
+Registry<EvalKind>& table() {
+  static Registry<EvalKind> t{"register_eval_kind",
+                              {labels_eval(), masked_eval(), text_eval(), sequences_eval()}};
+  return t;
+}
+}  // namespace
+
+const Registry<EvalKind>& eval_kinds() { return table(); }
+
+const EvalKind& eval_kind(const Trainer& t) {
+  const EvalKind* general = nullptr;
+  for (const EvalKind& k : table()) {
+    if (!k.takes)
+      general = general ? general : &k;
+    else if (k.takes(t))
+      return k;
+  }
+  if (!general) throw Error("evaluation: no kind scores a run of the " + t.cfg.model + " model");
+  return *general;
+}
+
+void register_eval_kind(const EvalKind& k) { table().add(k); }
+
+void unregister_eval_kind(const std::string& name) { table().remove(name); }
+
+}  // namespace qkv::train
