@@ -118,8 +118,9 @@ lib: $(LIB32)
 # fast-math; the tests' tolerances do not move) in about 70% of -O3's
 # compile time: trainer/ was a third of a fresh build's compiling. The
 # layers a step runs (core, autograd, nn, models, optim, data, generation,
-# io, dist) keep -O3; BENCHMARKS.md measures a step with both. The sanitizer
-# build keeps its own flags.
+# io, dist) keep -O3, and a training run takes the time it took with -O3
+# everywhere (BENCHMARKS.md, "Compile levels"). The sanitizer build keeps
+# its own flags.
 COLD_OPT  := $(if $(filter rel,$(PLAIN_MODE)),-O1)
 COLD_DIRS := trainer checkpoint explorer examples
 $(foreach b,$(sort $(B32) $(O32)),$(COLD_DIRS:%=$(b)/%/%.o)) $(B64)/%.o: LEVEL := $(COLD_OPT)
