@@ -3,8 +3,9 @@
 // path, evaluates, answers, and saves and loads as a checkpoint and as a
 // model file: the registration shape of trainer/family.h holds. So does a kind
 // of positions of its own (trainer/positions.h), listed by a family's row,
-// a source of data of its own (trainer/data_sources.h) and a kind of
-// evaluation (trainer/eval_kinds.h).
+// a source of data of its own (trainer/data_sources.h), a kind of
+// evaluation (trainer/eval_kinds.h) and a kind of tokens
+// (trainer/token_kinds.h).
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "trainer/eval_kinds.h"
 #include "trainer/positions.h"
 #include "trainer/run.h"
+#include "trainer/token_kinds.h"
 #include "trainer/trainer.h"
 
 using namespace qkv;
@@ -367,4 +369,66 @@ TEST_CASE(
   // Removed, the bag model's runs are the general row's again.
   train::Trainer t(bag_config());
   CHECK(std::string(train::eval_kind(t).name) == "sequences");
+}
+
+namespace {
+
+// A kind of tokens of the test's own: words, as word tokens cut them, put
+// back together with '_' between them.
+train::TokenKind underscored_words() {
+  train::TokenKind k;
+  k.name = "underscored";
+  k.help = "a word, joined by _ (a toy)";
+  k.split = data::Split::Word;
+  k.encode = [](const data::Vocab& v, const std::string& text, int64_t* unknown) {
+    return v.encode(data::split_tokens(text, data::Split::Word), unknown);
+  };
+  k.decode = [](const data::Vocab& v, const data::Seq& ids) { return v.decode(ids, "_"); };
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a token kind registered from a test's own code is read from the table: --tokens takes it, "
+    "a run reads, answers and writes it, a checkpoint resumes with it; removed, it is unknown") {
+  const toy::BagFamilyRegistered registered;
+  TempDir dir;
+  const std::string data = dir.file("pairs.tsv");
+  {
+    std::ofstream out(data);
+    const char* words[] = {"red", "green", "blue", "cyan"};
+    for (int i = 0; i < 60; ++i)
+      out << words[i % 4] << ' ' << words[(i + 1) % 4] << '\t' << words[i % 4] << ' '
+          << words[(i + 1) % 4] << '\n';
+  }
+  train::TrainConfig c = bag_config();
+  c.data = data;
+  c.tokens = "underscored";
+  c.steps = 2;
+  CHECK(train::token_kinds().names() == "char, word or bpe");
+  {
+    train::register_token_kind(underscored_words());
+    struct Unregister {
+      ~Unregister() { train::unregister_token_kind("underscored"); }
+    } unregister;
+    CHECK_NOTHROW(train::validate(c, ""));
+    // A learned kind's size goes with the learned kinds alone.
+    train::TrainConfig sized = c;
+    sized.bpe_vocab = 300;
+    CHECK(error_of([&] { train::validate(sized, ""); }) ==
+          "--bpe-vocab: goes with --tokens bpe (this run reads --tokens underscored)");
+    train::Trainer t(c);
+    CHECK(t.vocab.find("green") >= 0);  // cut into words
+    CHECK(t.decode_text(t.encode_text("red blue")) == "red_blue");
+    t.step();
+    const std::string ckpt = dir.file("tokens.ckpt");
+    t.save(ckpt);
+    CHECK(read_safetensors(ckpt).metadata.at("tokenizer") == "underscored");
+    train::Trainer back = train::Trainer::resume(ckpt);
+    CHECK(back.cfg.tokens == "underscored");
+    CHECK(back.decode_text(back.encode_text("cyan red")) == "cyan_red");
+  }
+  CHECK(error_of([&] { train::validate(c, ""); }) ==
+        "--tokens: expected char, word or bpe, got 'underscored'");
 }

@@ -8,6 +8,7 @@
 
 #include "trainer/checkpoint_parts.h"
 #include "trainer/positions.h"
+#include "trainer/token_kinds.h"
 #include "trainer/trainer.h"
 
 namespace qkv::train {
@@ -373,8 +374,8 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
     arch.tokens = "bpe";
     arch.bpe_vocab = n;
   } else if (const auto tok = f.metadata.find("tokenizer");
-             tok != f.metadata.end() && (tok->second == "word" || tok->second == "char") &&
-             v.has_unk()) {
+             tok != f.metadata.end() && find_token_kind(tok->second) &&
+             !find_token_kind(tok->second)->learned && v.has_unk()) {
     // A data vocabulary's tokens are words or characters, as the file says.
     if (said("tokens") && arch.tokens != tok->second)
       throw Error("--tokens " + brief(arch.tokens) + ": --init-from " + brief(path) +

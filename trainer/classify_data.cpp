@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "trainer/data_sources.h"
+#include "trainer/token_kinds.h"
 #include "trainer/trainer.h"
 
 namespace qkv::train {
@@ -83,7 +84,7 @@ bool truncate_texts(std::vector<Seq>& texts, int64_t window) {
 namespace {
 
 DataNeed read_labels(Trainer& t, const Vocab* given) {
-  const Split how = data::parse_split(t.cfg.tokens);
+  const Split how = token_kind(t.cfg.tokens, "--tokens").split;
   const int64_t max_file_bytes = kMaxDataFileBytes;
   TextFile f = detail::read_flag_file("--data", t.cfg.data, max_file_bytes);
   detail::check_data_memory(48.0 * double(f.text.size()), "--data " + brief(t.cfg.data),

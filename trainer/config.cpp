@@ -18,6 +18,7 @@
 #include "trainer/data_sources.h"
 #include "trainer/family.h"
 #include "trainer/positions.h"
+#include "trainer/token_kinds.h"
 
 namespace qkv::train {
 
@@ -203,28 +204,17 @@ void validate(const TrainConfig& c, const std::string& where) {
   require(c.patch == 0 || fam.reads.images, name("patch"),
           "cuts images into patches: it goes with a model that reads images (--model vit)");
   require_range<int64_t>(c.patch, 0, 4096, name("patch"));
-  require(c.tokens == "char" || c.tokens == "word" || c.tokens == "bpe", name("tokens"),
-          "expected char, word or bpe, got '" + brief(c.tokens) + "'");
-  // BPE is learned from a corpus for a language model (--model gpt --format
-  // text); pairs and the built-in tasks read characters or words.
-  require(c.tokens != "bpe" || (!c.data.empty() && c.format != "idx"), name("tokens"),
-          "bpe is learned from the text of --data FILE (a corpus, labelled texts or pairs); "
-          "the built-in tasks read their symbols as words and images have no text");
-  require(c.tokens != "bpe" || !fam.reads.labels_tokens, name("tokens"),
-          "the " + c.model +
-              " model labels each source token, and BPE would cut the source "
-              "into other tokens than its labels: use char or word");
-  if (c.tokens == "bpe") {
-    require(c.bpe_vocab != 0, name("bpe_vocab"),
-            "--tokens bpe needs the tokenizer's size, e.g. --bpe-vocab 512 (256 bytes + merges; "
-            "the 3 special tokens come on top)");
-    require(c.bpe_vocab >= 256 && c.bpe_vocab <= (1 << 20), name("bpe_vocab"),
-            "must be in [256, 1048576] (256 bytes + merges: every byte is a token before any "
-            "merge), got " +
-                std::to_string(c.bpe_vocab));
-  } else {
+  // The kind of tokens (its row: trainer/token_kinds.h) and its own rules;
+  // the learned kinds' size (--bpe-vocab) goes with them alone.
+  const TokenKind& tokens = token_kind(c.tokens, name("tokens"));
+  if (tokens.check) tokens.check(c, fam, report);
+  if (!tokens.learned) {
+    std::vector<std::string> learned;
+    for (const TokenKind& k : token_kinds())
+      if (k.learned) learned.push_back(k.name);
     require(c.bpe_vocab == 0, name("bpe_vocab"),
-            "goes with --tokens bpe (this run reads --tokens " + brief(c.tokens) + ")");
+            "goes with --tokens " + one_of(learned, [](const std::string& k) { return k; }) +
+                " (this run reads --tokens " + brief(c.tokens) + ")");
   }
   if (c.data.empty()) {
     data::parse_task(c.task);
@@ -370,11 +360,13 @@ void check_given_flags(const TrainConfig& c, const std::vector<std::string>& giv
   // negative rate like any other (validate() checks the rest of its range).
   if (said("min_lr") && !(c.min_lr >= 0))
     throw Error("--min-lr: must be >= 0, got " + num(c.min_lr) + " (leave it out for 5% of --lr)");
-  // --max-vocab caps a vocabulary of characters or words; a BPE tokenizer's
-  // size is --bpe-vocab, and the cap would be dropped without a word.
-  if (said("max_vocab") && c.tokens == "bpe")
-    throw Error("--max-vocab: caps a vocabulary of characters or words; --tokens bpe has " +
-                std::string("--bpe-vocab for its size (leave --max-vocab out)"));
+  // --max-vocab caps a vocabulary of counted tokens (characters, words); a
+  // learned tokenizer's size is its own (BPE: --bpe-vocab), and the cap
+  // would be dropped without a word.
+  const TokenKind* tokens = find_token_kind(c.tokens);
+  if (said("max_vocab") && tokens && tokens->learned)
+    throw Error("--max-vocab: caps a vocabulary of characters or words; --tokens " + c.tokens +
+                " has --bpe-vocab for its size (leave --max-vocab out)");
 }
 
 void fill_dependent_defaults(TrainConfig& c, const std::vector<std::string>& given) {

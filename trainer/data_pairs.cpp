@@ -4,6 +4,7 @@
 // --valid or a fixed split of the file (--valid-fraction). Its row of the
 // data-source table (trainer/data_sources.h).
 #include "trainer/data_sources.h"
+#include "trainer/token_kinds.h"
 #include "trainer/trainer.h"
 
 namespace qkv::train {
@@ -12,7 +13,7 @@ namespace {
 
 DataNeed read_pairs(Trainer& t, const Vocab* given) {
   const TrainConfig& c = t.cfg;
-  const Split how = data::parse_split(c.tokens);
+  const Split how = token_kind(c.tokens, "--tokens").split;
   DataNeed need;
   TextFile f = detail::read_flag_file("--data", c.data, kMaxDataFileBytes);
   // Each pair's tokens are held as strings (~40 bytes a character) until encoded.
@@ -70,7 +71,7 @@ DataNeed read_pairs(Trainer& t, const Vocab* given) {
     if (static_cast<int64_t>(toks.size()) > c.max_vocab)
       throw Error("--data " + brief(c.data) + ": " + std::to_string(toks.size()) +
                   " distinct tokens is more than --max-vocab " + std::to_string(c.max_vocab) +
-                  (c.tokens == "word" ? "" : " (try --tokens word?)"));
+                  token_kind(c.tokens, "--tokens").too_many);
     t.vocab = Vocab::from_tokens(toks);
   }
   std::vector<Pair> train_p, valid_p;

@@ -50,6 +50,9 @@ struct DataSource {
   // --objective classify). Null: the format's general row, taking every run
   // of the format that no row with a `takes` takes.
   bool (*takes)(const TrainConfig& c) = nullptr;
+  // The kind of tokens it reads whatever --tokens says (the built-in tasks:
+  // "word", their symbols); null: --tokens (trainer/token_kinds.h).
+  const char* tokens = nullptr;
   // Reads the data into `t` (t.pairs or t.text, t.vocab unless `given` is
   // the vocabulary, t.labels, t.data_info; t.cfg.context when it is 0 and
   // the source has a default) and says the longest input it made.

@@ -40,6 +40,7 @@ DataSource task_source() {
   s.name = "task";
   s.help = "pairs drawn from a built-in task (--task, no --data)";
   s.format = "";
+  s.tokens = "word";  // the tasks' symbols
   s.read = read_task;
   return s;
 }

@@ -11,6 +11,7 @@
 #include "generation/decoding_methods.h"
 #include "trainer/bleu.h"
 #include "trainer/progress.h"
+#include "trainer/token_kinds.h"
 #include "trainer/eval_kinds.h"
 #include "trainer/trainer.h"
 
@@ -249,12 +250,9 @@ Seq Trainer::continue_text(const Seq& prompt, int64_t n, nn::SampleOptions opt, 
 }
 
 Seq Trainer::encode_text(const std::string& s, int64_t* unknown) const {
-  const bool words = cfg.data.empty() || cfg.tokens == "word";
+  const TokenKind& kind = run_token_kind(cfg);
   auto plain = [&](const std::string& piece, Seq& out) {
-    const Seq ids =
-        vocab.bpe()
-            ? vocab.encode_bytes(piece)  // any bytes: no <unk>
-            : vocab.encode(data::split_tokens(piece, words ? Split::Word : Split::Char), unknown);
+    const Seq ids = kind.encode(vocab, piece, unknown);
     out.insert(out.end(), ids.begin(), ids.end());
   };
   // T5's sentinels ("a <extra_id_0> day", span corruption) are tokens of
@@ -282,8 +280,7 @@ Seq Trainer::encode_text(const std::string& s, int64_t* unknown) const {
   return out;
 }
 std::string Trainer::decode_text(const Seq& ids) const {
-  if (vocab.bpe()) return vocab.decode_bytes(ids);  // bytes, exactly (not always UTF-8)
-  return vocab.decode(ids, cfg.data.empty() || cfg.tokens == "word" ? " " : "");
+  return run_token_kind(cfg).decode(vocab, ids);  // BPE: bytes, exactly (not always UTF-8)
 }
 
 }  // namespace qkv::train

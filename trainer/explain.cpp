@@ -8,6 +8,7 @@
 #include "explorer/program.h"
 #include "explorer/trace.h"
 #include "trainer/report.h"
+#include "trainer/token_kinds.h"
 
 namespace qkv::train {
 
@@ -67,8 +68,7 @@ Seq explain_input(const Trainer& t, const std::string& text) {
     if (ids.empty()) throw Error("--explain: the text has no tokens");
     return ids;
   }
-  const bool words = t.cfg.data.empty() || t.cfg.tokens == "word";
-  const std::vector<std::string> toks = data::split_tokens(text, words ? Split::Word : Split::Char);
+  const std::vector<std::string> toks = data::split_tokens(text, run_token_kind(t.cfg).split);
   if (toks.empty()) throw Error("--explain: the text has no tokens");
   for (const std::string& tok : toks)
     if (t.vocab.find(tok) < 3)

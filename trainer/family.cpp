@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "trainer/token_kinds.h"
 
 namespace qkv::train {
 
@@ -60,7 +61,7 @@ data::Vocab vocab_of_tokens(std::set<std::string, std::less<>> distinct, const F
                             const TrainConfig& c) {
   if (static_cast<int64_t>(distinct.size()) > c.max_vocab)
     throw Error("--data " + brief(c.data) + ": more distinct tokens than --max-vocab " +
-                std::to_string(c.max_vocab) + (c.tokens == "word" ? "" : " (try --tokens word?)"));
+                std::to_string(c.max_vocab) + token_kind(c.tokens, "--tokens").too_many);
   for (const std::string& extra : extra_tokens(f, c)) distinct.emplace(extra);
   return data::Vocab::from_tokens({distinct.begin(), distinct.end()});
 }

@@ -10,6 +10,7 @@
 
 #include "trainer/positions.h"
 #include "trainer/presets.h"
+#include "trainer/token_kinds.h"
 #include "trainer/run.h"
 
 namespace qkv::train {
@@ -38,9 +39,9 @@ Trainer new_run(TrainConfig c, const std::vector<std::string>& given,
     throw Error(std::string("--tokenizer-from: ") + e.what());
   }
   // The file's tokens are the run's: words, characters or its BPE.
-  if (kind != "char" && kind != "word" && kind != "bpe")
+  if (!find_token_kind(kind))
     throw Error("--tokenizer-from " + brief(tokenizer_from) + ": metadata 'tokenizer' is '" +
-                brief(kind) + "' (expected char, word or bpe)");
+                brief(kind) + "' (expected " + token_kinds().names() + ")");
   if (said("tokens") && c.tokens != kind)
     throw Error("--tokens " + brief(c.tokens) + ": --tokenizer-from " + brief(tokenizer_from) +
                 " holds " + kind + " tokens (leave the flag out)");

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "trainer/data_sources.h"
+#include "trainer/token_kinds.h"
 #include "trainer/trainer.h"
 
 namespace qkv::train {
@@ -32,7 +33,7 @@ size_t detail::heldout_byte_cut(const std::string& text, double fraction) {
 namespace {
 
 DataNeed read_text(Trainer& t, const Vocab* given) {
-  const Split how = data::parse_split(t.cfg.tokens);
+  const Split how = token_kind(t.cfg.tokens, "--tokens").split;
   const int64_t max_file_bytes = kMaxDataFileBytes;
   const bool bpe = how == Split::Bpe;
   // Byte-level BPE reads any bytes; characters and words need UTF-8.

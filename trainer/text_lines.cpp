@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "trainer/data_sources.h"
+#include "trainer/token_kinds.h"
 #include "trainer/trainer.h"
 
 namespace qkv::train {
@@ -47,7 +48,7 @@ void encode_lines(std::string_view text, int64_t max_len, Encode&& encode, Seq& 
 namespace {
 
 DataNeed read_lines(Trainer& t, const Vocab* given) {
-  const Split how = data::parse_split(t.cfg.tokens);
+  const Split how = token_kind(t.cfg.tokens, "--tokens").split;
   const int64_t max_file_bytes = kMaxDataFileBytes;
   const bool bpe = how == Split::Bpe;
   TextFile f = detail::read_flag_file("--data", t.cfg.data, max_file_bytes, bpe);

@@ -15,6 +15,7 @@
 #include "trainer/trainer.h"
 #include "nn/moe.h"
 #include "trainer/data_sources.h"
+#include "trainer/token_kinds.h"
 
 namespace qkv::train {
 
@@ -341,9 +342,7 @@ void Trainer::write_checkpoint(const std::string& path,
   md["format"] = kCheckpointFormat;
   md["train_config"] = cfg.run_json().dump();  // the architecture is model_config's alone
   md["vocab"] = vocab.to_json().dump();
-  md["tokenizer"] = vocab.bpe()                                ? "bpe"
-                    : cfg.data.empty() || cfg.tokens == "word" ? "word"
-                                                               : "char";
+  md["tokenizer"] = run_token_kind(cfg).name;  // the built-in tasks: word
   if (vocab.bpe()) {  // its merges and pattern, and the bytes it learned them from
     json b = vocab.bpe_json();
     if (!tokenizer_info.trained_on.is_null()) b["trained_on"] = tokenizer_info.trained_on;

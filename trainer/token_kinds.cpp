@@ -1,0 +1,36 @@
+#include "trainer/token_kinds.h"
+
+#include "trainer/data_sources.h"
+
+namespace qkv::train {
+
+// Each built-in kind's row, filled in its own file.
+TokenKind char_tokens();  // trainer/tokens_char.cpp
+TokenKind word_tokens();  // trainer/tokens_word.cpp
+TokenKind bpe_tokens();   // trainer/tokens_bpe.cpp
+
+namespace {
+Registry<TokenKind>& table() {
+  static Registry<TokenKind> t{"register_token_kind", {char_tokens(), word_tokens(), bpe_tokens()}};
+  return t;
+}
+}  // namespace
+
+const Registry<TokenKind>& token_kinds() { return table(); }
+
+const TokenKind* find_token_kind(const std::string& name) { return table().find(name); }
+
+const TokenKind& token_kind(const std::string& name, const std::string& where) {
+  return table().at(name, where);
+}
+
+const TokenKind& run_token_kind(const TrainConfig& c) {
+  const char* own = data_source(c).tokens;
+  return token_kind(own ? own : c.tokens, "--tokens");
+}
+
+void register_token_kind(const TokenKind& k) { table().add(k); }
+
+void unregister_token_kind(const std::string& name) { table().remove(name); }
+
+}  // namespace qkv::train
