@@ -6,16 +6,6 @@
 
 namespace qkv::data {
 
-Split parse_split(const std::string& s) {
-  if (s == "char") return Split::Char;
-  if (s == "word") return Split::Word;
-  if (s == "bpe") return Split::Bpe;
-  throw Error("tokens: unknown tokenisation '" + brief(s) + "' (expected char, word or bpe)");
-}
-const char* split_name(Split s) {
-  return s == Split::Char ? "char" : s == Split::Word ? "word" : "bpe";
-}
-
 std::vector<std::string> split_tokens(const std::string& text, Split how) {
   std::vector<std::string> out;
   for_each_token(text, how, [&](std::string_view t) { out.emplace_back(t); });

@@ -25,11 +25,7 @@
 
 namespace qkv::data {
 
-enum class Split { Char, Word, Bpe };
-
-// "char", "word" or "bpe"; Error naming the text otherwise.
-Split parse_split(const std::string& s);
-const char* split_name(Split s);
+enum class Split { Char, Word, Bpe };  // the trainer names them: trainer/token_kinds.h
 
 // Calls f(token) for each token of `text`, UTF-8 characters or whitespace-
 // separated words, as views into `text`: nothing is copied, so a large file

@@ -11,6 +11,7 @@
 
 #include "errors.h"
 #include "test_seed.h"
+#include "trainer/token_kinds.h"
 #include "trainer/trainer.h"
 
 using namespace qkv;
@@ -84,7 +85,7 @@ TEST_CASE("bits per byte: a character or word counts its bytes (a word its space
     const std::string all = prose(false);
     std::vector<size_t> ends;
     size_t at = 0;
-    data::for_each_token(all, data::parse_split(tokens), [&](std::string_view s) {
+    data::for_each_token(all, train::token_kind(tokens, "--tokens").split, [&](std::string_view s) {
       at = static_cast<size_t>(s.data() - all.data()) + s.size();
       ends.push_back(at);
     });

@@ -61,7 +61,7 @@ Vocab Trainer::checkpoint_vocab(const TensorFile& f, int64_t model_vocab) {
   }
   // A BPE tokenizer: metadata 'tokenizer' "bpe", its merges and pattern in 'bpe'.
   const auto tok = f.metadata.find("tokenizer");
-  const bool bpe = tok != f.metadata.end() && tok->second == "bpe";
+  const bool bpe = tok != f.metadata.end() && learned_tokens(tok->second);
   if (bpe != (f.metadata.count("bpe") > 0))
     throw Error(brief(f.path) + ": the file's parts disagree: metadata 'tokenizer' is '" +
                 (tok == f.metadata.end() ? std::string("(none)") : brief(tok->second)) + "' but " +
@@ -262,7 +262,7 @@ Trainer Trainer::resume(const std::string& path,
     if (!v.has_unk() && !v.bpe()) c.vocab = v.size() - 3;  // a built-in task's symbols
     if (adjust) adjust(c, true);
     // Its tokens are the file's: a flag may not name other ones.
-    if (v.bpe() && c.tokens != "bpe")
+    if (v.bpe() && !learned_tokens(c.tokens))
       throw Error("--tokens " + brief(c.tokens) + ": the model file " + brief(path) +
                   " has metadata 'tokenizer' \"bpe\" (its embeddings are BPE tokens): leave the "
                   "flag out");
@@ -270,7 +270,7 @@ Trainer Trainer::resume(const std::string& path,
       throw Error("--bpe-vocab " + std::to_string(c.bpe_vocab) + ": the model file " + brief(path) +
                   " holds a BPE tokenizer of " + std::to_string(v.bpe()->vocab_size()) +
                   " tokens (metadata 'bpe'): leave the flag out");
-    if (!v.bpe() && c.tokens == "bpe")
+    if (!v.bpe() && learned_tokens(c.tokens))
       throw Error("--tokens bpe: the model file " + brief(path) +
                   " has no BPE tokenizer (metadata 'tokenizer' is '" +
                   (tok == f.metadata.end() ? std::string("char") : brief(tok->second)) + "')");
@@ -363,7 +363,7 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
   };
   if (v.bpe()) {
     const int64_t n = v.bpe()->vocab_size();
-    if (said("tokens") && arch.tokens != "bpe")
+    if (said("tokens") && !learned_tokens(arch.tokens))
       throw Error("--tokens " + arch.tokens + ": --init-from " + brief(path) +
                   " has metadata 'tokenizer' \"bpe\" (its embeddings are BPE tokens): leave the "
                   "flag out");
@@ -382,7 +382,7 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
                   " has metadata 'tokenizer' \"" + tok->second +
                   "\" (its embeddings are those tokens): leave the flag out");
     arch.tokens = tok->second;
-  } else if (arch.tokens == "bpe") {
+  } else if (learned_tokens(arch.tokens)) {
     const auto tok = f.metadata.find("tokenizer");
     throw Error("--tokens bpe: --init-from " + brief(path) + " has metadata 'tokenizer' '" +
                 (tok == f.metadata.end() ? std::string("char") : brief(tok->second)) +

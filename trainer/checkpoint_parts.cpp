@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "trainer/token_kinds.h"
+
 namespace qkv::train::detail {
 
 // The model file's kind and its model_config (as JSON), checked present.
@@ -73,7 +75,7 @@ json bpe_trained_on(const TensorFile& f) {
 // A training checkpoint's run settings against its tokenizer: train_config's
 // tokens and bpe_vocab must be what metadata 'tokenizer' and 'bpe' hold.
 void check_tokenizer_agrees(const TensorFile& f, const TrainConfig& c, const Vocab& v) {
-  if ((c.tokens == "bpe") != (v.bpe() != nullptr))
+  if (learned_tokens(c.tokens) != (v.bpe() != nullptr))
     throw Error(brief(f.path) + ": the file's parts disagree: train_config says tokens = " +
                 brief(c.tokens) + " but metadata 'tokenizer' is " + (v.bpe() ? "bpe" : "not bpe"));
   if (v.bpe() && c.bpe_vocab != v.bpe()->vocab_size())

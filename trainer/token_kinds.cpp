@@ -24,6 +24,11 @@ const TokenKind& token_kind(const std::string& name, const std::string& where) {
   return table().at(name, where);
 }
 
+bool learned_tokens(const std::string& name) {
+  const TokenKind* k = find_token_kind(name);
+  return k && k->learned;
+}
+
 const TokenKind& run_token_kind(const TrainConfig& c) {
   const char* own = data_source(c).tokens;
   return token_kind(own ? own : c.tokens, "--tokens");

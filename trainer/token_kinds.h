@@ -52,6 +52,9 @@ const Registry<TokenKind>& token_kinds();
 const TokenKind* find_token_kind(const std::string& name);  // or nullptr
 // The kind named `name`; an Error "<where>: expected char, word or bpe, got '<name>'".
 const TokenKind& token_kind(const std::string& name, const std::string& where);
+// Whether `name` is a learned kind, whose tokenizer a file holds (BPE:
+// metadata 'bpe'); false for any other name, known or not.
+bool learned_tokens(const std::string& name);
 // The kind a run reads: its data source's own when it has one (the built-in
 // tasks read words), else --tokens.
 const TokenKind& run_token_kind(const TrainConfig& c);

@@ -4,9 +4,9 @@
 # checkpoint/*_codec.cpp, generation/answer_*.cpp) nothing in the library
 # asks which family it holds: no is_gpt()/is_encoder(), no compare of a
 # family's name, no dynamic_cast to a family's class. Decoding methods,
-# optimizers, norms and kinds of positions are rows of their tables, their
-# names written once (a kind's in trainer/position_<name>.cpp and in the rows
-# of the families that take it).
+# optimizers, norms, kinds of positions and kinds of tokens are rows of
+# their tables, their names written once (a position kind's in
+# trainer/position_<name>.cpp and in the rows of the families that take it).
 source "$(dirname "$0")/lib.bash"
 cd "$QKV_SRC"
 read -r -a layers <<< "$(sed -n 's/^LAYERS *:= *//p' Makefile)"
@@ -23,14 +23,16 @@ done
 # guarded without editing this script: families (trainer/family_<name>.cpp,
 # f.name = "..."), their model classes (models/*.h, ": public Model"), kinds
 # of positions (trainer/position_<name>.cpp), and the rows of the
-# optimizer, decoding-method and activation tables.
+# optimizer, decoding-method and activation tables, and kinds of tokens
+# (trainer/tokens_<name>.cpp).
 names() { sed -n "s/$1/\\1/p" "${@:2}" | sort -u | paste -sd '|'; }
 families=$(names '.*f\.name = "\([a-z0-9_-]*\)".*' trainer/family_*.cpp)
 classes=$(names '^class \([A-Za-z0-9_]*\) \(final \)\{0,1\}: public \(nn::\)\{0,1\}Model\b.*' models/*.h)
 kinds=$(names '.*k\.name = "\([a-z0-9_-]*\)".*' trainer/position_*.cpp)
+tokens=$(names '.*k\.name = "\([a-z0-9_-]*\)".*' trainer/tokens_*.cpp)
 rows=$(names '^ *{"\([a-z0-9_-]*\)",.*' optim/optimizers.cpp generation/decoding_methods.cpp)
 acts=$(grep -ho '{"[a-z0-9_]*", Activation::' nn/activation.h | cut -d'"' -f2 | sort -u | paste -sd '|')
-for t in families classes kinds rows acts; do
+for t in families classes kinds tokens rows acts; do
   [ -n "${!t}" ] && [[ "${!t}" == *"|"* ]] || fail "found no more than one name for $t (${!t}): the rows' spelling changed?"
 done
 case "|$families|" in *"|gpt|"* ) ;; *) fail "the families read from their rows ($families) lack gpt" ;; esac
@@ -46,6 +48,9 @@ bad=$(grep -nE "[=!]= *\"($rows|$acts)\"|\"($rows|$acts)\" *[=!]=|norm *[=!]= *\
 bad=$(grep -nE "[=!]= *\"($kinds)\"|\"($kinds)\" *[=!]=|positions *[=!]= *\"" \
   "${files[@]}" | grep -v '^trainer/position_[a-z]*\.cpp:' || true)
 [ -z "$bad" ] || { echo "$bad"; fail "a kind of positions compared by name (above): use trainer/positions.h's table"; }
+bad=$(grep -nE "[=!]= *\"($tokens)\"|\"($tokens)\" *[=!]=|tokens *[=!]= *\"" \
+  "${files[@]}" | grep -v '^trainer/tokens_[a-z]*\.cpp:' || true)
+[ -z "$bad" ] || { echo "$bad"; fail "a kind of tokens compared by name (above): use trainer/token_kinds.h's table"; }
 bad=$(grep -nE 'LayerNorm&|make_shared<LayerNorm>|shared_ptr<LayerNorm>' "${files[@]}" | grep -v '^nn/norm\.cpp:' || true)
 [ -z "$bad" ] || { echo "$bad"; fail "a layer names LayerNorm instead of nn::Norm (above)"; }
-echo "${#files[@]} library files ask no family ($families), model class, method, optimizer, norm, activation or positions by name"
+echo "${#files[@]} library files ask no family ($families), model class, method, optimizer, norm, activation, positions or tokens by name"
