@@ -39,6 +39,17 @@ void require_range(T v, T lo, T hi, const std::string& label) {
 std::string num(double v) { return show_value(json(v)); }
 }  // namespace
 
+unsigned TrainConfig::key_kind(const std::string& k) {
+  static const std::map<std::string, unsigned> kinds = [] {
+    std::map<std::string, unsigned> m;
+    TrainConfig probe;
+    for_each_key(probe, [&](const char* key, auto&, unsigned kind) { m[key] = kind; });
+    return m;
+  }();
+  const auto it = kinds.find(k);
+  return it == kinds.end() ? kRun : it->second;
+}
+
 void validate(const TrainConfig& c, const std::string& where) {
   // "--d-model" on the command line; for a checkpoint's settings the file and
   // the key: "<file>: metadata 'model_config' key 'd_model'" (the

@@ -104,79 +104,16 @@ struct TrainConfig {
     for_each_field(*this, [&](const char* k, const auto& v) { j[k] = v; });
     return j;
   }
-  // The architecture: what the model's own config (nn::TransformerConfig or
-  // nn::GPTConfig) holds. A checkpoint stores it once, as model_config; its
-  // train_config holds the other keys (run_json()).
-  static bool is_arch_key(const std::string& k) {
-    for (const char* a : {"model",
-                          "d_model",
-                          "heads",
-                          "layers",
-                          "d_ff",
-                          "dropout",
-                          "pre_ln",
-                          "tie",
-                          "positions",
-                          "activation",
-                          "norm",
-                          "no_bias",
-                          "attention",
-                          "window",
-                          "global_every",
-                          "no_scale",
-                          "d_k",
-                          "kv_heads",
-                          "rope_base",
-                          "patch",
-                          "rel_buckets",
-                          "rel_max_distance",
-                          "experts",
-                          "experts_per_token",
-                          "capacity_factor",
-                          "aux_loss"})
-      if (k == a) return true;
-    return false;
-  }
+  // The run's keys without the architecture's (kArch): a checkpoint's
+  // train_config (the architecture is its model_config).
   json run_json() const {
     json j = to_json();
     for (auto it = j.begin(); it != j.end();)
       it = is_arch_key(it.key()) ? j.erase(it) : std::next(it);
     return j;
   }
-  // Keys added after checkpoints were first written: a file without them
-  // ran with the values they had then (Adam with the paper's betas, no weight
-  // decay, the cosine floor at 5% of lr), which from_json fills in.
-  static bool is_added_key(const std::string& k) {
-    for (const char* a : {"optimizer",
-                          "weight_decay",
-                          "beta1",
-                          "beta2",
-                          "momentum",
-                          "min_lr",
-                          "recompute",
-                          "attention_budget",
-                          "attention",
-                          "window",
-                          "global_every",
-                          "no_scale",
-                          "d_k",
-                          "bpe_vocab",
-                          "norm",
-                          "no_bias",
-                          "kv_heads",
-                          "rope_base",
-                          "patch",
-                          "objective",
-                          "label_names",
-                          "rel_buckets",
-                          "rel_max_distance",
-                          "experts",
-                          "experts_per_token",
-                          "capacity_factor",
-                          "aux_loss"})
-      if (k == a) return true;
-    return k == "augment" || k == "line_by_line" || k == "group_by_length" || k == "truncate";
-  }
+  // A checkpoint's train_config (and model_config's keys): a key added
+  // later (kAdded) that the file lacks keeps its default.
   static TrainConfig from_json(const json& j, const std::string& where) {
     TrainConfig c;
     for_each_field(c, [&](const char* k, auto& v) {
@@ -189,71 +126,90 @@ struct TrainConfig {
     if (j.is_object() && !j.contains("truncate")) c.truncate = false;
     return c;
   }
-  // Every field with its JSON key, once, so flags, JSON and checks agree.
+  // Every field with its JSON key (its flag: flag_of) and what kind of key it
+  // is, once, so that flags, JSON, checks and the key lists agree:
+  //   kArch   the architecture: what the model's own config holds (a
+  //           checkpoint stores it once, as model_config; run_json() the rest)
+  //   kAdded  added after checkpoints were first written: a file without it
+  //           ran with the value it had then, the member's default here
+  //           (Adam with the paper's betas, no weight decay, ...), which
+  //           from_json fills in
+  // A new setting is its member above and one line here.
+  static constexpr unsigned kRun = 0, kArch = 1, kAdded = 2;
+  template <class C, class F>
+  static void for_each_key(C& c, F&& f) {
+    f("model", c.model, kArch);
+    f("d_model", c.d_model, kArch);
+    f("heads", c.heads, kArch);
+    f("layers", c.layers, kArch);
+    f("d_ff", c.d_ff, kArch);
+    f("dropout", c.dropout, kArch);
+    f("pre_ln", c.pre_ln, kArch);
+    f("tie", c.tie, kArch);
+    f("positions", c.positions, kArch);
+    f("activation", c.activation, kArch);
+    f("norm", c.norm, kArch | kAdded);
+    f("no_bias", c.no_bias, kArch | kAdded);
+    f("context", c.context, kRun);
+    f("attention", c.attention, kArch | kAdded);
+    f("window", c.window, kArch | kAdded);
+    f("global_every", c.global_every, kArch | kAdded);
+    f("no_scale", c.no_scale, kArch | kAdded);
+    f("d_k", c.d_k, kArch | kAdded);
+    f("kv_heads", c.kv_heads, kArch | kAdded);
+    f("rope_base", c.rope_base, kArch | kAdded);
+    f("rel_buckets", c.rel_buckets, kArch | kAdded);
+    f("rel_max_distance", c.rel_max_distance, kArch | kAdded);
+    f("patch", c.patch, kArch | kAdded);
+    f("experts", c.experts, kArch | kAdded);
+    f("experts_per_token", c.experts_per_token, kArch | kAdded);
+    f("capacity_factor", c.capacity_factor, kArch | kAdded);
+    f("aux_loss", c.aux_loss, kArch | kAdded);
+    f("objective", c.objective, kAdded);
+    f("task", c.task, kRun);
+    f("data", c.data, kRun);
+    f("valid", c.valid, kRun);
+    f("format", c.format, kRun);
+    f("tokens", c.tokens, kRun);
+    f("bpe_vocab", c.bpe_vocab, kAdded);
+    f("valid_fraction", c.valid_fraction, kRun);
+    f("vocab", c.vocab, kRun);
+    f("min_len", c.min_len, kRun);
+    f("max_len", c.max_len, kRun);
+    f("heldout", c.heldout, kRun);
+    f("max_vocab", c.max_vocab, kRun);
+    f("label_names", c.label_names, kAdded);
+    f("augment", c.augment, kAdded);
+    f("line_by_line", c.line_by_line, kAdded);
+    f("group_by_length", c.group_by_length, kAdded);
+    f("truncate", c.truncate, kAdded);
+    f("batch", c.batch, kRun);
+    f("steps", c.steps, kRun);
+    f("schedule", c.schedule, kRun);
+    f("lr", c.lr, kRun);
+    f("min_lr", c.min_lr, kAdded);
+    f("warmup", c.warmup, kRun);
+    f("optimizer", c.optimizer, kAdded);
+    f("weight_decay", c.weight_decay, kAdded);
+    f("beta1", c.beta1, kAdded);
+    f("beta2", c.beta2, kAdded);
+    f("momentum", c.momentum, kAdded);
+    f("recompute", c.recompute, kAdded);
+    f("attention_budget", c.attention_budget, kAdded);
+    f("label_smoothing", c.label_smoothing, kRun);
+    f("clip", c.clip, kRun);
+    f("seed", c.seed, kRun);
+  }
+  // Every field with its JSON key: f(key, member).
   template <class C, class F>
   static void for_each_field(C& c, F&& f) {
-    f("model", c.model);
-    f("d_model", c.d_model);
-    f("heads", c.heads);
-    f("layers", c.layers);
-    f("d_ff", c.d_ff);
-    f("dropout", c.dropout);
-    f("pre_ln", c.pre_ln);
-    f("tie", c.tie);
-    f("positions", c.positions);
-    f("activation", c.activation);
-    f("norm", c.norm);
-    f("no_bias", c.no_bias);
-    f("context", c.context);
-    f("attention", c.attention);
-    f("window", c.window);
-    f("global_every", c.global_every);
-    f("no_scale", c.no_scale);
-    f("d_k", c.d_k);
-    f("kv_heads", c.kv_heads);
-    f("rope_base", c.rope_base);
-    f("rel_buckets", c.rel_buckets);
-    f("rel_max_distance", c.rel_max_distance);
-    f("patch", c.patch);
-    f("experts", c.experts);
-    f("experts_per_token", c.experts_per_token);
-    f("capacity_factor", c.capacity_factor);
-    f("aux_loss", c.aux_loss);
-    f("objective", c.objective);
-    f("task", c.task);
-    f("data", c.data);
-    f("valid", c.valid);
-    f("format", c.format);
-    f("tokens", c.tokens);
-    f("bpe_vocab", c.bpe_vocab);
-    f("valid_fraction", c.valid_fraction);
-    f("vocab", c.vocab);
-    f("min_len", c.min_len);
-    f("max_len", c.max_len);
-    f("heldout", c.heldout);
-    f("max_vocab", c.max_vocab);
-    f("label_names", c.label_names);
-    f("augment", c.augment);
-    f("line_by_line", c.line_by_line);
-    f("group_by_length", c.group_by_length);
-    f("truncate", c.truncate);
-    f("batch", c.batch);
-    f("steps", c.steps);
-    f("schedule", c.schedule);
-    f("lr", c.lr);
-    f("min_lr", c.min_lr);
-    f("warmup", c.warmup);
-    f("optimizer", c.optimizer);
-    f("weight_decay", c.weight_decay);
-    f("beta1", c.beta1);
-    f("beta2", c.beta2);
-    f("momentum", c.momentum);
-    f("recompute", c.recompute);
-    f("attention_budget", c.attention_budget);
-    f("label_smoothing", c.label_smoothing);
-    f("clip", c.clip);
-    f("seed", c.seed);
+    for_each_key(c, [&](const char* k, auto& v, unsigned) { f(k, v); });
   }
+  // What kind of key `k` is (its kArch and kAdded bits; 0 for a run's own
+  // key or an unknown one), as for_each_key says.
+  static unsigned key_kind(const std::string& k);
+  static bool is_arch_key(const std::string& k) { return key_kind(k) & kArch; }
+  static bool is_added_key(const std::string& k) { return key_kind(k) & kAdded; }
 };
 
 // "--d-model" for "d_model". The task's symbol count, key "vocab" in a
