@@ -258,7 +258,7 @@ TEST_CASE("the data-source table picks each run's row by format, and a row's tak
   CHECK(source("", "tsv", "", false) == "task");
   CHECK(source("p.tsv", "tsv", "", false) == "pairs");
   CHECK(source("p.tsv", "tsv", "classify", false) == "labels");
-  CHECK(source("t.txt", "text", "mlm", false) == "text");
+  CHECK(source("t.txt", "text", "mlm", false) == "windows");
   CHECK(source("t.txt", "text", "mlm", true) == "lines");
   CHECK(source("images", "idx", "", false) == "images");
   CHECK(train::data_formats() == "tsv, text or idx");

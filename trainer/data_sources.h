@@ -2,13 +2,13 @@
 // one table (data_sources.cpp), each row filled by name in its own file, as
 // families and position kinds are (trainer/family.h, trainer/positions.h):
 //
-//   source  file                        --format     chosen when              becomes
-//   task    trainer/data_task.cpp       (no --data)  always                   pairs drawn from
-//   --task pairs   trainer/data_pairs.cpp      tsv          no other tsv row takes   (source,
-//   target) pairs labels  trainer/classify_data.cpp   tsv          --objective classify     (text,
-//   {label}) pairs text    trainer/text_data.cpp       text         no other text row takes windows
-//   of a token stream lines   trainer/text_lines.cpp      text         --line-by-line           one
-//   line a sequence images  trainer/image_data.cpp      idx          always (pixels, {label}) pairs
+//   source   file                       --format   chosen when               becomes
+//   task     trainer/data_task.cpp      (none)     no --data                 pairs of --task
+//   pairs    trainer/data_pairs.cpp     tsv        no other tsv row takes    (source, target)
+//   labels   trainer/classify_data.cpp  tsv        --objective classify      (text, {label})
+//   windows  trainer/text_data.cpp      text       no other text row takes   windows of tokens
+//   lines    trainer/text_lines.cpp     text       --line-by-line            a line a sequence
+//   images   trainer/image_data.cpp     idx        always                    (pixels, {label})
 //
 // Trainer::build_data asks the table for the run's row (data_source), lets
 // it read the data into the Trainer (its pairs or text, the vocabulary, the
@@ -68,6 +68,9 @@ const DataSource& data_source(const TrainConfig& c);
 // "tsv, text or idx": the formats the table reads (--format's values).
 std::string data_formats();
 bool is_data_format(const std::string& format);
+// --format's help: each format with its general source, "tsv (pairs), text
+// (windows) or idx (images)".
+std::string data_format_help();
 // Adds a source (a program's own); throws when the name is taken.
 // unregister_data_source removes it again (a test's source, when the test ends).
 void register_data_source(const DataSource& s);

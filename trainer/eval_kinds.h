@@ -3,14 +3,12 @@
 // row filled by name in its own file, as data sources are
 // (trainer/data_sources.h):
 //
-//   kind       file                          a run that            judged by
-//   labels     trainer/classify_report.cpp   classifies (labels)   accuracy, stops at --target
-//   masked     trainer/eval_masked.cpp       learns made targets   loss: the best checkpoint,
-//   --patience
-//                                            on text (mlm, span)
-//   text       trainer/eval_text.cpp         is a language model   loss: the best checkpoint,
-//   --patience sequences  trainer/eval_sequences.cpp    answers pairs         exact-sequence
-//   accuracy, --target
+//   kind       file                         scores a run that     judged by
+//   labels     trainer/classify_report.cpp  classifies            accuracy: --target stops
+//   masked     trainer/eval_masked.cpp      learns made targets   loss: best kept, --patience
+//                                           of text (mlm, span)
+//   text       trainer/eval_text.cpp        predicts next tokens  loss: best kept, --patience
+//   sequences  trainer/eval_sequences.cpp   answers pairs         exact-sequence accuracy
 //
 // Trainer::evaluate() marks its result with the run's row (EvalResult::kind);
 // the training loop (trainer/run.cpp) prints an evaluation's line, fills its

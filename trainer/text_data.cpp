@@ -1,4 +1,4 @@
-// A language model's data (the data source "text"): the text file read,
+// A language model's data (the data source "windows"): the text file read,
 // its held-out part set apart, the tokenizer fixed (characters or words
 // counted from the training part, or a byte-level BPE learned from the
 // training bytes) and both parts encoded into ids, with the bytes of text
@@ -164,7 +164,7 @@ DataNeed read_text(Trainer& t, const Vocab* given) {
 
 DataSource text_source() {
   DataSource s;
-  s.name = "text";
+  s.name = "windows";
   s.help = "a plain text, read in windows of --context tokens";
   s.format = "text";
   s.read = read_text;

@@ -3,11 +3,10 @@
 // position kinds and data sources are (trainer/positions.h,
 // trainer/data_sources.h):
 //
-//   kind  file                     a token is                     vocabulary            decoded
-//   char  trainer/tokens_char.cpp  a UTF-8 character              the distinct ones     joined
-//   word  trainer/tokens_word.cpp  a word (split at white space)  the distinct ones     a space
-//   between bpe   trainer/tokens_bpe.cpp   a byte-level BPE piece         learned (--bpe-vocab) its
-//   bytes
+//   kind  file                     a token is               vocabulary          decoded
+//   char  trainer/tokens_char.cpp  a UTF-8 character        counted             joined
+//   word  trainer/tokens_word.cpp  a word (at white space)  counted             a space between
+//   bpe   trainer/tokens_bpe.cpp   a byte-level BPE piece   learned (--bpe-vocab)  its bytes
 //
 // The kind's name is also a file's metadata 'tokenizer'. A data source may
 // read one kind whatever --tokens says (the built-in tasks: words). A
@@ -58,6 +57,8 @@ bool learned_tokens(const std::string& name);
 // The kind a run reads: its data source's own when it has one (the built-in
 // tasks read words), else --tokens.
 const TokenKind& run_token_kind(const TrainConfig& c);
+// --tokens' help: "char, word or bpe (bpe: learned, --bpe-vocab)".
+std::string token_help();
 // Adds a kind (a program's own); throws when the name is taken.
 // unregister_token_kind removes it again (a test's kind, when the test ends).
 void register_token_kind(const TokenKind& k);
