@@ -23,10 +23,12 @@
 
 #include "explorer/program.h"
 #include "generation/decoding_methods.h"
+#include "trainer/data_sources.h"
 #include "trainer/positions.h"
 #include "trainer/presets.h"
 #include "trainer/run.h"
 #include "trainer/stop_signals.h"
+#include "trainer/token_kinds.h"
 
 using namespace qkv;
 using namespace qkv::train;
@@ -95,10 +97,8 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--model", c.model, family_help())->capture_default_str();
   add_value(app, "--task", c.task, "copy, reverse or sort (without --data)")->capture_default_str();
   add_value(app, "--data", c.data, "train on a file: source<TAB>target lines");
-  add_value(app, "--format", c.format, "tsv (pairs), text (corpus) or idx (images)")
-      ->capture_default_str();
-  add_value(app, "--tokens", c.tokens, "char, word or bpe (bpe: learned from --data's texts)")
-      ->capture_default_str();
+  add_value(app, "--format", c.format, train::data_format_help())->capture_default_str();
+  add_value(app, "--tokens", c.tokens, train::token_help())->capture_default_str();
   add_value(app, "--bpe-vocab", c.bpe_vocab, "bpe: 256 bytes + merges (specials on top)");
   add_value(app, "--valid", c.valid, "held-out file (else part of --data)");
   add_value(app, "--valid-fraction", c.valid_fraction, "share of --data held out")

@@ -56,6 +56,14 @@ bool is_data_format(const std::string& format) {
   return std::find(f.begin(), f.end(), format) != f.end();
 }
 
+std::string data_format_help() {
+  return one_of(formats(), [](const std::string& f) {
+    for (const DataSource& s : table())
+      if (f == s.format && !s.takes) return f + " (" + s.name + ")";
+    return f;
+  });
+}
+
 void register_data_source(const DataSource& s) { table().add(s); }
 
 void unregister_data_source(const std::string& name) { table().remove(name); }

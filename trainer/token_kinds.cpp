@@ -34,6 +34,13 @@ const TokenKind& run_token_kind(const TrainConfig& c) {
   return token_kind(own ? own : c.tokens, "--tokens");
 }
 
+std::string token_help() {
+  std::string learned;
+  for (const TokenKind& k : table())
+    if (k.learned) learned += (learned.empty() ? "" : ", ") + std::string(k.name);
+  return table().names() + (learned.empty() ? "" : " (" + learned + ": learned, --bpe-vocab)");
+}
+
 void register_token_kind(const TokenKind& k) { table().add(k); }
 
 void unregister_token_kind(const std::string& name) { table().remove(name); }
