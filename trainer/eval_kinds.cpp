@@ -32,6 +32,15 @@ const EvalKind& eval_kind(const Trainer& t) {
   return *general;
 }
 
+EvalCells answer_cells(const EvalResult& r) {
+  return EvalCells{std::to_string(r.exact_acc()), std::to_string(r.token_acc()),
+                   std::to_string(r.loss), std::to_string(r.bleu), ""};
+}
+
+EvalCells text_cells(const EvalResult& r) {
+  return EvalCells{"", "", std::to_string(r.loss), "", std::to_string(r.bits_per_byte)};
+}
+
 void register_eval_kind(const EvalKind& k) { table().add(k); }
 
 void unregister_eval_kind(const std::string& name) { table().remove(name); }

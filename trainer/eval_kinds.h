@@ -34,6 +34,12 @@ struct EvalCells {
   std::string exact_acc, token_acc, loss, bleu, bits_per_byte;
 };
 
+// The cells of a run scored by its answers (exact and token accuracy, loss,
+// BLEU: sequences, labels) and of one scored on text (loss, bits per byte:
+// text, masked).
+EvalCells answer_cells(const EvalResult& r);
+EvalCells text_cells(const EvalResult& r);
+
 // A kind's row, filled by name; every member left out keeps its default.
 struct EvalKind {
   const char* name = nullptr;  // "sequences": the table's name for it

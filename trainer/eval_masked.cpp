@@ -45,9 +45,7 @@ EvalKind masked_eval() {
                   100 * r.token_acc(), r.perplexity());
     return std::string(b);
   };
-  k.cells = [](const EvalResult& r) {
-    return EvalCells{"", "", std::to_string(r.loss), "", std::to_string(r.bits_per_byte)};
-  };
+  k.cells = text_cells;
   k.judged_by = plots::EvalKind::Loss;
   k.metric = [](const EvalResult& r) { return r.loss; };
   k.final_report = masked_report;

@@ -100,10 +100,7 @@ EvalKind sequences_eval() {
     std::snprintf(b, sizeof b, "held-out exact-sequence accuracy: %.2f%%", 100 * r.exact_acc());
     return std::string(b);
   };
-  k.cells = [](const EvalResult& r) {
-    return EvalCells{std::to_string(r.exact_acc()), std::to_string(r.token_acc()),
-                     std::to_string(r.loss), std::to_string(r.bleu), ""};
-  };
+  k.cells = answer_cells;
   k.judged_by = plots::EvalKind::Accuracy;
   k.metric = [](const EvalResult& r) { return r.exact_acc(); };
   k.final_report = sequences_report;
