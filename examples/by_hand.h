@@ -183,6 +183,66 @@ inline LayerNorm layer_norm(const Mat& x, const Mat& dy, const Mat& gamma, const
   return f;
 }
 
+// RMSNorm, forward and backward, on N rows of D, from the saved input x
+// (docs/rmsnorm-backward.md): LayerNorm without the mean and the shift,
+//   rrms = 1 / sqrt(mean(x^2) + eps)   per row
+//   xhat = x * rrms,  y = xhat * gamma
+// Given dy (N, D):
+//   dxhat  = dy * gamma
+//   dx     = rrms * (dxhat - xhat * mean(dxhat * xhat))
+//   dgamma = colsum(dy * xhat)
+struct RMSNorm {
+  Mat rrms;                // (N,1)
+  Mat xhat, y, dxhat, dx;  // (N,D)
+  Mat mean_dxhat_xhat;     // (N,1)
+  Mat dgamma;              // (1,D)
+};
+
+inline RMSNorm rms_norm(const Mat& x, const Mat& dy, const Mat& gamma, double eps) {
+  const int64_t N = x.rows, D = x.cols;
+  RMSNorm f;
+  f.rrms = f.mean_dxhat_xhat = Mat(N, 1);
+  f.xhat = f.y = f.dxhat = f.dx = Mat(N, D);
+  f.dgamma = Mat(1, D);
+  for (int64_t i = 0; i < N; ++i) {
+    double ms = 0;  // mean(x^2)
+    for (int64_t j = 0; j < D; ++j) ms += x(i, j) * x(i, j) / D;
+    const double rrms = 1 / std::sqrt(ms + eps);
+    double b = 0;  // mean(dxhat * xhat)
+    for (int64_t j = 0; j < D; ++j) {
+      f.xhat(i, j) = x(i, j) * rrms;
+      f.y(i, j) = f.xhat(i, j) * gamma(0, j);
+      f.dxhat(i, j) = dy(i, j) * gamma(0, j);
+      b += f.dxhat(i, j) * f.xhat(i, j) / D;
+      f.dgamma(0, j) += dy(i, j) * f.xhat(i, j);
+    }
+    for (int64_t j = 0; j < D; ++j) f.dx(i, j) = rrms * (f.dxhat(i, j) - f.xhat(i, j) * b);
+    f.rrms(i, 0) = rrms;
+    f.mean_dxhat_xhat(i, 0) = b;
+  }
+  return f;
+}
+
+// RoPE on one pair (x0, x1) of a head, turned by the angle a = t * theta_i
+// (position t, pair i, theta_i = base^(-2i / d_k); docs/rope-backward.md):
+//   y0 = x0 cos a - x1 sin a,  y1 = x0 sin a + x1 cos a     (a rotation R(a))
+// Its backward is the transposed rotation R(-a), given (dy0, dy1):
+//   dx0 = dy0 cos a + dy1 sin a,  dx1 = -dy0 sin a + dy1 cos a
+struct RopePair {
+  Mat y, dx;  // (1,2) each
+};
+
+inline RopePair rope_pair(const Mat& x, const Mat& dy, double a) {
+  const double c = std::cos(a), s = std::sin(a);
+  RopePair r;
+  r.y = r.dx = Mat(1, 2);
+  r.y(0, 0) = x(0, 0) * c - x(0, 1) * s;
+  r.y(0, 1) = x(0, 0) * s + x(0, 1) * c;
+  r.dx(0, 0) = dy(0, 0) * c + dy(0, 1) * s;
+  r.dx(0, 1) = -dy(0, 0) * s + dy(0, 1) * c;
+  return r;
+}
+
 // Central differences of a scalar function F of a matrix, one element at a time:
 //   dF/dx_i ~ (F(x + h e_i) - F(x - h e_i)) / 2h.
 // In double, h = 1e-6 leaves ~1e-10 of error (h^2 from truncation, 1e-16 / h

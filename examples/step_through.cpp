@@ -2,6 +2,7 @@
 //
 //   make step                          runs both parts
 //   step_through --part 1              the worked attention example only
+//   step_through --part 3              one RMSNorm row and one RoPE pair only
 //   step_through --order               also list the ops of part 2's model in
 //                                      the order the engine's backward visits them
 //   step_through --dot graph.dot       also write the Transformer's autograd
@@ -199,6 +200,46 @@ void part1(bool with_fd) {
   const WorkedExample ex = worked_example();
   part1_variant(ex, /*scaled=*/false, with_fd);
   part1_variant(ex, /*scaled=*/true, with_fd);
+}
+
+// ---- Part 3 ------------------------------------------------------------------
+
+void part3(bool with_fd) {
+  banner("Part 3. The llama-style pieces: one RMSNorm row, one RoPE pair");
+  const LlamaExample ex = llama_example();
+  const LlamaPass p = llama_pass(ex);
+  const LlamaByHand h = llama_by_hand(ex, with_fd);
+  auto f = [&](const Mat& m) { return with_fd ? &m : nullptr; };
+  char buf[160];
+
+  section("3a. RMSNorm (docs/rmsnorm-backward.md), L = sum(y * dy)");
+  std::printf(
+      " x = [1, 2, 3, 4]   gamma = [1, 0.5, 2, 1]   dy = [1, -1, 0.5, 2]   eps = 1e-6\n"
+      " LayerNorm without the mean and without beta.\n");
+  Gaps gaps;
+  std::snprintf(buf, sizeof buf, "mean(x^2) = 30 / 4 = 7.5, rrms = 1 / sqrt(7.5) = %.4f",
+                h.norm.rrms(0, 0));
+  step_row("y = x * rrms * gamma", buf, h.norm.y, p.y.data(), nullptr, gaps);
+  std::printf("\n Backward from dy\n");
+  std::snprintf(buf, sizeof buf, "dxhat = dy * gamma, xhat = x * rrms, mean(dxhat * xhat) = %.4f",
+                h.norm.mean_dxhat_xhat(0, 0));
+  step_row("dx = rrms * (dxhat - xhat * mean(dxhat * xhat))", buf, h.norm.dx, p.x.grad(), f(h.fd_x),
+           gaps);
+  step_row("dgamma = dy * xhat", "one row: no sum over rows", h.norm.dgamma, p.gamma.grad(),
+           f(h.fd_gamma), gaps);
+
+  section("3b. RoPE (docs/rope-backward.md): one head, d_k = 2, position 1");
+  std::printf(
+      " x = [3, -1] at position 0 and [1, 2] at position 1; dy = [0.5, 1] and [1, -1].\n"
+      " Pair 0 turns by t * theta_0 = t * 10000^0 = t radians: position 1 by a = 1,\n"
+      " cos a = %.4f, sin a = %.4f. Position 1's numbers:\n",
+      std::cos(1.0), std::sin(1.0));
+  step_row("y = [x0 cos a - x1 sin a,  x0 sin a + x1 cos a]", "a rotation R(a)", h.rope.y,
+           slice_position_1(p.rotated.data()), nullptr, gaps);
+  step_row("dx = [dy0 cos a + dy1 sin a,  -dy0 sin a + dy1 cos a]", "R(a)^T = R(-a): turned back",
+           h.rope.dx, slice_position_1(p.pair.grad()), f(h.fd_pair), gaps);
+  std::printf("\n   max |engine - by hand| over all of the above: %.1e\n", gaps.engine);
+  if (with_fd) std::printf("   max |by hand - fin.diff| over all of the above: %.1e\n", gaps.fd);
 }
 
 // ---- Part 2 ------------------------------------------------------------------
@@ -523,13 +564,13 @@ int main(int argc, char** argv) {
   CLI::App app{"step_through: watch a gradient flow through attention and a tiny Transformer"};
   std::string part = "all", dot_path;
   bool no_fd = false, order = false;
-  app.add_option("--part", part, "1, 2 or all (default)")
+  app.add_option("--part", part, "1, 2, 3 or all (default)")
       ->type_name("N")
       ->check(CLI::Validator(
           [](std::string& s) {
-            return s == "1" || s == "2" || s == "all"
+            return s == "1" || s == "2" || s == "3" || s == "all"
                        ? std::string()
-                       : "expected 1, 2 or all, got '" + qkv::brief(s) + "'";
+                       : "expected 1, 2, 3 or all, got '" + qkv::brief(s) + "'";
           },
           "N", "part"));
   app.add_flag("--order", order,
@@ -541,7 +582,7 @@ int main(int argc, char** argv) {
   app.add_flag("--dot-params", dot_options.show_parameters,
                "with --dot: draw every parameter as a node of its own")
       ->needs(dot);
-  app.add_flag("--no-fd", no_fd, "skip the finite differences of part 1");
+  app.add_flag("--no-fd", no_fd, "skip the finite differences of parts 1 and 3");
   std::string html_path;
   app.add_option("--html", html_path,
                  "write the gradient explorer page (one HTML file) for parts 1 and 2 instead of "
@@ -566,9 +607,9 @@ int main(int argc, char** argv) {
       write_html(html_path, command);
       return 0;
     }
-    if (part != "2") part1(!no_fd);
+    if (part == "1" || part == "all") part1(!no_fd);
     const bool draw = !dot_path.empty();
-    if (part != "1" || draw || order) {
+    if (part == "2" || part == "all" || draw || order) {
       const TinyRun r = [&] {
         // Detect-anomaly mode records in each op the module that made it
         // (Node::module), which the drawing boxes by and the order names;
@@ -576,10 +617,11 @@ int main(int argc, char** argv) {
         DetectAnomalyGuard record_modules(draw || order);
         return run_tiny_transformer(/*retain_all=*/draw);
       }();
-      if (part != "1") part2(r);
+      if (part == "2" || part == "all") part2(r);
       if (order) print_backward_order(r);
       if (draw) write_graph(r, dot_path, dot_options);
     }
+    if (part == "3" || part == "all") part3(!no_fd);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "step_through: %s\n", e.what());
     return 1;

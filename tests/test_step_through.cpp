@@ -418,3 +418,34 @@ TEST_CASE("step-through helpers reject what they cannot handle with qkv::Error")
                   Error);
   CHECK_THROWS_AS(max_gap(Mat(2, 3), Mat(3, 2)), Error);
 }
+
+TEST_CASE(
+    "part 3, the llama-style pieces: one RMSNorm row and one RoPE pair, engine and by hand "
+    "against numbers worked out on paper, and finite differences") {
+  // RMSNorm: x = [1, 2, 3, 4], mean(x^2) = 30 / 4 = 7.5, rrms = 1 / sqrt(7.5) = 0.365148.
+  // xhat = x rrms = [0.365148, 0.730297, 1.095445, 1.460593]; y = xhat gamma, gamma = [1, .5, 2,
+  // 1]. dxhat = dy gamma = [1, -0.5, 1, 2]; mean(dxhat xhat) = 4.016632 / 4 = 1.004158; dx = rrms
+  // (dxhat - xhat 1.004158) = 0.365148 [0.633333, -1.233333, -0.1, 0.533333]. dgamma = dy xhat, dy
+  // = [1, -1, 0.5, 2].
+  const LlamaExample ex = llama_example();
+  const LlamaPass p = llama_pass(ex);
+  const LlamaByHand h = llama_by_hand(ex, /*with_fd=*/true);
+  CHECK(std::fabs(h.norm.rrms(0, 0) - 0.365148) < 1e-6);
+  check_both(p.y.data(), h.norm.y, {0.365148, 0.365148, 2.190890, 1.460593}, "y");
+  check_both(p.x.grad(), h.norm.dx, {0.231261, -0.450350, -0.036515, 0.194746}, "dx");
+  check_both(p.gamma.grad(), h.norm.dgamma, {0.365148, -0.730297, 0.547723, 2.921187}, "dgamma");
+  check_close(h.fd_x, {0.231261, -0.450350, -0.036515, 0.194746}, 1e-6, "dx (fin.diff)");
+  check_close(h.fd_gamma, {0.365148, -0.730297, 0.547723, 2.921187}, 1e-6, "dgamma (fin.diff)");
+  // RoPE, position 1 of one head with d_k = 2: a = 1 radian, cos 1 = 0.540302, sin 1 = 0.841471.
+  // y = [1 cos - 2 sin, 1 sin + 2 cos] = [-1.142640, 1.922076];
+  // dx = R(-a) dy, dy = [1, -1]: [cos - sin, -sin - cos] = [-0.301169, -1.381773].
+  check_both(slice_position_1(p.rotated.data()), h.rope.y, {-1.142640, 1.922076}, "rope y");
+  check_both(slice_position_1(p.pair.grad()), h.rope.dx, {-0.301169, -1.381773}, "rope dx");
+  check_close(h.fd_pair, {-0.301169, -1.381773}, 1e-6, "rope dx (fin.diff)");
+  // Position 0 turns by 0: its pair and its gradient pass unchanged.
+  const Mat y = to_mat(p.rotated.data()), dx = to_mat(p.pair.grad());
+  CHECK(y(0, 0) == 3);
+  CHECK(y(0, 1) == -1);
+  CHECK(dx(0, 0) == doctest::Approx(0.5));
+  CHECK(dx(0, 1) == doctest::Approx(1));
+}

@@ -1,9 +1,10 @@
 # step_through: flags checked before any work (each error naming the flag); part 1
 # shown three ways (by hand, engine, finite difference) with the numbers of
-# docs/attention-backward.md; --order lists the engine's backward op by op.
+# docs/attention-backward.md, part 3 (RMSNorm, RoPE) the same way; --order
+# lists the engine's backward op by op.
 source "$(dirname "$0")/lib.bash"
 cd "$QKV_TMP"
-expect_fail "$QKV_BIN/step_through" --part 3
+expect_fail "$QKV_BIN/step_through" --part 4
 expect_out "--part"
 expect_fail "$QKV_BIN/step_through" --dot missing/graph.dot
 expect_out "--dot missing/graph.dot: the directory missing does not exist"
@@ -54,6 +55,24 @@ awk -v l="$loss" -v t="$total" -v v="$lnv" -v s="$spread" -v c="$chance" 'BEGIN 
   exit !(l > v && (d < 0 ? -d : d) <= 2e-4 && (e < 0 ? -e : e) <= 1e-4 && (v - log(8)) ^ 2 < 1e-8 && s > 0) }' ||
   fail "loss $loss is not ln V $lnv + spread $spread + chance $chance (total $total)"
 narrow "part 2"
+# Part 3: one RMSNorm row and one RoPE pair, by hand beside the engine and
+# finite differences (the numbers of docs/rmsnorm-backward.md and
+# docs/rope-backward.md).
+expect_ok "$QKV_BIN/step_through" --part 3
+expect_out "rrms = 1 / sqrt(7.5) = 0.3651"
+expect_out "by hand  [ 0.2313 -0.4503 -0.0365  0.1947]"
+expect_out "fin.diff [ 0.2313 -0.4503 -0.0365  0.1947]"
+expect_out "(1,2)   [-1.1426  1.9221]   [-1.1426  1.9221]"
+for gap in $(sed -n 's/.*max |engine - by hand| over all of the above: //p' "$QKV_TMP/out"); do
+  awk -v g="$gap" 'BEGIN { exit !(g + 0 < 1e-6) }' || fail "part 3: engine and by hand differ by $gap"
+done
+for gap in $(sed -n 's/.*max |by hand - fin.diff| over all of the above: //p' "$QKV_TMP/out"); do
+  awk -v g="$gap" 'BEGIN { exit !(g + 0 < 1e-8) }' || fail "part 3: by hand and fin.diff differ by $gap"
+done
+grep -q "Part 1\|Part 2" "$QKV_TMP/out" && fail "--part 3 printed another part"
+narrow "part 3"
+expect_ok "$QKV_BIN/step_through" --part 3 --no-fd
+grep -q "fin.diff" "$QKV_TMP/out" && fail "--part 3 --no-fd still printed finite differences"
 grep -q "backward order" "$QKV_TMP/out" && fail "printed the backward order without --order"
 # --order: a numbered list of the ops backward visits, the loss's node first,
 # each with its module path.
