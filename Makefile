@@ -1,7 +1,7 @@
 # qkv build. `make test` and `make demo` work on a fresh Debian 12 machine:
 # both first run .ci/deps, which apt-installs whatever is missing.
 #
-#   make            library + programs (float32, -O3, OpenMP)
+#   make            library + programs (float32, -O3 on a step's path, OpenMP)
 #   make test       both test binaries (float32 tests, float64 gradient checks) and tests/cli/*.sh
 #   make test SANITIZE=1   the same under AddressSanitizer + UBSan
 #   make test-faults       SIGKILL the trainer 100 times while it checkpoints
@@ -119,9 +119,11 @@ lib: $(LIB32)
 # compile time: trainer/ was a third of a fresh build's compiling. The
 # layers a step runs (core, autograd, nn, models, optim, data, generation,
 # io, dist) keep -O3, and a training run takes the time it took with -O3
-# everywhere (BENCHMARKS.md, "Compile levels"). The sanitizer build keeps
-# its own flags.
-COLD_OPT  := $(if $(filter rel,$(PLAIN_MODE)),-O1)
+# everywhere (BENCHMARKS.md, "Compile levels"; an inline function of a
+# header that is not inlined is kept once, from whichever object the linker
+# meets first). An OPT given on the command line (OPT="-O0 -g") and the
+# sanitizer build keep their own flags everywhere.
+COLD_OPT  := $(if $(and $(filter rel,$(PLAIN_MODE)),$(filter file,$(origin OPT))),-O1)
 COLD_DIRS := trainer checkpoint explorer examples
 $(foreach b,$(sort $(B32) $(O32)),$(COLD_DIRS:%=$(b)/%/%.o)) $(B64)/%.o: LEVEL := $(COLD_OPT)
 
@@ -146,7 +148,7 @@ $(B64)/%.o: %.cpp | deps
 	$(CXX) $(CXXFLAGS) -DQKV_DOUBLE $(LEVEL) -c $< -o $@
 
 # The tests' own code (tests/*.cpp) is compiled with -Og: it calls the
-# library, which keeps -O3, and its long test functions cost -O3 twice the
+# library (-O3 on a step's path), and its long test functions cost -O3 twice the
 # compile time for no speed that matters (tests/test_train.cpp: 16 s of CPU at
 # -O3, 9 s at -Og). The sanitizer build keeps its own flags.
 TEST_OPT := $(if $(filter rel,$(PLAIN_MODE)),-Og)

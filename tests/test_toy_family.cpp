@@ -432,3 +432,14 @@ TEST_CASE(
   CHECK(error_of([&] { train::validate(c, ""); }) ==
         "--tokens: expected char, word or bpe, got 'underscored'");
 }
+
+TEST_CASE("an evaluation kind's line holds a perplexity of any size (e^700 prints 300 digits)") {
+  const train::EvalKind& text = *train::eval_kinds().find("text");
+  train::EvalResult r;
+  r.loss = 700;
+  r.bits_per_byte = 1.5;
+  const std::string line = text.line(r);
+  CHECK(line.size() > 300);
+  CHECK(line.substr(line.size() - 22) == ", 1.5000 bits per byte");
+  CHECK(text.summary(r).substr(text.summary(r).size() - 23) == ", bits per byte: 1.5000");
+}

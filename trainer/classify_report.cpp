@@ -346,14 +346,10 @@ EvalKind labels_eval() {
   k.help = "accuracy and cross-entropy of one label per input, a confusion matrix";
   k.takes = [](const Trainer& t) { return t.classifies(); };
   k.line = [](const EvalResult& r) {
-    char b[100];
-    std::snprintf(b, sizeof b, "accuracy %.2f%%, cross-entropy %.4f", 100 * r.exact_acc(), r.loss);
-    return std::string(b);
+    return printed("accuracy %.2f%%, cross-entropy %.4f", 100 * r.exact_acc(), r.loss);
   };
   k.summary = [](const EvalResult& r) {
-    char b[60];
-    std::snprintf(b, sizeof b, "held-out accuracy: %.2f%%", 100 * r.exact_acc());
-    return std::string(b);
+    return printed("held-out accuracy: %.2f%%", 100 * r.exact_acc());
   };
   k.cells = answer_cells;
   k.judged_by = plots::EvalKind::Accuracy;

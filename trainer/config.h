@@ -131,9 +131,10 @@ struct TrainConfig {
   //   kArch   the architecture: what the model's own config holds (a
   //           checkpoint stores it once, as model_config; run_json() the rest)
   //   kAdded  added after checkpoints were first written: a file without it
-  //           ran with the value it had then, the member's default here
-  //           (Adam with the paper's betas, no weight decay, ...), which
-  //           from_json fills in
+  //           ran with the value it had then, which from_json fills in: the
+  //           member's default here (Adam with the paper's betas, no weight
+  //           decay, ...), but for min_lr (5% of the file's lr) and truncate
+  //           (false: such files refused long texts)
   // A new setting is its member above and one line here.
   static constexpr unsigned kRun = 0, kArch = 1, kAdded = 2;
   template <class C, class F>

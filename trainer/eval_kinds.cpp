@@ -1,5 +1,8 @@
 #include "trainer/eval_kinds.h"
 
+#include <cstdarg>
+#include <cstdio>
+
 #include "trainer/trainer.h"
 
 namespace qkv::train {
@@ -30,6 +33,18 @@ const EvalKind& eval_kind(const Trainer& t) {
   }
   if (!general) throw Error("evaluation: no kind scores a run of the " + t.cfg.model + " model");
   return *general;
+}
+
+std::string printed(const char* format, ...) {
+  va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string s(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(s.data(), s.size() + 1, format, again);
+  va_end(again);
+  return s;
 }
 
 EvalCells answer_cells(const EvalResult& r) {

@@ -34,6 +34,10 @@ struct EvalCells {
   std::string exact_acc, token_acc, loss, bleu, bits_per_byte;
 };
 
+// printf's format as a string, as long as it needs to be (a perplexity of
+// e^700 prints 300 digits): the rows' lines.
+std::string printed(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
 // The cells of a run scored by its answers (exact and token accuracy, loss,
 // BLEU: sequences, labels) and of one scored on text (loss, bits per byte:
 // text, masked).

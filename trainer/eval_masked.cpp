@@ -34,16 +34,12 @@ EvalKind masked_eval() {
     return t.text != nullptr && t.family().objectives.text_pairs != nullptr;
   };
   k.line = [](const EvalResult& r) {
-    char b[160];
-    std::snprintf(b, sizeof b, "%s accuracy %.2f%%, loss %.4f, perplexity %.3f", r.made,
-                  100 * r.token_acc(), r.loss, r.perplexity());
-    return std::string(b);
+    return printed("%s accuracy %.2f%%, loss %.4f, perplexity %.3f", r.made, 100 * r.token_acc(),
+                   r.loss, r.perplexity());
   };
   k.summary = [](const EvalResult& r) {
-    char b[120];
-    std::snprintf(b, sizeof b, "held-out %s accuracy: %.2f%%, perplexity: %.3f", r.made,
-                  100 * r.token_acc(), r.perplexity());
-    return std::string(b);
+    return printed("held-out %s accuracy: %.2f%%, perplexity: %.3f", r.made, 100 * r.token_acc(),
+                   r.perplexity());
   };
   k.cells = text_cells;
   k.judged_by = plots::EvalKind::Loss;

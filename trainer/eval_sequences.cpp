@@ -90,15 +90,11 @@ EvalKind sequences_eval() {
   k.name = "sequences";
   k.help = "exact-sequence and token accuracy, BLEU and perplexity of the answers";
   k.line = [](const EvalResult& r) {
-    char b[160];
-    std::snprintf(b, sizeof b, "exact %.2f%%, token %.2f%%, BLEU %.2f, perplexity %.3f",
-                  100 * r.exact_acc(), 100 * r.token_acc(), r.bleu, r.perplexity());
-    return std::string(b);
+    return printed("exact %.2f%%, token %.2f%%, BLEU %.2f, perplexity %.3f", 100 * r.exact_acc(),
+                   100 * r.token_acc(), r.bleu, r.perplexity());
   };
   k.summary = [](const EvalResult& r) {
-    char b[80];
-    std::snprintf(b, sizeof b, "held-out exact-sequence accuracy: %.2f%%", 100 * r.exact_acc());
-    return std::string(b);
+    return printed("held-out exact-sequence accuracy: %.2f%%", 100 * r.exact_acc());
   };
   k.cells = answer_cells;
   k.judged_by = plots::EvalKind::Accuracy;

@@ -34,16 +34,12 @@ EvalKind text_eval() {
     return t.text != nullptr && t.family().objectives.text_pairs == nullptr;
   };
   k.line = [](const EvalResult& r) {
-    char b[160];
-    std::snprintf(b, sizeof b, "loss %.4f, perplexity %.3f, %.4f bits per byte", r.loss,
-                  r.perplexity(), r.bits_per_byte);
-    return std::string(b);
+    return printed("loss %.4f, perplexity %.3f, %.4f bits per byte", r.loss, r.perplexity(),
+                   r.bits_per_byte);
   };
   k.summary = [](const EvalResult& r) {
-    char b[100];
-    std::snprintf(b, sizeof b, "held-out perplexity: %.3f, bits per byte: %.4f", r.perplexity(),
-                  r.bits_per_byte);
-    return std::string(b);
+    return printed("held-out perplexity: %.3f, bits per byte: %.4f", r.perplexity(),
+                   r.bits_per_byte);
   };
   k.cells = text_cells;
   k.judged_by = plots::EvalKind::Loss;

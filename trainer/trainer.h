@@ -128,7 +128,8 @@ struct EvalResult {
   int64_t unknown_tokens = 0;  // held-out tokens the vocabulary lacks (<unk>)
   // The run's evaluation kind (trainer/eval_kinds.h), which reports it:
   // labels (exact_acc() is the accuracy), masked (made targets: token_acc()
-  // is theirs), text or sequences.
+  // is theirs), text or sequences. A row of the table: valid while no kind
+  // is registered or removed.
   const EvalKind* kind = nullptr;
   const char* made = "";  // masked: what the targets are (Family::made_targets), "masked-token"
   double exact_acc() const { return sequences ? double(exact) / sequences : 0; }
