@@ -16,14 +16,16 @@ namespace {
 
 // The options' attention kernel and scale on a layer's attention modules.
 void set_kernel(MultiHeadAttention& a, const LayerOptions& o, bool self_attention) {
-  a.scale = o.attention_scale;
-  if (self_attention) a.rope_base = o.rope_base;  // rotary positions: self-attention only
+  const AttentionSettings& s = o.attn;
+  a.scale = s.scaled ? 0 : 1;                     // 0: 1/sqrt(d_k); 1: unscaled scores
+  if (self_attention) a.rope_base = s.rope_base;  // rotary positions: self-attention only
   const bool same_maths =
-      o.attention == AttentionKernel::MemoryEfficient || o.attention == AttentionKernel::Auto;
+      s.attention == AttentionKernel::MemoryEfficient || s.attention == AttentionKernel::Auto;
   if (!self_attention && !same_maths) return;
-  a.kernel = o.attention;
-  a.memory_budget = o.attention_memory_budget;
-  a.sparse = o.sparse;
+  a.kernel = s.attention;
+  a.memory_budget = s.attention_memory_budget;
+  a.sparse.window = s.window;
+  a.sparse.global_every = s.global_every;
 }
 
 // f(x), or with Recompute::FFN the same numbers kept for backward as ffn's input only.
@@ -36,14 +38,15 @@ Var feed_forward(const FFN& ffn, const Var& x, Recompute r) {
 
 // ---- Encoder layer -------------------------------------------------------------
 EncoderLayer::EncoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
-    : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
+    : pre_norm(o.pre_norm), recompute(o.attn.recompute), dropout_gen_(&dg) {
   self_attn = register_module(
-      "self_attn",
-      std::make_shared<MultiHeadAttention>(o.d_model, o.heads, o.bias, init, o.d_k, o.kv_heads));
-  norm1 = register_module("norm1", make_norm(o.norm, o.d_model));
-  ffn = register_module("ffn", make_layer_ffn(o.activation, o.d_model, o.d_ff, o.bias, o.moe,
-                                              o.recompute != Recompute::None, init));
-  norm2 = register_module("norm2", make_norm(o.norm, o.d_model));
+      "self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, o.attn.bias, init,
+                                                        o.attn.d_k, o.attn.kv_heads));
+  norm1 = register_module("norm1", make_norm(o.attn.norm, o.d_model));
+  ffn =
+      register_module("ffn", make_layer_ffn(o.activation, o.d_model, o.d_ff, o.attn.bias,
+                                            o.attn.moe, o.attn.recompute != Recompute::None, init));
+  norm2 = register_module("norm2", make_norm(o.attn.norm, o.d_model));
   drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
   drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));
   set_kernel(*self_attn, o, true);
@@ -69,17 +72,19 @@ Var EncoderLayer::forward(const Var& x, const AttentionMask& self_mask) {
 // Registers its modules as EncoderLayer does, plus cross-attention: spelled
 // out, in the order of the forward, so the parameter names read off the code.
 DecoderLayer::DecoderLayer(const LayerOptions& o, Generator& init, Generator& dg)
-    : pre_norm(o.pre_norm), recompute(o.recompute), dropout_gen_(&dg) {
+    : pre_norm(o.pre_norm), recompute(o.attn.recompute), dropout_gen_(&dg) {
   self_attn = register_module(
-      "self_attn",
-      std::make_shared<MultiHeadAttention>(o.d_model, o.heads, o.bias, init, o.d_k, o.kv_heads));
-  norm1 = register_module("norm1", make_norm(o.norm, o.d_model));
+      "self_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, o.attn.bias, init,
+                                                        o.attn.d_k, o.attn.kv_heads));
+  norm1 = register_module("norm1", make_norm(o.attn.norm, o.d_model));
   cross_attn = register_module(
-      "cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.heads, o.bias, init, o.d_k));
-  norm2 = register_module("norm2", make_norm(o.norm, o.d_model));
-  ffn = register_module("ffn", make_layer_ffn(o.activation, o.d_model, o.d_ff, o.bias, o.moe,
-                                              o.recompute != Recompute::None, init));
-  norm3 = register_module("norm3", make_norm(o.norm, o.d_model));
+      "cross_attn",
+      std::make_shared<MultiHeadAttention>(o.d_model, o.heads, o.attn.bias, init, o.attn.d_k));
+  norm2 = register_module("norm2", make_norm(o.attn.norm, o.d_model));
+  ffn =
+      register_module("ffn", make_layer_ffn(o.activation, o.d_model, o.d_ff, o.attn.bias,
+                                            o.attn.moe, o.attn.recompute != Recompute::None, init));
+  norm3 = register_module("norm3", make_norm(o.attn.norm, o.d_model));
   drop1 = register_module("drop1", std::make_shared<Dropout>(o.dropout, dg));
   drop2 = register_module("drop2", std::make_shared<Dropout>(o.dropout, dg));
   drop3 = register_module("drop3", std::make_shared<Dropout>(o.dropout, dg));
@@ -112,9 +117,10 @@ Var DecoderLayer::forward(const Var& y, const Var& memory, const AttentionMask& 
 
 // ---- Relative positions (T5) ----------------------------------------------------
 Tensor relative_bias_init(const LayerOptions& o, bool bidirectional, Generator& init) {
-  check_relative_bias("relative positions", o.rel_buckets, o.rel_max_distance, bidirectional);
-  return normal_init({o.heads, o.rel_buckets}, real(1) / std::sqrt(static_cast<real>(o.d_model)),
-                     init);
+  check_relative_bias("relative positions", o.attn.rel_buckets, o.attn.rel_max_distance,
+                      bidirectional);
+  return normal_init({o.heads, o.attn.rel_buckets},
+                     real(1) / std::sqrt(static_cast<real>(o.d_model)), init);
 }
 
 void share_relative_bias(const Var& table, const LayerOptions& o, bool bidirectional,
@@ -122,7 +128,7 @@ void share_relative_bias(const Var& table, const LayerOptions& o, bool bidirecti
   for (MultiHeadAttention* a : attns) {
     a->rel_bias = table;
     a->rel_bidirectional = bidirectional;
-    a->rel_max_distance = o.rel_max_distance;
+    a->rel_max_distance = o.attn.rel_max_distance;
   }
 }
 
@@ -134,8 +140,8 @@ Encoder::Encoder(int64_t n, const LayerOptions& o, Generator& init, Generator& d
   for (int64_t i = 0; i < n; ++i)
     layers.push_back(register_module("layers." + std::to_string(i),
                                      std::make_shared<EncoderLayer>(o, init, dg)));
-  if (o.pre_norm) norm = register_module("norm", make_norm(o.norm, o.d_model));
-  if (o.rel_buckets > 0) {
+  if (o.pre_norm) norm = register_module("norm", make_norm(o.attn.norm, o.d_model));
+  if (o.attn.rel_buckets > 0) {
     rel_bias = register_parameter("rel_bias", relative_bias_init(o, true, init));
     std::vector<MultiHeadAttention*> attns;
     for (auto& l : layers) attns.push_back(l->self_attn.get());
@@ -155,8 +161,8 @@ Decoder::Decoder(int64_t n, const LayerOptions& o, Generator& init, Generator& d
   for (int64_t i = 0; i < n; ++i)
     layers.push_back(register_module("layers." + std::to_string(i),
                                      std::make_shared<DecoderLayer>(o, init, dg)));
-  if (o.pre_norm) norm = register_module("norm", make_norm(o.norm, o.d_model));
-  if (o.rel_buckets > 0) {
+  if (o.pre_norm) norm = register_module("norm", make_norm(o.attn.norm, o.d_model));
+  if (o.attn.rel_buckets > 0) {
     rel_bias = register_parameter("rel_bias", relative_bias_init(o, false, init));
     std::vector<MultiHeadAttention*> attns;
     for (auto& l : layers) attns.push_back(l->self_attn.get());

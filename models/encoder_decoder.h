@@ -30,34 +30,6 @@ namespace qkv::nn {
 // nothing; the feed-forward network's hidden activations; the whole layer.
 enum class Recompute { None, FFN, Layer };
 
-struct LayerOptions {
-  int64_t d_model = 512, heads = 8, d_ff = 2048;
-  real dropout = 0.1;
-  // The feed-forward block (nn/ffn.h): FeedForward with ReLU or GELU, or
-  // SwiGLU of hidden width swiglu_hidden(d_ff).
-  Activation activation = Activation::ReLU;
-  bool pre_norm = false;       // false: Post-LN as in the paper; true: Pre-LN
-  std::string norm = "layer";  // every norm's kind (nn/norm.h's table)
-  bool bias = true;            // false: every Linear of attention and FFN without bias
-  // The self-attention's heads' kernel (nn/attention.h) and its settings.
-  // Cross-attention runs it too when it is MemoryEfficient or Auto (the same
-  // maths); Sparse and Linear apply to self-attention only.
-  AttentionKernel attention = AttentionKernel::Standard;
-  int64_t attention_memory_budget = 0;  // bytes; 0: no limit (Auto, MemoryEfficient)
-  SparsePattern sparse;                 // window, global_every (Sparse)
-  Recompute recompute = Recompute::None;
-  real attention_scale = 0;  // 0: 1/sqrt(d_k); 1: unscaled scores (both attentions)
-  int64_t d_k = 0;           // the attentions' query/key head size; 0: d_model / heads
-  // Self-attention only (cross-attention keeps every head and no rotation):
-  int64_t kv_heads = 0;  // grouped-query attention's key/value heads, dividing heads; 0: heads
-  real rope_base = 0;    // rotary positions of queries and keys (10000 usual); 0: none
-  // T5's relative position bias (nn/relative_bias.h): each stack's one table
-  // (heads, rel_buckets), in its self-attentions; 0 buckets: none.
-  int64_t rel_buckets = 0, rel_max_distance = 128;
-  // A mixture of experts in place of each FFN (nn/moe.h); experts 0: the dense block.
-  MoESettings moe;
-};
-
 // The attention settings every model config holds beside its sizes: the
 // kernel and its pattern change the function (sparse, linear) or only how it
 // is computed (memory-efficient, auto); scaled = false drops 1/sqrt(d_k);
@@ -95,24 +67,25 @@ struct AttentionSettings {
   // experts, experts_per_token, capacity_factor, aux_loss, written only when
   // experts > 0); experts 0, as in every file before the keys: dense.
   MoESettings moe;
-  // Fills these settings into layer options.
-  LayerOptions apply(LayerOptions o) const {
-    o.norm = norm;
-    o.bias = bias;
-    o.attention = attention;
-    o.d_k = d_k;
-    o.sparse.window = window;
-    o.sparse.global_every = global_every;
-    o.attention_scale = scaled ? 0 : 1;
-    o.recompute = recompute;
-    o.attention_memory_budget = attention_memory_budget;
-    o.kv_heads = kv_heads;
-    o.rope_base = rope_base;
-    o.rel_buckets = rel_buckets;
-    o.rel_max_distance = rel_max_distance;
-    o.moe = moe;
-    return o;
-  }
+};
+
+// What one layer is built from: its sizes, activation and norm placement,
+// and the attention settings of its model (AttentionSettings above, held
+// whole: a new setting is a field there, not a copy here).
+struct LayerOptions {
+  int64_t d_model = 512, heads = 8, d_ff = 2048;
+  real dropout = 0.1;
+  // The feed-forward block (nn/ffn.h): FeedForward with ReLU or GELU, or
+  // SwiGLU of hidden width swiglu_hidden(d_ff).
+  Activation activation = Activation::ReLU;
+  bool pre_norm = false;  // false: Post-LN as in the paper; true: Pre-LN
+  // The self-attention's heads' kernel (nn/attention.h) and its settings,
+  // the norm's kind, biases, key/value heads, rotary and relative
+  // positions, a mixture of experts. Cross-attention runs the kernel too
+  // when it is MemoryEfficient or Auto (the same maths); Sparse and Linear
+  // apply to self-attention only, as do kv_heads, rope_base and the
+  // relative bias (cross-attention keeps every head and no position).
+  AttentionSettings attn;
 };
 
 // Encoder layer: self-attention, then the feed-forward network.
@@ -190,7 +163,8 @@ LayerOptions layer_options(const Config& c) {
   o.dropout = c.dropout;
   o.activation = c.activation;
   o.pre_norm = c.pre_norm;
-  return c.apply(o);
+  o.attn = c;  // the config's AttentionSettings
+  return o;
 }
 
 struct TransformerConfig : AttentionSettings {

@@ -105,7 +105,7 @@ TEST_CASE(
     o.dropout = 0.1;
     o.activation = Activation::ReLU;
     o.pre_norm = true;
-    o.recompute = r;
+    o.attn.recompute = r;
     Generator init(3), drop(4), data(7);
     DecoderLayer layer(o, init, drop);
     layer.train();
