@@ -77,6 +77,18 @@ void each_edit(const Config& base,
   }
 }
 
+// The llama block (RMSNorm, SwiGLU, no biases, Pre-LN) with one key/value
+// head and d_k 6; a gpt adds its rotary positions.
+template <class Config>
+void llama_block(Config& c) {
+  c.norm = "rms";
+  c.activation = Activation::SwiGLU;
+  c.bias = false;
+  c.pre_norm = true;
+  c.kv_heads = 1;
+  c.d_k = 6;
+}
+
 // The attention settings every family shares: each kernel, the sparse
 // pattern at its bounds (global_every 0: no global positions), the scale, d_k.
 template <class Config>
@@ -128,14 +140,7 @@ std::vector<std::pair<std::string, std::function<void(Config&)>>> attention_edit
   // positions, which the other families refuse).
   e.push_back({"kv_heads 1", [](Config& c) { c.kv_heads = 1; }});
   e.push_back({"kv_heads 2 (every head, said)", [](Config& c) { c.kv_heads = 2; }});
-  e.push_back({"llama block, kv_heads 1, d_k 6", [](Config& c) {
-                 c.norm = "rms";
-                 c.activation = Activation::SwiGLU;
-                 c.bias = false;
-                 c.pre_norm = true;
-                 c.kv_heads = 1;
-                 c.d_k = 6;
-               }});
+  e.push_back({"llama block, kv_heads 1, d_k 6", llama_block<Config>});
   e.push_back({"one head per dimension", [](Config& c) { c.heads = c.d_model; }});
   e.push_back({"d_model 1, one head", [](Config& c) {
                  c.d_model = 1;
@@ -197,13 +202,8 @@ TEST_CASE("save_model/load_model round trip: every gpt configuration the constru
   edits.push_back({"three layers", [](GPTConfig& c) { c.layers = 3; }});
   edits.push_back({"untied", [](GPTConfig& c) { c.tie_weights = false; }});
   edits.push_back({"llama block, rope base 500000, kv_heads 1, d_k 6", [](GPTConfig& c) {
-                     c.norm = "rms";
-                     c.activation = Activation::SwiGLU;
-                     c.bias = false;
-                     c.pre_norm = true;
+                     llama_block(c);
                      c.rope_base = 500000;
-                     c.kv_heads = 1;
-                     c.d_k = 6;
                    }});
   for (int64_t n : {int64_t(1), int64_t(100)}) {
     edits.push_back(
