@@ -6,7 +6,9 @@
 # family's name, no dynamic_cast to a family's class. Decoding methods,
 # optimizers, norms, kinds of positions and kinds of tokens are rows of
 # their tables, their names written once (a position kind's in
-# trainer/position_<name>.cpp and in the rows of the families that take it).
+# trainer/position_<name>.cpp and in the rows of the families that take it);
+# no row of any table (a data source, an evaluation kind) is compared by its
+# name once found.
 source "$(dirname "$0")/lib.bash"
 cd "$QKV_SRC"
 read -r -a layers <<< "$(sed -n 's/^LAYERS *:= *//p' Makefile)"
@@ -51,6 +53,10 @@ bad=$(grep -nE "[=!]= *\"($kinds)\"|\"($kinds)\" *[=!]=|positions *[=!]= *\"" \
 bad=$(grep -nE "[=!]= *\"($tokens)\"|\"($tokens)\" *[=!]=|tokens *[=!]= *\"" \
   "${files[@]}" | grep -v '^trainer/tokens_[a-z]*\.cpp:' || true)
 [ -z "$bad" ] || { echo "$bad"; fail "a kind of tokens compared by name (above): use trainer/token_kinds.h's table"; }
+# Nor is a row asked for by its name once it is found: `kind.name == "..."`
+# (a data source, an evaluation kind, any row) means a chain has come back.
+bad=$(grep -nE '(\.|->)name\)? *[=!]= *"' "${files[@]}" || true)
+[ -z "$bad" ] || { echo "$bad"; fail "a table's row compared by its name (above): give the row the member it needs"; }
 bad=$(grep -nE 'LayerNorm&|make_shared<LayerNorm>|shared_ptr<LayerNorm>' "${files[@]}" | grep -v '^nn/norm\.cpp:' || true)
 [ -z "$bad" ] || { echo "$bad"; fail "a layer names LayerNorm instead of nn::Norm (above)"; }
-echo "${#files[@]} library files ask no family ($families), model class, method, optimizer, norm, activation, positions or tokens by name"
+echo "${#files[@]} library files ask no family ($families), model class, method, optimizer, norm, activation, positions, tokens or row by name"
