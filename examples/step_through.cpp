@@ -45,6 +45,7 @@
 #include "io/output_file.h"
 #include "io/run_program.h"
 #include "trainer/output_paths.h"
+#include "examples/step_llama.h"
 #include "examples/step_through.h"
 
 namespace {

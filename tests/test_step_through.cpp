@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "autograd/anomaly.h"
+#include "examples/step_llama.h"
 #include "examples/step_through.h"
 #include "fixture.h"
 #include "recording_node.h"
