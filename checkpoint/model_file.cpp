@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "checkpoint/config_json.h"
 #include "core/error.h"
 #include "core/registry.h"
@@ -155,5 +157,55 @@ std::string model_kind(const std::string& path) {
   if (it == f.metadata.end()) throw Error(brief(path) + ": metadata has no 'model_kind'");
   return it->second;
 }
+
+template <class T>
+void read_json_field(const nlohmann::json& j, const char* key, T& out, const std::string& where) {
+  if (!j.is_object()) throw Error(where + ": expected a JSON object holding '" + key + "'");
+  auto it = j.find(key);
+  if (it == j.end()) throw Error(where + ": missing key '" + key + "'");
+  const auto quoted = [&] {
+    return brief(it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  };
+  bool ok;
+  const char* want;
+  if constexpr (std::is_same_v<T, bool>) {
+    ok = it->is_boolean();
+    want = "a boolean";
+  } else if constexpr (std::is_integral_v<T>) {
+    ok = it->is_number_integer();
+    want = "an integer";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    ok = it->is_number();
+    want = "a number";
+  } else {
+    ok = it->is_string();
+    want = "a string";
+  }
+  if (!ok)
+    throw Error(where + ": key '" + key + "' has the wrong type (expected " + want + ", got " +
+                it->type_name() + " " + quoted() + ")");
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    const bool negative =
+        !it->is_number_unsigned();  // nlohmann keeps non-negative integers unsigned
+    const bool fits = std::is_unsigned_v<T>
+                          ? !negative
+                          : negative || it->template get<uint64_t>() <= uint64_t(INT64_MAX);
+    if (!fits) throw Error(where + ": key '" + key + "' is out of range (" + quoted() + ")");
+  }
+  out = it->template get<T>();
+}
+
+template void read_json_field<bool>(const nlohmann::json&, const char*, bool&, const std::string&);
+template void read_json_field<int>(const nlohmann::json&, const char*, int&, const std::string&);
+template void read_json_field<int64_t>(const nlohmann::json&, const char*, int64_t&,
+                                       const std::string&);
+template void read_json_field<uint64_t>(const nlohmann::json&, const char*, uint64_t&,
+                                        const std::string&);
+template void read_json_field<float>(const nlohmann::json&, const char*, float&,
+                                     const std::string&);
+template void read_json_field<double>(const nlohmann::json&, const char*, double&,
+                                      const std::string&);
+template void read_json_field<std::string>(const nlohmann::json&, const char*, std::string&,
+                                           const std::string&);
 
 }  // namespace qkv::nn

@@ -28,7 +28,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/error.h"
 #include "checkpoint/checkpoint.h"
@@ -156,41 +156,9 @@ nlohmann::json metadata_json(const Metadata& md, const std::string& key, const s
 
 // Reads one field of a JSON object strictly (used for every config above).
 // Errors quote the value brief (core/error.h), however large it is.
+// Defined for bool, int, int64_t, uint64_t, float, double and std::string
+// (checkpoint/model_file.cpp).
 template <class T>
-void read_json_field(const nlohmann::json& j, const char* key, T& out, const std::string& where) {
-  if (!j.is_object()) throw Error(where + ": expected a JSON object holding '" + key + "'");
-  auto it = j.find(key);
-  if (it == j.end()) throw Error(where + ": missing key '" + key + "'");
-  const auto quoted = [&] {
-    return brief(it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  };
-  bool ok;
-  const char* want;
-  if constexpr (std::is_same_v<T, bool>) {
-    ok = it->is_boolean();
-    want = "a boolean";
-  } else if constexpr (std::is_integral_v<T>) {
-    ok = it->is_number_integer();
-    want = "an integer";
-  } else if constexpr (std::is_floating_point_v<T>) {
-    ok = it->is_number();
-    want = "a number";
-  } else {
-    ok = it->is_string();
-    want = "a string";
-  }
-  if (!ok)
-    throw Error(where + ": key '" + key + "' has the wrong type (expected " + want + ", got " +
-                it->type_name() + " " + quoted() + ")");
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    const bool negative =
-        !it->is_number_unsigned();  // nlohmann keeps non-negative integers unsigned
-    const bool fits = std::is_unsigned_v<T>
-                          ? !negative
-                          : negative || it->template get<uint64_t>() <= uint64_t(INT64_MAX);
-    if (!fits) throw Error(where + ": key '" + key + "' is out of range (" + quoted() + ")");
-  }
-  out = it->template get<T>();
-}
+void read_json_field(const nlohmann::json& j, const char* key, T& out, const std::string& where);
 
 }  // namespace qkv::nn

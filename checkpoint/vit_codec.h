@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "checkpoint/model_file.h"
 #include "models/vit.h"

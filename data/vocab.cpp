@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include <nlohmann/json.hpp>
+
 namespace qkv::data {
 
 std::vector<std::string> split_tokens(const std::string& text, Split how) {
@@ -76,6 +78,8 @@ int64_t Vocab::byte_count(int64_t id) const {
   }
   return id < 3 || (id == kUnk && has_unk()) ? 0 : static_cast<int64_t>(t.size());
 }
+
+nlohmann::json Vocab::to_json() const { return tokens_; }
 
 nlohmann::json Vocab::bpe_json() const {
   if (!bpe_) throw Error("vocab: bpe_json needs a BPE vocabulary");

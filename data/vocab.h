@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/error.h"
 #include "data/batch.h"
@@ -105,7 +105,7 @@ class Vocab {
   // byte-to-character mapping (BPE::visible), the merges and the pattern are
   // bpe_json() ({"pattern": ..., "merges": [[a, b], ...]}), and from_json
   // takes both: the list must be the specials then exactly the BPE's tokens.
-  nlohmann::json to_json() const { return tokens_; }
+  nlohmann::json to_json() const;
   nlohmann::json bpe_json() const;
   static Vocab from_json(const nlohmann::json& j, const nlohmann::json* bpe = nullptr);
 

@@ -9,6 +9,8 @@
 #include <map>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "autograd/qkv_autograd.h"
 #include "checkpoint/bert_codec.h"
 #include "compare.h"

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/generator.h"
 #include "data/bpe.h"
 #include "data/loaders.h"

@@ -9,12 +9,15 @@
 #include <fstream>
 #include <iterator>
 
+#include <nlohmann/json.hpp>
+
 #include "nn/attention.h"
 #include "nn/feedforward.h"
 #include "nn/swiglu.h"
 #include "temp_dir.h"
 #include "test_seed.h"
 #include "trainer/diagnosis.h"
+#include "trainer/instruments.h"
 #include "trainer/instruments_plots.h"
 #include "trainer/trainer.h"
 

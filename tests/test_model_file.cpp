@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/allocator.h"
 #include "errors.h"
 #include "io/json_bounded.h"

@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "checkpoint/model_file.h"
 #include "errors.h"
 #include "temp_dir.h"

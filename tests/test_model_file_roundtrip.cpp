@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "checkpoint/model_file.h"
 #include "errors.h"
 #include "temp_dir.h"

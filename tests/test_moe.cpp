@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "autograd/qkv_autograd.h"
 #include "compare.h"
 #include "errors.h"

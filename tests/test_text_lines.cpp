@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "data/loaders.h"
 #include "errors.h"
 #include "temp_dir.h"

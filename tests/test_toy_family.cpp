@@ -15,6 +15,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "errors.h"
 #include "temp_dir.h"
 #include "test_seed.h"
@@ -230,7 +232,7 @@ train::DataNeed read_word_lines(train::Trainer& t, const data::Vocab* given) {
       need = {int64_t(ids.size()), t.cfg.data + ":" + std::to_string(i + 1)};
   }
   t.pairs = std::make_unique<data::PairData>(std::move(train), std::move(held));
-  t.data_info = {{"kind", "words"}};
+  *t.data_info = {{"kind", "words"}};
   return need;
 }
 

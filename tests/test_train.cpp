@@ -10,6 +10,8 @@
 #include <new>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "trainer/run.h"
 #include "trainer/eval_kinds.h"
 #include "trainer/trainer.h"

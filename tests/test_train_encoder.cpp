@@ -6,6 +6,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "temp_dir.h"
 #include "test_seed.h"
 #include "trainer/trainer.h"

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "autograd/qkv_autograd.h"
 #include "compare.h"
 #include "fixture.h"

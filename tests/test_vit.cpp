@@ -10,6 +10,8 @@
 #include <set>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "autograd/qkv_autograd.h"
 #include "checkpoint/vit_codec.h"
 #include "compare.h"

@@ -16,6 +16,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "checkpoint/model_file.h"
 #include "generation/answer.h"
 #include "nn/embedding.h"

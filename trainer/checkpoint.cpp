@@ -6,6 +6,8 @@
 #include <optional>
 #include <tuple>
 
+#include <nlohmann/json.hpp>
+
 #include "trainer/checkpoint_parts.h"
 #include "trainer/positions.h"
 #include "trainer/token_kinds.h"
@@ -123,8 +125,8 @@ void restore(Trainer& t, const TensorFile& f, bool allow_nonfinite, DataUse use)
                   "): resume on the run's own data, or fine-tune on this text with --init-from");
   }
   for (const char* part : {"data", "valid"}) {
-    if (!t.data_info.contains(part)) continue;
-    const json& now = t.data_info[part];
+    if (!t.data_info->contains(part)) continue;
+    const json& now = (*t.data_info)[part];
     if ((!saved.contains(part) || !saved[part].is_object()) && use == DataUse::Evaluate &&
         std::string(part) ==
             "valid") {  // trained on a split of --data: another held-out file is taken
@@ -294,7 +296,7 @@ Trainer Trainer::resume(const std::string& path,
     if (use == DataUse::None && c.data.empty() && (v.has_unk() || v.bpe() || !tasks))
       c.data = "(model file)";  // text is cut by c.tokens
     Trainer t(c, &v, path, use, &shape);
-    t.tokenizer_info.trained_on = detail::bpe_trained_on(f);
+    *t.tokenizer_info.trained_on = detail::bpe_trained_on(f);
     nn::LoadOptions lo;
     lo.prefix = prefix;
     lo.allow_nonfinite = allow_nonfinite;
@@ -308,7 +310,7 @@ Trainer Trainer::resume(const std::string& path,
   detail::check_tokenizer_agrees(f, c, v);
   const FileShape shape = detail::file_shape(f, kind, mc);
   Trainer t(c, &v, path, use, &shape);
-  t.tokenizer_info.trained_on = detail::bpe_trained_on(f);
+  *t.tokenizer_info.trained_on = detail::bpe_trained_on(f);
   detail::restore(t, f, allow_nonfinite, use);
   return t;
 }
@@ -395,8 +397,8 @@ Trainer Trainer::init_from(const std::string& path, TrainConfig c,
   shape.shape.classes = 0;
   Trainer t(arch, &v, "--init-from " + brief(path), DataUse::Train, &shape);
   if (v.bpe()) {  // a tokenizer learned from another text: a resume does not compare it with --data
-    t.tokenizer_info.trained_on = detail::bpe_trained_on(f);
-    t.data_info["tokenizer_from"] = brief(path);
+    *t.tokenizer_info.trained_on = detail::bpe_trained_on(f);
+    (*t.data_info)["tokenizer_from"] = brief(path);
   }
   nn::LoadOptions lo;
   lo.prefix = prefix;

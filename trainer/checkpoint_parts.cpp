@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "trainer/token_kinds.h"
 
 namespace qkv::train::detail {

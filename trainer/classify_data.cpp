@@ -10,6 +10,8 @@
 #include <set>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "trainer/data_sources.h"
 #include "trainer/token_kinds.h"
 #include "trainer/trainer.h"
@@ -95,11 +97,11 @@ DataNeed read_labels(Trainer& t, const Vocab* given) {
   // must agree.
   std::set<std::string> names;
   for (const LabelLine& l : train_l) names.insert(l.label);
-  t.data_info = {{"kind", "labels"}, {"data", detail::file_info(f)}};
+  *t.data_info = {{"kind", "labels"}, {"data", detail::file_info(f)}};
   if (!t.cfg.valid.empty()) {
     TextFile v = detail::read_flag_file("--valid", t.cfg.valid, max_file_bytes);
     valid_l = parse_label_lines(v, "--valid");
-    t.data_info["valid"] = detail::file_info(v);
+    (*t.data_info)["valid"] = detail::file_info(v);
   } else {  // a fixed split of the file, as for pairs
     if (train_l.size() < 2)
       throw Error("--data " + brief(t.cfg.data) +

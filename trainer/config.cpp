@@ -8,6 +8,8 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "data/image_store.h"
 #include "data/tasks.h"
 #include "dist/distributed.h"
@@ -38,6 +40,47 @@ void require_range(T v, T lo, T hi, const std::string& label) {
 // A number as a person would write it (1e+300, not 300 digits; 0.1, not 0.100000).
 std::string num(double v) { return show_value(json(v)); }
 }  // namespace
+
+json TrainConfig::to_json() const {
+  json j;
+  for_each_field(*this, [&](const char* k, const auto& v) { j[k] = v; });
+  return j;
+}
+
+json TrainConfig::run_json() const {
+  json j = to_json();
+  for (auto it = j.begin(); it != j.end();)
+    it = is_arch_key(it.key()) ? j.erase(it) : std::next(it);
+  return j;
+}
+
+TrainConfig TrainConfig::from_json(const json& j, const std::string& where) {
+  TrainConfig c;
+  for_each_field(c, [&](const char* k, auto& v) {
+    if (j.is_object() && !j.contains(k) && is_added_key(k)) return;  // the default above
+    nn::read_json_field(j, k, v, where);
+  });
+  if (j.is_object() && !j.contains("min_lr")) c.min_lr = c.lr * real(0.05);
+  // Before 'truncate', a text longer than the window was refused: such a
+  // file reads as --no-truncate (the value it had then).
+  if (j.is_object() && !j.contains("truncate")) c.truncate = false;
+  return c;
+}
+
+std::string show_value(const json& v) {
+  if (v.is_string()) return brief(v.get<std::string>());
+  if (!v.is_number()) return brief(v.dump());
+  if (!v.is_number_float()) return v.dump();
+  const double d = v.get<double>();
+  const bool is_float = static_cast<double>(static_cast<float>(d)) == d;
+  char buf[40];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, d);
+    const double back = std::strtod(buf, nullptr);
+    if (is_float ? static_cast<float>(back) == static_cast<float>(d) : back == d) break;
+  }
+  return buf;
+}
 
 unsigned TrainConfig::key_kind(const std::string& k) {
   static const std::map<std::string, unsigned> kinds = [] {

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "checkpoint/model_file.h"
 #include "core/error.h"
@@ -99,33 +99,13 @@ struct TrainConfig {
 
   bool is_text() const { return !data.empty() && format == "text"; }
 
-  json to_json() const {
-    json j;
-    for_each_field(*this, [&](const char* k, const auto& v) { j[k] = v; });
-    return j;
-  }
+  json to_json() const;
   // The run's keys without the architecture's (kArch): a checkpoint's
   // train_config (the architecture is its model_config).
-  json run_json() const {
-    json j = to_json();
-    for (auto it = j.begin(); it != j.end();)
-      it = is_arch_key(it.key()) ? j.erase(it) : std::next(it);
-    return j;
-  }
+  json run_json() const;
   // A checkpoint's train_config (and model_config's keys): a key added
   // later (kAdded) that the file lacks keeps its default.
-  static TrainConfig from_json(const json& j, const std::string& where) {
-    TrainConfig c;
-    for_each_field(c, [&](const char* k, auto& v) {
-      if (j.is_object() && !j.contains(k) && is_added_key(k)) return;  // the default above
-      nn::read_json_field(j, k, v, where);
-    });
-    if (j.is_object() && !j.contains("min_lr")) c.min_lr = c.lr * real(0.05);
-    // Before 'truncate', a text longer than the window was refused: such a
-    // file reads as --no-truncate (the value it had then).
-    if (j.is_object() && !j.contains("truncate")) c.truncate = false;
-    return c;
-  }
+  static TrainConfig from_json(const json& j, const std::string& where);
   // Every field with its JSON key (its flag: flag_of) and what kind of key it
   // is, once, so that flags, JSON, checks and the key lists agree:
   //   kArch   the architecture: what the model's own config holds (a
@@ -226,20 +206,7 @@ inline std::string flag_of(const std::string& key) {
 // A setting's value as a person would type it: strings bare, numbers in the
 // shortest form that reads back to the same float (1e-07, not 1.00000001e-07).
 // Values from a file are quoted briefly (qkv::brief).
-inline std::string show_value(const json& v) {
-  if (v.is_string()) return brief(v.get<std::string>());
-  if (!v.is_number()) return brief(v.dump());
-  if (!v.is_number_float()) return v.dump();
-  const double d = v.get<double>();
-  const bool is_float = static_cast<double>(static_cast<float>(d)) == d;
-  char buf[40];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, d);
-    const double back = std::strtod(buf, nullptr);
-    if (is_float ? static_cast<float>(back) == static_cast<float>(d) : back == d) break;
-  }
-  return buf;
-}
+std::string show_value(const json& v);
 
 // validate()'s require(ok, key, why): the rules of a family or position kind
 // on the run's settings report through it, so that the error names the flag

@@ -3,6 +3,8 @@
 // run reads characters and cuts their joined bytes); the held-out pairs from
 // --valid or a fixed split of the file (--valid-fraction). Its row of the
 // data-source table (trainer/data_sources.h).
+#include <nlohmann/json.hpp>
+
 #include "trainer/data_sources.h"
 #include "trainer/token_kinds.h"
 #include "trainer/trainer.h"
@@ -24,14 +26,14 @@ DataNeed read_pairs(Trainer& t, const Vocab* given) {
   const Split read_as = how == Split::Bpe ? Split::Char : how;
   std::vector<data::TokenPair> train_tok = data::parse_pairs(f, read_as), valid_tok;
   detail::check_one_label_per_token(c, train_tok, c.data);
-  t.data_info = {{"kind", "pairs"}, {"data", detail::file_info(f)}};
+  *t.data_info = {{"kind", "pairs"}, {"data", detail::file_info(f)}};
   if (!c.valid.empty()) {
     TextFile v = detail::read_flag_file("--valid", c.valid, kMaxDataFileBytes);
     detail::check_data_memory(48.0 * double(v.text.size()), "--valid " + brief(c.valid),
                               std::to_string(v.text.size()) + " bytes of pairs");
     valid_tok = data::parse_pairs(v, read_as);
     detail::check_one_label_per_token(c, valid_tok, c.valid);
-    t.data_info["valid"] = detail::file_info(v);
+    (*t.data_info)["valid"] = detail::file_info(v);
   } else {
     // A fixed split of the file, drawn from its own stream so that it does
     // not depend on anything else the run draws.

@@ -1,6 +1,8 @@
 // The built-in tasks as a data source (no --data): pairs drawn from --task
 // (data/tasks.h) over --symbols symbols, with a held-out set of --heldout
 // pairs drawn apart. Its row of the data-source table (trainer/data_sources.h).
+#include <nlohmann/json.hpp>
+
 #include "trainer/data_sources.h"
 #include "trainer/trainer.h"
 
@@ -27,7 +29,7 @@ DataNeed read_task(Trainer& t, const Vocab* given) {
                 std::to_string(c.vocab) + ", --min-len " + std::to_string(c.min_len) +
                 ", --max-len " + std::to_string(c.max_len) + ": " + e.what());
   }
-  t.data_info = {{"kind", "task"}, {"task", c.task}};
+  *t.data_info = {{"kind", "task"}, {"task", c.task}};
   // Every task's answer has its source's length: the encoder model labels it.
   return {sequence_tokens(t.family(), c.max_len, c.max_len),
           "--max-len " + std::to_string(c.max_len)};

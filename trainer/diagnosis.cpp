@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 namespace qkv::train {
 
 using json = nlohmann::json;

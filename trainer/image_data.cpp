@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <numeric>
 
+#include <nlohmann/json.hpp>
+
 #include "data/idx.h"
 #include "trainer/data_sources.h"
 #include "trainer/trainer.h"
@@ -159,13 +161,13 @@ DataNeed read_images(Trainer& t, const Vocab* given) {
     h = fnv1a64(s->labels.data(), s->labels.size(), h);
   }
   const std::string abs = std::filesystem::absolute(t.cfg.data, ec).lexically_normal().string();
-  t.data_info = {{"kind", "images"},
-                 {"data",
-                  {{"path", t.cfg.data},
-                   {"abspath", ec ? t.cfg.data : abs},
-                   {"images", train.count},
-                   {"test_images", test.count},
-                   {"fnv1a64", detail::hex64(h)}}}};
+  *t.data_info = {{"kind", "images"},
+                  {"data",
+                   {{"path", t.cfg.data},
+                    {"abspath", ec ? t.cfg.data : abs},
+                    {"images", train.count},
+                    {"test_images", test.count},
+                    {"fnv1a64", detail::hex64(h)}}}};
   // The positions an image takes: the family's (vit: its patches and a class token).
   const Family& fam = t.family();
   return {fam.reads.image_tokens ? fam.reads.image_tokens(t.cfg, t.shape.rows, t.shape.cols)

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "core/blas.h"
 #include "dist/distributed.h"
 

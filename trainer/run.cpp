@@ -13,8 +13,11 @@
 #include <fstream>
 #include <new>
 
+#include <nlohmann/json.hpp>
+
 #include "generation/decoding_methods.h"
 #include "trainer/explain.h"
+#include "trainer/instruments.h"
 #include "trainer/instruments_plots.h"
 #include "trainer/csv_log.h"
 #include "trainer/eval_kinds.h"
@@ -41,8 +44,8 @@ double seconds_since(Clock::time_point t0) {
 void check_same_data_on_all_ranks(const Trainer& t) {
   if (dist::size() == 1) return;
   auto hash_of = [&](const char* part) {
-    return t.data_info.contains(part) ? t.data_info[part]["fnv1a64"].get<std::string>()
-                                      : std::string("-");
+    return t.data_info->contains(part) ? (*t.data_info)[part]["fnv1a64"].get<std::string>()
+                                       : std::string("-");
   };
   const json mine = {hash_of("data"), hash_of("valid"),
                      train::detail::hex64(fnv1a64(t.vocab.to_json().dump()))};

@@ -8,6 +8,8 @@
 #include <set>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "trainer/data_sources.h"
 #include "trainer/token_kinds.h"
 #include "trainer/trainer.h"
@@ -38,11 +40,11 @@ DataNeed read_text(Trainer& t, const Vocab* given) {
   const bool bpe = how == Split::Bpe;
   // Byte-level BPE reads any bytes; characters and words need UTF-8.
   TextFile f = detail::read_flag_file("--data", t.cfg.data, max_file_bytes, bpe);
-  t.data_info = {{"kind", "text"}, {"data", detail::file_info(f)}};
+  *t.data_info = {{"kind", "text"}, {"data", detail::file_info(f)}};
   std::optional<TextFile> v;
   if (!t.cfg.valid.empty()) {
     v = detail::read_flag_file("--valid", t.cfg.valid, max_file_bytes, bpe);
-    t.data_info["valid"] = detail::file_info(*v);
+    (*t.data_info)["valid"] = detail::file_info(*v);
   }
   if (t.cfg.context == 0) t.cfg.context = 64;
   Seq train_ids, valid_ids;
@@ -76,8 +78,8 @@ DataNeed read_text(Trainer& t, const Vocab* given) {
                     (v ? "" : " (its training part)") + ": " + e.what());
       }
       t.tokenizer_info.learned = true;
-      t.tokenizer_info.trained_on = {{"bytes", train_text.size()},
-                                     {"fnv1a64", detail::hex64(t.tokenizer_info.train_hash)}};
+      *t.tokenizer_info.trained_on = {{"bytes", train_text.size()},
+                                      {"fnv1a64", detail::hex64(t.tokenizer_info.train_hash)}};
     }
     train_ids = t.vocab.encode_bytes(train_text);
     valid_ids = t.vocab.encode_bytes(held_text);

@@ -15,6 +15,8 @@
 #include <set>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "trainer/data_sources.h"
 #include "trainer/token_kinds.h"
 #include "trainer/trainer.h"
@@ -52,11 +54,11 @@ DataNeed read_lines(Trainer& t, const Vocab* given) {
   const int64_t max_file_bytes = kMaxDataFileBytes;
   const bool bpe = how == Split::Bpe;
   TextFile f = detail::read_flag_file("--data", t.cfg.data, max_file_bytes, bpe);
-  t.data_info = {{"kind", "text"}, {"data", detail::file_info(f)}, {"line_by_line", true}};
+  *t.data_info = {{"kind", "text"}, {"data", detail::file_info(f)}, {"line_by_line", true}};
   std::optional<TextFile> v;
   if (!t.cfg.valid.empty()) {
     v = detail::read_flag_file("--valid", t.cfg.valid, max_file_bytes, bpe);
-    t.data_info["valid"] = detail::file_info(*v);
+    (*t.data_info)["valid"] = detail::file_info(*v);
   }
   if (t.cfg.context == 0) t.cfg.context = 64;
   // A sequence of n tokens takes sequence_tokens(n, 0) positions (bert: <s> n </s>).
@@ -95,8 +97,8 @@ DataNeed read_lines(Trainer& t, const Vocab* given) {
                   (v ? "" : " (its training part)") + ": " + e.what());
     }
     t.tokenizer_info.learned = true;
-    t.tokenizer_info.trained_on = {{"bytes", train_text.size()},
-                                   {"fnv1a64", detail::hex64(t.tokenizer_info.train_hash)}};
+    *t.tokenizer_info.trained_on = {{"bytes", train_text.size()},
+                                    {"fnv1a64", detail::hex64(t.tokenizer_info.train_hash)}};
   } else {
     std::set<std::string, std::less<>> distinct;
     data::for_each_token(train_text, how, [&](std::string_view tok) {

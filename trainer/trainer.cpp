@@ -12,9 +12,12 @@
 #include <sstream>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "trainer/trainer.h"
 #include "nn/moe.h"
 #include "trainer/data_sources.h"
+#include "trainer/instruments.h"
 #include "trainer/token_kinds.h"
 
 namespace qkv::train {
@@ -121,6 +124,10 @@ Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t global_to
   return local_mean * static_cast<real>(double(local_tokens) / double(global_tokens));
 }
 }  // namespace detail
+
+Trainer::Trainer(Trainer&& other) = default;
+Trainer& Trainer::operator=(Trainer&& other) = default;
+Trainer::~Trainer() = default;
 
 Trainer::Trainer(const TrainConfig& c, const Vocab* given, const std::string& where, DataUse use,
                  const FileShape* file)
@@ -345,13 +352,13 @@ void Trainer::write_checkpoint(const std::string& path,
   md["tokenizer"] = run_token_kind(cfg).name;  // the built-in tasks: word
   if (vocab.bpe()) {  // its merges and pattern, and the bytes it learned them from
     json b = vocab.bpe_json();
-    if (!tokenizer_info.trained_on.is_null()) b["trained_on"] = tokenizer_info.trained_on;
+    if (!tokenizer_info.trained_on->is_null()) b["trained_on"] = *tokenizer_info.trained_on;
     md["bpe"] = b.dump();
   }
   md["special_tokens"] = nn::special_tokens_json(
       {Vocab::kPad, Vocab::kBos, Vocab::kEos, vocab.has_unk() ? Vocab::kUnk : -1});
   if (classifies()) md["labels"] = json(labels).dump();
-  md["data"] = data_info.dump();
+  md["data"] = data_info->dump();
   md["step"] = std::to_string(opt->step_count());
   md["data_gen"] = generator_state_string(data_gen);
   md["dropout_gen"] = dropout_states.at(0);  // rank 0's (the only one in one process)

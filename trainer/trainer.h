@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "autograd/qkv_autograd.h"
 #include "data/loaders.h"
@@ -42,12 +42,12 @@
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "dist/distributed.h"
+#include "io/json_box.h"
 #include "optim/schedule.h"
 #include "trainer/config.h"
 #include "trainer/diverged_page.h"
 #include "trainer/expert_tally.h"
 #include "trainer/family.h"
-#include "trainer/instruments.h"
 
 namespace qkv::train {
 
@@ -116,6 +116,7 @@ Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t global_to
 }  // namespace detail
 
 struct EvalKind;
+class Instruments;  // trainer/instruments.h
 struct EvalResult {
   int64_t sequences = 0, exact = 0, tokens = 0, tokens_right = 0;
   double loss = 0;  // mean held-out cross-entropy per target token (teacher-forced for pairs)
@@ -193,6 +194,11 @@ class Trainer {
   explicit Trainer(const TrainConfig& c, const Vocab* vocab = nullptr,
                    const std::string& where = "", DataUse use = DataUse::Train,
                    const FileShape* file = nullptr);
+  // Moved, not copied; defined in trainer/trainer.cpp, where Instruments is
+  // a complete type.
+  Trainer(Trainer&& other);
+  Trainer& operator=(Trainer&& other);
+  ~Trainer();
 
   // Reads a checkpoint written by save(): its config (with `adjust` applied,
   // e.g. a longer --steps), vocabulary, data, weights, optimizer state, step
@@ -348,12 +354,12 @@ class Trainer {
     // The bytes the merges were learned from, {"bytes": n, "fnv1a64": "..."}
     // (metadata 'bpe' key 'trained_on'): this run's training bytes, or the
     // file's record when the tokenizer came from one.
-    json trained_on;
+    JsonBox trained_on;
   } tokenizer_info;
   // A resumed checkpoint's metadata 'matmul_precision' was "bf16": its run
   // took bf16 products (a resumed run goes on with them: trainer/open_run.cpp).
   bool trained_in_bf16 = false;
-  json data_info;                      // where the data came from (files, hashes)
+  JsonBox data_info;                   // where the data came from (files, hashes)
   int64_t unknown_heldout_tokens = 0;  // held-out tokens mapped to <unk>
   // What reading the data changed, for the run's header (texts cut to --context).
   std::vector<std::string> data_notes;
