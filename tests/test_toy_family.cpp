@@ -268,6 +268,28 @@ TEST_CASE("the data-source table picks each run's row by format, and a row's tak
         "--format: expected tsv, text or idx, got 'csv'");
 }
 
+TEST_CASE("what a format's files hold is its rows' to say, and the rows of a format agree") {
+  using Holds = train::DataSource::Holds;
+  CHECK(train::format_holds("text") == Holds::kCorpus);
+  CHECK(train::format_holds("idx") == Holds::kImages);
+  CHECK(train::format_holds("tsv") == Holds::kExamples);
+  CHECK(train::format_holds("") == Holds::kExamples);     // the built-in tasks
+  CHECK(train::format_holds("csv") == Holds::kExamples);  // no row reads it
+  train::TrainConfig c;
+  c.format = "text";
+  CHECK_FALSE(train::reads_corpus(c));  // no --data: a task
+  c.data = "t.txt";
+  CHECK(train::reads_corpus(c));
+  // A second row of --format text that says its files hold images is refused.
+  train::DataSource odd = word_lines_source();
+  odd.format = "text";
+  odd.holds = Holds::kImages;
+  CHECK(error_of([&] { train::register_data_source(odd); }) ==
+        "register_data_source: 'word-lines' reads --format text as windows does, but says its "
+        "files hold something else");
+  CHECK(train::data_sources().find("word-lines") == nullptr);
+}
+
 TEST_CASE(
     "a data source registered from a test's own code is read from the table: --format takes "
     "it, a run trains and resumes on it; removed, its format is unknown") {

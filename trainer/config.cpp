@@ -217,6 +217,7 @@ void validate(const TrainConfig& c, const std::string& where) {
   require(c.recompute == "none" || c.recompute == "ffn" || c.recompute == "layer",
           name("recompute"), "expected none, ffn or layer, got '" + brief(c.recompute) + "'");
   require_range<int64_t>(c.attention_budget, 0, 1 << 20, name("attention_budget"));
+  const bool corpus = format_holds(c.format) == DataSource::Holds::kCorpus;  // --format text
   require(is_data_format(c.format), name("format"),
           "expected " + data_formats() + ", got '" + brief(c.format) + "'");
   require(c.label_names.empty() || fam.reads.images, name("label_names"),
@@ -236,12 +237,11 @@ void validate(const TrainConfig& c, const std::string& where) {
     require(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), name("label_names"),
             "names a label twice in '" + brief(c.label_names) + "'");
   }
-  require(
-      !c.line_by_line || (c.format == "text" && fam.objectives.text_pairs), name("line_by_line"),
-      "reads a text one line a sequence for a model learning by masks (--model bert "
-      "--objective mlm, --format text); the " +
-          c.model + " model reads " +
-          (c.format == "text" ? "windows of it" : "no corpus here (--format " + c.format + ")"));
+  require(!c.line_by_line || (corpus && fam.objectives.text_pairs), name("line_by_line"),
+          "reads a text one line a sequence for a model learning by masks (--model bert "
+          "--objective mlm, --format text); the " +
+              c.model + " model reads " +
+              (corpus ? "windows of it" : "no corpus here (--format " + c.format + ")"));
   require(!c.group_by_length || c.line_by_line, name("group_by_length"),
           "groups the lines of a batch by length: it goes with --line-by-line (windows are all "
           "--context tokens long)");
@@ -283,10 +283,11 @@ void validate(const TrainConfig& c, const std::string& where) {
   } else {
     // A family that learns from text another way (text_pairs) checks its
     // objective itself (seq2seq: span corruption).
-    require(!(c.format == "text" && !fam.reads.text && !fam.objectives.text_pairs), name("format"),
+    require(!(corpus && !fam.reads.text && !fam.objectives.text_pairs), name("format"),
             "text (a plain corpus) trains a language model: use --model gpt (or bert, or "
             "seq2seq with --objective span)");
-    require((c.format == "idx") == fam.reads.images, name("format"),
+    require((format_holds(c.format) == DataSource::Holds::kImages) == fam.reads.images,
+            name("format"),
             fam.reads.images ? "the " + c.model + " model reads images: --format idx"
                              : "idx (images) is read by a model that reads images (--model vit)");
     if (c.valid.empty())

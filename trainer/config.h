@@ -97,8 +97,6 @@ struct TrainConfig {
   real clip = 1;  // global grad-norm clip; 0 = off
   uint64_t seed = kTrainSeed;
 
-  bool is_text() const { return !data.empty() && format == "text"; }
-
   json to_json() const;
   // The run's keys without the architecture's (kArch): a checkpoint's
   // train_config (the architecture is its model_config).

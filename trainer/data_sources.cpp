@@ -47,6 +47,16 @@ const DataSource& data_source(const TrainConfig& c) {
               (is_data_format(format) ? " (no source of it reads this run's settings)" : ""));
 }
 
+DataSource::Holds format_holds(const std::string& format) {
+  for (const DataSource& s : table())
+    if (format == s.format) return s.holds;
+  return DataSource::Holds::kExamples;
+}
+
+bool reads_corpus(const TrainConfig& c) {
+  return !c.data.empty() && format_holds(c.format) == DataSource::Holds::kCorpus;
+}
+
 std::string data_formats() {
   return one_of(formats(), [](const std::string& f) { return f; });
 }
@@ -64,7 +74,13 @@ std::string data_format_help() {
   });
 }
 
-void register_data_source(const DataSource& s) { table().add(s); }
+void register_data_source(const DataSource& s) {
+  for (const DataSource& r : table())
+    if (std::string(r.format) == s.format && r.holds != s.holds)
+      throw Error(std::string("register_data_source: '") + s.name + "' reads --format " + s.format +
+                  " as " + r.name + " does, but says its files hold something else");
+  table().add(s);
+}
 
 void unregister_data_source(const std::string& name) { table().remove(name); }
 

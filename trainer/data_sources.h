@@ -46,6 +46,13 @@ struct DataSource {
   const char* help = nullptr;  // what it reads, in a few words
   // The --format that reads it; "" for a run without --data (the built-in tasks).
   const char* format = "";
+  // What the format's files hold, as a family's reads and the settings ask
+  // it (validate(), trainer/config.cpp): examples of the family's own shape
+  // (pairs, labelled texts), a corpus of plain text (a language model reads
+  // windows of it, bert's mlm its lines), or images. The rows of one format
+  // say the same.
+  enum class Holds { kExamples, kCorpus, kImages };
+  Holds holds = Holds::kExamples;
   // Whether it, among the rows of its format, reads this run's data (labels:
   // --objective classify). Null: the format's general row, taking every run
   // of the format that no row with a `takes` takes.
@@ -65,6 +72,12 @@ const Registry<DataSource>& data_sources();
 // otherwise the rows of c.format, a row whose `takes` says yes before the
 // general one. An Error naming --format when no row reads the format.
 const DataSource& data_source(const TrainConfig& c);
+// What the files of `format` hold (its rows' `holds`); kExamples for "" (no
+// --data) and for a format no row reads.
+DataSource::Holds format_holds(const std::string& format);
+// Whether `c`'s data is a corpus of plain text (--data given, its format's rows
+// hold one): a language model's, or bert's mlm, or span corruption's.
+bool reads_corpus(const TrainConfig& c);
 // "tsv, text or idx": the formats the table reads (--format's values).
 std::string data_formats();
 bool is_data_format(const std::string& format);

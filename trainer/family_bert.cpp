@@ -9,6 +9,7 @@
 #include "checkpoint/bert_codec.h"
 #include "data/mlm.h"
 #include "models/bert.h"
+#include "trainer/data_sources.h"
 #include "trainer/family.h"
 
 namespace qkv::train {
@@ -20,20 +21,22 @@ namespace {
 void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
   if (!said("activation")) c.activation = "gelu";
   if (said("objective") && c.objective == "mlm" && !said("format")) c.format = "text";
-  if (!said("objective")) c.objective = c.format == "text" ? "mlm" : "classify";
+  if (!said("objective"))
+    c.objective = format_holds(c.format) == DataSource::Holds::kCorpus ? "mlm" : "classify";
   // BERT's sequences never run from one document into the next: a line (a
   // package's description) is one sequence, padded (--no-line-by-line: windows).
   if (!said("line_by_line") && c.objective == "mlm") c.line_by_line = true;
 }
 
 void check(const TrainConfig& c, const Require& require) {
+  const bool corpus = format_holds(c.format) == DataSource::Holds::kCorpus;  // --format text
   require(!c.data.empty(), "data",
           "the bert model reads text: --data FILE, a corpus (--objective mlm) or text<TAB>label "
           "lines (--objective classify)");
   require(!c.tie, "tie",
           "the bert model's mlm output is always tied to its token embedding (the flag is not "
           "needed); a classifier has nothing to tie");
-  require(c.objective.empty() || (c.objective == "mlm") == (c.format == "text"), "objective",
+  require(c.objective.empty() || (c.objective == "mlm") == corpus, "objective",
           c.objective == "mlm" ? "mlm learns from a text corpus: --format text"
                                : "classify learns from text<TAB>label lines: --format tsv");
 }

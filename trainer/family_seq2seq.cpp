@@ -11,6 +11,7 @@
 
 #include "data/span.h"
 #include "models/encoder_decoder.h"
+#include "trainer/data_sources.h"
 #include "trainer/family.h"
 #include "trainer/positions.h"
 
@@ -94,15 +95,15 @@ void from_model(TrainConfig& c, const json& mc, const std::string& where) {
 }
 
 void check(const TrainConfig& c, const Require& require) {
-  require(!c.line_by_line || c.format != "text", "line_by_line",
+  const bool corpus = format_holds(c.format) == DataSource::Holds::kCorpus;  // --format text
+  require(!c.line_by_line || !corpus, "line_by_line",
           "span corruption reads windows of the text (a line of one token has no span to hide)");
   if (c.data.empty()) {
     require(c.objective != "span", "objective",
             "span corrupts a text corpus: give it with --data FILE (the built-in tasks are pairs)");
     return;
   }
-  require((c.objective == "span") == (c.format == "text"),
-          c.objective == "span" ? "format" : "objective",
+  require((c.objective == "span") == corpus, c.objective == "span" ? "format" : "objective",
           c.objective == "span" ? "span corruption reads a text corpus: --format text"
                                 : "a text corpus (--format text) trains the seq2seq model by span "
                                   "corruption: add --objective span (or give pairs, --format tsv)");

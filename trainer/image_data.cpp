@@ -182,6 +182,7 @@ DataSource images_source() {
   s.name = "images";
   s.help = "a folder of IDX image and label files (MNIST, Fashion-MNIST)";
   s.format = "idx";
+  s.holds = DataSource::Holds::kImages;
   s.read = read_images;
   return s;
 }

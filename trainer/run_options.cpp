@@ -5,6 +5,7 @@
 
 #include "core/blas.h"
 #include "generation/decoding_methods.h"
+#include "trainer/data_sources.h"
 #include "trainer/output_paths.h"
 #include "trainer/report.h"
 #include "trainer/run.h"
@@ -36,7 +37,8 @@ void prepare_count_tokens(TrainConfig& flags, RunOptions& o) {
         "--eval-only");
   // A classifier's texts are counted before any is cut (Trainer::uncut_*).
   o.count_window = flags.context;
-  if (o.init_from.empty() && flags.format != "text") flags.context = 0;
+  if (o.init_from.empty() && format_holds(flags.format) != DataSource::Holds::kCorpus)
+    flags.context = 0;
 }
 
 LengthRange parse_long_lengths(const std::string& text) {

@@ -169,6 +169,7 @@ DataSource text_source() {
   s.name = "windows";
   s.help = "a plain text, read in windows of --context tokens";
   s.format = "text";
+  s.holds = DataSource::Holds::kCorpus;
   s.read = read_text;
   return s;
 }

@@ -148,6 +148,7 @@ DataSource lines_source() {
   s.name = "lines";
   s.help = "a plain text, one line a sequence (--line-by-line)";
   s.format = "text";
+  s.holds = DataSource::Holds::kCorpus;
   s.takes = [](const TrainConfig& c) { return c.line_by_line; };
   s.read = read_lines;
   return s;

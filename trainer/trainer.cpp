@@ -129,6 +129,8 @@ Trainer::Trainer(Trainer&& other) = default;
 Trainer& Trainer::operator=(Trainer&& other) = default;
 Trainer::~Trainer() = default;
 
+bool Trainer::is_lm() const { return reads_corpus(cfg); }
+
 Trainer::Trainer(const TrainConfig& c, const Vocab* given, const std::string& where, DataUse use,
                  const FileShape* file)
     : cfg(c), data_gen(c.seed) {

@@ -226,7 +226,7 @@ class Trainer {
   // model's size (model_config) and the special tokens; Error naming the file and key.
   static Vocab checkpoint_vocab(const TensorFile& f, int64_t model_vocab);
 
-  bool is_lm() const { return cfg.is_text(); }  // a language model (text data)
+  bool is_lm() const;  // a language model: its data is a corpus (reads_corpus)
   // Continues a text (--ask, samples): a language model that predicts the next
   // token, not one learning from text another way (bert's mlm, span).
   bool continues_text() const { return is_lm() && family().answers.sample != nullptr; }

@@ -8,7 +8,7 @@
 # their tables, their names written once (a position kind's in
 # trainer/position_<name>.cpp and in the rows of the families that take it);
 # no row of any table (a data source, an evaluation kind) is compared by its
-# name once found.
+# name once found, nor a data format by its name.
 source "$(dirname "$0")/lib.bash"
 cd "$QKV_SRC"
 read -r -a layers <<< "$(sed -n 's/^LAYERS *:= *//p' Makefile)"
@@ -53,10 +53,16 @@ bad=$(grep -nE "[=!]= *\"($kinds)\"|\"($kinds)\" *[=!]=|positions *[=!]= *\"" \
 bad=$(grep -nE "[=!]= *\"($tokens)\"|\"($tokens)\" *[=!]=|tokens *[=!]= *\"" \
   "${files[@]}" | grep -v '^trainer/tokens_[a-z]*\.cpp:' || true)
 [ -z "$bad" ] || { echo "$bad"; fail "a kind of tokens compared by name (above): use trainer/token_kinds.h's table"; }
+# A data format is asked what its files hold (trainer/data_sources.h's
+# format_holds), not compared by name, in the families' files too.
+formats=$(names '.*s\.format = "\([a-z0-9_-]\{1,\}\)".*' trainer/*.cpp)
+[[ "$formats" == *"|"* ]] || fail "found no more than one data format ($formats): the rows' spelling changed?"
+bad=$(grep -nE "format *[=!]= *\"|[=!]= *\"($formats)\"|\"($formats)\" *[=!]=" "${files[@]}" trainer/family_*.cpp || true)
+[ -z "$bad" ] || { echo "$bad"; fail "a data format compared by name (above): ask format_holds or the source's row"; }
 # Nor is a row asked for by its name once it is found: `kind.name == "..."`
 # (a data source, an evaluation kind, any row) means a chain has come back.
 bad=$(grep -nE '(\.|->)name\)? *[=!]= *"' "${files[@]}" || true)
 [ -z "$bad" ] || { echo "$bad"; fail "a table's row compared by its name (above): give the row the member it needs"; }
 bad=$(grep -nE 'LayerNorm&|make_shared<LayerNorm>|shared_ptr<LayerNorm>' "${files[@]}" | grep -v '^nn/norm\.cpp:' || true)
 [ -z "$bad" ] || { echo "$bad"; fail "a layer names LayerNorm instead of nn::Norm (above)"; }
-echo "${#files[@]} library files ask no family ($families), model class, method, optimizer, norm, activation, positions, tokens or row by name"
+echo "${#files[@]} library files ask no family ($families), model class, method, optimizer, norm, activation, positions, tokens, format or row by name"
