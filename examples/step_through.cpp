@@ -46,6 +46,7 @@
 #include "io/run_program.h"
 #include "trainer/output_paths.h"
 #include "examples/step_llama.h"
+#include "examples/step_print.h"
 #include "examples/step_through.h"
 
 namespace {
@@ -53,96 +54,7 @@ namespace {
 using namespace qkv;
 using namespace qkv::step;
 
-// ---- printing: every line fits an 80-column terminal -------------------------
-
-void banner(const std::string& title) {
-  const std::string bar(78, '=');
-  std::printf("\n%s\n %s\n%s\n", bar.c_str(), title.c_str(), bar.c_str());
-}
-
-void section(const std::string& title) {
-  std::string line = "--- " + title + " ";
-  if (line.size() < 78) line += std::string(78 - line.size(), '-');
-  std::printf("\n%s\n", line.c_str());
-}
-
-// One row of numbers: "[ 0.3655 -0.1345]".
-std::string row_text(const Mat& m, int64_t i, int prec = 4) {
-  std::string s = "[";
-  char buf[32];
-  for (int64_t j = 0; j < m.cols; ++j) {
-    std::snprintf(buf, sizeof buf, "%*.*f", prec + 3, prec, m(i, j) + 0.0);  // + 0.0: no "-0.0000"
-    s += (j ? " " : "") + std::string(buf);
-  }
-  return s + "]";
-}
-
-std::vector<std::string> rows_of(const Mat& m, int prec = 4) {
-  std::vector<std::string> lines;
-  for (int64_t i = 0; i < m.rows; ++i) lines.push_back(row_text(m, i, prec));
-  return lines;
-}
-
-std::string shape_text(const Mat& m) {
-  return "(" + std::to_string(m.rows) + "," + std::to_string(m.cols) + ")";
-}
-
-// One quantity from several sources (by hand, the engine, a finite
-// difference): side by side when the columns fit in 80, else one above the other.
-using Column = std::pair<std::string, const Mat*>;
-void compare(const std::vector<Column>& cols) {
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& c : cols) rows.push_back(rows_of(*c.second));
-  const std::string shape = shape_text(*cols[0].second);
-  const size_t width = rows[0][0].size();
-  if (14 + cols.size() * (width + 3) <= 80) {
-    std::string head = "     " + std::string(7, ' ');
-    for (size_t k = 0; k < cols.size(); ++k)
-      head += " " + (k + 1 < cols.size()
-                         ? cols[k].first + std::string(width + 2 - cols[k].first.size(), ' ')
-                         : cols[k].first);
-    std::printf("%s\n", head.c_str());
-    for (size_t i = 0; i < rows[0].size(); ++i) {
-      std::printf("     %-7s", i ? "" : shape.c_str());
-      for (size_t k = 0; k < rows.size(); ++k)
-        std::printf(" %s%s", rows[k][i].c_str(), k + 1 < rows.size() ? "  " : "");
-      std::printf("\n");
-    }
-    return;
-  }
-  for (size_t k = 0; k < cols.size(); ++k)
-    for (size_t i = 0; i < rows[k].size(); ++i)
-      std::printf("     %-7s %-8s %s\n", i || k ? "" : shape.c_str(),
-                  i ? "" : cols[k].first.c_str(), rows[k][i].c_str());
-}
-
-// Two matrices of the same height side by side under their titles.
-void side_by_side(const std::string& left, const Mat& a, const std::string& right, const Mat& b) {
-  std::printf("\n   %-34s %s\n", left.c_str(), right.c_str());
-  for (int64_t i = 0; i < a.rows; ++i)
-    std::printf("   %-34s %s\n", row_text(a, i).c_str(), row_text(b, i).c_str());
-}
-
 // ---- Part 1 ------------------------------------------------------------------
-
-// Largest gaps seen so far: engine vs by hand, by hand vs finite differences.
-struct Gaps {
-  double engine = 0, fd = 0;
-};
-
-// One quantity: its formula, a remark, then its value by hand, by the engine
-// and by finite differences (when given).
-void step_row(const std::string& formula, const std::string& why, const Mat& hand,
-              const Tensor& engine, const Mat* fd, Gaps& gaps) {
-  std::printf("\n   %s\n", formula.c_str());
-  if (!why.empty()) std::printf("     (%s)\n", why.c_str());
-  const Mat e = to_mat(engine);
-  std::vector<Column> cols{{"by hand", &hand}, {"engine", &e}};
-  if (fd) cols.push_back({"fin.diff", fd});
-  compare(cols);
-  gaps.engine = std::max(gaps.engine, max_gap(e, hand));
-  if (fd) gaps.fd = std::max(gaps.fd, max_gap(hand, *fd));
-}
 
 void part1_variant(const WorkedExample& ex, bool scaled, bool with_fd) {
   const AttentionPass p = attention_pass(ex, scaled);
@@ -178,8 +90,7 @@ void part1_variant(const WorkedExample& ex, bool scaled, bool with_fd) {
   step_row(scaled ? "dK = scale * dZ^T q  (row j: scale * dZ_j q)" : "dK = dZ^T q  (row j: dZ_j q)",
            "q = [1, 0], so only column 0 of K gets gradient", h.dK, p.K.grad(), f(fd.K), gaps);
   step_row("dV = P^T dout = P^T", "out = P V", h.dV, p.V.grad(), f(fd.V), gaps);
-  std::printf("\n   max |engine - by hand| over all of the above: %.1e\n", gaps.engine);
-  if (with_fd) std::printf("   max |by hand - fin.diff| over all of the above: %.1e\n", gaps.fd);
+  print_gaps(gaps, with_fd);
 }
 
 void part1(bool with_fd) {
@@ -239,8 +150,7 @@ void part3(bool with_fd) {
            slice_position_1(p.rotated.data()), nullptr, gaps);
   step_row("dx = [dy0 cos a + dy1 sin a,  -dy0 sin a + dy1 cos a]", "R(a)^T = R(-a): turned back",
            h.rope.dx, slice_position_1(p.pair.grad()), f(h.fd_pair), gaps);
-  std::printf("\n   max |engine - by hand| over all of the above: %.1e\n", gaps.engine);
-  if (with_fd) std::printf("   max |by hand - fin.diff| over all of the above: %.1e\n", gaps.fd);
+  print_gaps(gaps, with_fd);
 }
 
 // ---- Part 2 ------------------------------------------------------------------
