@@ -4,6 +4,7 @@
 // side. Every line fits an 80-column terminal.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -29,7 +30,9 @@ inline std::string row_text(const Mat& m, int64_t i, int prec = 4) {
   std::string s = "[";
   char buf[32];
   for (int64_t j = 0; j < m.cols; ++j) {
-    std::snprintf(buf, sizeof buf, "%*.*f", prec + 3, prec, m(i, j) + 0.0);  // + 0.0: no "-0.0000"
+    // A number that prints as zero prints without a sign: no "-0.0000".
+    const double v = std::fabs(m(i, j)) < 0.5 * std::pow(10.0, -prec) ? 0.0 : m(i, j);
+    std::snprintf(buf, sizeof buf, "%*.*f", prec + 3, prec, v);
     s += (j ? " " : "") + std::string(buf);
   }
   return s + "]";

@@ -1,0 +1,41 @@
+# worked_example: the derivation pages' worked examples. Each page's numbers
+# three ways (by hand, engine, finite differences) with the gaps between them
+# under their bounds, 80 columns wide; --page picks one, --no-fd drops the
+# finite differences, and a page it does not know is refused by name.
+source "$(dirname "$0")/lib.bash"
+cd "$QKV_TMP"
+expect_fail "$QKV_BIN/worked_example" --page nope
+expect_out "--page"
+expect_out "nope"
+# Every "max |a - b|" line under its bound: the engine (float32) within 1e-6
+# of by hand, by hand within 1e-8 of fin.diff; and no line past 80 columns.
+check_page() {
+  for gap in $(sed -n 's/.*max |engine - by hand| over all of the above: //p' "$QKV_TMP/out"); do
+    awk -v g="$gap" 'BEGIN { exit !(g + 0 < 1e-6) }' || fail "$1: engine and by hand differ by $gap"
+  done
+  for gap in $(sed -n 's/.*max |by hand - fin.diff| over all of the above: //p' "$QKV_TMP/out"); do
+    awk -v g="$gap" 'BEGIN { exit !(g + 0 < 1e-8) }' || fail "$1: by hand and fin.diff differ by $gap"
+  done
+  grep -q 'max |engine - by hand|' "$QKV_TMP/out" || fail "$1: no line of gaps"
+  awk 'length > 80 { bad = 1 } END { exit bad }' "$QKV_TMP/out" || fail "$1 is wider than 80 columns"
+}
+# moe: the routing table, the claim order with token 3's dropped choice,
+# and the router logits' gradient.
+expect_ok "$QKV_BIN/worked_example" --page moe
+expect_out "   3    [  0.2   0.0   1.2]  [ 0.2204  0.1805  0.5991]  2, 0   0.7311 0.2689"
+expect_out "   0     tokens 0, 2, 1             tokens 0, 2, 1"
+expect_out "Dropped: token 3's choice 2 (expert 0): expert 0 is full."
+expect_out "Dropped by the engine: 1 (capacity 3)."
+expect_out "fin.diff [-0.1966  0.1966  0.0000]"
+[ "$(grep -c '\[-0.5898  0.0000  0.5898\]' "$QKV_TMP/out")" = 3 ] ||
+  fail "moe: token 3's dl is not [-0.5898, 0, 0.5898] by hand, engine and fin.diff"
+check_page moe
+[ "$(grep -c 'max |by hand - fin.diff|' "$QKV_TMP/out")" = 1 ] || fail "moe: expected one fin.diff gap"
+expect_ok "$QKV_BIN/worked_example" --page moe --no-fd
+grep -q "fin.diff" "$QKV_TMP/out" && fail "--no-fd still printed finite differences"
+# All pages by default, each under its banner.
+expect_ok "$QKV_BIN/worked_example"
+check_page "all pages"
+for page in moe; do
+  grep -q "docs/$page-backward.md" "$QKV_TMP/out" || fail "the default run lacks $page's page"
+done

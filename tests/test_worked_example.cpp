@@ -1,0 +1,80 @@
+// The numbers examples/worked_example prints, the derivation pages' worked
+// examples: each pinned to values worked on paper in the comments, for the
+// engine and for the by-hand loops alike, and the finite differences beside them.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "examples/worked_moe.h"
+
+using namespace qkv;
+using namespace qkv::step;
+
+namespace {
+
+void near(const Mat& m, const std::vector<double>& want, double tol, const char* what) {
+  REQUIRE_MESSAGE(m.a.size() == want.size(), what);
+  for (size_t i = 0; i < want.size(); ++i)
+    CHECK_MESSAGE(std::fabs(m.a[i] - want[i]) <= tol,
+                  std::string(what) << "[" << i << "] = " << m.a[i] << ", want " << want[i]);
+}
+
+// The engine (float32) within 1e-5 of the paper, by hand (double) within 1e-6.
+void both(const Mat& engine, const Mat& by_hand, const std::vector<double>& want,
+          const char* what) {
+  near(engine, want, 1e-5, what);
+  near(by_hand, want, 1e-6, what);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "worked example, moe (docs/moe-backward.md): 4 tokens route top 2 of 3 experts, expert 0 "
+    "overflows its 3 places, and dL/dl = (dg_a - dg_b) g_a g_b, engine, by hand and fin.diff") {
+  // Token 0's P = softmax([2, 1, 0.1]) = [0.659001, 0.242433, 0.098566]. With two
+  // chosen, g_a = p_a / (p_a + p_b) = sigmoid(l_a - l_b): tokens 0, 1 and 3 pick
+  // logits 1 apart, g = sigmoid(1) = 0.731059 and 0.268941; token 2's are 0.2
+  // apart, sigmoid(0.2) = 0.549834 and 0.450166.
+  const MoEPass p = moe_pass();
+  const MoEByHand h = moe_by_hand(moe_logits());
+  near(h.P,
+       {0.659001, 0.242433, 0.098566, 0.253716, 0.689672, 0.056612, 0.489749, 0.109278, 0.400973,
+        0.220409, 0.180456, 0.599135},
+       1e-6, "P");
+  near(to_mat(p.P.data()), h.P.a, 1e-6, "P (engine)");
+  near(h.g, {0.731059, 0.268941, 0.731059, 0.268941, 0.549834, 0.450166, 0.731059, 0.268941}, 1e-6,
+       "g");
+  // Choices: 0 -> (0, 1), 1 -> (1, 0), 2 -> (0, 2), 3 -> (2, 0). Capacity
+  // ceil(1.0 * 4 * 2 / 3) = 3. First choices in token order: e0 gets 0, e1 gets 1,
+  // e0 gets 2, e2 gets 3; then second choices: e1 gets 0, e0 gets 1 (its third
+  // place), e2 gets 2, and token 3's second choice (e0) finds e0 full: dropped.
+  CHECK(h.capacity == 3);
+  CHECK(p.routing->capacity == 3);
+  CHECK(p.routing->dropped == 1);
+  const std::vector<std::vector<int>> rows{{0, 2, 1}, {1, 0}, {3, 2}};
+  CHECK(h.rows == rows);
+  for (int e = 0; e < 3; ++e)
+    CHECK(std::vector<int>(p.routing->rows[e].begin(), p.routing->rows[e].end()) == rows[e]);
+  CHECK(h.kept[3] == std::vector<int>{1, 0});
+  // y_n = sum over kept of g (e + 1): 0.731059 + 2 (0.268941) = 1.268941;
+  // 2 (0.731059) + 0.268941 = 1.731059; 0.549834 + 3 (0.450166) = 1.900332;
+  // token 3 keeps expert 2 only: 3 (0.731059) = 2.193176 (not renormalised to 3).
+  both(p.y_token, h.y, {1.268941, 1.731059, 1.900332, 2.193176}, "y");
+  // L_n = dg_b + (dg_a - dg_b) g_a with g_a = sigmoid(l_a - l_b), so
+  // dL/dl_a = (dg_a - dg_b) g_a g_b = -dL/dl_b, and 0 for the third expert.
+  // g_a g_b = 0.196612 (logits 1 apart), 0.247516 (0.2 apart). dg = e + 1, 0 if dropped:
+  // token 0: (1 - 2) 0.196612; token 1: (2 - 1) 0.196612 on expert 1;
+  // token 2: (1 - 3) 0.247516 = -0.495033 on expert 0; token 3: (3 - 0) 0.196612 on expert 2.
+  const std::vector<double> dl{-0.196612, 0.196612, 0,        -0.196612, 0.196612, 0,
+                               -0.495033, 0,        0.495033, -0.589836, 0,        0.589836};
+  both(p.dl, h.dl, dl, "dl");
+  near(hand::central_difference(moe_loss_by_hand, moe_logits()), dl, 1e-6, "dl (fin.diff)");
+  // dP = (dg - sum_i dg_i g_i) / S: token 3, S = 0.599135 + 0.220409 = 0.819544,
+  // sum = 3 (0.731059) = 2.193176: dP_2 = 0.806824 / S = 0.984479, dP_0 = -2.193176 / S
+  // = -2.676092.
+  near(p.dP, h.dP.a, 1e-5, "dP");
+  CHECK(std::fabs(h.dP(3, 2) - 0.984479) < 1e-6);
+  CHECK(std::fabs(h.dP(3, 0) + 2.676092) < 1e-6);
+}
