@@ -14,6 +14,7 @@
 // one header per page; this file prints them.
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "core/error.h"
 #include "examples/step_print.h"
 #include "examples/worked_moe.h"
+#include "examples/worked_relative_bias.h"
 
 namespace {
 
@@ -92,26 +94,117 @@ void moe_page(bool with_fd) {
   print_gaps(gaps, with_fd);
 }
 
+// ---- docs/relative-bias-backward.md ------------------------------------------
+
+// The distances at which a direction's buckets start, by hand: 0, 1, ...,
+// nb/2 - 1, then the ceilings of the geometric ladder.
+std::string ladder_text(int64_t nb) {
+  std::string s;
+  for (int64_t m = 0; m < nb - nb / 2; ++m)
+    s += (m ? " " : "") +
+         std::to_string(static_cast<long long>(std::ceil(bucket_start(m, nb, kRelMaxDistance))));
+  return s;
+}
+
+void relative_bias_page(bool with_fd) {
+  banner("docs/relative-bias-backward.md: T5's buckets, and the table's gradient");
+  std::printf(
+      " rel = key position - query position; %lld buckets, maximum distance %lld\n"
+      " (qkv's defaults). An encoder is bidirectional: %lld buckets per direction,\n"
+      " the first %lld exact. A decoder (or a GPT) is causal: %lld buckets for the\n"
+      " keys before the query, the first %lld exact. Library:\n"
+      " nn::relative_position_bucket; by hand: the ladder below.\n\n"
+      "    rel     encoder           decoder\n"
+      "            library  by hand  library  by hand\n",
+      (long long)kRelBuckets, (long long)kRelMaxDistance, (long long)kRelBuckets / 2,
+      (long long)kRelBuckets / 4, (long long)kRelBuckets, (long long)kRelBuckets / 2);
+  int64_t differ = 0;
+  for (int64_t rel : relative_positions()) {
+    const int64_t el = nn::relative_position_bucket(rel, true, kRelBuckets, kRelMaxDistance);
+    const int64_t eh = bucket_by_hand(rel, true, kRelBuckets, kRelMaxDistance);
+    const int64_t dl = nn::relative_position_bucket(rel, false, kRelBuckets, kRelMaxDistance);
+    const int64_t dh = bucket_by_hand(rel, false, kRelBuckets, kRelMaxDistance);
+    differ += (el != eh) + (dl != dh);
+    std::printf("   %5lld     %4lld     %4lld     %4lld     %4lld\n", (long long)rel, (long long)el,
+                (long long)eh, (long long)dl, (long long)dh);
+  }
+  std::printf(
+      " Library and by hand differ on %lld of them. By hand, bucket nb/2 + m of a\n"
+      " direction's nb starts at distance (nb/2) (%lld / (nb/2))^(m / (nb/2)):\n"
+      "   encoder, buckets 8 to 15 start at distances\n"
+      "     %s\n"
+      "   decoder, buckets 16 to 31 at\n"
+      "     %s\n"
+      " and a later key adds 16 in the encoder (its upper half).\n",
+      (long long)differ, (long long)kRelMaxDistance, ladder_text(kRelBuckets / 2).c_str(),
+      ladder_text(kRelBuckets).c_str());
+
+  const RelativeBiasPass p = relative_bias_pass();
+  const Mat table(1, kRelBuckets);
+  const RelativeBiasByHand h = relative_bias_by_hand(table);
+  std::printf(
+      "\n The gradient. One head of an encoder's self-attention over T = %lld\n"
+      " positions, x_t = [cos t, sin t], every projection the identity (Q = K =\n"
+      " V = x), the table all zeros, L = sum over t of out[t, 0]. Each score\n"
+      " (i, j) adds table[bucket(j - i)], so by the sum rule\n"
+      "   dtable[k] = sum of dZ[i, j] over the pairs (i, j) in bucket k\n"
+      " Engine: the fused multi_head_attention's backward; by hand: P, dZ and\n"
+      " the sum over each bucket's pairs in plain loops.\n",
+      (long long)kRelT);
+  // A few buckets: rel 0 (12 pairs), -1 and +1 (11 each), and the first
+  // shared buckets, 8 (rel -8 .. -11) and 24 (rel 8 .. 11), 10 pairs each.
+  const std::vector<int64_t> shown{0, 1, 17, 8, 24};
+  auto pick = [&](const Mat& m) {
+    Mat r(1, static_cast<int64_t>(shown.size()));
+    for (size_t i = 0; i < shown.size(); ++i) r.a[i] = m(0, shown[i]);
+    return r;
+  };
+  std::string pairs;
+  for (int64_t k : shown)
+    pairs += " " + std::to_string(k) + " (" + std::to_string((long long)h.pairs(0, k)) + ")";
+  std::printf(" Buckets (pairs):%s\n", pairs.c_str());
+  Gaps gaps;
+  Mat fd;
+  if (with_fd)
+    fd = hand::central_difference([](const Mat& t) { return relative_bias_by_hand(t).L; }, table);
+  const Mat fd_shown = with_fd ? pick(fd) : Mat();
+  step_row("dtable[k], k = 0, 1, 17, 8, 24", "rel 0, -1, +1, -8..-11, +8..+11", pick(h.dtable),
+           pick(p.dtable), with_fd ? &fd_shown : nullptr, gaps);
+  gaps.engine = std::max(gaps.engine, max_gap(p.dtable, h.dtable));
+  if (with_fd) gaps.fd = std::max(gaps.fd, max_gap(h.dtable, fd));
+  double total = 0;
+  for (double v : h.dtable.a) total += v;
+  std::printf(
+      "\n   Over all 32 buckets, sum of dtable = %.4f: each row of dZ sums to 0\n"
+      "   (softmax ignores a shift of its row), and every pair is in one bucket.\n"
+      "   Bucket 16 (rel > 0 at distance 0) has no pair: dtable[16] = %.4f.\n",
+      std::fabs(total) < 5e-5 ? 0.0 : total, h.dtable(0, 16) + 0.0);
+  print_gaps(gaps, with_fd);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"worked_example: the derivation pages' worked examples, engine beside by hand"};
   std::string page = "all";
   bool no_fd = false;
-  const std::vector<std::string> pages{"moe"};
-  app.add_option("--page", page, "moe or all (default): docs/PAGE-backward.md's example")
+  const std::vector<std::string> pages{"moe", "relative-bias"};
+  app.add_option("--page", page,
+                 "moe, relative-bias or all (default): docs/PAGE-backward.md's example")
       ->type_name("PAGE")
       ->check(CLI::Validator(
           [&](std::string& s) {
             for (const auto& p : pages)
               if (s == p) return std::string();
-            return s == "all" ? std::string() : "expected moe or all, got '" + qkv::brief(s) + "'";
+            return s == "all" ? std::string()
+                              : "expected moe, relative-bias or all, got '" + qkv::brief(s) + "'";
           },
           "", "page"));
   app.add_flag("--no-fd", no_fd, "skip the finite differences");
   CLI11_PARSE(app, argc, argv);
   try {
     if (page == "moe" || page == "all") moe_page(!no_fd);
+    if (page == "relative-bias" || page == "all") relative_bias_page(!no_fd);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "worked_example: %s\n", e.what());
     return 1;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "examples/worked_moe.h"
+#include "examples/worked_relative_bias.h"
 
 using namespace qkv;
 using namespace qkv::step;
@@ -77,4 +78,48 @@ TEST_CASE(
   near(p.dP, h.dP.a, 1e-5, "dP");
   CHECK(std::fabs(h.dP(3, 2) - 0.984479) < 1e-6);
   CHECK(std::fabs(h.dP(3, 0) + 2.676092) < 1e-6);
+}
+
+TEST_CASE(
+    "worked example, relative bias (docs/relative-bias-backward.md): T5's buckets by the library "
+    "and by hand agree, and dtable is the sum of dZ over each bucket's pairs, engine, by hand and "
+    "fin.diff") {
+  // 32 buckets, max distance 128. Encoder: 16 per direction, 8 exact; bucket 8 + m
+  // starts at 8 * 16^(m/8): 8, 11.3, 16, 22.6, 32, 45.3, 64, 90.5, so distances
+  // 12-15 are bucket 9, 16-22 bucket 10, 64-90 bucket 14, 91 on bucket 15; a
+  // later key adds 16. Decoder: 32 buckets, 16 exact; bucket 16 + m starts at
+  // 16 * 8^(m/16): 16, 18.2, 20.7, ..., so distance 20 is bucket 17.
+  struct Row {
+    int64_t rel, encoder, decoder;
+  };
+  for (const Row& r : {Row{-200, 15, 31}, Row{-64, 14, 26}, Row{-20, 10, 17}, Row{-16, 10, 16},
+                       Row{-12, 9, 12}, Row{-8, 8, 8}, Row{-7, 7, 7}, Row{0, 0, 0}, Row{1, 17, 0},
+                       Row{12, 25, 0}, Row{91, 31, 0}, Row{90, 30, 0}}) {
+    CAPTURE(r.rel);
+    CHECK(nn::relative_position_bucket(r.rel, true, 32, 128) == r.encoder);
+    CHECK(bucket_by_hand(r.rel, true, 32, 128) == r.encoder);
+    CHECK(nn::relative_position_bucket(r.rel, false, 32, 128) == r.decoder);
+    CHECK(bucket_by_hand(r.rel, false, 32, 128) == r.decoder);
+  }
+  for (int64_t rel = -300; rel <= 300; ++rel)
+    for (bool bi : {true, false})
+      CHECK(nn::relative_position_bucket(rel, bi, 32, 128) == bucket_by_hand(rel, bi, 32, 128));
+  // The gradient: 12 positions, so rel -11 .. 11. Bucket 0 holds the 12 pairs
+  // of the diagonal, bucket 8 the 4 + 3 + 2 + 1 = 10 pairs at rel -8 .. -11.
+  const RelativeBiasPass p = relative_bias_pass();
+  const RelativeBiasByHand h = relative_bias_by_hand(Mat(1, kRelBuckets));
+  CHECK(h.pairs(0, 0) == 12);
+  CHECK(h.pairs(0, 8) == 10);
+  CHECK(h.pairs(0, 24) == 10);
+  CHECK(h.pairs(0, 16) == 0);
+  near(p.dtable, h.dtable.a, 1e-6, "dtable");
+  near(hand::central_difference([](const Mat& t) { return relative_bias_by_hand(t).L; },
+                                Mat(1, kRelBuckets)),
+       h.dtable.a, 1e-8, "dtable (fin.diff)");
+  // Each row of dZ sums to 0 (softmax), and each pair is in one bucket: dtable sums to 0.
+  double total = 0;
+  for (double v : h.dtable.a) total += v;
+  CHECK(std::fabs(total) < 1e-12);
+  CHECK(h.dtable(0, 16) == 0);
+  CHECK(std::fabs(h.dtable(0, 8)) > 0.1);  // the shared bucket gets a gradient of its own
 }

@@ -33,9 +33,19 @@ check_page moe
 [ "$(grep -c 'max |by hand - fin.diff|' "$QKV_TMP/out")" = 1 ] || fail "moe: expected one fin.diff gap"
 expect_ok "$QKV_BIN/worked_example" --page moe --no-fd
 grep -q "fin.diff" "$QKV_TMP/out" && fail "--no-fd still printed finite differences"
+# relative-bias: the bucket table, library beside by hand, the ladder, and
+# the table's gradient; the gradient sums to 0 over the buckets.
+expect_ok "$QKV_BIN/worked_example" --page relative-bias
+expect_out "     -20       10       10       17       17"
+expect_out "      20       26       26        0        0"
+expect_out " Library and by hand differ on 0 of them."
+expect_out "     8 12 16 23 32 46 64 91"
+expect_out "by hand  [ 0.0258  0.0330 -0.0921  0.2808 -0.2800]"
+expect_out "sum of dtable = 0.0000"
+check_page relative-bias
 # All pages by default, each under its banner.
 expect_ok "$QKV_BIN/worked_example"
 check_page "all pages"
-for page in moe; do
+for page in moe relative-bias; do
   grep -q "docs/$page-backward.md" "$QKV_TMP/out" || fail "the default run lacks $page's page"
 done
