@@ -5,7 +5,8 @@
 // differences of the by-hand forward, side by side.
 //
 //   worked_example                    every page's example
-//   worked_example --page moe         one page's: moe, relative-bias
+//   worked_example --page moe         one page's: moe, relative-bias,
+//                                     swiglu
 //   worked_example --no-fd            skip the finite differences
 //
 // Each page quotes its example's numbers in a block marked
@@ -23,6 +24,7 @@
 #include "examples/step_print.h"
 #include "examples/worked_moe.h"
 #include "examples/worked_relative_bias.h"
+#include "examples/worked_swiglu.h"
 
 namespace {
 
@@ -182,22 +184,55 @@ void relative_bias_page(bool with_fd) {
   print_gaps(gaps, with_fd);
 }
 
+// ---- docs/swiglu-backward.md --------------------------------------------------
+
+void swiglu_page(bool with_fd) {
+  banner("docs/swiglu-backward.md: one row through SwiGLU");
+  const SwiGLUExample ex = swiglu_example();
+  const SwiGLUByHand h = swiglu_by_hand(ex);
+  const SwiGLUPass p = swiglu_pass(ex);
+  std::printf(
+      " x = [1, -1] (D = 2), hidden width F = 2, L = sum(y):\n"
+      "   Wg = [[1, 0.5], [-1, 2]]   Wu = [[2, 1], [1, -1]]   Wd = [[1, 0], [0.5, -1]]\n"
+      " By hand, the row's pieces:\n");
+  auto line = [](const char* label, const Mat& m) {
+    std::printf("   %-32s %s\n", label, row_text(m, 0).c_str());
+  };
+  line("a = x Wg^T (the gate)", h.a);
+  line("u = x Wu^T (up)", h.u);
+  line("sigmoid(a)", h.s);
+  line("silu(a) = a sigmoid(a)", h.silu);
+  line("h = silu(a) * u", h.h);
+  Gaps gaps;
+  step_row("y = h Wd^T", "", h.y, p.y, nullptr, gaps);
+  std::printf("\n Backward from dy = [1, 1]:\n");
+  line("dh = dy Wd", h.dh);
+  line("silu'(a) = s (1 + a (1 - s))", h.dsilu);
+  line("da = dh * u * silu'(a)", h.da);
+  line("du = dh * silu(a)", h.du);
+  const Mat fd = with_fd ? swiglu_fd(ex) : Mat();
+  step_row("dx = da Wg + du Wu", "both projections read x", h.dx, p.dx, with_fd ? &fd : nullptr,
+           gaps);
+  print_gaps(gaps, with_fd);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"worked_example: the derivation pages' worked examples, engine beside by hand"};
   std::string page = "all";
   bool no_fd = false;
-  const std::vector<std::string> pages{"moe", "relative-bias"};
+  const std::vector<std::string> pages{"moe", "relative-bias", "swiglu"};
   app.add_option("--page", page,
-                 "moe, relative-bias or all (default): docs/PAGE-backward.md's example")
+                 "moe, relative-bias, swiglu or all (default): docs/PAGE-backward.md's example")
       ->type_name("PAGE")
       ->check(CLI::Validator(
           [&](std::string& s) {
             for (const auto& p : pages)
               if (s == p) return std::string();
-            return s == "all" ? std::string()
-                              : "expected moe, relative-bias or all, got '" + qkv::brief(s) + "'";
+            return s == "all"
+                       ? std::string()
+                       : "expected moe, relative-bias, swiglu or all, got '" + qkv::brief(s) + "'";
           },
           "", "page"));
   app.add_flag("--no-fd", no_fd, "skip the finite differences");
@@ -205,6 +240,7 @@ int main(int argc, char** argv) {
   try {
     if (page == "moe" || page == "all") moe_page(!no_fd);
     if (page == "relative-bias" || page == "all") relative_bias_page(!no_fd);
+    if (page == "swiglu" || page == "all") swiglu_page(!no_fd);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "worked_example: %s\n", e.what());
     return 1;

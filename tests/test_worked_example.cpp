@@ -9,6 +9,7 @@
 
 #include "examples/worked_moe.h"
 #include "examples/worked_relative_bias.h"
+#include "examples/worked_swiglu.h"
 
 using namespace qkv;
 using namespace qkv::step;
@@ -122,4 +123,26 @@ TEST_CASE(
   CHECK(std::fabs(total) < 1e-12);
   CHECK(h.dtable(0, 16) == 0);
   CHECK(std::fabs(h.dtable(0, 8)) > 0.1);  // the shared bucket gets a gradient of its own
+}
+
+TEST_CASE(
+    "worked example, swiglu (docs/swiglu-backward.md): one row's a, u, silu, h, y and dx, engine, "
+    "by hand and fin.diff") {
+  // x = [1, -1]. a = x Wg^T = [1 - 0.5, -1 - 2] = [0.5, -3]; u = x Wu^T = [2 - 1, 1 + 1] = [1, 2].
+  // sigmoid(0.5) = 0.622459, sigmoid(-3) = 0.047426: silu(a) = [0.311230, -0.142278],
+  // h = silu(a) * u = [0.311230, -0.284555]; y = h Wd^T = [0.311230, 0.155615 + 0.284555].
+  // dh = [1, 1] Wd = [1.5, -1]; silu'(a) = s (1 + a (1 - s)) = [0.739961, -0.088104];
+  // da = dh * u * silu'(a) = [1.109941, 0.176209]; du = dh * silu(a) = [0.466845, 0.142278];
+  // dx = da Wg + du Wu = [1.109941 - 0.176209 + 0.933690 + 0.142278,
+  //                       0.554971 + 0.352417 + 0.466845 - 0.142278] = [2.009700, 1.231955].
+  const SwiGLUExample ex = swiglu_example();
+  const SwiGLUByHand h = swiglu_by_hand(ex);
+  const SwiGLUPass p = swiglu_pass(ex);
+  near(h.a, {0.5, -3}, 1e-12, "a");
+  near(h.u, {1, 2}, 1e-12, "u");
+  near(h.silu, {0.311230, -0.142278}, 1e-6, "silu");
+  near(h.dsilu, {0.739961, -0.088104}, 1e-6, "silu'");
+  both(p.y, h.y, {0.311230, 0.440170}, "y");
+  both(p.dx, h.dx, {2.009700, 1.231955}, "dx");
+  near(swiglu_fd(ex), h.dx.a, 1e-8, "dx (fin.diff)");
 }

@@ -43,9 +43,15 @@ expect_out "     8 12 16 23 32 46 64 91"
 expect_out "by hand  [ 0.0258  0.0330 -0.0921  0.2808 -0.2800]"
 expect_out "sum of dtable = 0.0000"
 check_page relative-bias
+# swiglu: one row's pieces by hand, y and dx three ways.
+expect_ok "$QKV_BIN/worked_example" --page swiglu
+expect_out "silu(a) = a sigmoid(a)           [ 0.3112 -0.1423]"
+expect_out "du = dh * silu(a)                [ 0.4668  0.1423]"
+expect_out "(1,2)   [ 2.0097  1.2320]   [ 2.0097  1.2320]   [ 2.0097  1.2320]"
+check_page swiglu
 # All pages by default, each under its banner.
 expect_ok "$QKV_BIN/worked_example"
 check_page "all pages"
-for page in moe relative-bias; do
+for page in moe relative-bias swiglu; do
   grep -q "docs/$page-backward.md" "$QKV_TMP/out" || fail "the default run lacks $page's page"
 done
