@@ -39,6 +39,13 @@ inline Mat to_mat(const Tensor& t) {
   return m;
 }
 
+// And back: a Mat's numbers as a (rows, cols) tensor (rounded to qkv::real).
+inline Tensor tensor_of(const Mat& m) {
+  Tensor t = Tensor::zeros({m.rows, m.cols});
+  for (size_t i = 0; i < m.a.size(); ++i) t.data()[i] = static_cast<real>(m.a[i]);
+  return t;
+}
+
 // max |a - b|, and the same relative to b's size: max |a - b| / max |b|.
 inline double max_gap(const Mat& a, const Mat& b) {
   if (a.rows != b.rows || a.cols != b.cols) throw Error("max_gap: the two differ in shape");

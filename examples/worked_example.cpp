@@ -6,7 +6,7 @@
 //
 //   worked_example                    every page's example
 //   worked_example --page moe         one page's: moe, relative-bias,
-//                                     swiglu
+//                                     swiglu, gqa
 //   worked_example --no-fd            skip the finite differences
 //
 // Each page quotes its example's numbers in a block marked
@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "examples/step_print.h"
+#include "examples/worked_gqa.h"
 #include "examples/worked_moe.h"
 #include "examples/worked_relative_bias.h"
 #include "examples/worked_swiglu.h"
@@ -216,23 +217,73 @@ void swiglu_page(bool with_fd) {
   print_gaps(gaps, with_fd);
 }
 
+// ---- docs/gqa-backward.md -----------------------------------------------------
+
+void gqa_page(bool with_fd) {
+  banner("docs/gqa-backward.md: 4 query heads share 2 key/value heads");
+  const GqaExample ex = gqa_example();
+  const GqaByHand h = gqa_by_hand(ex);
+  const GqaPass p = gqa_pass(ex);
+  std::printf(
+      " H = 4 query heads, K = 2 key/value heads: a group of G = 2 each, query\n"
+      " head h reads key/value head g = h / 2. T = S = 3, d_k = d_v = 2, D = 8;\n"
+      " L = sum(out * dO), out = concat_h O_h. Group 0, query heads 0 and 1:\n");
+  auto col = [&](const Mat& m, int64_t h) { return hand::columns(m, h * kGqaDk, kGqaDk); };
+  side_by_side("Q_0", col(ex.Q, 0), "Q_1", col(ex.Q, 1));
+  side_by_side("K_0 (shared by heads 0, 1)", gqa_key(ex.KV, 0), "V_0", gqa_value(ex.KV, 0));
+  side_by_side("dO_0", col(ex.dO, 0), "dO_1", col(ex.dO, 1));
+  side_by_side("P_0 = softmax(Q_0 K_0^T / sqrt 2)", h.P[0], "P_1 = softmax(Q_1 K_0^T / sqrt 2)",
+               h.P[1]);
+  std::printf(
+      "\n Each query head's backward is attention's, with K_0 and V_0 in place of\n"
+      " its own: dK_h' = dZ_h^T Q_h / sqrt 2, dV_h' = P_h^T dO_h. Engine, per\n"
+      " head: kv_heads = 4, every query head given its own copy of K_0, V_0;\n"
+      " fin.diff: of the by-hand L in that copy alone.\n");
+  Gaps gaps;
+  Mat fd[2][2];  // [value][head]
+  for (int v = 0; v < 2 && with_fd; ++v)
+    for (int64_t hd = 0; hd < 2; ++hd) fd[v][hd] = gqa_fd_copy(ex, hd, v == 1);
+  const Mat fd_shared = with_fd ? gqa_fd(ex) : Mat();
+  step_row("dK_0' from query head 0", "", h.dKh[0], p.dKh[0], with_fd ? &fd[0][0] : nullptr, gaps);
+  step_row("dK_0' from query head 1", "", h.dKh[1], p.dKh[1], with_fd ? &fd[0][1] : nullptr, gaps);
+  const Mat fdK0 = with_fd ? hand::columns(fd_shared, 0, kGqaDk) : Mat();
+  step_row("dK_0 = the sum of the two", "engine: kv_heads = 2, the shared K_0",
+           hand::columns(h.dK, 0, kGqaDk), hand::columns(p.dK, 0, kGqaDk),
+           with_fd ? &fdK0 : nullptr, gaps);
+  step_row("dV_0' from query head 0", "", h.dVh[0], p.dVh[0], with_fd ? &fd[1][0] : nullptr, gaps);
+  step_row("dV_0' from query head 1", "", h.dVh[1], p.dVh[1], with_fd ? &fd[1][1] : nullptr, gaps);
+  const Mat fdV0 = with_fd ? hand::columns(fd_shared, 2 * kGqaDk, kGqaDk) : Mat();
+  step_row("dV_0 = the sum of the two", "", hand::columns(h.dV, 0, kGqaDk),
+           hand::columns(p.dV, 0, kGqaDk), with_fd ? &fdV0 : nullptr, gaps);
+  std::printf("\n Group 1 (query heads 2 and 3) likewise; all of dK and dV:\n");
+  const Mat fdK = with_fd ? hand::columns(fd_shared, 0, 2 * kGqaDk) : Mat();
+  const Mat fdV = with_fd ? hand::columns(fd_shared, 2 * kGqaDk, 2 * kGqaDk) : Mat();
+  step_row("dK = [dK_0 dK_1]", "", h.dK, p.dK, with_fd ? &fdK : nullptr, gaps);
+  step_row("dV = [dV_0 dV_1]", "", h.dV, p.dV, with_fd ? &fdV : nullptr, gaps);
+  for (int64_t hd = 2; hd < kGqaHeads; ++hd)
+    gaps.engine =
+        std::max({gaps.engine, max_gap(p.dKh[hd], h.dKh[hd]), max_gap(p.dVh[hd], h.dVh[hd])});
+  print_gaps(gaps, with_fd);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"worked_example: the derivation pages' worked examples, engine beside by hand"};
   std::string page = "all";
   bool no_fd = false;
-  const std::vector<std::string> pages{"moe", "relative-bias", "swiglu"};
+  const std::vector<std::string> pages{"moe", "relative-bias", "swiglu", "gqa"};
   app.add_option("--page", page,
-                 "moe, relative-bias, swiglu or all (default): docs/PAGE-backward.md's example")
+                 "moe, relative-bias, swiglu, gqa or all (default): docs/PAGE-backward.md's "
+                 "example")
       ->type_name("PAGE")
       ->check(CLI::Validator(
           [&](std::string& s) {
             for (const auto& p : pages)
               if (s == p) return std::string();
-            return s == "all"
-                       ? std::string()
-                       : "expected moe, relative-bias, swiglu or all, got '" + qkv::brief(s) + "'";
+            return s == "all" ? std::string()
+                              : "expected moe, relative-bias, swiglu, gqa or all, got '" +
+                                    qkv::brief(s) + "'";
           },
           "", "page"));
   app.add_flag("--no-fd", no_fd, "skip the finite differences");
@@ -241,6 +292,7 @@ int main(int argc, char** argv) {
     if (page == "moe" || page == "all") moe_page(!no_fd);
     if (page == "relative-bias" || page == "all") relative_bias_page(!no_fd);
     if (page == "swiglu" || page == "all") swiglu_page(!no_fd);
+    if (page == "gqa" || page == "all") gqa_page(!no_fd);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "worked_example: %s\n", e.what());
     return 1;

@@ -24,12 +24,6 @@ inline SwiGLUExample swiglu_example() {
   return ex;
 }
 
-inline Tensor tensor_of(const Mat& m) {
-  Tensor t = Tensor::zeros({m.rows, m.cols});
-  for (size_t i = 0; i < m.a.size(); ++i) t.data()[i] = static_cast<real>(m.a[i]);
-  return t;
-}
-
 // The engine: y = swiglu(x, Wg, Wu, Wd), then sum(y).backward().
 struct SwiGLUPass {
   Mat y, dx;  // (1,2) each

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/worked_gqa.h"
 #include "examples/worked_moe.h"
 #include "examples/worked_relative_bias.h"
 #include "examples/worked_swiglu.h"
@@ -145,4 +146,49 @@ TEST_CASE(
   both(p.y, h.y, {0.311230, 0.440170}, "y");
   both(p.dx, h.dx, {2.009700, 1.231955}, "dx");
   near(swiglu_fd(ex), h.dx.a, 1e-8, "dx (fin.diff)");
+}
+
+TEST_CASE(
+    "worked example, gqa (docs/gqa-backward.md): 4 query heads share 2 key/value heads, and a "
+    "shared head's dK and dV are the sums of its group's two contributions, engine, by hand and "
+    "fin.diff") {
+  // Query head 0, row 0: q = [0.5, -1] against K_0's rows [1, 0], [0, 1], [-1, 0.5]: scores
+  // [0.5, -1, -1] / sqrt 2; P = [1, e, e] / (1 + 2e), e = exp(-1.5 / sqrt 2) = 0.346227:
+  // [0.590858, 0.204571, 0.204571].
+  const GqaExample ex = gqa_example();
+  const GqaByHand h = gqa_by_hand(ex);
+  const GqaPass p = gqa_pass(ex);
+  near(h.P[0],
+       {0.590858, 0.204571, 0.204571, 0.501929, 0.352448, 0.145623, 0.091149, 0.374920, 0.533931},
+       1e-6, "P_0");
+  // dV_h' = P_h^T dO_h. dO_0 = [[1, 0], [0, -1], [1, 1]]: column 0 is P_0's rows 0 + 2,
+  // [0.682007, 0.579491, 0.738502]; column 1 its rows 2 - 1, [-0.410779, 0.022472, 0.388308].
+  // dO_1 = [[0, 1], [1, 0], [0, -1]]: column 0 is P_1's row 1, [0.611202, 0.301364, 0.087434];
+  // column 1 its rows 0 - 2, [0.355713, 0.022170, -0.377883].
+  both(p.dVh[0], h.dVh[0], {0.682007, -0.410779, 0.579491, 0.022472, 0.738502, 0.388308}, "dV_0'");
+  both(p.dVh[1], h.dVh[1], {0.611202, 0.355713, 0.301364, 0.022170, 0.087434, -0.377883}, "dV_1'");
+  // dK_h' = dZ_h^T Q_h / sqrt 2. Head 0's row 0 of dP = dO_0 V_0^T is [1, 0, 2], and
+  // <dP, P> = 0.590858 + 2 (0.204571) = 1, so dZ_0[0, 0] = 0; its column 0 is
+  // [0, 0.640350, -0.190016]: dK_0'[0] = (0.640350 [1, 0.5] - 0.190016 [-1, 1]) / sqrt 2
+  // = [0.587158, 0.092036].
+  both(p.dKh[0], h.dKh[0], {0.587158, 0.092036, -0.479589, -0.092646, -0.107569, 0.000610},
+       "dK_0'");
+  both(p.dKh[1], h.dKh[1], {-0.036415, 0.359450, 0.037759, -0.280657, -0.001344, -0.078792},
+       "dK_1'");
+  // The shared head's gradient is the sum: dK_0 = dK_0' + dK_1', dV_0 = dV_0' + dV_1'.
+  both(hand::columns(p.dK, 0, 2), hand::columns(h.dK, 0, 2),
+       {0.550743, 0.451486, -0.441830, -0.373304, -0.108913, -0.078183}, "dK_0");
+  both(hand::columns(p.dV, 0, 2), hand::columns(h.dV, 0, 2),
+       {1.293209, -0.055066, 0.880855, 0.044642, 0.825936, 0.010425}, "dV_0");
+  for (int64_t g = 0; g < 2; ++g) {  // the engine's two ways agree: kv_heads = 2 and copies
+    near(hand::columns(p.dK, 2 * g, 2), hand::plus(p.dKh[2 * g], p.dKh[2 * g + 1]).a, 1e-6, "dK");
+    near(hand::columns(p.dV, 2 * g, 2), hand::plus(p.dVh[2 * g], p.dVh[2 * g + 1]).a, 1e-6, "dV");
+  }
+  near(p.dK, h.dK.a, 1e-6, "dK (engine)");
+  near(p.dV, h.dV.a, 1e-6, "dV (engine)");
+  const Mat fd = gqa_fd(ex);
+  near(hand::columns(fd, 0, 4), h.dK.a, 1e-8, "dK (fin.diff)");
+  near(hand::columns(fd, 4, 4), h.dV.a, 1e-8, "dV (fin.diff)");
+  near(gqa_fd_copy(ex, 1, false), h.dKh[1].a, 1e-8, "dK_1' (fin.diff of head 1's copy)");
+  near(gqa_fd_copy(ex, 0, true), h.dVh[0].a, 1e-8, "dV_0' (fin.diff of head 0's copy)");
 }

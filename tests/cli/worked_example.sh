@@ -49,9 +49,16 @@ expect_out "silu(a) = a sigmoid(a)           [ 0.3112 -0.1423]"
 expect_out "du = dh * silu(a)                [ 0.4668  0.1423]"
 expect_out "(1,2)   [ 2.0097  1.2320]   [ 2.0097  1.2320]   [ 2.0097  1.2320]"
 check_page swiglu
+# gqa: a shared head's gradient, the two contributions of its group and their sum.
+expect_ok "$QKV_BIN/worked_example" --page gqa
+expect_out "   [ 0.5909  0.2046  0.2046]          [ 0.4555  0.2246  0.3199]"
+expect_out "(3,2)   [ 0.5872  0.0920]   [ 0.5872  0.0920]   [ 0.5872  0.0920]"
+expect_out "(3,2)   [-0.0364  0.3594]   [-0.0364  0.3594]   [-0.0364  0.3594]"
+expect_out "(3,2)   [ 0.5507  0.4515]   [ 0.5507  0.4515]   [ 0.5507  0.4515]"
+check_page gqa
 # All pages by default, each under its banner.
 expect_ok "$QKV_BIN/worked_example"
 check_page "all pages"
-for page in moe relative-bias swiglu; do
+for page in moe relative-bias swiglu gqa; do
   grep -q "docs/$page-backward.md" "$QKV_TMP/out" || fail "the default run lacks $page's page"
 done
