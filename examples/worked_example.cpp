@@ -6,7 +6,7 @@
 //
 //   worked_example                    every page's example
 //   worked_example --page moe         one page's: moe, relative-bias,
-//                                     swiglu, gqa
+//                                     swiglu, gqa, bert
 //   worked_example --no-fd            skip the finite differences
 //
 // Each page quotes its example's numbers in a block marked
@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "examples/step_print.h"
+#include "examples/worked_bert.h"
 #include "examples/worked_gqa.h"
 #include "examples/worked_moe.h"
 #include "examples/worked_relative_bias.h"
@@ -266,23 +267,96 @@ void gqa_page(bool with_fd) {
   print_gaps(gaps, with_fd);
 }
 
+// ---- docs/bert-backward.md ----------------------------------------------------
+
+std::string ids_text(const data::Seq& ids) {
+  std::string s;
+  for (int64_t id : ids) s += "  " + std::to_string(static_cast<long long>(id));
+  return s;
+}
+
+void bert_page(bool with_fd) {
+  banner("docs/bert-backward.md: the 80/10/10 rule, and the masked loss");
+  const data::Seq ids = mlm_row();
+  const MlmByHand h = mlm_by_hand(ids, kMlmSeed);
+  const MlmPass p = mlm_pass();
+  std::printf(
+      " A vocabulary of V = 7: 0 <pad>, 1 <s>, 2 </s>, 3 [MASK], the words 4, 5,\n"
+      " 6. Of the row's %zu words (positions 1 to 6), round(%.1f x %zu) = %zu are\n"
+      " chosen (qkv's rate 0.15 would choose 1), by data::mask_for_mlm with\n"
+      " seed %llu; by hand: the same Generator's draws, the rule in plain code.\n"
+      " Each chosen position draws one u: u < 0.8 [MASK], u < 0.9 a random\n"
+      " word, else it stays.\n\n"
+      "   draw  position  id  u       becomes\n",
+      h.choosable.size(), kMlmRate, h.choosable.size(), h.draws.size(),
+      static_cast<unsigned long long>(kMlmSeed));
+  for (size_t j = 0; j < h.draws.size(); ++j) {
+    const MlmDraw& d = h.draws[j];
+    const char* what = d.u < 0.8 ? "[MASK]" : d.u < 0.9 ? "a random word" : "unchanged";
+    std::printf("    %zu       %lld      %lld   %.4f  %lld, %s\n", j + 1,
+                static_cast<long long>(d.position), static_cast<long long>(ids[d.position]), d.u,
+                static_cast<long long>(d.becomes), what);
+  }
+  int64_t differ = 0;
+  for (size_t i = 0; i < ids.size(); ++i)
+    differ += (h.src[i] != p.masked.src[i]) + (h.tgt[i] != p.masked.tgt[i]);
+  std::printf(
+      "\n   position                   0  1  2  3  4  5  6  7\n"
+      "   ids                     %s\n"
+      "   masked, by hand         %s\n"
+      "   masked, mask_for_mlm    %s\n"
+      "   targets, by hand        %s\n"
+      "   targets, mask_for_mlm   %s\n"
+      " Library and by hand differ on %lld of them (0 in a target: kPad, not scored).\n",
+      ids_text(ids).c_str(), ids_text(h.src).c_str(), ids_text(p.masked.src).c_str(),
+      ids_text(h.tgt).c_str(), ids_text(p.masked.tgt).c_str(), static_cast<long long>(differ));
+
+  const MlmLossByHand l = mlm_loss_by_hand(mlm_logits(), h.tgt);
+  std::printf(
+      "\n The model's output: logits[t, v] = sin(t + 2v), (8, 7). The loss is the\n"
+      " mean over the M = %lld chosen rows c of -log softmax(logits_c)[y_c]\n"
+      " (nn::cross_entropy, kPad ignored): by hand %.6f, engine %.6f.\n"
+      " Backward: dlogits_c = (p_c - onehot(y_c)) / M on a chosen row; an\n"
+      " unchosen row is in no term of the loss, so its gradient is exactly 0.\n",
+      static_cast<long long>(l.M), l.loss, p.loss);
+  Gaps gaps;
+  const Mat fd = with_fd ? mlm_fd(h.tgt) : Mat();
+  step_row("dlogits (rows 0 to 7, columns the ids 0 to 6)", "", l.dlogits, p.dlogits,
+           with_fd ? &fd : nullptr, gaps);
+  double unchosen = 0;
+  int64_t count = 0;
+  for (int64_t t = 0; t < p.dlogits.rows; ++t)
+    for (int64_t v = 0; v < p.dlogits.cols && h.tgt[t] == data::kPad; ++v, ++count)
+      unchosen = std::max(unchosen, std::fabs(p.dlogits(t, v)));
+  const int64_t c = h.draws[0].position, y = h.tgt[c];
+  std::printf(
+      "\n   Unchosen rows, the engine's largest |dlogits|: %g (of %lld numbers).\n"
+      "   One chosen logit, dlogits[%lld, %lld] = (p - 1) / %lld, p = %.6f:\n"
+      "     by hand %.6f   engine %.6f",
+      unchosen, static_cast<long long>(count), static_cast<long long>(c), static_cast<long long>(y),
+      static_cast<long long>(l.M), l.P(c, y), l.dlogits(c, y), p.dlogits(c, y));
+  if (with_fd) std::printf("   fin.diff %.6f", fd(c, y));
+  std::printf("\n");
+  print_gaps(gaps, with_fd);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"worked_example: the derivation pages' worked examples, engine beside by hand"};
   std::string page = "all";
   bool no_fd = false;
-  const std::vector<std::string> pages{"moe", "relative-bias", "swiglu", "gqa"};
+  const std::vector<std::string> pages{"moe", "relative-bias", "swiglu", "gqa", "bert"};
   app.add_option("--page", page,
-                 "moe, relative-bias, swiglu, gqa or all (default): docs/PAGE-backward.md's "
-                 "example")
+                 "moe, relative-bias, swiglu, gqa, bert or all (default): "
+                 "docs/PAGE-backward.md's example")
       ->type_name("PAGE")
       ->check(CLI::Validator(
           [&](std::string& s) {
             for (const auto& p : pages)
               if (s == p) return std::string();
             return s == "all" ? std::string()
-                              : "expected moe, relative-bias, swiglu, gqa or all, got '" +
+                              : "expected moe, relative-bias, swiglu, gqa, bert or all, got '" +
                                     qkv::brief(s) + "'";
           },
           "", "page"));
@@ -293,6 +367,7 @@ int main(int argc, char** argv) {
     if (page == "relative-bias" || page == "all") relative_bias_page(!no_fd);
     if (page == "swiglu" || page == "all") swiglu_page(!no_fd);
     if (page == "gqa" || page == "all") gqa_page(!no_fd);
+    if (page == "bert" || page == "all") bert_page(!no_fd);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "worked_example: %s\n", e.what());
     return 1;

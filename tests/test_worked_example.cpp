@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/worked_bert.h"
 #include "examples/worked_gqa.h"
 #include "examples/worked_moe.h"
 #include "examples/worked_relative_bias.h"
@@ -191,4 +192,57 @@ TEST_CASE(
   near(hand::columns(fd, 4, 4), h.dV.a, 1e-8, "dV (fin.diff)");
   near(gqa_fd_copy(ex, 1, false), h.dKh[1].a, 1e-8, "dK_1' (fin.diff of head 1's copy)");
   near(gqa_fd_copy(ex, 0, true), h.dVh[0].a, 1e-8, "dV_0' (fin.diff of head 0's copy)");
+}
+
+TEST_CASE(
+    "worked example, bert (docs/bert-backward.md): mask_for_mlm's 80/10/10 rule by the library "
+    "and by hand, and the masked loss's gradient, (p - onehot) / M on the chosen rows and exactly "
+    "0 "
+    "on the others, engine, by hand and fin.diff") {
+  // Row [1, 4, 6, 5, 6, 4, 5, 2]: positions 1 to 6 are words, round(0.5 x 6) = 3 are chosen.
+  // Seed 98 draws position 1 first (u = 0.9447 >= 0.9: unchanged), then 4 (u = 0.8435: a
+  // random word, 5), then 3 (u = 0.5322 < 0.8: [MASK]).
+  const MlmByHand h = mlm_by_hand(mlm_row(), kMlmSeed);
+  const MlmPass p = mlm_pass();
+  const data::Seq src{1, 4, 6, 3, 5, 4, 5, 2}, tgt{0, 4, 0, 5, 6, 0, 0, 0};
+  CHECK(h.src == src);
+  CHECK(h.tgt == tgt);
+  CHECK(p.masked.src == src);
+  CHECK(p.masked.tgt == tgt);
+  REQUIRE(h.draws.size() == 3);
+  CHECK(h.draws[0].position == 1);
+  CHECK(h.draws[0].u >= 0.9);
+  CHECK(h.draws[1].position == 4);
+  CHECK((h.draws[1].u >= 0.8 && h.draws[1].u < 0.9));
+  CHECK(h.draws[2].position == 3);
+  CHECK(h.draws[2].u < 0.8);
+  // The rule by hand on other seeds and rates agrees with the library too.
+  for (uint64_t seed = 1; seed < 40; ++seed) {
+    Generator g(seed);
+    const data::Pair lib = data::mask_for_mlm(mlm_row(), mlm_options(), g);
+    const MlmByHand b = mlm_by_hand(mlm_row(), seed);
+    CHECK(lib.src == b.src);
+    CHECK(lib.tgt == b.tgt);
+  }
+  // logits[t, v] = sin(t + 2v). Row 1, target 4: sum_v exp(sin(1 + 2v)) = 9.183728,
+  // p = exp(sin 9) / 9.183728 = 0.164423, -log p = 1.805315; row 3, target 5: p = 0.173372,
+  // 1.752314; row 4, target 6: p = 0.087980, 2.430644. loss = (sum) / 3 = 1.996091.
+  const MlmLossByHand l = mlm_loss_by_hand(mlm_logits(), h.tgt);
+  CHECK(l.M == 3);
+  CHECK(std::fabs(l.loss - 1.996091) < 1e-6);
+  CHECK(std::fabs(p.loss - 1.996091) < 1e-5);
+  // dlogits[1] = (p_1 - onehot(4)) / 3: [0.084199, 0.041797, 0.013912, 0.070014,
+  // (0.164423 - 1) / 3 = -0.278526, 0.013353, 0.055250].
+  const std::vector<double> row1{0.084199,  0.041797, 0.013912, 0.070014,
+                                 -0.278526, 0.013353, 0.055250};
+  Mat e1(1, 7), h1(1, 7);
+  for (int64_t v = 0; v < 7; ++v) e1(0, v) = p.dlogits(1, v), h1(0, v) = l.dlogits(1, v);
+  both(e1, h1, row1, "dlogits[1]");
+  near(p.dlogits, l.dlogits.a, 1e-6, "dlogits (engine)");
+  near(mlm_fd(h.tgt), l.dlogits.a, 1e-8, "dlogits (fin.diff)");
+  for (int64_t t : {0, 2, 5, 6, 7})  // not chosen: exactly zero, by the engine too
+    for (int64_t v = 0; v < 7; ++v) {
+      CHECK(p.dlogits(t, v) == 0);
+      CHECK(l.dlogits(t, v) == 0);
+    }
 }

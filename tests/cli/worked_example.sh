@@ -56,9 +56,20 @@ expect_out "(3,2)   [ 0.5872  0.0920]   [ 0.5872  0.0920]   [ 0.5872  0.0920]"
 expect_out "(3,2)   [-0.0364  0.3594]   [-0.0364  0.3594]   [-0.0364  0.3594]"
 expect_out "(3,2)   [ 0.5507  0.4515]   [ 0.5507  0.4515]   [ 0.5507  0.4515]"
 check_page gqa
+# bert: the draws of the 80/10/10 rule, library beside by hand, and the
+# masked loss's gradient, exactly 0 on the rows not chosen.
+expect_ok "$QKV_BIN/worked_example" --page bert
+expect_out "    2       4      6   0.8435  5, a random word"
+expect_out "   masked, mask_for_mlm      1  4  6  3  5  4  5  2"
+expect_out "   targets, mask_for_mlm     0  4  0  5  6  0  0  0"
+expect_out " Library and by hand differ on 0 of them"
+expect_out "by hand  [ 0.0000  0.0000  0.0000  0.0000  0.0000  0.0000  0.0000]"
+expect_out "Unchosen rows, the engine's largest |dlogits|: 0 (of 35 numbers)."
+expect_out "     by hand -0.278526"
+check_page bert
 # All pages by default, each under its banner.
 expect_ok "$QKV_BIN/worked_example"
 check_page "all pages"
-for page in moe relative-bias swiglu gqa; do
+for page in moe relative-bias swiglu gqa bert; do
   grep -q "docs/$page-backward.md" "$QKV_TMP/out" || fail "the default run lacks $page's page"
 done
