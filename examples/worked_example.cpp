@@ -6,7 +6,7 @@
 //
 //   worked_example                    every page's example
 //   worked_example --page moe         one page's: moe, relative-bias,
-//                                     swiglu, gqa, bert
+//                                     swiglu, gqa, bert, vit
 //   worked_example --no-fd            skip the finite differences
 //
 // Each page quotes its example's numbers in a block marked
@@ -27,6 +27,7 @@
 #include "examples/worked_moe.h"
 #include "examples/worked_relative_bias.h"
 #include "examples/worked_swiglu.h"
+#include "examples/worked_vit.h"
 
 namespace {
 
@@ -340,24 +341,98 @@ void bert_page(bool with_fd) {
   print_gaps(gaps, with_fd);
 }
 
+// ---- docs/vit-backward.md -----------------------------------------------------
+
+// A row of pixel addresses, c + y/10 + x/100: " 0.00 0.01 ...".
+std::string codes_text(const Mat& m, int64_t i) {
+  std::string s;
+  char buf[16];
+  for (int64_t j = 0; j < m.cols; ++j) {
+    std::snprintf(buf, sizeof buf, " %4.2f", m(i, j));
+    s += buf;
+  }
+  return s;
+}
+
+void vit_page(bool with_fd) {
+  banner("docs/vit-backward.md: an image's patches, their order, and dE");
+  const Mat image = vit_image();
+  const VitByHand h = vit_by_hand();
+  const Mat lib = vit_patches_by_library();
+  const VitPass p = vit_pass();
+  std::printf(
+      " An image of C = %lld channels, H = W = %lld pixels, patches of P = %lld:\n"
+      " N = (H/P)(W/P) = (%lld/%lld)(%lld/%lld) = %lld patches (patch_embed's Y has %lld\n"
+      " rows), and with the class token in front %lld positions (ViTConfig's\n"
+      " patches() + 1: %lld). Pixel (c, y, x) holds its address c + y/10 + x/100\n"
+      " (1.13: channel 1, row 1, column 3):\n\n"
+      "   channel 0                channel 1\n",
+      (long long)kVitC, (long long)kVitSide, (long long)kVitP, (long long)kVitSide,
+      (long long)kVitP, (long long)kVitSide, (long long)kVitP, (long long)kVitN, (long long)p.N,
+      (long long)kVitN + 1, (long long)vit_positions());
+  for (int64_t y = 0; y < kVitSide; ++y)
+    std::printf("  %s    %s\n", codes_text(image, y).c_str(),
+                codes_text(image, kVitSide + y).c_str());
+  std::printf(
+      "\n Patch n = gy (W/P) + gx, the grid row-major; within a patch, channel,\n"
+      " then row py, then column px: column (c P + py) P + px. By hand, each\n"
+      " pixel sent to its row and column; library, nn::patch_gather:\n\n"
+      "   n  (gy, gx)\n");
+  int64_t differ = 0;
+  for (int64_t n = 0; n < kVitN; ++n) {
+    for (int64_t k = 0; k < kVitK; ++k)  // a copy: the same float, exactly
+      differ += static_cast<real>(h.patches(n, k)) != static_cast<real>(lib(n, k));
+    std::printf("   %lld  (%lld, %lld)   by hand %s\n               library %s\n", (long long)n,
+                (long long)(n / (kVitSide / kVitP)), (long long)(n % (kVitSide / kVitP)),
+                codes_text(h.patches, n).c_str(), codes_text(lib, n).c_str());
+  }
+  std::printf(
+      " Library and by hand differ on %lld of the %lld entries.\n\n"
+      " The projection Y = patches E^T + b, E (D, C*P*P) = (%lld, %lld), and\n"
+      " L = sum(Y * dY) for a fixed dY (N, D):\n",
+      (long long)differ, (long long)(kVitN * kVitK), (long long)kVitD, (long long)kVitK);
+  const Mat dY = vit_dY();
+  for (int64_t n = 0; n < kVitN; ++n)
+    std::printf("   dY[%lld] = %s\n", (long long)n, row_text(dY, n).c_str());
+  const int64_t k = 5;  // pixel (c 1, py 0, px 1) of each patch
+  std::string terms;
+  for (int64_t n = 0; n < kVitN; ++n) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%s%g x %.2f", n ? " + " : "", dY(n, 0), h.patches(n, k));
+    terms += buf;
+  }
+  std::printf(
+      "\n dE = dY^T patches: dE[d, k] = sum over the patches n of dY[n, d]\n"
+      " patches[n, k]; one weight, k = %lld (pixel c 1, py 0, px 1 of each patch):\n"
+      "   dE[0, %lld] = %s = %.4f\n",
+      (long long)k, (long long)k, terms.c_str(), h.dE(0, k));
+  Gaps gaps;
+  const Mat fd = with_fd ? hand::transpose(vit_fd()) : Mat();
+  step_row("dE^T (C*P*P, D): row k = pixel (c, py, px) of a patch", "", hand::transpose(h.dE),
+           hand::transpose(p.dE), with_fd ? &fd : nullptr, gaps);
+  step_row("db = column sums of dY", "", h.db, p.db, nullptr, gaps);
+  print_gaps(gaps, with_fd);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"worked_example: the derivation pages' worked examples, engine beside by hand"};
   std::string page = "all";
   bool no_fd = false;
-  const std::vector<std::string> pages{"moe", "relative-bias", "swiglu", "gqa", "bert"};
+  const std::vector<std::string> pages{"moe", "relative-bias", "swiglu", "gqa", "bert", "vit"};
   app.add_option("--page", page,
-                 "moe, relative-bias, swiglu, gqa, bert or all (default): "
+                 "moe, relative-bias, swiglu, gqa, bert, vit or all (default): "
                  "docs/PAGE-backward.md's example")
       ->type_name("PAGE")
       ->check(CLI::Validator(
           [&](std::string& s) {
             for (const auto& p : pages)
               if (s == p) return std::string();
-            return s == "all" ? std::string()
-                              : "expected moe, relative-bias, swiglu, gqa, bert or all, got '" +
-                                    qkv::brief(s) + "'";
+            return s == "all"
+                       ? std::string()
+                       : "expected moe, relative-bias, swiglu, gqa, bert, vit or all, got '" +
+                             qkv::brief(s) + "'";
           },
           "", "page"));
   app.add_flag("--no-fd", no_fd, "skip the finite differences");
@@ -368,6 +443,7 @@ int main(int argc, char** argv) {
     if (page == "swiglu" || page == "all") swiglu_page(!no_fd);
     if (page == "gqa" || page == "all") gqa_page(!no_fd);
     if (page == "bert" || page == "all") bert_page(!no_fd);
+    if (page == "vit" || page == "all") vit_page(!no_fd);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "worked_example: %s\n", e.what());
     return 1;

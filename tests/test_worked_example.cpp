@@ -12,6 +12,7 @@
 #include "examples/worked_moe.h"
 #include "examples/worked_relative_bias.h"
 #include "examples/worked_swiglu.h"
+#include "examples/worked_vit.h"
 
 using namespace qkv;
 using namespace qkv::step;
@@ -245,4 +246,33 @@ TEST_CASE(
       CHECK(p.dlogits(t, v) == 0);
       CHECK(l.dlogits(t, v) == 0);
     }
+}
+
+TEST_CASE(
+    "worked example, vit (docs/vit-backward.md): a 2-channel 4 x 4 image in 2 x 2 patches, N = 4 "
+    "(+1 class token), each patch flattened channel, row, column, by patch_gather and by hand; "
+    "dE = dY^T patches, engine, by hand and fin.diff") {
+  // N = (4/2)(4/2) = 4; the ViT adds the class token: 5 positions.
+  CHECK(kVitN == 4);
+  CHECK(vit_positions() == 5);
+  const VitByHand h = vit_by_hand();
+  const VitPass p = vit_pass();
+  CHECK(p.N == 4);
+  // Pixel (c, y, x) = c + y/10 + x/100. Patch 1 is (gy, gx) = (0, 1): columns 2, 3 of rows
+  // 0, 1; channel 0's (0,2) (0,3) (1,2) (1,3), then channel 1's.
+  near(h.patches, {0.00, 0.01, 0.10, 0.11, 1.00, 1.01, 1.10, 1.11, 0.02, 0.03, 0.12,
+                   0.13, 1.02, 1.03, 1.12, 1.13, 0.20, 0.21, 0.30, 0.31, 1.20, 1.21,
+                   1.30, 1.31, 0.22, 0.23, 0.32, 0.33, 1.22, 1.23, 1.32, 1.33},
+       1e-12, "patches");
+  near(vit_patches_by_library(), h.patches.a, 1e-6, "patches (patch_gather)");
+  // dY = [[1, 0], [0, -1], [1, 0.5], [0.5, 1]]: dE[0] = patches[0] + patches[2] +
+  // 0.5 patches[3], dE[1] = -patches[1] + 0.5 patches[2] + patches[3]. Column 5 (channel 1,
+  // py 0, px 1): dE[0, 5] = 1.01 + 1.21 + 0.5 (1.23) = 2.835; dE[1, 5] = -1.03 + 0.605 +
+  // 1.23 = 0.805. Column 0: 0 + 0.20 + 0.11 = 0.31 and -0.02 + 0.10 + 0.22 = 0.30.
+  both(p.dE, h.dE,
+       {0.31, 0.335, 0.56, 0.585, 2.81, 2.835, 3.06, 3.085, 0.30, 0.305, 0.35, 0.355, 0.80, 0.805,
+        0.85, 0.855},
+       "dE");
+  both(p.db, h.db, {2.5, 0.5}, "db");
+  near(vit_fd(), h.dE.a, 1e-8, "dE (fin.diff)");
 }

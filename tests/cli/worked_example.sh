@@ -67,9 +67,19 @@ expect_out "by hand  [ 0.0000  0.0000  0.0000  0.0000  0.0000  0.0000  0.0000]"
 expect_out "Unchosen rows, the engine's largest |dlogits|: 0 (of 35 numbers)."
 expect_out "     by hand -0.278526"
 check_page bert
+# vit: the patch count, each patch's pixel order by the library and by
+# hand, and dE.
+expect_ok "$QKV_BIN/worked_example" --page vit
+expect_out "N = (H/P)(W/P) = (4/2)(4/2) = 4 patches (patch_embed's Y has 4"
+expect_out "   1  (0, 1)   by hand  0.02 0.03 0.12 0.13 1.02 1.03 1.12 1.13"
+expect_out "               library  0.02 0.03 0.12 0.13 1.02 1.03 1.12 1.13"
+expect_out " Library and by hand differ on 0 of the 32 entries."
+expect_out "dE[0, 5] = 1 x 1.01 + 0 x 1.03 + 1 x 1.21 + 0.5 x 1.23 = 2.8350"
+expect_out "(8,2)   [ 0.3100  0.3000]   [ 0.3100  0.3000]   [ 0.3100  0.3000]"
+check_page vit
 # All pages by default, each under its banner.
 expect_ok "$QKV_BIN/worked_example"
 check_page "all pages"
-for page in moe relative-bias swiglu gqa bert; do
+for page in moe relative-bias swiglu gqa bert vit; do
   grep -q "docs/$page-backward.md" "$QKV_TMP/out" || fail "the default run lacks $page's page"
 done
