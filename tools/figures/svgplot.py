@@ -8,6 +8,7 @@ import math
 
 FONT = 'font-family="Helvetica, Arial, sans-serif"'
 BLUE, ORANGE, GREY = "#1f5fa8", "#d2691e", "#888888"
+LIGHT_BLUE, LIGHT_ORANGE, LIGHT_GREY = "#dbe7f6", "#f8e0cc", "#f4f4f4"  # fills for boxes
 
 
 class Svg:
@@ -43,6 +44,23 @@ class Svg:
     def rect(self, x, y, w, h, colour, stroke="none"):
         self.add(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" '
                  f'fill="{colour}" stroke="{stroke}"/>')
+
+    def arrow(self, x1, y1, x2, y2, colour="black", width=1.5, head=7):
+        """A line from (x1, y1) whose head's tip is at (x2, y2), at any angle."""
+        length = math.hypot(x2 - x1, y2 - y1)
+        ux, uy = (x2 - x1) / length, (y2 - y1) / length
+        bx, by = x2 - ux * head, y2 - uy * head  # the middle of the head's base
+        self.line(x1, y1, bx + ux, by + uy, colour, width)
+        half = head * 0.6
+        self.add(f'<polygon points="{x2:.1f},{y2:.1f} {bx - uy * half:.1f},{by + ux * half:.1f} '
+                 f'{bx + uy * half:.1f},{by - ux * half:.1f}" fill="{colour}"/>')
+
+    def box(self, x, y, w, h, fill, label=None, size=12, stroke="#333333", rx=4):
+        """A rounded box with top left (x, y), and its label centred in it."""
+        self.add(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="{rx}" '
+                 f'fill="{fill}" stroke="{stroke}"/>')
+        if label is not None:
+            self.text(x + w / 2, y + h / 2 + size * 0.35, label, size, "middle")
 
     def write(self, path):
         with open(path, "w") as f:
