@@ -1,15 +1,18 @@
-// Shared helpers for the float32 parity tests against PyTorch fixtures.
+// Shared helpers for comparing tensors: the float32 parity tests against
+// PyTorch fixtures, bitwise equality, a module's count of numbers.
 #pragma once
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/elementwise.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
+#include "nn/module.h"
 
 namespace qkv::testing {
 
@@ -80,6 +83,20 @@ inline std::vector<int64_t> ids_of(const Tensor& t) {
   std::vector<int64_t> ids;
   for (real v : t.to_vector()) ids.push_back(static_cast<int64_t>(std::lround(v)));
   return ids;
+}
+
+// The same shape and the same bits in every element (a rerun, a resumed run).
+inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() &&
+         std::memcmp(a.data(), b.data(), sizeof(real) * size_t(a.numel())) == 0;
+}
+
+// The numbers a module holds, counted from its parameters (what a
+// configuration's parameter count is checked against).
+inline double numbers_in(const nn::Module& m) {
+  double n = 0;
+  for (const auto& [name, p] : m.named_parameters()) n += double(p.data().numel());
+  return n;
 }
 
 }  // namespace qkv::testing

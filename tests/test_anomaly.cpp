@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "errors.h"
 #include "autograd/anomaly.h"
 #include "autograd/qkv_autograd.h"
 #include "nn/module.h"
@@ -17,6 +18,7 @@
 #include "test_seed.h"
 
 using namespace qkv;
+using qkv::testing::has;
 
 using qkv::testing::test_seed;
 
@@ -42,7 +44,6 @@ Caught anomaly_of(F&& f) {
   }
   return c;
 }
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 Var leaf(std::vector<real> v, Shape s, bool rg = true) {
   return Var(Tensor::from_vector(v, s), rg);

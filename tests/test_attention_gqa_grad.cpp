@@ -21,7 +21,7 @@ using qkv::testing::test_generator;
 
 namespace {
 
-struct Case {
+struct GqaCase {
   int64_t B, T, S, D, H, Hkv;
   real rope_base;  // 0: no rotation
   AttentionMask mask;
@@ -31,7 +31,7 @@ struct Case {
 };
 
 // wq (H*d_k, D), bq; wk (Hkv*d_k, D), bk; wv (Hkv*d_v, D), bv; wo (D, D), bo.
-std::vector<Var> make_params(const Case& c, Generator& g) {
+std::vector<Var> make_params(const GqaCase& c, Generator& g) {
   const int64_t dk = c.d_k > 0 ? c.d_k : c.D / c.H, dv = c.D / c.H;
   const int64_t rows[4] = {c.H * dk, c.Hkv * dk, c.Hkv * dv, c.D};
   std::vector<Var> p;
@@ -42,7 +42,7 @@ std::vector<Var> make_params(const Case& c, Generator& g) {
   return p;
 }
 
-Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, const Case& c,
+Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, const GqaCase& c,
           AttentionKernel kernel) {
   nn::AttentionOptions o;
   o.heads = c.H;
@@ -55,7 +55,7 @@ Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, const Case& 
   return nn::multi_head_attention(xq, xkv, {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]}, o).out;
 }
 
-void run_case(const Case& c) {
+void run_gqa_case(const GqaCase& c) {
   for (AttentionKernel k : {AttentionKernel::Standard, AttentionKernel::MemoryEfficient}) {
     INFO("kernel " << nn::to_string(k));
     Generator g = test_generator();
@@ -89,34 +89,34 @@ void run_case(const Case& c) {
 TEST_CASE(
     "gqa grad: multi-query attention (1 key/value head of 4) matches finite differences and the "
     "composed ops, causal") {
-  run_case({2, 5, 5, 8, 4, 1, 0, AttentionMask::causal_mask()});
+  run_gqa_case({2, 5, 5, 8, 4, 1, 0, AttentionMask::causal_mask()});
 }
 TEST_CASE("gqa grad: 2 key/value heads of 4, key padding, and causal + padding") {
-  run_case({2, 5, 5, 8, 4, 2, 0, AttentionMask::padding({5, 3})});
-  run_case({3, 4, 4, 8, 4, 2, 0, AttentionMask::causal_padding({4, 2, 1})});
+  run_gqa_case({2, 5, 5, 8, 4, 2, 0, AttentionMask::padding({5, 3})});
+  run_gqa_case({3, 4, 4, 8, 4, 2, 0, AttentionMask::causal_padding({4, 2, 1})});
 }
 TEST_CASE("gqa grad: cross-attention with T != S, 2 key/value heads of 4, source padding") {
-  run_case({2, 3, 5, 8, 4, 2, 0, AttentionMask::padding({5, 2}), true});
+  run_gqa_case({2, 3, 5, 8, 4, 2, 0, AttentionMask::padding({5, 2}), true});
 }
 TEST_CASE("gqa grad: d_k != D/H with 2 key/value heads of 4") {
-  run_case({2, 4, 4, 8, 4, 2, 0, AttentionMask::causal_mask(), false, 4});
+  run_gqa_case({2, 4, 4, 8, 4, 2, 0, AttentionMask::causal_mask(), false, 4});
 }
 TEST_CASE("rope grad: rotary positions inside attention, every head, causal and padding") {
-  run_case({2, 5, 5, 8, 2, 2, 10000, AttentionMask::causal_mask()});
-  run_case({2, 5, 5, 8, 2, 2, 100, AttentionMask::causal_padding({5, 2}), false, 0, 3});
-  run_case({1, 4, 4, 8, 2, 2, 10, AttentionMask::none(), false, 6});  // d_k 6 != D/H
+  run_gqa_case({2, 5, 5, 8, 2, 2, 10000, AttentionMask::causal_mask()});
+  run_gqa_case({2, 5, 5, 8, 2, 2, 100, AttentionMask::causal_padding({5, 2}), false, 0, 3});
+  run_gqa_case({1, 4, 4, 8, 2, 2, 10, AttentionMask::none(), false, 6});  // d_k 6 != D/H
 }
 TEST_CASE("gqa + rope grad: both together, 1 and 2 key/value heads of 4, causal + padding") {
-  run_case({2, 5, 5, 8, 4, 1, 10000, AttentionMask::causal_padding({5, 4})});
-  run_case({2, 5, 5, 8, 4, 2, 10, AttentionMask::causal_padding({3, 5}), false, 0, 7});
+  run_gqa_case({2, 5, 5, 8, 4, 1, 10000, AttentionMask::causal_padding({5, 4})});
+  run_gqa_case({2, 5, 5, 8, 4, 2, 10, AttentionMask::causal_padding({3, 5}), false, 0, 7});
 }
 TEST_CASE("gqa: kv_heads = heads is the plain op, bit for bit, on both kernels") {
   Generator g = test_generator();
   Var x(Tensor::normal({2, 4, 8}, 0, 1, g), true);
-  const Case c{2, 4, 4, 8, 4, 4, 0, AttentionMask::causal_mask()};
+  const GqaCase c{2, 4, 4, 8, 4, 4, 0, AttentionMask::causal_mask()};
   std::vector<Var> p = make_params(c, g);
   for (AttentionKernel k : {AttentionKernel::Standard, AttentionKernel::MemoryEfficient}) {
-    Case zero = c;
+    GqaCase zero = c;
     zero.Hkv = 0;
     CHECK(max_abs_diff(fused(x, x, p, c, k).data(), fused(x, x, p, zero, k).data()) == 0);
   }

@@ -26,7 +26,7 @@ using qkv::testing::test_generator;
 
 namespace {
 
-const char* kFixture = "attention_gqa_rope.safetensors";
+const char* kGqaFixture = "attention_gqa_rope.safetensors";
 
 // The case's output and every gradient from qkv's fused op through the
 // module, kernel `kernel`, against the fixture. rope_pos0 is not a module
@@ -67,7 +67,7 @@ void gqa_rope_case(const TensorFile& f, const std::string& c, AttentionKernel ke
   check_param_grads(mha.named_parameters(), f, c + ".grad.", c, 1e-5, /*to_scale=*/true);
 }
 
-const std::vector<std::string> kCases = {
+const std::vector<std::string> kGqaCases = {
     "mqa", "gqa2", "rope", "gqa2_rope", "mqa_rope_nobias", "cross_gqa2"};
 
 }  // namespace
@@ -75,19 +75,19 @@ const std::vector<std::string> kCases = {
 TEST_CASE(
     "standard attention with grouped-query heads (K = 1, 2 of 4) and rotary positions matches a "
     "float64 torch reference (repeat_interleave, Llama's rotation): output and every gradient") {
-  TensorFile f = load_fixture(kFixture);
-  for (const std::string& c : kCases) gqa_rope_case(f, c, AttentionKernel::Standard);
+  TensorFile f = load_fixture(kGqaFixture);
+  for (const std::string& c : kGqaCases) gqa_rope_case(f, c, AttentionKernel::Standard);
 }
 
 TEST_CASE(
     "memory-efficient attention with grouped-query heads and rotary positions matches the same "
     "torch reference: output and every gradient") {
-  TensorFile f = load_fixture(kFixture);
-  for (const std::string& c : kCases) gqa_rope_case(f, c, AttentionKernel::MemoryEfficient);
+  TensorFile f = load_fixture(kGqaFixture);
+  for (const std::string& c : kGqaCases) gqa_rope_case(f, c, AttentionKernel::MemoryEfficient);
 }
 
 TEST_CASE("every case of attention_gqa_rope.safetensors is compared by the tests above") {
-  TensorFile f = load_fixture(kFixture);
+  TensorFile f = load_fixture(kGqaFixture);
   std::set<std::string> in_file;
   const std::string& cases = f.metadata.at("cases");
   for (size_t b = 0, e; b <= cases.size(); b = e + 1) {
@@ -95,5 +95,5 @@ TEST_CASE("every case of attention_gqa_rope.safetensors is compared by the tests
     if (e == std::string::npos) e = cases.size();
     in_file.insert(cases.substr(b, e - b));
   }
-  CHECK(in_file == std::set<std::string>(kCases.begin(), kCases.end()));
+  CHECK(in_file == std::set<std::string>(kGqaCases.begin(), kGqaCases.end()));
 }

@@ -15,7 +15,7 @@ using qkv::testing::test_generator;
 
 namespace {
 
-struct Case {
+struct AttentionCase {
   int64_t B, T, S, D, H;
   bool cross;
   AttentionMask mask;
@@ -45,7 +45,7 @@ Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, int64_t H,
       .out;
 }
 
-void run_case(const Case& c) {
+void run_attention_case(const AttentionCase& c) {
   Generator g = test_generator();
   Var xq(Tensor::normal({c.B, c.T, c.D}, 0, 1, g), true);
   Var xkv = c.cross ? Var(Tensor::normal({c.B, c.S, c.D}, 0, 1, g), true) : xq;
@@ -89,19 +89,19 @@ void run_case(const Case& c) {
 TEST_CASE(
     "attention grad: self-attention without a mask matches finite differences and the composed "
     "ops") {
-  run_case({2, 4, 4, 6, 2, false, AttentionMask::none()});
+  run_attention_case({2, 4, 4, 6, 2, false, AttentionMask::none()});
 }
 TEST_CASE("attention grad: causal self-attention") {
-  run_case({2, 5, 5, 4, 2, false, AttentionMask::causal_mask()});
+  run_attention_case({2, 5, 5, 4, 2, false, AttentionMask::causal_mask()});
 }
 TEST_CASE("attention grad: self-attention with key padding") {
-  run_case({2, 5, 5, 4, 2, false, AttentionMask::padding({5, 3})});
+  run_attention_case({2, 5, 5, 4, 2, false, AttentionMask::padding({5, 3})});
 }
 TEST_CASE("attention grad: causal + padding self-attention (decoder)") {
-  run_case({3, 4, 4, 6, 3, false, AttentionMask::causal_padding({4, 2, 1})});
+  run_attention_case({3, 4, 4, 6, 3, false, AttentionMask::causal_padding({4, 2, 1})});
 }
 TEST_CASE("attention grad: cross-attention with T != S and source padding") {
-  run_case({2, 3, 5, 4, 2, true, AttentionMask::padding({5, 2})});
+  run_attention_case({2, 3, 5, 4, 2, true, AttentionMask::padding({5, 2})});
 }
 TEST_CASE("attention grad: arbitrary boolean mask (B,T,S), including a fully masked row") {
   AttentionMask m;
@@ -110,21 +110,22 @@ TEST_CASE("attention grad: arbitrary boolean mask (B,T,S), including a fully mas
   m.mask.at({0, 0, 1}) = 1;
   m.mask.at({0, 0, 3}) = 1;
   for (int64_t j = 0; j < 4; ++j) m.mask.at({1, 2, j}) = 1;
-  run_case({2, 3, 4, 4, 2, true, m});
+  run_attention_case({2, 3, 4, 4, 2, true, m});
 }
 TEST_CASE("attention grad: one head equals plain scaled dot-product attention") {
-  run_case({1, 3, 3, 4, 1, false, AttentionMask::none()});
+  run_attention_case({1, 3, 3, 4, 1, false, AttentionMask::none()});
 }
 // The fused op keeps the head outputs O for dWo (every case above: Auto keeps
 // them at sizes this small, under 1 MiB) or recomputes them from P and V in
 // backward. These ask for each path explicitly: Recompute twice, and Keep on
 // a shape with D > H*S.
 TEST_CASE("attention grad: head outputs recomputed in backward, self- and cross-attention") {
-  run_case(
+  run_attention_case(
       {2, 3, 3, 8, 2, false, AttentionMask::causal_mask(), nn::detail::HeadOutputs::Recompute});
-  run_case(
+  run_attention_case(
       {2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::detail::HeadOutputs::Recompute});
-  run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::detail::HeadOutputs::Keep});
+  run_attention_case(
+      {2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), nn::detail::HeadOutputs::Keep});
 }
 
 // Table 3 row B: the query/key head size d_k set apart from d_v = D / H, so
@@ -133,17 +134,21 @@ TEST_CASE("attention grad: head outputs recomputed in backward, self- and cross-
 TEST_CASE("attention grad with d_k != D/H: every mask kind, self- and cross-attention") {
   using nn::detail::HeadOutputs;
   // D 4, H 2: d_v 2, d_k 3 (larger) and 1 (smaller)
-  run_case({2, 4, 4, 4, 2, false, AttentionMask::none(), HeadOutputs::Auto, 3});
-  run_case({2, 5, 5, 4, 2, false, AttentionMask::causal_mask(), HeadOutputs::Auto, 1});
-  run_case({2, 5, 5, 4, 2, false, AttentionMask::padding({5, 3}), HeadOutputs::Auto, 3});
-  run_case({3, 4, 4, 6, 3, false, AttentionMask::causal_padding({4, 2, 1}), HeadOutputs::Auto, 1});
-  run_case({2, 3, 5, 4, 2, true, AttentionMask::padding({5, 2}), HeadOutputs::Auto, 3});
+  run_attention_case({2, 4, 4, 4, 2, false, AttentionMask::none(), HeadOutputs::Auto, 3});
+  run_attention_case({2, 5, 5, 4, 2, false, AttentionMask::causal_mask(), HeadOutputs::Auto, 1});
+  run_attention_case({2, 5, 5, 4, 2, false, AttentionMask::padding({5, 3}), HeadOutputs::Auto, 3});
+  run_attention_case(
+      {3, 4, 4, 6, 3, false, AttentionMask::causal_padding({4, 2, 1}), HeadOutputs::Auto, 1});
+  run_attention_case({2, 3, 5, 4, 2, true, AttentionMask::padding({5, 2}), HeadOutputs::Auto, 3});
   AttentionMask m;
   m.mask = Tensor::zeros({2, 3, 4});
   m.mask.at({0, 0, 1}) = 1;
   for (int64_t j = 0; j < 4; ++j) m.mask.at({1, 2, j}) = 1;  // a fully masked row
-  run_case({2, 3, 4, 4, 2, true, m, HeadOutputs::Auto, 1});
-  run_case({2, 3, 3, 8, 2, false, AttentionMask::causal_mask(), HeadOutputs::Recompute, 3});
-  run_case({2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), HeadOutputs::Recompute, 5});
-  run_case({1, 3, 3, 4, 1, false, AttentionMask::none(), HeadOutputs::Keep, 2});  // one head
+  run_attention_case({2, 3, 4, 4, 2, true, m, HeadOutputs::Auto, 1});
+  run_attention_case(
+      {2, 3, 3, 8, 2, false, AttentionMask::causal_mask(), HeadOutputs::Recompute, 3});
+  run_attention_case(
+      {2, 3, 2, 8, 2, true, AttentionMask::padding({2, 1}), HeadOutputs::Recompute, 5});
+  run_attention_case(
+      {1, 3, 3, 4, 1, false, AttentionMask::none(), HeadOutputs::Keep, 2});  // one head
 }

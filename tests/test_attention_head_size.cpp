@@ -37,7 +37,7 @@ using qkv::testing::test_generator;
 
 namespace {
 
-const char* kFixture = "attention_head_size.safetensors";
+const char* kHeadSizeFixture = "attention_head_size.safetensors";
 
 // The case's output and every gradient from qkv's MultiHeadAttention running
 // `kernel`, against the fixture. Its d_k, biases and mask are the fixture's
@@ -88,33 +88,33 @@ TEST_CASE(
     "standard attention with d_k != d_model/heads matches a float64 torch reference: causal + "
     "padded self- and padded cross-attention, d_k 3 and 12, with and without biases: output, "
     "per-head weights, every gradient") {
-  TensorFile f = load_fixture(kFixture);
+  TensorFile f = load_fixture(kHeadSizeFixture);
   for (const std::string& c : kSoftmaxCases) head_size_case(f, c, AttentionKernel::Standard);
 }
 
 TEST_CASE(
     "memory-efficient attention with d_k != d_model/heads matches the same torch reference: "
     "output and every gradient") {
-  TensorFile f = load_fixture(kFixture);
+  TensorFile f = load_fixture(kHeadSizeFixture);
   for (const std::string& c : kSoftmaxCases) head_size_case(f, c, AttentionKernel::MemoryEfficient);
 }
 
 TEST_CASE(
     "sparse attention with d_k != d_model/heads matches torch softmax attention with the pattern "
     "as a mask: causal + padded and padded, d_k 3 and 12") {
-  TensorFile f = load_fixture(kFixture);
+  TensorFile f = load_fixture(kHeadSizeFixture);
   for (const std::string& c : kSparseCases) head_size_case(f, c, AttentionKernel::Sparse);
 }
 
 TEST_CASE(
     "linear attention with d_k != d_model/heads matches torch's phi(Q) (phi(K)^T V) normalised: "
     "causal + padded self- and padded cross-attention, d_k 3 and 12") {
-  TensorFile f = load_fixture(kFixture);
+  TensorFile f = load_fixture(kHeadSizeFixture);
   for (const std::string& c : kLinearCases) head_size_case(f, c, AttentionKernel::Linear);
 }
 
 TEST_CASE("every case of attention_head_size.safetensors is compared by one of the tests above") {
-  TensorFile f = load_fixture(kFixture);
+  TensorFile f = load_fixture(kHeadSizeFixture);
   std::set<std::string> in_file, tested;
   const std::string& cases = f.metadata.at("cases");
   for (size_t b = 0, e; b <= cases.size(); b = e + 1) {

@@ -28,7 +28,7 @@ using qkv::testing::test_generator;
 
 namespace {
 
-const char* kFixture = "attention_relative.safetensors";
+const char* kRelativeFixture = "attention_relative.safetensors";
 
 void relative_case(const TensorFile& f, const std::string& c, AttentionKernel kernel) {
   CAPTURE(c);
@@ -66,14 +66,15 @@ void relative_case(const TensorFile& f, const std::string& c, AttentionKernel ke
   check_param_grads(mha.named_parameters(), f, c + ".grad.", c, 1e-5, /*to_scale=*/true);
 }
 
-const std::vector<std::string> kCases = {"encoder", "decoder_gqa2", "t5_defaults", "offset"};
+const std::vector<std::string> kRelativeCases = {"encoder", "decoder_gqa2", "t5_defaults",
+                                                 "offset"};
 
 }  // namespace
 
 TEST_CASE(
     "relative buckets of rel in [-300, 300] (32 buckets, max distance 128) equal Hugging Face's "
     "T5 bucket function in the torch reference, bidirectional and causal") {
-  TensorFile f = load_fixture(kFixture);
+  TensorFile f = load_fixture(kRelativeFixture);
   const std::vector<int64_t> rel = ids_of(f.get("buckets.in.rel"));
   const std::vector<int64_t> bi = ids_of(f.get("buckets.out.bidirectional"));
   const std::vector<int64_t> causal = ids_of(f.get("buckets.out.causal"));
@@ -88,19 +89,19 @@ TEST_CASE(
 TEST_CASE(
     "standard attention with T5's relative bias matches a float64 torch reference: output and "
     "every gradient, the table's included") {
-  TensorFile f = load_fixture(kFixture);
-  for (const std::string& c : kCases) relative_case(f, c, AttentionKernel::Standard);
+  TensorFile f = load_fixture(kRelativeFixture);
+  for (const std::string& c : kRelativeCases) relative_case(f, c, AttentionKernel::Standard);
 }
 
 TEST_CASE(
     "memory-efficient attention with T5's relative bias matches the same torch reference: output "
     "and every gradient") {
-  TensorFile f = load_fixture(kFixture);
-  for (const std::string& c : kCases) relative_case(f, c, AttentionKernel::MemoryEfficient);
+  TensorFile f = load_fixture(kRelativeFixture);
+  for (const std::string& c : kRelativeCases) relative_case(f, c, AttentionKernel::MemoryEfficient);
 }
 
 TEST_CASE("every case of attention_relative.safetensors is compared by the tests above") {
-  TensorFile f = load_fixture(kFixture);
+  TensorFile f = load_fixture(kRelativeFixture);
   std::set<std::string> in_file;
   const std::string& cases = f.metadata.at("cases");
   for (size_t b = 0, e; b <= cases.size(); b = e + 1) {
@@ -108,5 +109,5 @@ TEST_CASE("every case of attention_relative.safetensors is compared by the tests
     if (e == std::string::npos) e = cases.size();
     in_file.insert(cases.substr(b, e - b));
   }
-  CHECK(in_file == std::set<std::string>(kCases.begin(), kCases.end()));
+  CHECK(in_file == std::set<std::string>(kRelativeCases.begin(), kRelativeCases.end()));
 }

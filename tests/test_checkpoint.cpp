@@ -40,9 +40,7 @@ using qkv::testing::test_seed;
 
 namespace {
 
-struct TempDir : testing::TempDir {
-  TempDir() : testing::TempDir("qkv_ckpt") {}
-};
+using testing::TempDir;
 
 // Two Linear children with every parameter (biases too) drawn from `seed`.
 struct TwoLinear : nn::Module {

@@ -17,14 +17,14 @@ using qkv::testing::test_seed;
 
 namespace {
 
-struct Case {
+struct CrossEntropyCase {
   Shape shape;  // logits (N, V) or (B, T, V)
   std::vector<int64_t> targets;
   int64_t ignore_index;
   real eps;
 };
 
-testing::VarFn fused(const Case& c) {
+testing::VarFn fused(const CrossEntropyCase& c) {
   return [c](const std::vector<Var>& v) {
     return nn::cross_entropy(v[0], c.targets, c.ignore_index, c.eps);
   };
@@ -32,7 +32,7 @@ testing::VarFn fused(const Case& c) {
 
 // q (N, V): (1 - eps) onehot(y) + eps / V on kept rows, 0 on ignored rows;
 // loss = -sum(logp * q) / n_valid.
-testing::VarFn composed(const Case& c) {
+testing::VarFn composed(const CrossEntropyCase& c) {
   return [c](const std::vector<Var>& v) {
     const int64_t V = c.shape.back(), N = numel(c.shape) / V;
     Tensor q = Tensor::zeros({N, V});
@@ -48,15 +48,15 @@ testing::VarFn composed(const Case& c) {
   };
 }
 
-Var logits_for(const Case& c, uint64_t seed) {
+Var logits_for(const CrossEntropyCase& c, uint64_t seed) {
   Generator g(seed);
   return Var(Tensor::normal(c.shape, 0, 2, g), true);
 }
 
-const Case kPlain{{5, 4}, {0, 3, 1, 1, 2}, -100, 0};
-const Case kSmoothIgnored{
+const CrossEntropyCase kPlain{{5, 4}, {0, 3, 1, 1, 2}, -100, 0};
+const CrossEntropyCase kSmoothIgnored{
     {6, 5}, {2, 0, 4, 0, 1, 3}, 0, 0.2};  // ignore_index 0: rows 1 and 3 ignored
-const Case k3D{{2, 3, 4}, {1, -100, 3, 0, 2, -100}, -100, 0.1};
+const CrossEntropyCase k3D{{2, 3, 4}, {1, -100, 3, 0, 2, -100}, -100, 0.1};
 
 }  // namespace
 
@@ -94,7 +94,7 @@ TEST_CASE("cross_entropy fused equals composed on (B, T, V) logits with smoothin
 
 TEST_CASE("cross_entropy equals the textbook per-row formula with smoothing (hand loop)") {
   // loss_i = (1 - eps)(-logp[y]) + eps/V sum_c(-logp[c]), mean over kept rows
-  const Case& c = kSmoothIgnored;
+  const CrossEntropyCase& c = kSmoothIgnored;
   Var x = logits_for(c, test_seed());
   const int64_t V = 5;
   double total = 0;
@@ -124,7 +124,7 @@ TEST_CASE("cross_entropy with every row ignored is 0 with a zero gradient, not N
 }
 
 TEST_CASE("cross_entropy is stable for huge logits (max subtracted before exp)") {
-  Case c{{2, 3}, {0, 2}, -100, 0.1};
+  CrossEntropyCase c{{2, 3}, {0, 2}, -100, 0.1};
   Var x(Tensor::from_vector({1000, 0, -1000, 500, 500, 1e4}, {2, 3}), true);
   auto r = gradcheck(fused(c), {x});
   INFO(r.report);

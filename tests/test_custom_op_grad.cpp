@@ -24,17 +24,17 @@ using qkv::testing::test_generator;
 
 namespace {
 
-constexpr real kEps = 1e-5;
+constexpr real kCustomEps = 1e-5;
 
-Var custom_rms(const std::vector<Var>& v) { return custom::rms_norm(v[0], v[1], kEps); }
+Var custom_rms(const std::vector<Var>& v) { return custom::rms_norm(v[0], v[1], kCustomEps); }
 
 // y = x / sqrt(mean(x^2) + eps) * gamma, from primitive ops.
-Var composed_rms(const std::vector<Var>& v) {
-  Var ms = mean(v[0] * v[0], -1, true);       // (..., 1)
-  return v[0] * pow(ms + kEps, -0.5) * v[1];  // (..., D)
+Var composed_custom_rms(const std::vector<Var>& v) {
+  Var ms = mean(v[0] * v[0], -1, true);             // (..., 1)
+  return v[0] * pow(ms + kCustomEps, -0.5) * v[1];  // (..., D)
 }
 
-std::vector<Var> make_inputs(const Shape& xs, Generator& g, real offset = 0) {
+std::vector<Var> make_custom_inputs(const Shape& xs, Generator& g, real offset = 0) {
   Var x(add(Tensor::normal(xs, 0, 1, g), offset), true);
   Var gamma(Tensor::normal({xs.back()}, 1, 0.5, g), true);
   x.set_name("x");
@@ -46,7 +46,7 @@ std::vector<Var> make_inputs(const Shape& xs, Generator& g, real offset = 0) {
 
 TEST_CASE("custom rms_norm backward matches finite differences for x and gamma on a 3-D input") {
   Generator g = test_generator();
-  auto in = make_inputs({2, 3, 5}, g);
+  auto in = make_custom_inputs({2, 3, 5}, g);
   auto r = gradcheck(custom_rms, in);
   INFO(r.report);
   CHECK(r.ok);
@@ -55,7 +55,7 @@ TEST_CASE("custom rms_norm backward matches finite differences for x and gamma o
 
 TEST_CASE("custom rms_norm backward matches finite differences on one row with a non-zero mean") {
   Generator g = test_generator();
-  auto in = make_inputs({1, 7}, g, /*offset=*/1.5);
+  auto in = make_custom_inputs({1, 7}, g, /*offset=*/1.5);
   auto r = gradcheck(custom_rms, in);
   INFO(r.report);
   CHECK(r.ok);
@@ -64,7 +64,7 @@ TEST_CASE("custom rms_norm backward matches finite differences on one row with a
 TEST_CASE("custom rms_norm returns only the gradients that are needed") {
   Generator g = test_generator();
   SUBCASE("x only") {
-    auto in = make_inputs({4, 6}, g);
+    auto in = make_custom_inputs({4, 6}, g);
     in[1].requires_grad_(false);
     auto r = gradcheck(custom_rms, in);
     INFO(r.report);
@@ -75,7 +75,7 @@ TEST_CASE("custom rms_norm returns only the gradients that are needed") {
     CHECK_FALSE(in[1].grad().defined());
   }
   SUBCASE("gamma only") {
-    auto in = make_inputs({4, 6}, g);
+    auto in = make_custom_inputs({4, 6}, g);
     in[0].requires_grad_(false);
     auto r = gradcheck(custom_rms, in);
     INFO(r.report);
@@ -89,7 +89,8 @@ TEST_CASE("custom rms_norm returns only the gradients that are needed") {
 
 TEST_CASE("custom rms_norm equals RMSNorm composed from primitive ops, outputs and gradients") {
   Generator g = test_generator();
-  qkv::testing::check_fused_equals_composed(custom_rms, composed_rms, make_inputs({3, 4, 8}, g));
+  qkv::testing::check_fused_equals_composed(custom_rms, composed_custom_rms,
+                                            make_custom_inputs({3, 4, 8}, g));
 }
 
 TEST_CASE("custom rms_norm differentiates through an intermediate input whose values were freed") {
@@ -97,9 +98,11 @@ TEST_CASE("custom rms_norm differentiates through an intermediate input whose va
   // frees its values in the graph (autograd/var.h). The node saved its own
   // reference, so backward still has them.
   Generator g = test_generator();
-  auto in = make_inputs({2, 5}, g);
+  auto in = make_custom_inputs({2, 5}, g);
   auto through_temp = [](const std::vector<Var>& v) { return custom_rms({v[0] * real(3), v[1]}); };
-  auto composed = [](const std::vector<Var>& v) { return composed_rms({v[0] * real(3), v[1]}); };
+  auto composed = [](const std::vector<Var>& v) {
+    return composed_custom_rms({v[0] * real(3), v[1]});
+  };
   Var y = through_temp(in);
   Node* node = y.grad_fn().get();
   REQUIRE(node != nullptr);
@@ -113,7 +116,7 @@ TEST_CASE("custom rms_norm differentiates through an intermediate input whose va
 
 TEST_CASE("custom rms_norm frees its saved tensors after backward unless the graph is retained") {
   Generator g = test_generator();
-  auto in = make_inputs({3, 4}, g);
+  auto in = make_custom_inputs({3, 4}, g);
   Var y = custom_rms(in);
   auto* node = dynamic_cast<custom::RMSNormNode*>(y.grad_fn().get());
   REQUIRE(node != nullptr);
@@ -131,7 +134,7 @@ TEST_CASE("custom rms_norm frees its saved tensors after backward unless the gra
 
 TEST_CASE("custom rms_norm gives the same gradients on 1 and 2 threads and in an outer region") {
   Generator g = test_generator();
-  auto in = make_inputs({4096, 8}, g);  // 32768 elements: the row loops go parallel
+  auto in = make_custom_inputs({4096, 8}, g);  // 32768 elements: the row loops go parallel
   auto grads = [&in] {
     for (Var v : in) v.clear_grad();
     custom_rms(in).backward(Tensor::full({4096, 8}, 0.25));

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "errors.h"
 #include "autograd/anomaly.h"
 #include "autograd/qkv_autograd.h"
 #include "nn/attention.h"
@@ -19,11 +20,10 @@
 #include "trainer/diverged_page.h"
 
 using namespace qkv;
+using qkv::testing::has;
 using namespace qkv::train;
 
 namespace {
-
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 // A user's own op, written as docs/custom-ops.md shows: y = log(x), dx = g / x.
 // It gives no Node::doc(), as an op written outside the library may not.

@@ -18,7 +18,7 @@ using qkv::testing::test_seed;
 namespace {
 
 // {x (B,T,D), w1 (F,D), b1 (F), w2 (D,F), b2 (D)}
-std::vector<Var> make_inputs(int64_t B, int64_t T, int64_t D, int64_t F, Generator& g) {
+std::vector<Var> make_ffn_inputs(int64_t B, int64_t T, int64_t D, int64_t F, Generator& g) {
   std::vector<Var> v{
       Var(Tensor::normal({B, T, D}, 0, 1, g), true), Var(Tensor::normal({F, D}, 0, 0.5, g), true),
       Var(Tensor::normal({F}, 0, 0.5, g), true), Var(Tensor::normal({D, F}, 0, 0.5, g), true),
@@ -45,7 +45,7 @@ testing::VarFn composed(Activation act) {
 // gradcheck of every input, x (2,3,4), W1 (6,4), b1 (6), W2 (4,6), b2 (4).
 void check_all_inputs_against_finite_differences(Activation act, uint64_t seed) {
   Generator g(seed);
-  auto in = make_inputs(2, 3, 4, 6, g);
+  auto in = make_ffn_inputs(2, 3, 4, 6, g);
   auto r = gradcheck(fused(act), in);
   INFO(r.report);
   CHECK(r.ok);
@@ -64,7 +64,7 @@ TEST_CASE("feed_forward (GELU) backward matches finite differences for x, W1, b1
 
 TEST_CASE("feed_forward with only the weights requiring grad checks out (x a constant)") {
   Generator g = test_generator();
-  auto in = make_inputs(1, 5, 3, 7, g);
+  auto in = make_ffn_inputs(1, 5, 3, 7, g);
   in[0].requires_grad_(false);
   auto r = gradcheck(fused(Activation::GELU), in);
   INFO(r.report);
@@ -75,13 +75,13 @@ TEST_CASE("feed_forward with only the weights requiring grad checks out (x a con
 TEST_CASE("feed_forward (ReLU) fused equals relu(x W1^T + b1) W2^T + b2 composed from ops") {
   Generator g = test_generator();
   testing::check_fused_equals_composed(fused(Activation::ReLU), composed(Activation::ReLU),
-                                       make_inputs(3, 4, 8, 16, g));
+                                       make_ffn_inputs(3, 4, 8, 16, g));
 }
 
 TEST_CASE("feed_forward (GELU) fused equals gelu(x W1^T + b1) W2^T + b2 composed from ops") {
   Generator g = test_generator();
   testing::check_fused_equals_composed(fused(Activation::GELU), composed(Activation::GELU),
-                                       make_inputs(3, 4, 8, 16, g));
+                                       make_ffn_inputs(3, 4, 8, 16, g));
 }
 
 // Enough rows (2200 of F = 16) for backward's activation pass to split over
@@ -93,7 +93,8 @@ TEST_CASE(
   Generator g = test_generator();
   for (Activation act : {Activation::ReLU, Activation::GELU}) {
     CAPTURE(static_cast<int>(act));
-    testing::check_fused_equals_composed(fused(act), composed(act), make_inputs(2, 1100, 4, 16, g));
+    testing::check_fused_equals_composed(fused(act), composed(act),
+                                         make_ffn_inputs(2, 1100, 4, 16, g));
   }
   set_num_threads(prev);
 }
@@ -104,7 +105,7 @@ TEST_CASE("feed_forward backward inside an outer parallel region gives the seria
   const int prev = get_num_threads();
   set_num_threads(2);
   Generator g = test_generator();
-  const std::vector<Var> in0 = make_inputs(2, 1100, 4, 16, g);
+  const std::vector<Var> in0 = make_ffn_inputs(2, 1100, 4, 16, g);
   const Tensor up = Tensor::normal({2, 1100, 4}, 0, 1, g);
   auto grads = [&] {
     std::vector<Var> in;
@@ -149,7 +150,7 @@ TEST_CASE(
 // ---- without biases (--no-bias): feed_forward(x, w1, {}, w2, {}) --------------
 
 namespace {
-// {x, w1, w2} of make_inputs: the op's inputs without b1 and b2.
+// {x, w1, w2} of make_ffn_inputs: the op's inputs without b1 and b2.
 std::vector<Var> no_bias(std::vector<Var> v) { return {v[0], v[1], v[3]}; }
 testing::VarFn fused_no_bias(Activation act) {
   return [act](const std::vector<Var>& v) {
@@ -161,7 +162,7 @@ testing::VarFn fused_no_bias(Activation act) {
 TEST_CASE("feed_forward without biases: backward matches finite differences for x, W1, W2") {
   for (Activation act : {Activation::ReLU, Activation::GELU}) {
     Generator g = test_generator();
-    auto in = no_bias(make_inputs(2, 3, 4, 6, g));
+    auto in = no_bias(make_ffn_inputs(2, 3, 4, 6, g));
     auto r = gradcheck(fused_no_bias(act), in);
     INFO(nn::activation_name(act), " ", r.report);
     CHECK(r.ok);
@@ -178,7 +179,7 @@ TEST_CASE("feed_forward without biases fused equals act(x W1^T) W2^T composed fr
           Var pre = matmul(v[0], v[1], false, true);  // (B,T,D) x (D,F) -> (B,T,F)
           return matmul(act == Activation::ReLU ? relu(pre) : gelu(pre), v[2], false, true);
         },
-        no_bias(make_inputs(3, 4, 8, 16, g)));
+        no_bias(make_ffn_inputs(3, 4, 8, 16, g)));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "errors.h"
 #include "autograd/anomaly.h"
 #include "autograd/engine.h"
 #include "autograd/graphviz.h"
@@ -21,6 +22,7 @@
 #include "examples/step_through.h"
 
 using namespace qkv;
+using qkv::testing::has;
 
 namespace {
 
@@ -29,7 +31,6 @@ size_t count(const std::string& s, const std::string& sub) {
   for (size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size())) ++n;
   return n;
 }
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 // The drawing as it was before folding and boxes: every variable a node.
 const DotOptions kEveryNode{/*show_parameters=*/true, /*cluster_by_module=*/true};

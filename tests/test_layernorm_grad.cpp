@@ -32,7 +32,7 @@ Var composed_ln(const std::vector<Var>& v) {
 // {x (xs) + offset, gamma (D), beta (D)}. test_custom_op_grad.cpp draws its
 // RMSNorm inputs the same way on purpose (a user's op written like this one,
 // checked like this one); each file keeps its own so it reads on its own.
-std::vector<Var> make_inputs(const Shape& xs, Generator& g, real offset = 0) {
+std::vector<Var> make_ln_inputs(const Shape& xs, Generator& g, real offset = 0) {
   const int64_t D = xs.back();
   Var x(add(Tensor::normal(xs, 0, 1, g), offset), true);
   Var gamma(Tensor::normal({D}, 1, 0.5, g), true);
@@ -47,7 +47,7 @@ std::vector<Var> make_inputs(const Shape& xs, Generator& g, real offset = 0) {
 
 TEST_CASE("layer_norm backward matches finite differences for x, gamma and beta on a 3-D input") {
   Generator g = test_generator();
-  auto in = make_inputs({2, 3, 5}, g);
+  auto in = make_ln_inputs({2, 3, 5}, g);
   auto r = gradcheck(fused_ln, in);
   INFO(r.report);
   CHECK(r.ok);
@@ -56,7 +56,7 @@ TEST_CASE("layer_norm backward matches finite differences for x, gamma and beta 
 
 TEST_CASE("layer_norm backward matches finite differences on a 2-D input with one row") {
   Generator g = test_generator();
-  auto in = make_inputs({1, 7}, g);
+  auto in = make_ln_inputs({1, 7}, g);
   auto r = gradcheck(fused_ln, in);
   INFO(r.report);
   CHECK(r.ok);
@@ -64,7 +64,7 @@ TEST_CASE("layer_norm backward matches finite differences on a 2-D input with on
 
 TEST_CASE("layer_norm gives only the requested gradients when just x requires grad") {
   Generator g = test_generator();
-  auto in = make_inputs({4, 6}, g);
+  auto in = make_ln_inputs({4, 6}, g);
   in[1].requires_grad_(false);
   in[2].requires_grad_(false);
   auto r = gradcheck(fused_ln, in);
@@ -76,7 +76,7 @@ TEST_CASE("layer_norm gives only the requested gradients when just x requires gr
 
 TEST_CASE("layer_norm fused equals layer norm composed from primitive ops (3-D input)") {
   Generator g = test_generator();
-  testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({3, 4, 8}, g));
+  testing::check_fused_equals_composed(fused_ln, composed_ln, make_ln_inputs({3, 4, 8}, g));
 }
 
 TEST_CASE("layer_norm stays exact on rows far from zero (the one-pass variance does not cancel)") {
@@ -88,8 +88,10 @@ TEST_CASE("layer_norm stays exact on rows far from zero (the one-pass variance d
   // passes the second case. At 1e7 the inputs themselves are spaced 1.9e-9
   // apart in double, so fused and composed agree to ~1e-8 there, not 1e-12;
   // 1e-7 bounds that, and the unshifted sums miss by 0.02-0.06 (measured).
-  testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({3, 16}, g, 1000), 1e-8);
-  testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({3, 16}, g, 1e7), 1e-7);
+  testing::check_fused_equals_composed(fused_ln, composed_ln, make_ln_inputs({3, 16}, g, 1000),
+                                       1e-8);
+  testing::check_fused_equals_composed(fused_ln, composed_ln, make_ln_inputs({3, 16}, g, 1e7),
+                                       1e-7);
 }
 
 TEST_CASE("LayerNorm module: weight ones, bias zeros, forward equals layer_norm with them") {
@@ -114,8 +116,8 @@ TEST_CASE("layer_norm fused equals composed when backward splits rows over 2 thr
   const int prev = get_num_threads();
   set_num_threads(2);
   Generator g = test_generator();
-  testing::check_fused_equals_composed(fused_ln, composed_ln, make_inputs({2, 2500, 8}, g));
-  auto in = make_inputs({5000, 8}, g);
+  testing::check_fused_equals_composed(fused_ln, composed_ln, make_ln_inputs({2, 2500, 8}, g));
+  auto in = make_ln_inputs({5000, 8}, g);
   in[2].requires_grad_(false);
   testing::check_fused_equals_composed(fused_ln, composed_ln, in);
   set_num_threads(prev);
@@ -151,7 +153,7 @@ TEST_CASE("layer_norm backward inside an outer parallel region gives the serial 
 // and beta, and equality with the composed add + layer_norm.
 TEST_CASE("add_layer_norm matches finite differences and equals add then layer_norm") {
   Generator g = test_generator();
-  auto in = make_inputs({2, 3, 8}, g);
+  auto in = make_ln_inputs({2, 3, 8}, g);
   Var b(Tensor::normal({2, 3, 8}, 0, 1, g), true);
   b.set_name("b");
   in.insert(in.begin() + 1, b);  // (a, b, gamma, beta)

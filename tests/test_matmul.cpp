@@ -328,9 +328,10 @@ TEST_CASE("a split gemm gives bitwise the same result on a team and on a benched
     // slow machine takes here.
     TeamPolicy::Params p;
     p.solo_min_ns = p.solo_max_ns = int64_t{1'000'000'000} * 1000;
-    detail::calling_thread_policy() = TeamPolicy(p);
-    detail::calling_thread_policy().record(10'000, 1'000, detail::now_ns());  // cold: not judged
-    detail::calling_thread_policy().record(10'000, 100'000'000, detail::now_ns());
+    qkv::detail::calling_thread_policy() = TeamPolicy(p);
+    qkv::detail::calling_thread_policy().record(10'000, 1'000,
+                                                qkv::detail::now_ns());  // cold: not judged
+    qkv::detail::calling_thread_policy().record(10'000, 100'000'000, qkv::detail::now_ns());
     CHECK_FALSE(plan_team().team);
     gemm(false, false, c.M, c.N, c.K, 1, A.data(), c.K, B.data(), c.N, 0, alone.data(), c.N);
     bool same = true;

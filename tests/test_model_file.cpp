@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compare.h"
+
 #include "core/allocator.h"
 #include "errors.h"
 #include "io/json_bounded.h"
@@ -27,13 +29,12 @@ using namespace qkv::nn;
 using json = nlohmann::json;
 using qkv::testing::error_of;
 using qkv::testing::has;
+using qkv::testing::numbers_in;
 using qkv::testing::test_seed;
 
 namespace {
 
-struct TempDir : testing::TempDir {
-  TempDir() : testing::TempDir("qkv_model_file") {}
-};
+using testing::TempDir;
 
 TransformerConfig small_seq2seq(bool pre_norm, bool learned, bool tied) {
   TransformerConfig c;
@@ -100,12 +101,6 @@ void save_prefixed_gpt(const GPT& m, const std::string& path) {
   for (auto& [n, t] : state_dict(m)) all.emplace_back("model." + n, t);
   all.emplace_back("optim.step", Tensor::scalar(3));
   write_safetensors(path, all, model_metadata(m, "model."));
-}
-
-double numbers_in(const Module& m) {
-  double n = 0;
-  for (const auto& [name, p] : m.named_parameters()) n += double(p.data().numel());
-  return n;
 }
 
 std::string nested_lists(int levels) { return std::string(levels, '[') + std::string(levels, ']'); }

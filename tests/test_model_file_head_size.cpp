@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compare.h"
+
 #include "checkpoint/model_file.h"
 #include "errors.h"
 #include "temp_dir.h"
@@ -18,13 +20,12 @@ using namespace qkv;
 using namespace qkv::nn;
 using json = nlohmann::json;
 using qkv::testing::error_of;
+using qkv::testing::numbers_in;
 using qkv::testing::test_seed;
 
 namespace {
 
-struct TempDir : testing::TempDir {
-  TempDir() : testing::TempDir("qkv_model_file_d_k") {}
-};
+using testing::TempDir;
 
 TransformerConfig seq2seq_with(int64_t d_k) {
   TransformerConfig c;
@@ -66,12 +67,6 @@ EncoderOnlyConfig encoder_with(int64_t d_k) {
   c.d_k = d_k;
   c.seed = test_seed(2);
   return c;
-}
-
-double numbers_in(const Module& m) {
-  double n = 0;
-  for (const auto& [name, p] : m.named_parameters()) n += double(p.data().numel());
-  return n;
 }
 
 json model_config_of(const std::string& path) {

@@ -48,7 +48,7 @@ double smallest_margin(const Tensor& P, int64_t k) {
   return worst;
 }
 
-struct Case {
+struct MoeCase {
   std::shared_ptr<nn::MoE> moe;
   Var x;
   std::vector<Var> inputs;  // x, then every parameter of the layer
@@ -56,10 +56,10 @@ struct Case {
 
 // x (2, 3, D) and a layer of E experts whose routing is differentiable (see
 // the file's comment).
-Case make_case(Activation act, int64_t E, int64_t k, Generator& g) {
+MoeCase make_case(Activation act, int64_t E, int64_t k, Generator& g) {
   const int64_t D = 4, d_ff = 6;
   for (int attempt = 0; attempt < 500; ++attempt) {
-    Case c;
+    MoeCase c;
     c.moe = std::make_shared<nn::MoE>(act, D, d_ff, nn::MoESettings{E, k, double(E)}, true, g);
     // a router with large weights spreads the probabilities apart
     c.moe->router->weight.data().copy_(Tensor::normal({E, D}, 0, 1.5, g));
@@ -85,7 +85,7 @@ Case make_case(Activation act, int64_t E, int64_t k, Generator& g) {
 
 // REQUIREs what makes routing differentiable at this point (the file's
 // comment): the margin, every expert used, nothing dropped.
-void require_differentiable(const Case& c, int64_t k) {
+void require_differentiable(const MoeCase& c, int64_t k) {
   c.moe->forward(c.x);  // with a graph, in training mode: where capacity applies
   const nn::MoERouting& r = *c.moe->routing();
   Tensor P = nn::moe_router(c.x, c.moe->router->weight).data();
@@ -99,7 +99,7 @@ void require_differentiable(const Case& c, int64_t k) {
 
 // y + aux: sum(R (y + aux)) = sum(R y) + aux sum(R), so one check covers the
 // layer's output and its load-balancing loss.
-std::function<Var(const std::vector<Var>&)> layer_and_aux(const Case& c) {
+std::function<Var(const std::vector<Var>&)> layer_and_aux(const MoeCase& c) {
   return [moe = c.moe](const std::vector<Var>& v) {
     Var y = moe->forward(v[0]);
     return y + moe->aux_loss();
@@ -108,7 +108,7 @@ std::function<Var(const std::vector<Var>&)> layer_and_aux(const Case& c) {
 
 void check_gradients(Activation act, int64_t E, int64_t k) {
   Generator g = test_generator();
-  Case c = make_case(act, E, k, g);
+  MoeCase c = make_case(act, E, k, g);
   require_differentiable(c, k);
   auto r = gradcheck(layer_and_aux(c), c.inputs);
   INFO(r.report);

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "compare.h"
+
 #include "autograd/qkv_autograd.h"
 #include "core/allocator.h"
 #include "core/parallel.h"
@@ -26,6 +28,7 @@
 using namespace qkv;
 using namespace qkv::optim;
 
+using qkv::testing::bitwise_equal;
 using qkv::testing::error_of;
 using qkv::testing::has;
 using qkv::testing::test_generator;
@@ -42,11 +45,6 @@ Var param(const std::vector<real>& v) { return param(v, {static_cast<int64_t>(v.
 void set_grad(Var& p, const Tensor& g) { p.impl()->grad = g.clone(); }
 void set_grad(Var& p, const std::vector<real>& g) {
   set_grad(p, Tensor::from_vector(g, p.shape()));
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() &&
-         std::memcmp(a.data(), b.data(), sizeof(real) * size_t(a.numel())) == 0;
 }
 
 // max |got - want|, after checking the shapes agree.

@@ -10,11 +10,14 @@
 #include <tuple>
 #include <vector>
 
+#include "compare.h"
+
 #include "core/qkv_core.h"
 #include "test_seed.h"
 
 using namespace qkv;
 
+using qkv::testing::bitwise_equal;
 using qkv::testing::test_generator;
 
 namespace {
@@ -39,13 +42,6 @@ std::pair<Tensor, Tensor> with_1_and_2_threads(F f) {
   }
   return {one, two};
 }
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape()) return false;
-  for (int64_t i = 0; i < a.numel(); ++i)
-    if (a.data()[i] != b.data()[i]) return false;
-  return true;
-}
-
 const int64_t kBig = 1 << 20;  // well above kParallelGrain: really splits over threads
 }  // namespace
 
@@ -166,9 +162,9 @@ constexpr int64_t kUs = 1000, kMs = 1000 * kUs;
 void bench_team() {
   TeamPolicy::Params p;
   p.solo_min_ns = p.solo_max_ns = int64_t{1000} * 1000 * kMs;
-  detail::calling_thread_policy() = TeamPolicy(p);
-  detail::calling_thread_policy().record(10 * kUs, 1 * kUs, detail::now_ns());
-  detail::calling_thread_policy().record(10 * kUs, 100 * kMs, detail::now_ns());
+  qkv::detail::calling_thread_policy() = TeamPolicy(p);
+  qkv::detail::calling_thread_policy().record(10 * kUs, 1 * kUs, qkv::detail::now_ns());
+  qkv::detail::calling_thread_policy().record(10 * kUs, 100 * kMs, qkv::detail::now_ns());
 }
 }  // namespace
 
@@ -359,15 +355,15 @@ TEST_CASE("set_adaptive_threads(false) keeps the team whatever the timings") {
   ThreadScope ts(2);
   set_adaptive_threads(false);
   CHECK_FALSE(adaptive_threads());
-  detail::team_record(10 * kUs, 50 * kMs);
+  qkv::detail::team_record(10 * kUs, 50 * kMs);
   CHECK(plan_team().team);
   set_adaptive_threads(true);
   CHECK(adaptive_threads());
   CHECK(plan_team().team);
   const TeamStats s0 = team_stats();
-  detail::team_record(10 * kUs, 1 * kUs);  // the first region: cold, not judged
+  qkv::detail::team_record(10 * kUs, 1 * kUs);  // the first region: cold, not judged
   CHECK(plan_team().team);
-  detail::team_record(10 * kUs, 50 * kMs);
+  qkv::detail::team_record(10 * kUs, 50 * kMs);
   CHECK_FALSE(plan_team().team);
   const TeamStats s1 = team_stats();
   CHECK(s1.team_regions == s0.team_regions + 2);

@@ -21,7 +21,7 @@ using qkv::testing::test_generator;
 
 namespace {
 
-struct Case {
+struct RelativeCase {
   int64_t B, T, S, D, H, Hkv;
   bool bidirectional;
   int64_t buckets, max_distance;
@@ -30,7 +30,7 @@ struct Case {
   int64_t pos0 = 0;  // query i at position pos0 + i
 };
 
-std::vector<Var> make_params(const Case& c, Generator& g) {
+std::vector<Var> make_params(const RelativeCase& c, Generator& g) {
   const int64_t dk = c.D / c.H;
   const int64_t rows[4] = {c.H * dk, c.Hkv * dk, c.Hkv * dk, c.D};
   std::vector<Var> p;
@@ -42,7 +42,7 @@ std::vector<Var> make_params(const Case& c, Generator& g) {
   return p;
 }
 
-Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, const Case& c,
+Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, const RelativeCase& c,
           AttentionKernel kernel) {
   nn::AttentionOptions o;
   o.heads = c.H;
@@ -58,7 +58,7 @@ Var fused(const Var& xq, const Var& xkv, const std::vector<Var>& p, const Case& 
 
 // The bias (1, H, T, S) from primitive ops: one-hot M (T*S, buckets), M[(i,j),
 // k] = 1 when bucket(j - i - pos0) = k; M table^T (T*S, H), laid out as scores.
-Var composed_bias(const Var& table, const Case& c) {
+Var composed_bias(const Var& table, const RelativeCase& c) {
   const int64_t T = c.T, S = c.S, nb = c.buckets;
   Tensor M = Tensor::zeros({T * S, nb});
   for (int64_t i = 0; i < T; ++i)
@@ -70,7 +70,7 @@ Var composed_bias(const Var& table, const Case& c) {
   return bias;
 }
 
-void run_case(const Case& c) {
+void run_relative_case(const RelativeCase& c) {
   for (AttentionKernel k : {AttentionKernel::Standard, AttentionKernel::MemoryEfficient}) {
     INFO("kernel " << nn::to_string(k));
     Generator g = test_generator();
@@ -106,18 +106,18 @@ void run_case(const Case& c) {
 TEST_CASE(
     "relative bias grad: bidirectional buckets, no mask and key padding, every input and "
     "the table") {
-  run_case({2, 7, 7, 8, 2, 2, true, 8, 6, AttentionMask::none()});
-  run_case({2, 6, 6, 8, 2, 2, true, 8, 6, AttentionMask::padding({6, 3})});
+  run_relative_case({2, 7, 7, 8, 2, 2, true, 8, 6, AttentionMask::none()});
+  run_relative_case({2, 6, 6, 8, 2, 2, true, 8, 6, AttentionMask::padding({6, 3})});
 }
 TEST_CASE("relative bias grad: causal buckets, causal and causal + padding") {
-  run_case({2, 7, 7, 8, 2, 2, false, 8, 6, AttentionMask::causal_mask()});
-  run_case({3, 5, 5, 8, 2, 2, false, 6, 4, AttentionMask::causal_padding({5, 2, 1})});
+  run_relative_case({2, 7, 7, 8, 2, 2, false, 8, 6, AttentionMask::causal_mask()});
+  run_relative_case({3, 5, 5, 8, 2, 2, false, 6, 4, AttentionMask::causal_padding({5, 2, 1})});
 }
 TEST_CASE("relative bias grad: grouped-query attention (1 and 2 key/value heads of 4)") {
-  run_case({2, 6, 6, 8, 4, 1, true, 8, 6, AttentionMask::padding({6, 4})});
-  run_case({2, 6, 6, 8, 4, 2, false, 8, 6, AttentionMask::causal_padding({4, 6})});
+  run_relative_case({2, 6, 6, 8, 4, 1, true, 8, 6, AttentionMask::padding({6, 4})});
+  run_relative_case({2, 6, 6, 8, 4, 2, false, 8, 6, AttentionMask::causal_padding({4, 6})});
 }
 TEST_CASE("relative bias grad: T != S and a query offset (the KV cache's new positions)") {
-  run_case({2, 3, 7, 8, 2, 2, false, 8, 6, AttentionMask::padding({7, 5}), true, 4});
-  run_case({1, 4, 6, 8, 2, 1, true, 8, 6, AttentionMask::none(), true, 2});
+  run_relative_case({2, 3, 7, 8, 2, 2, false, 8, 6, AttentionMask::padding({7, 5}), true, 4});
+  run_relative_case({1, 4, 6, 8, 2, 1, true, 8, 6, AttentionMask::none(), true, 2});
 }

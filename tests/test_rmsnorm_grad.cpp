@@ -22,18 +22,18 @@ using qkv::testing::test_generator;
 
 namespace {
 
-constexpr real kEps = 1e-6;
+constexpr real kRmsEps = 1e-6;
 
-Var fused_rms(const std::vector<Var>& v) { return nn::rms_norm(v[0], v[1], kEps); }
+Var fused_rms(const std::vector<Var>& v) { return nn::rms_norm(v[0], v[1], kRmsEps); }
 
 // y = x / sqrt(mean(x^2) + eps) * gamma, over the last dim.
 Var composed_rms(const std::vector<Var>& v) {
-  Var ms = mean(v[0] * v[0], -1, true);       // (..., 1)
-  return v[0] * pow(ms + kEps, -0.5) * v[1];  // (..., D)
+  Var ms = mean(v[0] * v[0], -1, true);          // (..., 1)
+  return v[0] * pow(ms + kRmsEps, -0.5) * v[1];  // (..., D)
 }
 
 // {x (xs) + offset, gamma (D)}.
-std::vector<Var> make_inputs(const Shape& xs, Generator& g, real offset = 0) {
+std::vector<Var> make_rms_inputs(const Shape& xs, Generator& g, real offset = 0) {
   Var x(add(Tensor::normal(xs, 0, 1, g), offset), true);
   Var gamma(Tensor::normal({xs.back()}, 1, 0.5, g), true);
   x.set_name("x");
@@ -45,7 +45,7 @@ std::vector<Var> make_inputs(const Shape& xs, Generator& g, real offset = 0) {
 
 TEST_CASE("rms_norm backward matches finite differences for x and gamma on a 3-D input") {
   Generator g = test_generator();
-  auto in = make_inputs({2, 3, 5}, g);
+  auto in = make_rms_inputs({2, 3, 5}, g);
   auto r = gradcheck(fused_rms, in);
   INFO(r.report);
   CHECK(r.ok);
@@ -56,7 +56,7 @@ TEST_CASE("rms_norm backward matches finite differences for x and gamma on a 3-D
 // the gradient's "- mean(dxhat)" term is absent (the test fails with it).
 TEST_CASE("rms_norm backward matches finite differences on one row with a non-zero mean") {
   Generator g = test_generator();
-  auto in = make_inputs({1, 7}, g, 3);
+  auto in = make_rms_inputs({1, 7}, g, 3);
   auto r = gradcheck(fused_rms, in);
   INFO(r.report);
   CHECK(r.ok);
@@ -64,7 +64,7 @@ TEST_CASE("rms_norm backward matches finite differences on one row with a non-ze
 
 TEST_CASE("rms_norm gives only the requested gradients when just x requires grad") {
   Generator g = test_generator();
-  auto in = make_inputs({4, 6}, g);
+  auto in = make_rms_inputs({4, 6}, g);
   in[1].requires_grad_(false);
   auto r = gradcheck(fused_rms, in);
   INFO(r.report);
@@ -75,15 +75,15 @@ TEST_CASE("rms_norm gives only the requested gradients when just x requires grad
 
 TEST_CASE("rms_norm fused equals RMSNorm composed from primitive ops (3-D input)") {
   Generator g = test_generator();
-  testing::check_fused_equals_composed(fused_rms, composed_rms, make_inputs({3, 4, 8}, g));
+  testing::check_fused_equals_composed(fused_rms, composed_rms, make_rms_inputs({3, 4, 8}, g));
 }
 
 TEST_CASE("rms_norm fused equals composed when backward splits rows over 2 threads") {
   const int prev = get_num_threads();
   set_num_threads(2);
   Generator g = test_generator();
-  testing::check_fused_equals_composed(fused_rms, composed_rms, make_inputs({2, 2500, 8}, g));
-  auto in = make_inputs({5000, 8}, g);
+  testing::check_fused_equals_composed(fused_rms, composed_rms, make_rms_inputs({2, 2500, 8}, g));
+  auto in = make_rms_inputs({5000, 8}, g);
   in[1].requires_grad_(false);
   testing::check_fused_equals_composed(fused_rms, composed_rms, in);
   set_num_threads(prev);
@@ -96,7 +96,7 @@ TEST_CASE("rms_norm backward inside an outer parallel region gives the serial gr
   const Tensor g0 = Tensor::normal({8}, 1, 0.5, g);
   auto grads = [&] {
     Var x(x0.clone(), true), gamma(g0.clone(), true);
-    nn::rms_norm(x, gamma, kEps).backward(up);
+    nn::rms_norm(x, gamma, kRmsEps).backward(up);
     return std::vector<Tensor>{x.grad(), gamma.grad()};
   };
   set_num_threads(1);
@@ -109,11 +109,13 @@ TEST_CASE("rms_norm backward inside an outer parallel region gives the serial gr
 
 TEST_CASE("add_rms_norm matches finite differences and equals add then rms_norm") {
   Generator g = test_generator();
-  auto in = make_inputs({2, 3, 8}, g);
+  auto in = make_rms_inputs({2, 3, 8}, g);
   Var b(Tensor::normal({2, 3, 8}, 0, 1, g), true);
   b.set_name("b");
   in.insert(in.begin() + 1, b);  // (a, b, gamma)
-  auto fused = [](const std::vector<Var>& v) { return nn::add_rms_norm(v[0], v[1], v[2], kEps); };
+  auto fused = [](const std::vector<Var>& v) {
+    return nn::add_rms_norm(v[0], v[1], v[2], kRmsEps);
+  };
   auto composed = [](const std::vector<Var>& v) { return composed_rms({v[0] + v[1], v[2]}); };
   auto r = gradcheck(fused, in);
   INFO(r.report);
@@ -145,6 +147,6 @@ TEST_CASE("RMSNorm module: weight ones, no bias, forward equals rms_norm with it
 TEST_CASE("the custom-op example's rms_norm equals nn::rms_norm: output and both gradients") {
   Generator g = test_generator();
   testing::check_fused_equals_composed(
-      fused_rms, [](const std::vector<Var>& v) { return custom::rms_norm(v[0], v[1], kEps); },
-      make_inputs({3, 4, 8}, g));
+      fused_rms, [](const std::vector<Var>& v) { return custom::rms_norm(v[0], v[1], kRmsEps); },
+      make_rms_inputs({3, 4, 8}, g));
 }

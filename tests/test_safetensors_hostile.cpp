@@ -45,9 +45,7 @@ using qkv::testing::test_seed;
 
 namespace {
 
-struct TempDir : testing::TempDir {
-  TempDir() : testing::TempDir("qkv_hostile") {}
-};
+using testing::TempDir;
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);

@@ -29,7 +29,7 @@ using namespace qkv::step;
 
 namespace {
 
-void check_close(const Mat& m, const std::vector<double>& want, double tol, const char* what) {
+void check_mat(const Mat& m, const std::vector<double>& want, double tol, const char* what) {
   REQUIRE_MESSAGE(m.a.size() == want.size(), what);
   for (size_t i = 0; i < want.size(); ++i)
     CHECK_MESSAGE(std::fabs(m.a[i] - want[i]) <= tol,
@@ -40,8 +40,8 @@ void check_close(const Mat& m, const std::vector<double>& want, double tol, cons
 // hand-derived values.
 void check_both(const Tensor& engine, const Mat& by_hand, const std::vector<double>& want,
                 const char* what) {
-  check_close(to_mat(engine), want, 1e-5, what);
-  check_close(by_hand, want, 1e-6, what);
+  check_mat(to_mat(engine), want, 1e-5, what);
+  check_mat(by_hand, want, 1e-6, what);
 }
 
 // The tolerances: by hand (double) vs the engine (float32) on the model's
@@ -173,8 +173,8 @@ TEST_CASE("hand::central_difference is exact for a quadratic and leaves its argu
         return s;
       },
       x, 0.25);
-  check_close(g, {1, -3, 4}, 1e-12, "2x");
-  check_close(x, {0.5, -1.5, 2}, 0, "x");
+  check_mat(g, {1, -3, 4}, 1e-12, "2x");
+  check_mat(x, {0.5, -1.5, 2}, 0, "x");
 }
 
 // ---- Part 2: the tiny Transformer ----------------------------------------------------
@@ -435,14 +435,14 @@ TEST_CASE(
   check_both(p.y.data(), h.norm.y, {0.365148, 0.365148, 2.190890, 1.460593}, "y");
   check_both(p.x.grad(), h.norm.dx, {0.231261, -0.450350, -0.036515, 0.194746}, "dx");
   check_both(p.gamma.grad(), h.norm.dgamma, {0.365148, -0.730297, 0.547723, 2.921187}, "dgamma");
-  check_close(h.fd_x, {0.231261, -0.450350, -0.036515, 0.194746}, 1e-6, "dx (fin.diff)");
-  check_close(h.fd_gamma, {0.365148, -0.730297, 0.547723, 2.921187}, 1e-6, "dgamma (fin.diff)");
+  check_mat(h.fd_x, {0.231261, -0.450350, -0.036515, 0.194746}, 1e-6, "dx (fin.diff)");
+  check_mat(h.fd_gamma, {0.365148, -0.730297, 0.547723, 2.921187}, 1e-6, "dgamma (fin.diff)");
   // RoPE, position 1 of one head with d_k = 2: a = 1 radian, cos 1 = 0.540302, sin 1 = 0.841471.
   // y = [1 cos - 2 sin, 1 sin + 2 cos] = [-1.142640, 1.922076];
   // dx = R(-a) dy, dy = [1, -1]: [cos - sin, -sin - cos] = [-0.301169, -1.381773].
   check_both(slice_position_1(p.rotated.data()), h.rope.y, {-1.142640, 1.922076}, "rope y");
   check_both(slice_position_1(p.pair.grad()), h.rope.dx, {-0.301169, -1.381773}, "rope dx");
-  check_close(h.fd_pair, {-0.301169, -1.381773}, 1e-6, "rope dx (fin.diff)");
+  check_mat(h.fd_pair, {-0.301169, -1.381773}, 1e-6, "rope dx (fin.diff)");
   // Position 0 turns by 0: its pair and its gradient pass unchanged.
   const Mat y = to_mat(p.rotated.data()), dx = to_mat(p.pair.grad());
   CHECK(y(0, 0) == 3);

@@ -25,7 +25,7 @@ Var composed_swiglu(const std::vector<Var>& v) {
 
 // {x (B, T, D), Wg (F, D), Wu (F, D), Wd (D, F)}, entries large enough that
 // the sigmoid is used away from its middle too.
-std::vector<Var> make_inputs(int64_t B, int64_t T, int64_t D, int64_t F, Generator& g) {
+std::vector<Var> make_swiglu_inputs(int64_t B, int64_t T, int64_t D, int64_t F, Generator& g) {
   Var x(Tensor::normal({B, T, D}, 0, 1, g), true);
   Var wg(Tensor::normal({F, D}, 0, 0.8, g), true), wu(Tensor::normal({F, D}, 0, 0.8, g), true);
   Var wd(Tensor::normal({D, F}, 0, 0.5, g), true);
@@ -40,7 +40,7 @@ std::vector<Var> make_inputs(int64_t B, int64_t T, int64_t D, int64_t F, Generat
 
 TEST_CASE("swiglu backward matches finite differences for x and the three weights") {
   Generator g = test_generator();
-  auto in = make_inputs(2, 3, 4, 6, g);
+  auto in = make_swiglu_inputs(2, 3, 4, 6, g);
   auto r = gradcheck(fused_swiglu, in);
   INFO(r.report);
   CHECK(r.ok);
@@ -49,7 +49,7 @@ TEST_CASE("swiglu backward matches finite differences for x and the three weight
 
 TEST_CASE("swiglu gives only the requested gradients (x alone; weights alone)") {
   Generator g = test_generator();
-  auto in = make_inputs(1, 4, 3, 5, g);
+  auto in = make_swiglu_inputs(1, 4, 3, 5, g);
   for (int k = 1; k < 4; ++k) in[k].requires_grad_(false);
   auto r = gradcheck(fused_swiglu, in);
   INFO(r.report);
@@ -65,7 +65,8 @@ TEST_CASE("swiglu gives only the requested gradients (x alone; weights alone)") 
 
 TEST_CASE("swiglu fused equals SwiGLU composed from primitive ops (matmul, sigmoid, mul)") {
   Generator g = test_generator();
-  testing::check_fused_equals_composed(fused_swiglu, composed_swiglu, make_inputs(3, 5, 8, 16, g));
+  testing::check_fused_equals_composed(fused_swiglu, composed_swiglu,
+                                       make_swiglu_inputs(3, 5, 8, 16, g));
 }
 
 TEST_CASE("swiglu fused equals composed on enough rows for 2 threads") {
@@ -73,6 +74,6 @@ TEST_CASE("swiglu fused equals composed on enough rows for 2 threads") {
   set_num_threads(2);
   Generator g = test_generator();
   testing::check_fused_equals_composed(fused_swiglu, composed_swiglu,
-                                       make_inputs(4, 500, 8, 24, g));
+                                       make_swiglu_inputs(4, 500, 8, 24, g));
   set_num_threads(prev);
 }
