@@ -158,7 +158,7 @@ TEST_CASE(
     gpt.model = "gpt";
     CHECK(error_of([&] { train::validate(gpt, ""); }) ==
           "--positions: the gpt model has a learned position table, rotary positions (rope) or "
-          "T5's relative bias (relative), not counted");
+          "T5's relative bias (relative), not 'counted'");
     // ... and a row with no words of its own by its list.
     train::TrainConfig learned = c;
     learned.positions = "learned";

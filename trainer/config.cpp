@@ -194,10 +194,11 @@ void validate(const TrainConfig& c, const std::string& where) {
   // The kinds of positions the family takes (its row's list, the default first).
   const std::vector<std::string> takes = words_of(fam.model.positions);
   require(std::find(takes.begin(), takes.end(), c.positions) != takes.end(), name("positions"),
-          fam.model.positions_refused ? fam.model.positions_refused(c.positions)
-                                      : "the " + c.model + " model takes " +
-                                            one_of(takes, [](const std::string& k) { return k; }) +
-                                            " positions, not '" + brief(c.positions) + "'");
+          (fam.model.positions_refused
+               ? std::string(fam.model.positions_refused)
+               : "the " + c.model + " model takes " +
+                     one_of(takes, [](const std::string& k) { return k; }) + " positions") +
+              ", not '" + brief(c.positions) + "'");
   if (fam.settings.check) fam.settings.check(c, report);  // the family's own rules (tying, ...)
   require(nn::find_activation(c.activation) != nullptr, name("activation"),
           "expected " + nn::activation_names() + ", got '" + brief(c.activation) + "'");

@@ -98,10 +98,10 @@ struct Family {
     // that does not say takes the first; a model file's kind is the first
     // unless its settings show another (rope_base) or from_model says.
     const char* positions = "sinusoidal";
-    // Why another kind is refused, after "--positions: " ("the bert model has
-    // a learned position table"). Null: "the <name> model takes a or b
-    // positions, not '<asked>'".
-    std::string (*positions_refused)(const std::string& asked) = nullptr;
+    // Why another kind is refused, between "--positions: " and ", not
+    // '<asked>'" ("the bert model has a learned position table"). Null: "the
+    // <name> model takes a or b positions".
+    const char* positions_refused = nullptr;
   } model;
 
   // ---- what it reads ----

@@ -127,9 +127,7 @@ Family bert_family() {
   f.model.shape_from_model = shape_from_model;
   f.model.vocab_key = "vocab";
   f.model.positions = "learned";
-  f.model.positions_refused = [](const std::string&) -> std::string {
-    return "the bert model has a learned position table";
-  };
+  f.model.positions_refused = "the bert model has a learned position table";
   f.model.fixed_positions = [](const TrainConfig&) { return true; };  // a learned table
   f.reads.text = true;
   // "<s> text </s>" (a classifier's answer is no token of the sequence).

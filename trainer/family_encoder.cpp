@@ -49,10 +49,9 @@ Family encoder_family() {
   f.model.from_model = from_model;
   f.model.vocab_key = "vocab";
   f.model.positions = "sinusoidal relative";
-  f.model.positions_refused = [](const std::string&) -> std::string {
-    return "the encoder model has sinusoidal positions or T5's relative bias (relative) "
-           "(nn::EncoderOnlyModel)";
-  };
+  f.model.positions_refused =
+      "the encoder model has sinusoidal positions or T5's relative bias (relative) "
+      "(nn::EncoderOnlyModel)";
   // Sinusoidal positions, computed as needed: no fixed table.
   f.reads.labels_tokens = true;
   // The source alone: every task's answer has its source's length.

@@ -54,11 +54,9 @@ Family gpt_family() {
   f.model.from_model = from_model;
   f.model.vocab_key = "vocab";
   f.model.positions = "learned rope relative";
-  f.model.positions_refused = [](const std::string& asked) {
-    return "the gpt model has a learned position table, rotary positions (rope) or T5's relative "
-           "bias (relative), not " +
-           brief(asked);
-  };
+  f.model.positions_refused =
+      "the gpt model has a learned position table, rotary positions (rope) or T5's relative "
+      "bias (relative)";
   // A learned position table, or with RoPE max_positions all the same.
   f.model.fixed_positions = [](const TrainConfig&) { return true; };
   f.reads.text = true;

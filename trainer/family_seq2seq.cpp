@@ -142,10 +142,9 @@ Family seq2seq_family() {
     return position_kind(c.positions, "--positions").table == PositionTable::Learned;
   };
   f.model.positions = "sinusoidal learned relative";
-  f.model.positions_refused = [](const std::string&) -> std::string {
-    return "the seq2seq model adds sinusoidal or learned positions to its embeddings; rotary "
-           "positions (rope) are the gpt model's";
-  };
+  f.model.positions_refused =
+      "the seq2seq model adds sinusoidal or learned positions to its embeddings (rotary "
+      "positions are the gpt model's)";
   // The encoder reads the source (n); the decoder <s> and the target (m + 1).
   f.reads.sequence_tokens = [](int64_t n, int64_t m) { return std::max(n, m + 1); };
   f.reports.layers_text = [](const TrainConfig& c) {

@@ -87,9 +87,8 @@ Family vit_family() {
   f.model.from_model = from_model;
   f.model.shape_from_model = shape_from_model;
   f.model.positions = "learned";
-  f.model.positions_refused = [](const std::string&) -> std::string {
-    return "the vit model has a learned position table (one row per patch and the class token)";
-  };
+  f.model.positions_refused =
+      "the vit model has a learned position table (one row per patch and the class token)";
   // No tokens (vocab_key null): its files' vocabulary is the special tokens
   // alone. The learned table holds the class token and one row per patch,
   // sized by the images, not the context (fixed_positions null).

@@ -35,7 +35,7 @@ for v in -1 false 2 nan 1e309 "$(head -c 100000 /dev/zero | tr '\0' x)"; do
   [ "$(wc -c <"$QKV_TMP/out")" -lt 300 ] || fail "--no-early-stop=<${#v} bytes>: the error is $(wc -c <"$QKV_TMP/out") bytes"
 done
 refused "--model: expected seq2seq, gpt, encoder, bert or vit" --model mamba
-refused "--positions: the gpt model has a learned position table, rotary positions (rope) or T5's relative bias (relative), not sinusoidal" --model gpt --positions sinusoidal
+refused "--positions: the gpt model has a learned position table, rotary positions (rope) or T5's relative bias (relative), not 'sinusoidal'" --model gpt --positions sinusoidal
 refused "--rope-base: sets rope's base; give --positions rope too (or leave it out)" --model gpt --rope-base 500
 refused "--rope-base: must be in (1, 1e9], got 0.5" --model gpt --positions rope --rope-base 0.5
 refused "--format: text (a plain corpus) trains a language model: use --model gpt (or bert, or seq2seq with --objective span)" --model encoder --data /etc/hostname --format text

@@ -95,5 +95,5 @@ is "error: --long-lengths: sets the built-in task's longer set (--task, without 
 one_line "$TRAIN" "${TINY[@]}" --positions learned --long-lengths 6-9 --steps 5
 is "error: --long-lengths 6-9: a sequence of 9 symbols and its answer need 10 positions; this model's learned position table holds 6 (train with --context 10)"
 one_line "$TRAIN" --model bert --data /dev/null "${TINY[@]}" --positions relative --steps 1
-is "error: --positions: the bert model has a learned position table"
+is "error: --positions: the bert model has a learned position table, not 'relative'"
 echo "relative positions: seq2seq and gpt train, load elsewhere, bad input refused"
