@@ -13,6 +13,10 @@
 //
 // A row's name is its member `name` (a const char*), or the member the second
 // template argument names: Registry<ModelCodec, &ModelCodec::kind>.
+//
+// The rows live in a vector: a pointer or reference to a row (find, at, a
+// range-for) holds until the next add or remove, which may move them. Keep
+// a row's name, not its address, across a registration.
 #pragma once
 #include <algorithm>
 #include <initializer_list>
