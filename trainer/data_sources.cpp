@@ -14,7 +14,7 @@ DataSource lines_source();   // trainer/text_lines.cpp
 DataSource images_source();  // trainer/image_data.cpp
 
 namespace {
-Registry<DataSource>& table() {
+Registry<DataSource>& source_table() {
   static Registry<DataSource> t{"register_data_source",
                                 {task_source(), pairs_source(), labels_source(), text_source(),
                                  lines_source(), images_source()}};
@@ -24,18 +24,18 @@ Registry<DataSource>& table() {
 // The formats in the table's order, each once ("" left out: it takes no flag).
 std::vector<std::string> formats() {
   std::vector<std::string> f;
-  for (const DataSource& s : table())
+  for (const DataSource& s : source_table())
     if (*s.format && std::find(f.begin(), f.end(), s.format) == f.end()) f.push_back(s.format);
   return f;
 }
 }  // namespace
 
-const Registry<DataSource>& data_sources() { return table(); }
+const Registry<DataSource>& data_sources() { return source_table(); }
 
 const DataSource& data_source(const TrainConfig& c) {
   const std::string format = c.data.empty() ? "" : c.format;
   const DataSource* general = nullptr;
-  for (const DataSource& s : table()) {
+  for (const DataSource& s : source_table()) {
     if (format != s.format) continue;
     if (!s.takes)
       general = general ? general : &s;
@@ -48,7 +48,7 @@ const DataSource& data_source(const TrainConfig& c) {
 }
 
 DataSource::Holds format_holds(const std::string& format) {
-  for (const DataSource& s : table())
+  for (const DataSource& s : source_table())
     if (format == s.format) return s.holds;
   return DataSource::Holds::kExamples;
 }
@@ -68,20 +68,20 @@ bool is_data_format(const std::string& format) {
 
 std::string data_format_help() {
   return one_of(formats(), [](const std::string& f) {
-    for (const DataSource& s : table())
+    for (const DataSource& s : source_table())
       if (f == s.format && !s.takes) return f + " (" + s.name + ")";
     return f;
   });
 }
 
 void register_data_source(const DataSource& s) {
-  for (const DataSource& r : table())
+  for (const DataSource& r : source_table())
     if (std::string(r.format) == s.format && r.holds != s.holds)
       throw Error(std::string("register_data_source: '") + s.name + "' reads --format " + s.format +
                   " as " + r.name + " does, but says its files hold something else");
-  table().add(s);
+  source_table().add(s);
 }
 
-void unregister_data_source(const std::string& name) { table().remove(name); }
+void unregister_data_source(const std::string& name) { source_table().remove(name); }
 
 }  // namespace qkv::train

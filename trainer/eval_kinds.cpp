@@ -14,18 +14,18 @@ EvalKind text_eval();       // trainer/eval_text.cpp
 EvalKind sequences_eval();  // trainer/eval_sequences.cpp
 
 namespace {
-Registry<EvalKind>& table() {
+Registry<EvalKind>& eval_table() {
   static Registry<EvalKind> t{"register_eval_kind",
                               {labels_eval(), masked_eval(), text_eval(), sequences_eval()}};
   return t;
 }
 }  // namespace
 
-const Registry<EvalKind>& eval_kinds() { return table(); }
+const Registry<EvalKind>& eval_kinds() { return eval_table(); }
 
 const EvalKind& eval_kind(const Trainer& t) {
   const EvalKind* general = nullptr;
-  for (const EvalKind& k : table()) {
+  for (const EvalKind& k : eval_table()) {
     if (!k.takes)
       general = general ? general : &k;
     else if (k.takes(t))
@@ -56,8 +56,8 @@ EvalCells text_cells(const EvalResult& r) {
   return EvalCells{"", "", std::to_string(r.loss), "", std::to_string(r.bits_per_byte)};
 }
 
-void register_eval_kind(const EvalKind& k) { table().add(k); }
+void register_eval_kind(const EvalKind& k) { eval_table().add(k); }
 
-void unregister_eval_kind(const std::string& name) { table().remove(name); }
+void unregister_eval_kind(const std::string& name) { eval_table().remove(name); }
 
 }  // namespace qkv::train

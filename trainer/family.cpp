@@ -15,7 +15,7 @@ Family bert_family();     // trainer/family_bert.cpp
 Family vit_family();      // trainer/family_vit.cpp
 
 namespace {
-Registry<Family>& table() {
+Registry<Family>& family_table() {
   static Registry<Family> t{
       "register_family",
       {seq2seq_family(), gpt_family(), encoder_family(), bert_family(), vit_family()}};
@@ -23,23 +23,23 @@ Registry<Family>& table() {
 }
 }  // namespace
 
-const Registry<Family>& families() { return table(); }
+const Registry<Family>& families() { return family_table(); }
 
-const Family* find_family(const std::string& name) { return table().find(name); }
+const Family* find_family(const std::string& name) { return family_table().find(name); }
 
-std::string family_names() { return table().names(); }
+std::string family_names() { return family_table().names(); }
 
 std::string family_help() {
-  return one_of(table(), [](const Family& f) { return f.help ? f.help : f.name; });
+  return one_of(family_table(), [](const Family& f) { return f.help ? f.help : f.name; });
 }
 
 const Family& family(const std::string& name, const std::string& where) {
-  return table().at(name, where);
+  return family_table().at(name, where);
 }
 
-void register_family(const Family& f) { table().add(f); }
+void register_family(const Family& f) { family_table().add(f); }
 
-void unregister_family(const std::string& name) { table().remove(name); }
+void unregister_family(const std::string& name) { family_table().remove(name); }
 
 nn::Activation activation_of(const TrainConfig& c) {
   const nn::ActivationKind* k = nn::find_activation(c.activation);

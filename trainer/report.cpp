@@ -14,13 +14,6 @@
 
 namespace qkv::train {
 
-namespace {
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-}  // namespace
-
 std::string label(const Trainer& t, int64_t id) {
   if (id == Vocab::kPad) return "_";
   const std::string& s = t.vocab.text(id);
@@ -193,9 +186,9 @@ EvalResult timed_eval(Trainer& t, const std::string& method, const RunOptions& o
   const Trainer::Decoding keep = t.decoding;
   t.decoding = {method, o.beam, o.alpha, true};
   t.phase = "final evaluation (" + method + ")";
-  const auto t0 = Clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   EvalResult r = t.evaluate();
-  *seconds = seconds_since(t0);
+  *seconds = detail::seconds_since(t0);
   t.decoding = keep;
   t.phase = "held-out evaluation";
   return r;

@@ -33,10 +33,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 // Under MPI every rank must read the same data (same flags are not enough:
 // each rank reads its own copy of the files). Compares the files' hashes and
 // the vocabulary across ranks, before any collective could mismatch, naming
@@ -200,7 +196,7 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
   while (t.step_count() < t.cfg.steps) {
     const auto t0 = Clock::now();
     const real loss = t.step();
-    h.train_seconds += seconds_since(t0);
+    h.train_seconds += detail::seconds_since(t0);
     h.tokens += t.last_target_tokens;
     h.allreduce_seconds += t.last_allreduce_seconds;
     const int64_t s = t.step_count();
@@ -231,7 +227,7 @@ void train_loop(Trainer& t, const RunOptions& o, CsvLog& log, History& h) {
     if (o.eval_every > 0 && s % o.eval_every == 0) {
       const auto e0 = Clock::now();
       const EvalResult r = t.evaluate();
-      h.eval_seconds += seconds_since(e0);
+      h.eval_seconds += detail::seconds_since(e0);
       h.eval_steps.push_back(double(s));
       // The run's evaluation kind says what it shows, logs and judges by.
       const EvalKind& kind = *r.kind;

@@ -16,12 +16,6 @@
 
 namespace qkv::train {
 
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
-
 size_t detail::heldout_byte_cut(const std::string& text, double fraction) {
   size_t cut = text.size() - static_cast<size_t>(fraction * double(text.size()));
   // Not inside a UTF-8 character: back to its lead byte (10xxxxxx continues one).
@@ -83,7 +77,7 @@ DataNeed read_text(Trainer& t, const Vocab* given) {
     }
     train_ids = t.vocab.encode_bytes(train_text);
     valid_ids = t.vocab.encode_bytes(held_text);
-    t.tokenizer_info.seconds = seconds_since(t0);
+    t.tokenizer_info.seconds = detail::seconds_since(t0);
     valid_bytes.reserve(valid_ids.size());
     for (int64_t id : valid_ids)
       valid_bytes.push_back(static_cast<int32_t>(t.vocab.byte_count(id)));

@@ -10,18 +10,18 @@ TokenKind word_tokens();  // trainer/tokens_word.cpp
 TokenKind bpe_tokens();   // trainer/tokens_bpe.cpp
 
 namespace {
-Registry<TokenKind>& table() {
+Registry<TokenKind>& token_table() {
   static Registry<TokenKind> t{"register_token_kind", {char_tokens(), word_tokens(), bpe_tokens()}};
   return t;
 }
 }  // namespace
 
-const Registry<TokenKind>& token_kinds() { return table(); }
+const Registry<TokenKind>& token_kinds() { return token_table(); }
 
-const TokenKind* find_token_kind(const std::string& name) { return table().find(name); }
+const TokenKind* find_token_kind(const std::string& name) { return token_table().find(name); }
 
 const TokenKind& token_kind(const std::string& name, const std::string& where) {
-  return table().at(name, where);
+  return token_table().at(name, where);
 }
 
 bool learned_tokens(const std::string& name) {
@@ -36,13 +36,14 @@ const TokenKind& run_token_kind(const TrainConfig& c) {
 
 std::string token_help() {
   std::string learned;
-  for (const TokenKind& k : table())
+  for (const TokenKind& k : token_table())
     if (k.learned) learned += (learned.empty() ? "" : ", ") + std::string(k.name);
-  return table().names() + (learned.empty() ? "" : " (" + learned + ": learned, --bpe-vocab)");
+  return token_table().names() +
+         (learned.empty() ? "" : " (" + learned + ": learned, --bpe-vocab)");
 }
 
-void register_token_kind(const TokenKind& k) { table().add(k); }
+void register_token_kind(const TokenKind& k) { token_table().add(k); }
 
-void unregister_token_kind(const std::string& name) { table().remove(name); }
+void unregister_token_kind(const std::string& name) { token_table().remove(name); }
 
 }  // namespace qkv::train

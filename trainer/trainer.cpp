@@ -45,6 +45,10 @@ void check_one_label_per_token(const TrainConfig& c, const std::vector<data::Tok
                 " model gives one label per source token)");
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 std::string hex64(uint64_t h) {
   char b[20];
   std::snprintf(b, sizeof b, "%016" PRIx64, h);

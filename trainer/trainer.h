@@ -18,6 +18,7 @@
 // take the same step; save() is then collective (rank 0 writes).
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -76,7 +77,9 @@ TextFile read_flag_file(const std::string& flag, const std::string& path, int64_
 // Where a text's held-out part starts when it is cut in bytes (a BPE run): the
 // last `fraction` of its bytes, moved back to the start of a UTF-8 character.
 size_t heldout_byte_cut(const std::string& text, double fraction);
-std::string hex64(uint64_t h);      // 16 hex digits
+std::string hex64(uint64_t h);  // 16 hex digits
+// Seconds since t0 on the steady clock (the run's timings).
+double seconds_since(std::chrono::steady_clock::time_point t0);
 json file_info(const TextFile& f);  // a data file as a checkpoint records it
 double physical_memory_bytes();
 std::string gib(double bytes);  // "12.3 GiB"
