@@ -37,15 +37,15 @@ struct FreeBlock {
   FreeBlock* next;
 };
 
-struct Pool {
+struct ObjectPool {
   std::mutex mu;
   FreeBlock* free_list[kClasses] = {};
   PoolStats stats;
 };
 
-Pool& pool() {
+ObjectPool& object_pool() {
   // Leaked on purpose: objects in static storage may free blocks after main().
-  static Pool* p = new Pool;
+  static ObjectPool* p = new ObjectPool;
   return *p;
 }
 
@@ -54,7 +54,7 @@ Pool& pool() {
 void* pool_alloc(size_t bytes) {
   // Past 2^62 bytes size_class would shift by 64; no such block exists anyway.
   if (bytes > (size_t(1) << 62)) throw std::bad_alloc();
-  Pool& P = pool();
+  ObjectPool& P = object_pool();
   size_t block = bytes;
   if (kPoolCaches) {
     const int c = size_class(bytes, block);
@@ -76,7 +76,7 @@ void* pool_alloc(size_t bytes) {
 
 void pool_free(void* p, size_t bytes) {
   if (!p) return;
-  Pool& P = pool();
+  ObjectPool& P = object_pool();
   if (!kPoolCaches) {
     ::operator delete(p);  // sanitizer builds: gone at once, so use after free is caught
     std::lock_guard<std::mutex> lock(P.mu);
@@ -94,7 +94,7 @@ void pool_free(void* p, size_t bytes) {
 }
 
 PoolStats pool_stats() {
-  Pool& P = pool();
+  ObjectPool& P = object_pool();
   std::lock_guard<std::mutex> lock(P.mu);
   return P.stats;
 }

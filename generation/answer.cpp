@@ -9,20 +9,6 @@
 
 namespace qkv::nn {
 
-namespace {
-
-// Restores the model's training mode when the answer is done.
-struct EvalMode {
-  explicit EvalMode(Module& m) : m(m), was_training(m.is_training()) { m.eval(); }
-  ~EvalMode() {
-    if (was_training) m.train();
-  }
-  Module& m;
-  bool was_training;
-};
-
-}  // namespace
-
 // Each built-in family's answerer, defined in its own file.
 extern const Answerer kSeq2SeqAnswerer;  // generation/answer_seq2seq.cpp
 extern const Answerer kGPTAnswerer;      // generation/answer_gpt.cpp
@@ -63,7 +49,7 @@ std::vector<data::Seq> answer(Model& model, const std::vector<data::Seq>& source
   for (const data::Seq& s : sources)
     if (s.empty()) throw Error("answer: a source is empty");
   NoGradGuard no_grad;
-  EvalMode eval(model);
+  EvalModeGuard eval(model);
   const Answerer* a = answerer_of(model);
   if (!a)
     throw Error(std::string("answer: no way to answer with a model of kind '") + model.kind() +

@@ -226,20 +226,10 @@ TeacherForced Bert::forward_chosen(const std::vector<data::Pair>& pairs) {
 
 // ---- Probabilities, no graph -----------------------------------------------------------
 
-namespace {
-// Eval mode (no dropout) while it lives; the model's mode is restored after.
-struct EvalScope {
-  explicit EvalScope(Module& m) : m(m), was_training(m.is_training()) { m.eval(); }
-  ~EvalScope() { m.train(was_training); }
-  Module& m;
-  bool was_training;
-};
-}  // namespace
-
 Tensor Bert::mlm_probabilities(const data::Seq& ids) {
   if (!mlm) throw Error("Bert::mlm_probabilities: the model's head is '" + cfg.head + "', not mlm");
   check_ids({ids}, "Bert::mlm_probabilities");
-  EvalScope eval_mode(*this);
+  EvalModeGuard eval_mode(*this);
   NoGradGuard no_grad;
   const int64_t T = static_cast<int64_t>(ids.size());
   Var logits = forward(Tokens{ids, 1, T, {T}});            // (1,T,V)
@@ -250,7 +240,7 @@ Tensor Bert::class_probabilities(const std::vector<data::Seq>& seqs) {
   if (mlm)
     throw Error("Bert::class_probabilities: the model's head is '" + cfg.head + "', not classify");
   check_ids(seqs, "Bert::class_probabilities");
-  EvalScope eval_mode(*this);
+  EvalModeGuard eval_mode(*this);
   NoGradGuard no_grad;
   return softmax(forward(data::right_padded(seqs))).data();  // (B,classes)
 }

@@ -12,16 +12,6 @@ namespace qkv::nn {
 
 namespace {
 
-// Eval mode (no dropout) for a scope; the mode it found restored after.
-struct EvalScope {
-  explicit EvalScope(Module& m) : m(m), was_training(m.is_training()) { m.eval(); }
-  ~EvalScope() {
-    if (was_training) m.train();
-  }
-  Module& m;
-  bool was_training;
-};
-
 std::string geometry(const ViTConfig& c) {
   return "(" + std::to_string(c.channels) + ", " + std::to_string(c.image) + ", " +
          std::to_string(c.image) + ")";
@@ -115,13 +105,13 @@ TeacherForced ViT::forward_pairs(const std::vector<data::Pair>& pairs) {
 
 Tensor ViT::probabilities(const std::vector<data::Seq>& pixels) {
   NoGradGuard no_grad;
-  EvalScope eval_mode(*this);
+  EvalModeGuard eval_mode(*this);
   return softmax(forward(images(pixels))).data();  // (B, classes)
 }
 
 std::vector<Tensor> ViT::class_attention(const data::Seq& pixels) {
   NoGradGuard no_grad;
-  EvalScope eval_mode(*this);         // the maps the model answers with: no dropout
+  EvalModeGuard eval_mode(*this);     // the maps the model answers with: no dropout
   const Tensor x = images({pixels});  // checked before any layer keeps anything
   // Keeping the probabilities runs the standard kernel (nn/attention.h).
   struct Keep {

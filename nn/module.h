@@ -59,6 +59,21 @@ class Module {
   Probe* probe_ = nullptr;
 };
 
+// A module in evaluation mode for a scope, then back in the mode it had: a
+// model's answers without a graph (`EvalModeGuard eval(model);`, as
+// Bert::mlm_probabilities and generation/answer.cpp do).
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(Module& m) : m_(m), was_training_(m.is_training()) { m.eval(); }
+  ~EvalModeGuard() { m_.train(was_training_); }
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  Module& m_;
+  bool was_training_;
+};
+
 // Opened as the first line of a module's forward: `ModuleScope scope(this);`.
 // While detect-anomaly mode is on (autograd/anomaly.h) it tells the ops made
 // inside which module made them: the dotted name named_parameters() gives the
