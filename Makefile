@@ -128,9 +128,9 @@ COLD_DIRS := trainer checkpoint explorer examples
 $(foreach b,$(sort $(B32) $(O32)),$(COLD_DIRS:%=$(b)/%/%.o)) $(B64)/%.o: LEVEL := $(COLD_OPT)
 
 # ---- groups: GROUP_SIZE files compiled as one translation unit -------------
-# The test files, and the training program's and model files' code
-# (trainer/, checkpoint/: off a step's path), compile GROUP_SIZE files at a
-# time: each group is one translation unit, e.g. $(B64)/trainer/group_2.cpp,
+# The test files, the training program's and model files' code (trainer/,
+# checkpoint/: off a step's path) and the whole float64 build compile
+# GROUP_SIZE files of a folder at a time: each group is one translation unit, e.g. $(B64)/trainer/group_2.cpp,
 # a list of #include lines that make writes (and rewrites only when the
 # list changes), so that the headers they share (the trainer's, doctest's,
 # JSON's) are parsed and instantiated once a group, not once a file: ten
@@ -162,12 +162,16 @@ $$($(1)_OBJ): $(1)_%.o: $(1)_%.cpp | deps
 	$$(CXX) $$(CXXFLAGS) $(3) -c $$< -o $$@
 endef
 .PHONY: FORCE
-GROUPED_SRC := $(filter-out trainer/family_%.cpp,$(filter trainer/% checkpoint/%,$(LIB_SRC)))
+# Grouped: in the float32 build trainer/ and checkpoint/; in the float64
+# build, all at -O1 and off every training run's path, every folder.
+GROUP_DIRS32 := trainer checkpoint
+FAMILY_SRC := $(filter trainer/family_%.cpp,$(LIB_SRC))
+GROUPED_SRC := $(filter-out $(FAMILY_SRC),$(filter $(GROUP_DIRS32:%=%/%),$(LIB_SRC)))
 UNGROUPED_SRC := $(filter-out $(GROUPED_SRC),$(LIB_SRC))
-$(foreach d,trainer checkpoint,$(eval $(call groups,$(O32)/$(d)/group,$(filter $(d)/%,$(GROUPED_SRC)),$$(LEVEL))))
-$(foreach d,trainer checkpoint,$(eval $(call groups,$(B64)/$(d)/group,$(filter $(d)/%,$(GROUPED_SRC)),-DQKV_DOUBLE $$(LEVEL))))
-LIB_GROUP32 := $(foreach d,trainer checkpoint,$($(O32)/$(d)/group_OBJ))
-LIB_GROUP64 := $(foreach d,trainer checkpoint,$($(B64)/$(d)/group_OBJ))
+$(foreach d,$(GROUP_DIRS32),$(eval $(call groups,$(O32)/$(d)/group,$(filter $(d)/%,$(GROUPED_SRC)),$$(LEVEL))))
+$(foreach d,$(LAYERS),$(eval $(call groups,$(B64)/$(d)/group,$(filter-out $(FAMILY_SRC),$(filter $(d)/%,$(LIB_SRC))),-DQKV_DOUBLE $$(LEVEL))))
+LIB_GROUP32 := $(foreach d,$(GROUP_DIRS32),$($(O32)/$(d)/group_OBJ))
+LIB_GROUP64 := $(foreach d,$(LAYERS),$($(B64)/$(d)/group_OBJ))
 
 # ---- objects: float32 in $(B32), float64 (-DQKV_DOUBLE) in $(B64) ----------
 $(B32)/%.o: %.cpp | deps
@@ -203,7 +207,7 @@ $(B64)/tests/%.o: tests/%.cpp | deps
 
 $(LIB32): $(LIB32_OBJ)
 	@rm -f $@; ar rcs $@ $^
-$(LIB64): $(UNGROUPED_SRC:%.cpp=$(B64)/%.o) $(LIB_GROUP64)
+$(LIB64): $(FAMILY_SRC:%.cpp=$(B64)/%.o) $(LIB_GROUP64)
 	@rm -f $@; ar rcs $@ $^
 
 # The tests' groups: $(O32)/tests/group_N and $(B64)/tests/grad_group_N.
