@@ -8,6 +8,22 @@ expect_fail() { if "$@" >"$QKV_TMP/out" 2>&1; then cat "$QKV_TMP/out"; fail "exp
 expect_ok() { "$@" >"$QKV_TMP/out" 2>&1 || { cat "$QKV_TMP/out"; fail "expected success: $*"; }; }
 # expect_out TEXT: the last command's output contains TEXT (fixed string).
 expect_out() { grep -qF -- "$1" "$QKV_TMP/out" || { cat "$QKV_TMP/out"; fail "output lacks: $1"; }; }
+# check_narrow WHAT: no line of the last output wider than 80 columns.
+check_narrow() {
+  awk 'length > 80 { bad = 1 } END { exit bad }' "$QKV_TMP/out" || fail "$1 is wider than 80 columns"
+}
+# check_gaps WHAT: every "max |a - b|" line of the last output (make step's
+# and worked_example's) under its bound: the engine (float32) within 1e-6 of
+# by hand, by hand within 1e-8 of fin.diff.
+check_gaps() {
+  local gap
+  for gap in $(sed -n 's/.*max |engine - by hand| over all of the above: //p' "$QKV_TMP/out"); do
+    awk -v g="$gap" 'BEGIN { exit !(g + 0 < 1e-6) }' || fail "$1: engine and by hand differ by $gap"
+  done
+  for gap in $(sed -n 's/.*max |by hand - fin.diff| over all of the above: //p' "$QKV_TMP/out"); do
+    awk -v g="$gap" 'BEGIN { exit !(g + 0 < 1e-8) }' || fail "$1: by hand and fin.diff differ by $gap"
+  done
+}
 # Absolute paths, so a script may cd into its scratch directory.
 QKV_BIN=$(cd "$QKV_BIN" && pwd)
 QKV_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

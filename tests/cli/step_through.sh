@@ -24,23 +24,9 @@ expect_out "engine   [-0.4638 -0.0362  0.2672  0.2328]"
 expect_out "fin.diff [-0.4638 -0.0362  0.2672  0.2328]"
 expect_out "engine   [-0.4455 -0.0545  0.2243  0.2757]"
 grep -q "Part 2" "$QKV_TMP/out" && fail "--part 1 printed part 2"
-# Every "max |a - b|" line of the last output under its bound: the engine
-# (float32) within 1e-6 of by hand, by hand within 1e-8 of fin.diff.
-check_gaps() {
-  for gap in $(sed -n 's/.*max |engine - by hand| over all of the above: //p' "$QKV_TMP/out"); do
-    awk -v g="$gap" 'BEGIN { exit !(g + 0 < 1e-6) }' || fail "$1: engine and by hand differ by $gap"
-  done
-  for gap in $(sed -n 's/.*max |by hand - fin.diff| over all of the above: //p' "$QKV_TMP/out"); do
-    awk -v g="$gap" 'BEGIN { exit !(g + 0 < 1e-8) }' || fail "$1: by hand and fin.diff differ by $gap"
-  done
-}
 check_gaps "part 1"
 [ "$(grep -c 'max |engine - by hand|' "$QKV_TMP/out")" = 2 ] || fail "expected two variants' gaps"
-narrow() {
-  awk 'length > 80 { bad = 1 } END { exit bad }' "$QKV_TMP/out" ||
-    fail "$1 is wider than 80 columns"
-}
-narrow "part 1"
+check_narrow "part 1"
 # Part 2: LayerNorm and attention by hand against the engine, ~1e-7 relative.
 expect_ok "$QKV_BIN/step_through" --part 2
 expect_out "dx      by hand vs engine "
@@ -59,7 +45,7 @@ awk -v l="$loss" -v t="$total" -v v="$lnv" -v s="$spread" -v c="$chance" 'BEGIN 
   d = v + s + c - l; e = t - l
   exit !(l > v && (d < 0 ? -d : d) <= 2e-4 && (e < 0 ? -e : e) <= 1e-4 && (v - log(8)) ^ 2 < 1e-8 && s > 0) }' ||
   fail "loss $loss is not ln V $lnv + spread $spread + chance $chance (total $total)"
-narrow "part 2"
+check_narrow "part 2"
 # Part 3: one RMSNorm row and one RoPE pair, by hand beside the engine and
 # finite differences (the numbers of docs/rmsnorm-backward.md and
 # docs/rope-backward.md).
@@ -71,7 +57,7 @@ expect_out "(1,2)   [-1.1426  1.9221]   [-1.1426  1.9221]"
 check_gaps "part 3"
 [ "$(grep -c 'max |engine - by hand|' "$QKV_TMP/out")" = 1 ] || fail "part 3: expected one line of gaps"
 grep -q "Part 1\|Part 2" "$QKV_TMP/out" && fail "--part 3 printed another part"
-narrow "part 3"
+check_narrow "part 3"
 expect_ok "$QKV_BIN/step_through" --part 3 --no-fd
 grep -q "fin.diff" "$QKV_TMP/out" && fail "--part 3 --no-fd still printed finite differences"
 grep -q "backward order" "$QKV_TMP/out" && fail "printed the backward order without --order"
@@ -89,4 +75,4 @@ grep -qE '^ +1\. cross_entropy +\(\) ' "$QKV_TMP/out" ||
   fail "step 1 is not the loss's node (cross_entropy, shape ())"
 grep -qE '^ +[0-9]+\. add_layer_norm +\(1,4,8\) +decoder\.layers\.0\.norm3$' "$QKV_TMP/out" ||
   fail "no step names its module path (decoder.layers.0.norm3)"
-narrow "--order"
+check_narrow "--order"
