@@ -1,11 +1,10 @@
+# run_all: alone (it uses the browser test's packages explorer_browser.sh installs)
 # train --load FILE --explain TEXT --html PAGE: the gradient explorer on a
 # trained model and the user's input, for the encoder-decoder, a decoder-only
 # model on pairs, the encoder-only model and a language model. The page is one
 # file within the issue's size, every float64 finite difference passes, and
 # the browser test (tests/browser/explorer_test.mjs) accepts it. Bad input is
-# refused in one line before any work, leaving no page behind. It uses the
-# browser test's packages, which explorer_browser.sh installs: that script
-# runs alone and before this one (tests/run_all.sh runs them in name order).
+# refused in one line before any work, leaving no page behind.
 source "$(dirname "$0")/lib.bash"
 cd "$QKV_TMP"
 expect_ok "$TRAIN" "${TINY[@]}" --steps 60 --out s2s
