@@ -137,7 +137,8 @@ $(foreach b,$(sort $(B32) $(O32)),$(COLD_DIRS:%=$(b)/%/%.o)) $(B64)/%.o: LEVEL :
 # test files compile in 8.8 s of CPU as one unit and 18.9 s as ten, eight of
 # trainer/ in 9.7 s and 27.7 s. A file's helpers in `namespace {` share one
 # scope with the other files of its group, so each file gives its helpers
-# names of its own (a name defined twice stops the build); the families'
+# names of its own (a name defined twice stops the build, but two overloads
+# would meet silently: CONTRIBUTING.md, "Tests"); the families'
 # rows (trainer/family_*.cpp), whose helpers share their names by design
 # (build, check, defaults), compile one a unit. Editing one file recompiles
 # its group.
@@ -285,7 +286,7 @@ $(EXPLORER64): $(B64)/%: $(B64)/examples/%.o $(LIB64)
 # The page's script, style and vendored library are assembled into the library.
 EXPLORER_ASSETS := explorer/page.js explorer/page.css explorer/vendor/svg-pan-zoom.min.js \
                    explorer/vendor/svg-pan-zoom.LICENSE
-$(addsuffix /explorer/assets.o,$(sort $(B32) $(O32) $(B64))): $(EXPLORER_ASSETS)
+$(addsuffix /explorer/assets.o,$(sort $(B32) $(O32))) $($(B64)/explorer/group_OBJ): $(EXPLORER_ASSETS)
 $(B32)/%: $(O32)/bench/%.o $(LIB32)
 	$(LINK_CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
