@@ -8,7 +8,7 @@ namespace qkv::train {
 
 namespace {
 
-void check(const TrainConfig& c, const Require& require) {
+void rope_check(const TrainConfig& c, const Require& require) {
   const int64_t d_k = c.d_k > 0 ? c.d_k : c.d_model / c.heads;
   require(d_k % 2 == 0, "positions",
           "rope turns pairs of a head's d_k numbers, and d_k = " + std::to_string(d_k) +
@@ -31,7 +31,7 @@ PositionKind rope_positions() {
   k.softmax_kernels = true;  // the rotation lives in the softmax kernels
   k.keys = {{"rope_base", "rope's base"}};
   k.file_key = "rope_base";
-  k.check = check;
+  k.check = rope_check;
   return k;
 }
 
