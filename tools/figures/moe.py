@@ -148,7 +148,7 @@ def main():
     for i, line in enumerate(notes):
         svg.text(410, 386 + 17 * i, line, 11, "middle")
     svg.text(410, 432, "capacity_factor 1.0 here; the default 1.25 gives capacity 4, and 4 tokens "
-             "never fill it. Made by tools/figures/moe.py.", 10, "middle", "#555555")
+             "never overflow it. Made by tools/figures/moe.py.", 10, "middle", "#555555")
     svg.write(OUT)
     for n in range(N):
         print(f"token {n}: P", " ".join(f"{v:.4f}" for v in P[n]), " top", choice[n],
