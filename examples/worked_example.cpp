@@ -182,8 +182,9 @@ void relative_bias_page(bool with_fd) {
   std::printf(
       "\n   Over all 32 buckets, sum of dtable = %.4f: each row of dZ sums to 0\n"
       "   (softmax ignores a shift of its row), and every pair is in one bucket.\n"
-      "   Bucket 16 (rel > 0 at distance 0) has no pair: dtable[16] = %.4f.\n",
-      std::fabs(total) < 5e-5 ? 0.0 : total, h.dtable(0, 16) + 0.0);
+      "   Bucket 16 (rel > 0 at distance 0) has no pair: the engine's dtable[16]\n"
+      "   = %.4f.\n",
+      std::fabs(total) < 5e-5 ? 0.0 : total, p.dtable(0, 16) + 0.0);
   print_gaps(gaps, with_fd);
 }
 
