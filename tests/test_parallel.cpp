@@ -2,6 +2,7 @@
 // elementwise kernels, to rounding for sums), and bad counts are rejected.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -119,6 +120,10 @@ TEST_CASE("large elementwise ops give bitwise identical results with 1 and 2 thr
     INFO(name);
     auto [one, two] = with_1_and_2_threads(f);
     CHECK(bitwise_equal(one, two));
+    // bitwise_equal takes a NaN with the same bits as equal: the ops' outputs
+    // here are finite, so one from a broken split is caught.
+    CHECK(
+        std::all_of(one.data(), one.data() + one.numel(), [](real v) { return std::isfinite(v); }));
   }
 }
 
