@@ -50,8 +50,8 @@ Family encoder_family() {
   f.model.vocab_key = "vocab";
   f.model.positions = "sinusoidal relative";
   f.model.positions_refused =
-      "the encoder model has sinusoidal positions or T5's relative bias (relative) "
-      "(nn::EncoderOnlyModel)";
+      "the encoder model (nn::EncoderOnlyModel) has sinusoidal positions or T5's relative bias "
+      "(relative)";
   // Sinusoidal positions, computed as needed: no fixed table.
   f.reads.labels_tokens = true;
   // The source alone: every task's answer has its source's length.

@@ -143,8 +143,8 @@ Family seq2seq_family() {
   };
   f.model.positions = "sinusoidal learned relative";
   f.model.positions_refused =
-      "the seq2seq model adds sinusoidal or learned positions to its embeddings (rotary "
-      "positions are the gpt model's)";
+      "the seq2seq model takes sinusoidal or learned positions (added to its embeddings) or T5's "
+      "relative bias (relative; rotary positions are the gpt model's)";
   // The encoder reads the source (n); the decoder <s> and the target (m + 1).
   f.reads.sequence_tokens = [](int64_t n, int64_t m) { return std::max(n, m + 1); };
   f.reports.layers_text = [](const TrainConfig& c) {

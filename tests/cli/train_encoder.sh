@@ -46,7 +46,7 @@ expect_out "--decode beam: the encoder model"
 expect_fail "$TRAIN" "${ENC[@]}" --tie
 expect_out "--tie: the encoder model's output layer gives labels"
 expect_fail "$TRAIN" "${ENC[@]}" --positions learned
-expect_out "--positions: the encoder model has sinusoidal positions or T5's relative bias (relative)"
+expect_out "--positions: the encoder model (nn::EncoderOnlyModel) has sinusoidal positions or T5's relative bias (relative), not '"
 
 # Tagging: each letter of a word labelled V (vowel) or C; targets as long as sources.
 awk 'BEGIN { srand(3); split("a b c d e f g h i j k l m n o p", L, " ");

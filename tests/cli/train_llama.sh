@@ -109,7 +109,7 @@ one_line "$TRAIN" "${GPT[@]}" --kv-heads 3 --steps 1
 one_line "$TRAIN" "${GPT[@]}" --positions rope --d-k 3 --steps 1
 [ "$(cat "$QKV_TMP/out")" = "error: --positions: rope turns pairs of a head's d_k numbers, and d_k = 3 is odd (--d-model / --heads, or --d-k)" ] || { cat "$QKV_TMP/out"; fail "rope, odd d_k"; }
 one_line "$TRAIN" "${TINY[@]}" --positions rope --steps 1
-[ "$(cat "$QKV_TMP/out")" = "error: --positions: the seq2seq model adds sinusoidal or learned positions to its embeddings (rotary positions are the gpt model's), not 'rope'" ] || { cat "$QKV_TMP/out"; fail "rope for seq2seq"; }
+[ "$(cat "$QKV_TMP/out")" = "error: --positions: the seq2seq model takes sinusoidal or learned positions (added to its embeddings) or T5's relative bias (relative; rotary positions are the gpt model's), not 'rope'" ] || { cat "$QKV_TMP/out"; fail "rope for seq2seq"; }
 one_line "$TRAIN" "${GPT[@]}" --preset llama --attention linear --steps 1
 [ "$(cat "$QKV_TMP/out")" = "error: --attention: the linear kernel takes neither --positions rope nor --kv-heads (standard, memory-efficient or auto do)" ] || { cat "$QKV_TMP/out"; fail "rope with linear attention"; }
 # Each alone is named alone (the run has no other to leave out).
