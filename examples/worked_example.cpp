@@ -15,6 +15,7 @@
 // one header per page; this file prints them.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -419,32 +420,34 @@ void vit_page(bool with_fd) {
 
 int main(int argc, char** argv) {
   CLI::App app{"worked_example: the derivation pages' worked examples, engine beside by hand"};
+  // The pages, in the order `all` prints them: each name once, here.
+  struct Page {
+    const char* name;
+    void (*print)(bool with_fd);
+  };
+  const std::vector<Page> pages{{"moe", moe_page},       {"relative-bias", relative_bias_page},
+                                {"swiglu", swiglu_page}, {"gqa", gqa_page},
+                                {"bert", bert_page},     {"vit", vit_page}};
+  std::vector<std::string> names;
+  for (const Page& p : pages) names.push_back(p.name);
+  names.push_back("all");
+  const std::string choices = qkv::one_of(names, [](const std::string& n) { return n; });
   std::string page = "all";
   bool no_fd = false;
-  const std::vector<std::string> pages{"moe", "relative-bias", "swiglu", "gqa", "bert", "vit"};
-  app.add_option("--page", page,
-                 "moe, relative-bias, swiglu, gqa, bert, vit or all (default): "
-                 "docs/PAGE-backward.md's example")
+  app.add_option("--page", page, choices + " (default): docs/PAGE-backward.md's example")
       ->type_name("PAGE")
       ->check(CLI::Validator(
           [&](std::string& s) {
-            for (const auto& p : pages)
-              if (s == p) return std::string();
-            return s == "all"
+            return std::find(names.begin(), names.end(), s) != names.end()
                        ? std::string()
-                       : "expected moe, relative-bias, swiglu, gqa, bert, vit or all, got '" +
-                             qkv::brief(s) + "'";
+                       : "expected " + choices + ", got '" + qkv::brief(s) + "'";
           },
           "", "page"));
   app.add_flag("--no-fd", no_fd, "skip the finite differences");
   CLI11_PARSE(app, argc, argv);
   try {
-    if (page == "moe" || page == "all") moe_page(!no_fd);
-    if (page == "relative-bias" || page == "all") relative_bias_page(!no_fd);
-    if (page == "swiglu" || page == "all") swiglu_page(!no_fd);
-    if (page == "gqa" || page == "all") gqa_page(!no_fd);
-    if (page == "bert" || page == "all") bert_page(!no_fd);
-    if (page == "vit" || page == "all") vit_page(!no_fd);
+    for (const Page& p : pages)
+      if (page == p.name || page == "all") p.print(!no_fd);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "worked_example: %s\n", e.what());
     return 1;
