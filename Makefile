@@ -7,6 +7,7 @@
 #   make test-faults       SIGKILL the trainer 100 times while it checkpoints
 #   make demo       train the reverse task (examples/train)
 #   make step       the gradient step-through (examples/step_through)
+#   make check-alone   every file of a compile group (below) compiled on its own
 #   make V=1 ...    show every compiler command (demo and step build quietly)
 #   make bench      benchmarks -> BENCHMARKS.md
 #   make ablate     the paper's Table 3 and design claims at laptop scale -> ABLATIONS.md
@@ -78,7 +79,7 @@ PC32  := $(B32)/pkgconfig/qkv.pc
 EXAMPLES := $(patsubst examples/%.cpp,$(B32)/%,$(wildcard examples/*.cpp))
 BENCHES  := $(patsubst bench/%.cpp,$(B32)/%,$(wildcard bench/*.cpp))
 
-.PHONY: all deps test test-faults demo step explore bench bench-torch lib clean fixtures install pkgconfig format
+.PHONY: all deps check-alone test test-faults demo step explore bench bench-torch lib clean fixtures install pkgconfig format
 # Keep the programs' object files (make would delete them as intermediates).
 .SECONDARY:
 all: $(LIB32) $(EXAMPLES) $(PC32)
@@ -214,6 +215,19 @@ $(LIB64): $(FAMILY_SRC:%.cpp=$(B64)/%.o) $(LIB_GROUP64)
 # The tests' groups: $(O32)/tests/group_N and $(B64)/tests/grad_group_N.
 $(eval $(call groups,$(O32)/tests/group,$(TEST_SRC),$$(TEST_OPT)))
 $(eval $(call groups,$(B64)/tests/grad_group,$(GRAD_SRC),-DQKV_DOUBLE $$(LEVEL) $$(TEST_OPT)))
+# `make check-alone`: every file that compiles in a group compiled on its own
+# (-fsyntax-only), as a group never does: an #include a file lacks, hidden
+# by an earlier file of its group, shows here before the groups shift.
+ALONE32 := $(GROUPED_SRC) $(TEST_SRC)
+ALONE64 := $(filter-out $(FAMILY_SRC),$(LIB_SRC)) $(GRAD_SRC)
+.PHONY: check-alone $(ALONE32:%=alone32/%) $(ALONE64:%=alone64/%)
+check-alone: $(ALONE32:%=alone32/%) $(ALONE64:%=alone64/%)
+	@echo "$(words $(ALONE32)) float32 and $(words $(ALONE64)) float64 files compile on their own"
+$(ALONE32:%=alone32/%): alone32/%: | deps
+	@$(CXX) $(filter-out -MMD -MP,$(CXXFLAGS)) -fsyntax-only $*
+$(ALONE64:%=alone64/%): alone64/%: | deps
+	@$(CXX) $(filter-out -MMD -MP,$(CXXFLAGS)) -DQKV_DOUBLE -fsyntax-only $*
+
 $(B32)/qkv_tests: $(O32)/tests/main.o $($(O32)/tests/group_OBJ) $(LIB32)
 	$(LINK_CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 $(B64)/qkv_grad_tests: $(B64)/tests/main.o $($(B64)/tests/grad_group_OBJ) $(LIB64)
