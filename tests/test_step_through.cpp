@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "autograd/anomaly.h"
+#include "check_mat.h"
 #include "examples/step_llama.h"
 #include "examples/step_through.h"
 #include "fixture.h"
@@ -26,15 +27,9 @@
 using namespace qkv;
 using qkv::testing::recorded;
 using namespace qkv::step;
+using qkv::testing::check_mat;
 
 namespace {
-
-void check_mat(const Mat& m, const std::vector<double>& want, double tol, const char* what) {
-  REQUIRE_MESSAGE(m.a.size() == want.size(), what);
-  for (size_t i = 0; i < want.size(); ++i)
-    CHECK_MESSAGE(std::fabs(m.a[i] - want[i]) <= tol,
-                  what << "[" << i << "] = " << m.a[i] << ", want " << want[i]);
-}
 
 // Both sources of a number, the engine and the by-hand loops, against the same
 // hand-derived values.

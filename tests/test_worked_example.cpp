@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "check_mat.h"
 #include "examples/worked_bert.h"
 #include "examples/worked_gqa.h"
 #include "examples/worked_moe.h"
@@ -16,21 +17,15 @@
 
 using namespace qkv;
 using namespace qkv::step;
+using qkv::testing::check_mat;
 
 namespace {
-
-void worked_near(const Mat& m, const std::vector<double>& want, double tol, const char* what) {
-  REQUIRE_MESSAGE(m.a.size() == want.size(), what);
-  for (size_t i = 0; i < want.size(); ++i)
-    CHECK_MESSAGE(std::fabs(m.a[i] - want[i]) <= tol,
-                  std::string(what) << "[" << i << "] = " << m.a[i] << ", want " << want[i]);
-}
 
 // The engine (float32) within 1e-5 of the paper, by hand (double) within 1e-6.
 void worked_both(const Mat& engine, const Mat& by_hand, const std::vector<double>& want,
                  const char* what) {
-  worked_near(engine, want, 1e-5, what);
-  worked_near(by_hand, want, 1e-6, what);
+  check_mat(engine, want, 1e-5, what);
+  check_mat(by_hand, want, 1e-6, what);
 }
 
 }  // namespace
@@ -44,13 +39,13 @@ TEST_CASE(
   // apart, sigmoid(0.2) = 0.549834 and 0.450166.
   const MoEPass p = moe_pass();
   const MoEByHand h = moe_by_hand(moe_logits());
-  worked_near(h.P,
-              {0.659001, 0.242433, 0.098566, 0.253716, 0.689672, 0.056612, 0.489749, 0.109278,
-               0.400973, 0.220409, 0.180456, 0.599135},
-              1e-6, "P");
-  worked_near(to_mat(p.P.data()), h.P.a, 1e-6, "P (engine)");
-  worked_near(h.g, {0.731059, 0.268941, 0.731059, 0.268941, 0.549834, 0.450166, 0.731059, 0.268941},
-              1e-6, "g");
+  check_mat(h.P,
+            {0.659001, 0.242433, 0.098566, 0.253716, 0.689672, 0.056612, 0.489749, 0.109278,
+             0.400973, 0.220409, 0.180456, 0.599135},
+            1e-6, "P");
+  check_mat(to_mat(p.P.data()), h.P.a, 1e-6, "P (engine)");
+  check_mat(h.g, {0.731059, 0.268941, 0.731059, 0.268941, 0.549834, 0.450166, 0.731059, 0.268941},
+            1e-6, "g");
   // Choices: 0 -> (0, 1), 1 -> (1, 0), 2 -> (0, 2), 3 -> (2, 0). Capacity
   // ceil(1.0 * 4 * 2 / 3) = 3. First choices in token order: e0 gets 0, e1 gets 1,
   // e0 gets 2, e2 gets 3; then second choices: e1 gets 0, e0 gets 1 (its third
@@ -75,11 +70,11 @@ TEST_CASE(
   const std::vector<double> dl{-0.196612, 0.196612, 0,        -0.196612, 0.196612, 0,
                                -0.495033, 0,        0.495033, -0.589836, 0,        0.589836};
   worked_both(p.dl, h.dl, dl, "dl");
-  worked_near(hand::central_difference(moe_loss_by_hand, moe_logits()), dl, 1e-6, "dl (fin.diff)");
+  check_mat(hand::central_difference(moe_loss_by_hand, moe_logits()), dl, 1e-6, "dl (fin.diff)");
   // dP = (dg - sum_i dg_i g_i) / S: token 3, S = 0.599135 + 0.220409 = 0.819544,
   // sum = 3 (0.731059) = 2.193176: dP_2 = 0.806824 / S = 0.984479, dP_0 = -2.193176 / S
   // = -2.676092.
-  worked_near(p.dP, h.dP.a, 1e-5, "dP");
+  check_mat(p.dP, h.dP.a, 1e-5, "dP");
   CHECK(std::fabs(h.dP(3, 2) - 0.984479) < 1e-6);
   CHECK(std::fabs(h.dP(3, 0) + 2.676092) < 1e-6);
 }
@@ -116,10 +111,10 @@ TEST_CASE(
   CHECK(h.pairs(0, 8) == 10);
   CHECK(h.pairs(0, 24) == 10);
   CHECK(h.pairs(0, 16) == 0);
-  worked_near(p.dtable, h.dtable.a, 1e-6, "dtable");
-  worked_near(hand::central_difference([](const Mat& t) { return relative_bias_by_hand(t).L; },
-                                       Mat(1, kRelBuckets)),
-              h.dtable.a, 1e-8, "dtable (fin.diff)");
+  check_mat(p.dtable, h.dtable.a, 1e-6, "dtable");
+  check_mat(hand::central_difference([](const Mat& t) { return relative_bias_by_hand(t).L; },
+                                     Mat(1, kRelBuckets)),
+            h.dtable.a, 1e-8, "dtable (fin.diff)");
   // Each row of dZ sums to 0 (softmax), and each pair is in one bucket: dtable sums to 0.
   double total = 0;
   for (double v : h.dtable.a) total += v;
@@ -141,13 +136,13 @@ TEST_CASE(
   const SwiGLUExample ex = swiglu_example();
   const SwiGLUByHand h = swiglu_by_hand(ex);
   const SwiGLUPass p = swiglu_pass(ex);
-  worked_near(h.a, {0.5, -3}, 1e-12, "a");
-  worked_near(h.u, {1, 2}, 1e-12, "u");
-  worked_near(h.silu, {0.311230, -0.142278}, 1e-6, "silu");
-  worked_near(h.dsilu, {0.739961, -0.088104}, 1e-6, "silu'");
+  check_mat(h.a, {0.5, -3}, 1e-12, "a");
+  check_mat(h.u, {1, 2}, 1e-12, "u");
+  check_mat(h.silu, {0.311230, -0.142278}, 1e-6, "silu");
+  check_mat(h.dsilu, {0.739961, -0.088104}, 1e-6, "silu'");
   worked_both(p.y, h.y, {0.311230, 0.440170}, "y");
   worked_both(p.dx, h.dx, {2.009700, 1.231955}, "dx");
-  worked_near(swiglu_fd(ex), h.dx.a, 1e-8, "dx (fin.diff)");
+  check_mat(swiglu_fd(ex), h.dx.a, 1e-8, "dx (fin.diff)");
 }
 
 TEST_CASE(
@@ -160,7 +155,7 @@ TEST_CASE(
   const GqaExample ex = gqa_example();
   const GqaByHand h = gqa_by_hand(ex);
   const GqaPass p = gqa_pass(ex);
-  worked_near(
+  check_mat(
       h.P[0],
       {0.590858, 0.204571, 0.204571, 0.501929, 0.352448, 0.145623, 0.091149, 0.374920, 0.533931},
       1e-6, "P_0");
@@ -186,18 +181,18 @@ TEST_CASE(
   worked_both(hand::columns(p.dV, 0, 2), hand::columns(h.dV, 0, 2),
               {1.293209, -0.055066, 0.880855, 0.044642, 0.825936, 0.010425}, "dV_0");
   for (int64_t g = 0; g < 2; ++g) {  // the engine's two ways agree: kv_heads = 2 and copies
-    worked_near(hand::columns(p.dK, 2 * g, 2), hand::plus(p.dKh[2 * g], p.dKh[2 * g + 1]).a, 1e-6,
-                "dK");
-    worked_near(hand::columns(p.dV, 2 * g, 2), hand::plus(p.dVh[2 * g], p.dVh[2 * g + 1]).a, 1e-6,
-                "dV");
+    check_mat(hand::columns(p.dK, 2 * g, 2), hand::plus(p.dKh[2 * g], p.dKh[2 * g + 1]).a, 1e-6,
+              "dK");
+    check_mat(hand::columns(p.dV, 2 * g, 2), hand::plus(p.dVh[2 * g], p.dVh[2 * g + 1]).a, 1e-6,
+              "dV");
   }
-  worked_near(p.dK, h.dK.a, 1e-6, "dK (engine)");
-  worked_near(p.dV, h.dV.a, 1e-6, "dV (engine)");
+  check_mat(p.dK, h.dK.a, 1e-6, "dK (engine)");
+  check_mat(p.dV, h.dV.a, 1e-6, "dV (engine)");
   const Mat fd = gqa_fd(ex);
-  worked_near(hand::columns(fd, 0, 4), h.dK.a, 1e-8, "dK (fin.diff)");
-  worked_near(hand::columns(fd, 4, 4), h.dV.a, 1e-8, "dV (fin.diff)");
-  worked_near(gqa_fd_copy(ex, 1, false), h.dKh[1].a, 1e-8, "dK_1' (fin.diff of head 1's copy)");
-  worked_near(gqa_fd_copy(ex, 0, true), h.dVh[0].a, 1e-8, "dV_0' (fin.diff of head 0's copy)");
+  check_mat(hand::columns(fd, 0, 4), h.dK.a, 1e-8, "dK (fin.diff)");
+  check_mat(hand::columns(fd, 4, 4), h.dV.a, 1e-8, "dV (fin.diff)");
+  check_mat(gqa_fd_copy(ex, 1, false), h.dKh[1].a, 1e-8, "dK_1' (fin.diff of head 1's copy)");
+  check_mat(gqa_fd_copy(ex, 0, true), h.dVh[0].a, 1e-8, "dV_0' (fin.diff of head 0's copy)");
 }
 
 TEST_CASE(
@@ -244,8 +239,8 @@ TEST_CASE(
   Mat e1(1, 7), h1(1, 7);
   for (int64_t v = 0; v < 7; ++v) e1(0, v) = p.dlogits(1, v), h1(0, v) = l.dlogits(1, v);
   worked_both(e1, h1, row1, "dlogits[1]");
-  worked_near(p.dlogits, l.dlogits.a, 1e-6, "dlogits (engine)");
-  worked_near(mlm_fd(h.tgt), l.dlogits.a, 1e-8, "dlogits (fin.diff)");
+  check_mat(p.dlogits, l.dlogits.a, 1e-6, "dlogits (engine)");
+  check_mat(mlm_fd(h.tgt), l.dlogits.a, 1e-8, "dlogits (fin.diff)");
   for (int64_t t :
        {0, 2, 5, 6,
         7})  // not chosen: the engine gives exactly 0 (by hand they are 0 by construction)
@@ -266,11 +261,11 @@ TEST_CASE(
   CHECK(p.N == 4);
   // Pixel (c, y, x) = c + y/10 + x/100. Patch 1 is (gy, gx) = (0, 1): columns 2, 3 of rows
   // 0, 1; channel 0's (0,2) (0,3) (1,2) (1,3), then channel 1's.
-  worked_near(h.patches, {0.00, 0.01, 0.10, 0.11, 1.00, 1.01, 1.10, 1.11, 0.02, 0.03, 0.12,
-                          0.13, 1.02, 1.03, 1.12, 1.13, 0.20, 0.21, 0.30, 0.31, 1.20, 1.21,
-                          1.30, 1.31, 0.22, 0.23, 0.32, 0.33, 1.22, 1.23, 1.32, 1.33},
-              1e-12, "patches");
-  worked_near(vit_patches_by_library(), h.patches.a, 1e-6, "patches (patch_gather)");
+  check_mat(h.patches, {0.00, 0.01, 0.10, 0.11, 1.00, 1.01, 1.10, 1.11, 0.02, 0.03, 0.12,
+                        0.13, 1.02, 1.03, 1.12, 1.13, 0.20, 0.21, 0.30, 0.31, 1.20, 1.21,
+                        1.30, 1.31, 0.22, 0.23, 0.32, 0.33, 1.22, 1.23, 1.32, 1.33},
+            1e-12, "patches");
+  check_mat(vit_patches_by_library(), h.patches.a, 1e-6, "patches (patch_gather)");
   // dY = [[1, 0], [0, -1], [1, 0.5], [0.5, 1]]: dE[0] = patches[0] + patches[2] +
   // 0.5 patches[3], dE[1] = -patches[1] + 0.5 patches[2] + patches[3]. Column 5 (channel 1,
   // py 0, px 1): dE[0, 5] = 1.01 + 1.21 + 0.5 (1.23) = 2.835; dE[1, 5] = -1.03 + 0.605 +
@@ -280,5 +275,5 @@ TEST_CASE(
                0.805, 0.85, 0.855},
               "dE");
   worked_both(p.db, h.db, {2.5, 0.5}, "db");
-  worked_near(vit_fd(), h.dE.a, 1e-8, "dE (fin.diff)");
+  check_mat(vit_fd(), h.dE.a, 1e-8, "dE (fin.diff)");
 }
