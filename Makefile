@@ -129,9 +129,9 @@ COLD_DIRS := trainer checkpoint explorer examples
 $(foreach b,$(sort $(B32) $(O32)),$(COLD_DIRS:%=$(b)/%/%.o)) $(B64)/%.o: LEVEL := $(COLD_OPT)
 
 # ---- groups: GROUP_SIZE files compiled as one translation unit -------------
-# The test files, the training program's and model files' code (trainer/,
-# checkpoint/: off a step's path) and the whole float64 build compile
-# GROUP_SIZE files of a folder at a time: each group is one translation unit, e.g. $(B64)/trainer/group_2.cpp,
+# The test files and every folder of the library (float32 and float64; but
+# dist/, which the MPI build compiles with mpicxx) compile GROUP_SIZE files
+# of a folder at a time: each group is one translation unit, e.g. $(B64)/trainer/group_2.cpp,
 # a list of #include lines that make writes (and rewrites only when the
 # list changes), so that the headers they share (the trainer's, doctest's,
 # JSON's) are parsed and instantiated once a group, not once a file: ten
@@ -164,9 +164,12 @@ $$($(1)_OBJ): $(1)_%.o: $(1)_%.cpp | deps
 	$$(CXX) $$(CXXFLAGS) $(3) -c $$< -o $$@
 endef
 .PHONY: FORCE
-# Grouped: in the float32 build trainer/ and checkpoint/; in the float64
-# build, all at -O1 and off every training run's path, every folder.
-GROUP_DIRS32 := trainer checkpoint
+# A group keeps its folder's level (-O3 on a step's path, COLD_OPT off it).
+# Grouping the float32 layers a step runs changes no number (no fast-math,
+# no contraction under -std=c++17) and no training run's time (BENCHMARKS.md,
+# "Compile levels": 0.99-1.01 in interleaved pairs); it saves about 90 s of
+# CPU a fresh build (a file's headers cost ~1 s of it).
+GROUP_DIRS32 := $(filter-out dist,$(LAYERS))
 FAMILY_SRC := $(filter trainer/family_%.cpp,$(LIB_SRC))
 GROUPED_SRC := $(filter-out $(FAMILY_SRC),$(filter $(GROUP_DIRS32:%=%/%),$(LIB_SRC)))
 UNGROUPED_SRC := $(filter-out $(GROUPED_SRC),$(LIB_SRC))
@@ -300,7 +303,7 @@ $(EXPLORER64): $(B64)/%: $(B64)/examples/%.o $(LIB64)
 # The page's script, style and vendored library are assembled into the library.
 EXPLORER_ASSETS := explorer/page.js explorer/page.css explorer/vendor/svg-pan-zoom.min.js \
                    explorer/vendor/svg-pan-zoom.LICENSE
-$(addsuffix /explorer/assets.o,$(sort $(B32) $(O32))) $($(B64)/explorer/group_OBJ): $(EXPLORER_ASSETS)
+$($(O32)/explorer/group_OBJ) $($(B64)/explorer/group_OBJ): $(EXPLORER_ASSETS)
 $(B32)/%: $(O32)/bench/%.o $(LIB32)
 	$(LINK_CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
