@@ -1,10 +1,12 @@
 // A fresh directory under the system's temp directory, removed with
-// everything in it at scope exit (for tests that write files).
+// everything in it at scope exit (for tests that write files), and
+// write_file, a file's bytes in one call.
 #pragma once
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace qkv::testing {
@@ -24,5 +26,12 @@ struct TempDir {
   TempDir& operator=(const TempDir&) = delete;
   std::string file(const std::string& name) const { return (dir / name).string(); }
 };
+
+// Writes `bytes` to `path` (binary), replacing the file; fails the test if it cannot.
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+  REQUIRE(out.good());
+}
 
 }  // namespace qkv::testing

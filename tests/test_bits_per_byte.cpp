@@ -13,19 +13,18 @@
 #include "test_seed.h"
 #include "trainer/token_kinds.h"
 #include "trainer/trainer.h"
+#include "temp_dir.h"
 
 using namespace qkv;
 using qkv::testing::error_of;
 using qkv::testing::has;
+using qkv::testing::write_file;
 
 namespace {
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() /
           ("qkv_bpb_" + std::to_string(getpid()) + "_" + name))
       .string();
-}
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
 }
 train::TrainConfig lm_config(const std::string& data, const std::string& tokens) {
   train::TrainConfig c;

@@ -19,6 +19,7 @@
 using namespace qkv;
 using qkv::testing::check_error;
 using qkv::testing::TempDir;
+using qkv::testing::write_file;
 
 namespace {
 
@@ -34,12 +35,6 @@ void write_png(const std::string& path, int rows, int cols, uint32_t format, con
   png.format = format;
   REQUIRE(px.size() == PNG_IMAGE_SIZE(png));
   REQUIRE(png_image_write_to_file(&png, path.c_str(), 0, px.data(), 0, nullptr) != 0);
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-  REQUIRE(out.good());
 }
 
 std::string read_file(const std::string& path) {

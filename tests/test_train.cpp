@@ -16,8 +16,10 @@
 #include "trainer/eval_kinds.h"
 #include "trainer/trainer.h"
 #include "test_seed.h"
+#include "temp_dir.h"
 
 using namespace qkv;
+using qkv::testing::write_file;
 using namespace qkv::nn;
 
 using qkv::testing::test_seed;
@@ -64,10 +66,6 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() /
           ("qkv_test_" + std::to_string(getpid()) + "_" + name))
       .string();
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
 }
 
 }  // namespace

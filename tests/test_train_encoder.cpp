@@ -15,6 +15,7 @@
 using namespace qkv;
 using qkv::testing::TempDir;
 using qkv::testing::test_seed;
+using qkv::testing::write_file;
 
 namespace {
 
@@ -36,10 +37,6 @@ train::TrainConfig encoder_config() {
   c.min_lr = c.lr * real(0.05);  // what the Trainer makes of kAutoMinLr, for validate()
   c.seed = test_seed();
   return c;
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
 }
 
 }  // namespace
