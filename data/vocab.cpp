@@ -14,6 +14,15 @@ std::vector<std::string> split_tokens(const std::string& text, Split how) {
   return out;
 }
 
+std::vector<ByteSpan> token_spans(std::string_view text, Split how) {
+  std::vector<ByteSpan> out;
+  for_each_token(text, how, [&](std::string_view t) {
+    const int64_t at = static_cast<int64_t>(t.data() - text.data());
+    out.push_back({at, at + static_cast<int64_t>(t.size())});
+  });
+  return out;
+}
+
 // ---- Vocab ----------------------------------------------------------------------
 
 Vocab::Vocab() : tokens_{"<pad>", "<s>", "</s>"} { reindex(); }
@@ -64,6 +73,19 @@ std::string Vocab::decode_bytes(const Seq& ids) const {
       out += bpe_->token_bytes(static_cast<int32_t>(id - first));
     else
       out += text(id);  // a special token by name; Error outside the vocabulary
+  }
+  return out;
+}
+
+std::vector<ByteSpan> Vocab::byte_spans(const Seq& ids) const {
+  if (!bpe_) throw Error("Vocab::byte_spans: the vocabulary has no BPE (" + describe() + ")");
+  std::vector<ByteSpan> out;
+  out.reserve(ids.size());
+  int64_t at = 0;
+  for (const int64_t id : ids) {
+    const int64_t n = byte_count(id);
+    out.push_back({at, at + n});
+    at += n;
   }
   return out;
 }

@@ -58,6 +58,14 @@ void for_each_token(std::string_view text, Split how, F&& f) {
 // The tokens of `text` as strings.
 std::vector<std::string> split_tokens(const std::string& text, Split how);
 
+// One token's bytes in the text it was cut from: [begin, end) (question
+// answering maps a span of tokens back to the context's characters).
+struct ByteSpan {
+  int64_t begin = 0, end = 0;
+};
+// Where each token of `text` (for_each_token's, characters or words) is.
+std::vector<ByteSpan> token_spans(std::string_view text, Split how);
+
 class Vocab {
  public:
   static constexpr int64_t kPad = data::kPad, kBos = data::kBos, kEos = data::kEos,
@@ -86,6 +94,9 @@ class Vocab {
   std::string decode_bytes(const Seq& ids) const;
   // The bytes of the text a token stands for (a special token's: none).
   int64_t byte_count(int64_t id) const;
+  // Where each token of encode_bytes(text) is in text: its bytes follow the
+  // previous token's (BPE's encoding is exact). Error without a BPE.
+  std::vector<ByteSpan> byte_spans(const Seq& ids) const;
   // A token's text; Error for an id outside the vocabulary.
   const std::string& text(int64_t id) const;
   // The id of a token; -1 when it is not in the vocabulary.

@@ -39,6 +39,10 @@ struct TokenKind {
   data::Seq (*encode)(const data::Vocab& v, const std::string& text, int64_t* unknown) = nullptr;
   // Ids back to text.
   std::string (*decode)(const data::Vocab& v, const data::Seq& ids) = nullptr;
+  // Where each token of encode(v, text) is in text, in bytes (question
+  // answering reads its answer back out of the context by them).
+  std::vector<data::ByteSpan> (*spans)(const data::Vocab& v, const std::string& text,
+                                       const data::Seq& ids) = nullptr;
   // Said after "more distinct tokens than --max-vocab": " (try --tokens word?)".
   const char* too_many = "";
   // Its own rules on a run that uses it (bpe: --bpe-vocab, a text to learn

@@ -17,6 +17,9 @@ TokenKind bpe_tokens() {
     return v.encode_bytes(text);  // any bytes: no <unk>
   };
   k.decode = [](const data::Vocab& v, const data::Seq& ids) { return v.decode_bytes(ids); };
+  k.spans = [](const data::Vocab& v, const std::string&, const data::Seq& ids) {
+    return v.byte_spans(ids);
+  };
   k.check = [](const TrainConfig& c, const Family& f, const Require& require) {
     // Learned from a text of --data (a corpus, labelled texts or pairs).
     require(!c.data.empty() && !f.reads.images, "tokens",

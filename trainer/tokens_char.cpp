@@ -14,6 +14,9 @@ TokenKind char_tokens() {
     return v.encode(data::split_tokens(text, data::Split::Char), unknown);
   };
   k.decode = [](const data::Vocab& v, const data::Seq& ids) { return v.decode(ids, ""); };
+  k.spans = [](const data::Vocab&, const std::string& text, const data::Seq&) {
+    return data::token_spans(text, data::Split::Char);
+  };
   k.too_many = " (try --tokens word?)";
   return k;
 }

@@ -15,6 +15,9 @@ TokenKind word_tokens() {
     return v.encode(data::split_tokens(text, data::Split::Word), unknown);
   };
   k.decode = [](const data::Vocab& v, const data::Seq& ids) { return v.decode(ids, " "); };
+  k.spans = [](const data::Vocab&, const std::string& text, const data::Seq&) {
+    return data::token_spans(text, data::Split::Word);
+  };
   return k;
 }
 
