@@ -34,6 +34,7 @@
 #include "nn/layernorm.h"
 #include "nn/rmsnorm.h"
 #include "nn/rope.h"
+#include "nn/span_logits.h"
 #include "nn/moe.h"
 #include "nn/swiglu.h"
 #include "tests/errors.h"
@@ -384,6 +385,9 @@ TEST_CASE(
   nn::ViT vit(vc);
   Var images(Tensor::uniform({1, 1, 4, 4}, 0, 1, g), true);
   total = add(total, nn::cross_entropy(vit.forward(images), {1}));
+  // Question answering's head: two logits a token, masked to the context.
+  Var span_z(Tensor::normal({1, 3, 2}, 0, 1, g), true);
+  total = add(total, nn::cross_entropy(nn::span_logits(span_z, {1, 0, 1}), {2, 0}));
 
   std::set<std::string> seen;
   for (const Var& v : topological_order(total)) {
