@@ -37,8 +37,8 @@ nlohmann::json config_to_json(const BertConfig& c) {
 BertConfig bert_config_from_json(const nlohmann::json& j, const std::string& where) {
   const BertConfig c =
       detail::from_json_with<BertConfig>(j, where, bert_fields, bert_optional_fields);
-  if (c.head != "mlm" && c.head != "classify")
-    throw Error(where + ": key 'head' is '" + brief(c.head) + "' (expected mlm or classify)");
+  if (c.head != "mlm" && c.head != "classify" && c.head != "qa")
+    throw Error(where + ": key 'head' is '" + brief(c.head) + "' (expected mlm, classify or qa)");
   if (c.head == "classify" && c.classes < 1)
     throw Error(where + ": key 'classes' is " + std::to_string(c.classes) +
                 ": head classify needs at least 1");

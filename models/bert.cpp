@@ -7,6 +7,7 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "nn/init.h"
+#include "nn/span_logits.h"
 
 namespace qkv::nn {
 
@@ -31,9 +32,9 @@ Var BertMlmHead::forward(const Var& h, const Var& tied_weight) const {
 
 // ---- The model --------------------------------------------------------------------------
 Bert::Bert(const BertConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(dropout_seed(c.seed)) {
-  const bool is_mlm = c.head == "mlm", is_classify = c.head == "classify";
-  if (!is_mlm && !is_classify)
-    throw Error("Bert: head '" + brief(c.head) + "' (expected mlm or classify)");
+  const bool is_mlm = c.head == "mlm", is_classify = c.head == "classify", is_qa = c.head == "qa";
+  if (!is_mlm && !is_classify && !is_qa)
+    throw Error("Bert: head '" + brief(c.head) + "' (expected mlm, classify or qa)");
   if (c.vocab < 1 || c.max_positions < 1 || c.segments < 1 || c.d_model < 1)
     throw Error("Bert: vocab, max_positions, segments and d_model must be positive, got " +
                 std::to_string(c.vocab) + ", " + std::to_string(c.max_positions) + ", " +
@@ -63,6 +64,8 @@ Bert::Bert(const BertConfig& c) : cfg(c), init_gen(c.seed), dropout_gen(dropout_
       register_module("encoder", std::make_shared<Encoder>(c.layers, o, init_gen, dropout_gen));
   if (is_mlm) {
     mlm = register_module("mlm", std::make_shared<BertMlmHead>(D, c.vocab, c.norm, init_gen));
+  } else if (is_qa) {
+    qa = register_module("qa_outputs", std::make_shared<Linear>(D, 2, true, init_gen));
   } else {
     pooler = register_module("pooler", std::make_shared<Linear>(D, D, true, init_gen));
     classifier =
@@ -105,7 +108,19 @@ Var Bert::encode(const Tokens& t) {
 
 Var Bert::forward(const Tokens& t) {
   ModuleScope scope(this);
+  if (qa) return span_logits(qa->forward(encode(t)), span_allowed(t));  // (B,T,2) -> (B,2,T)
   return head(encode(t));
+}
+
+std::vector<uint8_t> Bert::span_allowed(const Tokens& t) const {
+  const std::vector<int64_t> seg = segment_ids(t);
+  const std::vector<int64_t> lengths = t.full_lengths();
+  std::vector<uint8_t> allowed(t.ids.size(), 0);
+  for (int64_t b = 0; b < t.batch; ++b) {
+    allowed[b * t.len] = 1;  // [CLS]: no answer here
+    for (int64_t i = 1; i + 1 < lengths[b]; ++i) allowed[b * t.len + i] = seg[b * t.len + i] != 0;
+  }
+  return allowed;
 }
 
 Var Bert::head(const Var& h) {
@@ -114,6 +129,7 @@ Var Bert::head(const Var& h) {
     throw Error("Bert::head: hidden states " + to_string(h.shape()) + " are not (B, T, " +
                 std::to_string(cfg.d_model) + ")");
   if (mlm) return mlm->forward(h, embed->weight);  // (B,T,V)
+  if (qa) throw Error("Bert::head: a qa head needs the ids' segments: call forward");
   // Position 0 of each sequence: row b*T of h viewed as (B*T, D), gathered
   // by the embedding op (its backward scatter-adds into those rows only).
   const int64_t B = h.size(0), T = h.size(1), D = cfg.d_model;
@@ -180,6 +196,28 @@ TeacherForced Bert::forward_pairs(const std::vector<data::Pair>& pairs) {
     out.logits = forward(src);  // (B,T,V)
     return out;
   }
+  if (qa) {
+    const std::vector<uint8_t> allowed = span_allowed(src);
+    out.targets.resize(2 * B);
+    for (int64_t b = 0; b < B; ++b) {
+      const data::Seq& y = pairs[b].tgt;
+      const bool ok = y.size() == 2 && y[0] >= 0 && y[0] <= y[1] && y[1] < src.len &&
+                      allowed[b * src.len + y[0]] && allowed[b * src.len + y[1]];
+      if (!ok)
+        throw Error("Bert::forward_pairs (qa): sequence " + std::to_string(b) +
+                    ": expected a target {start, end}, start <= end, both [CLS] (0) or "
+                    "positions of the context, got " +
+                    seq_text(y) + " number(s)" +
+                    (y.size() == 2 ? " {" + std::to_string(y[0]) + ", " + std::to_string(y[1]) + "}"
+                                   : std::string()));
+      out.targets[2 * b] = y[0];
+      out.targets[2 * b + 1] = y[1];
+    }
+    out.target_tokens = 2 * B;
+    out.ignore_index = -1;      // every position is a class, 0 ([CLS]) among them
+    out.logits = forward(src);  // (B,2,T)
+    return out;
+  }
   out.targets.resize(B);
   for (int64_t b = 0; b < B; ++b) {
     const data::Seq& y = pairs[b].tgt;
@@ -236,8 +274,16 @@ Tensor Bert::mlm_probabilities(const data::Seq& ids) {
   return softmax(reshape(logits, {T, cfg.vocab})).data();  // (T,V)
 }
 
+Tensor Bert::span_scores(const std::vector<data::Seq>& seqs) {
+  if (!qa) throw Error("Bert::span_scores: the model's head is '" + cfg.head + "', not qa");
+  check_ids(seqs, "Bert::span_scores");
+  EvalModeGuard eval_mode(*this);
+  NoGradGuard no_grad;
+  return forward(data::right_padded(seqs)).data();  // (B,2,T)
+}
+
 Tensor Bert::class_probabilities(const std::vector<data::Seq>& seqs) {
-  if (mlm)
+  if (mlm || qa)
     throw Error("Bert::class_probabilities: the model's head is '" + cfg.head + "', not classify");
   check_ids(seqs, "Bert::class_probabilities");
   EvalModeGuard eval_mode(*this);

@@ -8,6 +8,10 @@
 //                    output layer tied to the token embedding plus its own bias
 //   head "classify"  the hidden state of position 0 (<s>, BERT's [CLS]) ->
 //                    pooler (Linear D->D, tanh) -> classifier (Linear D->classes)
+//   head "qa"        each position's hidden state -> a start and an end logit
+//                    (qa_outputs, Linear D->2, as Hugging Face's
+//                    BertForQuestionAnswering), masked to [CLS] and the
+//                    context (nn/span_logits.h): extractive question answering
 //
 // The ids are the vocabulary's (data/vocab.h): <s> 1 serves as [CLS], </s> 2
 // (sep_id) as [SEP], "[MASK]" (mask_id) is an extra special token. A text is
@@ -33,7 +37,7 @@ struct BertConfig : AttentionSettings {
   int64_t max_positions = 128;  // rows of the position table: the longest sequence read
   int64_t segments = 2;         // rows of the segment table (1: every position is segment 0)
   int64_t classes = 0;          // the classify head's labels (unused by "mlm")
-  std::string head = "mlm";     // mlm | classify
+  std::string head = "mlm";     // mlm | classify | qa
   int64_t d_model = 128, heads = 4, layers = 2, d_ff = 512;
   real dropout = 0.1;
   Activation activation = Activation::GELU;
@@ -66,9 +70,13 @@ class Bert : public Model {
   // ids (B,T) -> hidden states (B,T,D): the embeddings, their norm and dropout, the encoder.
   Var encode(const Tokens& t);
   // hidden states (B,T,D) -> the head's logits: mlm (B,T,V); classify
-  // (B,classes), read at position 0 of each sequence alone.
+  // (B,classes), read at position 0 of each sequence alone. (qa: forward.)
   Var head(const Var& h);
-  // ids (B,T) -> head(encode(ids)).
+  // qa: where a span may start or end in t (B*T): position 0 ([CLS]) and
+  // segment 1's tokens but the sequence's last (its final [SEP]).
+  std::vector<uint8_t> span_allowed(const Tokens& t) const;
+  // ids (B,T) -> head(encode(ids)); qa: the span logits (B,2,T), row 0
+  // the start's and row 1 the end's, masked to span_allowed.
   Var forward(const Tokens& t);
 
   // No graph, in eval mode (the mode is restored): the mlm head's
@@ -77,6 +85,9 @@ class Bert : public Model {
   // classes for each sequence (B,classes).
   Tensor mlm_probabilities(const data::Seq& ids);
   Tensor class_probabilities(const std::vector<data::Seq>& seqs);
+  // qa: the span logits of each sequence, (B,2,T), kMaskedLogit where no
+  // span may start or end (nn/span_logits.h).
+  Tensor span_scores(const std::vector<data::Seq>& seqs);
 
   // The Model interface (models/model.h). A pair is
   //   mlm:      src the (already masked) ids, tgt as long, the original id at
@@ -84,8 +95,16 @@ class Bert : public Model {
   //             -> logits (B,T,V), targets (B*T)
   //   classify: src the ids, tgt {label}, 0 <= label < classes (every label a
   //             class: ignore_index -1) -> logits (B,1,classes), targets (B)
+  //   qa:       src "[CLS] question [SEP] context [SEP]", tgt {start, end},
+  //             positions of src where a span may start and end, start <=
+  //             end ({0, 0}: no answer in this window) -> logits (B,2,T),
+  //             targets (B*2): the loss is the mean of the start and end
+  //             cross-entropies over the allowed positions
   const char* kind() const override { return "bert"; }
-  int64_t vocab_size() const override { return mlm ? cfg.vocab : cfg.classes; }
+  // (qa: the positions a logit row ranges over, at most max_positions)
+  int64_t vocab_size() const override {
+    return mlm ? cfg.vocab : qa ? cfg.max_positions : cfg.classes;
+  }
   int64_t max_positions() const override { return cfg.max_positions; }
   int64_t positions_to_answer(int64_t n, int64_t) const override { return n; }
   TeacherForced forward_pairs(const std::vector<data::Pair>& pairs) override;
@@ -107,6 +126,7 @@ class Bert : public Model {
   std::shared_ptr<BertMlmHead> mlm;    // head "mlm", else null
   std::shared_ptr<Linear> pooler;      // head "classify", else null
   std::shared_ptr<Linear> classifier;  // head "classify", else null
+  std::shared_ptr<Linear> qa;          // head "qa" (qa_outputs, D->2), else null
 
  private:
   // Each sequence's ids in [0, vocab), 1 <= length <= max_positions.

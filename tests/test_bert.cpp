@@ -19,6 +19,7 @@
 #include "generation/answer.h"
 #include "io/run_program.h"
 #include "models/bert.h"
+#include "nn/span_logits.h"
 #include "nn/cross_entropy.h"
 #include "optim/adam.h"
 #include "data/mlm.h"
@@ -183,7 +184,7 @@ TEST_CASE("Bert refuses bad pairs and configs with one line naming the model and
   check_error([&] { cls.mlm_probabilities(kPair); }, {"mlm_probabilities", "classify"});
   check_error([&] { mlm.class_probabilities({kPair}); }, {"class_probabilities", "mlm"});
   BertConfig c = tiny("nsp");
-  check_error([&] { Bert b(c); }, {"Bert: head 'nsp'", "mlm or classify"});
+  check_error([&] { Bert b(c); }, {"Bert: head 'nsp'", "mlm, classify or qa"});
   c = tiny("classify");
   c.classes = 0;
   check_error([&] { Bert b(c); }, {"classes >= 1"});
@@ -400,13 +401,15 @@ void bert_parity(const char* file) {
     pairs[b].src.assign(ids.begin() + b * T, ids.begin() + b * T + lens[b]);
     if (m.mlm)
       pairs[b].tgt.assign(targets.begin() + b * T, targets.begin() + b * T + lens[b]);
+    else if (m.qa)
+      pairs[b].tgt = {targets[2 * b], targets[2 * b + 1]};  // start, end
     else
       pairs[b].tgt = {targets[b]};
   }
   TeacherForced out = m.forward_pairs(pairs);
   const Tensor& want = f.get("out.logits");
   check_close(out.logits.data().reshape(want.shape()), want, "logits");
-  Var loss = cross_entropy(out.logits, out.targets, data::kPad);
+  Var loss = cross_entropy(out.logits, out.targets, out.ignore_index);
   check_close(loss.data().reshape({1}), f.get("out.loss"), "loss");
   loss.backward();
   qkv::testing::check_param_grads(m.named_parameters(), f, "grad.", "bert");
@@ -423,6 +426,38 @@ TEST_CASE(
     "Bert classify (pooler tanh on position 0, classifier) matches PyTorch: logits, loss, every "
     "gradient") {
   bert_parity("bert_classify.safetensors");
+}
+
+TEST_CASE(
+    "Bert qa (a start and an end logit a token, masked to [CLS] and segment 1) matches PyTorch: "
+    "span logits, the span loss, every gradient") {
+  bert_parity("bert_qa.safetensors");
+}
+
+TEST_CASE("Bert qa: spans may start and end at [CLS] and the context, a bad target is refused") {
+  BertConfig c = tiny("qa");
+  Bert m(c);
+  // "[CLS] q q [SEP] c c c [SEP]" and a shorter one, padded: allowed are 0 and 4..6, and 0, 3.
+  const data::Seq a = {1, 5, 6, 2, 7, 8, 9, 2}, b = {1, 5, 2, 7, 2};
+  const nn::Tokens t = data::right_padded({a, b});
+  const std::vector<uint8_t> want = {1, 0, 0, 0, 1, 1, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0};
+  CHECK(m.span_allowed(t) == want);
+  std::vector<data::Pair> pairs(2);
+  pairs[0].src = a;
+  pairs[0].tgt = {4, 6};
+  pairs[1].src = b;
+  pairs[1].tgt = {0, 0};
+  const TeacherForced f = m.forward_pairs(pairs);
+  CHECK(f.logits.shape() == Shape{2, 2, 8});
+  CHECK(f.targets == std::vector<int64_t>{4, 6, 0, 0});
+  CHECK(f.ignore_index == -1);
+  CHECK(f.logits.data().data()[1] == nn::kMaskedLogit);  // (0, start, 1): the question
+  pairs[0].tgt = {2, 4};                                 // a question token
+  check_error([&] { m.forward_pairs(pairs); }, {"Bert::forward_pairs (qa): sequence 0", "{2, 4}"});
+  pairs[0].tgt = {6, 5};  // end before start
+  check_error([&] { m.forward_pairs(pairs); }, {"sequence 0", "{6, 5}"});
+  pairs[0].tgt = {4};
+  check_error([&] { m.forward_pairs(pairs); }, {"sequence 0", "got 1 number(s)"});
 }
 
 TEST_CASE(

@@ -441,7 +441,10 @@ def make_bert(filename, seed, head):
     shorter one padded. mlm: some non-special positions masked ([MASK] 3, or
     kept, or another token), targets the original ids there and 0 elsewhere,
     loss = cross_entropy(ignore_index=0), the mean over the chosen positions;
-    classify: labels in [1, classes), loss = cross_entropy over the batch."""
+    classify: labels in [1, classes), loss = cross_entropy over the batch;
+    qa: each sequence's (start, end) among [CLS] and its second segment, the
+    loss cross_entropy over the (B,2,T) span logits: the mean of the start
+    and end cross-entropies (Hugging Face's BertForQuestionAnswering)."""
     model_config = {
         "vocab": 13, "max_positions": 12, "head": head, "d_model": 16, "heads": 2,
         "layers": 2, "d_ff": 32, "dropout": 0.0, "pre_norm": False, "seed": 0,
@@ -461,6 +464,8 @@ def make_bert(filename, seed, head):
         init.linear(params, "mlm.dense", d, d)
         init.layer_norm(params, "mlm.norm", d)
         params["mlm.bias"] = init.uniform((v,), 0.2)
+    elif head == "qa":
+        init.linear(params, "qa_outputs", d, 2)
     else:
         init.linear(params, "pooler", d, d)
         init.linear(params, "classifier", d, cfg["classes"])
@@ -489,6 +494,13 @@ def make_bert(filename, seed, head):
         ids = masked                                                   # (0, 3): unchanged
         logits = model(ids, lens)
         loss = F.cross_entropy(logits.reshape(-1, v), targets.reshape(-1), ignore_index=0)
+    elif head == "qa":
+        # (start, end) per sequence: a span of segment 1 (positions 5..7 of
+        # the first), and [CLS], no answer, for the two one-text sequences
+        # (they have no second segment to answer from).
+        targets = torch.tensor([[5, 7], [0, 0], [0, 0]])
+        logits = model(ids, lens)  # (B,2,T)
+        loss = F.cross_entropy(logits.reshape(-1, T), targets.reshape(-1))
     else:
         targets = torch.tensor([3, 1, 2])
         logits = model(ids, lens)
@@ -502,7 +514,9 @@ def make_bert(filename, seed, head):
                          "around nn.TransformerEncoderLayer (Post-LN, GELU, dropout 0)",
             "batch": 3, "seq_len": T, "mask": "key_padding",
             "loss": ("cross_entropy(logits.reshape(-1,V), targets.reshape(-1), ignore_index=0)"
-                     if head == "mlm" else "cross_entropy(logits (B,C), targets (B))")}
+                     if head == "mlm" else
+                     "cross_entropy(logits (B*2,T), targets (B*2): start, end)" if head == "qa"
+                     else "cross_entropy(logits (B,C), targets (B))")}
     write(filename, model_record(params, binding.grads(), inputs, outputs), meta)
 
 
@@ -1335,6 +1349,7 @@ def main():
         "rel_buckets": 8, "rel_max_distance": 6})
     make_bert("bert_mlm.safetensors", seed=13, head="mlm")
     make_bert("bert_classify.safetensors", seed=14, head="classify")
+    make_bert("bert_qa.safetensors", seed=15, head="qa")
     make_layers("layers.safetensors", seed=4)
     make_adam("adam.safetensors", seed=5)
     make_attention_kernels("attention_kernels.safetensors", seed=6)

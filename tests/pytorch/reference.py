@@ -788,6 +788,8 @@ class TorchBert(nn.Module):
     key padding mask, and one head, from plain torch ops:
       head "mlm"       logits = LayerNorm(gelu(x W_d^T + b_d)) E^T + bias  (tied to E)
       head "classify"  logits = tanh(x[:, 0] W_p^T + b_p) W_c^T + b_c
+      head "qa"        z = x W_qa^T + b_qa (B,T,2), transposed to (B,2,T), and
+                       -1e9 wherever a span may not start or end (bert_span_allowed)
     The segment of a position is 0 up to and including the first sep_id, 1
     after it, 0 at padding (bert_segments)."""
 
@@ -808,6 +810,8 @@ class TorchBert(nn.Module):
             self.mlm_dense = nn.Linear(d, d)
             self.mlm_norm = nn.LayerNorm(d)
             self.mlm_bias = nn.Parameter(torch.empty(v))
+        elif cfg["head"] == "qa":
+            self.qa_outputs = nn.Linear(d, 2)
         else:
             self.pooler = nn.Linear(d, d)
             self.classifier = nn.Linear(d, cfg["classes"])
@@ -824,6 +828,8 @@ class TorchBert(nn.Module):
             b.linear("mlm.dense", self.mlm_dense)
             b.layer_norm("mlm.norm", self.mlm_norm)
             b.add("mlm.bias", self.mlm_bias)
+        elif self.cfg["head"] == "qa":
+            b.linear("qa_outputs", self.qa_outputs)
         else:
             b.linear("pooler", self.pooler)
             b.linear("classifier", self.classifier)
@@ -841,6 +847,10 @@ class TorchBert(nn.Module):
         if self.cfg["head"] == "mlm":
             h = self.mlm_norm(F.gelu(self.mlm_dense(x)))  # exact erf GELU
             return F.linear(h, self.embed, self.mlm_bias)
+        if self.cfg["head"] == "qa":
+            allowed = bert_span_allowed(seg, lens)              # (B,T) bool
+            z = self.qa_outputs(x).transpose(1, 2)              # (B,2,T)
+            return z.masked_fill(~allowed[:, None, :], -1e9)
         return self.classifier(torch.tanh(self.pooler(x[:, 0])))
 
 
@@ -855,6 +865,17 @@ def bert_segments(ids, lens, sep_id, segments):
             if ids[b, i] == sep_id:
                 s = 1
     return seg
+
+
+def bert_span_allowed(seg, lens):
+    """(B,T) where a span may start or end: position 0 ([CLS]) and segment
+    1's positions but each sequence's last (its final [SEP])."""
+    allowed = torch.zeros(seg.shape, dtype=torch.bool)
+    for b in range(seg.shape[0]):
+        allowed[b, 0] = True
+        for i in range(1, int(lens[b]) - 1):
+            allowed[b, i] = bool(seg[b, i] != 0)
+    return allowed
 
 
 def bert_config(model_config):
