@@ -383,8 +383,9 @@ double parameter_count(const BertConfig& c) {
   // token, segment and position tables, the embeddings' norm, the layers
   double n = (double(c.vocab) + double(c.segments) + double(c.max_positions)) * D +
              norm_numbers(c) + double(c.layers) * layer_numbers(c, 1);
-  if (c.pre_norm) n += norm_numbers(c);                               // the encoder's final norm
-  n += D * D + D;                                                     // mlm.dense or the pooler
+  if (c.pre_norm) n += norm_numbers(c);        // the encoder's final norm
+  if (c.head == "qa") return n + 2 * (D + 1);  // qa_outputs (2, D) and its bias
+  n += D * D + D;                              // mlm.dense or the pooler
   if (c.head == "mlm") return n + norm_numbers(c) + double(c.vocab);  // mlm.norm, mlm.bias (tied)
   return n + double(c.classes) * (D + 1);                             // the classifier
 }
@@ -408,6 +409,9 @@ void check_config_fits(const TensorFile& f, const std::string& prefix, const Ber
   if (c.head == "mlm") {
     const Tensor& dense = fit.matrix("mlm.dense.weight", "head");
     fit.size_is("mlm.dense.weight", dense, 0, "d_model", c.d_model);  // (D, D)
+  } else if (c.head == "qa") {
+    const Tensor& qa = fit.matrix("qa_outputs.weight", "head");
+    fit.size_is("qa_outputs.weight", qa, 1, "d_model", c.d_model);  // (2, D)
   } else {
     fit.at_least("classes", c.classes, 1);
     const Tensor& cls = fit.matrix("classifier.weight", "classes");

@@ -112,8 +112,11 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
                "line-by-line: batches of like-length lines (faster)");
   app.add_flag("--truncate,!--no-truncate", c.truncate,
                "classify: cut texts over --context (on) or refuse");
-  add_value(app, "--objective", c.objective,
-            "lm (gpt); mlm, classify (bert); pairs, span (seq2seq)");
+  add_value(app, "--doc-stride", c.doc_stride, "qa: context tokens two windows share")
+      ->capture_default_str();
+  add_value(app, "--max-answer-tokens", c.max_answer_tokens, "qa: the longest answer, in tokens")
+      ->capture_default_str();
+  add_value(app, "--objective", c.objective, "gpt lm; bert mlm, classify, qa; seq2seq pairs, span");
   add_value(app, "--patch", c.patch, "vit: P x P pixels a patch (default 7)");
   add_value(app, "--symbols,--vocab", c.vocab, "number of symbols of the task")
       ->capture_default_str();

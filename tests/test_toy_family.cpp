@@ -263,9 +263,9 @@ TEST_CASE("the data-source table picks each run's row by format, and a row's tak
   CHECK(source("t.txt", "text", "mlm", false) == "windows");
   CHECK(source("t.txt", "text", "mlm", true) == "lines");
   CHECK(source("images", "idx", "", false) == "images");
-  CHECK(train::data_formats() == "tsv, text or idx");
+  CHECK(train::data_formats() == "tsv, text, idx or squad");
   CHECK(error_of([&] { source("x", "csv", "", false); }) ==
-        "--format: expected tsv, text or idx, got 'csv'");
+        "--format: expected tsv, text, idx or squad, got 'csv'");
 }
 
 TEST_CASE("what a format's files hold is its rows' to say, and the rows of a format agree") {
@@ -310,7 +310,7 @@ TEST_CASE(
     struct Unregister {
       ~Unregister() { train::unregister_data_source("word-lines"); }
     } unregister;
-    CHECK(train::data_formats() == "tsv, text, idx or words");
+    CHECK(train::data_formats() == "tsv, text, idx, squad or words");
     CHECK_NOTHROW(train::validate(c, ""));
     train::Trainer t(c);
     CHECK(t.vocab.size() == data::Vocab::from_tokens({}).size() + 5);  // the specials, 5 words
@@ -328,7 +328,7 @@ TEST_CASE(
     CHECK(back.pairs->heldout().size() == 50);
   }
   CHECK(error_of([&] { train::validate(c, ""); }) ==
-        "--format: expected tsv, text or idx, got 'words'");
+        "--format: expected tsv, text, idx or squad, got 'words'");
 }
 
 namespace {
@@ -364,7 +364,7 @@ TEST_CASE(
     "end") {
   const toy::BagFamilyRegistered registered;
   TempDir dir;
-  CHECK(train::eval_kinds().names() == "labels, masked, text or sequences");
+  CHECK(train::eval_kinds().names() == "labels, masked, text, sequences or qa");
   {
     train::register_eval_kind(toy_eval());
     struct Unregister {

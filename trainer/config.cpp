@@ -296,6 +296,8 @@ void validate(const TrainConfig& c, const std::string& where) {
               "must be in (0, 0.5], got " + num(c.valid_fraction));
   }
   require_range<int64_t>(c.max_vocab, 1, 1000000, name("max_vocab"));
+  require_range<int64_t>(c.doc_stride, 0, 1 << 20, name("doc_stride"));
+  require_range<int64_t>(c.max_answer_tokens, 1, 1 << 20, name("max_answer_tokens"));
   require_range<int64_t>(c.batch, 1, 65536, name("batch"));
   require(c.batch >= dist::size(), name("batch"),
           std::to_string(c.batch) + " sequences cannot be shared by " +

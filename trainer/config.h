@@ -60,7 +60,7 @@ struct TrainConfig {
   // token, the capacity factor, and the load-balancing loss's coefficient.
   int64_t experts = 0, experts_per_token = 1;
   real capacity_factor = real(1.25), aux_loss = real(0.01);
-  // what the model learns: "" (the family's own), lm, mlm or classify (trainer/family.h)
+  // what the model learns: "" (the family's own), lm, mlm, classify or qa (trainer/family.h)
   std::string objective;
   // data
   std::string task = "reverse";       // copy | reverse | sort, when no --data
@@ -80,6 +80,9 @@ struct TrainConfig {
   // classify texts: a text longer than --context is cut to it, as Hugging
   // Face's truncation=True (the run says how many); false refuses it.
   bool truncate = true;
+  // qa (--format squad): windows of a long context overlap by doc_stride
+  // tokens; an answer is at most max_answer_tokens (Hugging Face's defaults)
+  int64_t doc_stride = 128, max_answer_tokens = 30;
   // optimisation
   int64_t batch = 64;
   int64_t steps = 1000;             // upper bound, and the cosine schedule's length
@@ -162,6 +165,8 @@ struct TrainConfig {
     f("line_by_line", c.line_by_line, kAdded);
     f("group_by_length", c.group_by_length, kAdded);
     f("truncate", c.truncate, kAdded);
+    f("doc_stride", c.doc_stride, kAdded);
+    f("max_answer_tokens", c.max_answer_tokens, kAdded);
     f("batch", c.batch, kRun);
     f("steps", c.steps, kRun);
     f("schedule", c.schedule, kRun);

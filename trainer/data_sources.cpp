@@ -12,12 +12,13 @@ DataSource labels_source();  // trainer/classify_data.cpp
 DataSource text_source();    // trainer/text_data.cpp
 DataSource lines_source();   // trainer/text_lines.cpp
 DataSource images_source();  // trainer/image_data.cpp
+DataSource squad_source();   // trainer/qa_data.cpp
 
 namespace {
 Registry<DataSource>& source_table() {
   static Registry<DataSource> t{"register_data_source",
                                 {task_source(), pairs_source(), labels_source(), text_source(),
-                                 lines_source(), images_source()}};
+                                 lines_source(), images_source(), squad_source()}};
   return t;
 }
 
@@ -57,6 +58,27 @@ bool reads_corpus(const TrainConfig& c) {
   return !c.data.empty() && format_holds(c.format) == DataSource::Holds::kCorpus;
 }
 
+std::string format_of_file(const std::string& data) {
+  for (const DataSource& s : source_table()) {
+    if (!s.extension) continue;
+    const std::string e = s.extension;
+    if (data.size() > e.size() && data.compare(data.size() - e.size(), e.size(), e) == 0)
+      return s.format;
+  }
+  return "";
+}
+
+std::string format_objective(const std::string& format) {
+  for (const DataSource& s : source_table())
+    if (format == s.format && s.objective) return s.objective;
+  return "";
+}
+
+void default_format(TrainConfig& c, const std::function<bool(const char*)>& said) {
+  if (said("format")) return;
+  if (const std::string f = format_of_file(c.data); !f.empty()) c.format = f;
+}
+
 std::string data_formats() {
   return one_of(formats(), [](const std::string& f) { return f; });
 }
@@ -69,7 +91,7 @@ bool is_data_format(const std::string& format) {
 std::string data_format_help() {
   return one_of(formats(), [](const std::string& f) {
     for (const DataSource& s : source_table())
-      if (f == s.format && !s.takes) return f + " (" + s.name + ")";
+      if (f == s.format && !s.takes) return f == s.name ? f : f + " (" + s.name + ")";
     return f;
   });
 }

@@ -9,6 +9,8 @@
 //   windows  trainer/text_data.cpp      text       no other text row takes   windows of tokens
 //   lines    trainer/text_lines.cpp     text       --line-by-line            a line a sequence
 //   images   trainer/image_data.cpp     idx        always                    (pixels, {label})
+//   squad    trainer/qa_data.cpp        squad      always (a .json file)     question windows,
+//                                                                           {start, end}
 //
 // Trainer::build_data asks the table for the run's row (data_source), lets
 // it read the data into the Trainer (its pairs or text, the vocabulary, the
@@ -17,6 +19,7 @@
 // (or a test) adds a kind of its own with register_data_source().
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/registry.h"
@@ -46,6 +49,12 @@ struct DataSource {
   const char* help = nullptr;  // what it reads, in a few words
   // The --format that reads it; "" for a run without --data (the built-in tasks).
   const char* format = "";
+  // The objective its examples teach, for a family that has several and
+  // whose --objective is unsaid (squad: qa); null: the family decides.
+  const char* objective = nullptr;
+  // A data file's ending that chooses this format when --format is not
+  // given (squad: ".json"); null: only --format chooses it.
+  const char* extension = nullptr;
   // What the format's files hold, as a family's reads and the settings ask
   // it (validate(), trainer/config.cpp): examples of the family's own shape
   // (pairs, labelled texts), a corpus of plain text (a language model reads
@@ -78,6 +87,12 @@ DataSource::Holds format_holds(const std::string& format);
 // Whether `c`'s data is a corpus of plain text (--data given, its format's rows
 // hold one): a language model's, or bert's mlm, or span corruption's.
 bool reads_corpus(const TrainConfig& c);
+// The format a row's `extension` gives `data` (a file name), or "" (no row's).
+std::string format_of_file(const std::string& data);
+// The objective the rows of `format` teach ("qa" for squad), or "".
+std::string format_objective(const std::string& format);
+// --format from the data file's ending when the command line did not say it.
+void default_format(TrainConfig& c, const std::function<bool(const char*)>& said);
 // "tsv, text or idx": the formats the table reads (--format's values).
 std::string data_formats();
 bool is_data_format(const std::string& format);

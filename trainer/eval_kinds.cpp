@@ -12,11 +12,13 @@ EvalKind labels_eval();     // trainer/classify_report.cpp
 EvalKind masked_eval();     // trainer/eval_masked.cpp
 EvalKind text_eval();       // trainer/eval_text.cpp
 EvalKind sequences_eval();  // trainer/eval_sequences.cpp
+EvalKind qa_eval();         // trainer/eval_qa.cpp
 
 namespace {
 Registry<EvalKind>& eval_table() {
-  static Registry<EvalKind> t{"register_eval_kind",
-                              {labels_eval(), masked_eval(), text_eval(), sequences_eval()}};
+  static Registry<EvalKind> t{
+      "register_eval_kind",
+      {labels_eval(), masked_eval(), text_eval(), sequences_eval(), qa_eval()}};
   return t;
 }
 }  // namespace

@@ -9,6 +9,7 @@
 //                                           of text (mlm, span)
 //   text       trainer/eval_text.cpp        predicts next tokens  loss: best kept, --patience
 //   sequences  trainer/eval_sequences.cpp   answers pairs         exact-sequence accuracy
+//   qa         trainer/eval_qa.cpp          answers questions     SQuAD's F1 (and exact match)
 //
 // Trainer::evaluate() marks its result with the run's row (EvalResult::kind);
 // the training loop (trainer/run.cpp) prints an evaluation's line, fills its
@@ -62,6 +63,10 @@ struct EvalKind {
   // run) or Accuracy (higher: loss.svg draws it, --target stops the run).
   plots::EvalKind judged_by = plots::EvalKind::Accuracy;
   double (*metric)(const EvalResult& r) = nullptr;  // the number judged
+  // How it evaluates the held-out data, when not as its data asks
+  // (Trainer::evaluate: teacher-forced loss and decoded answers for pairs,
+  // the loss for text). qa: each question's best span over its windows.
+  EvalResult (*evaluate)(Trainer& t) = nullptr;
   // The report after training (held-out results, examples, the test set):
   // prints it and returns the result the run's last line reports.
   EvalResult (*final_report)(Trainer& t, const RunOptions& o) = nullptr;

@@ -41,6 +41,7 @@ real Trainer::check_anomalies() {
 }
 
 EvalResult Trainer::evaluate() {
+  if (const EvalKind& k = eval_kind(*this); k.evaluate) return k.evaluate(*this);
   if (!text) {
     EvalResult r = evaluate(pairs->heldout());
     r.unknown_tokens = unknown_heldout_tokens;

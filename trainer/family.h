@@ -142,6 +142,10 @@ struct Family {
     // Per layer, where the class token looks: its attention probabilities over
     // the input's positions, (H, N+1) for N patches, no graph. May be null.
     std::vector<Tensor> (*class_attention)(nn::Model& m, const data::Seq& input) = nullptr;
+    // Extractive question answering's span logits of each sequence, (B, 2,
+    // T): start row and end row, no graph (nn/span_logits.h). Null for a
+    // family that answers no questions.
+    Tensor (*span_scores)(nn::Model& m, const std::vector<data::Seq>& seqs) = nullptr;
     // Why --decode beam is refused for this family ("" for the usual sentence).
     const char* no_beam = "";
   } answers;

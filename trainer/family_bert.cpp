@@ -1,7 +1,9 @@
 // BERT (models/bert.h) as the training program knows it: --model bert, an
 // encoder that learns by masked language modelling on text (--objective
-// mlm) and is then fine-tuned to classify texts (--objective classify, from
-// --init-from's file). Its entry in the family table (trainer/family.h).
+// mlm) and is then fine-tuned to classify texts (--objective classify) or
+// to answer questions by a span of a context (--objective qa, SQuAD's
+// format), from --init-from's file. Its entry in the family table
+// (trainer/family.h).
 //
 // As RoBERTa (Liu et al. 2019) trains it: no next-sentence objective (RoBERTa
 // found it did not help), masks drawn afresh for every batch, and <s> and
@@ -20,9 +22,19 @@ namespace {
 // the data asks for: mlm on text, classify on labelled lines.
 void defaults(TrainConfig& c, const std::function<bool(const char*)>& said) {
   if (!said("activation")) c.activation = "gelu";
+  default_format(c, said);  // a .json file: squad
   if (said("objective") && c.objective == "mlm" && !said("format")) c.format = "text";
-  if (!said("objective"))
-    c.objective = format_holds(c.format) == DataSource::Holds::kCorpus ? "mlm" : "classify";
+  if (said("objective") && c.objective == "qa" && !said("format")) c.format = "squad";
+  if (!said("objective")) {  // what the data teaches: squad's rows say qa
+    const std::string taught = format_objective(c.format);
+    c.objective = !taught.empty()                                        ? taught
+                  : format_holds(c.format) == DataSource::Holds::kCorpus ? "mlm"
+                                                                         : "classify";
+  }
+  // Questions and contexts in BPE tokens, as every QA model reads them.
+  if (c.objective == "qa" && !said("tokens")) c.tokens = "bpe";
+  if (c.objective == "qa" && c.tokens == "bpe" && !said("bpe_vocab") && c.bpe_vocab == 0)
+    c.bpe_vocab = 1024;
   // BERT's sequences never run from one document into the next: a line (a
   // package's description) is one sequence, padded (--no-line-by-line: windows).
   if (!said("line_by_line") && c.objective == "mlm") c.line_by_line = true;
@@ -36,15 +48,22 @@ void check(const TrainConfig& c, const Require& require) {
   require(!c.tie, "tie",
           "the bert model's mlm output is always tied to its token embedding (the flag is not "
           "needed); a classifier has nothing to tie");
-  require(c.objective.empty() || (c.objective == "mlm") == corpus, "objective",
-          c.objective == "mlm" ? "mlm learns from a text corpus: --format text"
-                               : "classify learns from text<TAB>label lines: --format tsv");
+  const bool squad = format_objective(c.format) == "qa";  // --format squad
+  require(
+      c.objective.empty() || ((c.objective == "mlm") == corpus && (c.objective == "qa") == squad),
+      "objective",
+      c.objective == "mlm"  ? "mlm learns from a text corpus: --format text"
+      : c.objective == "qa" ? "qa learns from questions on contexts: --format squad (SQuAD's JSON)"
+                            : "classify learns from text<TAB>label lines: --format tsv");
+  require(c.objective != "qa" || c.label_smoothing == 0, "label_smoothing",
+          "qa's span loss is a cross-entropy over the context's positions; smoothing it would "
+          "give the question's and padding's masked positions a share");
 }
 
 std::unique_ptr<nn::Model> build(const TrainConfig& c, const DataShape& d) {
   nn::BertConfig b;
   b.vocab = d.vocab;
-  b.head = c.objective == "classify" ? "classify" : "mlm";
+  b.head = c.objective == "classify" || c.objective == "qa" ? c.objective : "mlm";
   b.classes = d.classes;
   if (d.mask_id >= 0) b.mask_id = d.mask_id;
   if (d.segments > 0) b.segments = d.segments;  // a file's (Family::shape_from_model)
@@ -111,6 +130,10 @@ std::vector<double> label_probabilities(nn::Model& m, const data::Seq& ids) {
   return std::vector<double>(p.data(), p.data() + p.numel());
 }
 
+Tensor span_scores(nn::Model& m, const std::vector<data::Seq>& seqs) {
+  return dynamic_cast<nn::Bert&>(m).span_scores(seqs);  // (B, 2, T)
+}
+
 Tensor token_probabilities(nn::Model& m, const data::Seq& ids) {
   return dynamic_cast<nn::Bert&>(m).mlm_probabilities(ids);  // (T, V)
 }
@@ -134,6 +157,7 @@ Family bert_family() {
   f.reads.sequence_tokens = [](int64_t n, int64_t) { return n + 2; };
   f.answers.label_probabilities = label_probabilities;
   f.answers.token_probabilities = token_probabilities;
+  f.answers.span_scores = span_scores;
   f.answers.no_beam =
       "the bert model (--model bert) gives its answer at once; there is no sequence to search";
   f.reports.explain_what = [](const std::string& src, const std::string& answer) {
@@ -142,7 +166,7 @@ Family bert_family() {
   f.reports.attention_lengths = [](int64_t src, int64_t) {
     return std::pair<int64_t, int64_t>{src + 2, src + 2};
   };
-  f.objectives.names = "mlm classify";
+  f.objectives.names = "mlm classify qa";
   f.objectives.text_pairs = text_pairs;
   f.objectives.extra_special = "[MASK]";
   f.objectives.made_targets = "masked-token";

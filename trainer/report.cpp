@@ -357,7 +357,8 @@ bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalRe
                                 "qkv: " + name + ", where the class token looks, layer by layer");
     });
   AttentionPicture p;
-  if (t.pairs && !t.pairs->heldout().empty() && !t.classifies())
+  // (a run scored otherwise than by decoded answers, qa, has no predictions)
+  if (t.pairs && !t.pairs->heldout().empty() && !t.classifies() && !r.predictions.empty())
     p = attention_of(t, t.pairs->heldout().at(0).src, r.predictions.at(0));
   if (!p.maps.empty())
     attempt("attention.svg", [&] {
@@ -371,7 +372,7 @@ bool write_plots(Trainer& t, const RunOptions& o, const History& h, const EvalRe
 }
 
 void print_first_attention(Trainer& t, const EvalResult& r) {
-  if (!t.pairs || t.pairs->heldout().empty() || t.classifies()) return;
+  if (!t.pairs || t.pairs->heldout().empty() || t.classifies() || r.predictions.empty()) return;
   const AttentionPicture p = attention_of(t, t.pairs->heldout().at(0).src, r.predictions.at(0));
   if (p.maps.empty()) return;
   std::printf("\n");

@@ -119,6 +119,7 @@ Var share_of_loss(const Var& local_mean, int64_t local_tokens, int64_t global_to
 }  // namespace detail
 
 struct EvalKind;
+struct QaData;      // trainer/qa_data.h
 class Instruments;  // trainer/instruments.h
 struct EvalResult {
   int64_t sequences = 0, exact = 0, tokens = 0, tokens_right = 0;
@@ -128,8 +129,10 @@ struct EvalResult {
   // which compares across tokenizers; 0 when unknown.
   int64_t bytes = 0;
   double bits_per_byte = 0;
-  double bleu = 0;             // pairs: corpus BLEU (0..100) of the answers, on the model's tokens
-  int64_t unknown_tokens = 0;  // held-out tokens the vocabulary lacks (<unk>)
+  double bleu = 0;  // pairs: corpus BLEU (0..100) of the answers, on the model's tokens
+  double f1 = 0;    // qa: SQuAD's F1 (0..1), the mean over questions (exact: EM's count)
+  std::vector<std::string> qa_answers;  // qa: each held-out question's answer, in order
+  int64_t unknown_tokens = 0;           // held-out tokens the vocabulary lacks (<unk>)
   // The run's evaluation kind (trainer/eval_kinds.h), which reports it:
   // labels (exact_acc() is the accuracy), masked (made targets: token_acc()
   // is theirs), text or sequences. A row of the table: valid while no kind
@@ -372,6 +375,9 @@ class Trainer {
   nn::SharedLoad init_shared;
   Generator data_gen;
   std::unique_ptr<PairData> pairs;  // (source, target) pairs: a task or a file
+  // Question answering (--format squad): each held-out pair's question and
+  // where its window lies in the context (trainer/qa_data.h); null otherwise.
+  std::shared_ptr<const QaData> qa;
   // --augment: how training images are shifted and mirrored (training batches only).
   data::Augment augment;
   std::unique_ptr<TextData> text;  // gpt on a text file

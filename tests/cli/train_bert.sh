@@ -109,7 +109,7 @@ expect_ok "$TRAIN" "${BERT[@]}" --objective mlm --data count.txt --context 16 --
   --no-line-by-line --eval-every 0 --out windows
 grep -q "one a sequence" "$QKV_TMP/out" && fail "--no-line-by-line still read lines"
 expect_fail "$TRAIN" "${BERT[@]}" --objective lm --data count.txt --steps 30
-expect_out "--objective: the bert model learns by mlm or classify; got 'lm'"
+expect_out "--objective: the bert model learns by mlm, classify or qa; got 'lm'"
 expect_fail "$TRAIN" --model bert --steps 30
 expect_out "--data: the bert model reads text"
 expect_fail "$TRAIN" "${BERT[@]}" --data cls.tsv --label-names a,b --steps 30

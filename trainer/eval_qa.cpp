@@ -1,0 +1,135 @@
+// The evaluation of a model that answers questions on a context (bert's
+// --objective qa, the data source "squad"): every held-out question's
+// windows read by the model, the best span over them mapped back to the
+// context's text (trainer/qa_data.h), scored by SQuAD's exact match and F1
+// (data/squad.h), with the teacher-forced span loss beside them. Judged by
+// F1, as SQuAD's leaderboard is. Its row of the evaluation table
+// (trainer/eval_kinds.h).
+#include <cstdio>
+#include <string>
+
+#include "trainer/eval_kinds.h"
+#include "trainer/data_sources.h"
+#include "trainer/token_kinds.h"
+#include "trainer/qa_data.h"
+#include "trainer/report.h"
+
+namespace qkv::train {
+
+namespace {
+
+// The held-out windows `at` a time: their span logits (one forward, no
+// graph) and the teacher-forced loss; each question answered once its last
+// window is read (a question's windows are consecutive).
+EvalResult evaluate_qa(Trainer& t) {
+  const QaData& d = *t.qa;
+  const PairSet& set = t.pairs->heldout();
+  if (!t.family().answers.span_scores)
+    throw Error("--objective qa: the " + t.cfg.model + " model answers no questions");
+  EvalResult r;
+  r.kind = &eval_kind(t);
+  NoGradGuard no_grad;
+  const bool was_training = t.model().is_training();
+  t.model().eval();
+  const int64_t at = std::max<int64_t>(1, t.cfg.batch);
+  double loss = 0, f1 = 0;
+  int64_t loss_rows = 0;
+  std::vector<Pair> batch;
+  std::vector<Seq> srcs;
+  // The current question's windows: their logits kept until it is answered.
+  std::vector<int64_t> q_windows, q_lengths;
+  std::vector<std::vector<real>> q_start, q_end;
+  auto answer_question = [&]() {
+    if (q_windows.empty()) return;
+    std::vector<const real*> s, e;
+    for (size_t k = 0; k < q_windows.size(); ++k) {
+      s.push_back(q_start[k].data());
+      e.push_back(q_end[k].data());
+    }
+    const QaAnswer a =
+        qa_answer(d, q_windows, s, e, q_lengths, t.cfg.max_answer_tokens, /*null_margin*/ 0);
+    const QaQuestion& q =
+        d.questions[static_cast<size_t>(d.windows[size_t(q_windows[0])].question)];
+    r.sequences++;
+    r.exact += data::squad_exact(a.text, q.golds) == 1.0;
+    f1 += data::squad_f1(a.text, q.golds);
+    r.qa_answers.push_back(a.text);
+    q_windows.clear();
+    q_lengths.clear();
+    q_start.clear();
+    q_end.clear();
+  };
+  for (size_t i = 0; i < set.size(); i += static_cast<size_t>(at)) {
+    const size_t end = std::min(set.size(), i + static_cast<size_t>(at));
+    set.batch(i, end, batch);
+    const nn::TeacherForced f = t.model().forward_pairs(batch);
+    loss += double(nn::cross_entropy(f.logits, f.targets, f.ignore_index).item()) *
+            double(f.target_tokens);
+    loss_rows += f.target_tokens;
+    const Tensor& y = f.logits.data();  // (B, 2, T): the same logits span_scores gives
+    const int64_t T = y.size(2);
+    for (size_t k = i; k < end; ++k) {
+      const QaWindowRef& w = d.windows[k];
+      if (!q_windows.empty() && d.windows[size_t(q_windows[0])].question != w.question)
+        answer_question();
+      const real* row = y.data() + static_cast<int64_t>(k - i) * 2 * T;
+      q_windows.push_back(static_cast<int64_t>(k));
+      q_lengths.push_back(static_cast<int64_t>(batch[k - i].src.size()));
+      q_start.emplace_back(row, row + T);
+      q_end.emplace_back(row + T, row + 2 * T);
+    }
+  }
+  answer_question();
+  r.loss = loss_rows ? loss / double(loss_rows) : 0;
+  r.f1 = r.sequences ? f1 / double(r.sequences) : 0;
+  r.tokens = loss_rows;
+  r.unknown_tokens = t.unknown_heldout_tokens;
+  if (was_training) t.model().train();
+  return r;
+}
+
+std::string qa_line(const EvalResult& r) {
+  return printed("exact match %.2f%%, F1 %.2f%%, span loss %.4f (%lld questions)",
+                 100 * r.exact_acc(), 100 * r.f1, r.loss, (long long)r.sequences);
+}
+
+EvalResult qa_report(Trainer& t, const RunOptions& o) {
+  t.phase = "held-out questions";
+  const EvalResult r = t.evaluate();
+  check_finite_result(r, "held-out evaluation");
+  std::printf("\nheld-out (%lld questions, never trained on): %s\n", (long long)r.sequences,
+              qa_line(r).c_str());
+  const QaData& d = *t.qa;
+  for (size_t i = 0; i < std::min<size_t>(5, d.questions.size()); ++i) {
+    const QaQuestion& q = d.questions[i];
+    const std::string& got = r.qa_answers[i];
+    const bool ok = data::squad_exact(got, q.golds) == 1.0;
+    std::printf("  %-12s -> %-30s %s\n", brief(q.id).c_str(), ("\"" + brief(got) + "\"").c_str(),
+                ok ? "ok" : ("want \"" + brief(q.golds.empty() ? "" : q.golds[0]) + "\"").c_str());
+  }
+  return r;
+}
+
+}  // namespace
+
+EvalKind qa_eval() {
+  EvalKind k;
+  k.name = "qa";
+  k.help = "questions answered by a span of their context: SQuAD's exact match and F1";
+  k.takes = [](const Trainer& t) { return t.qa != nullptr; };
+  k.line = qa_line;
+  k.summary = [](const EvalResult& r) {
+    return printed("held-out exact match: %.2f%%, F1: %.2f%%", 100 * r.exact_acc(), 100 * r.f1);
+  };
+  k.cells = [](const EvalResult& r) {
+    // exact match in heldout_exact_acc; F1 is the run's metric (the lines, the plot)
+    return EvalCells{std::to_string(r.exact_acc()), "", std::to_string(r.loss), "", ""};
+  };
+  k.judged_by = plots::EvalKind::Accuracy;
+  k.metric = [](const EvalResult& r) { return r.f1; };
+  k.evaluate = evaluate_qa;
+  k.final_report = qa_report;
+  return k;
+}
+
+}  // namespace qkv::train
