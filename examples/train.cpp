@@ -205,6 +205,7 @@ void add_flags(CLI::App& app, TrainConfig& c, RunOptions& o) {
   add_value(app, "--init-from", o.init_from, "fine-tune: the tensors shared with a file");
   add_value(app, "--tokenizer-from", o.tokenizer_from, "a new model on a file's tokens");
   add_value(app, "--ask", o.ask, "with --load: answer this text or PNG (- : stdin)");
+  add_value(app, "--passage", o.passage, "with --ask on a qa model: the context file");
   app.add_flag("--show-attention", o.show_attention, "with --ask: print cross-attention");
   add_value(app, "--explain", o.explain, "with --load: the gradient explorer on this text");
   add_value(app, "--html", o.html, "with --explain: the page to write (one HTML file)");

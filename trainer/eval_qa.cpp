@@ -112,6 +112,53 @@ EvalResult qa_report(Trainer& t, const RunOptions& o) {
 
 }  // namespace
 
+void ask_qa(Trainer& t, const std::string& question, const std::string& passage) {
+  if (passage.empty())
+    throw Error(
+        "--ask: a question-answering model answers from a context: give it with "
+        "--passage FILE");
+  const TokenKind& kind = run_token_kind(t.cfg);
+  const TextFile f = detail::read_flag_file("--passage", passage, kMaxDataFileBytes);
+  QaData d;
+  QaContext c;
+  c.text = f.text;
+  const Seq ctx = kind.encode(t.vocab, c.text, nullptr);
+  if (ctx.empty()) throw Error("--passage " + brief(passage) + ": no tokens in it");
+  c.spans = kind.spans(t.vocab, c.text, ctx);
+  d.contexts.push_back(std::move(c));
+  d.questions.push_back({"--ask", 0, {}});
+  const Seq q = kind.encode(t.vocab, question, nullptr);
+  const int64_t window = t.model().max_positions();
+  std::vector<data::QaWindow> ws;
+  try {
+    ws = data::qa_windows(q, ctx, window, std::min(t.cfg.doc_stride, window / 4), -1, -1,
+                          Vocab::kBos, Vocab::kEos);
+  } catch (const Error& e) {
+    throw Error("--ask: " + std::string(e.what()));
+  }
+  std::vector<Seq> seqs;
+  std::vector<int64_t> idx, lengths;
+  for (const data::QaWindow& w : ws) {
+    idx.push_back(static_cast<int64_t>(d.windows.size()));
+    d.windows.push_back({0, w.context_first, w.offset});
+    seqs.push_back(w.ids);
+    lengths.push_back(static_cast<int64_t>(w.ids.size()));
+  }
+  const Tensor y = t.family().answers.span_scores(t.model(), seqs);  // (W, 2, T)
+  const int64_t T = y.size(2);
+  std::vector<const real*> s, e;
+  for (size_t k = 0; k < seqs.size(); ++k) {
+    s.push_back(y.data() + static_cast<int64_t>(k) * 2 * T);
+    e.push_back(y.data() + static_cast<int64_t>(k) * 2 * T + T);
+  }
+  const QaAnswer a = qa_answer(d, idx, s, e, lengths, t.cfg.max_answer_tokens, 0);
+  std::printf("%s\n", data::utf8_or_replacement(a.text).c_str());
+  std::fprintf(
+      stderr,
+      "note: score %.3f (start + end logit; no answer: %.3f), %zu window%s of %lld tokens\n",
+      a.score, a.null_score, ws.size(), ws.size() == 1 ? "" : "s", (long long)window);
+}
+
 EvalKind qa_eval() {
   EvalKind k;
   k.name = "qa";

@@ -276,6 +276,8 @@ int ask(Trainer& t, const RunOptions& o) {
       return;
     }
     if (t.family().answers.token_probabilities && t.is_lm()) return ask_masked(t, line);
+    if (t.family().answers.span_scores && t.cfg.objective == "qa")
+      return ask_qa(t, line, o.passage);
     int64_t unknown = 0;
     const Seq src = t.encode_text(line, &unknown);
     if (src.empty()) return;

@@ -66,6 +66,10 @@ Seq classifier_input(Trainer& t, const std::string& input, const std::string& fl
 Seq masked_input(Trainer& t, const std::string& text, const std::string& flag);
 // --ask "a [MASK] game" to a masked language model: the likeliest tokens for each mask.
 void ask_masked(Trainer& t, const std::string& text);
+// --ask "question" --passage FILE to a question-answering model (bert's qa,
+// trainer/eval_qa.cpp): the best span of the passage over its windows, and
+// its score (start logit + end logit).
+void ask_qa(Trainer& t, const std::string& question, const std::string& passage);
 // The class token's attention over the patches, per layer, drawn over a few
 // test images (vit): the run's class_attention.svg.
 void write_class_attention_svg(Trainer& t, const std::string& path, const std::string& title);

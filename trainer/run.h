@@ -50,6 +50,9 @@ struct RunOptions {
   // vocabulary, or BPE merges), its weights fresh: pre-trained or not, two
   // runs then read the same tokens.
   std::string tokenizer_from;
+  // --passage FILE: the context a question-answering model (bert, qa)
+  // answers --ask's question from.
+  std::string passage;
   std::string best_path;  // set by run(): a language model's best checkpoint (best_checkpoint_path)
   std::string explain, html;      // --explain TEXT --html PAGE: the gradient explorer
   std::string decode = "greedy";  // held-out checks and --ask: greedy | beam

@@ -54,6 +54,14 @@ awk -v a="$f1" 'BEGIN { exit !(a >= 95) }' || { cat "$QKV_TMP/out"; fail "qa rea
 mkdir elsewhere && cd elsewhere
 expect_ok "$TRAIN" --load ../qa/model.safetensors --eval-only --valid ../dev.json
 expect_out "F1: $f1%"
+# --ask with --passage: a passage of 70 words read as several windows.
+{ for i in $(seq 30); do printf 'the cat sat '; done; printf 'Grace '
+  for i in $(seq 10); do printf 'by the door '; done; echo; } > passage.txt
+expect_ok "$TRAIN" --load ../qa/model.safetensors --ask "Who is in the text?" --passage passage.txt
+grep -qx "Grace" "$QKV_TMP/out" || { cat "$QKV_TMP/out"; fail "--ask did not answer Grace"; }
+expect_out "windows of 32 tokens"
+expect_fail "$TRAIN" --load ../qa/model.safetensors --ask "Who is in the text?"
+expect_out "--ask: a question-answering model answers from a context: give it with --passage FILE"
 cd ..
 
 # Bad input: one line, naming the file and the question, before training.
