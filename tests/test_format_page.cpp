@@ -126,12 +126,15 @@ TEST_CASE(
 }
 
 // bert: head mlm (Post-LN, GELU, tied output + mlm.bias, optional keys left
-// out); head classify (Pre-LN, ReLU, 3 segment rows, the pooler on position 0).
+// out); head classify (Pre-LN, ReLU, 3 segment rows, the pooler on position
+// 0); head qa (qa_outputs: the start and end logits, masked to [CLS] and
+// segment 1).
 TEST_CASE(
-    "format page: bert files (heads mlm and classify) written from the page alone load and give "
-    "PyTorch's logits") {
+    "format page: bert files (heads mlm, classify and qa) written from the page alone load and "
+    "give PyTorch's logits") {
   check_case("bert_mlm");
   check_case("bert_classify");
+  check_case("bert_qa");
 }
 
 // The Vision Transformer: pixels read in channel, row, column order, cut into

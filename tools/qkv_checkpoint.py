@@ -686,8 +686,9 @@ def model_config(kind, config, where="model_config"):
     for key, t, default in OPTIONAL_FIELDS.get(kind, []):
         c[key] = _field(config, key, t, where) if has(key) else default
     if kind == "bert":
-        if c["head"] not in ("mlm", "classify"):
-            raise ValueError(f"{where}: key 'head' is '{brief(c['head'])}' (expected mlm or classify)")
+        if c["head"] not in ("mlm", "classify", "qa"):
+            raise ValueError(f"{where}: key 'head' is '{brief(c['head'])}' "
+                             "(expected mlm, classify or qa)")
         if c["head"] == "classify" and c["classes"] < 1:
             raise ValueError(f"{where}: key 'classes' is {c['classes']}: head classify needs at least 1")
         for key in ("sep_id", "mask_id"):
@@ -908,6 +909,8 @@ def parameter_count(kind, c):
     n += c["layers"] * _layer_numbers(c, 1)
     if c["pre_norm"]:
         n += _norm_numbers(c)
+    if c["head"] == "qa":
+        return n + 2 * (D + 1)
     n += D * D + D
     if c["head"] == "mlm":
         return n + _norm_numbers(c) + float(c["vocab"])
@@ -978,6 +981,9 @@ def check_config_fits(path, kind, c, shapes, prefix):
         if c["head"] == "mlm":
             dense = fit.matrix("mlm.dense.weight", "head")
             fit.size_is("mlm.dense.weight", dense, 0, "d_model", D)
+        elif c["head"] == "qa":
+            qa = fit.matrix("qa_outputs.weight", "head")
+            fit.size_is("qa_outputs.weight", qa, 1, "d_model", D)
         else:
             fit.at_least("classes", c["classes"], 1)
             cls = fit.matrix("classifier.weight", "classes")
@@ -1133,6 +1139,8 @@ def model_tensors(kind, c):
             yield "mlm.bias", [c["vocab"]]
             yield from linear("mlm.dense", D, D)
             yield from norm("mlm.norm")
+        elif c["head"] == "qa":
+            yield from linear("qa_outputs", 2, D)
         else:
             yield from linear("pooler", D, D)
             yield from linear("classifier", c["classes"], D)

@@ -46,10 +46,10 @@ done
 
 # bert and vit: their checkpoints name data, which the writer writes beside
 # them as the page says (a corpus, text<TAB>label lines, a folder of gzipped
-# IDX files): each checkpoint is evaluated on its run's own held-out part,
+# IDX files, SQuAD JSON): each checkpoint is evaluated on its run's own held-out part,
 # bert_mlm and vit_gray are resumed, and each model file answers --ask
 # without any data.
-for case in bert_mlm bert_classify vit_gray; do
+for case in bert_mlm bert_classify bert_qa vit_gray; do
   model=written/format_$case.safetensors ckpt=written/format_$case.ckpt.safetensors
   cmp "$model" "$QKV_SRC/tests/fixtures/format_$case.safetensors" ||
     fail "$model differs from tests/fixtures/format_$case.safetensors: run make fixtures"
@@ -59,8 +59,10 @@ for case in bert_mlm bert_classify vit_gray; do
   expect_ok "$TRAIN" --load "$ckpt" --eval-only --threads 1
   case $case in
     bert_mlm) expect_out "held-out masked-token accuracy:" ;;
+    bert_qa) expect_out "held-out exact match:" ;;
     *) expect_out "held-out accuracy:" ;;
   esac
+  [ "$case" = bert_qa ] && continue  # evaluated; --ask with --passage: tests/cli/train_qa.sh
   if [ "$case" = bert_classify ]; then  # its labels: the page's metadata 'labels', its data's
     grep -qE '^ +w( +[0-9]+){4}$' "$QKV_TMP/out" || { cat "$QKV_TMP/out"; fail "no confusion row for label w"; }
     continue

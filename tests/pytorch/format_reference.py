@@ -11,7 +11,7 @@ writes its logits on a fixed input to tests/fixtures/format_page.safetensors:
     <case>.in.ids, <case>.in.lens      the input (gpt, encoder), ids as F32
     <case>.in.pixels                   the input (vit): (B, C*H*W) pixel values 0..255 as F32
     <case>.in.src, <case>.in.src_lens, <case>.in.tgt, <case>.in.tgt_lens  (seq2seq)
-    <case>.out.logits                  (B, T, V) (a bert classifier's (B, C), a vit's (B, classes)), float64 rounded to F32
+    <case>.out.logits                  (B, T, V) (a bert classifier's (B, C), a bert qa's (B, 2, T), a vit's (B, classes)), float64 rounded to F32
     <case>.out.train_logits            a mixture of experts' (gpt_moe*): the logits of a training
                                        step's forward (a graph, training mode), where the capacity
                                        drops assignments; .out.logits are inference's, with none
@@ -67,6 +67,8 @@ INPUTS = {
     "bert_mlm": {"ids": [[1, 3, 4, 5, 2, 6, 7, 8, 2], [1, 8, 3, 6, 2, 0, 0, 0, 0]], "lens": [9, 5]},
     "bert_classify": {"ids": [[1, 5, 3, 2, 8, 4, 2], [1, 7, 2, 0, 0, 0, 0], [1, 4, 2, 3, 2, 0, 0]],
                       "lens": [7, 3, 5]},
+    # bert qa: "<s> question </s> context </s>", and one padded
+    "bert_qa": {"ids": [[1, 4, 5, 2, 6, 7, 8, 3, 2], [1, 8, 2, 4, 6, 2, 0, 0, 0]], "lens": [9, 6]},
     # Two images of 2 x 6 x 6 pixel values 0..255 (channel, row, column order).
     "vit": {"pixels": [[(37 * k + 11 * b) % 256 for k in range(72)] for b in range(2)]},
     # Two gray 6 x 6 images (row, column order).
@@ -376,6 +378,14 @@ def bert(P, c, x):
         u = 0.5 * u * (1.0 + torch.erf(u / math.sqrt(2.0)))  # exact GELU
         u = norm_of(P, "mlm.norm", u, c)
         return lin(u, P["embed.weight"], P["mlm.bias"])  # (B, T, V)
+    if c["head"] == "qa":  # (B, 2, T): start and end rows, -1e9 where no span may start or end
+        z = lin(h, P["qa_outputs.weight"], P["qa_outputs.bias"]).transpose(1, 2)
+        allowed = torch.zeros(B, T, dtype=torch.bool)
+        for b in range(B):
+            allowed[b, 0] = True
+            for i in range(1, x["lens"][b] - 1):
+                allowed[b, i] = bool(seg[b, i] != 0)
+        return z.masked_fill(~allowed[:, None, :], -1e9)
     z = torch.tanh(lin(h[:, 0], P["pooler.weight"], P["pooler.bias"]))
     return lin(z, P["classifier.weight"], P["classifier.bias"])  # (B, C)
 

@@ -235,6 +235,20 @@ CASES = {
         "labels": ["w", "x", "y", "z"],
         "seed": 21,
     },
+    # bert, head qa: start and end logits (qa_outputs), Post-LN, GELU, 1
+    # layer. Its checkpoint learned from SQuAD JSON (a context of words,
+    # each question's answer one of them), read in windows of 12 tokens
+    # overlapping by doc_stride 2.
+    "bert_qa": {
+        "kind": "bert",
+        "config": {"vocab": len(VOCAB), "max_positions": 12, "head": "qa", "d_model": 16,
+                   "heads": 2, "layers": 1, "d_ff": 24, "dropout": 0.0, "activation": "gelu",
+                   "pre_norm": False, "seed": 1, "attention": "standard", "window": 128,
+                   "global_every": 64, "scaled": True, "segments": 2, "sep_id": 2},
+        "run": {"optimizer": "adam", "weight_decay": 0.0, "context": 12, "objective": "qa",
+                "format": "squad", "tokens": "word", "doc_stride": 2, "max_answer_tokens": 30},
+        "seed": 22,
+    },
     # The Vision Transformer: 6 x 6 images of 2 channels in 3 x 3 patches (4
     # patches + the class token), Pre-LN, GELU, 3 classes. The trainer reads
     # IDX images of one channel: it refuses this checkpoint (the library
@@ -381,6 +395,8 @@ def parameters(kind, c):
         if c["head"] == "mlm":
             p.append(("mlm.bias", [c["vocab"]]))
             p += linear("mlm.dense", d, d) + norm("mlm.norm", c)
+        elif c["head"] == "qa":
+            p += linear("qa_outputs", d, 2)
         else:
             p += linear("pooler", d, d) + linear("classifier", d, c["classes"])
     elif kind == "vit":
@@ -529,6 +545,22 @@ def write_data(out_dir, name, case, run):
         path = os.path.join(out_dir, f"format_{name}.tsv")
         run["data"] = path
         return {"kind": "labels", "data": file_entry(path, ("\n".join(lines) + "\n").encode())}
+    if fmt == "squad":  # SQuAD v1.1: each paragraph 6 to 9 words, two questions on it
+        words, data = VOCAB[3:], []
+        for k in range(12):
+            ctx_words = [rng.choice(words) for _ in range(rng.randrange(6, 10))]
+            context = " ".join(ctx_words)
+            qas = []
+            for j in range(2):
+                at = rng.randrange(len(ctx_words))
+                start = len(" ".join(ctx_words[:at])) + (1 if at else 0)  # characters
+                qas.append({"id": f"q{k}.{j}", "question": " ".join(rng.sample(words, 2)),
+                            "answers": [{"text": ctx_words[at], "answer_start": start}]})
+            data.append({"title": str(k), "paragraphs": [{"context": context, "qas": qas}]})
+        path = os.path.join(out_dir, f"format_{name}.json")
+        run["data"] = path
+        raw = json.dumps({"version": "1.1", "data": data}).encode()
+        return {"kind": "squad", "data": file_entry(path, raw)}
     if fmt == "idx":  # MNIST's IDX files, gzipped: 30 gray 6 x 6 images of labels 0, 1, 2
         folder = os.path.join(out_dir, "format_images")
         os.makedirs(folder, exist_ok=True)
