@@ -440,6 +440,28 @@ bert-experiment: $(PACKAGES_DIR)/info.json
 	$(call quiet_build,$(B32)/bow_classify)
 	python3 tools/bert_packages.py --bin $(B32) --data $(PACKAGES_DIR) --out runs/bert-packages
 
+# Question answering on Debian's changelogs (datasets/make_changelog_qa.py:
+# SQuAD-format questions from templates over the installed packages'
+# changelog entries, split by source package): the rule-based baseline, then
+# BERT with --objective qa from scratch, scored on the held-out split and the
+# test split once, and asked. docs/qa.md has the figures.
+.PHONY: qa
+QA_DIR := $(BUILD)/datasets/changelog-qa
+QA_STEPS ?= 3000
+QA_ARCH := --d-model 128 --heads 4 --layers 4 --d-ff 512
+qa: $(QA_DIR)/easy/MANIFEST.json
+	$(call quiet_build,$(B32)/train)
+	python3 datasets/make_changelog_qa.py --baseline $(QA_DIR)/easy/valid.json
+	$(B32)/train --model bert --data $(QA_DIR)/easy/train.json --valid $(QA_DIR)/easy/valid.json \
+	  --bpe-vocab 2048 $(QA_ARCH) --context 128 --doc-stride 32 --batch 32 --lr 1e-3 --warmup 300 \
+	  --steps $(QA_STEPS) --eval-every 1000 --threads 2 --out runs/qa
+	$(B32)/train --load runs/qa/model.safetensors --eval-only --valid $(QA_DIR)/easy/test.json
+	$(B32)/train --load runs/qa/model.safetensors --ask "$$(cat $(QA_DIR)/easy/question.txt)" \
+	  --passage $(QA_DIR)/easy/passage.txt
+$(QA_DIR)/easy/MANIFEST.json:
+	python3 datasets/make_changelog_qa.py --out $(QA_DIR)/easy --set easy
+	python3 datasets/make_changelog_qa.py --out $(QA_DIR)/hard --set hard
+
 # T5 on the same descriptions: the encoder-decoder with T5's block (--preset
 # t5: relative positions, RMSNorm, no biases) pre-trained by span corruption
 # on the training split's text, asked to fill in a span, then fine-tuned to
