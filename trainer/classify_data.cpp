@@ -128,13 +128,7 @@ DataNeed read_labels(Trainer& t, const Vocab* given) {
     std::string all;
     for (const LabelLine& l : train_l)
       for (const std::string& s : l.texts) all += s + "\n";
-    try {
-      t.vocab =
-          Vocab::from_bpe(data::BPE::train(all, t.cfg.bpe_vocab), extra_tokens(t.family(), t.cfg));
-    } catch (const Error& e) {
-      throw Error("--bpe-vocab " + std::to_string(t.cfg.bpe_vocab) + ": " + brief(t.cfg.data) +
-                  " (its training texts): " + e.what());
-    }
+    t.vocab = vocab_of_bpe(all, t.family(), t.cfg, "its training texts");
   } else {
     std::set<std::string, std::less<>> distinct;
     for (const LabelLine& l : train_l)

@@ -57,12 +57,7 @@ DataNeed read_pairs(Trainer& t, const Vocab* given) {
   } else if (how == Split::Bpe) {  // learned from the training pairs' texts
     std::string all;
     for (const data::TokenPair& p : train_tok) all += joined(p.src) + "\n" + joined(p.tgt) + "\n";
-    try {
-      t.vocab = Vocab::from_bpe(data::BPE::train(all, c.bpe_vocab), extra_tokens(t.family(), c));
-    } catch (const Error& e) {
-      throw Error("--bpe-vocab " + std::to_string(c.bpe_vocab) + ": " + brief(c.data) +
-                  " (its training pairs): " + e.what());
-    }
+    t.vocab = vocab_of_bpe(all, t.family(), c, "its training pairs");
   } else {
     std::vector<const std::vector<std::string>*> lists;
     for (auto& p : train_tok) {

@@ -66,6 +66,16 @@ data::Vocab vocab_of_tokens(std::set<std::string, std::less<>> distinct, const F
   return data::Vocab::from_tokens({distinct.begin(), distinct.end()});
 }
 
+data::Vocab vocab_of_bpe(const std::string& text, const Family& f, const TrainConfig& c,
+                         const std::string& what) {
+  try {
+    return data::Vocab::from_bpe(data::BPE::train(text, c.bpe_vocab), extra_tokens(f, c));
+  } catch (const Error& e) {
+    throw Error("--bpe-vocab " + std::to_string(c.bpe_vocab) + ": " + brief(c.data) + " (" + what +
+                "): " + e.what());
+  }
+}
+
 std::pair<int64_t, int64_t> attention_lengths(const Family& f, int64_t src, int64_t tgt) {
   if (f.reports.attention_lengths) return f.reports.attention_lengths(src, tgt);
   const int64_t n = std::max(src, tgt);

@@ -205,6 +205,12 @@ std::vector<std::string> extra_tokens(const Family& f, const TrainConfig& c);
 data::Vocab vocab_of_tokens(std::set<std::string, std::less<>> distinct, const Family& f,
                             const TrainConfig& c);
 
+// A BPE vocabulary learned from `text` (--bpe-vocab tokens), then
+// extra_tokens; an error names --bpe-vocab, --data and `what` the text is
+// ("its training texts").
+data::Vocab vocab_of_bpe(const std::string& text, const Family& f, const TrainConfig& c,
+                         const std::string& what);
+
 // The members above that may be null, with their defaults.
 std::pair<int64_t, int64_t> attention_lengths(const Family& f, int64_t src, int64_t tgt);
 double attention_maps(const Family& f, double T, double S);

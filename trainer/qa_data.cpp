@@ -116,13 +116,7 @@ DataNeed read_squad(Trainer& t, const Vocab* given) {
       all += p.context + "\n";
       for (const data::SquadQuestion& q : p.questions) all += q.question + "\n";
     }
-    try {
-      t.vocab =
-          Vocab::from_bpe(data::BPE::train(all, t.cfg.bpe_vocab), extra_tokens(t.family(), t.cfg));
-    } catch (const Error& e) {
-      throw Error("--bpe-vocab " + std::to_string(t.cfg.bpe_vocab) + ": " + brief(t.cfg.data) +
-                  " (its training contexts and questions): " + e.what());
-    }
+    t.vocab = vocab_of_bpe(all, t.family(), t.cfg, "its training contexts and questions");
   } else {
     std::set<std::string, std::less<>> distinct;
     auto add = [&](const std::string& s) {
