@@ -6,6 +6,7 @@
 // F1, as SQuAD's leaderboard is. Its row of the evaluation table
 // (trainer/eval_kinds.h).
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "trainer/eval_kinds.h"
@@ -112,11 +113,11 @@ EvalResult qa_report(Trainer& t, const RunOptions& o) {
 
 }  // namespace
 
-void ask_qa(Trainer& t, const std::string& question, const std::string& passage) {
+QaPick qa_pick(Trainer& t, const std::string& question, const std::string& passage,
+               const std::string& flag) {
   if (passage.empty())
-    throw Error(
-        "--ask: a question-answering model answers from a context: give it with "
-        "--passage FILE");
+    throw Error(flag + ": a question-answering model answers from a context: give it with " +
+                "--passage FILE");
   const TokenKind& kind = run_token_kind(t.cfg);
   const TextFile f = detail::read_flag_file("--passage", passage, kMaxDataFileBytes);
   QaData d;
@@ -126,7 +127,7 @@ void ask_qa(Trainer& t, const std::string& question, const std::string& passage)
   if (ctx.empty()) throw Error("--passage " + brief(passage) + ": no tokens in it");
   c.spans = kind.spans(t.vocab, c.text, ctx);
   d.contexts.push_back(std::move(c));
-  d.questions.push_back({"--ask", 0, {}});
+  d.questions.push_back({flag, 0, {}});
   const Seq q = kind.encode(t.vocab, question, nullptr);
   const int64_t window = t.model().max_positions();
   std::vector<data::QaWindow> ws;
@@ -134,7 +135,7 @@ void ask_qa(Trainer& t, const std::string& question, const std::string& passage)
     ws = data::qa_windows(q, ctx, window, std::min(t.cfg.doc_stride, window / 4), -1, -1,
                           Vocab::kBos, Vocab::kEos);
   } catch (const Error& e) {
-    throw Error("--ask: " + std::string(e.what()));
+    throw Error(flag + ": " + e.what());
   }
   std::vector<Seq> seqs;
   std::vector<int64_t> idx, lengths;
@@ -151,12 +152,33 @@ void ask_qa(Trainer& t, const std::string& question, const std::string& passage)
     s.push_back(y.data() + static_cast<int64_t>(k) * 2 * T);
     e.push_back(y.data() + static_cast<int64_t>(k) * 2 * T + T);
   }
-  const QaAnswer a = qa_answer(d, idx, s, e, lengths, t.cfg.max_answer_tokens, 0);
-  std::printf("%s\n", data::utf8_or_replacement(a.text).c_str());
-  std::fprintf(
-      stderr,
-      "note: score %.3f (start + end logit; no answer: %.3f), %zu window%s of %lld tokens\n",
-      a.score, a.null_score, ws.size(), ws.size() == 1 ? "" : "s", (long long)window);
+  QaPick pick;
+  pick.answer = qa_answer(d, idx, s, e, lengths, t.cfg.max_answer_tokens, 0);
+  pick.windows = static_cast<int64_t>(ws.size());
+  pick.window_tokens = window;
+  // The window that holds the best span, and the span's positions in it.
+  double best = -std::numeric_limits<double>::infinity();
+  for (size_t k = 0; k < seqs.size(); ++k) {
+    std::vector<uint8_t> allowed = ws[k].allowed;
+    const data::Span sp = data::best_span(s[k], e[k], allowed, t.cfg.max_answer_tokens);
+    if (sp.score > best) {
+      best = sp.score;
+      pick.ids = seqs[k];
+      pick.start = sp.start;
+      pick.end = sp.end;
+    }
+  }
+  return pick;
+}
+
+void ask_qa(Trainer& t, const std::string& question, const std::string& passage) {
+  const QaPick p = qa_pick(t, question, passage, "--ask");
+  std::printf("%s\n", data::utf8_or_replacement(p.answer.text).c_str());
+  std::fprintf(stderr,
+               "note: score %.3f (start + end logit; no answer: %.3f), %lld window%s of %lld "
+               "tokens\n",
+               p.answer.score, p.answer.null_score, (long long)p.windows, p.windows == 1 ? "" : "s",
+               (long long)p.window_tokens);
 }
 
 EvalKind qa_eval() {

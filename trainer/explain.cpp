@@ -78,7 +78,7 @@ Seq explain_input(const Trainer& t, const std::string& text) {
 }
 
 void write_explanation(Trainer& t, const std::string& text, const std::string& html_path,
-                       const std::string& command) {
+                       const std::string& command, const std::string& passage) {
   const auto start = std::chrono::steady_clock::now();
   nn::Model& model = t.model();
   explorer::TraceOptions opt;
@@ -86,12 +86,35 @@ void write_explanation(Trainer& t, const std::string& text, const std::string& h
   std::function<Var()> loss_fn;
   std::string what;
   const bool masked = t.is_lm() && t.family().answers.token_probabilities;  // bert's mlm
+  // A question-answering model reads the question with the window of
+  // --passage that holds its answer, scored on that answer (its start and end).
+  const bool qa = t.family().answers.span_scores && t.cfg.objective == "qa";
+  QaPick pick;
+  if (qa) pick = qa_pick(t, text, passage, "--explain");
   // A classifier reads an image (vit) or "<s> text </s>" (bert); a masked
   // language model "<s> text with [MASK] </s>".
-  const Seq src = t.classifies() ? classifier_input(t, text, "--explain")
-                  : masked       ? masked_input(t, text, "--explain")
-                                 : explain_input(t, text);
-  if (t.classifies() || masked) {
+  const Seq src = qa               ? pick.ids
+                  : t.classifies() ? classifier_input(t, text, "--explain")
+                  : masked         ? masked_input(t, text, "--explain")
+                                   : explain_input(t, text);
+  if (qa) {
+    const int64_t n = static_cast<int64_t>(src.size());
+    check_trace_fits(t, n, n, n);
+    const std::vector<Pair> pairs{{src, {pick.start, pick.end}}};
+    const std::vector<std::string> seq = labels(t, src);
+    opt.attention_tokens = [seq](const std::string&, int64_t, int64_t) {
+      return explorer::AttentionAxes{seq, seq};
+    };
+    loss_fn = [&model, pairs] {
+      const nn::TeacherForced f = model.forward_pairs(pairs);
+      return nn::cross_entropy(f.logits, f.targets, f.ignore_index);
+    };
+    what = "reads the question \"" + text + "\" with the window of " + brief(passage) +
+           " that holds its answer \"" + pick.answer.text + "\" (positions " +
+           std::to_string(pick.start) + " to " + std::to_string(pick.end) +
+           "), scored with the span loss on that answer: the start's and the end's "
+           "cross-entropy over the context's positions";
+  } else if (t.classifies() || masked) {
     const int64_t n = static_cast<int64_t>(src.size());
     check_trace_fits(t, n, n, n);
     // Scored against the model's own answer: its label, or its likeliest

@@ -21,7 +21,9 @@ Seq explain_input(const Trainer& t, const std::string& text);
 
 // Records the pass and writes the page to `html_path` (atomically). Prints
 // one summary line per trace; throws Error when a finite-difference check fails.
+// A question-answering model (bert, qa) reads `text` as the question and
+// `passage` (a file, --passage) as its context.
 void write_explanation(Trainer& t, const std::string& text, const std::string& html_path,
-                       const std::string& command);
+                       const std::string& command, const std::string& passage = "");
 
 }  // namespace qkv::train

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/qa_data.h"
 #include "trainer/run.h"
 
 namespace qkv::train {
@@ -70,6 +71,16 @@ void ask_masked(Trainer& t, const std::string& text);
 // trainer/eval_qa.cpp): the best span of the passage over its windows, and
 // its score (start logit + end logit).
 void ask_qa(Trainer& t, const std::string& question, const std::string& passage);
+// What --ask and --explain read of a question on a passage: the answer, the
+// window that holds it (its ids) and the span's positions there. Errors name
+// `flag` (and --passage).
+struct QaPick {
+  QaAnswer answer;
+  Seq ids;
+  int64_t start = 0, end = 0, windows = 0, window_tokens = 0;
+};
+QaPick qa_pick(Trainer& t, const std::string& question, const std::string& passage,
+               const std::string& flag);
 // The class token's attention over the patches, per layer, drawn over a few
 // test images (vit): the run's class_attention.svg.
 void write_class_attention_svg(Trainer& t, const std::string& path, const std::string& title);

@@ -370,7 +370,7 @@ int run(Trainer& t, RunOptions& o, const std::string& flags_text) {
   }
   if (!o.ask.empty()) return ask(t, o);
   if (!o.explain.empty()) {
-    write_explanation(t, o.explain, o.html, "train --load " + o.load_path);
+    write_explanation(t, o.explain, o.html, "train --load " + o.load_path, o.passage);
     return 0;
   }
 

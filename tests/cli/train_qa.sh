@@ -60,6 +60,14 @@ expect_out "F1: $f1%"
 expect_ok "$TRAIN" --load ../qa/model.safetensors --ask "Who is in the text?" --passage passage.txt
 grep -qx "Grace" "$QKV_TMP/out" || { cat "$QKV_TMP/out"; fail "--ask did not answer Grace"; }
 expect_out "windows of 32 tokens"
+# The gradient explorer on that question: the window holding the answer,
+# scored with the span loss on it, every gradient against finite differences.
+expect_ok "$TRAIN" --load ../qa/model.safetensors --explain "Who is in the text?" \
+  --passage passage.txt --html qa.html
+expect_out ", 0 fail,"
+grep -q "span_logits" qa.html || fail "the explorer page has no span_logits op"
+expect_fail "$TRAIN" --load ../qa/model.safetensors --explain "Who is in the text?" --html qa.html
+expect_out "--explain: a question-answering model answers from a context"
 expect_fail "$TRAIN" --load ../qa/model.safetensors --ask "Who is in the text?"
 expect_out "--ask: a question-answering model answers from a context: give it with --passage FILE"
 cd ..
