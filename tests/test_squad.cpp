@@ -11,6 +11,7 @@
 #include "data/squad.h"
 #include "errors.h"
 #include "test_seed.h"
+#include "trainer/qa_data.h"
 #include "trainer/token_kinds.h"
 
 using namespace qkv;
@@ -183,4 +184,17 @@ TEST_CASE("every token kind says where each of its tokens is in the text, in byt
       at = spans[i].end;
     }
   }
+}
+
+TEST_CASE("SQuAD v2's no-answer threshold: the one of best mean F1, swept over the differences") {
+  // null - span score differences -2, 1, 3; the spans' F1 1, 0, 1; "no
+  // answer"'s 0, 1, 0. All "no answer": 1/3; answering the first: 2/3;
+  // the first two: 1/3; all three: 2/3 (not better). Best: threshold -2.
+  const train::QaNullChoice c = train::best_null_threshold({1, -2, 3}, {0, 1, 1}, {1, 0, 0});
+  CHECK(c.threshold == -2);
+  CHECK(c.f1 == doctest::Approx(2.0 / 3.0));
+  // Every question impossible and every span wrong: "no answer" always.
+  const train::QaNullChoice none = train::best_null_threshold({0.5, 0.2}, {0, 0}, {1, 1});
+  CHECK(none.f1 == 1.0);
+  CHECK(none.threshold < 0.2);
 }

@@ -37,6 +37,7 @@ EvalResult evaluate_qa(Trainer& t) {
   int64_t loss_rows = 0;
   std::vector<Pair> batch;
   std::vector<Seq> srcs;
+  std::vector<double> null_minus_span, span_f1, null_f1;  // v2: for the threshold
   // The current question's windows: their logits kept until it is answered.
   std::vector<int64_t> q_windows, q_lengths;
   std::vector<std::vector<real>> q_start, q_end;
@@ -55,6 +56,11 @@ EvalResult evaluate_qa(Trainer& t) {
     r.exact += data::squad_exact(a.text, q.golds) == 1.0;
     f1 += data::squad_f1(a.text, q.golds);
     r.qa_answers.push_back(a.text);
+    if (d.v2) {
+      null_minus_span.push_back(a.null_score - a.score);
+      span_f1.push_back(data::squad_f1(a.span, q.golds));
+      null_f1.push_back(data::squad_f1("", q.golds));
+    }
     q_windows.clear();
     q_lengths.clear();
     q_start.clear();
@@ -83,6 +89,11 @@ EvalResult evaluate_qa(Trainer& t) {
   answer_question();
   r.loss = loss_rows ? loss / double(loss_rows) : 0;
   r.f1 = r.sequences ? f1 / double(r.sequences) : 0;
+  if (d.v2) {
+    const QaNullChoice c = best_null_threshold(null_minus_span, span_f1, null_f1);
+    r.qa_null_threshold = c.threshold;
+    r.qa_null_f1 = c.f1;
+  }
   r.tokens = loss_rows;
   r.unknown_tokens = t.unknown_heldout_tokens;
   if (was_training) t.model().train();
@@ -101,6 +112,11 @@ EvalResult qa_report(Trainer& t, const RunOptions& o) {
   std::printf("\nheld-out (%lld questions, never trained on): %s\n", (long long)r.sequences,
               qa_line(r).c_str());
   const QaData& d = *t.qa;
+  if (d.v2)
+    std::printf(
+        "  SQuAD v2: \"no answer\" when its score beats the best span's (threshold 0); with the "
+        "threshold chosen on this split, %.3f, F1 %.2f%%\n",
+        r.qa_null_threshold, 100 * r.qa_null_f1);
   for (size_t i = 0; i < std::min<size_t>(5, d.questions.size()); ++i) {
     const QaQuestion& q = d.questions[i];
     const std::string& got = r.qa_answers[i];

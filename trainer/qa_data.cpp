@@ -56,7 +56,7 @@ QaAnswer qa_answer(const QaData& d, const std::vector<int64_t>& windows,
       best_w = windows[k];
     }
   }
-  if (best_w < 0 || (d.v2 && out.null_score > out.score + null_margin)) return out;  // no answer
+  if (best_w < 0) return out;  // no position but [CLS]: no answer
   const QaWindowRef& w = d.windows[static_cast<size_t>(best_w)];
   const QaContext& c = d.contexts[static_cast<size_t>(d.questions[size_t(w.question)].paragraph)];
   const int64_t first = w.context_first + best.start - w.offset;
@@ -69,7 +69,31 @@ QaAnswer qa_answer(const QaData& d, const std::vector<int64_t>& windows,
   const size_t lead = out.text.find_first_not_of(" \t\r\n");
   const size_t tail = out.text.find_last_not_of(" \t\r\n");
   out.text = lead == std::string::npos ? "" : out.text.substr(lead, tail - lead + 1);
+  out.span = out.text;
+  if (d.v2 && out.null_score > out.score + null_margin) out.text.clear();  // no answer
   return out;
+}
+
+QaNullChoice best_null_threshold(const std::vector<double>& null_minus_span,
+                                 const std::vector<double>& span_f1,
+                                 const std::vector<double>& null_f1) {
+  const size_t n = null_minus_span.size();
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return null_minus_span[a] < null_minus_span[b]; });
+  // Threshold below every difference: all "no answer"; then, difference by
+  // difference in increasing order, one more question answered by its span.
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) total += null_f1[i];
+  QaNullChoice best{order.empty() ? 0.0 : null_minus_span[order[0]] - 1, total};
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = order[k];
+    total += span_f1[i] - null_f1[i];
+    if (total > best.f1) best = {null_minus_span[i], total};
+  }
+  if (n) best.f1 /= double(n);
+  return best;
 }
 
 namespace {

@@ -48,9 +48,22 @@ struct QaData {
 // ([CLS]'s start + end, the lowest over the windows, as Hugging Face's
 // postprocessing) beats it by more than `null_margin`.
 struct QaAnswer {
-  std::string text;
+  std::string text;  // "" when "no answer" wins (v2)
+  std::string span;  // the best span's text, whether or not it wins
   double score = 0, null_score = 0;
 };
+
+// SQuAD v2's "no answer" threshold chosen on a split, as Hugging Face's
+// find_best_thresh: each question's null_score - score and the F1 of its
+// best span and of "" against its golds; "no answer" is predicted when the
+// difference exceeds the threshold. The threshold (one of the differences,
+// or 0) that gives the best mean F1, and that F1.
+struct QaNullChoice {
+  double threshold = 0, f1 = 0;
+};
+QaNullChoice best_null_threshold(const std::vector<double>& null_minus_span,
+                                 const std::vector<double>& span_f1,
+                                 const std::vector<double>& null_f1);
 QaAnswer qa_answer(const QaData& d, const std::vector<int64_t>& windows,
                    const std::vector<const real*>& start, const std::vector<const real*>& end,
                    const std::vector<int64_t>& lengths, int64_t max_answer_tokens,

@@ -132,7 +132,10 @@ struct EvalResult {
   double bleu = 0;  // pairs: corpus BLEU (0..100) of the answers, on the model's tokens
   double f1 = 0;    // qa: SQuAD's F1 (0..1), the mean over questions (exact: EM's count)
   std::vector<std::string> qa_answers;  // qa: each held-out question's answer, in order
-  int64_t unknown_tokens = 0;           // held-out tokens the vocabulary lacks (<unk>)
+  // qa on SQuAD v2: the "no answer" threshold that gives the best F1 on this
+  // split, and that F1 (trainer/qa_data.h, best_null_threshold)
+  double qa_null_threshold = 0, qa_null_f1 = 0;
+  int64_t unknown_tokens = 0;  // held-out tokens the vocabulary lacks (<unk>)
   // The run's evaluation kind (trainer/eval_kinds.h), which reports it:
   // labels (exact_acc() is the accuracy), masked (made targets: token_acc()
   // is theirs), text or sequences. A row of the table: valid while no kind

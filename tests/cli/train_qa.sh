@@ -33,6 +33,13 @@ json.dump(squad(40, "d"), open("dev.json", "w"))
 bad = squad(3, "b")
 bad["data"][2]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] += 1
 json.dump(bad, open("bad_start.json", "w"))
+v2 = squad(60, "v")  # SQuAD v2: every third context has no name, its question no answer
+for k, d in enumerate(v2["data"]):
+    if k % 3 == 0:
+        p = d["paragraphs"][0]
+        p["context"] = " ".join(w for w in p["context"].rstrip(".").split() if w not in names) + "."
+        p["qas"][0].update({"is_impossible": True, "answers": []})
+json.dump(v2, open("v2.json", "w"))
 dup = squad(3, "u")
 dup["data"][1]["paragraphs"][0]["qas"][0]["id"] = "u0"
 json.dump(dup, open("dup.json", "w"))
@@ -71,6 +78,12 @@ expect_out "--explain: a question-answering model answers from a context"
 expect_fail "$TRAIN" --load ../qa/model.safetensors --ask "Who is in the text?"
 expect_out "--ask: a question-answering model answers from a context: give it with --passage FILE"
 cd ..
+
+# SQuAD v2: questions without an answer point at [CLS]; the threshold for
+# "no answer" is chosen on the held-out split and reported beside it.
+expect_ok "$TRAIN" "${QA[@]}" --data v2.json --steps 60 --eval-every 0
+expect_out "SQuAD v2: questions without an answer point at [CLS]"
+expect_out "with the threshold chosen on this split,"
 
 # Bad input: one line, naming the file and the question, before training.
 expect_fail "$TRAIN" "${QA[@]}" --data bad_start.json --steps 30
