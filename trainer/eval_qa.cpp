@@ -36,7 +36,6 @@ EvalResult evaluate_qa(Trainer& t) {
   double loss = 0, f1 = 0;
   int64_t loss_rows = 0;
   std::vector<Pair> batch;
-  std::vector<Seq> srcs;
   std::vector<double> null_minus_span, span_f1, null_f1;  // v2: for the threshold
   // The current question's windows: their logits kept until it is answered.
   std::vector<int64_t> q_windows, q_lengths;
