@@ -30,7 +30,8 @@ split is by source package (a hash of its name): 80% train, 10% valid, 10%
 test.
 
   python3 datasets/make_changelog_qa.py --out DIR [--set easy|hard]
-      DIR/train.json, valid.json, test.json (SQuAD v1.1), MANIFEST.json, and
+      DIR/train.json, valid.json, test.json (SQuAD v1.1), MANIFEST.json,
+      pretrain.txt (the training contexts as text, for masked LM), and
       passage.txt with question.txt (the first test context, for --ask)
   python3 datasets/make_changelog_qa.py --baseline DIR/valid.json
 
@@ -181,6 +182,10 @@ def build(out, kind):
             json.dump({"version": "1.1", "data": data}, f, ensure_ascii=False, sort_keys=True)
         sizes[name] = {"contexts": len(data),
                        "questions": sum(len(d["paragraphs"][0]["qas"]) for d in data)}
+    # The training split's contexts as plain text, for pre-training by masked
+    # language modelling on the same split (no held-out text in it).
+    with open(os.path.join(out, "pretrain.txt"), "w", encoding="utf-8") as f:
+        f.write("\n\n".join(d["paragraphs"][0]["context"] for d in splits["train"]) + "\n")
     # A passage and a question for `train --ask ... --passage`: the first test context's.
     if splits["test"]:
         first = splits["test"][0]["paragraphs"][0]
