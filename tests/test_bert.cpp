@@ -460,6 +460,18 @@ TEST_CASE("Bert qa: spans may start and end at [CLS] and the context, a bad targ
   check_error([&] { m.forward_pairs(pairs); }, {"sequence 0", "got 1 number(s)"});
 }
 
+TEST_CASE("Bert qa: a sequence's span logits alone equal its row in a padded batch") {
+  Bert m(tiny("qa"));
+  const data::Seq a = {1, 5, 6, 2, 7, 8, 9, 2}, b = {1, 5, 2, 7, 2};
+  const Tensor both = m.span_scores({a, b});  // (2, 2, 8): b padded by 3
+  const Tensor alone = m.span_scores({b});    // (1, 2, 5)
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t t = 0; t < 5; ++t) {
+      const real x = alone.data()[c * 5 + t], y = both.data()[(2 + c) * 8 + t];
+      CHECK(double(x) == doctest::Approx(double(y)).epsilon(1e-5));
+    }
+}
+
 TEST_CASE(
     "a tiny Bert learns by masked language modelling: pairs whose second text copies the first, "
     "held-out masked-token accuracy from chance to above 60% in 400 steps") {
