@@ -298,6 +298,13 @@ void validate(const TrainConfig& c, const std::string& where) {
   require_range<int64_t>(c.max_vocab, 1, 1000000, name("max_vocab"));
   require_range<int64_t>(c.doc_stride, 0, 1 << 20, name("doc_stride"));
   require_range<int64_t>(c.max_answer_tokens, 1, 1 << 20, name("max_answer_tokens"));
+  // Question answering's settings, refused on a run that reads no questions.
+  const bool questions = format_objective(c.format) == "qa" && !c.data.empty();
+  require(questions || c.doc_stride == TrainConfig().doc_stride, name("doc_stride"),
+          "goes with question answering (--format squad); this run reads no questions");
+  require(questions || c.max_answer_tokens == TrainConfig().max_answer_tokens,
+          name("max_answer_tokens"),
+          "goes with question answering (--format squad); this run reads no questions");
   require_range<int64_t>(c.batch, 1, 65536, name("batch"));
   require(c.batch >= dist::size(), name("batch"),
           std::to_string(c.batch) + " sequences cannot be shared by " +

@@ -97,5 +97,9 @@ expect_fail "$TRAIN" "${QA[@]}" --data train.json --context 7 --steps 30
 expect_out "does not fit in --context 7"
 expect_fail "$TRAIN" "${QA[@]}" --data train.json --objective classify --steps 30
 expect_out "--objective"
+expect_fail "$TRAIN" --task reverse --doc-stride 16 --steps 30
+expect_out "--doc-stride: goes with question answering (--format squad)"
+expect_fail "$TRAIN" --task reverse --max-answer-tokens 5 --steps 30
+expect_out "--max-answer-tokens: goes with question answering"
 expect_fail "$TRAIN" "${QA[@]}" --data train.json --label-smoothing 0.1 --steps 30
 expect_out "--label-smoothing"
